@@ -1,0 +1,115 @@
+# gfa — guest frame allocator.  `make` builds libgfa.{so,a}, gfactl, examples, benchmarks.
+# `make run` runs the main job (gfactl vmstart); `make test` runs the Criterion suite.
+VERSION   := 0.1.0
+SOVERSION := 0
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BUILD     ?= build
+CC        ?= cc
+SAN       ?=
+PKGS      := numa liburing libvirt libxml-2.0
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+TEST_CFLAGS := $(shell pkg-config --cflags criterion 2>/dev/null)
+TEST_LIBS   := $(shell pkg-config --libs criterion 2>/dev/null)
+
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 -Wall -Wextra -Werror -fPIC -pthread -Iinclude -I. $(SAN) $(PKG_CFLAGS)
+LDFLAGS += -pthread $(SAN)
+LDLIBS  += $(PKG_LIBS) -lm
+
+LIB_SRC   := $(sort $(wildcard allocator/*.c numa/*.c vmm/*.c))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC  := $(sort $(wildcard tests/*.c))
+TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+EX_SRC    := $(sort $(wildcard examples/*.c))
+EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
+TOOL_SRC  := $(sort $(wildcard tools/*.c))
+HEADERS   := $(wildcard include/gfa/*.h)
+
+SO      := $(BUILD)/libgfa.so.$(VERSION)
+A       := $(BUILD)/libgfa.a
+GFACTL  := $(BUILD)/gfactl
+TESTBIN := $(BUILD)/tests/gfa-tests
+
+.PHONY: all deps deps-test run test check asan tsan bench install clean tidy cppcheck \
+        bench-buddy bench-pcp bench-thpscale bench-release
+all: $(SO) $(A) $(GFACTL) $(EX_BIN) $(BENCH_BIN)
+
+deps:
+	@tools/deps.sh build
+deps-test:
+	@tools/deps.sh test
+
+$(BUILD)/%.o: %.c $(HEADERS) $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(A): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(SO): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libgfa.so.$(SOVERSION) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	ln -sf libgfa.so.$(VERSION) $(BUILD)/libgfa.so.$(SOVERSION)
+	ln -sf libgfa.so.$(SOVERSION) $(BUILD)/libgfa.so
+
+$(GFACTL): $(TOOL_SRC:%.c=$(BUILD)/%.o) $(A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/examples/%: $(BUILD)/examples/%.o $(A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%.o: tests/%.c $(HEADERS) $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(TEST_CFLAGS) -c $< -o $@
+$(TESTBIN): $(TEST_OBJ) $(A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+
+# The README's test command.  Installs missing packages, builds everything, runs the suite.
+test: deps-test
+	$(MAKE) all $(TESTBIN)
+	GFA_BUILD=$(BUILD) $(TESTBIN) $(TEST_ARGS)
+check: test
+
+# Sanitizer builds run the same suite (KVM-in-QEMU cases skip themselves under sanitizers).
+asan: deps-test
+	$(MAKE) BUILD=build/asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    TEST_ARGS="$(TEST_ARGS)" GFA_SANITIZER=asan sanitized-test
+tsan: deps-test
+	$(MAKE) BUILD=build/tsan SAN="-fsanitize=thread" CFLAGS="-O1 -g" \
+	    TEST_ARGS="$(TEST_ARGS)" GFA_SANITIZER=tsan sanitized-test
+sanitized-test: $(TESTBIN)
+	GFA_SANITIZER=$(GFA_SANITIZER) GFA_BUILD=$(BUILD) $(TESTBIN) $(TEST_ARGS)
+
+# The README's main job.
+run: deps-test
+	$(MAKE) all
+	$(GFACTL) vmstart $(ARGS)
+
+bench-%: deps
+	$(MAKE) $(BUILD)/bench/$*
+	$(BUILD)/bench/$* $(ARGS)
+bench: deps
+	$(MAKE) all
+	tools/bench-all.sh $(BUILD)
+
+install: $(SO) $(A)
+	install -d $(DESTDIR)$(PREFIX)/include/gfa $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/gfa/
+	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libgfa.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libgfa.so.$(SOVERSION)
+	ln -sf libgfa.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libgfa.so
+	install -m 644 $(A) $(DESTDIR)$(PREFIX)/lib/
+	[ ! -x $(GFACTL) ] || install -m 755 $(GFACTL) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' gfa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gfa.pc
+
+tidy:
+	clang-tidy $(LIB_SRC) -- -std=gnu11 -Iinclude -I. $(PKG_CFLAGS)
+cppcheck:
+	cppcheck --quiet --enable=warning,performance,portability --error-exitcode=1 -Iinclude -I. $(LIB_SRC)
+
+clean:
+	rm -rf build

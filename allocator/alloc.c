@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The zone path of allocation and free: argument checks, the zone lock, counters.
+ */
+#include "allocator/internal.h"
+
+void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner)
+{
+	if (f->mt != mt)
+		f->mt = (uint8_t)mt;
+	frame_set_owner(f, owner);
+	fstate_set(f, GFA_FRAME_ALLOCATED);
+}
+
+/* Checks that need no lock; returns 0 or the error (not yet counted). */
+static int alloc_args(struct gfa_pool *pool, unsigned int zone, unsigned int order,
+		      enum gfa_migratetype mt)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	if (order > GFA_MAX_ORDER)
+		return GFA_EORDER;
+	if ((unsigned int)mt >= GFA_MT_PCPTYPES)
+		return GFA_EMIGRATE;
+	return 0;
+}
+
+/* Take one block under the zone lock and account for it. */
+int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt,
+			  uint64_t owner, unsigned int flags)
+{
+	int64_t pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
+
+	if (pfn < 0) {
+		z->c.vm.pgalloc_fail++;
+		return GFA_ENOMEM;
+	}
+	frame_mark_allocated(&z->pool->frames[pfn], mt, owner);
+	z->c.vm.pgalloc++;
+	z->c.vm.pgalloc_frames += 1UL << order;
+	z->c.vm.alloc_order[order]++;
+	return pfn;
+}
+
+int64_t gfa_alloc(struct gfa_pool *pool, unsigned int zone, unsigned int order,
+		  enum gfa_migratetype mt, uint64_t owner, unsigned int flags)
+{
+	struct gfa_zone *z;
+	int64_t pfn;
+	int err = alloc_args(pool, zone, order, mt);
+
+	if (err) {
+		pool_count_err(pool, err);
+		return err;
+	}
+	z = &pool->zones[zone];
+	pthread_mutex_lock(&z->lock);
+	pfn = zone_alloc_locked(z, order, mt, owner, flags);
+	pthread_mutex_unlock(&z->lock);
+	return pfn;
+}
+
+/* Checks that need no lock. */
+int free_args(struct gfa_pool *pool, uint64_t pfn, unsigned int order, struct gfa_zone **zp)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	if (order > GFA_MAX_ORDER)
+		return GFA_EORDER;
+	*zp = pool_pfn_zone(pool, pfn);
+	if (!*zp || pfn + (1UL << order) > (*zp)->start_pfn + (*zp)->nr_frames)
+		return GFA_ERANGE;
+	if (pfn & ((1UL << order) - 1))
+		return GFA_EALIGN;
+	return 0;
+}
+
+/* Why a free of a block that is not ALLOCATED fails; z's lock held for tails. */
+static int classify_bad_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+			     unsigned int state, bool locked)
+{
+	uint64_t head;
+
+	switch (state) {
+	case GFA_FRAME_FREE:
+	case GFA_FRAME_PCP:
+		return GFA_EDOUBLEFREE;
+	case GFA_FRAME_ISOLATED:
+	case GFA_FRAME_INFLIGHT:
+		return GFA_EBUSY;
+	default:
+		break;
+	}
+	if (!locked)
+		pthread_mutex_lock(&z->lock);
+	/* A tail: inside some block.  Inside a free block it is a double free too. */
+	head = frame_find_head(pool, z, pfn);
+	state = head == GFA_NIL ? 0 : fstate(&pool->frames[head]);
+	if (!locked)
+		pthread_mutex_unlock(&z->lock);
+	if (state == GFA_FRAME_FREE || state == GFA_FRAME_PCP)
+		return GFA_EDOUBLEFREE;
+	return GFA_ENOTHEAD;
+}
+
+int frame_claim_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+		     unsigned int order, uint64_t owner, unsigned int new_state)
+{
+	struct gfa_frame *f = &pool->frames[pfn];
+	bool locked = new_state == 0; /* the zone path holds the lock */
+	unsigned int state = fstate(f);
+
+	if (state != GFA_FRAME_ALLOCATED)
+		return classify_bad_free(pool, z, pfn, state, locked);
+	if (f->order != order)
+		return GFA_EWRONGORDER;
+	if (frame_owner(f) != owner)
+		return GFA_EOWNER;
+	if (!fstate_cas(f, GFA_FRAME_ALLOCATED, new_state))
+		return classify_bad_free(pool, z, pfn, fstate(f), locked);
+	return 0;
+}
+
+void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	struct gfa_frame *f = &z->pool->frames[pfn];
+
+	fstate_set(f, 0);
+	flink_set(&f->next, GFA_NIL);
+	flink_set(&f->prev, GFA_NIL);
+	buddy_free_block(z, pfn, order);
+	z->c.vm.pgfree++;
+	z->c.vm.pgfree_frames += 1UL << order;
+	z->c.vm.free_order[order]++;
+}
+
+int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
+{
+	struct gfa_zone *z = NULL;
+	int err = free_args(pool, pfn, order, &z);
+
+	if (err) {
+		pool_count_err(pool, err);
+		return err;
+	}
+	pthread_mutex_lock(&z->lock);
+	err = frame_claim_free(pool, z, pfn, order, owner, 0);
+	if (!err)
+		zone_free_locked(z, pfn, order);
+	pthread_mutex_unlock(&z->lock);
+	if (err)
+		pool_count_err(pool, err);
+	return err;
+}

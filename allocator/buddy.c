@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The buddy allocator of one zone: free lists per order and migratetype, split
+ * (expand), merge, and migratetype fallback with pageblock stealing as in the kernel's
+ * __rmqueue_fallback.  Everything here runs with zone->lock held.
+ */
+#include "allocator/internal.h"
+
+static struct gfa_frame *F(struct gfa_zone *z, uint64_t pfn)
+{
+	return &z->pool->frames[pfn];
+}
+
+void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+		    unsigned int order, unsigned int mt, bool tail)
+{
+	struct gfa_free_list *l = &z->area[order].list[mt];
+	struct gfa_frame *f = &pool->frames[pfn];
+
+	fstate_set(f, GFA_FRAME_FREE);
+	f->order = (uint8_t)order;
+	f->mt = (uint8_t)mt;
+	if (l->head == GFA_NIL) {
+		f->next = f->prev = GFA_NIL;
+		l->head = l->tail = (uint32_t)pfn;
+	} else if (tail) {
+		f->next = GFA_NIL;
+		f->prev = l->tail;
+		pool->frames[l->tail].next = (uint32_t)pfn;
+		l->tail = (uint32_t)pfn;
+	} else {
+		f->prev = GFA_NIL;
+		f->next = l->head;
+		pool->frames[l->head].prev = (uint32_t)pfn;
+		l->head = (uint32_t)pfn;
+	}
+	l->nr++;
+	z->area[order].nr_free++;
+	z->nr_free += 1UL << order;
+}
+
+void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
+{
+	struct gfa_frame *f = &pool->frames[pfn];
+	struct gfa_free_list *l = &z->area[f->order].list[f->mt];
+
+	if (f->prev == GFA_NIL)
+		l->head = f->next;
+	else
+		pool->frames[f->prev].next = f->next;
+	if (f->next == GFA_NIL)
+		l->tail = f->prev;
+	else
+		pool->frames[f->next].prev = f->prev;
+	f->next = f->prev = GFA_NIL;
+	l->nr--;
+	z->area[f->order].nr_free--;
+	z->nr_free -= 1UL << f->order;
+}
+
+static bool pfn_in_zone(const struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	return pfn >= z->start_pfn && pfn + (1UL << order) <= z->start_pfn + z->nr_frames;
+}
+
+/*
+ * __free_one_page: merge with the buddy while it is free and of the same order, then
+ * put the result on the list of its pageblock's migratetype.  Merging never crosses
+ * into or out of an ISOLATE pageblock at pageblock order and above, as in the kernel.
+ */
+void buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	unsigned int mt = pfn_pageblock(z, pfn)->mt;
+
+	while (order < GFA_MAX_ORDER) {
+		uint64_t buddy = pfn ^ (1UL << order);
+		struct gfa_frame *bf;
+
+		if (!pfn_in_zone(z, buddy, order))
+			break;
+		bf = F(z, buddy);
+		if (fstate(bf) != GFA_FRAME_FREE || bf->order != order)
+			break;
+		if (order >= GFA_PAGEBLOCK_ORDER &&
+		    (pfn_pageblock(z, buddy)->mt == GFA_MT_ISOLATE ||
+		     pfn_pageblock(z, pfn)->mt == GFA_MT_ISOLATE))
+			break;
+		buddy_list_del(z->pool, z, buddy);
+		fstate_set(bf, 0);
+		fstate_set(F(z, pfn), 0);
+		pfn &= ~(1UL << order);
+		order++;
+	}
+	if (order >= GFA_PAGEBLOCK_ORDER)
+		mt = pfn_pageblock(z, pfn)->mt;
+	buddy_list_add(z->pool, z, pfn, order, mt, false);
+}
+
+/* expand(): split a block of order high down to low, giving back the upper halves. */
+static void expand(struct gfa_zone *z, uint64_t pfn, unsigned int low, unsigned int high,
+		   unsigned int mt)
+{
+	while (high > low) {
+		high--;
+		buddy_list_add(z->pool, z, pfn + (1UL << high), high, mt, false);
+	}
+}
+
+static int64_t rmqueue_smallest(struct gfa_zone *z, unsigned int order, unsigned int mt)
+{
+	for (unsigned int o = order; o <= GFA_MAX_ORDER; o++) {
+		uint32_t pfn = z->area[o].list[mt].head;
+
+		if (pfn == GFA_NIL)
+			continue;
+		buddy_list_del(z->pool, z, pfn);
+		expand(z, pfn, order, o, mt);
+		F(z, pfn)->order = (uint8_t)order;
+		return pfn;
+	}
+	return -1;
+}
+
+static const unsigned int fallbacks[GFA_MT_PCPTYPES][2] = {
+	[GFA_MT_UNMOVABLE]   = { GFA_MT_RECLAIMABLE, GFA_MT_MOVABLE },
+	[GFA_MT_MOVABLE]     = { GFA_MT_RECLAIMABLE, GFA_MT_UNMOVABLE },
+	[GFA_MT_RECLAIMABLE] = { GFA_MT_UNMOVABLE,   GFA_MT_MOVABLE },
+};
+
+/*
+ * can_steal_fallback: large requests, and unmovable/reclaimable ones of any size, take
+ * the whole pageblock so unmovable allocations clump together instead of polluting
+ * many movable pageblocks.
+ */
+static bool can_steal_fallback(unsigned int order, unsigned int start_mt)
+{
+	return order >= GFA_PAGEBLOCK_ORDER / 2 || start_mt == GFA_MT_RECLAIMABLE ||
+	       start_mt == GFA_MT_UNMOVABLE;
+}
+
+static int find_suitable_fallback(struct gfa_zone *z, unsigned int order,
+				  unsigned int start_mt, bool *can_steal)
+{
+	for (int i = 0; i < 2; i++) {
+		unsigned int fmt = fallbacks[start_mt][i];
+
+		if (z->area[order].list[fmt].nr == 0)
+			continue;
+		*can_steal = can_steal_fallback(order, start_mt);
+		return (int)fmt;
+	}
+	return -1;
+}
+
+uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned int mt)
+{
+	uint64_t start = z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER);
+	uint64_t end = start + GFA_PAGEBLOCK_FRAMES, moved = 0;
+	uint64_t pfn = frame_find_head(z->pool, z, start);
+
+	if (pfn == GFA_NIL)
+		return 0;
+	if (pfn < start) /* inside a larger block that starts in the previous pageblock */
+		pfn = start + GFA_PAGEBLOCK_FRAMES;
+	while (pfn < end) {
+		struct gfa_frame *f = F(z, pfn);
+
+		unsigned int st = fstate(f);
+
+		if (st == GFA_FRAME_FREE && f->mt != mt) {
+			unsigned int o = f->order;
+
+			buddy_list_del(z->pool, z, pfn);
+			buddy_list_add(z->pool, z, pfn, o, mt, false);
+		}
+		if (st == GFA_FRAME_FREE)
+			moved += 1UL << f->order;
+		pfn += 1UL << f->order;
+	}
+	return moved;
+}
+
+/* Allocated MOVABLE frames in a pageblock (the kernel's movable_pages count). */
+static uint64_t pageblock_movable_frames(struct gfa_zone *z, uint64_t start)
+{
+	uint64_t pfn = start, n = 0;
+
+	while (pfn < start + GFA_PAGEBLOCK_FRAMES) {
+		struct gfa_frame *f = F(z, pfn);
+
+		if (fstate(f) == GFA_FRAME_ALLOCATED && f->mt == GFA_MT_MOVABLE)
+			n += 1UL << f->order;
+		pfn += 1UL << f->order;
+	}
+	return n;
+}
+
+static void set_pageblocks_mt(struct gfa_zone *z, uint64_t pfn, unsigned int order,
+			      unsigned int mt)
+{
+	uint64_t n = order >= GFA_PAGEBLOCK_ORDER ? 1UL << (order - GFA_PAGEBLOCK_ORDER) : 1;
+
+	for (uint64_t i = 0; i < n; i++)
+		pfn_pageblock(z, pfn + (i << GFA_PAGEBLOCK_ORDER))->mt = (uint8_t)mt;
+}
+
+/*
+ * steal_suitable_fallback: claim the free block's pageblock for start_mt when the block
+ * is a pageblock or more, or when free plus compatible frames make up half of it;
+ * otherwise only the free block itself moves to start_mt's list.
+ */
+static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned int start_mt,
+				    bool whole_block)
+{
+	struct gfa_frame *f = F(z, pfn);
+	unsigned int order = f->order, old_mt = pfn_pageblock(z, pfn)->mt;
+	uint64_t pb_start = pfn & ~(GFA_PAGEBLOCK_FRAMES - 1), free_frames, alike;
+
+	if (order >= GFA_PAGEBLOCK_ORDER) {
+		set_pageblocks_mt(z, pfn, order, start_mt);
+		z->c.vm.pageblock_steal += 1UL << (order - GFA_PAGEBLOCK_ORDER);
+		buddy_list_del(z->pool, z, pfn);
+		buddy_list_add(z->pool, z, pfn, order, start_mt, false);
+		return;
+	}
+	if (!whole_block) {
+		buddy_list_del(z->pool, z, pfn);
+		buddy_list_add(z->pool, z, pfn, order, start_mt, false);
+		return;
+	}
+	free_frames = buddy_move_freepages_block(z, (pb_start - z->start_pfn) >> GFA_PAGEBLOCK_ORDER,
+						 start_mt);
+	if (start_mt == GFA_MT_MOVABLE)
+		alike = pageblock_movable_frames(z, pb_start);
+	else if (old_mt == GFA_MT_MOVABLE)
+		alike = GFA_PAGEBLOCK_FRAMES - free_frames - pageblock_movable_frames(z, pb_start);
+	else
+		alike = 0;
+	if (free_frames + alike >= GFA_PAGEBLOCK_FRAMES / 2) {
+		pfn_pageblock(z, pb_start)->mt = (uint8_t)start_mt;
+		z->c.vm.pageblock_steal++;
+	}
+}
+
+static bool rmqueue_fallback(struct gfa_zone *z, unsigned int order, unsigned int start_mt)
+{
+	bool can_steal = false;
+	int fmt = -1;
+	int o;
+
+	/* Steal the largest block first so fewer pageblocks get mixed. */
+	for (o = GFA_MAX_ORDER; o >= (int)order; o--) {
+		fmt = find_suitable_fallback(z, (unsigned int)o, start_mt, &can_steal);
+		if (fmt < 0)
+			continue;
+		/* A movable request that cannot claim the block splits the smallest one. */
+		if (!can_steal && start_mt == GFA_MT_MOVABLE && o > (int)order) {
+			for (o = (int)order; o <= GFA_MAX_ORDER; o++) {
+				fmt = find_suitable_fallback(z, (unsigned int)o, start_mt, &can_steal);
+				if (fmt >= 0)
+					break;
+			}
+		}
+		break;
+	}
+	if (fmt < 0 || o > GFA_MAX_ORDER)
+		return false;
+	steal_suitable_fallback(z, z->area[o].list[fmt].head, start_mt, can_steal);
+	return true;
+}
+
+int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt,
+		      bool nofallback)
+{
+	int64_t pfn;
+
+	for (;;) {
+		pfn = rmqueue_smallest(z, order, mt);
+		if (pfn >= 0)
+			return pfn;
+		if (nofallback || !rmqueue_fallback(z, order, mt))
+			return -1;
+		z->c.vm.pgalloc_fallback++;
+	}
+}

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gfa_pool_check(): the invariants of DESIGN.md, checked frame by frame.  Stops the
+ * world (every cache lock, then each zone lock) so the answer is exact.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "allocator/internal.h"
+
+struct zone_tally {
+	uint64_t free_blocks[GFA_NR_ORDERS][GFA_MT_TYPES];
+	uint64_t free_frames;
+};
+
+#define FAIL(...) do { snprintf(msg, len, __VA_ARGS__); return -EUCLEAN; } while (0)
+
+static bool should_have_merged(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	uint64_t buddy = pfn ^ (1UL << order);
+	struct gfa_frame *bf;
+
+	if (order >= GFA_MAX_ORDER || buddy < z->start_pfn ||
+	    buddy + (1UL << order) > z->start_pfn + z->nr_frames)
+		return false;
+	bf = &z->pool->frames[buddy];
+	if (fstate(bf) != GFA_FRAME_FREE || bf->order != order)
+		return false;
+	return !(order >= GFA_PAGEBLOCK_ORDER &&
+		 (pfn_pageblock(z, pfn)->mt == GFA_MT_ISOLATE ||
+		  pfn_pageblock(z, buddy)->mt == GFA_MT_ISOLATE));
+}
+
+/* Walk the zone block by block: every frame lies in exactly one block. */
+static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, size_t len)
+{
+	uint64_t pfn = z->start_pfn, end = z->start_pfn + z->nr_frames;
+
+	while (pfn < end) {
+		struct gfa_frame *f = &z->pool->frames[pfn];
+		unsigned int st = fstate(f), order = f->order;
+
+		if (st < GFA_FRAME_FREE || st > GFA_FRAME_INFLIGHT)
+			FAIL("zone %u: pfn %lu is in no block (state %u)", z->id,
+			     (unsigned long)pfn, st);
+		if (order > GFA_MAX_ORDER || (pfn & ((1UL << order) - 1)) ||
+		    pfn + (1UL << order) > end)
+			FAIL("zone %u: block at pfn %lu has bad order %u", z->id,
+			     (unsigned long)pfn, order);
+		if (f->mt >= GFA_MT_TYPES)
+			FAIL("zone %u: block at pfn %lu has bad migratetype %u", z->id,
+			     (unsigned long)pfn, f->mt);
+		if (st == GFA_FRAME_FREE) {
+			t->free_blocks[order][f->mt]++;
+			t->free_frames += 1UL << order;
+			if (should_have_merged(z, pfn, order))
+				FAIL("zone %u: free buddies at pfn %lu and %lu (order %u) not merged",
+				     z->id, (unsigned long)pfn,
+				     (unsigned long)(pfn ^ (1UL << order)), order);
+		}
+		pfn += 1UL << order;
+	}
+	return 0;
+}
+
+/* Walk the free lists: links consistent, members free, counters equal contents. */
+static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg, size_t len)
+{
+	struct gfa_frame *frames = z->pool->frames;
+
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++) {
+		uint64_t area_total = 0;
+
+		for (unsigned int mt = 0; mt < GFA_MT_TYPES; mt++) {
+			const struct gfa_free_list *l = &z->area[o].list[mt];
+			uint32_t prev = GFA_NIL;
+			uint64_t n = 0;
+
+			for (uint32_t p = l->head; p != GFA_NIL && n <= l->nr; p = frames[p].next) {
+				const struct gfa_frame *f = &frames[p];
+
+				if (fstate(f) != GFA_FRAME_FREE || f->order != o || f->mt != mt ||
+				    f->prev != prev || pool_pfn_zone(z->pool, p) != z)
+					FAIL("zone %u: free list order %u %s holds pfn %u (state %u "
+					     "order %u mt %u)", z->id, o, gfa_migratetype_name(mt),
+					     p, fstate(f), f->order, f->mt);
+				prev = p;
+				n++;
+			}
+			if (n != l->nr || n != t->free_blocks[o][mt] || l->tail != prev)
+				FAIL("zone %u: order %u %s: list holds %lu, counter %lu, blocks %lu",
+				     z->id, o, gfa_migratetype_name(mt), (unsigned long)n,
+				     (unsigned long)l->nr, (unsigned long)t->free_blocks[o][mt]);
+			area_total += n;
+		}
+		if (area_total != z->area[o].nr_free)
+			FAIL("zone %u: order %u nr_free %lu but lists hold %lu", z->id, o,
+			     (unsigned long)z->area[o].nr_free, (unsigned long)area_total);
+	}
+	if (t->free_frames != z->nr_free)
+		FAIL("zone %u: nr_free %lu but free blocks hold %lu frames", z->id,
+		     (unsigned long)z->nr_free, (unsigned long)t->free_frames);
+	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
+		if (z->pageblocks[i].mt >= GFA_MT_TYPES)
+			FAIL("zone %u: pageblock %lu has migratetype %u", z->id,
+			     (unsigned long)i, z->pageblocks[i].mt);
+	return 0;
+}
+
+static int check_zone(struct gfa_zone *z, char *msg, size_t len)
+{
+	struct zone_tally t;
+	int err;
+
+	memset(&t, 0, sizeof(t));
+	pthread_mutex_lock(&z->lock);
+	err = check_blocks(z, &t, msg, len);
+	if (!err)
+		err = check_lists(z, &t, msg, len);
+	pthread_mutex_unlock(&z->lock);
+	return err;
+}
+
+int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen)
+{
+	char dummy[1];
+	int err = 0;
+
+	if (!pool) {
+		pool_count_err(pool, GFA_EFAULT);
+		return GFA_EFAULT;
+	}
+	if (!msg) {
+		msg = dummy;
+		msglen = sizeof(dummy);
+	}
+	if (msglen)
+		msg[0] = '\0';
+	pcp_lock_all(pool);
+	for (unsigned int i = 0; i < pool->nr_zones && !err; i++)
+		err = check_zone(&pool->zones[i], msg, msglen);
+	if (!err)
+		err = pcp_check_locked(pool, msg, msglen);
+	pcp_unlock_all(pool);
+	return err;
+}

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal structures of the allocator layer.  Not installed.
+ *
+ * Frame descriptor layout (16 bytes, see struct gfa_frame):
+ *   next, prev  u32  free/pcp list links as pool pfns (GFA_NIL = none).  An allocated
+ *                    block is on no list, so the same 8 bytes hold its 64-bit owner
+ *                    cookie (frame_owner()).
+ *   state       u8   GFA_FRAME_* for a block head, 0 for a frame inside a block
+ *   order       u8   block order (head only)
+ *   mt          u8   free-list migratetype (free/pcp) or allocation migratetype
+ *   flags       u8   FRAME_F_* bits for the release layer (dirty/clean/released)
+ *   spare       u32  keeps the descriptor 16 bytes and aligned
+ * Why so small: a 1 TiB host has 2^28 frames; 16 bytes a frame is 0.4% overhead, like
+ * the kernel's struct page at 64 bytes per 4 KiB is 1.6%.  Tail frames are never
+ * written on alloc/free, which keeps alloc/free O(1) in the block size.
+ */
+#ifndef GFA_ALLOCATOR_INTERNAL_H
+#define GFA_ALLOCATOR_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <gfa/allocator.h>
+
+#define GFA_NIL UINT32_MAX
+#define MAX_ORDER_FRAMES (1UL << GFA_MAX_ORDER)
+
+struct gfa_frame {
+	uint32_t next;
+	uint32_t prev;
+	uint8_t state;
+	uint8_t order;
+	uint8_t mt;
+	uint8_t flags;
+	uint32_t spare;
+};
+_Static_assert(sizeof(struct gfa_frame) == 16, "frame descriptor must stay 16 bytes");
+
+/*
+ * A vCPU's cache moves its own blocks between PCP and ALLOCATED without the zone lock,
+ * while zone-lock holders (merging, scanners, lookups) may read any frame.  So `state`
+ * is always accessed atomically (acquire/release), and the owner cookie, written by the
+ * pcp path and read by lookups, with relaxed atomics.  Transitions out of ALLOCATED
+ * use compare-and-swap so two racing frees of one block cannot both succeed.
+ */
+static inline unsigned int fstate(const struct gfa_frame *f)
+{
+	return __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+}
+static inline void fstate_set(struct gfa_frame *f, unsigned int s)
+{
+	__atomic_store_n(&f->state, (uint8_t)s, __ATOMIC_RELEASE);
+}
+static inline bool fstate_cas(struct gfa_frame *f, unsigned int old, unsigned int new)
+{
+	uint8_t o = (uint8_t)old;
+
+	return __atomic_compare_exchange_n(&f->state, &o, (uint8_t)new, false,
+					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+static inline uint32_t flink_get(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+static inline void flink_set(uint32_t *p, uint32_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+/* Allocated blocks keep their owner cookie in the (unused) list links. */
+static inline uint64_t frame_owner(const struct gfa_frame *f)
+{
+	return ((uint64_t)flink_get(&f->prev) << 32) | flink_get(&f->next);
+}
+static inline void frame_set_owner(struct gfa_frame *f, uint64_t owner)
+{
+	flink_set(&f->next, (uint32_t)owner);
+	flink_set(&f->prev, (uint32_t)(owner >> 32));
+}
+
+/* Pageblock flags. */
+#define PB_SKIP      0x1u   /* compaction skip hint / ownership token */
+
+struct gfa_pageblock {
+	uint8_t mt;
+	uint8_t flags;
+	uint16_t spare;
+};
+
+struct gfa_free_list {
+	uint32_t head;          /* newest (kernel: list head) */
+	uint32_t tail;          /* oldest */
+	uint64_t nr;            /* blocks on the list */
+};
+
+struct gfa_free_area {
+	struct gfa_free_list list[GFA_MT_TYPES];
+	uint64_t nr_free;       /* blocks of this order, all types */
+};
+
+/* Per-zone counters, protected by the zone lock. */
+struct gfa_zone_counters {
+	struct gfa_vmstat vm;
+};
+
+struct gfa_zone {
+	pthread_mutex_t lock;
+	struct gfa_pool *pool;
+	unsigned int id;
+	int node;
+	uint64_t start_pfn;             /* pool pfn of the first frame */
+	uint64_t nr_frames;
+	uint64_t nr_pageblocks;
+	uint64_t nr_free;               /* frames on the buddy lists */
+	struct gfa_free_area area[GFA_NR_ORDERS];
+	struct gfa_pageblock *pageblocks;
+	struct gfa_zone_counters c;
+	/* pcp sizing computed at creation */
+	int pcp_batch, pcp_high_min, pcp_high_max;
+	/* host backing */
+	void *base;
+	int memfd;
+};
+
+/* Caches of a pool are linked so other threads can drain them. */
+struct gfa_pcp_link {
+	struct gfa_pcp *next;
+};
+
+struct gfa_pool {
+	struct gfa_frame *frames;       /* one per pfn, over all zones */
+	uint64_t nr_pfns;               /* span of pfn space (incl. alignment holes) */
+	unsigned int nr_zones;
+	struct gfa_zone zones[GFA_MAX_ZONES];
+	struct gfa_pool_config cfg;
+	/* errors found before any zone lock is taken */
+	_Atomic uint64_t err[16];
+	/* registered caches */
+	pthread_mutex_t pcp_lock;
+	struct gfa_pcp *pcps;
+};
+
+/* Error counter slots in pool->err (match the err_* vmstat order). */
+enum gfa_err_slot {
+	ERR_FAULT, ERR_RANGE, ERR_ALIGN, ERR_ORDER, ERR_MIGRATE, ERR_DOUBLE_FREE,
+	ERR_WRONG_ORDER, ERR_NOT_HEAD, ERR_OWNER, ERR_BUSY, ERR_THREAD, ERR_NR
+};
+
+/* ---- buddy.c: everything here runs with zone->lock held ---- */
+void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+		    unsigned int order, unsigned int mt, bool tail);
+void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn);
+/* Free a block into the zone, merging; the block must not be on any list. */
+void buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order);
+/* Take a block of exactly `order` and type mt (with fallback unless nofallback). */
+int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt,
+		      bool nofallback);
+/* Move every free block of pageblock pb to free list mt; returns free frames moved. */
+uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned int mt);
+
+/* ---- pool.c helpers ---- */
+static inline struct gfa_pageblock *pfn_pageblock(struct gfa_zone *z, uint64_t pfn)
+{
+	return &z->pageblocks[(pfn - z->start_pfn) >> GFA_PAGEBLOCK_ORDER];
+}
+struct gfa_zone *pool_pfn_zone(struct gfa_pool *pool, uint64_t pfn);
+/* Find the head of the block containing pfn (zone lock held); GFA_NIL if none. */
+uint64_t frame_find_head(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn);
+void pool_count_err(struct gfa_pool *pool, int err);
+/*
+ * Validate a free request and, when it is valid, move the head from ALLOCATED to
+ * new_state atomically.  0 or the error (not counted).  Without the zone lock only
+ * the fast case is decided; tails need it (frame_find_head).
+ */
+int frame_claim_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+		     unsigned int order, uint64_t owner, unsigned int new_state);
+/* Mark a block allocated (zone lock or owning pcp lock held). */
+void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner);
+
+/* ---- alloc.c: zone path with the zone lock held, counters included ---- */
+int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt,
+			  uint64_t owner, unsigned int flags);
+void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
+
+/* ---- stats.c: snprintf-style appender ---- */
+struct strbuf {
+	char *buf;
+	size_t len;
+	size_t pos;     /* length the full text needs so far */
+};
+void sb_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- pcp.c ---- */
+void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z);
+/* Take/release every cache's lock (as a remote drainer) for stop-the-world readers. */
+void pcp_lock_all(struct gfa_pool *pool);
+void pcp_unlock_all(struct gfa_pool *pool);
+/* With pcp_lock_all held: check caches; add their blocks and counters. */
+int pcp_check_locked(struct gfa_pool *pool, char *msg, size_t len);
+void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks);
+void pcp_add_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs);
+int free_args(struct gfa_pool *pool, uint64_t pfn, unsigned int order, struct gfa_zone **zp);
+
+#endif

@@ -1,0 +1,714 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Per-vCPU frame caches: the kernel's per-cpu pages (mm/page_alloc.c) for vCPU threads.
+ *
+ * Lists per (order, migratetype) for orders 0..3 and the pageblock order, 15 in all.
+ * Free inserts at the head, bulk free takes from the tail (oldest), refill appends
+ * max(batch >> order, 2) blocks in one zone-lock section.  free_high (Linux 6.15,
+ * seed 003) flushes high-order frames when a cache keeps freeing without allocating.
+ *
+ * Locking: each cache has a one-word lock owned by its vCPU thread.  The owner takes it
+ * with compare-and-swap on a line no other thread writes in the common case, so the hot
+ * path shares nothing.  Remote drainers (compaction, shutdown, idle drain, the checker)
+ * take it in REMOTE mode; the owner then waits for them.  An owner that finds the lock
+ * held in OWNER mode knows two threads use one cache and fails with GFA_ETHREAD.
+ * Lock order: pool->pcp_lock -> cache lock -> zone lock.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "allocator/internal.h"
+
+#define PCP_COSTLY_ORDER   3
+#define NR_PCP_THP         1
+#define NR_PCP_LISTS       (GFA_MT_PCPTYPES * (PCP_COSTLY_ORDER + 1 + NR_PCP_THP))
+#define PCP_BATCH_SCALE_MAX 5
+
+#define PCPF_PREV_FREE_HIGH_ORDER 0x1u
+#define PCPF_FREE_HIGH_BATCH      0x2u
+
+enum { PCP_UNLOCKED = 0, PCP_OWNER = 1, PCP_REMOTE = 2 };
+
+struct gfa_pcp {
+	_Atomic int lock;
+	int count;              /* frames on all lists */
+	int high, batch, high_min, high_max;
+	int free_count;
+	unsigned int flags;
+	unsigned int free_high_threshold;
+	bool no_high_order;
+	struct gfa_pool *pool;
+	struct gfa_zone *zone;
+	uint64_t ops;           /* allocations + frees, for the idle drain */
+	uint64_t idle_seen_ops;
+	uint64_t idle_since_ms;
+	struct gfa_vmstat vs;   /* this cache's share of the counters */
+	struct gfa_free_list lists[NR_PCP_LISTS];
+	struct gfa_pcp *next;   /* pool->pcps, under pool->pcp_lock */
+};
+
+static inline int order_to_pindex(unsigned int mt, unsigned int order)
+{
+	unsigned int base = order <= PCP_COSTLY_ORDER ? order : PCP_COSTLY_ORDER + 1;
+
+	return (int)(GFA_MT_PCPTYPES * base + mt);
+}
+
+static inline unsigned int pindex_to_order(int pindex)
+{
+	unsigned int order = (unsigned int)pindex / GFA_MT_PCPTYPES;
+
+	return order > PCP_COSTLY_ORDER ? GFA_PAGEBLOCK_ORDER : order;
+}
+
+static bool pcp_order_cached(const struct gfa_pcp *pcp, unsigned int order)
+{
+	if (pcp->no_high_order)
+		return order == 0;
+	return order <= PCP_COSTLY_ORDER || order == GFA_PAGEBLOCK_ORDER;
+}
+
+static unsigned int rounddown_pow2(unsigned int x)
+{
+	unsigned int r = 1;
+
+	while (r * 2 <= x)
+		r *= 2;
+	return r;
+}
+
+/*
+ * zone_batchsize(): a quarter of a thousandth of the zone, at most 1 MiB worth, then
+ * rounded to 2^n - 1 to avoid cache aliasing between batches (63 on large zones).
+ * high_min is at least 4 batches; it also holds two pageblocks so order-9 blocks can
+ * be cached at all (the kernel's high is in the thousands on large machines).
+ */
+void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z)
+{
+	const struct gfa_pool_config *cfg = &pool->cfg;
+	unsigned int batch = (unsigned int)((z->nr_frames >> 10) < 256 ? z->nr_frames >> 10 : 256) / 4;
+	uint64_t high;
+
+	if (batch < 1)
+		batch = 1;
+	batch = rounddown_pow2(batch + batch / 2) - 1;
+	if (batch < 1)
+		batch = 1;
+	if (cfg->pcp_batch)
+		batch = cfg->pcp_batch;
+	high = batch << 2;
+	if (high < 2 * GFA_PAGEBLOCK_FRAMES && z->nr_frames >= 32 * GFA_PAGEBLOCK_FRAMES)
+		high = 2 * GFA_PAGEBLOCK_FRAMES;
+	if (cfg->pcp_high)
+		high = cfg->pcp_high;
+	z->pcp_batch = (int)batch;
+	z->pcp_high_min = (int)high;
+	z->pcp_high_max = cfg->pcp_high_max ? (int)cfg->pcp_high_max : (int)(high * 8);
+	if (z->pcp_high_max < z->pcp_high_min)
+		z->pcp_high_max = z->pcp_high_min;
+}
+
+/* ---- the cache lock ---- */
+
+static int pcp_lock_owner(struct gfa_pcp *pcp)
+{
+	for (;;) {
+		int v = PCP_UNLOCKED;
+
+		if (atomic_compare_exchange_weak_explicit(&pcp->lock, &v, PCP_OWNER,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return 0;
+		if (v == PCP_OWNER)
+			return GFA_ETHREAD;
+		if (v == PCP_REMOTE)
+			sched_yield();
+	}
+}
+
+static void pcp_lock_remote(struct gfa_pcp *pcp)
+{
+	for (;;) {
+		int v = PCP_UNLOCKED;
+
+		if (atomic_compare_exchange_weak_explicit(&pcp->lock, &v, PCP_REMOTE,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return;
+		sched_yield();
+	}
+}
+
+static void pcp_unlock(struct gfa_pcp *pcp)
+{
+	atomic_store_explicit(&pcp->lock, PCP_UNLOCKED, memory_order_release);
+}
+
+/* ---- lists (cache lock held) ---- */
+
+static void plist_add(struct gfa_pcp *pcp, int pindex, uint64_t pfn, bool tail)
+{
+	struct gfa_free_list *l = &pcp->lists[pindex];
+	struct gfa_frame *frames = pcp->pool->frames, *f = &frames[pfn];
+
+	if (l->head == GFA_NIL) {
+		flink_set(&f->next, GFA_NIL);
+		flink_set(&f->prev, GFA_NIL);
+		l->head = l->tail = (uint32_t)pfn;
+	} else if (tail) {
+		flink_set(&f->next, GFA_NIL);
+		flink_set(&f->prev, l->tail);
+		flink_set(&frames[l->tail].next, (uint32_t)pfn);
+		l->tail = (uint32_t)pfn;
+	} else {
+		flink_set(&f->prev, GFA_NIL);
+		flink_set(&f->next, l->head);
+		flink_set(&frames[l->head].prev, (uint32_t)pfn);
+		l->head = (uint32_t)pfn;
+	}
+	l->nr++;
+}
+
+static void plist_del(struct gfa_pcp *pcp, int pindex, uint64_t pfn)
+{
+	struct gfa_free_list *l = &pcp->lists[pindex];
+	struct gfa_frame *frames = pcp->pool->frames, *f = &frames[pfn];
+	uint32_t next = flink_get(&f->next), prev = flink_get(&f->prev);
+
+	if (prev == GFA_NIL)
+		l->head = next;
+	else
+		flink_set(&frames[prev].next, next);
+	if (next == GFA_NIL)
+		l->tail = prev;
+	else
+		flink_set(&frames[next].prev, prev);
+	l->nr--;
+}
+
+/*
+ * free_pcppages_bulk(): free `count` frames to the zone in one lock section.  The list
+ * that overflowed (pindex) goes first and alone if it holds enough; then the others
+ * upward with wrap-around, the [min, max] window shrinking past empty edge lists.
+ * count is clamped to pcp->count, else the search below could never end.
+ */
+static int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
+{
+	struct gfa_zone *z = pcp->zone;
+	int min_pindex = 0, max_pindex = NR_PCP_LISTS - 1, freed = 0;
+
+	if (count > pcp->count)
+		count = pcp->count;
+	if (count <= 0)
+		return 0;
+	pindex = pindex - 1;
+	pthread_mutex_lock(&z->lock);
+	while (count > 0) {
+		struct gfa_free_list *l;
+		unsigned int order;
+
+		for (;;) {
+			if (++pindex > max_pindex)
+				pindex = min_pindex;
+			l = &pcp->lists[pindex];
+			if (l->nr)
+				break;
+			if (pindex == max_pindex)
+				max_pindex--;
+			if (pindex == min_pindex)
+				min_pindex++;
+		}
+		order = pindex_to_order(pindex);
+		do {
+			uint64_t pfn = l->tail;
+
+			plist_del(pcp, pindex, pfn);
+			count -= 1 << order;
+			pcp->count -= 1 << order;
+			freed += 1 << order;
+			zone_free_locked(z, pfn, order);
+		} while (count > 0 && l->nr);
+	}
+	pthread_mutex_unlock(&z->lock);
+	pcp->vs.pcp_bulkfree++;
+	return freed;
+}
+
+/*
+ * rmqueue_bulk(): take up to n blocks of one order and type in one zone-lock section,
+ * appended at the tail so the list keeps its oldest-last order.
+ */
+static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsigned int mt,
+		      int n, unsigned int flags)
+{
+	struct gfa_zone *z = pcp->zone;
+	int got = 0;
+
+	pthread_mutex_lock(&z->lock);
+	for (; got < n; got++) {
+		int64_t pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
+		struct gfa_frame *f;
+
+		if (pfn < 0)
+			break;
+		f = &pcp->pool->frames[pfn];
+		f->mt = (uint8_t)mt;
+		fstate_set(f, GFA_FRAME_PCP);
+		plist_add(pcp, pindex, (uint64_t)pfn, true);
+		pcp->count += 1 << order;
+	}
+	if (!got)
+		z->c.vm.pgalloc_fail++;
+	pthread_mutex_unlock(&z->lock);
+	pcp->vs.pcp_refill++;
+	return got;
+}
+
+/*
+ * nr_pcp_alloc(): refill max(batch >> order, 2) blocks.  A cache that has to refill
+ * while it is not freeing (free_count == 0) is allocation-heavy: let high grow toward
+ * high_max by a batch, as Linux 6.7's auto-tuning does.
+ */
+static int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order)
+{
+	int batch = pcp->batch;
+
+	if (!pcp->free_count && pcp->high < pcp->high_max) {
+		pcp->high += batch;
+		if (pcp->high > pcp->high_max)
+			pcp->high = pcp->high_max;
+	}
+	batch >>= order;
+	return batch < 2 ? 2 : batch;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
+{
+	struct gfa_pcp *pcp;
+	struct gfa_zone *z;
+
+	if (!pool) {
+		errno = EFAULT;
+		return NULL;
+	}
+	if (zone >= pool->nr_zones) {
+		pool_count_err(pool, GFA_ERANGE);
+		errno = ERANGE;
+		return NULL;
+	}
+	pcp = aligned_alloc(64, (sizeof(*pcp) + 63) & ~63UL);
+	if (!pcp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(pcp, 0, sizeof(*pcp));
+	z = &pool->zones[zone];
+	pcp->pool = pool;
+	pcp->zone = z;
+	pcp->batch = z->pcp_batch;
+	pcp->high_min = pcp->high = z->pcp_high_min;
+	pcp->high_max = z->pcp_high_max;
+	pcp->no_high_order = pool->cfg.pcp_no_high_order;
+	pcp->free_high_threshold = pool->cfg.pcp_free_high_old
+		? (unsigned int)pcp->batch
+		: (unsigned int)(pcp->batch + pcp->high_min / 2);
+	for (int i = 0; i < NR_PCP_LISTS; i++)
+		pcp->lists[i].head = pcp->lists[i].tail = GFA_NIL;
+	pcp->idle_since_ms = now_ms();
+	pthread_mutex_lock(&pool->pcp_lock);
+	pcp->next = pool->pcps;
+	pool->pcps = pcp;
+	pthread_mutex_unlock(&pool->pcp_lock);
+	return pcp;
+}
+
+static void pcp_fold_counters(struct gfa_pcp *pcp)
+{
+	struct gfa_zone *z = pcp->zone;
+	uint64_t *dst = (uint64_t *)&z->c.vm;
+	const uint64_t *src = (const uint64_t *)&pcp->vs;
+
+	pthread_mutex_lock(&z->lock);
+	for (size_t k = 0; k < sizeof(pcp->vs) / sizeof(uint64_t); k++)
+		dst[k] += src[k];
+	pthread_mutex_unlock(&z->lock);
+	memset(&pcp->vs, 0, sizeof(pcp->vs));
+}
+
+void gfa_pcp_destroy(struct gfa_pcp *pcp)
+{
+	struct gfa_pool *pool;
+
+	if (!pcp)
+		return;
+	pool = pcp->pool;
+	pthread_mutex_lock(&pool->pcp_lock);
+	for (struct gfa_pcp **pp = &pool->pcps; *pp; pp = &(*pp)->next) {
+		if (*pp == pcp) {
+			*pp = pcp->next;
+			break;
+		}
+	}
+	pcp_lock_remote(pcp);
+	pcp_free_bulk(pcp, pcp->count, 0);
+	pcp_fold_counters(pcp);
+	pcp_unlock(pcp);
+	pthread_mutex_unlock(&pool->pcp_lock);
+	free(pcp);
+}
+
+int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratetype mt,
+		      uint64_t owner, unsigned int flags)
+{
+	struct gfa_free_list *l;
+	struct gfa_frame *f;
+	uint64_t pfn;
+	int pindex, err;
+
+	if (!pcp)
+		return GFA_EFAULT;
+	if (order > GFA_MAX_ORDER || (unsigned int)mt >= GFA_MT_PCPTYPES || !pcp_order_cached(pcp, order))
+		return gfa_alloc(pcp->pool, pcp->zone->id, order, mt, owner, flags);
+	err = pcp_lock_owner(pcp);
+	if (err) {
+		pool_count_err(pcp->pool, err);
+		return err;
+	}
+	pcp->ops++;
+	pcp->free_count >>= 1;
+	pindex = order_to_pindex(mt, order);
+	l = &pcp->lists[pindex];
+	if (!l->nr && !pcp_refill(pcp, pindex, order, mt, pcp_refill_count(pcp, order), flags)) {
+		pcp_unlock(pcp);
+		return GFA_ENOMEM;
+	}
+	pfn = l->head;
+	plist_del(pcp, pindex, pfn);
+	pcp->count -= 1 << order;
+	f = &pcp->pool->frames[pfn];
+	frame_mark_allocated(f, mt, owner);
+	pcp->vs.pcp_alloc++;
+	pcp->vs.pgalloc++;
+	pcp->vs.pgalloc_frames += 1UL << order;
+	pcp->vs.alloc_order[order]++;
+	pcp_unlock(pcp);
+	return (int64_t)pfn;
+}
+
+/*
+ * free_unref_page_commit() of Linux 6.15: free_count grows by the block size on every
+ * free (capped at batch << 5) and halves on every allocation; free_high fires for
+ * orders 1..3 when the previous free was high-order too and free_count, as it was before
+ * this free, reached the threshold.  It lowers high toward high_min and flushes up to
+ * the cap, starting with this list.
+ */
+static void pcp_free_commit(struct gfa_pcp *pcp, int pindex, unsigned int order)
+{
+	int cap = pcp->batch << PCP_BATCH_SCALE_MAX, high, nr;
+	bool free_high = false;
+
+	if (order && order <= PCP_COSTLY_ORDER) {
+		free_high = pcp->free_count >= (int)pcp->free_high_threshold &&
+			    (pcp->flags & PCPF_PREV_FREE_HIGH_ORDER) &&
+			    (!(pcp->flags & PCPF_FREE_HIGH_BATCH) || pcp->count >= pcp->batch);
+		pcp->flags |= PCPF_PREV_FREE_HIGH_ORDER;
+	} else {
+		pcp->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
+	}
+	if (pcp->free_count < cap)
+		pcp->free_count += 1 << order;
+	high = pcp->high;
+	if (free_high) {
+		pcp->high = high - cap > pcp->high_min ? high - cap : pcp->high_min;
+		high = 0;
+	}
+	if (pcp->count < high)
+		return;
+	if (free_high) {
+		nr = pcp->count < cap ? pcp->count : cap;
+		pcp->vs.pcp_free_high++;
+	} else if (high < pcp->batch) {
+		nr = 1;
+	} else {
+		/* nr_pcp_free(): keep a batch, free at least a batch, more while freeing */
+		nr = pcp->free_count;
+		if (nr > high - pcp->batch)
+			nr = high - pcp->batch;
+		if (nr < pcp->batch)
+			nr = pcp->batch;
+	}
+	pcp_free_bulk(pcp, nr, pindex);
+}
+
+static int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner)
+{
+	struct gfa_pool *pool = pcp->pool;
+	struct gfa_zone *z = NULL;
+	int err = free_args(pool, pfn, order, &z);
+	unsigned int mt;
+	int pindex;
+
+	if (err)
+		goto fail;
+	if (z != pcp->zone || !pcp_order_cached(pcp, order))
+		return gfa_free(pool, pfn, order, owner);
+	err = frame_claim_free(pool, z, pfn, order, owner, GFA_FRAME_PCP);
+	if (err)
+		goto fail;
+	mt = pool->frames[pfn].mt;
+	pindex = order_to_pindex(mt, order);
+	plist_add(pcp, pindex, pfn, false);
+	pcp->count += 1 << order;
+	pcp->ops++;
+	pcp->vs.pcp_free++;
+	pcp_free_commit(pcp, pindex, order);
+	return 0;
+fail:
+	pool_count_err(pool, err);
+	return err;
+}
+
+int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner)
+{
+	int err;
+
+	if (!pcp)
+		return GFA_EFAULT;
+	err = pcp_lock_owner(pcp);
+	if (err) {
+		pool_count_err(pcp->pool, err);
+		return err;
+	}
+	err = pcp_free_one(pcp, pfn, order, owner);
+	pcp_unlock(pcp);
+	return err;
+}
+
+int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
+		      unsigned int order, uint64_t owner)
+{
+	int err;
+	size_t i;
+
+	if (!pcp || (!pfns && n))
+		return GFA_EFAULT;
+	err = pcp_lock_owner(pcp);
+	if (err) {
+		pool_count_err(pcp->pool, err);
+		return err;
+	}
+	pcp->flags |= PCPF_FREE_HIGH_BATCH;
+	for (i = 0; i < n; i++) {
+		err = pcp_free_one(pcp, pfns[i], order, owner);
+		if (err)
+			break;
+	}
+	pcp->flags &= ~PCPF_FREE_HIGH_BATCH;
+	pcp_unlock(pcp);
+	return err ? err : (int)i;
+}
+
+int gfa_pcp_drain(struct gfa_pcp *pcp)
+{
+	int err;
+
+	if (!pcp)
+		return GFA_EFAULT;
+	err = pcp_lock_owner(pcp);
+	if (err) {
+		pool_count_err(pcp->pool, err);
+		return err;
+	}
+	err = pcp_free_bulk(pcp, pcp->count, 0);
+	pcp->vs.pcp_drain++;
+	pcp_unlock(pcp);
+	return err;
+}
+
+int gfa_pcp_drain_partial(struct gfa_pcp *pcp)
+{
+	int err;
+
+	if (!pcp)
+		return GFA_EFAULT;
+	err = pcp_lock_owner(pcp);
+	if (err) {
+		pool_count_err(pcp->pool, err);
+		return err;
+	}
+	err = pcp_free_bulk(pcp, pcp->count < pcp->batch ? pcp->count : pcp->batch, 0);
+	pcp_unlock(pcp);
+	return err;
+}
+
+int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone)
+{
+	int64_t n = 0;
+
+	if (!pool)
+		return GFA_EFAULT;
+	pthread_mutex_lock(&pool->pcp_lock);
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
+		if (zone >= 0 && pcp->zone->id != (unsigned int)zone)
+			continue;
+		pcp_lock_remote(pcp);
+		if (pcp->count) {
+			n += pcp_free_bulk(pcp, pcp->count, 0);
+			pcp->vs.pcp_drain++;
+		}
+		pcp_unlock(pcp);
+	}
+	pthread_mutex_unlock(&pool->pcp_lock);
+	return n;
+}
+
+int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
+{
+	uint64_t now = now_ms();
+	int64_t n = 0;
+
+	if (!pool)
+		return GFA_EFAULT;
+	pthread_mutex_lock(&pool->pcp_lock);
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
+		pcp_lock_remote(pcp);
+		if (pcp->ops != pcp->idle_seen_ops) {
+			pcp->idle_seen_ops = pcp->ops;
+			pcp->idle_since_ms = now;
+		} else if (pcp->count && now - pcp->idle_since_ms >= idle_ms) {
+			n += pcp_free_bulk(pcp, pcp->count, 0);
+			pcp->vs.pcp_drain++;
+		}
+		pcp_unlock(pcp);
+	}
+	pthread_mutex_unlock(&pool->pcp_lock);
+	return n;
+}
+
+int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st)
+{
+	if (!pcp || !st)
+		return GFA_EFAULT;
+	memset(st, 0, sizeof(*st));
+	pcp_lock_remote(pcp);
+	st->zone = pcp->zone->id;
+	st->count = pcp->count;
+	st->batch = pcp->batch;
+	st->high = pcp->high;
+	st->high_min = pcp->high_min;
+	st->high_max = pcp->high_max;
+	st->free_count = pcp->free_count;
+	st->free_high_threshold = pcp->free_high_threshold;
+	for (int i = 0; i < NR_PCP_LISTS; i++)
+		st->nr_blocks[pindex_to_order(i)] += (int)pcp->lists[i].nr;
+	pcp_unlock(pcp);
+	return 0;
+}
+
+/* ---- pool-wide readers ---- */
+
+void pcp_lock_all(struct gfa_pool *pool)
+{
+	pthread_mutex_lock(&pool->pcp_lock);
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
+		pcp_lock_remote(pcp);
+}
+
+void pcp_unlock_all(struct gfa_pool *pool)
+{
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
+		pcp_unlock(pcp);
+	pthread_mutex_unlock(&pool->pcp_lock);
+}
+
+void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks)
+{
+	pthread_mutex_lock(&pool->pcp_lock);
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
+		if (pcp->zone->id != zone)
+			continue;
+		pcp_lock_remote(pcp);
+		for (int i = 0; i < NR_PCP_LISTS; i++)
+			blocks[pindex_to_order(i)] += pcp->lists[i].nr;
+		pcp_unlock(pcp);
+	}
+	pthread_mutex_unlock(&pool->pcp_lock);
+}
+
+void pcp_add_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
+{
+	uint64_t *dst = (uint64_t *)vs;
+
+	pthread_mutex_lock(&pool->pcp_lock);
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
+		const uint64_t *src = (const uint64_t *)&pcp->vs;
+
+		pcp_lock_remote(pcp);
+		for (size_t k = 0; k < sizeof(*vs) / sizeof(uint64_t); k++)
+			dst[k] += src[k];
+		pcp_unlock(pcp);
+	}
+	pthread_mutex_unlock(&pool->pcp_lock);
+}
+
+static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
+{
+	struct gfa_frame *frames = pcp->pool->frames;
+	int64_t total = 0;
+
+	for (int i = 0; i < NR_PCP_LISTS; i++) {
+		struct gfa_free_list *l = &pcp->lists[i];
+		unsigned int order = pindex_to_order(i);
+		uint32_t prev = GFA_NIL;
+		uint64_t n = 0;
+
+		for (uint32_t p = l->head; p != GFA_NIL; p = frames[p].next) {
+			struct gfa_frame *f = &frames[p];
+
+			if (fstate(f) != GFA_FRAME_PCP || f->order != order ||
+			    f->mt != (unsigned int)i % GFA_MT_PCPTYPES || f->prev != prev ||
+			    pool_pfn_zone(pcp->pool, p) != pcp->zone) {
+				snprintf(msg, len, "pcp %p list %d: pfn %u state %u order %u mt %u "
+					 "does not belong there", (void *)pcp, i, p, fstate(f),
+					 f->order, f->mt);
+				return -EUCLEAN;
+			}
+			prev = p;
+			if (++n > l->nr)
+				break;
+		}
+		if (n != l->nr || l->tail != prev) {
+			snprintf(msg, len, "pcp %p list %d: holds %lu blocks, counter says %lu",
+				 (void *)pcp, i, (unsigned long)n, (unsigned long)l->nr);
+			return -EUCLEAN;
+		}
+		total += (int64_t)n << order;
+	}
+	if (total != pcp->count) {
+		snprintf(msg, len, "pcp %p: count %d but lists hold %ld frames", (void *)pcp,
+			 pcp->count, (long)total);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+int pcp_check_locked(struct gfa_pool *pool, char *msg, size_t len)
+{
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
+		int err = pcp_check_one(pcp, msg, len);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}

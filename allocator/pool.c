@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Pools and zones: creation, the pfn layout, frame lookup and host backing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "allocator/internal.h"
+
+void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames)
+{
+	if (!cfg)
+		return;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->nr_zones = 1;
+	cfg->zones[0].nr_frames = nr_frames;
+	cfg->zones[0].node = 0;
+}
+
+static int config_valid(const struct gfa_pool_config *cfg)
+{
+	if (cfg->nr_zones == 0 || cfg->nr_zones > GFA_MAX_ZONES)
+		return 0;
+	for (unsigned int i = 0; i < cfg->nr_zones; i++) {
+		uint64_t n = cfg->zones[i].nr_frames;
+
+		if (n < GFA_PAGEBLOCK_FRAMES || n > (1ULL << 31))
+			return 0;
+	}
+	return 1;
+}
+
+/* Give a zone's frames to the buddy lists in the largest aligned blocks that fit. */
+static void zone_free_all(struct gfa_zone *z)
+{
+	uint64_t pfn = z->start_pfn, end = z->start_pfn + z->nr_frames;
+
+	while (pfn < end) {
+		unsigned int order = GFA_MAX_ORDER;
+
+		while (order > 0 && ((pfn & ((1UL << order) - 1)) || pfn + (1UL << order) > end))
+			order--;
+		buddy_list_add(z->pool, z, pfn, order, GFA_MT_MOVABLE, true);
+		pfn += 1UL << order;
+	}
+}
+
+static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
+		     const struct gfa_zone_config *zc)
+{
+	struct gfa_zone *z = &pool->zones[id];
+
+	z->pool = pool;
+	z->id = id;
+	z->node = zc->node;
+	z->start_pfn = start;
+	z->nr_frames = zc->nr_frames;
+	z->nr_pageblocks = (zc->nr_frames + GFA_PAGEBLOCK_FRAMES - 1) >> GFA_PAGEBLOCK_ORDER;
+	z->memfd = -1;
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
+			z->area[o].list[t].head = z->area[o].list[t].tail = GFA_NIL;
+	z->pageblocks = calloc(z->nr_pageblocks, sizeof(*z->pageblocks));
+	if (!z->pageblocks)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
+		z->pageblocks[i].mt = GFA_MT_MOVABLE;
+	pthread_mutex_init(&z->lock, NULL);
+	zone_free_all(z);
+	pcp_zone_init(pool, z);
+	return 0;
+}
+
+struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
+{
+	struct gfa_pool *pool;
+	uint64_t pfn = 0;
+
+	if (!cfg) {
+		errno = EFAULT;
+		return NULL;
+	}
+	if (!config_valid(cfg)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pool = calloc(1, sizeof(*pool));
+	if (!pool)
+		goto nomem;
+	pool->cfg = *cfg;
+	pool->nr_zones = cfg->nr_zones;
+	for (unsigned int i = 0; i < cfg->nr_zones; i++) {
+		pfn = (pfn + MAX_ORDER_FRAMES - 1) & ~(MAX_ORDER_FRAMES - 1);
+		pool->zones[i].start_pfn = pfn;
+		pfn += cfg->zones[i].nr_frames;
+	}
+	if (pfn >= GFA_NIL)
+		goto inval;
+	pool->nr_pfns = pfn;
+	pool->frames = calloc(pfn, sizeof(*pool->frames));
+	if (!pool->frames)
+		goto nomem;
+	pthread_mutex_init(&pool->pcp_lock, NULL);
+	for (unsigned int i = 0; i < cfg->nr_zones; i++)
+		if (zone_init(pool, i, pool->zones[i].start_pfn, &cfg->zones[i]))
+			goto nomem;
+	return pool;
+inval:
+	gfa_pool_destroy(pool);
+	errno = EINVAL;
+	return NULL;
+nomem:
+	gfa_pool_destroy(pool);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void gfa_pool_destroy(struct gfa_pool *pool)
+{
+	if (!pool)
+		return;
+	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		if (pool->zones[i].pageblocks)
+			pthread_mutex_destroy(&pool->zones[i].lock);
+		free(pool->zones[i].pageblocks);
+	}
+	free(pool->frames);
+	free(pool);
+}
+
+unsigned int gfa_pool_nr_zones(const struct gfa_pool *pool)
+{
+	return pool ? pool->nr_zones : 0;
+}
+
+int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone, uint64_t *start_pfn,
+		  uint64_t *nr_frames)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	if (start_pfn)
+		*start_pfn = pool->zones[zone].start_pfn;
+	if (nr_frames)
+		*nr_frames = pool->zones[zone].nr_frames;
+	return 0;
+}
+
+struct gfa_zone *pool_pfn_zone(struct gfa_pool *pool, uint64_t pfn)
+{
+	/* Zones are few and sorted; a short scan beats a table for cache misses. */
+	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		struct gfa_zone *z = &pool->zones[i];
+
+		if (pfn >= z->start_pfn && pfn < z->start_pfn + z->nr_frames)
+			return z;
+	}
+	return NULL;
+}
+
+int gfa_pfn_to_zone(const struct gfa_pool *pool, uint64_t pfn)
+{
+	struct gfa_zone *z;
+
+	if (!pool)
+		return GFA_EFAULT;
+	z = pool_pfn_zone((struct gfa_pool *)pool, pfn);
+	return z ? (int)z->id : GFA_ERANGE;
+}
+
+/*
+ * The block holding pfn starts at pfn rounded down to its order; any head at a smaller
+ * alignment inside it would be a tail, and tails never carry a state.
+ */
+uint64_t frame_find_head(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
+{
+	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++) {
+		uint64_t head = pfn & ~((1UL << o) - 1);
+		struct gfa_frame *f;
+
+		if (head < z->start_pfn)
+			break;
+		f = &pool->frames[head];
+		if (fstate(f) && head + (1UL << f->order) > pfn)
+			return head;
+	}
+	return GFA_NIL;
+}
+
+void pool_count_err(struct gfa_pool *pool, int err)
+{
+	int slot;
+
+	switch (err) {
+	case GFA_EFAULT: slot = ERR_FAULT; break;
+	case GFA_ERANGE: slot = ERR_RANGE; break;
+	case GFA_EALIGN: slot = ERR_ALIGN; break;
+	case GFA_EORDER: slot = ERR_ORDER; break;
+	case GFA_EMIGRATE: slot = ERR_MIGRATE; break;
+	case GFA_EDOUBLEFREE: slot = ERR_DOUBLE_FREE; break;
+	case GFA_EWRONGORDER: slot = ERR_WRONG_ORDER; break;
+	case GFA_ENOTHEAD: slot = ERR_NOT_HEAD; break;
+	case GFA_EOWNER: slot = ERR_OWNER; break;
+	case GFA_EBUSY: slot = ERR_BUSY; break;
+	case GFA_ETHREAD: slot = ERR_THREAD; break;
+	default: return;
+	}
+	if (pool)
+		atomic_fetch_add_explicit(&pool->err[slot], 1, memory_order_relaxed);
+}
+
+int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info *info)
+{
+	struct gfa_zone *z;
+	uint64_t head;
+	int ret = 0;
+
+	if (!pool || !info) {
+		pool_count_err(pool, GFA_EFAULT);
+		return GFA_EFAULT;
+	}
+	z = pool_pfn_zone(pool, pfn);
+	if (!z) {
+		pool_count_err(pool, GFA_ERANGE);
+		return GFA_ERANGE;
+	}
+	pthread_mutex_lock(&z->lock);
+	head = frame_find_head(pool, z, pfn);
+	if (head == GFA_NIL) {
+		ret = -EUCLEAN; /* cannot happen while the invariants hold */
+	} else {
+		struct gfa_frame *f = &pool->frames[head];
+
+		unsigned int st = fstate(f);
+
+		info->state = (enum gfa_frame_state)st;
+		info->head_pfn = head;
+		info->order = f->order;
+		info->mt = (enum gfa_migratetype)f->mt;
+		info->block_mt = (enum gfa_migratetype)pfn_pageblock(z, pfn)->mt;
+		info->owner = (st == GFA_FRAME_ALLOCATED || st == GFA_FRAME_ISOLATED)
+			      ? frame_owner(f) : 0;
+	}
+	pthread_mutex_unlock(&z->lock);
+	return ret;
+}
+
+int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *arg)
+{
+	if (!pool || !fn) {
+		pool_count_err(pool, GFA_EFAULT);
+		return GFA_EFAULT;
+	}
+	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		struct gfa_zone *z = &pool->zones[i];
+		uint64_t pfn = z->start_pfn, end = z->start_pfn + z->nr_frames;
+		int ret = 0;
+
+		pthread_mutex_lock(&z->lock);
+		while (pfn < end && !ret) {
+			struct gfa_frame *f = &pool->frames[pfn];
+
+			if (fstate(f) == GFA_FRAME_ALLOCATED)
+				ret = fn(arg, pfn, f->order, (enum gfa_migratetype)f->mt,
+					 frame_owner(f));
+			pfn += 1UL << f->order;
+		}
+		pthread_mutex_unlock(&z->lock);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, int memfd)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	pool->zones[zone].base = base;
+	pool->zones[zone].memfd = memfd;
+	return 0;
+}
+
+void *gfa_pfn_to_addr(const struct gfa_pool *pool, uint64_t pfn)
+{
+	struct gfa_zone *z;
+
+	if (!pool)
+		return NULL;
+	z = pool_pfn_zone((struct gfa_pool *)pool, pfn);
+	if (!z || !z->base)
+		return NULL;
+	return (char *)z->base + ((pfn - z->start_pfn) << GFA_FRAME_SHIFT);
+}
+
+int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *offset)
+{
+	struct gfa_zone *z;
+
+	if (!pool || !fd || !offset)
+		return GFA_EFAULT;
+	z = pool_pfn_zone((struct gfa_pool *)pool, pfn);
+	if (!z)
+		return GFA_ERANGE;
+	if (z->memfd < 0)
+		return -ENODEV;
+	*fd = z->memfd;
+	*offset = (pfn - z->start_pfn) << GFA_FRAME_SHIFT;
+	return 0;
+}

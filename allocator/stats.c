@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Statistics in the formats kernel people read every day: /proc/buddyinfo,
+ * /proc/pagetypeinfo and /proc/vmstat.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "allocator/internal.h"
+
+void sb_printf(struct strbuf *sb, const char *fmt, ...)
+{
+	va_list ap;
+	size_t room = sb->pos < sb->len ? sb->len - sb->pos : 0;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(room ? sb->buf + sb->pos : NULL, room, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		sb->pos += (size_t)n;
+}
+
+static int sb_finish(struct strbuf *sb)
+{
+	if (sb->len && sb->pos >= sb->len)
+		sb->buf[sb->len - 1] = '\0';
+	return (int)sb->pos;
+}
+
+const char *gfa_migratetype_name(enum gfa_migratetype mt)
+{
+	static const char *const names[GFA_MT_TYPES] = {
+		"Unmovable", "Movable", "Reclaimable", "Isolate",
+	};
+	return (unsigned int)mt < GFA_MT_TYPES ? names[mt] : "Unknown";
+}
+
+int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat *st)
+{
+	struct gfa_zone *z;
+
+	if (!pool || !st) {
+		pool_count_err(pool, GFA_EFAULT);
+		return GFA_EFAULT;
+	}
+	if (zone >= pool->nr_zones) {
+		pool_count_err(pool, GFA_ERANGE);
+		return GFA_ERANGE;
+	}
+	z = &pool->zones[zone];
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&z->lock);
+	st->nr_frames = z->nr_frames;
+	st->nr_free_buddy = z->nr_free;
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
+			st->nr_free_blocks[o][t] = z->area[o].list[t].nr;
+	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
+		st->nr_pageblocks[z->pageblocks[i].mt]++;
+	pthread_mutex_unlock(&z->lock);
+	pcp_stat_blocks(pool, zone, st->nr_pcp_blocks);
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+		st->nr_pcp += st->nr_pcp_blocks[o] << o;
+	st->nr_free = st->nr_free_buddy + st->nr_pcp;
+	return 0;
+}
+
+int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
+{
+	uint64_t *dst = (uint64_t *)vs;
+	uint64_t *errs;
+
+	if (!pool || !vs) {
+		pool_count_err(pool, GFA_EFAULT);
+		return GFA_EFAULT;
+	}
+	memset(vs, 0, sizeof(*vs));
+	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		struct gfa_zone *z = &pool->zones[i];
+		const uint64_t *src = (const uint64_t *)&z->c.vm;
+
+		pthread_mutex_lock(&z->lock);
+		for (size_t k = 0; k < sizeof(*vs) / sizeof(uint64_t); k++)
+			dst[k] += src[k];
+		pthread_mutex_unlock(&z->lock);
+	}
+	pcp_add_vmstat(pool, vs);
+	errs = &vs->err_fault;
+	for (int k = 0; k < ERR_NR; k++)
+		errs[k] += atomic_load_explicit(&pool->err[k], memory_order_relaxed);
+	return 0;
+}
+
+int gfa_pool_buddyinfo(struct gfa_pool *pool, char *buf, size_t len)
+{
+	struct strbuf sb = { buf, len, 0 };
+	struct gfa_zone_stat st;
+
+	if (!pool || (!buf && len)) {
+		pool_count_err(pool, GFA_EFAULT);
+		return GFA_EFAULT;
+	}
+	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		gfa_zone_stat(pool, i, &st);
+		sb_printf(&sb, "Node %d, zone %8s ", pool->zones[i].node, "Normal");
+		for (unsigned int o = 0; o < GFA_NR_ORDERS; o++) {
+			uint64_t n = 0;
+
+			for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
+				n += st.nr_free_blocks[o][t];
+			sb_printf(&sb, "%6lu ", (unsigned long)n);
+		}
+		sb_printf(&sb, "\nNode %d, pcp  %8s ", pool->zones[i].node, "Normal");
+		for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+			sb_printf(&sb, "%6lu ", (unsigned long)st.nr_pcp_blocks[o]);
+		sb_printf(&sb, "\n");
+	}
+	return sb_finish(&sb);
+}
+
+int gfa_pool_pagetypeinfo(struct gfa_pool *pool, char *buf, size_t len)
+{
+	struct strbuf sb = { buf, len, 0 };
+	struct gfa_zone_stat st;
+
+	if (!pool || (!buf && len)) {
+		pool_count_err(pool, GFA_EFAULT);
+		return GFA_EFAULT;
+	}
+	sb_printf(&sb, "Page block order: %d\nPages per block:  %lu\n\n", GFA_PAGEBLOCK_ORDER,
+		  GFA_PAGEBLOCK_FRAMES);
+	sb_printf(&sb, "%-43s ", "Free pages count per migrate type at order");
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+		sb_printf(&sb, "%6u ", o);
+	sb_printf(&sb, "\n");
+	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		gfa_zone_stat(pool, i, &st);
+		for (unsigned int t = 0; t < GFA_MT_TYPES; t++) {
+			sb_printf(&sb, "Node %4d, zone %8s, type %12s ", pool->zones[i].node,
+				  "Normal", gfa_migratetype_name(t));
+			for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+				sb_printf(&sb, "%6lu ", (unsigned long)st.nr_free_blocks[o][t]);
+			sb_printf(&sb, "\n");
+		}
+	}
+	sb_printf(&sb, "\n%-23s", "Number of blocks type ");
+	for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
+		sb_printf(&sb, "%12s ", gfa_migratetype_name(t));
+	sb_printf(&sb, "\n");
+	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		gfa_zone_stat(pool, i, &st);
+		sb_printf(&sb, "Node %d, zone %8s ", pool->zones[i].node, "Normal");
+		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
+			sb_printf(&sb, "%12lu ", (unsigned long)st.nr_pageblocks[t]);
+		sb_printf(&sb, "\n");
+	}
+	return sb_finish(&sb);
+}
+
+int gfa_pool_vmstat_text(struct gfa_pool *pool, char *buf, size_t len)
+{
+	struct strbuf sb = { buf, len, 0 };
+	struct gfa_vmstat vs;
+
+	if (!pool || (!buf && len)) {
+		pool_count_err(pool, GFA_EFAULT);
+		return GFA_EFAULT;
+	}
+	gfa_pool_vmstat(pool, &vs);
+#define GFA_VMSTAT_PRINT(name) sb_printf(&sb, "%s %lu\n", #name, (unsigned long)vs.name);
+	GFA_VMSTAT_ITEMS(GFA_VMSTAT_PRINT)
+#undef GFA_VMSTAT_PRINT
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+		sb_printf(&sb, "pgalloc_order%u %lu\n", o, (unsigned long)vs.alloc_order[o]);
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+		sb_printf(&sb, "pgfree_order%u %lu\n", o, (unsigned long)vs.free_order[o]);
+	return sb_finish(&sb);
+}

@@ -1,0 +1,323 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gfa allocator layer: pools, zones, the buddy allocator, per-vCPU caches (pcp),
+ * statistics and the invariant checker.  Pure logic: no KVM, io_uring or libnuma.
+ *
+ * Vocabulary is the kernel's: a frame is 4 KiB, a pfn its index in the pool, a block
+ * of order k is 2^k frames aligned to 2^k, a pageblock is order 9 (2 MiB) and carries
+ * a migratetype and a skip bit.  A pool holds one or more zones, each a contiguous pfn
+ * range with its own lock and free lists.
+ *
+ * Errors: every function that can fail returns a negative errno (or, for functions
+ * returning a pfn, a negative errno in an int64_t).  Each error below is counted in the
+ * pool's statistics (gfa_pool_vmstat: "err_*") and leaves every frame where it was.
+ *
+ *   GFA_EFAULT      -EFAULT      NULL pool, cache or output pointer
+ *   GFA_ERANGE      -ERANGE      pfn outside the pool, or zone index out of range
+ *   GFA_EALIGN      -EINVAL      pfn not aligned to the block's order; bad config
+ *   GFA_EORDER      -EDOM        order above GFA_MAX_ORDER
+ *   GFA_EMIGRATE    -EPROTOTYPE  unknown migratetype (or ISOLATE, which is internal)
+ *   GFA_EDOUBLEFREE -EALREADY    freeing a block that is already free
+ *   GFA_EWRONGORDER -EMSGSIZE    freeing an allocated block with the wrong order
+ *   GFA_ENOTHEAD    -ENOENT      pfn inside a block, not the first frame of one
+ *   GFA_EOWNER      -EPERM       owner cookie does not match the block's owner
+ *   GFA_EBUSY       -EBUSY       block is isolated for a move or in flight to the host
+ *   GFA_ENOMEM      -ENOMEM      no free block of that order (after fallbacks)
+ *   GFA_ETHREAD     -EDEADLK     a pcp used by two threads at once, or with another pool
+ */
+#ifndef GFA_ALLOCATOR_H
+#define GFA_ALLOCATOR_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GFA_FRAME_SHIFT      12
+#define GFA_FRAME_SIZE       (1UL << GFA_FRAME_SHIFT)
+#define GFA_MAX_ORDER        10          /* largest block: 4 MiB */
+#define GFA_NR_ORDERS        (GFA_MAX_ORDER + 1)
+#define GFA_PAGEBLOCK_ORDER  9           /* 2 MiB: THP order, migratetype unit */
+#define GFA_PAGEBLOCK_FRAMES (1UL << GFA_PAGEBLOCK_ORDER)
+#define GFA_MAX_ZONES        64
+
+#define GFA_EFAULT      (-EFAULT)
+#define GFA_ERANGE      (-ERANGE)
+#define GFA_EALIGN      (-EINVAL)
+#define GFA_EORDER      (-EDOM)
+#define GFA_EMIGRATE    (-EPROTOTYPE)
+#define GFA_EDOUBLEFREE (-EALREADY)
+#define GFA_EWRONGORDER (-EMSGSIZE)
+#define GFA_ENOTHEAD    (-ENOENT)
+#define GFA_EOWNER      (-EPERM)
+#define GFA_EBUSY       (-EBUSY)
+#define GFA_ENOMEM      (-ENOMEM)
+#define GFA_ETHREAD     (-EDEADLK)
+
+/* Migratetypes, as in the kernel's enum migratetype (PCPTYPES first). */
+enum gfa_migratetype {
+	GFA_MT_UNMOVABLE = 0,   /* VMM-internal or pinned (device DMA) */
+	GFA_MT_MOVABLE,         /* guest RAM: can be moved by copy + remap */
+	GFA_MT_RECLAIMABLE,     /* caches the VMM can drop */
+	GFA_MT_PCPTYPES,        /* number of types callers may ask for */
+	GFA_MT_ISOLATE = GFA_MT_PCPTYPES, /* internal: pageblock being isolated */
+	GFA_MT_TYPES
+};
+
+/* What a frame is doing right now (gfa_frame_info.state). */
+enum gfa_frame_state {
+	GFA_FRAME_FREE = 1,     /* in a zone's buddy free lists */
+	GFA_FRAME_PCP,          /* on a per-vCPU cache list (counts as free) */
+	GFA_FRAME_ALLOCATED,    /* owned by an owner cookie */
+	GFA_FRAME_ISOLATED,     /* taken by compaction for a move */
+	GFA_FRAME_INFLIGHT,     /* free, with a release to the host in flight */
+};
+
+/* Allocation flags. */
+#define GFA_ALLOC_NOFALLBACK  0x1u  /* never steal from another migratetype */
+#define GFA_ALLOC_NOCOMPACT   0x2u  /* no direct compaction on failure */
+
+struct gfa_pool;
+struct gfa_pcp;
+
+struct gfa_zone_config {
+	uint64_t nr_frames;     /* frames in this zone (>= GFA_PAGEBLOCK_FRAMES) */
+	int node;               /* NUMA node the zone stands for (label only here) */
+};
+
+struct gfa_pool_config {
+	unsigned int nr_zones;  /* 1..GFA_MAX_ZONES */
+	struct gfa_zone_config zones[GFA_MAX_ZONES];
+	/* pcp sizing; 0 = size from the zone as the kernel does (batch ~63) */
+	unsigned int pcp_batch;
+	unsigned int pcp_high;
+	unsigned int pcp_high_max;  /* 0: 8 x high_min (auto-tuning ceiling) */
+	/* free_high threshold: 0 = batch + high_min/2 (Linux 6.15), 1 = batch (6.6..6.14) */
+	unsigned int pcp_free_high_old;
+	/* disable caching of orders 1..3 and 9 (baseline for benchmarks) */
+	bool pcp_no_high_order;
+};
+
+/* Fill *cfg with one zone of nr_frames frames and default tunables. */
+void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames);
+
+/*
+ * Create a pool; every frame starts free (MOVABLE pageblocks).  Zones are laid out one
+ * after another in pfn space, each starting on a GFA_MAX_ORDER boundary.
+ * Returns the pool, or NULL with errno set: EFAULT (cfg NULL), EINVAL (no zones, too many,
+ * a zone smaller than a pageblock or larger than 2^31 frames), ENOMEM.
+ * Thread rules: create/destroy are not concurrent with any other call on the pool.
+ */
+struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg);
+
+/* Destroy a pool.  Caches must have been destroyed first.  NULL is a no-op. */
+void gfa_pool_destroy(struct gfa_pool *pool);
+
+/* Number of zones; first pfn and frame count of zone z.  Any thread. */
+unsigned int gfa_pool_nr_zones(const struct gfa_pool *pool);
+int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone,
+		  uint64_t *start_pfn, uint64_t *nr_frames);
+/* Zone index holding pfn, or GFA_ERANGE. */
+int gfa_pfn_to_zone(const struct gfa_pool *pool, uint64_t pfn);
+
+/*
+ * Allocate a block of 2^order frames of migratetype mt from zone `zone`, owned by
+ * `owner` (any cookie; 0 is allowed).  Goes straight to the zone (lock taken once);
+ * vCPU threads use gfa_pcp_alloc instead.  Falls back to other migratetypes as the
+ * kernel's __rmqueue_fallback does, stealing pageblocks, unless GFA_ALLOC_NOFALLBACK.
+ * Returns the first pfn, or GFA_EFAULT, GFA_ERANGE (zone), GFA_EORDER, GFA_EMIGRATE,
+ * GFA_ENOMEM.  Thread rules: any thread.
+ */
+int64_t gfa_alloc(struct gfa_pool *pool, unsigned int zone, unsigned int order,
+		  enum gfa_migratetype mt, uint64_t owner, unsigned int flags);
+
+/*
+ * Free the block of 2^order frames at pfn, allocated to `owner`.  Merges with free
+ * buddies.  Returns 0, or GFA_EFAULT, GFA_ERANGE, GFA_EALIGN, GFA_EORDER,
+ * GFA_EDOUBLEFREE, GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER, GFA_EBUSY.
+ * Thread rules: any thread.
+ */
+int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner);
+
+struct gfa_frame_info {
+	enum gfa_frame_state state;
+	uint64_t head_pfn;      /* first pfn of the block holding pfn */
+	unsigned int order;     /* order of that block */
+	enum gfa_migratetype mt;       /* allocation mt (allocated) or free-list mt */
+	enum gfa_migratetype block_mt; /* pageblock migratetype */
+	uint64_t owner;         /* valid when ALLOCATED or ISOLATED */
+};
+
+/*
+ * Look up the block that holds pfn.  Returns 0 and fills *info, or GFA_EFAULT,
+ * GFA_ERANGE.  Thread rules: any thread; the answer may be stale once the zone lock
+ * is dropped unless the caller owns the block.
+ */
+int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info *info);
+
+/*
+ * Call fn for every allocated block (head pfn, order, mt, owner), in pfn order, zone by
+ * zone, with that zone's lock held: fn must not call back into the pool.  A non-zero
+ * return from fn stops the walk and is returned.  Returns 0 or GFA_EFAULT.
+ */
+typedef int (*gfa_block_fn)(void *arg, uint64_t pfn, unsigned int order,
+			    enum gfa_migratetype mt, uint64_t owner);
+int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *arg);
+
+/* ---- host backing (filled in by the vmm layer) ---- */
+
+/*
+ * Tell the pool where zone z's frames live in host memory (base maps frame
+ * start_pfn of the zone) and the memfd behind them (-1 if none).  The allocator itself
+ * never touches frame memory except through gfa_pfn_to_addr callers.
+ * Returns 0, GFA_EFAULT, GFA_ERANGE.
+ */
+int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, int memfd);
+/* Host address of pfn, or NULL when the zone has no backing or pfn is out of range. */
+void *gfa_pfn_to_addr(const struct gfa_pool *pool, uint64_t pfn);
+/* memfd of zone z and byte offset of pfn in it; GFA_ERANGE / -ENODEV when no backing. */
+int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *offset);
+
+/* ---- statistics ---- */
+
+/*
+ * vmstat-style counters; names follow /proc/vmstat where the kernel has one.  The pool
+ * keeps them per zone; gfa_pool_vmstat sums them.  Any thread (values are a snapshot).
+ */
+#define GFA_VMSTAT_ITEMS(X) \
+	X(pgalloc)              /* blocks allocated (zone path, incl. pcp refill) */ \
+	X(pgfree)               /* blocks freed to the buddy lists */ \
+	X(pgalloc_frames)       /* frames allocated */ \
+	X(pgfree_frames)        /* frames freed */ \
+	X(pgalloc_fail)         /* allocations that found nothing */ \
+	X(pgalloc_fallback)     /* allocations served from another migratetype */ \
+	X(pageblock_steal)      /* pageblocks whose migratetype changed to the requester's */ \
+	X(pcp_alloc)            /* blocks served from a per-vCPU cache */ \
+	X(pcp_free)             /* blocks freed into a per-vCPU cache */ \
+	X(pcp_refill)           /* refill batches taken from the zone */ \
+	X(pcp_bulkfree)         /* bulk frees (one zone-lock section each) */ \
+	X(pcp_free_high)        /* bulk frees triggered by free_high */ \
+	X(pcp_drain)            /* whole-cache drains */ \
+	X(err_fault) X(err_range) X(err_align) X(err_order) X(err_migratetype) \
+	X(err_double_free) X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) \
+	X(err_thread)
+
+struct gfa_vmstat {
+#define GFA_VMSTAT_FIELD(name) uint64_t name;
+	GFA_VMSTAT_ITEMS(GFA_VMSTAT_FIELD)
+#undef GFA_VMSTAT_FIELD
+	uint64_t alloc_order[GFA_NR_ORDERS];    /* blocks allocated per order */
+	uint64_t free_order[GFA_NR_ORDERS];     /* blocks freed per order */
+};
+
+struct gfa_zone_stat {
+	uint64_t nr_frames;
+	uint64_t nr_free;                                    /* frames, incl. pcp */
+	uint64_t nr_free_buddy;                              /* frames on buddy lists */
+	uint64_t nr_pcp;                                     /* frames on pcp lists */
+	uint64_t nr_free_blocks[GFA_NR_ORDERS][GFA_MT_TYPES]; /* blocks per order and type */
+	uint64_t nr_pcp_blocks[GFA_NR_ORDERS];               /* cached blocks per order */
+	uint64_t nr_pageblocks[GFA_MT_TYPES];                /* pageblocks per type */
+};
+
+/* Snapshot of zone z (takes its lock).  Returns 0, GFA_EFAULT, GFA_ERANGE. */
+int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat *st);
+/* Sum of all zones' counters plus pool-wide error counters.  0 or GFA_EFAULT. */
+int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs);
+/* Name of a migratetype ("Unmovable", ...) as /proc/pagetypeinfo prints it. */
+const char *gfa_migratetype_name(enum gfa_migratetype mt);
+
+/*
+ * Text in the format of /proc/buddyinfo ("Node 0, zone   Normal  n0 n1 ... n10"), one
+ * line per zone, followed by a "pcp" line per zone with the cached blocks per order.
+ * Writes at most len bytes (NUL-terminated) and returns the length the full text needs
+ * (as snprintf), or GFA_EFAULT.  Any thread.
+ */
+int gfa_pool_buddyinfo(struct gfa_pool *pool, char *buf, size_t len);
+/* The same for /proc/pagetypeinfo (free blocks per order and type; pageblock counts). */
+int gfa_pool_pagetypeinfo(struct gfa_pool *pool, char *buf, size_t len);
+/* "name value" lines, one per vmstat counter, as /proc/vmstat. */
+int gfa_pool_vmstat_text(struct gfa_pool *pool, char *buf, size_t len);
+
+/*
+ * Full invariant check, with every zone lock held in turn: each frame in exactly one
+ * block, each block in one state; free-list contents equal the counters; no two free
+ * buddies that should have merged; pageblock migratetypes in range; pcp counters equal
+ * their lists.  Returns 0, or -EUCLEAN and writes the first violation in words to msg
+ * (if non-NULL).  Thread rules: any thread; pcp lists are read under the pcp's own
+ * lock, so it may run while vCPU threads allocate.
+ */
+int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen);
+
+/* ---- per-vCPU caches (pcp) ---- */
+
+/*
+ * Create a cache for one vCPU thread over zone `zone`.  Lists per order (0,1,2,3,9) and
+ * migratetype, 15 in all, sized from the zone (or the pool config).  Returns NULL with
+ * errno EFAULT, ERANGE or ENOMEM.
+ * Thread rules: a cache belongs to one thread at a time.  Its hot path takes only the
+ * cache's own lock, which no other thread touches except drains from another thread
+ * (gfa_pool_drain_all) and gfa_pool_check; two threads using one cache at once get
+ * GFA_ETHREAD from one of them (never corruption).
+ */
+struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone);
+/* Drain the cache back to its zone and free it.  NULL is a no-op. */
+void gfa_pcp_destroy(struct gfa_pcp *pcp);
+
+/*
+ * Allocate through the cache: orders 0-3 and 9 of the three pcp types come from the
+ * cache's list, refilled from the zone with max(batch >> order, 2) blocks in one
+ * zone-lock section; other orders go to the zone.  Same errors as gfa_alloc, plus
+ * GFA_ETHREAD.
+ */
+int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratetype mt,
+		      uint64_t owner, unsigned int flags);
+/*
+ * Free through the cache (head of the list); bulk-frees to the zone when count >= high,
+ * and flushes on free_high.  The block may belong to any zone of the cache's pool: frames
+ * of another zone go straight to their zone.  Same errors as gfa_free, plus GFA_ETHREAD.
+ */
+int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner);
+/*
+ * Free n blocks of one order as one batch (a balloon inflation, a VM teardown): like n
+ * calls of gfa_pcp_free, but free_high waits until count >= batch (the kernel's
+ * PCPF_FREE_HIGH_BATCH) so a batch does not flush after every block.  Stops at the
+ * first bad entry.  Returns the number freed, or the first error.
+ */
+int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
+		      unsigned int order, uint64_t owner);
+/* Return everything cached to the zone; frames returned, GFA_EFAULT or GFA_ETHREAD. */
+int gfa_pcp_drain(struct gfa_pcp *pcp);
+/* Return min(count, batch) frames, oldest first (the kernel's drain_zone_pages). */
+int gfa_pcp_drain_partial(struct gfa_pcp *pcp);
+/*
+ * Drain every cache of zone `zone` (all zones when zone < 0) from any thread, waiting for
+ * each cache's owner to leave its critical section: for compaction and shutdown.
+ * Returns frames returned, or GFA_EFAULT.
+ */
+int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone);
+/*
+ * Drain caches that have not allocated or freed for at least idle_ms milliseconds (the
+ * kernel's vmstat-worker drain).  Returns frames returned.
+ */
+int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms);
+
+struct gfa_pcp_stat {
+	unsigned int zone;
+	int count;              /* frames on all lists */
+	int batch, high, high_min, high_max;
+	int free_count;
+	unsigned int free_high_threshold;
+	int nr_blocks[GFA_NR_ORDERS];   /* blocks cached per order */
+};
+/* Snapshot of a cache's counters (takes the cache lock).  0 or GFA_EFAULT. */
+int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GFA_ALLOCATOR_H */

@@ -1,0 +1,391 @@
+/* Unit, property and bad-input tests of the zone/buddy core. */
+#include <stdio.h>
+#include "tests/test_util.h"
+
+Test(buddy, create_and_initial_state)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	struct gfa_zone_stat st;
+	uint64_t start, n;
+
+	cr_assert_eq(gfa_pool_nr_zones(p), 1);
+	cr_assert_eq(gfa_zone_span(p, 0, &start, &n), 0);
+	cr_assert_eq(start, 0);
+	cr_assert_eq(n, 4096);
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_eq(st.nr_free, 4096);
+	cr_assert_eq(st.nr_free_blocks[GFA_MAX_ORDER][GFA_MT_MOVABLE], 4);
+	cr_assert_eq(st.nr_pageblocks[GFA_MT_MOVABLE], 8);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+Test(buddy, create_bad_config)
+{
+	struct gfa_pool_config cfg;
+
+	errno = 0;
+	cr_assert_null(gfa_pool_create(NULL));
+	cr_assert_eq(errno, EFAULT);
+	gfa_pool_config_init(&cfg, 100); /* smaller than a pageblock */
+	cr_assert_null(gfa_pool_create(&cfg));
+	cr_assert_eq(errno, EINVAL);
+	gfa_pool_config_init(&cfg, 4096);
+	cfg.nr_zones = 0;
+	cr_assert_null(gfa_pool_create(&cfg));
+	cr_assert_eq(errno, EINVAL);
+	cfg.nr_zones = GFA_MAX_ZONES + 1;
+	cr_assert_null(gfa_pool_create(&cfg));
+	cr_assert_eq(errno, EINVAL);
+}
+
+Test(buddy, odd_sized_zones_are_tiled)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+
+	gfa_pool_config_init(&cfg, 512 * 3 + 7);
+	cfg.nr_zones = 2;
+	cfg.zones[1].nr_frames = 5000;
+	cfg.zones[1].node = 1;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	cr_assert_eq(tu_free_frames(p), 512 * 3 + 7 + 5000);
+	cr_assert_eq(gfa_pfn_to_zone(p, 0), 0);
+	cr_assert_eq(gfa_pfn_to_zone(p, 2048), 1); /* zone 1 starts on a 4 MiB boundary */
+	cr_assert_eq(gfa_pfn_to_zone(p, 2000), GFA_ERANGE);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+Test(buddy, split_and_merge)
+{
+	struct gfa_pool *p = tu_pool(1024);
+	struct gfa_frame_info fi;
+	int64_t a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 7, 0);
+	int64_t b = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 8, 0);
+
+	cr_assert_geq(a, 0);
+	cr_assert_geq(b, 0);
+	cr_assert_eq(b & 7, 0, "order-3 block aligned");
+	cr_assert_eq(gfa_frame_lookup(p, (uint64_t)b + 5, &fi), 0);
+	cr_assert_eq(fi.state, GFA_FRAME_ALLOCATED);
+	cr_assert_eq(fi.head_pfn, (uint64_t)b);
+	cr_assert_eq(fi.order, 3);
+	cr_assert_eq(fi.owner, 8);
+	cr_assert_eq(tu_free_frames(p), 1024 - 9);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(gfa_free(p, (uint64_t)a, 0, 7), 0);
+	cr_assert_eq(gfa_free(p, (uint64_t)b, 3, 8), 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(gfa_frame_lookup(p, 0, &fi), 0);
+	cr_assert_eq(fi.state, GFA_FRAME_FREE);
+	cr_assert_eq(fi.order, GFA_MAX_ORDER, "everything merged back to one 4 MiB block");
+	gfa_pool_destroy(p);
+}
+
+Test(buddy, exhaust_and_enomem)
+{
+	struct gfa_pool *p = tu_pool(1024);
+	int64_t pfns[2];
+	struct gfa_vmstat vs;
+
+	pfns[0] = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 1, 0);
+	pfns[1] = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 1, 0);
+	cr_assert_geq(pfns[0], 0);
+	cr_assert_geq(pfns[1], 0);
+	cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), GFA_ENOMEM);
+	gfa_pool_vmstat(p, &vs);
+	cr_assert_eq(vs.pgalloc_fail, 1);
+	cr_assert_eq(vs.alloc_order[9], 2);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+struct tally { uint64_t blocks, frames; };
+static int count_block(void *arg, uint64_t pfn, unsigned int order, enum gfa_migratetype mt,
+		       uint64_t owner)
+{
+	struct tally *t = arg;
+
+	(void)pfn; (void)mt; (void)owner;
+	t->blocks++;
+	t->frames += 1UL << order;
+	return 0;
+}
+
+Test(buddy, iterate_allocated)
+{
+	struct gfa_pool *p = tu_pool(2048);
+	struct tally t = { 0, 0 };
+
+	for (unsigned int o = 0; o < 5; o++)
+		cr_assert_geq(gfa_alloc(p, 0, o, GFA_MT_UNMOVABLE, o, 0), 0);
+	cr_assert_eq(gfa_pool_for_each_allocated(p, count_block, &t), 0);
+	cr_assert_eq(t.blocks, 5);
+	cr_assert_eq(t.frames, 31);
+	gfa_pool_destroy(p);
+}
+
+/* ---- bad input: its own errno, counted, nothing changed ---- */
+
+static void snapshot(struct gfa_pool *p, char *buf, size_t len)
+{
+	gfa_pool_pagetypeinfo(p, buf, len);
+}
+
+#define EXPECT_BAD(p, call, err, counter) do { \
+	char _before[8192], _after[8192]; \
+	struct gfa_vmstat _v0, _v1; \
+	snapshot(p, _before, sizeof(_before)); \
+	gfa_pool_vmstat(p, &_v0); \
+	cr_assert_eq((call), (err), #call " should fail with " #err); \
+	gfa_pool_vmstat(p, &_v1); \
+	snapshot(p, _after, sizeof(_after)); \
+	cr_assert_str_eq(_before, _after, #call " changed the pool"); \
+	cr_assert_eq(_v1.counter, _v0.counter + 1, #call " not counted in " #counter); \
+	ASSERT_POOL_OK(p); \
+} while (0)
+
+Test(buddy, bad_inputs)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	int64_t a = gfa_alloc(p, 0, 2, GFA_MT_MOVABLE, 42, 0);
+	struct gfa_frame_info fi;
+
+	cr_assert_geq(a, 0);
+	cr_assert_eq(gfa_alloc(NULL, 0, 0, GFA_MT_MOVABLE, 0, 0), GFA_EFAULT);
+	cr_assert_eq(gfa_free(NULL, 0, 0, 0), GFA_EFAULT);
+	EXPECT_BAD(p, gfa_alloc(p, 0, GFA_MAX_ORDER + 1, GFA_MT_MOVABLE, 0, 0), GFA_EORDER, err_order);
+	EXPECT_BAD(p, gfa_alloc(p, 0, 0, (enum gfa_migratetype)7, 0, 0), GFA_EMIGRATE, err_migratetype);
+	EXPECT_BAD(p, gfa_alloc(p, 0, 0, GFA_MT_ISOLATE, 0, 0), GFA_EMIGRATE, err_migratetype);
+	EXPECT_BAD(p, gfa_alloc(p, 3, 0, GFA_MT_MOVABLE, 0, 0), GFA_ERANGE, err_range);
+	EXPECT_BAD(p, gfa_free(p, 1UL << 40, 0, 42), GFA_ERANGE, err_range);
+	EXPECT_BAD(p, gfa_free(p, 4095, 1, 42), GFA_ERANGE, err_range);
+	EXPECT_BAD(p, gfa_free(p, (uint64_t)a + 1, 1, 42), GFA_EALIGN, err_align);
+	EXPECT_BAD(p, gfa_free(p, (uint64_t)a, 11, 42), GFA_EORDER, err_order);
+	EXPECT_BAD(p, gfa_free(p, (uint64_t)a, 1, 42), GFA_EWRONGORDER, err_wrong_order);
+	EXPECT_BAD(p, gfa_free(p, (uint64_t)a, 2, 43), GFA_EOWNER, err_owner);
+	EXPECT_BAD(p, gfa_free(p, (uint64_t)a + 1, 0, 42), GFA_ENOTHEAD, err_not_head);
+	EXPECT_BAD(p, gfa_free(p, 2048, 0, 0), GFA_EDOUBLEFREE, err_double_free);
+	EXPECT_BAD(p, gfa_frame_lookup(p, 1UL << 40, &fi), GFA_ERANGE, err_range);
+	EXPECT_BAD(p, gfa_frame_lookup(p, 0, NULL), GFA_EFAULT, err_fault);
+	cr_assert_eq(gfa_free(p, (uint64_t)a, 2, 42), 0);
+	EXPECT_BAD(p, gfa_free(p, (uint64_t)a, 2, 42), GFA_EDOUBLEFREE, err_double_free);
+	gfa_pool_destroy(p);
+}
+
+Test(buddy, stats_text_formats)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	char buf[8192];
+	int n;
+
+	cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 0, 0), 0);
+	n = gfa_pool_buddyinfo(p, buf, sizeof(buf));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(strncmp(buf, "Node 0, zone   Normal ", 22), 0, "%s", buf);
+	{
+		/* buddyinfo lists 11 orders: 1 2 1 1 1 1 1 1 1 1 3 after one order-0 split */
+		unsigned long c[11];
+		int k = sscanf(buf, "Node 0, zone Normal %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu",
+			       &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7], &c[8],
+			       &c[9], &c[10]);
+		cr_assert_eq(k, 11, "%s", buf);
+		cr_assert_eq(c[0], 1);
+		cr_assert_eq(c[9], 1);
+		cr_assert_eq(c[10], 3);
+	}
+	n = gfa_pool_pagetypeinfo(p, buf, sizeof(buf));
+	cr_assert_gt(n, 0);
+	cr_assert_not_null(strstr(buf, "Page block order: 9"));
+	cr_assert_not_null(strstr(buf, "Number of blocks type     Unmovable      Movable"));
+	cr_assert_not_null(strstr(buf, "type    Unmovable      1"), "%s", buf);
+	n = gfa_pool_vmstat_text(p, buf, sizeof(buf));
+	cr_assert_not_null(strstr(buf, "pgalloc 1\n"));
+	cr_assert_not_null(strstr(buf, "pageblock_steal 2\n"), "%s", buf);
+	/* truncation behaves like snprintf */
+	cr_assert_eq(gfa_pool_vmstat_text(p, buf, 10), n);
+	cr_assert_eq(strlen(buf), 9);
+	gfa_pool_destroy(p);
+}
+
+/* ---- property test against a bitmap reference model ---- */
+
+struct model {
+	uint8_t *used;          /* 1 per allocated frame */
+	uint64_t nr, nfree;
+	struct { uint64_t pfn, owner; unsigned int order; } *live;
+	size_t nlive;
+};
+
+static bool model_has_free_run(const struct model *m, const uint64_t *starts,
+			       const uint64_t *sizes, unsigned int nz, unsigned int order)
+{
+	uint64_t sz = 1UL << order;
+
+	for (unsigned int z = 0; z < nz; z++)
+		for (uint64_t b = starts[z]; b + sz <= starts[z] + sizes[z]; b += sz) {
+			uint64_t i;
+
+			for (i = 0; i < sz && !m->used[b + i]; i++)
+				;
+			if (i == sz)
+				return true;
+		}
+	return false;
+}
+
+Test(buddy, property_random_ops_vs_model, .timeout = 600)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+	struct model m = { 0 };
+	uint64_t seed = 0x9e3779b97f4a7c15ULL, starts[2], sizes[2];
+	const long ops = 1000000;
+	long enomem = 0;
+
+	gfa_pool_config_init(&cfg, 8192 + 512);
+	cfg.nr_zones = 2;
+	cfg.zones[1].nr_frames = 4096 + 7;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	for (unsigned int z = 0; z < 2; z++)
+		gfa_zone_span(p, z, &starts[z], &sizes[z]);
+	m.nr = starts[1] + sizes[1];
+	m.used = calloc(m.nr, 1);
+	m.live = calloc(m.nr, sizeof(*m.live));
+	m.nfree = sizes[0] + sizes[1];
+	for (long op = 0; op < ops; op++) {
+		uint64_t r = tu_rand(&seed);
+
+		if (m.nlive && (r & 1)) {
+			size_t i = (r >> 8) % m.nlive;
+
+			cr_assert_eq(gfa_free(p, m.live[i].pfn, m.live[i].order, m.live[i].owner), 0);
+			memset(m.used + m.live[i].pfn, 0, 1UL << m.live[i].order);
+			m.nfree += 1UL << m.live[i].order;
+			m.live[i] = m.live[--m.nlive];
+		} else {
+			/* geometric order distribution, mostly small blocks */
+			unsigned int order = (unsigned int)__builtin_ctzll((r >> 16) | (1ULL << 10));
+			unsigned int zone = (r >> 40) & 1, mt = (unsigned int)((r >> 42) % 3);
+			int64_t pfn = gfa_alloc(p, zone, order, mt, op, 0);
+
+			if (pfn == GFA_ENOMEM) {
+				/* buddy property: a free aligned run would have merged and been found */
+				if (enomem++ < 200) {
+					uint64_t s[1] = { starts[zone] }, z[1] = { sizes[zone] };
+
+					cr_assert(!model_has_free_run(&m, s, z, 1, order),
+						  "ENOMEM at order %u with a free aligned run", order);
+				}
+				continue;
+			}
+			cr_assert_geq(pfn, 0);
+			cr_assert_eq(gfa_pfn_to_zone(p, (uint64_t)pfn), (int)zone);
+			for (uint64_t i = 0; i < (1UL << order); i++)
+				cr_assert_eq(m.used[pfn + i], 0, "pfn %lu handed out twice", pfn + i);
+			memset(m.used + pfn, 1, 1UL << order);
+			m.nfree -= 1UL << order;
+			m.live[m.nlive].pfn = (uint64_t)pfn;
+			m.live[m.nlive].order = order;
+			m.live[m.nlive].owner = (uint64_t)op;
+			m.nlive++;
+		}
+		if (op % 100000 == 0) {
+			ASSERT_POOL_OK(p);
+			cr_assert_eq(tu_free_frames(p), m.nfree);
+		}
+		if (op % 1000 == 0 && m.nlive) {
+			struct gfa_frame_info fi;
+			size_t i = (r >> 20) % m.nlive;
+			uint64_t off = (r >> 30) & ((1UL << m.live[i].order) - 1);
+
+			cr_assert_eq(gfa_frame_lookup(p, m.live[i].pfn + off, &fi), 0);
+			cr_assert_eq(fi.state, GFA_FRAME_ALLOCATED);
+			cr_assert_eq(fi.head_pfn, m.live[i].pfn);
+			cr_assert_eq(fi.owner, m.live[i].owner);
+		}
+	}
+	ASSERT_POOL_OK(p);
+	while (m.nlive) {
+		m.nlive--;
+		cr_assert_eq(gfa_free(p, m.live[m.nlive].pfn, m.live[m.nlive].order,
+				      m.live[m.nlive].owner), 0);
+	}
+	cr_assert_eq(tu_free_frames(p), sizes[0] + sizes[1]);
+	ASSERT_POOL_OK(p);
+	free(m.used);
+	free(m.live);
+	gfa_pool_destroy(p);
+}
+
+/* ---- fragmentation avoidance ---- */
+
+struct unmov { uint8_t *pb; };
+static int mark_unmovable(void *arg, uint64_t pfn, unsigned int order, enum gfa_migratetype mt,
+			  uint64_t owner)
+{
+	struct unmov *u = arg;
+
+	(void)order; (void)owner;
+	if (mt == GFA_MT_UNMOVABLE)
+		u->pb[pfn >> GFA_PAGEBLOCK_ORDER] = 1;
+	return 0;
+}
+
+Test(buddy, unmovable_stays_in_few_pageblocks)
+{
+	const uint64_t frames = 64 * GFA_PAGEBLOCK_FRAMES;
+	struct gfa_pool *p = tu_pool(frames);
+	uint64_t *live = calloc(frames, sizeof(*live)), seed = 12345, nlive = 0, unmov = 0;
+	uint8_t pb[64] = { 0 };
+	struct unmov u = { pb };
+	unsigned int used_pb = 0;
+
+	/* movable churn at ~70% occupancy with 1 unmovable allocation in 50 */
+	for (int round = 0; round < 200000; round++) {
+		uint64_t r = tu_rand(&seed);
+
+		if (nlive > frames * 7 / 10 || (nlive && (r & 3) == 0)) {
+			uint64_t i = (r >> 8) % nlive;
+
+			cr_assert_eq(gfa_free(p, live[i], 0, 1), 0);
+			live[i] = live[--nlive];
+		} else if ((r >> 4) % 50 == 0 && unmov < 1000) {
+			cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 2, 0), 0);
+			unmov++;
+		} else {
+			int64_t pfn = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+
+			cr_assert_geq(pfn, 0);
+			live[nlive++] = (uint64_t)pfn;
+		}
+	}
+	gfa_pool_for_each_allocated(p, mark_unmovable, &u);
+	for (int i = 0; i < 64; i++)
+		used_pb += pb[i];
+	/* 1000 unmovable frames need 2 pageblocks; allow a little slack, far from 64 */
+	cr_assert_leq(used_pb, 4, "unmovable frames spread over %u of 64 pageblocks", used_pb);
+	cr_assert_geq(used_pb, 2);
+	ASSERT_POOL_OK(p);
+	free(live);
+	gfa_pool_destroy(p);
+}
+
+Test(buddy, fallback_steals_pageblock)
+{
+	struct gfa_pool *p = tu_pool(2048);
+	struct gfa_zone_stat st;
+	struct gfa_vmstat vs;
+
+	cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_RECLAIMABLE, 0, 0), 0);
+	gfa_zone_stat(p, 0, &st);
+	cr_assert_eq(st.nr_pageblocks[GFA_MT_RECLAIMABLE], 2, "an order-10 block was claimed whole");
+	gfa_pool_vmstat(p, &vs);
+	cr_assert_eq(vs.pgalloc_fallback, 1);
+	cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 0, GFA_ALLOC_NOFALLBACK), GFA_ENOMEM);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

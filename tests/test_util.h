@@ -1,0 +1,51 @@
+/* Helpers shared by the allocator tests (header-only, static). */
+#ifndef GFA_TEST_UTIL_H
+#define GFA_TEST_UTIL_H
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <gfa/allocator.h>
+
+#define ASSERT_POOL_OK(pool) do { \
+	char _m[256]; \
+	int _e = gfa_pool_check((pool), _m, sizeof(_m)); \
+	cr_assert_eq(_e, 0, "gfa_pool_check: %s", _m); \
+} while (0)
+
+static inline struct gfa_pool *tu_pool(uint64_t frames)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+
+	gfa_pool_config_init(&cfg, frames);
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	return p;
+}
+
+static inline uint64_t tu_free_frames(struct gfa_pool *p)
+{
+	struct gfa_zone_stat st;
+	uint64_t n = 0;
+
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(p); z++) {
+		cr_assert_eq(gfa_zone_stat(p, z, &st), 0);
+		n += st.nr_free;
+	}
+	return n;
+}
+
+/* xorshift64*: deterministic, seedable, fast */
+static inline uint64_t tu_rand(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ULL;
+}
+
+static inline int tu_sanitizer(void)
+{
+	return getenv("GFA_SANITIZER") != NULL;
+}
+#endif
