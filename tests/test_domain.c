@@ -1,0 +1,815 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tests for vmm/domain.c: libvirt domain import.
+ *
+ * Fixtures live in tests/data/ (found from the working directory, or from
+ * $GFA_SRCDIR when the suite runs elsewhere).  libvirt is used only through
+ * its test driver, which needs no daemon: "test:///default" and
+ * "test://<abs path>/tests/data/testnode.xml".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "gfa/domain.h"
+
+#define GIB (1ull << 30)
+#define MIB (1ull << 20)
+#define KIB 1024ull
+
+/* Absolute path of tests/data/<name>. */
+static void domain_data(const char *name, char *buf, size_t len)
+{
+	const char *src = getenv("GFA_SRCDIR");
+	char rel[PATH_MAX], dir[PATH_MAX];
+
+	snprintf(rel, sizeof(rel), "%s/tests/data", src ? src : ".");
+	if (!realpath(rel, dir))
+		cr_assert_fail("cannot find %s (run from the repository root or set "
+			       "GFA_SRCDIR)", rel);
+	if ((size_t)snprintf(buf, len, "%s/%s", dir, name) >= len)
+		cr_assert_fail("path too long: %s/%s", dir, name);
+}
+
+static int domain_load(const char *fixture, struct gfa_domain_spec *s,
+		       char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+
+	domain_data(fixture, path, sizeof(path));
+	return gfa_domain_from_xml_file(path, s, err, errlen);
+}
+
+static char *domain_slurp(const char *fixture)
+{
+	char path[PATH_MAX], *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	domain_data(fixture, path, sizeof(path));
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "open %s", path);
+	cr_assert_eq(getdelim(&text, &len, '\0', f) > 0, true, "read %s", path);
+	fclose(f);
+	return text;
+}
+
+static bool domain_cell_cpus_are(const struct gfa_domain_cell *c,
+				 const unsigned int *cpus, unsigned int n)
+{
+	unsigned int i, found = 0;
+
+	for (i = 0; i < GFA_DOMAIN_MAX_VCPUS; i++) {
+		if (!gfa_domain_cell_has_cpu(c, i))
+			continue;
+		if (found >= n || cpus[found] != i)
+			return false;
+		found++;
+	}
+	return found == n && c->nr_cpus == n;
+}
+
+/* Field-by-field equality (struct padding may differ). */
+static void domain_assert_same(const struct gfa_domain_spec *a,
+			       const struct gfa_domain_spec *b)
+{
+	unsigned int i;
+
+	cr_assert_str_eq(a->name, b->name);
+	cr_assert_eq(a->memory_bytes, b->memory_bytes, "%s memory", a->name);
+	cr_assert_eq(a->current_memory_bytes, b->current_memory_bytes,
+		     "%s current memory", a->name);
+	cr_assert_eq(a->device_memory_bytes, b->device_memory_bytes);
+	cr_assert_eq(a->vcpus, b->vcpus, "%s vcpus", a->name);
+	cr_assert_eq(a->current_vcpus, b->current_vcpus, "%s current vcpus", a->name);
+	cr_assert_eq(a->nr_cells, b->nr_cells);
+	for (i = 0; i < a->nr_cells; i++) {
+		cr_assert_eq(a->cells[i].id, b->cells[i].id);
+		cr_assert_eq(a->cells[i].memory_bytes, b->cells[i].memory_bytes);
+		cr_assert_eq(a->cells[i].nr_cpus, b->cells[i].nr_cpus);
+		cr_assert_arr_eq(a->cells[i].cpus, b->cells[i].cpus,
+				 sizeof(a->cells[i].cpus));
+	}
+	cr_assert_eq(a->hugepages, b->hugepages);
+	cr_assert_eq(a->nr_pages, b->nr_pages);
+	for (i = 0; i < a->nr_pages; i++) {
+		cr_assert_eq(a->pages[i].size_bytes, b->pages[i].size_bytes);
+		cr_assert_eq(a->pages[i].nodeset, b->pages[i].nodeset);
+	}
+	cr_assert_eq(a->source, b->source);
+	cr_assert_eq(a->access, b->access);
+}
+
+/* Valid fixtures with their domain names, shared by the libvirt tests. */
+static const struct {
+	const char *file, *name;
+} domain_fixtures[] = {
+	{ "domain-numa2-hugepages.xml", "numa2" },
+	{ "domain-pages-mixed.xml", "pages-mixed" },
+	{ "domain-units.xml", "units" },
+	{ "domain-dimm.xml", "dimm" },
+};
+
+/* ------------------------------------------------------------------ units */
+
+Test(domain_units, parse_size_units)
+{
+	static const struct {
+		const char *value, *unit;
+		uint64_t bytes;
+	} ok[] = {
+		{ "7", "b", 7 }, { "7", "bytes", 7 }, { "7", "B", 7 }, { "7", "BYTES", 7 },
+		{ "3", "KB", 3000 }, { "3", "kb", 3000 }, { "3", "k", 3072 },
+		{ "3", "KiB", 3072 }, { "3", "kib", 3072 }, { "3", NULL, 3072 },
+		{ "3", "", 3072 }, { "3", "MB", 3000000 }, { "3", "M", 3 * MIB },
+		{ "3", "MiB", 3 * MIB }, { "3", "GB", 3000000000ull },
+		{ "3", "G", 3 * GIB }, { "3", "GiB", 3 * GIB }, { "3", "Gb", 3000000000ull },
+		{ "3", "TB", 3000000000000ull }, { "3", "T", 3ull << 40 },
+		{ "3", "TiB", 3ull << 40 }, { "3", "PiB", 3ull << 50 },
+		{ "15", "EiB", 15ull << 60 }, { "2", "EB", 2000000000000000000ull },
+		{ " 12\n", "KiB", 12 * KIB }, { "0", "GiB", 0 },
+		{ "18446744073709551615", "b", UINT64_MAX },
+	};
+	static const struct {
+		const char *value, *unit;
+		int rc;
+	} bad[] = {
+		{ "1", "foo", -EINVAL }, { "1", "GiBs", -EINVAL }, { "1", "KiBb", -EINVAL },
+		{ "1", "x", -EINVAL }, { "-1", "KiB", -EINVAL }, { "1.5", "GiB", -EINVAL },
+		{ "", "KiB", -EINVAL }, { "  ", "KiB", -EINVAL }, { "12abc", "b", -EINVAL },
+		{ "0x10", "b", -EINVAL }, { "1 2", "b", -EINVAL },
+		{ "18446744073709551616", "b", -ERANGE },
+		{ "18446744073709551615", "KiB", -ERANGE }, { "16", "EiB", -ERANGE },
+	};
+	unsigned int i;
+	uint64_t b;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		b = 12345;
+		cr_assert_eq(gfa_domain_parse_size(ok[i].value, ok[i].unit, &b), 0,
+			     "'%s' '%s'", ok[i].value, ok[i].unit ? ok[i].unit : "(null)");
+		cr_assert_eq(b, ok[i].bytes, "'%s' '%s' gave %llu", ok[i].value,
+			     ok[i].unit ? ok[i].unit : "(null)", (unsigned long long)b);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		b = 12345;
+		cr_assert_eq(gfa_domain_parse_size(bad[i].value, bad[i].unit, &b),
+			     bad[i].rc, "'%s' '%s'", bad[i].value, bad[i].unit);
+		cr_assert_eq(b, 12345, "output changed on error");
+	}
+	cr_assert_eq(gfa_domain_parse_size(NULL, "b", &b), -EINVAL);
+	cr_assert_eq(gfa_domain_parse_size("1", "b", NULL), -EINVAL);
+}
+
+/* Each unit through a whole document: sizes are rounded up to a KiB. */
+Test(domain_units, memory_element_units)
+{
+	static const struct {
+		const char *value, *unit;
+		uint64_t bytes;
+	} cases[] = {
+		{ "1", "GiB", GIB }, { "1", "G", GIB }, { "1", "GB", 1000000000ull + 512 },
+		{ "2048", "MiB", 2 * GIB }, { "5", "MB", 4883 * KIB },
+		{ "4", "KB", 4 * KIB }, { "4", "k", 4 * KIB }, { "1024", NULL, MIB },
+		{ "1", "b", KIB }, { "1025", "bytes", 2 * KIB }, { "1", "T", 1ull << 40 },
+		{ "1", "TB", 976562500ull * KIB },
+	};
+	struct gfa_domain_spec s;
+	char xml[512], err[256];
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char unit[32] = "";
+
+		if (cases[i].unit)
+			snprintf(unit, sizeof(unit), " unit='%s'", cases[i].unit);
+		snprintf(xml, sizeof(xml),
+			 "<domain><name>u</name><memory%s>%s</memory></domain>",
+			 unit, cases[i].value);
+		cr_assert_eq(gfa_domain_from_xml_string(xml, &s, err, sizeof(err)), 0,
+			     "%s: %s", xml, err);
+		cr_assert_eq(s.memory_bytes, cases[i].bytes, "%s gave %llu", xml,
+			     (unsigned long long)s.memory_bytes);
+		cr_assert_eq(s.current_memory_bytes, cases[i].bytes);
+		cr_assert_eq(s.vcpus, 1, "libvirt's default is one vCPU");
+	}
+}
+
+Test(domain_units, units_fixture)
+{
+	struct gfa_domain_spec s;
+	char err[256];
+
+	cr_assert_eq(domain_load("domain-units.xml", &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(s.cells[0].memory_bytes, 976563 * KIB);
+	cr_assert_eq(s.cells[1].memory_bytes, 488282 * KIB);
+	cr_assert_eq(s.memory_bytes, 1464845 * KIB);
+	cr_assert_eq(s.current_memory_bytes, 977 * KIB);
+}
+
+Test(domain_units, bad_unit_fixture)
+{
+	struct gfa_domain_spec s;
+	char err[256];
+
+	cr_assert_eq(domain_load("domain-bad-unit.xml", &s, err, sizeof(err)), -EINVAL);
+	cr_assert_not_null(strstr(err, "unknown unit 'GiBs'"), "%s", err);
+	cr_assert_not_null(strstr(err, "domain-bad-unit.xml"), "%s", err);
+}
+
+/* -------------------------------------------------------------------- XML */
+
+Test(domain_xml, numa2_hugepages)
+{
+	static const unsigned int cell0[] = { 0, 1 }, cell1[] = { 2, 3 };
+	struct gfa_domain_spec s;
+	char err[256], line[512];
+	uint64_t page;
+
+	cr_assert_eq(domain_load("domain-numa2-hugepages.xml", &s, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_str_eq(s.name, "numa2");
+	cr_assert_eq(s.memory_bytes, 4 * GIB);
+	cr_assert_eq(s.current_memory_bytes, 3 * GIB);
+	cr_assert_eq(s.device_memory_bytes, 0);
+	cr_assert_eq(s.vcpus, 4);
+	cr_assert_eq(s.current_vcpus, 2);
+	cr_assert_eq(s.nr_cells, 2);
+	cr_assert_eq(s.cells[0].id, 0);
+	cr_assert_eq(s.cells[1].id, 1);
+	cr_assert_eq(s.cells[0].memory_bytes, 2 * GIB);
+	cr_assert_eq(s.cells[1].memory_bytes, 2 * GIB);
+	cr_assert(domain_cell_cpus_are(&s.cells[0], cell0, 2));
+	cr_assert(domain_cell_cpus_are(&s.cells[1], cell1, 2));
+	cr_assert(s.hugepages);
+	cr_assert_eq(s.nr_pages, 1);
+	cr_assert_eq(s.pages[0].size_bytes, GIB);
+	cr_assert_eq(s.pages[0].nodeset, 0x3);
+	cr_assert_eq(s.source, GFA_DOMAIN_SOURCE_MEMFD);
+	cr_assert_eq(s.access, GFA_DOMAIN_ACCESS_SHARED);
+
+	cr_assert_eq(gfa_domain_cell_page_size(&s, 0, &page), 0);
+	cr_assert_eq(page, GIB);
+	cr_assert_eq(gfa_domain_cell_page_size(&s, 1, &page), 0);
+	cr_assert_eq(page, GIB);
+	cr_assert_eq(gfa_domain_cell_page_size(&s, 2, &page), -ENOENT);
+
+	cr_assert_gt(gfa_domain_format(&s, line, sizeof(line)), 0);
+	cr_assert_str_eq(line, "numa2: memory 4 GiB (current 3 GiB), 4 vCPUs "
+			 "(2 current), 2 NUMA cells [0: cpus 0-1, 2 GiB; 1: cpus "
+			 "2-3, 2 GiB], hugepages 1 GiB (cells 0-1), source memfd, "
+			 "access shared");
+}
+
+Test(domain_xml, per_nodeset_pages)
+{
+	static const unsigned int cell0[] = { 0, 1, 3, 5 }, cell1[] = { 2, 4 };
+	struct gfa_domain_spec s;
+	char err[256], line[512];
+	uint64_t page;
+
+	cr_assert_eq(domain_load("domain-pages-mixed.xml", &s, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(s.nr_cells, 3);
+	cr_assert_eq(s.memory_bytes, 3 * GIB);
+	cr_assert_eq(s.cells[0].memory_bytes, GIB);
+	cr_assert_eq(s.cells[1].memory_bytes, 1536 * MIB);
+	cr_assert_eq(s.cells[2].memory_bytes, 512 * MIB);
+	cr_assert(domain_cell_cpus_are(&s.cells[0], cell0, 4));
+	cr_assert(domain_cell_cpus_are(&s.cells[1], cell1, 2));
+	cr_assert(domain_cell_cpus_are(&s.cells[2], NULL, 0));
+	cr_assert_eq(s.nr_pages, 3);
+	cr_assert_eq(s.pages[0].size_bytes, GIB);
+	cr_assert_eq(s.pages[0].nodeset, 1);
+	cr_assert_eq(s.pages[1].size_bytes, 2 * MIB);
+	cr_assert_eq(s.pages[1].nodeset, 0);
+	cr_assert_eq(s.pages[2].nodeset, 4);
+	cr_assert_eq(s.source, GFA_DOMAIN_SOURCE_FILE);
+	cr_assert_eq(s.access, GFA_DOMAIN_ACCESS_DEFAULT);
+
+	cr_assert_eq(gfa_domain_cell_page_size(&s, 0, &page), 0);
+	cr_assert_eq(page, GIB);
+	page = 0;
+	cr_assert_eq(gfa_domain_cell_page_size(&s, 1, &page), 0);
+	cr_assert_eq(page, 2 * MIB, "cell 1 falls back to the page without nodeset");
+	cr_assert_eq(gfa_domain_cell_page_size(&s, 2, &page), 0);
+	cr_assert_eq(page, 2 * MIB);
+
+	cr_assert_gt(gfa_domain_format(&s, line, sizeof(line)), 0);
+	cr_assert_str_eq(line, "pages-mixed: memory 3 GiB, 6 vCPUs, 3 NUMA cells "
+			 "[0: cpus 0-1,3,5, 1 GiB; 1: cpus 2,4, 1536 MiB; 2: cpus "
+			 "none, 512 MiB], hugepages 1 GiB (cells 0), 2 MiB (default), "
+			 "2 MiB (cells 2), source file");
+}
+
+Test(domain_xml, dimm_and_default_hugepages)
+{
+	struct gfa_domain_spec s;
+	char err[256], line[512];
+	uint64_t page = 1;
+
+	cr_assert_eq(domain_load("domain-dimm.xml", &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(s.memory_bytes, 3 * GIB);
+	cr_assert_eq(s.device_memory_bytes, GIB);
+	cr_assert_eq(s.cells[0].memory_bytes, 2 * GIB);
+	cr_assert(s.hugepages);
+	cr_assert_eq(s.nr_pages, 0);
+	cr_assert_eq(gfa_domain_cell_page_size(&s, 0, &page), 0);
+	cr_assert_eq(page, 0, "bare <hugepages/> means the host default size");
+	cr_assert_gt(gfa_domain_format(&s, line, sizeof(line)), 0);
+	cr_assert_str_eq(line, "dimm: memory 3 GiB incl. 1 GiB memory devices, "
+			 "2 vCPUs, 1 NUMA cell [0: cpus 0-1, 2 GiB], hugepages "
+			 "host default size");
+}
+
+Test(domain_xml, no_numa_no_hugepages)
+{
+	struct gfa_domain_spec s;
+	char err[256], line[256];
+	uint64_t page = 77;
+
+	cr_assert_eq(gfa_domain_from_xml_string(
+			     "<domain type='kvm'><name>plain</name>"
+			     "<memory unit='KiB'>1000</memory><vcpu>3</vcpu></domain>",
+			     &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(s.nr_cells, 0);
+	cr_assert_not(s.hugepages);
+	cr_assert_eq(gfa_domain_cell_page_size(&s, 0, &page), -ENODATA);
+	cr_assert_eq(page, 77);
+	cr_assert_eq(gfa_domain_cell_page_size(&s, 1, &page), -ENOENT);
+	cr_assert_eq(gfa_domain_format(&s, line, sizeof(line)),
+		     (int)strlen("plain: memory 1000 KiB, 3 vCPUs, no NUMA cells, "
+				 "no hugepages"));
+	cr_assert_str_eq(line, "plain: memory 1000 KiB, 3 vCPUs, no NUMA cells, "
+			 "no hugepages");
+}
+
+Test(domain_xml, format_errors)
+{
+	struct gfa_domain_spec s;
+	char err[256], small[16];
+
+	cr_assert_eq(domain_load("domain-numa2-hugepages.xml", &s, err, sizeof(err)), 0);
+	cr_assert_eq(gfa_domain_format(&s, small, sizeof(small)), -ENOSPC);
+	cr_assert_eq(strlen(small), sizeof(small) - 1, "truncated, NUL-terminated");
+	cr_assert_eq(strncmp(small, "numa2: memory 4", sizeof(small) - 1), 0);
+	cr_assert_eq(gfa_domain_format(NULL, small, sizeof(small)), -EINVAL);
+	cr_assert_eq(gfa_domain_format(&s, NULL, 10), -EINVAL);
+	cr_assert_eq(gfa_domain_format(&s, small, 0), -EINVAL);
+}
+
+Test(domain_xml, bad_xml)
+{
+	struct gfa_domain_spec s;
+	char err[256];
+
+	cr_assert_eq(domain_load("domain-bad.xml", &s, err, sizeof(err)), -EBADMSG);
+	cr_assert_not_null(strstr(err, "domain-bad.xml"), "%s", err);
+	cr_assert_not_null(strstr(err, "bad XML at line 5"), "%s", err);
+	cr_assert_eq(gfa_domain_from_xml_string("", &s, err, sizeof(err)), -EBADMSG);
+	cr_assert_eq(gfa_domain_from_xml_string("<domain><name>x</name>", &s, NULL, 0),
+		     -EBADMSG);
+}
+
+Test(domain_xml, not_a_domain)
+{
+	struct gfa_domain_spec s;
+	char err[256];
+
+	cr_assert_eq(domain_load("domain-notdomain.xml", &s, err, sizeof(err)), -EBADMSG);
+	cr_assert_not_null(strstr(err, "root element is <network>"), "%s", err);
+	cr_assert_not_null(strstr(err, "domain-notdomain.xml"), "%s", err);
+}
+
+Test(domain_xml, missing_file)
+{
+	struct gfa_domain_spec s;
+	char err[256], path[PATH_MAX];
+
+	domain_data("no-such-domain.xml", path, sizeof(path));
+	cr_assert_eq(gfa_domain_from_xml_file(path, &s, err, sizeof(err)), -ENOENT);
+	cr_assert_not_null(strstr(err, path), "%s", err);
+	cr_assert_not_null(strstr(err, "No such file"), "%s", err);
+}
+
+Test(domain_xml, directory_and_oversized_input)
+{
+	struct gfa_domain_spec s;
+	char err[256], path[PATH_MAX];
+	char *big;
+
+	domain_data("", path, sizeof(path));
+	cr_assert_eq(gfa_domain_from_xml_file(path, &s, err, sizeof(err)), -EISDIR,
+		     "%s", err);
+	/* A non-regular file that never ends: the reader must stop at the limit. */
+	cr_assert_eq(gfa_domain_from_xml_file("/dev/zero", &s, err, sizeof(err)),
+		     -EFBIG, "%s", err);
+	big = malloc(GFA_DOMAIN_XML_MAX + 2);
+	cr_assert_not_null(big);
+	memset(big, ' ', GFA_DOMAIN_XML_MAX + 1);
+	big[GFA_DOMAIN_XML_MAX + 1] = '\0';
+	cr_assert_eq(gfa_domain_from_xml_string(big, &s, err, sizeof(err)), -EFBIG);
+	free(big);
+}
+
+Test(domain_xml, inconsistent_memory)
+{
+	struct gfa_domain_spec s;
+	char err[256];
+
+	cr_assert_eq(domain_load("domain-inconsistent.xml", &s, err, sizeof(err)),
+		     -EINVAL);
+	cr_assert_not_null(strstr(err, "do not add up to <memory>"), "%s", err);
+	cr_assert_not_null(strstr(err, "domain-inconsistent.xml"), "%s", err);
+}
+
+Test(domain_xml, zero_vcpus)
+{
+	struct gfa_domain_spec s;
+	char err[256];
+
+	cr_assert_eq(domain_load("domain-zero-vcpus.xml", &s, err, sizeof(err)), -EINVAL);
+	cr_assert_not_null(strstr(err, "zero vCPUs"), "%s", err);
+}
+
+Test(domain_xml, output_untouched_on_error)
+{
+	struct gfa_domain_spec s, before;
+	char err[8];
+
+	memset(&s, 0xa5, sizeof(s));
+	memcpy(&before, &s, sizeof(s));
+	cr_assert_eq(domain_load("domain-inconsistent.xml", &s, err, sizeof(err)),
+		     -EINVAL);
+	cr_assert_arr_eq(&s, &before, sizeof(s));
+	cr_assert_eq(strlen(err), sizeof(err) - 1, "message truncated to errlen");
+	cr_assert_eq(domain_load("domain-bad.xml", &s, NULL, 0), -EBADMSG);
+	cr_assert_arr_eq(&s, &before, sizeof(s));
+}
+
+Test(domain_xml, null_arguments)
+{
+	struct gfa_domain_spec s;
+
+	cr_assert_eq(gfa_domain_from_xml_string(NULL, &s, NULL, 0), -EINVAL);
+	cr_assert_eq(gfa_domain_from_xml_string("<domain/>", NULL, NULL, 0), -EINVAL);
+	cr_assert_eq(gfa_domain_from_xml_file(NULL, &s, NULL, 0), -EINVAL);
+	cr_assert_eq(gfa_domain_from_libvirt("test:///default", NULL, &s, NULL, 0),
+		     -EINVAL);
+	cr_assert_eq(gfa_domain_cell_page_size(NULL, 0, &(uint64_t){ 0 }), -EINVAL);
+}
+
+/* Build a domain with @vcpu, @numa and @backing spliced in. */
+static int domain_try(const char *vcpu, const char *mem, const char *numa,
+		      const char *backing, struct gfa_domain_spec *s, char *err,
+		      size_t errlen)
+{
+	char xml[4096];
+
+	snprintf(xml, sizeof(xml),
+		 "<domain type='kvm'><name>t</name>%s%s"
+		 "<memoryBacking>%s</memoryBacking><cpu><numa>%s</numa></cpu></domain>",
+		 mem, vcpu, backing, numa);
+	return gfa_domain_from_xml_string(xml, s, err, errlen);
+}
+
+#define CELLS2 "<cell id='0' cpus='0-1' memory='1' unit='GiB'/>" \
+	       "<cell id='1' cpus='2-3' memory='1' unit='GiB'/>"
+#define MEM2 "<memory unit='GiB'>2</memory>"
+#define VCPU4 "<vcpu>4</vcpu>"
+
+Test(domain_xml, invalid_content)
+{
+	static const struct {
+		const char *vcpu, *mem, *numa, *backing;
+		int rc;
+		const char *msg;
+	} cases[] = {
+		{ "<vcpu>3</vcpu>", MEM2, CELLS2, "", -EINVAL, "name vCPU 3" },
+		{ VCPU4, MEM2, "<cell id='0' cpus='0-2' memory='1' unit='GiB'/>"
+		  "<cell id='1' cpus='2-3' memory='1' unit='GiB'/>", "", -EINVAL,
+		  "shares vCPU 2" },
+		{ VCPU4, MEM2, "<cell id='0' cpus='0-1' memory='1' unit='GiB'/>"
+		  "<cell id='2' cpus='2-3' memory='1' unit='GiB'/>", "", -EINVAL,
+		  "cell 1 is missing" },
+		{ VCPU4, MEM2, "<cell id='1' cpus='0-1' memory='1' unit='GiB'/>"
+		  "<cell id='1' cpus='2-3' memory='1' unit='GiB'/>", "", -EINVAL,
+		  "appears twice" },
+		{ VCPU4, MEM2, "", "", -EINVAL, "no <cell>" },
+		{ VCPU4, MEM2, "<cell id='64' memory='2' unit='GiB'/>", "", -ERANGE,
+		  "beyond the limit" },
+		{ VCPU4, MEM2, "<cell id='-1' memory='2' unit='GiB'/>", "", -EINVAL,
+		  "not a valid count" },
+		{ VCPU4, MEM2, "<cell id='0' cpus='3-2' memory='2' unit='GiB'/>", "",
+		  -EINVAL, "malformed cpus '3-2'" },
+		{ VCPU4, MEM2, "<cell id='0' cpus='' memory='2' unit='GiB'/>", "",
+		  -EINVAL, "malformed cpus" },
+		{ VCPU4, MEM2, "<cell id='0' cpus='0,,1' memory='2' unit='GiB'/>", "",
+		  -EINVAL, "malformed cpus" },
+		{ VCPU4, MEM2, "<cell id='0' cpus='1024' memory='2' unit='GiB'/>", "",
+		  -ERANGE, "vCPU >= 1024" },
+		{ VCPU4, MEM2, "<cell id='0' cpus='0-3'/>", "", -EINVAL, "has no memory" },
+		{ VCPU4, "<memory>0</memory>", "<cell id='0' memory='0'/>", "", -EINVAL,
+		  "zero memory" },
+		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='1' unit='G' "
+		  "nodeset='2'/></hugepages>", -EINVAL, "names cell 2" },
+		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='1' unit='G'/><page "
+		  "size='2' unit='M'/></hugepages>", -EINVAL, "more than one" },
+		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='1' unit='G' "
+		  "nodeset='0-1'/><page size='2' unit='M' nodeset='1'/></hugepages>",
+		  -EINVAL, "overlap at cell 1" },
+		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='3' unit='M' "
+		  "nodeset='0'/></hugepages>", -EINVAL, "not a power of two" },
+		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='0' nodeset='0'/>"
+		  "</hugepages>", -EINVAL, "not a power of two" },
+		{ VCPU4, MEM2, CELLS2, "<hugepages><page nodeset='0'/></hugepages>",
+		  -EINVAL, "has no size" },
+		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='2' unit='M' "
+		  "nodeset='x'/></hugepages>", -EINVAL, "not a list of cell ids" },
+		{ VCPU4, MEM2, CELLS2, "<source type='shm'/>", -EINVAL,
+		  "source type 'shm'" },
+		{ VCPU4, MEM2, CELLS2, "<access mode='both'/>", -EINVAL,
+		  "access mode 'both'" },
+		{ "<vcpu current='5'>4</vcpu>", MEM2, CELLS2, "", -EINVAL,
+		  "exceed the maximum" },
+		{ "<vcpu current='0'>4</vcpu>", MEM2, CELLS2, "", -EINVAL,
+		  "current> is zero" },
+		{ "<vcpu>1025</vcpu>", MEM2, CELLS2, "", -ERANGE, "exceed the limit" },
+		{ "<vcpu>four</vcpu>", MEM2, CELLS2, "", -EINVAL, "not a valid count" },
+		{ VCPU4, "<memory>99999999999999999999</memory>", CELLS2, "", -ERANGE,
+		  "overflows" },
+		{ VCPU4, "<memory unit='EiB'>16</memory>", CELLS2, "", -ERANGE,
+		  "overflows" },
+		{ VCPU4, "<memory unit='GiB'>2.0</memory>", CELLS2, "", -EINVAL,
+		  "not an unsigned decimal" },
+		{ VCPU4, "<memory unit='GiB'>3</memory>", CELLS2, "", -EINVAL,
+		  "do not add up" },
+	};
+	struct gfa_domain_spec s;
+	char err[256];
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		err[0] = '\0';
+		cr_assert_eq(domain_try(cases[i].vcpu, cases[i].mem, cases[i].numa,
+					cases[i].backing, &s, err, sizeof(err)),
+			     cases[i].rc, "case %u: %s", i, err);
+		cr_assert_not_null(strstr(err, cases[i].msg),
+				   "case %u: '%s' lacks '%s'", i, err, cases[i].msg);
+		cr_assert_not_null(strstr(err, "domain XML string"), "%s", err);
+	}
+}
+
+Test(domain_xml, missing_elements)
+{
+	struct gfa_domain_spec s;
+	char err[256], name[GFA_DOMAIN_NAME_MAX + 64];
+
+	cr_assert_eq(gfa_domain_from_xml_string("<domain><memory>1</memory></domain>",
+						&s, err, sizeof(err)), -EBADMSG);
+	cr_assert_not_null(strstr(err, "no <name>"), "%s", err);
+	cr_assert_eq(gfa_domain_from_xml_string("<domain><name>x</name></domain>",
+						&s, err, sizeof(err)), -EINVAL);
+	cr_assert_not_null(strstr(err, "memory is zero or missing"), "%s", err);
+
+	memset(name, 'n', sizeof(name));
+	memcpy(name, "<domain><name>", 14);
+	strcpy(name + 14 + GFA_DOMAIN_NAME_MAX, "</name><memory>1</memory></domain>");
+	cr_assert_eq(gfa_domain_from_xml_string(name, &s, err, sizeof(err)), -ERANGE);
+}
+
+Test(domain_xml, libvirt_defaults)
+{
+	struct gfa_domain_spec s;
+	char err[256];
+
+	/* No <memory> with NUMA cells: libvirt takes the cells' sum. */
+	cr_assert_eq(domain_try(VCPU4, "", CELLS2, "", &s, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(s.memory_bytes, 2 * GIB);
+	/* A balloon target above the maximum is clamped, as libvirt does. */
+	cr_assert_eq(domain_try(VCPU4, MEM2 "<currentMemory unit='GiB'>9"
+				"</currentMemory>", CELLS2, "", &s, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(s.current_memory_bytes, 2 * GIB);
+	/* Blanks and exclusions in cpu lists, like virBitmapParse. */
+	cr_assert_eq(domain_try(VCPU4, "<memory>2</memory>",
+				"<cell id='0' cpus=' 0 - 3 , ^1 ' memory='2'/>", "",
+				&s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(s.cells[0].cpus[0], 0xd);
+	cr_assert_eq(s.cells[0].nr_cpus, 3);
+}
+
+/* ---------------------------------------------------------------- libvirt */
+
+Test(domain_libvirt, default_test_domain)
+{
+	struct gfa_domain_spec s;
+	virConnectPtr conn;
+	virDomainPtr dom;
+	virDomainInfo info;
+	char err[256];
+
+	cr_assert_eq(gfa_domain_from_libvirt("test:///default", "test", &s, err,
+					     sizeof(err)), 0, "%s", err);
+
+	/* What libvirt itself reports for the built-in domain. */
+	conn = virConnectOpenReadOnly("test:///default");
+	cr_assert_not_null(conn, "libvirt test driver unavailable");
+	dom = virDomainLookupByName(conn, "test");
+	cr_assert_not_null(dom);
+	cr_assert_eq(virDomainGetInfo(dom, &info), 0);
+	cr_assert_str_eq(s.name, virDomainGetName(dom));
+	cr_assert_eq(s.memory_bytes, (uint64_t)virDomainGetMaxMemory(dom) * KIB);
+	cr_assert_eq(s.current_memory_bytes, (uint64_t)info.memory * KIB);
+	cr_assert_eq(s.vcpus, (unsigned int)virDomainGetVcpusFlags(dom,
+				VIR_DOMAIN_VCPU_MAXIMUM));
+	cr_assert_eq(s.current_vcpus, info.nrVirtCpu);
+	virDomainFree(dom);
+	virConnectClose(conn);
+
+	/* Fixed facts of libvirt's built-in test domain (checked with libvirt 9). */
+	cr_assert_str_eq(s.name, "test");
+	cr_assert_eq(s.vcpus, 2);
+	cr_assert_eq(s.memory_bytes, 8 * GIB);
+	cr_assert_eq(s.current_memory_bytes, 2 * GIB);
+	cr_assert_eq(s.nr_cells, 0);
+	cr_assert_not(s.hugepages);
+	cr_assert_eq(s.source, GFA_DOMAIN_SOURCE_DEFAULT);
+}
+
+Test(domain_libvirt, unknown_domain)
+{
+	struct gfa_domain_spec s;
+	char err[256];
+
+	cr_assert_eq(gfa_domain_from_libvirt("test:///default", "no-such-vm", &s, err,
+					     sizeof(err)), -ENOENT);
+	cr_assert_not_null(strstr(err, "no domain named 'no-such-vm'"), "%s", err);
+	cr_assert_not_null(strstr(err, "test:///default"), "%s", err);
+}
+
+Test(domain_libvirt, invalid_uri)
+{
+	struct gfa_domain_spec s;
+	char err[256];
+
+	cr_assert_eq(gfa_domain_from_libvirt("bogus:///nothing", "test", &s, err,
+					     sizeof(err)), -ECONNREFUSED);
+	cr_assert_not_null(strstr(err, "cannot connect to 'bogus:///nothing'"), "%s", err);
+	cr_assert_eq(gfa_domain_from_libvirt("not a uri", "test", &s, err,
+					     sizeof(err)), -ECONNREFUSED);
+	cr_assert_eq(gfa_domain_from_libvirt("test:///no/such/node.xml", "test", &s,
+					     err, sizeof(err)), -ECONNREFUSED);
+	cr_assert_not_null(strstr(err, "/no/such/node.xml"), "%s", err);
+}
+
+/* libvirt's errors must reach err, not stderr. */
+Test(domain_libvirt, quiet_on_stderr, .init = cr_redirect_stderr)
+{
+	struct gfa_domain_spec s;
+	char err[256];
+
+	gfa_domain_from_libvirt("bogus:///nothing", "test", &s, err, sizeof(err));
+	gfa_domain_from_libvirt("test:///default", "no-such-vm", &s, err, sizeof(err));
+	gfa_domain_from_libvirt("test:///no/such/node.xml", "x", &s, err, sizeof(err));
+	domain_load("domain-bad.xml", &s, err, sizeof(err));
+	fflush(stderr);
+	cr_assert_stderr_eq_str("");
+}
+
+/*
+ * test:///default state is shared by the connections of one process while
+ * one stays open, so domains defined on our connection are visible to
+ * gfa_domain_from_libvirt's own read-only connection.
+ */
+Test(domain_libvirt, define_then_import)
+{
+	struct gfa_domain_spec from_virt, from_file;
+	virDomainPtr doms[sizeof(domain_fixtures) / sizeof(domain_fixtures[0])];
+	virConnectPtr conn;
+	virDomainPtr bad;
+	char err[256], *xml;
+	unsigned int i;
+
+	conn = virConnectOpen("test:///default");
+	cr_assert_not_null(conn);
+	for (i = 0; i < sizeof(doms) / sizeof(doms[0]); i++) {
+		xml = domain_slurp(domain_fixtures[i].file);
+		doms[i] = virDomainDefineXML(conn, xml);
+		free(xml);
+		cr_assert_not_null(doms[i], "define %s", domain_fixtures[i].file);
+
+		cr_assert_eq(gfa_domain_from_libvirt("test:///default",
+						     domain_fixtures[i].name,
+						     &from_virt, err, sizeof(err)),
+			     0, "%s", err);
+		cr_assert_eq(domain_load(domain_fixtures[i].file, &from_file, err,
+					 sizeof(err)), 0, "%s", err);
+		domain_assert_same(&from_virt, &from_file);
+	}
+
+	/* libvirt's test driver stores inconsistent NUMA memory; we refuse it. */
+	xml = domain_slurp("domain-inconsistent.xml");
+	bad = virDomainDefineXML(conn, xml);
+	free(xml);
+	cr_assert_not_null(bad);
+	cr_assert_eq(gfa_domain_from_libvirt("test:///default", "inconsistent",
+					     &from_virt, err, sizeof(err)), -EINVAL);
+	cr_assert_not_null(strstr(err, "libvirt domain 'inconsistent' on "
+				  "'test:///default'"), "%s", err);
+	cr_assert_not_null(strstr(err, "do not add up"), "%s", err);
+
+	virDomainUndefine(bad);
+	virDomainFree(bad);
+	for (i = 0; i < sizeof(doms) / sizeof(doms[0]); i++) {
+		virDomainUndefine(doms[i]);
+		virDomainFree(doms[i]);
+	}
+	virConnectClose(conn);
+}
+
+/* A test driver node file gives a daemon-less multi-domain URI. */
+Test(domain_libvirt, testnode_uri)
+{
+	struct gfa_domain_spec from_virt, from_file;
+	char node[PATH_MAX], uri[PATH_MAX + 16], err[512];
+	unsigned int i;
+
+	domain_data("testnode.xml", node, sizeof(node));
+	snprintf(uri, sizeof(uri), "test://%s", node);
+	for (i = 0; i < sizeof(domain_fixtures) / sizeof(domain_fixtures[0]); i++) {
+		cr_assert_eq(gfa_domain_from_libvirt(uri, domain_fixtures[i].name,
+						     &from_virt, err, sizeof(err)),
+			     0, "%s", err);
+		cr_assert_eq(domain_load(domain_fixtures[i].file, &from_file, err,
+					 sizeof(err)), 0, "%s", err);
+		domain_assert_same(&from_virt, &from_file);
+	}
+	cr_assert_eq(gfa_domain_from_libvirt(uri, "small", &from_virt, err,
+					     sizeof(err)), 0, "%s", err);
+	cr_assert_eq(from_virt.memory_bytes, 512 * MIB);
+	cr_assert_eq(from_virt.vcpus, 1);
+	cr_assert_eq(gfa_domain_from_libvirt(uri, "test", &from_virt, err,
+					     sizeof(err)), -ENOENT,
+		     "the node file replaces the built-in domain");
+}
+
+struct domain_worker {
+	char uri[PATH_MAX + 16];
+	char file[PATH_MAX];
+	int failures;
+};
+
+static void *domain_worker_run(void *arg)
+{
+	struct domain_worker *w = arg;
+	struct gfa_domain_spec a, b;
+	char err[512];
+	int i;
+
+	for (i = 0; i < 10; i++) {
+		if (gfa_domain_from_libvirt(w->uri, "numa2", &a, err, sizeof(err)) ||
+		    gfa_domain_from_xml_file(w->file, &b, err, sizeof(err)) ||
+		    a.memory_bytes != b.memory_bytes || a.nr_cells != b.nr_cells ||
+		    a.pages[0].size_bytes != b.pages[0].size_bytes)
+			w->failures++;
+		if (gfa_domain_from_libvirt("test:///default", "no-such-vm", &a, err,
+					    sizeof(err)) != -ENOENT)
+			w->failures++;
+	}
+	return NULL;
+}
+
+/* The import functions share no state: run them from several threads. */
+Test(domain_libvirt, concurrent_imports)
+{
+	struct domain_worker w[4];
+	pthread_t t[4];
+	char node[PATH_MAX];
+	int i;
+
+	/* GLib's slice allocator (inside libvirt) confuses TSan; plain malloc. */
+	setenv("G_SLICE", "always-malloc", 0);
+	domain_data("testnode.xml", node, sizeof(node));
+	for (i = 0; i < 4; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		snprintf(w[i].uri, sizeof(w[i].uri), "test://%s", node);
+		domain_data("domain-numa2-hugepages.xml", w[i].file, sizeof(w[i].file));
+		cr_assert_eq(pthread_create(&t[i], NULL, domain_worker_run, &w[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_eq(w[i].failures, 0, "thread %d had %d failures", i,
+			     w[i].failures);
+	}
+}

@@ -1,0 +1,468 @@
+/* Per-vCPU cache tests: the invariants of seed-pcp.md section 5 and seed 003 part B. */
+#include <pthread.h>
+#include "tests/test_util.h"
+
+static struct gfa_pool *pcp_pool(uint64_t frames, unsigned int batch, unsigned int high,
+				 unsigned int old_threshold)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+
+	gfa_pool_config_init(&cfg, frames);
+	cfg.pcp_batch = batch;
+	cfg.pcp_high = high;
+	cfg.pcp_high_max = high;   /* no auto-tuning: keep the arithmetic exact */
+	cfg.pcp_free_high_old = old_threshold;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	return p;
+}
+
+static int pcp_count(struct gfa_pcp *c)
+{
+	struct gfa_pcp_stat st;
+
+	cr_assert_eq(gfa_pcp_stat(c, &st), 0);
+	return st.count;
+}
+
+static uint64_t vm(struct gfa_pool *p, size_t off)
+{
+	struct gfa_vmstat vs;
+
+	gfa_pool_vmstat(p, &vs);
+	return *(uint64_t *)((char *)&vs + off);
+}
+#define VM(p, field) vm(p, offsetof(struct gfa_vmstat, field))
+
+static enum gfa_frame_state state_of(struct gfa_pool *p, uint64_t pfn)
+{
+	struct gfa_frame_info fi;
+
+	cr_assert_eq(gfa_frame_lookup(p, pfn, &fi), 0);
+	return fi.state;
+}
+
+Test(pcp, default_sizing_like_the_kernel)
+{
+	struct gfa_pool *p = tu_pool(1UL << 18); /* 1 GiB zone */
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	struct gfa_pcp_stat st;
+
+	gfa_pcp_stat(c, &st);
+	cr_assert_eq(st.batch, 63);
+	cr_assert_geq(st.high_min, 4 * st.batch);
+	cr_assert_eq(st.free_high_threshold, (unsigned int)(st.batch + st.high_min / 2));
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp, refill_takes_batch_shifted_by_order)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 16, 63, 4096, 0);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	struct gfa_pcp_stat st;
+
+	cr_assert_geq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0), 0);
+	cr_assert_eq(pcp_count(c), 62, "63 refilled, one handed out");
+	cr_assert_geq(gfa_pcp_alloc(c, 2, GFA_MT_MOVABLE, 1, 0), 0);
+	cr_assert_eq(pcp_count(c), 62 + 14 * 4, "max(63 >> 2, 2) = 15 blocks of order 2");
+	cr_assert_geq(gfa_pcp_alloc(c, 9, GFA_MT_MOVABLE, 1, 0), 0);
+	gfa_pcp_stat(c, &st);
+	cr_assert_eq(st.nr_blocks[9], 1, "max(63 >> 9, 2) = 2 THP blocks, one handed out");
+	cr_assert_eq(VM(p, pcp_refill), 3);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(tu_free_frames(p), (1UL << 16) - 1 - 4 - 512);
+	gfa_pool_destroy(p);
+}
+
+/* seed 003: threshold 63, order-3 frees from free_count 0: the 9th free triggers */
+Test(pcp, free_high_old_threshold_ninth_free)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 16, 63, 10000, 1);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t b[16];
+
+	for (int i = 0; i < 16; i++)
+		cr_assert_geq(b[i] = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 5, 0), 0);
+	for (int i = 0; i < 8; i++) {
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[i], 3, 5), 0);
+		cr_assert_eq(pcp_count(c), 8 * (i + 1), "free %d must not trigger", i + 1);
+	}
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[8], 3, 5), 0);
+	cr_assert_eq(pcp_count(c), 0, "the 9th consecutive order-3 free flushes the cache");
+	cr_assert_eq(VM(p, pcp_free_high), 1);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+/* Linux 6.15 threshold batch + high_min/2 = 63 + 100 = 163: the 22nd free triggers */
+Test(pcp, free_high_new_threshold)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 16, 63, 200, 0);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t b[32];
+
+	for (int i = 0; i < 32; i++)
+		cr_assert_geq(b[i] = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 5, 0), 0);
+	for (int i = 0; i < 21; i++)
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[i], 3, 5), 0);
+	cr_assert_eq(pcp_count(c), 168);
+	cr_assert_eq(VM(p, pcp_free_high), 0);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[21], 3, 5), 0);
+	cr_assert_eq(pcp_count(c), 0);
+	cr_assert_eq(VM(p, pcp_free_high), 1);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp, free_high_needs_consecutive_high_order_frees)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 16, 63, 10000, 1);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+
+	for (int i = 0; i < 40; i++) {
+		/* an order-0 free between high-order frees clears PREV_FREE_HIGH_ORDER */
+		int64_t a = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 5, 0);
+		int64_t z = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 5, 0);
+
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)z, 0, 5), 0);
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 3, 5), 0);
+	}
+	cr_assert_eq(VM(p, pcp_free_high), 0);
+	cr_assert_eq(pcp_count(c), 40 * 9);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp, alternating_alloc_free_never_triggers)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 16, 63, 10000, 1);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+
+	for (int i = 0; i < 10000; i++) {
+		int64_t a = gfa_pcp_alloc(c, 1 + i % 3, GFA_MT_MOVABLE, 9, 0);
+
+		cr_assert_geq(a, 0);
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 1 + i % 3, 9), 0);
+	}
+	cr_assert_eq(VM(p, pcp_free_high), 0);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp, order0_and_thp_frees_never_trigger_free_high)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 16, 63, 30000, 1);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+
+	for (int i = 0; i < 200; i++)
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0, 1), 0);
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 1, 0), 9, 1), 0);
+	cr_assert_eq(VM(p, pcp_free_high), 0);
+	cr_assert_eq(pcp_count(c), 200 + 20 * 512);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+/* Bulk free: the overflowing list first and alone when it holds enough, oldest first. */
+Test(pcp, bulk_free_drains_requested_list_first_and_alone)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 14, 4, 16, 1);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t u[2], m[14];
+
+	for (int i = 0; i < 2; i++)
+		u[i] = gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 1, 0);
+	for (int i = 0; i < 14; i++)
+		m[i] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)u[i], 0, 1), 0);
+	for (int i = 0; i < 14; i++)
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)m[i], 0, 1), 0);
+	/* count reached high (16): nr = clamp(free_count 16, batch 4, high - batch 12) */
+	cr_assert_eq(pcp_count(c), 4);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(state_of(p, (uint64_t)u[i]), GFA_FRAME_PCP, "other list untouched");
+	for (int i = 0; i < 12; i++)
+		cr_assert_neq(state_of(p, (uint64_t)m[i]), GFA_FRAME_PCP, "oldest freed first");
+	for (int i = 12; i < 14; i++)
+		cr_assert_eq(state_of(p, (uint64_t)m[i]), GFA_FRAME_PCP, "newest stay cached");
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp, bulk_free_moves_on_with_wraparound)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 14, 4, 16, 1);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t u[6], m[10];
+
+	for (int i = 0; i < 6; i++)
+		u[i] = gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 1, 0);
+	for (int i = 0; i < 10; i++)
+		m[i] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	for (int i = 0; i < 6; i++)
+		gfa_pcp_free(c, (uint64_t)u[i], 0, 1);
+	for (int i = 0; i < 10; i++)
+		gfa_pcp_free(c, (uint64_t)m[i], 0, 1);
+	/* 12 to free: all 10 movable, then wrap to unmovable (pindex 0) for 2, oldest first */
+	cr_assert_eq(pcp_count(c), 4);
+	for (int i = 0; i < 10; i++)
+		cr_assert_neq(state_of(p, (uint64_t)m[i]), GFA_FRAME_PCP);
+	for (int i = 0; i < 2; i++)
+		cr_assert_neq(state_of(p, (uint64_t)u[i]), GFA_FRAME_PCP);
+	for (int i = 2; i < 6; i++)
+		cr_assert_eq(state_of(p, (uint64_t)u[i]), GFA_FRAME_PCP);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp, high_below_batch_frees_one_per_overflow)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 14, 8, 4, 1);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+
+	for (int i = 0; i < 20; i++)
+		gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0, 1);
+	cr_assert_eq(pcp_count(c), 3);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp, drains)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 16, 63, 10000, 1);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+
+	for (int i = 0; i < 100; i++)
+		gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0, 1);
+	cr_assert_eq(gfa_pcp_drain_partial(c), 63);
+	cr_assert_eq(pcp_count(c), 37);
+	cr_assert_eq(gfa_pcp_drain(c), 37);
+	cr_assert_eq(pcp_count(c), 0);
+	for (int i = 0; i < 20; i++)
+		gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0, 1);
+	cr_assert_eq(gfa_pool_drain_all(p, 1), 0, "zone filter");
+	cr_assert_eq(gfa_pool_drain_all(p, 0), 20);
+	cr_assert_eq(pcp_count(c), 0);
+	/* idle drain: first call notes activity, a later one drains */
+	gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0, 1);
+	cr_assert_eq(gfa_pool_drain_idle(p, 0), 0);
+	cr_assert_eq(gfa_pool_drain_idle(p, 0), 1);
+	cr_assert_eq(tu_free_frames(p), 1UL << 16);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp, cached_frames_count_as_free_and_show_in_buddyinfo)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 14, 15, 1000, 0);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	char buf[4096];
+
+	int64_t a = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0);
+	cr_assert_eq(tu_free_frames(p), (1UL << 14) - 1);
+	gfa_pcp_free(c, (uint64_t)a, 0, 1);
+	cr_assert_eq(tu_free_frames(p), 1UL << 14);
+	gfa_pool_buddyinfo(p, buf, sizeof(buf));
+	cr_assert_not_null(strstr(buf, "Node 0, pcp    Normal     15 "), "%s", buf);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp, bad_inputs_change_nothing)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 14, 15, 1000, 0);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t a = gfa_pcp_alloc(c, 1, GFA_MT_MOVABLE, 3, 0);
+	int before = pcp_count(c);
+
+	cr_assert_null(gfa_pcp_create(p, 5));
+	cr_assert_eq(errno, ERANGE);
+	cr_assert_eq(gfa_pcp_alloc(NULL, 0, 0, 0, 0), GFA_EFAULT);
+	cr_assert_eq(gfa_pcp_alloc(c, 12, GFA_MT_MOVABLE, 0, 0), GFA_EORDER);
+	cr_assert_eq(gfa_pcp_alloc(c, 0, (enum gfa_migratetype)9, 0, 0), GFA_EMIGRATE);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 0, 3), GFA_EWRONGORDER);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 1, 4), GFA_EOWNER);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a + 1, 0, 3), GFA_ENOTHEAD);
+	cr_assert_eq(gfa_pcp_free(c, 1UL << 30, 0, 3), GFA_ERANGE);
+	cr_assert_eq(pcp_count(c), before);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 1, 3), 0);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 1, 3), GFA_EDOUBLEFREE, "double free into the cache");
+	cr_assert_eq(pcp_count(c), before + 2);
+	cr_assert_eq(VM(p, err_double_free), 1);
+	cr_assert_eq(VM(p, err_wrong_order), 1);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp, no_high_order_mode_caches_only_order0)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+	struct gfa_pcp *c;
+
+	gfa_pool_config_init(&cfg, 1UL << 14);
+	cfg.pcp_no_high_order = true;
+	p = gfa_pool_create(&cfg);
+	c = gfa_pcp_create(p, 0);
+	int64_t a = gfa_pcp_alloc(c, 3, GFA_MT_MOVABLE, 1, 0);
+	cr_assert_eq(pcp_count(c), 0);
+	gfa_pcp_free(c, (uint64_t)a, 3, 1);
+	cr_assert_eq(pcp_count(c), 0);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+/* ---- multi-threaded stress ---- */
+
+#define XQ 4096
+struct xchg {
+	pthread_mutex_t lock;
+	uint64_t pfn[XQ];
+	unsigned int order[XQ];
+	int n;
+};
+
+struct worker {
+	struct gfa_pool *pool;
+	struct xchg *x;
+	int id, iters;
+	uint64_t seed;
+};
+
+static void *stress_worker(void *arg)
+{
+	struct worker *w = arg;
+	struct gfa_pcp *c = gfa_pcp_create(w->pool, 0);
+	static const unsigned int orders[] = { 0, 0, 0, 1, 2, 3, 9, 4 };
+	uint64_t mine[256];
+	unsigned int mord[256];
+	int n = 0;
+
+	cr_assert_not_null(c);
+	for (int i = 0; i < w->iters; i++) {
+		uint64_t r = tu_rand(&w->seed);
+
+		if (n < 256 && (r & 1)) {
+			unsigned int o = orders[(r >> 4) & 7];
+			int64_t pfn = gfa_pcp_alloc(c, o, GFA_MT_MOVABLE, 0, 0);
+
+			if (pfn >= 0) {
+				mine[n] = (uint64_t)pfn;
+				mord[n++] = o;
+			}
+		} else if (n) {
+			/* half the frees cross threads through the exchange */
+			n--;
+			if (r & 2) {
+				cr_assert_eq(gfa_pcp_free(c, mine[n], mord[n], 0), 0);
+				continue;
+			}
+			pthread_mutex_lock(&w->x->lock);
+			if (w->x->n < XQ) {          /* hand it over */
+				w->x->pfn[w->x->n] = mine[n];
+				w->x->order[w->x->n++] = mord[n];
+			} else {                      /* exchange full: keep it */
+				n++;
+			}
+			if (w->x->n && (r & 4)) {
+				uint64_t pfn = w->x->pfn[--w->x->n];
+				unsigned int o = w->x->order[w->x->n];
+
+				pthread_mutex_unlock(&w->x->lock);
+				cr_assert_eq(gfa_pcp_free(c, pfn, o, 0), 0);
+				continue;
+			}
+			pthread_mutex_unlock(&w->x->lock);
+		}
+	}
+	while (n--)
+		cr_assert_eq(gfa_pcp_free(c, mine[n], mord[n], 0), 0);
+	gfa_pcp_destroy(c);
+	return NULL;
+}
+
+static void run_stress(int nthreads, int iters)
+{
+	struct gfa_pool *p = tu_pool(1UL << 15);
+	struct xchg x = { .n = 0 };
+	pthread_t t[8];
+	struct worker w[8];
+
+	pthread_mutex_init(&x.lock, NULL);
+	for (int i = 0; i < nthreads; i++) {
+		w[i] = (struct worker){ p, &x, i, iters, 0x1234567ULL * (i + 1) };
+		pthread_create(&t[i], NULL, stress_worker, &w[i]);
+	}
+	for (int k = 0; k < 20; k++) {
+		ASSERT_POOL_OK(p);
+		gfa_pool_drain_all(p, -1);
+		gfa_pool_drain_idle(p, 1);
+	}
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(t[i], NULL);
+	while (x.n) {
+		x.n--;
+		cr_assert_eq(gfa_free(p, x.pfn[x.n], x.order[x.n], 0), 0);
+	}
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(tu_free_frames(p), 1UL << 15);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp_stress, two_threads, .timeout = 300)
+{
+	run_stress(2, tu_sanitizer() ? 50000 : 400000);
+}
+
+Test(pcp_stress, eight_threads, .timeout = 300)
+{
+	run_stress(8, tu_sanitizer() ? 20000 : 200000);
+}
+
+/* Misuse: one cache hammered by two threads at once gives GFA_ETHREAD, never corruption. */
+struct misuse { struct gfa_pcp *c; int ethread; };
+static void *misuse_worker(void *arg)
+{
+	struct misuse *m = arg;
+
+	for (int i = 0; i < 20000; i++) {
+		int64_t a = gfa_pcp_alloc(m->c, 0, GFA_MT_MOVABLE, 0, 0);
+
+		if (a == GFA_ETHREAD) {
+			m->ethread++;
+			continue;
+		}
+		cr_assert_geq(a, 0);
+		while (gfa_pcp_free(m->c, (uint64_t)a, 0, 0) == GFA_ETHREAD)
+			m->ethread++;
+	}
+	return NULL;
+}
+
+Test(pcp_stress, shared_cache_misuse_is_safe, .timeout = 300)
+{
+	struct gfa_pool *p = tu_pool(1UL << 14);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	struct misuse m[2] = { { c, 0 }, { c, 0 } };
+	pthread_t t[2];
+
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, misuse_worker, &m[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	cr_assert_eq(tu_free_frames(p), 1UL << 14);
+	gfa_pool_destroy(p);
+}
