@@ -33,10 +33,8 @@ int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int m
 {
 	int64_t pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
 
-	if (pfn < 0) {
-		z->c.vm.pgalloc_fail++;
-		return GFA_ENOMEM;
-	}
+	if (pfn < 0)
+		return GFA_ENOMEM;  /* counted as pgalloc_fail once the slow path gives up */
 	frame_mark_allocated(&z->pool->frames[pfn], mt, owner);
 	z->c.vm.pgalloc++;
 	z->c.vm.pgalloc_frames += 1UL << order;
@@ -59,6 +57,8 @@ int64_t gfa_alloc(struct gfa_pool *pool, unsigned int zone, unsigned int order,
 	pthread_mutex_lock(&z->lock);
 	pfn = zone_alloc_locked(z, order, mt, owner, flags);
 	pthread_mutex_unlock(&z->lock);
+	if (pfn == GFA_ENOMEM)
+		pfn = zone_alloc_slow(z, order, mt, owner, flags);
 	return pfn;
 }
 

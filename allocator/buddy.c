@@ -63,12 +63,37 @@ static bool pfn_in_zone(const struct gfa_zone *z, uint64_t pfn, unsigned int ord
 	return pfn >= z->start_pfn && pfn + (1UL << order) <= z->start_pfn + z->nr_frames;
 }
 
+__thread struct capture_control *gfa_capc;
+
+/*
+ * compaction_capture(): a direct compaction running in this thread takes the block
+ * as soon as merging forms one of its order, so no other thread can steal it.  Never
+ * from an ISOLATE pageblock; a non-movable sub-pageblock request never captures from a
+ * MOVABLE pageblock (that would bypass fallback and pageblock stealing).
+ */
+static bool compaction_capture(struct gfa_zone *z, uint64_t pfn, unsigned int order,
+			       unsigned int mt)
+{
+	struct capture_control *capc = gfa_capc;
+
+	if (!capc || capc->zone != z || capc->pfn >= 0 || (int)order != capc->order)
+		return false;
+	if (mt == GFA_MT_ISOLATE)
+		return false;
+	if (order < GFA_PAGEBLOCK_ORDER && mt == GFA_MT_MOVABLE && capc->mt != GFA_MT_MOVABLE)
+		return false;
+	capc->pfn = (int64_t)pfn;
+	F(z, pfn)->order = (uint8_t)order;
+	fstate_set(F(z, pfn), GFA_FRAME_ISOLATED);
+	return true;
+}
+
 /*
  * __free_one_page: merge with the buddy while it is free and of the same order, then
  * put the result on the list of its pageblock's migratetype.  Merging never crosses
  * into or out of an ISOLATE pageblock at pageblock order and above, as in the kernel.
  */
-void buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 {
 	unsigned int mt = pfn_pageblock(z, pfn)->mt;
 
@@ -76,6 +101,8 @@ void buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 		uint64_t buddy = pfn ^ (1UL << order);
 		struct gfa_frame *bf;
 
+		if (compaction_capture(z, pfn, order, mt))
+			return true;
 		if (!pfn_in_zone(z, buddy, order))
 			break;
 		bf = F(z, buddy);
@@ -93,7 +120,10 @@ void buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	}
 	if (order >= GFA_PAGEBLOCK_ORDER)
 		mt = pfn_pageblock(z, pfn)->mt;
+	if (compaction_capture(z, pfn, order, mt))
+		return true;
 	buddy_list_add(z->pool, z, pfn, order, mt, false);
+	return false;
 }
 
 /* expand(): split a block of order high down to low, giving back the upper halves. */

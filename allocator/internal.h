@@ -120,6 +120,22 @@ struct gfa_zone {
 	/* host backing */
 	void *base;
 	int memfd;
+	/* compaction (zone lock) */
+	uint64_t compact_cached_migrate_pfn[2];  /* [0] async, [1] sync */
+	uint64_t compact_cached_free_pfn;
+	bool compact_blockskip_flush;            /* scanners met: reset skip bits next time */
+	/* kcompactd */
+	pthread_t compactd;
+	pthread_cond_t compactd_wait;
+	bool compactd_running, compactd_wake;
+};
+
+/* Owner registry: open addressing, owner -> ops (read under pool->owner_lock). */
+#define GFA_OWNER_SLOTS 65536
+struct gfa_owner_slot {
+	uint64_t owner;
+	const struct gfa_owner_ops *ops;   /* NULL: empty; &owner_tombstone: deleted */
+	void *ctx;
 };
 
 /* Caches of a pool are linked so other threads can drain them. */
@@ -138,6 +154,12 @@ struct gfa_pool {
 	/* registered caches */
 	pthread_mutex_t pcp_lock;
 	struct gfa_pcp *pcps;
+	/* owners of movable blocks */
+	pthread_rwlock_t owner_lock;
+	struct gfa_owner_slot *owners;
+	unsigned int nr_owners;
+	struct gfa_compact_config compact;
+	bool compactd_stop;             /* __atomic accessed */
 };
 
 /* Error counter slots in pool->err (match the err_* vmstat order). */
@@ -150,8 +172,21 @@ enum gfa_err_slot {
 void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 		    unsigned int order, unsigned int mt, bool tail);
 void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn);
-/* Free a block into the zone, merging; the block must not be on any list. */
-void buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order);
+/*
+ * Free a block into the zone, merging; the block must not be on any list.  Returns
+ * true when direct compaction running in this thread captured the merged block (then
+ * it is on no list and its head is ISOLATED, owned by the capturing request).
+ */
+bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order);
+
+/* Capture slot of the direct compaction running in this thread (compaction.c). */
+struct capture_control {
+	struct gfa_zone *zone;
+	int order;
+	unsigned int mt;
+	int64_t pfn;            /* captured block, or -1 */
+};
+extern __thread struct capture_control *gfa_capc;
 /* Take a block of exactly `order` and type mt (with fallback unless nofallback). */
 int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt,
 		      bool nofallback);
@@ -181,6 +216,18 @@ void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner);
 int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			  uint64_t owner, unsigned int flags);
 void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
+
+/* ---- compaction.c ---- */
+/* Slow path of an allocation that failed on the free lists (no lock held). */
+int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
+			uint64_t owner, unsigned int flags);
+void compaction_zone_init(struct gfa_zone *z);
+/* kcompactd's pass: order -1 = proactive (score-driven), else for that order. */
+void compact_zone_background(struct gfa_zone *z, int order);
+/* Owner lookup for the scanners; NULL when not registered. */
+const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, void **ctx);
+int owner_registry_init(struct gfa_pool *pool);
+void owner_registry_destroy(struct gfa_pool *pool);
 
 /* ---- stats.c: snprintf-style appender ---- */
 struct strbuf {

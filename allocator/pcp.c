@@ -259,8 +259,6 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 		plist_add(pcp, pindex, (uint64_t)pfn, true);
 		pcp->count += 1 << order;
 	}
-	if (!got)
-		z->c.vm.pgalloc_fail++;
 	pthread_mutex_unlock(&z->lock);
 	pcp->vs.pcp_refill++;
 	return got;
@@ -389,8 +387,9 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 	pindex = order_to_pindex(mt, order);
 	l = &pcp->lists[pindex];
 	if (!l->nr && !pcp_refill(pcp, pindex, order, mt, pcp_refill_count(pcp, order), flags)) {
+		/* slow path without our lock: it drains caches, ours included, and compacts */
 		pcp_unlock(pcp);
-		return GFA_ENOMEM;
+		return zone_alloc_slow(pcp->zone, order, mt, owner, flags);
 	}
 	pfn = l->head;
 	plist_del(pcp, pindex, pfn);

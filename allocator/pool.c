@@ -68,6 +68,7 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	pthread_mutex_init(&z->lock, NULL);
 	zone_free_all(z);
 	pcp_zone_init(pool, z);
+	compaction_zone_init(z);
 	return 0;
 }
 
@@ -101,6 +102,8 @@ struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
 	if (!pool->frames)
 		goto nomem;
 	pthread_mutex_init(&pool->pcp_lock, NULL);
+	if (owner_registry_init(pool))
+		goto nomem;
 	for (unsigned int i = 0; i < cfg->nr_zones; i++)
 		if (zone_init(pool, i, pool->zones[i].start_pfn, &cfg->zones[i]))
 			goto nomem;
@@ -119,6 +122,8 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 {
 	if (!pool)
 		return;
+	gfa_compactd_stop(pool);
+	owner_registry_destroy(pool);
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {
 		if (pool->zones[i].pageblocks)
 			pthread_mutex_destroy(&pool->zones[i].lock);

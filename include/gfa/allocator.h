@@ -202,6 +202,17 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	X(pcp_bulkfree)         /* bulk frees (one zone-lock section each) */ \
 	X(pcp_free_high)        /* bulk frees triggered by free_high */ \
 	X(pcp_drain)            /* whole-cache drains */ \
+	X(compact_migrate_scanned) /* frames (and free-list entries) the migrate side read */ \
+	X(compact_free_scanned)    /* frames (and free-list entries) the free side read */ \
+	X(compact_isolated)        /* blocks isolated, both sides */ \
+	X(compact_stall)           /* direct compactions started */ \
+	X(compact_fail)            /* direct compactions that gave no block */ \
+	X(compact_success)         /* direct compactions that gave a block */ \
+	X(compact_capture)         /* blocks handed over by capture */ \
+	X(compact_daemon_wake)     /* background compaction runs */ \
+	X(compact_daemon_migrate_scanned) X(compact_daemon_free_scanned) \
+	X(pgmigrate_success) X(pgmigrate_fail) \
+	X(thp_collapse_alloc) X(thp_collapse_alloc_failed) \
 	X(err_fault) X(err_range) X(err_align) X(err_order) X(err_migratetype) \
 	X(err_double_free) X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) \
 	X(err_thread)
@@ -316,6 +327,117 @@ struct gfa_pcp_stat {
 };
 /* Snapshot of a cache's counters (takes the cache lock).  0 or GFA_EFAULT. */
 int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
+
+/* ---- moving frames: owners and compaction ---- */
+
+/*
+ * What an owner of MOVABLE blocks lets compaction do with them.  Owners without a
+ * registration keep their blocks where they are (migration fails at once, as the
+ * kernel fails pages without a migration handler).
+ */
+struct gfa_owner_ops {
+	/*
+	 * Copy 2^order frames from src_pfn to dst_pfn and repoint the owner's mapping
+	 * (guest memory window, page tables) at dst.  Called without any pool lock, from
+	 * the compacting thread.  Return 0, or -EBUSY / -EAGAIN to refuse: the block then
+	 * stays at src, untouched.  The owner must not free the block while this runs
+	 * (its gfa_free gets GFA_EBUSY during a move; retry after).
+	 */
+	int (*migrate)(void *ctx, uint64_t owner, uint64_t src_pfn, uint64_t dst_pfn,
+		       unsigned int order);
+	/*
+	 * Optional: after gfa_collapse moved every piece of a 2 MiB range into the
+	 * order-9 block at dst_pfn, let the owner map it as one huge mapping.
+	 */
+	void (*collapsed)(void *ctx, uint64_t owner, uint64_t dst_pfn);
+};
+
+/*
+ * Register (ops non-NULL) or unregister (ops NULL) an owner's ops and context.
+ * Returns 0, GFA_EFAULT, -EEXIST (already registered), -ENOENT (unregistering an
+ * unknown owner), -ENOSPC (registry full: 65536 owners).  Any thread.
+ */
+int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_owner_ops *ops,
+		       void *ctx);
+
+enum gfa_compact_mode {
+	GFA_COMPACT_ASYNC = 0,  /* never waits; skips unsuitable pageblocks */
+	GFA_COMPACT_SYNC_LIGHT, /* may wait on locks, no long waits for owners */
+	GFA_COMPACT_SYNC,       /* full effort (full compaction, the daemon) */
+};
+
+enum gfa_compact_result {
+	GFA_COMPACT_SKIPPED = 0,  /* nothing to do (enough free, or order too small) */
+	GFA_COMPACT_CONTINUE,     /* internal */
+	GFA_COMPACT_COMPLETE,     /* the scanners met: the zone was fully scanned */
+	GFA_COMPACT_PARTIAL_SKIPPED,
+	GFA_COMPACT_SUCCESS,      /* a block of the order is free (or was captured) */
+};
+
+/* Compaction tunables, per pool. */
+struct gfa_compact_config {
+	/* linear-only mode: no free-list-guided searches, no capture, no skip-bit
+	 * ownership, stride 1 (the kernel before the 2019 series) */
+	bool linear_only;
+	/* vm.compaction_proactiveness: 0 (off) .. 100; the daemon's target score */
+	unsigned int proactiveness;
+};
+/* Set the pool's compaction tunables.  0, GFA_EFAULT, GFA_EALIGN (proactiveness > 100). */
+int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config *cfg);
+
+/*
+ * Compact zone `zone` for a block of `order` (-1: the whole zone, "full compaction").
+ * Runs in the calling thread.  Returns a gfa_compact_result, or GFA_EFAULT,
+ * GFA_ERANGE, GFA_EORDER.  Any thread; several may compact one zone at once (pageblock
+ * skip bits give each source pageblock a single owner).
+ */
+int gfa_compact_zone(struct gfa_pool *pool, unsigned int zone, int order,
+		     enum gfa_compact_mode mode);
+
+/*
+ * Direct compaction with capture: compact zone `zone` (and only that zone) and hand the
+ * first free block of `order` that compaction forms to the caller, allocated to owner
+ * as mt, before any other thread can see it.  Bounded: one pass of each scanner, ASYNC
+ * then SYNC_LIGHT.  Returns the pfn, GFA_ENOMEM when no block could be formed, or the
+ * argument errors of gfa_alloc.  gfa_alloc and gfa_pcp_alloc call this themselves for
+ * order > 0 unless GFA_ALLOC_NOCOMPACT.
+ */
+int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int order,
+			  enum gfa_migratetype mt, uint64_t owner);
+
+/*
+ * khugepaged's collapse: move the n (<= 512) blocks at pfns[i] of orders[i], all
+ * allocated MOVABLE to owner, into one order-9 block of zone `zone`, piece i going to
+ * offset offs[i] (in frames) of the new block, through the owner's migrate op.  The
+ * new block is allocated (with direct compaction if needed) and owned by owner; the
+ * old blocks are freed.  All or nothing: pieces stay moved only if
+ * the collapse as a whole succeeds: if the owner refuses a piece, the pieces already
+ * moved go back to their old blocks through the same op and the new block is freed.
+ * Returns the new block's pfn, or GFA_EFAULT, GFA_EALIGN (offsets overlap or are
+ * misaligned), GFA_EOWNER (a block is not the owner's), -ENOENT (owner not registered),
+ * GFA_ENOMEM, or the owner's refusal (-EBUSY/-EAGAIN).
+ */
+int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
+		     const uint64_t *pfns, const unsigned int *orders, const unsigned int *offs,
+		     unsigned int n);
+
+/*
+ * Background compaction (kcompactd): one worker thread per zone.  Proactive when
+ * proactiveness > 0: compacts while the zone's fragmentation score is above
+ * min(100 - proactiveness + 10, 100) until it is at most 100 - proactiveness, checking
+ * every 500 ms; also woken by failed order-9 allocations.  start returns 0, GFA_EFAULT,
+ * -EALREADY, or a pthread error; stop joins the workers (0 or GFA_EFAULT).
+ */
+int gfa_compactd_start(struct gfa_pool *pool);
+int gfa_compactd_stop(struct gfa_pool *pool);
+/* Wake zone z's worker now (e.g. after a failed huge allocation). */
+void gfa_compactd_wake(struct gfa_pool *pool, unsigned int zone);
+
+/*
+ * Fragmentation score of a zone for order-9 blocks, 0..100: the share of its free
+ * frames (buddy and caches) that lie in blocks smaller than a pageblock.
+ */
+int gfa_zone_fragmentation_score(struct gfa_pool *pool, unsigned int zone);
 
 #ifdef __cplusplus
 }

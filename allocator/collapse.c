@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Collapse (khugepaged's job): move the small blocks behind one 2 MiB range of an
+ * owner into a single order-9 block, all or nothing, through the owner's migrate op.
+ */
+#include "allocator/internal.h"
+
+static int collapse_args(struct gfa_pool *pool, unsigned int zone, const uint64_t *pfns,
+			 const unsigned int *orders, const unsigned int *offs, unsigned int n)
+{
+	uint8_t used[GFA_PAGEBLOCK_FRAMES] = { 0 };
+
+	if (!pool || !pfns || !orders || !offs)
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	if (!n || n > GFA_PAGEBLOCK_FRAMES)
+		return GFA_EALIGN;
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned int sz;
+
+		if (orders[i] >= GFA_PAGEBLOCK_ORDER)
+			return GFA_EORDER;
+		sz = 1U << orders[i];
+		if ((offs[i] & (sz - 1)) || offs[i] + sz > GFA_PAGEBLOCK_FRAMES)
+			return GFA_EALIGN;
+		for (unsigned int k = offs[i]; k < offs[i] + sz; k++)
+			if (used[k]++)
+				return GFA_EALIGN;
+	}
+	return 0;
+}
+
+static void collapse_putback(struct gfa_pool *pool, const uint64_t *pfns, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++)
+		fstate_set(&pool->frames[pfns[i]], GFA_FRAME_ALLOCATED);
+}
+
+/* Isolate every source block; on failure put back what was taken. */
+static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner,
+			    const uint64_t *pfns, const unsigned int *orders, unsigned int n)
+{
+	unsigned int i;
+	int err = 0;
+
+	pthread_mutex_lock(&z->lock);
+	for (i = 0; i < n && !err; i++) {
+		struct gfa_zone *bz = pool_pfn_zone(pool, pfns[i]);
+		struct gfa_frame *f;
+
+		if (bz != z || (pfns[i] & ((1UL << orders[i]) - 1))) {
+			err = GFA_ERANGE;
+			break;
+		}
+		f = &pool->frames[pfns[i]];
+		if (fstate(f) != GFA_FRAME_ALLOCATED)
+			err = fstate(f) == GFA_FRAME_ISOLATED ? GFA_EBUSY : GFA_ENOTHEAD;
+		else if (f->order != orders[i])
+			err = GFA_EWRONGORDER;
+		else if (frame_owner(f) != owner || f->mt != GFA_MT_MOVABLE)
+			err = GFA_EOWNER;
+		else if (!fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED))
+			err = GFA_EBUSY;
+		if (err)
+			break;
+	}
+	if (err)
+		collapse_putback(pool, pfns, i);
+	pthread_mutex_unlock(&z->lock);
+	return err;
+}
+
+int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
+		     const uint64_t *pfns, const unsigned int *orders, const unsigned int *offs,
+		     unsigned int n)
+{
+	const struct gfa_owner_ops *ops;
+	struct gfa_zone *z;
+	void *ctx = NULL;
+	int64_t dst;
+	unsigned int i;
+	int err = collapse_args(pool, zone, pfns, orders, offs, n);
+
+	if (err)
+		goto fail;
+	ops = owner_lookup(pool, owner, &ctx);
+	if (!ops)
+		return -ENOENT;
+	z = &pool->zones[zone];
+	err = collapse_isolate(pool, z, owner, pfns, orders, n);
+	if (err)
+		goto fail;
+	dst = gfa_alloc(pool, zone, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, owner, 0);
+	if (dst < 0) {
+		pthread_mutex_lock(&z->lock);
+		collapse_putback(pool, pfns, n);
+		z->c.vm.thp_collapse_alloc_failed++;
+		pthread_mutex_unlock(&z->lock);
+		return dst;
+	}
+	for (i = 0; i < n; i++) {
+		err = ops->migrate(ctx, owner, pfns[i], (uint64_t)dst + offs[i], orders[i]);
+		if (err)
+			break;
+	}
+	pthread_mutex_lock(&z->lock);
+	if (err) {
+		/* all or nothing: move the pieces back, the sources were kept isolated */
+		pthread_mutex_unlock(&z->lock);
+		while (i--)
+			ops->migrate(ctx, owner, (uint64_t)dst + offs[i], pfns[i], orders[i]);
+		pthread_mutex_lock(&z->lock);
+		collapse_putback(pool, pfns, n);
+		z->c.vm.thp_collapse_alloc_failed++;
+		z->c.vm.pgmigrate_fail++;
+		pthread_mutex_unlock(&z->lock);
+		gfa_free(pool, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner);
+		return err;
+	}
+	for (i = 0; i < n; i++)
+		zone_free_locked(z, pfns[i], orders[i]);
+	z->c.vm.thp_collapse_alloc++;
+	z->c.vm.pgmigrate_success += n;
+	pthread_mutex_unlock(&z->lock);
+	if (ops->collapsed)
+		ops->collapsed(ctx, owner, (uint64_t)dst);
+	return dst;
+fail:
+	pool_count_err(pool, err);
+	return err;
+}

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Background compaction (kcompactd): one worker per zone.  Proactive compaction by
+ * fragmentation score as vm.compaction_proactiveness does (Linux 5.9+): start above
+ * wmark_high = min(100 - proactiveness + 10, 100), stop at wmark_low = 100 -
+ * proactiveness; checked every 500 ms (HPAGE_FRAG_CHECK_INTERVAL_MSEC).  A failed
+ * order-9 allocation wakes the worker early.
+ */
+#include <time.h>
+#include "allocator/internal.h"
+
+#define FRAG_CHECK_INTERVAL_MS 500
+
+static bool compactd_should_stop(struct gfa_pool *pool)
+{
+	return __atomic_load_n(&pool->compactd_stop, __ATOMIC_ACQUIRE);
+}
+
+/* Sleep until woken or the interval passes; returns whether we were woken. */
+static bool compactd_sleep(struct gfa_zone *z)
+{
+	struct timespec ts;
+	bool woken;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += FRAG_CHECK_INTERVAL_MS * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&z->lock);
+	while (!z->compactd_wake && !compactd_should_stop(z->pool))
+		if (pthread_cond_timedwait(&z->compactd_wait, &z->lock, &ts))
+			break;
+	woken = z->compactd_wake;
+	z->compactd_wake = false;
+	pthread_mutex_unlock(&z->lock);
+	return woken;
+}
+
+static void *compactd_main(void *arg)
+{
+	struct gfa_zone *z = arg;
+	struct gfa_pool *pool = z->pool;
+
+	while (!compactd_should_stop(pool)) {
+		bool woken = compactd_sleep(z);
+		unsigned int pro = __atomic_load_n(&pool->compact.proactiveness, __ATOMIC_RELAXED);
+		int high = 100 - (int)pro + 10 > 100 ? 100 : 100 - (int)pro + 10;
+		int order = -1;
+
+		if (compactd_should_stop(pool))
+			break;
+		if (woken)
+			order = GFA_PAGEBLOCK_ORDER;
+		else if (!pro || gfa_zone_fragmentation_score(pool, z->id) <= high)
+			continue;
+		pthread_mutex_lock(&z->lock);
+		z->c.vm.compact_daemon_wake++;
+		pthread_mutex_unlock(&z->lock);
+		compact_zone_background(z, order);
+	}
+	return NULL;
+}
+
+int gfa_compactd_start(struct gfa_pool *pool)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	if (pool->zones[0].compactd_running)
+		return -EALREADY;
+	__atomic_store_n(&pool->compactd_stop, false, __ATOMIC_RELEASE);
+	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		struct gfa_zone *z = &pool->zones[i];
+		int err = pthread_create(&z->compactd, NULL, compactd_main, z);
+
+		if (err) {
+			gfa_compactd_stop(pool);
+			return -err;
+		}
+		z->compactd_running = true;
+	}
+	return 0;
+}
+
+int gfa_compactd_stop(struct gfa_pool *pool)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	__atomic_store_n(&pool->compactd_stop, true, __ATOMIC_RELEASE);
+	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		struct gfa_zone *z = &pool->zones[i];
+
+		if (!z->compactd_running)
+			continue;
+		pthread_mutex_lock(&z->lock);
+		pthread_cond_broadcast(&z->compactd_wait);
+		pthread_mutex_unlock(&z->lock);
+		pthread_join(z->compactd, NULL);
+		z->compactd_running = false;
+	}
+	return 0;
+}
+
+void gfa_compactd_wake(struct gfa_pool *pool, unsigned int zone)
+{
+	struct gfa_zone *z;
+
+	if (!pool || zone >= pool->nr_zones)
+		return;
+	z = &pool->zones[zone];
+	pthread_mutex_lock(&z->lock);
+	z->compactd_wake = true;
+	pthread_cond_signal(&z->compactd_wait);
+	pthread_mutex_unlock(&z->lock);
+}

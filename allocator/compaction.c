@@ -1,0 +1,950 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Compaction: assemble free 2 MiB blocks by moving MOVABLE blocks from the low end of
+ * a zone (migrate scanner, low -> high) into free frames at the high end (free scanner,
+ * high -> low), as mm/compaction.c does, with the 2019 series' free-list-guided fast
+ * searches, skip-bit ownership, adaptive stride, selective skip reset and capture
+ * (seed-compaction.md).  Moving a block = the owner's migrate op copies it and repoints
+ * its mapping; the allocator never touches frame contents itself.
+ *
+ * Locking: scanning and isolation hold the zone lock in short sections; the owner's
+ * migrate op runs with no lock held.  Isolated blocks (both sides) have their own state
+ * (GFA_FRAME_ISOLATED) so no one else frees, allocates or merges them meanwhile.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "allocator/internal.h"
+
+#define COMPACT_CLUSTER_MAX   32
+#define COSTLY_ORDER          3
+#define MAX_ISOLATED          (2 * COMPACT_CLUSTER_MAX + GFA_PAGEBLOCK_FRAMES)
+
+struct iso_block {
+	uint64_t pfn;
+	unsigned int order;
+	uint64_t owner;
+};
+
+struct compact_control {
+	struct gfa_zone *zone;
+	int order;                      /* -1: full compaction */
+	unsigned int mt;                /* migratetype of the request */
+	enum gfa_compact_mode mode;
+	bool direct, linear, proactive, whole_zone;
+	uint64_t migrate_pfn, free_pfn;
+	uint64_t zone_start, zone_end;
+	struct iso_block migrate[MAX_ISOLATED];
+	unsigned int nr_migrate;
+	struct iso_block freepages[MAX_ISOLATED];   /* isolated free blocks */
+	unsigned int nr_free;
+	uint64_t nr_free_frames;
+	unsigned int fast_search_fail;
+	int search_order;
+	unsigned int free_stride;
+	uint64_t last_block;            /* previous migrate source block, for rescan */
+	bool rescan, fast_found;
+	uint64_t migrate_scanned, free_scanned;
+	struct capture_control *capc;
+};
+
+static struct gfa_frame *FR(struct compact_control *cc, uint64_t pfn)
+{
+	return &cc->zone->pool->frames[pfn];
+}
+
+static uint64_t pb_start(uint64_t pfn)
+{
+	return pfn & ~(GFA_PAGEBLOCK_FRAMES - 1);
+}
+
+static bool pb_skip(struct gfa_zone *z, uint64_t pfn)
+{
+	return pfn_pageblock(z, pfn)->flags & PB_SKIP;
+}
+
+static void pb_set_skip(struct gfa_zone *z, uint64_t pfn)
+{
+	pfn_pageblock(z, pfn)->flags |= PB_SKIP;
+}
+
+/* test_and_set_skip(): the skip bit doubles as the ownership token of a source block. */
+static bool pb_test_and_set_skip(struct gfa_zone *z, uint64_t pfn)
+{
+	struct gfa_pageblock *pb = pfn_pageblock(z, pfn);
+	bool was = pb->flags & PB_SKIP;
+
+	pb->flags |= PB_SKIP;
+	return was;
+}
+
+/* ---- owner registry ---- */
+
+static const struct gfa_owner_ops owner_tombstone;
+
+int owner_registry_init(struct gfa_pool *pool)
+{
+	pool->owners = calloc(GFA_OWNER_SLOTS, sizeof(*pool->owners));
+	if (!pool->owners)
+		return -ENOMEM;
+	pthread_rwlock_init(&pool->owner_lock, NULL);
+	return 0;
+}
+
+void owner_registry_destroy(struct gfa_pool *pool)
+{
+	if (!pool->owners)
+		return;
+	pthread_rwlock_destroy(&pool->owner_lock);
+	free(pool->owners);
+}
+
+static unsigned int owner_hash(uint64_t owner)
+{
+	return (unsigned int)((owner * 0x9e3779b97f4a7c15ULL) >> 48) & (GFA_OWNER_SLOTS - 1);
+}
+
+/* Slot of owner, or of the first free slot on its probe path when insert is set. */
+static struct gfa_owner_slot *owner_slot(struct gfa_pool *pool, uint64_t owner, bool insert)
+{
+	struct gfa_owner_slot *tomb = NULL;
+
+	for (unsigned int i = 0, h = owner_hash(owner); i < GFA_OWNER_SLOTS;
+	     i++, h = (h + 1) & (GFA_OWNER_SLOTS - 1)) {
+		struct gfa_owner_slot *s = &pool->owners[h];
+
+		if (!s->ops)
+			return insert ? (tomb ? tomb : s) : NULL;
+		if (s->ops == &owner_tombstone) {
+			if (!tomb)
+				tomb = s;
+			continue;
+		}
+		if (s->owner == owner)
+			return s;
+	}
+	return insert ? tomb : NULL;
+}
+
+int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_owner_ops *ops,
+		       void *ctx)
+{
+	struct gfa_owner_slot *s;
+	int ret = 0;
+
+	if (!pool || (ops && !ops->migrate)) {
+		pool_count_err(pool, GFA_EFAULT);
+		return GFA_EFAULT;
+	}
+	pthread_rwlock_wrlock(&pool->owner_lock);
+	s = owner_slot(pool, owner, false);
+	if (ops && s) {
+		ret = -EEXIST;
+	} else if (ops) {
+		s = pool->nr_owners < GFA_OWNER_SLOTS / 2 ? owner_slot(pool, owner, true) : NULL;
+		if (!s) {
+			ret = -ENOSPC;
+		} else {
+			*s = (struct gfa_owner_slot){ owner, ops, ctx };
+			pool->nr_owners++;
+		}
+	} else if (!s) {
+		ret = -ENOENT;
+	} else {
+		s->ops = &owner_tombstone;
+		pool->nr_owners--;
+	}
+	pthread_rwlock_unlock(&pool->owner_lock);
+	return ret;
+}
+
+const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, void **ctx)
+{
+	const struct gfa_owner_ops *ops = NULL;
+	struct gfa_owner_slot *s;
+
+	pthread_rwlock_rdlock(&pool->owner_lock);
+	s = pool->nr_owners ? owner_slot(pool, owner, false) : NULL;
+	if (s) {
+		ops = s->ops;
+		if (ctx)
+			*ctx = s->ctx;
+	}
+	pthread_rwlock_unlock(&pool->owner_lock);
+	return ops;
+}
+
+int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config *cfg)
+{
+	if (!pool || !cfg)
+		return GFA_EFAULT;
+	if (cfg->proactiveness > 100)
+		return GFA_EALIGN;
+	pthread_mutex_lock(&pool->zones[0].lock);
+	pool->compact = *cfg;
+	pthread_mutex_unlock(&pool->zones[0].lock);
+	return 0;
+}
+
+void compaction_zone_init(struct gfa_zone *z)
+{
+	z->compact_cached_migrate_pfn[0] = z->compact_cached_migrate_pfn[1] = z->start_pfn;
+	z->compact_cached_free_pfn = pb_start(z->start_pfn + z->nr_frames - 1);
+	pthread_cond_init(&z->compactd_wait, NULL);
+}
+
+/* ---- isolated free blocks: the targets ---- */
+
+static void cc_add_free(struct compact_control *cc, uint64_t pfn, unsigned int order)
+{
+	struct gfa_frame *f = FR(cc, pfn);
+
+	f->order = (uint8_t)order;
+	frame_set_owner(f, 0);
+	fstate_set(f, GFA_FRAME_ISOLATED);
+	cc->freepages[cc->nr_free++] = (struct iso_block){ pfn, order, 0 };
+	cc->nr_free_frames += 1UL << order;
+}
+
+/* Isolate the free buddy block at pfn (zone lock held). */
+static void isolate_free_block(struct compact_control *cc, uint64_t pfn)
+{
+	unsigned int order = FR(cc, pfn)->order;
+
+	buddy_list_del(cc->zone->pool, cc->zone, pfn);
+	cc_add_free(cc, pfn, order);
+	cc->zone->c.vm.compact_isolated++;
+}
+
+static bool cc_free_full(const struct compact_control *cc)
+{
+	return cc->nr_free >= MAX_ISOLATED - GFA_MAX_ORDER - 1;
+}
+
+static bool cc_enough_free(const struct compact_control *cc)
+{
+	uint64_t need = 0;
+
+	for (unsigned int i = 0; i < cc->nr_migrate; i++)
+		need += 1UL << cc->migrate[i].order;
+	return cc->nr_free_frames >= need || cc_free_full(cc);
+}
+
+/*
+ * isolate_freepages_block(): probe the pageblock from its end down with the adaptive
+ * stride (patch 22) and isolate whole free blocks.  Returns blocks isolated.
+ */
+static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t start)
+{
+	uint64_t end = start + GFA_PAGEBLOCK_FRAMES, pfn = start;
+	unsigned int stride = cc->linear ? 1 : cc->free_stride, got = 0;
+
+	while (pfn < end && !cc_free_full(cc)) {
+		struct gfa_frame *f = FR(cc, pfn);
+
+		cc->free_scanned++;
+		if (fstate(f) == GFA_FRAME_FREE && f->order <= GFA_MAX_ORDER &&
+		    pfn + (1UL << f->order) <= cc->zone_end) {
+			unsigned int o = f->order;
+
+			isolate_free_block(cc, pfn);
+			got++;
+			pfn += 1UL << o;
+			if (!cc->linear)
+				stride = 1;
+			continue;
+		}
+		pfn += stride;
+		if (!cc->linear && stride < COMPACT_CLUSTER_MAX)
+			stride <<= 1;
+	}
+	cc->free_stride = got ? 1 : stride;
+	return got;
+}
+
+static bool suitable_migration_target(struct compact_control *cc, uint64_t pfn)
+{
+	unsigned int mt = pfn_pageblock(cc->zone, pfn)->mt;
+
+	if (mt == GFA_MT_ISOLATE)
+		return false;
+	if (!cc->linear && pb_skip(cc->zone, pfn))
+		return false;
+	/* keep unmovable frames' pageblocks for them: targets are MOVABLE blocks */
+	return mt == GFA_MT_MOVABLE;
+}
+
+static unsigned int freelist_scan_limit(struct compact_control *cc)
+{
+	unsigned int shift = cc->fast_search_fail < 31 ? cc->fast_search_fail : 31;
+
+	return (COMPACT_CLUSTER_MAX >> shift) + 1;
+}
+
+/*
+ * fast_isolate_freepages(): take targets from the free lists instead of scanning:
+ * walk orders below the request (round-robin start, patch 21) from the tail, prefer
+ * blocks in the top quarter between the scanners, accept the top half, and isolate
+ * the rest of that pageblock around the find (fast_isolate_around).
+ */
+static void fast_isolate_freepages(struct compact_control *cc)
+{
+	struct gfa_zone *z = cc->zone;
+	struct gfa_frame *frames = z->pool->frames;
+	uint64_t distance, low_pfn, min_pfn, highest = 0;
+	unsigned int limit, nr_scanned = 0;
+	bool found = false;
+
+	if (cc->order <= 0 || cc->linear || cc->free_pfn <= cc->migrate_pfn)
+		return;
+	distance = cc->free_pfn - cc->migrate_pfn;
+	low_pfn = pb_start(cc->free_pfn - distance / 4);
+	min_pfn = pb_start(cc->free_pfn - distance / 2);
+	/* a full budget at scan start, else max(1, limit >> 1) per order ([impl] note) */
+	if (cc->free_pfn >= pb_start(cc->zone_end - 1))
+		limit = GFA_PAGEBLOCK_FRAMES >> 1;
+	else
+		limit = freelist_scan_limit(cc) >> 1 ? freelist_scan_limit(cc) >> 1 : 1;
+	for (int i = 0; i < cc->order && !found; i++) {
+		int order = cc->search_order - i;
+		struct gfa_free_list *l;
+		unsigned int order_scanned = 0;
+
+		if (order < 0)
+			order += cc->order;
+		l = &z->area[order].list[GFA_MT_MOVABLE];
+		for (uint32_t p = l->tail; p != GFA_NIL && order_scanned < limit; p = frames[p].prev) {
+			nr_scanned++;
+			order_scanned++;
+			if (pb_skip(z, p) || p < min_pfn || p + (1UL << order) > cc->free_pfn + GFA_PAGEBLOCK_FRAMES)
+				continue;
+			if (p >= low_pfn) {
+				highest = p;
+				found = true;
+				break;
+			}
+			if (p > highest)
+				highest = p;
+		}
+		/* next search starts at the order below this one */
+		cc->search_order = order - 1 < 0 ? cc->order - 1 : order - 1;
+		if (highest)
+			found = true;
+	}
+	cc->free_scanned += nr_scanned;
+	if (!found) {
+		cc->fast_search_fail++;
+		return;
+	}
+	isolate_free_block(cc, highest);
+	/* fast_isolate_around(): the rest of this pageblock, unless direct async */
+	if (!(cc->direct && cc->mode == GFA_COMPACT_ASYNC) && !cc_enough_free(cc)) {
+		if (!isolate_freepages_block(cc, pb_start(highest)))
+			pb_set_skip(z, highest);
+	}
+	if (pb_start(highest) < cc->free_pfn)
+		cc->free_pfn = pb_start(highest);
+}
+
+/*
+ * isolate_freepages(): the linear free scanner, high to low, one pageblock at a time;
+ * the cached position moves only after a complete block scan (patch 20).
+ */
+static void isolate_freepages(struct compact_control *cc)
+{
+	struct gfa_zone *z = cc->zone;
+	uint64_t block = pb_start(cc->free_pfn);
+	uint64_t low = pb_start(cc->migrate_pfn) + GFA_PAGEBLOCK_FRAMES;
+
+	pthread_mutex_lock(&z->lock);
+	fast_isolate_freepages(cc);
+	block = pb_start(cc->free_pfn);
+	for (; !cc_enough_free(cc) && block >= low && block >= cc->zone_start;
+	     block -= GFA_PAGEBLOCK_FRAMES) {
+		if (!suitable_migration_target(cc, block))
+			continue;
+		if (!isolate_freepages_block(cc, block) && !cc->linear)
+			pb_set_skip(z, block);
+		if (block < cc->free_pfn)
+			cc->free_pfn = block;
+		z->compact_cached_free_pfn = block;
+		if (block == cc->zone_start)
+			break;
+	}
+	if (block < low)
+		cc->free_pfn = block + GFA_PAGEBLOCK_FRAMES > low ? low : block;
+	pthread_mutex_unlock(&z->lock);
+}
+
+/* compaction_alloc(): a target block of exactly `order`, splitting a larger one. */
+static int64_t compaction_alloc(struct compact_control *cc, unsigned int order)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		int best = -1;
+
+		for (unsigned int i = 0; i < cc->nr_free; i++)
+			if (cc->freepages[i].order >= order &&
+			    (best < 0 || cc->freepages[i].order < cc->freepages[best].order))
+				best = (int)i;
+		if (best >= 0) {
+			struct iso_block b = cc->freepages[best];
+
+			cc->freepages[best] = cc->freepages[--cc->nr_free];
+			cc->nr_free_frames -= 1UL << b.order;
+			/* split: keep the upper halves isolated for later targets */
+			while (b.order > order) {
+				b.order--;
+				pthread_mutex_lock(&cc->zone->lock);
+				cc_add_free(cc, b.pfn + (1UL << b.order), b.order);
+				pthread_mutex_unlock(&cc->zone->lock);
+			}
+			FR(cc, b.pfn)->order = (uint8_t)order;
+			return (int64_t)b.pfn;
+		}
+		if (pass == 0)
+			isolate_freepages(cc);
+	}
+	return -1;
+}
+
+/* ---- the migrate side ---- */
+
+/* Can this allocated block be a migration source?  (zone lock held) */
+static bool block_movable(struct compact_control *cc, struct gfa_frame *f)
+{
+	return fstate(f) == GFA_FRAME_ALLOCATED && f->mt == GFA_MT_MOVABLE &&
+	       f->order < GFA_PAGEBLOCK_ORDER &&
+	       owner_lookup(cc->zone->pool, frame_owner(f), NULL);
+}
+
+/*
+ * isolate_migratepages_block(): isolate movable blocks from low_pfn to the end of its
+ * pageblock, at most COMPACT_CLUSTER_MAX unless rescanning the same block (patch 14).
+ * Returns where the scan stopped.
+ */
+static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t low_pfn)
+{
+	struct gfa_zone *z = cc->zone;
+	uint64_t end = pb_start(low_pfn) + GFA_PAGEBLOCK_FRAMES;
+	uint64_t pfn = frame_find_head(z->pool, z, low_pfn);
+
+	if (pfn == GFA_NIL || pfn < low_pfn)   /* inside a block started earlier */
+		pfn = pfn == GFA_NIL ? low_pfn : pfn + (1UL << FR(cc, pfn)->order);
+	while (pfn < end && pfn < cc->zone_end) {
+		struct gfa_frame *f = FR(cc, pfn);
+		unsigned int order = f->order;
+
+		if (!fstate(f) || order > GFA_MAX_ORDER)
+			order = 0;  /* cannot happen while invariants hold; step safely */
+		cc->migrate_scanned += 1UL << order;
+		if (block_movable(cc, f) && fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED)) {
+			cc->migrate[cc->nr_migrate++] =
+				(struct iso_block){ pfn, order, frame_owner(f) };
+			z->c.vm.compact_isolated++;
+		}
+		pfn += 1UL << order;
+		if (!cc->rescan && cc->nr_migrate >= COMPACT_CLUSTER_MAX)
+			break;
+	}
+	return pfn < end ? pfn : end;
+}
+
+/*
+ * fast_find_migrateblock(): use the free lists to find a pageblock that is already
+ * partly free, so fewer moves empty it (patch 11).  Only for requests above the costly
+ * order, at a pageblock boundary, for movable requests.  Returns the block or GFA_NIL.
+ */
+static uint64_t fast_find_migrateblock(struct compact_control *cc)
+{
+	struct gfa_zone *z = cc->zone;
+	struct gfa_frame *frames = z->pool->frames;
+	unsigned int limit, nr_scanned = 0;
+	uint64_t distance, high_pfn, pfn = cc->migrate_pfn;
+
+	if (cc->linear || cc->order <= COSTLY_ORDER || (pfn & (GFA_PAGEBLOCK_FRAMES - 1)) ||
+	    (cc->direct && cc->mt != GFA_MT_MOVABLE) || cc->free_pfn <= pfn)
+		return GFA_NIL;
+	limit = freelist_scan_limit(cc);
+	distance = (cc->free_pfn - pfn) >> 1;
+	if (pfn != cc->zone_start)
+		distance >>= 2;
+	high_pfn = pb_start(pfn + distance);
+	for (int order = cc->order - 1; order >= COSTLY_ORDER && nr_scanned < limit; order--) {
+		struct gfa_free_list *l = &z->area[order].list[GFA_MT_MOVABLE];
+		uint32_t p = l->head;
+
+		while (p != GFA_NIL && nr_scanned < limit) {
+			uint32_t next = frames[p].next;
+
+			nr_scanned++;
+			if (p < pfn) {
+				/* behind the scanner: worth less, search less */
+				limit >>= 1;
+			} else if (p < high_pfn) {
+				if (pb_test_and_set_skip(z, p)) {
+					/* owned by another instance: rotate to the tail */
+					buddy_list_del(z->pool, z, p);
+					buddy_list_add(z->pool, z, p, (unsigned int)order, GFA_MT_MOVABLE, true);
+				} else {
+					/* move the scanned prefix to the tail: next search starts fresh */
+					cc->migrate_scanned += nr_scanned;
+					cc->fast_search_fail = 0;
+					buddy_list_del(z->pool, z, p);
+					buddy_list_add(z->pool, z, p, (unsigned int)order, GFA_MT_MOVABLE, true);
+					return pb_start(p);
+				}
+			}
+			p = next;
+		}
+	}
+	cc->migrate_scanned += nr_scanned;
+	cc->fast_search_fail++;
+	return GFA_NIL;
+}
+
+/* Blocks whose pageblock cannot give up frames in this mode. */
+static bool suitable_migration_source(struct compact_control *cc, uint64_t block)
+{
+	unsigned int mt = pfn_pageblock(cc->zone, block)->mt;
+	struct gfa_frame *f = FR(cc, block);
+
+	/* patch 16: a pageblock holding a huge block is no source */
+	if (fstate(f) && fstate(f) != GFA_FRAME_FREE && f->order >= GFA_PAGEBLOCK_ORDER)
+		return false;
+	if (mt == GFA_MT_ISOLATE)
+		return false;
+	if (cc->mode == GFA_COMPACT_ASYNC)
+		return mt == GFA_MT_MOVABLE;
+	return true;
+}
+
+/*
+ * isolate_migratepages(): choose the next source pageblock (free-list guided first,
+ * else linear), own it through its skip bit, and isolate from it.
+ */
+static void isolate_migratepages(struct compact_control *cc)
+{
+	struct gfa_zone *z = cc->zone;
+	uint64_t low = cc->migrate_pfn, block, found;
+
+	pthread_mutex_lock(&z->lock);
+	found = fast_find_migrateblock(cc);
+	cc->fast_found = found != GFA_NIL;
+	if (cc->fast_found)
+		low = found;
+	for (block = pb_start(low); block + GFA_PAGEBLOCK_FRAMES <= cc->free_pfn + GFA_PAGEBLOCK_FRAMES &&
+	     block < cc->free_pfn; block += GFA_PAGEBLOCK_FRAMES, low = block + GFA_PAGEBLOCK_FRAMES) {
+		bool at_start = low == block;
+
+		if (!cc->fast_found) {
+			if (at_start && pb_skip(z, block) && !cc->linear)
+				continue;
+			/* ownership token: another instance isolating here keeps it */
+			if (at_start && !cc->linear && pb_test_and_set_skip(z, block))
+				continue;
+		}
+		if (!suitable_migration_source(cc, block)) {
+			cc->fast_found = false;
+			continue;
+		}
+		cc->rescan = !cc->linear && block == cc->last_block && at_start;
+		cc->last_block = block;
+		low = isolate_migratepages_block(cc, low);
+		/* linear mode: a block that gave nothing is skipped next time */
+		if (cc->linear && !cc->nr_migrate && !(low & (GFA_PAGEBLOCK_FRAMES - 1)))
+			pb_set_skip(z, block);
+		break;
+	}
+	if (!cc->fast_found || low > cc->migrate_pfn)
+		cc->migrate_pfn = low;
+	/* the cached position only moves forward, and only past whole blocks */
+	if (!(cc->migrate_pfn & (GFA_PAGEBLOCK_FRAMES - 1))) {
+		int sync = cc->mode != GFA_COMPACT_ASYNC;
+
+		if (cc->migrate_pfn > z->compact_cached_migrate_pfn[sync])
+			z->compact_cached_migrate_pfn[sync] = cc->migrate_pfn;
+		if (!sync && cc->migrate_pfn > z->compact_cached_migrate_pfn[1])
+			z->compact_cached_migrate_pfn[1] = cc->migrate_pfn; /* patch 17 */
+	}
+	pthread_mutex_unlock(&z->lock);
+}
+
+/* Put a block that did not move back in the hands of its owner. */
+static void putback_block(struct compact_control *cc, struct iso_block *b)
+{
+	fstate_set(FR(cc, b->pfn), GFA_FRAME_ALLOCATED);
+}
+
+/* migrate_pages(): move every isolated source, freeing the source (capture may fire). */
+static void migrate_pages(struct compact_control *cc)
+{
+	struct gfa_zone *z = cc->zone;
+	unsigned int i;
+
+	for (i = 0; i < cc->nr_migrate; i++) {
+		struct iso_block *b = &cc->migrate[i];
+		const struct gfa_owner_ops *ops;
+		void *ctx = NULL;
+		int64_t dst;
+		int err;
+
+		if (cc->capc && cc->capc->pfn >= 0)
+			break;  /* captured: stop at once */
+		ops = owner_lookup(z->pool, b->owner, &ctx);
+		dst = ops ? compaction_alloc(cc, b->order) : -1;
+		if (dst < 0) {
+			putback_block(cc, b);   /* no target left: try again next round */
+			continue;
+		}
+		err = ops->migrate(ctx, b->owner, b->pfn, (uint64_t)dst, b->order);
+		pthread_mutex_lock(&z->lock);
+		if (err) {
+			cc_add_free(cc, (uint64_t)dst, b->order);
+			putback_block(cc, b);
+			z->c.vm.pgmigrate_fail++;
+		} else {
+			frame_mark_allocated(FR(cc, (uint64_t)dst), GFA_MT_MOVABLE, b->owner);
+			zone_free_locked(z, b->pfn, b->order);
+			z->c.vm.pgmigrate_success++;
+		}
+		pthread_mutex_unlock(&z->lock);
+	}
+	for (; i < cc->nr_migrate; i++)
+		putback_block(cc, &cc->migrate[i]);
+	cc->nr_migrate = 0;
+}
+
+/* release_freepages(): unused targets go back to the buddy lists. */
+static void release_freepages(struct compact_control *cc)
+{
+	struct gfa_zone *z = cc->zone;
+
+	pthread_mutex_lock(&z->lock);
+	for (unsigned int i = 0; i < cc->nr_free; i++) {
+		uint64_t pfn = cc->freepages[i].pfn;
+
+		fstate_set(FR(cc, pfn), 0);
+		if (buddy_free_block(z, pfn, cc->freepages[i].order))
+			continue; /* captured by our own request: fine */
+	}
+	cc->nr_free = 0;
+	cc->nr_free_frames = 0;
+	pthread_mutex_unlock(&z->lock);
+}
+
+/* Is a block of the order free now (zone lock held)? */
+static bool zone_has_free_order(struct gfa_zone *z, int order, unsigned int mt)
+{
+	for (int o = order; o <= GFA_MAX_ORDER; o++) {
+		if (z->area[o].list[mt].nr)
+			return true;
+		/* fallback can claim blocks of pageblock_order/2 and up */
+		if (o >= GFA_PAGEBLOCK_ORDER / 2 && z->area[o].nr_free)
+			return true;
+	}
+	return false;
+}
+
+static int fragmentation_score_locked(struct gfa_zone *z)
+{
+	uint64_t huge = 0;
+
+	if (!z->nr_free)
+		return 0;
+	for (int o = GFA_PAGEBLOCK_ORDER; o <= GFA_MAX_ORDER; o++)
+		huge += z->area[o].nr_free << o;
+	return (int)(100 * (z->nr_free - huge) / z->nr_free);
+}
+
+/* __compact_finished() */
+static int compact_finished(struct compact_control *cc)
+{
+	struct gfa_zone *z = cc->zone;
+	int ret = GFA_COMPACT_CONTINUE;
+
+	if (cc->capc && cc->capc->pfn >= 0)
+		return GFA_COMPACT_SUCCESS;
+	pthread_mutex_lock(&z->lock);
+	if ((cc->free_pfn >> GFA_PAGEBLOCK_ORDER) <= (cc->migrate_pfn >> GFA_PAGEBLOCK_ORDER)) {
+		/* scanners met: restart from the ends, clearing skip hints next time */
+		z->compact_cached_migrate_pfn[0] = z->compact_cached_migrate_pfn[1] = cc->zone_start;
+		z->compact_cached_free_pfn = pb_start(cc->zone_end - 1);
+		z->compact_blockskip_flush = true;
+		ret = GFA_COMPACT_COMPLETE;
+	} else if (cc->proactive) {
+		int wmark_low = 100 - (int)z->pool->compact.proactiveness;
+
+		if (fragmentation_score_locked(z) <= wmark_low)
+			ret = GFA_COMPACT_SUCCESS;
+	} else if (cc->order < 0) {
+		ret = GFA_COMPACT_CONTINUE;
+	} else if (cc->migrate_pfn & (GFA_PAGEBLOCK_FRAMES - 1)) {
+		ret = GFA_COMPACT_CONTINUE;     /* patch 08: finish the pageblock first */
+	} else if (zone_has_free_order(z, cc->order, cc->mt)) {
+		ret = GFA_COMPACT_SUCCESS;
+	}
+	pthread_mutex_unlock(&z->lock);
+	return ret;
+}
+
+/*
+ * Selective skip reset (patch 23): walk inwards from both ends sampling one frame in 8
+ * and clear a block's bit only if it can serve as a source (a movable allocated block)
+ * or a target (a free block in a MOVABLE pageblock).  Linear mode clears all, as the
+ * kernel did before.
+ */
+static void reset_isolation_suitable(struct compact_control *cc)
+{
+	struct gfa_zone *z = cc->zone;
+
+	for (uint64_t pb = 0; pb < z->nr_pageblocks; pb++) {
+		struct gfa_pageblock *b = &z->pageblocks[pb];
+		uint64_t start = z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER);
+
+		if (!(b->flags & PB_SKIP))
+			continue;
+		if (cc->linear) {
+			b->flags &= ~PB_SKIP;
+			continue;
+		}
+		for (uint64_t pfn = start; pfn < start + GFA_PAGEBLOCK_FRAMES && pfn < cc->zone_end;
+		     pfn += 8) {
+			struct gfa_frame *f = FR(cc, pfn);
+			unsigned int st = fstate(f);
+
+			if ((st == GFA_FRAME_ALLOCATED && f->mt == GFA_MT_MOVABLE) ||
+			    (st == GFA_FRAME_FREE && b->mt == GFA_MT_MOVABLE)) {
+				b->flags &= ~PB_SKIP;
+				break;
+			}
+		}
+	}
+	z->compact_blockskip_flush = false;
+}
+
+static void compact_zone_setup(struct compact_control *cc)
+{
+	struct gfa_zone *z = cc->zone;
+	int sync = cc->mode != GFA_COMPACT_ASYNC;
+
+	cc->zone_start = z->start_pfn;
+	cc->zone_end = z->start_pfn + z->nr_frames;
+	cc->linear = z->pool->compact.linear_only;
+	cc->free_stride = cc->mode == GFA_COMPACT_ASYNC ? COMPACT_CLUSTER_MAX : 1;
+	cc->search_order = cc->order > 0 ? cc->order - 1 : 0;
+	cc->last_block = GFA_NIL;
+	pthread_mutex_lock(&z->lock);
+	if (z->compact_blockskip_flush)
+		reset_isolation_suitable(cc);
+	if (cc->whole_zone) {
+		cc->migrate_pfn = cc->zone_start;
+		cc->free_pfn = pb_start(cc->zone_end - 1);
+	} else {
+		cc->migrate_pfn = z->compact_cached_migrate_pfn[sync];
+		cc->free_pfn = z->compact_cached_free_pfn;
+		if (cc->free_pfn < cc->zone_start || cc->free_pfn >= cc->zone_end)
+			cc->free_pfn = pb_start(cc->zone_end - 1);
+		if (cc->migrate_pfn < cc->zone_start || cc->migrate_pfn >= cc->zone_end)
+			cc->migrate_pfn = cc->zone_start;
+	}
+	pthread_mutex_unlock(&z->lock);
+}
+
+static void compact_account(struct compact_control *cc)
+{
+	struct gfa_zone *z = cc->zone;
+
+	pthread_mutex_lock(&z->lock);
+	z->c.vm.compact_migrate_scanned += cc->migrate_scanned;
+	z->c.vm.compact_free_scanned += cc->free_scanned;
+	if (cc->proactive) {
+		z->c.vm.compact_daemon_migrate_scanned += cc->migrate_scanned;
+		z->c.vm.compact_daemon_free_scanned += cc->free_scanned;
+	}
+	pthread_mutex_unlock(&z->lock);
+}
+
+/* compact_zone() */
+static int compact_zone(struct compact_control *cc)
+{
+	int ret;
+
+	compact_zone_setup(cc);
+	if (cc->order > 0 && !cc->proactive) {
+		pthread_mutex_lock(&cc->zone->lock);
+		ret = zone_has_free_order(cc->zone, cc->order, cc->mt);
+		pthread_mutex_unlock(&cc->zone->lock);
+		if (ret && !cc->capc)
+			return GFA_COMPACT_SKIPPED;
+	}
+	while ((ret = compact_finished(cc)) == GFA_COMPACT_CONTINUE) {
+		isolate_migratepages(cc);
+		if (!cc->nr_migrate)
+			continue;
+		migrate_pages(cc);
+		if (cc->capc && cc->capc->pfn >= 0) {
+			ret = GFA_COMPACT_SUCCESS;
+			break;
+		}
+	}
+	release_freepages(cc);
+	compact_account(cc);
+	return ret;
+}
+
+static int compact_args(struct gfa_pool *pool, unsigned int zone, int order)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	if (order < -1 || order > GFA_MAX_ORDER)
+		return GFA_EORDER;
+	return 0;
+}
+
+int gfa_compact_zone(struct gfa_pool *pool, unsigned int zone, int order,
+		     enum gfa_compact_mode mode)
+{
+	struct compact_control *cc;
+	int err = compact_args(pool, zone, order);
+
+	if (err) {
+		pool_count_err(pool, err);
+		return err;
+	}
+	cc = calloc(1, sizeof(*cc));
+	if (!cc)
+		return -ENOMEM;
+	cc->zone = &pool->zones[zone];
+	cc->order = order;
+	cc->mt = GFA_MT_MOVABLE;
+	cc->mode = mode;
+	cc->whole_zone = order < 0;
+	err = compact_zone(cc);
+	free(cc);
+	return err;
+}
+
+/*
+ * Direct compaction for one request, with capture unless linear-only.  Returns the
+ * captured block (ISOLATED, to be marked allocated by the caller) or -1.
+ */
+static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned int mt,
+			      enum gfa_compact_mode mode)
+{
+	struct capture_control capc = { z, (int)order, mt, -1 };
+	struct compact_control *cc = calloc(1, sizeof(*cc));
+	int ret;
+
+	if (!cc)
+		return -1;
+	cc->zone = z;
+	cc->order = (int)order;
+	cc->mt = mt;
+	cc->mode = mode;
+	cc->direct = true;
+	if (!z->pool->compact.linear_only) {
+		cc->capc = &capc;
+		gfa_capc = &capc;
+	}
+	ret = compact_zone(cc);
+	gfa_capc = NULL;
+	free(cc);
+	(void)ret;
+	return capc.pfn;
+}
+
+int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
+			uint64_t owner, unsigned int flags)
+{
+	static const enum gfa_compact_mode modes[] = { GFA_COMPACT_ASYNC, GFA_COMPACT_SYNC_LIGHT };
+	int64_t pfn;
+
+	/* frames parked on caches may complete a block once merged */
+	gfa_pool_drain_all(z->pool, (int)z->id);
+	pthread_mutex_lock(&z->lock);
+	pfn = zone_alloc_locked(z, order, mt, owner, flags);
+	pthread_mutex_unlock(&z->lock);
+	if (pfn >= 0 || !order || (flags & GFA_ALLOC_NOCOMPACT))
+		goto out;
+	for (unsigned int i = 0; i < 2; i++) {
+		int64_t cap;
+
+		pthread_mutex_lock(&z->lock);
+		z->c.vm.compact_stall++;
+		pthread_mutex_unlock(&z->lock);
+		cap = try_to_compact(z, order, mt, modes[i]);
+		pthread_mutex_lock(&z->lock);
+		if (cap >= 0) {
+			frame_mark_allocated(&z->pool->frames[cap], mt, owner);
+			z->c.vm.compact_capture++;
+			z->c.vm.compact_success++;
+			z->c.vm.pgalloc++;
+			z->c.vm.pgalloc_frames += 1UL << order;
+			z->c.vm.alloc_order[order]++;
+			pfn = cap;
+		} else {
+			pfn = zone_alloc_locked(z, order, mt, owner, flags);
+			if (pfn >= 0)
+				z->c.vm.compact_success++;
+			else
+				z->c.vm.compact_fail++;
+		}
+		pthread_mutex_unlock(&z->lock);
+		if (pfn >= 0)
+			return pfn;
+	}
+	if (order >= GFA_PAGEBLOCK_ORDER)
+		gfa_compactd_wake(z->pool, z->id);
+	pfn = GFA_ENOMEM;
+out:
+	if (pfn < 0) {
+		pthread_mutex_lock(&z->lock);
+		z->c.vm.pgalloc_fail++;
+		pthread_mutex_unlock(&z->lock);
+	}
+	return pfn;
+}
+
+void compact_zone_background(struct gfa_zone *z, int order)
+{
+	struct compact_control *cc = calloc(1, sizeof(*cc));
+
+	if (!cc)
+		return;
+	cc->zone = z;
+	cc->order = order;
+	cc->mt = GFA_MT_MOVABLE;
+	cc->mode = GFA_COMPACT_SYNC_LIGHT;
+	cc->proactive = order < 0;
+	compact_zone(cc);
+	free(cc);
+}
+
+int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int order,
+			  enum gfa_migratetype mt, uint64_t owner)
+{
+	if (!pool || zone >= pool->nr_zones || order > GFA_MAX_ORDER ||
+	    (unsigned int)mt >= GFA_MT_PCPTYPES)
+		return gfa_alloc(pool, zone, order, mt, owner, 0); /* reports the error */
+	return zone_alloc_slow(&pool->zones[zone], order, mt, owner, 0);
+}
+
+int gfa_zone_fragmentation_score(struct gfa_pool *pool, unsigned int zone)
+{
+	struct gfa_zone_stat st;
+	uint64_t huge = 0;
+
+	if (!pool)
+		return GFA_EFAULT;
+	if (gfa_zone_stat(pool, zone, &st))
+		return GFA_ERANGE;
+	if (!st.nr_free)
+		return 0;
+	for (int o = GFA_PAGEBLOCK_ORDER; o <= GFA_MAX_ORDER; o++)
+		for (int t = 0; t < GFA_MT_TYPES; t++)
+			huge += st.nr_free_blocks[o][t] << o;
+	huge += st.nr_pcp_blocks[GFA_PAGEBLOCK_ORDER] << GFA_PAGEBLOCK_ORDER;
+	return (int)(100 * (st.nr_free - huge) / st.nr_free);
+}
