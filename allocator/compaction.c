@@ -32,6 +32,7 @@ struct compact_control {
 	unsigned int mt;                /* migratetype of the request */
 	enum gfa_compact_mode mode;
 	bool direct, linear, proactive, whole_zone;
+	bool ignore_skip;               /* last-resort priority: skip hints off, no fast find */
 	uint64_t migrate_pfn, free_pfn;
 	uint64_t zone_start, zone_end;
 	struct iso_block migrate[MAX_ISOLATED];
@@ -268,7 +269,7 @@ static bool suitable_migration_target(struct compact_control *cc, uint64_t pfn)
 
 	if (mt == GFA_MT_ISOLATE)
 		return false;
-	if (!cc->linear && pb_skip(cc->zone, pfn))
+	if (!cc->linear && !cc->ignore_skip && pb_skip(cc->zone, pfn))
 		return false;
 	/* keep unmovable frames' pageblocks for them: targets are MOVABLE blocks */
 	return mt == GFA_MT_MOVABLE;
@@ -363,7 +364,7 @@ static void isolate_freepages(struct compact_control *cc)
 	     block -= GFA_PAGEBLOCK_FRAMES) {
 		if (!suitable_migration_target(cc, block))
 			continue;
-		if (!isolate_freepages_block(cc, block) && !cc->linear)
+		if (!isolate_freepages_block(cc, block) && !cc->linear && !cc->ignore_skip)
 			pb_set_skip(z, block);
 		if (block < cc->free_pfn)
 			cc->free_pfn = block;
@@ -461,7 +462,8 @@ static uint64_t fast_find_migrateblock(struct compact_control *cc)
 	unsigned int limit, nr_scanned = 0;
 	uint64_t distance, high_pfn, pfn = cc->migrate_pfn;
 
-	if (cc->linear || cc->order <= COSTLY_ORDER || (pfn & (GFA_PAGEBLOCK_FRAMES - 1)) ||
+	if (cc->linear || cc->ignore_skip || cc->order <= COSTLY_ORDER ||
+	    (pfn & (GFA_PAGEBLOCK_FRAMES - 1)) ||
 	    (cc->direct && cc->mt != GFA_MT_MOVABLE) || cc->free_pfn <= pfn)
 		return GFA_NIL;
 	limit = freelist_scan_limit(cc);
@@ -536,7 +538,7 @@ static void isolate_migratepages(struct compact_control *cc)
 	     block < cc->free_pfn; block += GFA_PAGEBLOCK_FRAMES, low = block + GFA_PAGEBLOCK_FRAMES) {
 		bool at_start = low == block;
 
-		if (!cc->fast_found) {
+		if (!cc->fast_found && !cc->ignore_skip) {
 			if (at_start && pb_skip(z, block) && !cc->linear)
 				continue;
 			/* ownership token: another instance isolating here keeps it */
@@ -844,6 +846,7 @@ static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned i
 	cc->mt = mt;
 	cc->mode = mode;
 	cc->direct = true;
+	cc->ignore_skip = cc->whole_zone = mode == GFA_COMPACT_SYNC;
 	if (!z->pool->compact.linear_only) {
 		cc->capc = &capc;
 		gfa_capc = &capc;
@@ -855,10 +858,17 @@ static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned i
 	return capc.pfn;
 }
 
+/*
+ * Direct compaction escalates as the kernel's compact_priority does: ASYNC, then
+ * SYNC_LIGHT, then SYNC over the whole zone with skip hints ignored (the kernel's
+ * MIN_COMPACT_PRIORITY), each bounded by one meeting of the scanners.
+ */
 int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			uint64_t owner, unsigned int flags)
 {
-	static const enum gfa_compact_mode modes[] = { GFA_COMPACT_ASYNC, GFA_COMPACT_SYNC_LIGHT };
+	static const enum gfa_compact_mode modes[] = {
+		GFA_COMPACT_ASYNC, GFA_COMPACT_SYNC_LIGHT, GFA_COMPACT_SYNC
+	};
 	int64_t pfn;
 
 	/* frames parked on caches may complete a block once merged */
@@ -868,7 +878,7 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 	pthread_mutex_unlock(&z->lock);
 	if (pfn >= 0 || !order || (flags & GFA_ALLOC_NOCOMPACT))
 		goto out;
-	for (unsigned int i = 0; i < 2; i++) {
+	for (unsigned int i = 0; i < 3; i++) {
 		int64_t cap;
 
 		pthread_mutex_lock(&z->lock);

@@ -397,8 +397,8 @@ int gfa_compact_zone(struct gfa_pool *pool, unsigned int zone, int order,
 /*
  * Direct compaction with capture: compact zone `zone` (and only that zone) and hand the
  * first free block of `order` that compaction forms to the caller, allocated to owner
- * as mt, before any other thread can see it.  Bounded: one pass of each scanner, ASYNC
- * then SYNC_LIGHT.  Returns the pfn, GFA_ENOMEM when no block could be formed, or the
+ * as mt, before any other thread can see it.  Bounded: one meeting of the scanners per
+ * priority, ASYNC, SYNC_LIGHT, then SYNC over the whole zone ignoring skip hints.  Returns the pfn, GFA_ENOMEM when no block could be formed, or the
  * argument errors of gfa_alloc.  gfa_alloc and gfa_pcp_alloc call this themselves for
  * order > 0 unless GFA_ALLOC_NOCOMPACT.
  */

@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gfa KVM plumbing: a small, readable wrapper around the KVM API for x86-64 hosts.
+ *
+ *   VM        gfa_kvm_vm_create / _destroy, memslots (the caller owns guest RAM: it
+ *             passes host virtual addresses, and may later replace what backs them
+ *             with mmap(MAP_FIXED) -- KVM follows through its MMU notifiers),
+ *             binary statistics (KVM_GET_STATS_FD, e.g. "pages_2m").
+ *   long mode gfa_kvm_vm_build_page_tables writes a GDT, a TSS and identity-mapping
+ *             page tables made of 2 MiB pages into guest memory at a caller-chosen
+ *             GPA; gfa_kvm_vcpu_enter_long_mode points a vCPU at them (64-bit code
+ *             segment, paging on) with an entry point and arguments in registers.
+ *   vCPU      gfa_kvm_vcpu_create (mmaps kvm_run, sets CPUID from
+ *             KVM_GET_SUPPORTED_CPUID), gfa_kvm_vcpu_run (KVM_RUN + exit dispatch),
+ *             and, from other threads, gfa_kvm_vcpu_pause/_resume/_kick.
+ *   test      a tiny hand-assembled guest (vmm/kvm_guestcode.c) that writes and
+ *             verifies a pattern over a GPA range and reports through port IO, plus
+ *             the host side of that protocol.
+ *
+ * Errors are negative errno values (pointer-returning functions return NULL and set
+ * errno).  Bad input changes nothing.  Errors a guest causes (triple fault, failed
+ * VM entry, KVM internal error, access to a GPA outside every memslot, unhandled
+ * port IO) end gfa_kvm_vcpu_run with a negative errno; the reason, in words, is
+ * printed to stderr and kept for gfa_kvm_vcpu_error().
+ *
+ * Pausing and kicking use a signal: the first gfa_kvm_vcpu_create() installs a no-op
+ * handler for GFA_KVM_KICK_SIGNAL (SIGRTMIN) unless the process already handles that
+ * signal, and gfa_kvm_vcpu_run() unblocks it in the calling thread.  The signal only
+ * interrupts KVM_RUN; kvm_run->immediate_exit closes the race with a vCPU thread
+ * that is just about to enter the guest.
+ */
+#ifndef GFA_KVM_H
+#define GFA_KVM_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gfa_kvm_vm;
+struct gfa_kvm_vcpu;
+
+#define GFA_KVM_KICK_SIGNAL	SIGRTMIN	/* from <signal.h> */
+
+/* Memslot flags: the KVM values of KVM_MEM_LOG_DIRTY_PAGES and KVM_MEM_READONLY. */
+#define GFA_KVM_MEM_LOG_DIRTY	(1u << 0)
+#define GFA_KVM_MEM_READONLY	(1u << 1)
+
+/* Guest-physical layout of the boot area written by gfa_kvm_vm_build_page_tables(). */
+#define GFA_KVM_BOOT_GDT	0x0000u	/* GDT: null, 0x08 code64, 0x10 data, 0x18 TSS */
+#define GFA_KVM_BOOT_TSS	0x0080u	/* 104-byte 64-bit TSS, no IO bitmap */
+#define GFA_KVM_BOOT_PML4	0x1000u
+#define GFA_KVM_BOOT_PDPT	0x2000u
+#define GFA_KVM_BOOT_PD		0x3000u	/* one page-directory page per GiB mapped */
+#define GFA_KVM_HUGE_PAGE	(2ULL << 20)
+#define GFA_KVM_MAX_IDENTITY_MAP (512ULL << 30)	/* one PDPT: 512 GiB */
+
+/*
+ * 1 if /dev/kvm can be opened read-write, reports API version 12, has the
+ * capabilities gfa needs (user memory, immediate_exit) and lets us create a VM.
+ * Otherwise 0, with the reason in @why (if @why is not NULL and @len > 0; always
+ * NUL-terminated).  Thread-safe.
+ */
+int gfa_kvm_available(char *why, size_t len);
+
+/*
+ * Create an empty VM: no memory, no vCPUs.  Returns NULL with errno set:
+ *   ENOENT/EACCES/...  /dev/kvm cannot be opened (errno of open(2))
+ *   EPROTO             KVM_GET_API_VERSION is not 12
+ *   ENOTSUP            a needed capability is missing
+ *   ENOMEM, or the errno of KVM_CREATE_VM
+ */
+struct gfa_kvm_vm *gfa_kvm_vm_create(void);
+
+/*
+ * Destroy a VM.  Memslots are dropped with it; the caller's guest memory is not
+ * touched (the caller unmaps it afterwards).  NULL is a no-op returning 0.
+ * Errors: -EBUSY if vCPUs of this VM still exist (destroy them first); nothing is
+ * freed then.  Call once, when no other thread uses the VM.
+ */
+int gfa_kvm_vm_destroy(struct gfa_kvm_vm *vm);
+
+/* The KVM VM file descriptor, for ioctls this wrapper does not cover; -EINVAL if NULL. */
+int gfa_kvm_vm_fd(const struct gfa_kvm_vm *vm);
+
+/*
+ * Map [@hva, @hva + @size) into the guest at [@gpa, @gpa + @size) as memslot @slot
+ * (KVM_SET_USER_MEMORY_REGION).  @size 0 removes the slot.  Changing an existing
+ * slot is limited by KVM to flags-only changes or moving it to another @gpa with the
+ * same @hva and @size.  The memory stays the caller's: it must stay mapped while the
+ * slot exists; its backing may be replaced with mmap(MAP_FIXED) at any time.  Use a
+ * 2 MiB-aligned @gpa and @hva (and huge-page backed memory) so KVM can map 2 MiB
+ * pages.  Thread-safe.
+ * Errors:
+ *   -EINVAL  NULL @vm; @gpa, @hva or @size not 4 KiB aligned; NULL @hva with a
+ *            non-zero @size; @gpa + @size wraps; unknown @flags
+ *   -ERANGE  @slot >= the VM's memslot limit (KVM_CAP_NR_MEMSLOTS)
+ *   -EEXIST  the range overlaps another slot
+ *   -ENOENT  removing a slot that is not set
+ *   -ENOMEM, or the errno of KVM_SET_USER_MEMORY_REGION (e.g. -EINVAL for a resize)
+ */
+int gfa_kvm_set_memslot(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa,
+			void *hva, uint64_t size, uint32_t flags);
+
+/*
+ * Host address of guest range [@gpa, @gpa + @len), which must lie inside one
+ * memslot.  NULL with errno EINVAL (NULL @vm, @len 0) or EFAULT (not inside one
+ * slot).  Thread-safe; the pointer is valid while that slot exists.
+ */
+void *gfa_kvm_gpa_to_hva(struct gfa_kvm_vm *vm, uint64_t gpa, uint64_t len);
+
+/*
+ * Read one KVM binary statistic of the VM (KVM_GET_STATS_FD), e.g. "pages_4k",
+ * "pages_2m", "pages_1g", "remote_tlb_flush".  Thread-safe.
+ * Errors: -EINVAL NULL argument or a statistic with several values (histogram);
+ * -ENOENT unknown name; -EOPNOTSUPP the kernel has no binary stats fd; -EIO a
+ * short or malformed read.
+ */
+int gfa_kvm_vm_stat(struct gfa_kvm_vm *vm, const char *name, uint64_t *val);
+
+/*
+ * Write the boot area at @boot_gpa (see GFA_KVM_BOOT_*): GDT, TSS and page tables
+ * that identity-map guest-physical [0, @map_size) with 2 MiB pages (read, write,
+ * execute, supervisor).  The whole area, gfa_kvm_boot_area_size(@map_size) bytes,
+ * must lie inside one memslot.  Mapped GPAs without a memslot exit as MMIO when
+ * touched.  Call again to move or resize the map; vCPUs entered before keep the
+ * old CR3 until entered again.  Thread-safe against other VM calls, but do not
+ * rewrite tables that running vCPUs use.
+ * Errors: -EINVAL NULL @vm, @boot_gpa not 4 KiB aligned, @map_size 0, not a
+ * multiple of 2 MiB or above GFA_KVM_MAX_IDENTITY_MAP; -EFAULT the area is not
+ * inside one memslot.
+ */
+int gfa_kvm_vm_build_page_tables(struct gfa_kvm_vm *vm, uint64_t boot_gpa,
+				 uint64_t map_size);
+
+/* Bytes of the boot area for an identity map of @map_size bytes (0 if invalid). */
+uint64_t gfa_kvm_boot_area_size(uint64_t map_size);
+
+/*
+ * Create vCPU @id (also its APIC ID): KVM_CREATE_VCPU, mmap of kvm_run, and
+ * KVM_SET_CPUID2 with everything KVM_GET_SUPPORTED_CPUID offers (APIC ID fields
+ * set to @id).  Thread-safe.  Returns NULL with errno set: EINVAL (NULL @vm),
+ * ERANGE (@id above the VM's limit), EEXIST (@id exists), ENOMEM, or the errno of
+ * the failing ioctl or mmap.
+ */
+struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id);
+
+/*
+ * Destroy a vCPU.  NULL is a no-op returning 0.  Errors: -EBUSY while a thread is
+ * inside gfa_kvm_vcpu_run() for it (kick it and wait for run to return first).
+ */
+int gfa_kvm_vcpu_destroy(struct gfa_kvm_vcpu *vcpu);
+
+/* The KVM vCPU file descriptor and the vCPU id; -EINVAL if NULL. */
+int gfa_kvm_vcpu_fd(const struct gfa_kvm_vcpu *vcpu);
+int gfa_kvm_vcpu_id(const struct gfa_kvm_vcpu *vcpu);
+
+/* Where a 64-bit guest starts. */
+struct gfa_kvm_entry {
+	uint64_t rip;
+	uint64_t rsp;		/* 0 is fine for code that uses no stack */
+	uint64_t args[6];	/* rdi, rsi, rdx, rcx, r8, r9 (System V order) */
+};
+
+/*
+ * Put the vCPU into 64-bit long mode at @entry: CR0.PE|PG, CR4.PAE, EFER.LME|LMA,
+ * CR3 = the VM's PML4, CS = 0x08 (64-bit), data segments 0x10, TR = 0x18, no IDT
+ * (an exception becomes a triple fault, which gfa_kvm_vcpu_run reports), RFLAGS =
+ * 0x2 (interrupts off).  All other general registers are zeroed.  Call from the
+ * vCPU's thread or while it is not running.
+ * Errors: -EINVAL NULL argument; -ENOENT gfa_kvm_vm_build_page_tables() was not
+ * called for this VM; -EBUSY the vCPU is running; or the errno of KVM_SET_SREGS /
+ * KVM_SET_REGS.
+ */
+int gfa_kvm_vcpu_enter_long_mode(struct gfa_kvm_vcpu *vcpu,
+				 const struct gfa_kvm_entry *entry);
+
+/* One port-IO exit.  @data holds @size * @count bytes (@count > 1 for rep ins/outs). */
+struct gfa_kvm_io {
+	uint16_t port;
+	uint8_t size;		/* 1, 2 or 4 */
+	bool out;		/* true: guest wrote @data (OUT); false: fill @data (IN) */
+	uint32_t count;
+	void *data;
+};
+
+/* First element of an IO exit's data as a number (for size 1, 2 or 4). */
+uint32_t gfa_kvm_io_value(const struct gfa_kvm_io *io);
+
+/* What an IO handler returns (or a negative errno, which ends the run with it). */
+#define GFA_KVM_IO_CONTINUE	0	/* re-enter the guest */
+#define GFA_KVM_IO_STOP		1	/* return GFA_KVM_RUN_STOPPED; calling run again
+					   resumes right after the IO instruction */
+
+typedef int (*gfa_kvm_io_fn)(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io *io,
+			     void *ctx);
+
+/* Non-negative results of gfa_kvm_vcpu_run(). */
+#define GFA_KVM_RUN_HLT		1	/* the guest executed HLT */
+#define GFA_KVM_RUN_STOPPED	2	/* the IO handler returned GFA_KVM_IO_STOP */
+#define GFA_KVM_RUN_KICKED	3	/* gfa_kvm_vcpu_kick() was called */
+
+/*
+ * Run the vCPU in the calling thread until something for the caller happens:
+ * KVM_RUN in a loop; KVM_EXIT_IO goes to @io (called in this thread, with @ctx);
+ * HLT returns GFA_KVM_RUN_HLT; a kick returns GFA_KVM_RUN_KICKED; while paused
+ * (gfa_kvm_vcpu_pause) the thread waits here and re-enters the guest on resume.
+ * Calling run again after any return continues the guest where it stopped.
+ * Errors (the reason in words goes to stderr and gfa_kvm_vcpu_error()):
+ *   -EINVAL   NULL @vcpu
+ *   -EBUSY    another thread is running this vCPU
+ *   -EIO      KVM_EXIT_SHUTDOWN (triple fault), KVM_EXIT_FAIL_ENTRY,
+ *             KVM_EXIT_INTERNAL_ERROR, or any other exit this loop does not handle
+ *   -EFAULT   KVM_EXIT_MMIO: the guest touched a GPA that is in no memslot
+ *   -ENOSYS   KVM_EXIT_IO with @io NULL
+ *   a negative value returned by @io, or the errno of KVM_RUN
+ */
+int gfa_kvm_vcpu_run(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn io, void *ctx);
+
+/* The last run error in words ("" if none).  Read it after run returned. */
+const char *gfa_kvm_vcpu_error(const struct gfa_kvm_vcpu *vcpu);
+
+/*
+ * Pause the vCPU: returns once its thread is out of the guest and waiting inside
+ * gfa_kvm_vcpu_run() (or no thread runs it; a later run then waits at once).  The
+ * guest does not execute until a matching gfa_kvm_vcpu_resume(); pauses nest.  Use
+ * it to move frames behind a guest.  Call from any thread but the vCPU's own; an
+ * IO handler must not wait for a thread that is inside pause.
+ * Errors: -EINVAL NULL; -EDEADLK called from the thread running the vCPU;
+ * -EOVERFLOW too many nested pauses.
+ */
+int gfa_kvm_vcpu_pause(struct gfa_kvm_vcpu *vcpu);
+
+/* Undo one gfa_kvm_vcpu_pause().  Errors: -EINVAL NULL or the vCPU is not paused. */
+int gfa_kvm_vcpu_resume(struct gfa_kvm_vcpu *vcpu);
+
+/* True while paused (a pause is outstanding). */
+bool gfa_kvm_vcpu_paused(struct gfa_kvm_vcpu *vcpu);
+
+/*
+ * Make gfa_kvm_vcpu_run() return GFA_KVM_RUN_KICKED soon (also from a pause), or,
+ * if no thread is running it, the next run returns that at once.  Does not wait.
+ * Any thread, also an IO handler.  Errors: -EINVAL NULL.
+ */
+int gfa_kvm_vcpu_kick(struct gfa_kvm_vcpu *vcpu);
+
+/* Read one KVM binary statistic of the vCPU, e.g. "exits", "io_exits", "halt_exits".
+   Errors as gfa_kvm_vm_stat(). */
+int gfa_kvm_vcpu_stat(struct gfa_kvm_vcpu *vcpu, const char *name, uint64_t *val);
+
+/*
+ * ---- The test guest and its port-IO protocol -------------------------------------
+ *
+ * Entered with gfa_kvm_test_guest_enter(): rdi = start GPA, rsi = end GPA (both
+ * 8-byte aligned, end exclusive), rdx = seed, rcx = flags.  It needs no stack and
+ * touches no memory outside [start, end) except its own code.
+ *
+ *   if flags & FILL:   for each 8-byte word at GPA p in [start, end):
+ *                          *p = p ^ seed;  sum = rol64(sum, 1) + (p ^ seed)
+ *                      report sum                       (a result, see below)
+ *   if flags & VERIFY: checkpoint 1
+ *                      do { report the number of words with *p != p ^ seed }
+ *                      while (flags & LOOP)
+ *   out DONE, 0; hlt
+ *
+ * Ports (all 32-bit OUT from the guest):
+ *   GFA_KVM_PORT_RESULT_LO  low 32 bits of the next 64-bit result
+ *   GFA_KVM_PORT_RESULT_HI  high 32 bits; completes the result
+ *   GFA_KVM_PORT_CHECKPOINT the guest reached checkpoint N (the value); the host
+ *                           may stop it here and resume it by running it again
+ *   GFA_KVM_PORT_DONE       finished, value = status (0 = ok); HLT follows
+ */
+#define GFA_KVM_PORT_RESULT_LO	0x10
+#define GFA_KVM_PORT_RESULT_HI	0x11
+#define GFA_KVM_PORT_CHECKPOINT	0x12
+#define GFA_KVM_PORT_DONE	0x13
+
+#define GFA_KVM_TEST_FILL	(1u << 0)
+#define GFA_KVM_TEST_VERIFY	(1u << 1)
+#define GFA_KVM_TEST_LOOP	(1u << 2)
+
+/* The guest's machine code (position independent) and its size in bytes. */
+extern const uint8_t gfa_kvm_test_guest_code[];
+extern const size_t gfa_kvm_test_guest_size;
+
+/*
+ * Copy the test guest's code to @code_gpa (inside one memslot).
+ * Errors: -EINVAL NULL @vm; -EFAULT the code would not lie inside one memslot.
+ */
+int gfa_kvm_test_guest_load(struct gfa_kvm_vm *vm, uint64_t code_gpa);
+
+/*
+ * Enter long mode at @code_gpa with the test guest's arguments (the VM's page
+ * tables must map @code_gpa and [@start, @end)).
+ * Errors: -EINVAL NULL @vcpu, @start or @end not 8-byte aligned, @start > @end,
+ * unknown @flags; else as gfa_kvm_vcpu_enter_long_mode().
+ */
+int gfa_kvm_test_guest_enter(struct gfa_kvm_vcpu *vcpu, uint64_t code_gpa,
+			     uint64_t start, uint64_t end, uint64_t seed,
+			     uint32_t flags);
+
+/* The checksum the test guest reports for FILL over [@start, @end) with @seed. */
+uint64_t gfa_kvm_test_pattern_sum(uint64_t start, uint64_t end, uint64_t seed);
+
+#define GFA_KVM_TEST_MAX_RESULTS 64
+
+/*
+ * Host side of the protocol.  Zero it, optionally set on_checkpoint, and pass it as
+ * ctx with gfa_kvm_test_io to gfa_kvm_vcpu_run().  Results beyond
+ * GFA_KVM_TEST_MAX_RESULTS are counted in nr_results but not stored.
+ */
+struct gfa_kvm_test_ctx {
+	uint64_t results[GFA_KVM_TEST_MAX_RESULTS];
+	unsigned int nr_results;	/* read it atomically from other threads */
+	uint32_t lo;			/* pending low half */
+	bool have_lo;
+	bool done;			/* DONE received */
+	uint32_t status;		/* DONE's value */
+	uint32_t checkpoint;		/* last checkpoint reached, 0 = none */
+	/* At a checkpoint: return GFA_KVM_IO_CONTINUE, GFA_KVM_IO_STOP or -errno.
+	   NULL means stop there (run returns GFA_KVM_RUN_STOPPED). */
+	int (*on_checkpoint)(struct gfa_kvm_vcpu *vcpu, uint32_t id, void *arg);
+	void *arg;
+	/* Called after each completed result; same return convention.  May be NULL. */
+	int (*on_result)(struct gfa_kvm_vcpu *vcpu, uint64_t value, void *arg);
+};
+
+/*
+ * IO handler for the test protocol (@ctx is a struct gfa_kvm_test_ctx).
+ * Errors: -EPROTO a port or access size outside the protocol (a HI without a LO,
+ * an IN, a non-32-bit access).
+ */
+int gfa_kvm_test_io(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io *io, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GFA_KVM_H */
