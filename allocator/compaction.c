@@ -605,6 +605,10 @@ static void migrate_pages(struct compact_control *cc)
 			putback_block(cc, b);
 			z->c.vm.pgmigrate_fail++;
 		} else {
+			/* the owner's index (page->index) travels with the block */
+			__atomic_store_n(&FR(cc, (uint64_t)dst)->spare,
+					 __atomic_load_n(&FR(cc, b->pfn)->spare, __ATOMIC_RELAXED),
+					 __ATOMIC_RELAXED);
 			frame_mark_allocated(FR(cc, (uint64_t)dst), GFA_MT_MOVABLE, b->owner);
 			zone_free_locked(z, b->pfn, b->order);
 			z->c.vm.pgmigrate_success++;

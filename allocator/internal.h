@@ -10,7 +10,8 @@
  *   order       u8   block order (head only)
  *   mt          u8   free-list migratetype (free/pcp) or allocation migratetype
  *   flags       u8   FRAME_F_* bits for the release layer (dirty/clean/released)
- *   spare       u32  keeps the descriptor 16 bytes and aligned
+ *   spare       u32  the owner's index for an allocated block (page->index), keeps
+ *                    the descriptor 16 bytes and aligned
  * Why so small: a 1 TiB host has 2^28 frames; 16 bytes a frame is 0.4% overhead, like
  * the kernel's struct page at 64 bytes per 4 KiB is 1.6%.  Tail frames are never
  * written on alloc/free, which keeps alloc/free O(1) in the block size.

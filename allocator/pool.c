@@ -246,6 +246,7 @@ int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info 
 		info->block_mt = (enum gfa_migratetype)pfn_pageblock(z, pfn)->mt;
 		info->owner = (st == GFA_FRAME_ALLOCATED || st == GFA_FRAME_ISOLATED)
 			      ? frame_owner(f) : 0;
+		info->index = __atomic_load_n(&f->spare, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&z->lock);
 	return ret;
@@ -315,4 +316,30 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	*fd = z->memfd;
 	*offset = (pfn - z->start_pfn) << GFA_FRAME_SHIFT;
 	return 0;
+}
+
+int gfa_block_set_index(struct gfa_pool *pool, uint64_t pfn, uint64_t owner, uint32_t index)
+{
+	struct gfa_frame *f;
+	unsigned int st;
+	int err = 0;
+
+	if (!pool)
+		err = GFA_EFAULT;
+	else if (!pool_pfn_zone(pool, pfn))
+		err = GFA_ERANGE;
+	if (err)
+		goto out;
+	f = &pool->frames[pfn];
+	st = fstate(f);
+	if (st != GFA_FRAME_ALLOCATED && st != GFA_FRAME_ISOLATED)
+		err = GFA_ENOTHEAD;
+	else if (frame_owner(f) != owner)
+		err = GFA_EOWNER;
+	else
+		__atomic_store_n(&f->spare, index, __ATOMIC_RELAXED);
+out:
+	if (err)
+		pool_count_err(pool, err);
+	return err;
 }

@@ -150,7 +150,16 @@ struct gfa_frame_info {
 	enum gfa_migratetype mt;       /* allocation mt (allocated) or free-list mt */
 	enum gfa_migratetype block_mt; /* pageblock migratetype */
 	uint64_t owner;         /* valid when ALLOCATED or ISOLATED */
+	uint32_t index;         /* the owner's index for the block (gfa_block_set_index) */
 };
+
+/*
+ * Attach the owner's own index to an allocated block (the kernel's page->index: a guest
+ * stores the guest frame number), so a migrate op can tell which of its blocks moves.
+ * Compaction carries it to the new location.  Returns 0, GFA_EFAULT, GFA_ERANGE,
+ * GFA_ENOTHEAD (not an allocated block head), GFA_EOWNER.  Any thread.
+ */
+int gfa_block_set_index(struct gfa_pool *pool, uint64_t pfn, uint64_t owner, uint32_t index);
 
 /*
  * Look up the block that holds pfn.  Returns 0 and fills *info, or GFA_EFAULT,

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gfa vmm layer: host backing of a pool (one memfd per zone), guests whose RAM is made
+ * of pool frames, and the parts a VMM wires to them.  The layer's API is split over a
+ * few headers, all included here:
+ *   gfa/kvm.h      the KVM API wrapper (VMs, memslots, vCPUs, the run loop, statistics)
+ *   gfa/release.h  the io_uring engine that returns memory to the host
+ *   gfa/domain.h   libvirt domain import
+ *
+ * Errors are negative errno values as in gfa/allocator.h; functions returning pointers
+ * return NULL with errno set.
+ */
+#ifndef GFA_VMM_H
+#define GFA_VMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <gfa/allocator.h>
+#include <gfa/kvm.h>
+#include <gfa/release.h>
+#include <gfa/domain.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- host backing ---- */
+
+struct gfa_backing;
+
+struct gfa_backing_config {
+	bool hugetlb;           /* MFD_HUGETLB memfds (2 MiB pages; the host must have them
+				 * reserved); such pools should only hand out order-9 blocks */
+	bool populate;          /* fault every frame in now, so guests start on resident
+				 * memory (MADV_POPULATE_WRITE, else a touch loop) */
+	bool no_thp_advice;     /* skip MADV_HUGEPAGE on the pool mapping */
+};
+
+/*
+ * Back every zone of pool with a memfd of its own ("gfa-zone<N>"), sized to the zone,
+ * mapped once MAP_SHARED at a 2 MiB aligned address with MADV_HUGEPAGE, and hand the
+ * mappings to the pool (gfa_zone_set_backing).  Returns NULL with errno: EFAULT,
+ * EBUSY (the pool already has backing), or the memfd/ftruncate/mmap error.
+ * Thread rules: create/destroy while no guest uses the pool.
+ */
+struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg);
+void gfa_backing_destroy(struct gfa_backing *b);
+/* memfd of zone z, or GFA_EFAULT / GFA_ERANGE. */
+int gfa_backing_zone_fd(const struct gfa_backing *b, unsigned int zone);
+/* Host address of zone z's mapping (NULL on bad input). */
+void *gfa_backing_zone_base(const struct gfa_backing *b, unsigned int zone);
+
+/*
+ * Clean and dirty frames.  A frame freed by a guest is dirty until zeroed or released to
+ * the host; gfa_backing_prepare zeroes the dirty frames of a block before it reaches a
+ * new owner and returns how many it zeroed.  Any thread (bitmap updated atomically).
+ */
+void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order);
+void gfa_backing_mark_clean(struct gfa_backing *b, uint64_t pfn, unsigned int order);
+int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int order);
+/* Dirty frames right now. */
+uint64_t gfa_backing_nr_dirty(const struct gfa_backing *b);
+
+/* What the host does with huge pages, read from sysfs, never assumed. */
+struct gfa_thp_report {
+	char thp_enabled[32];           /* transparent_hugepage/enabled, e.g. "madvise" */
+	char shmem_enabled[32];         /* transparent_hugepage/shmem_enabled, e.g. "never" */
+	bool shmem_thp_possible;        /* shmem_enabled lets MADV_HUGEPAGE memfds use THP */
+};
+int gfa_host_thp_report(struct gfa_thp_report *r);
+/*
+ * Bytes mapped with PMDs (ShmemPmdMapped + FilePmdMapped in /proc/self/smaps) over the
+ * mappings that overlap [addr, addr + len).  Returns bytes or a negative errno.
+ */
+int64_t gfa_smaps_pmd_bytes(const void *addr, size_t len);
+/* Resident bytes (Rss) of the mappings overlapping [addr, addr + len). */
+int64_t gfa_smaps_rss_bytes(const void *addr, size_t len);
+
+/* ---- guests ---- */
+
+struct gfa_guest;
+
+struct gfa_guest_config {
+	uint64_t mem_bytes;     /* guest RAM, a multiple of 2 MiB */
+	unsigned int zone;      /* zone (NUMA node) its frames come from */
+	struct gfa_pcp *pcp;    /* the creating thread's cache, or NULL for the zone path */
+	bool small_only;        /* never use order-9 blocks (a baseline for benchmarks) */
+	uint64_t id;            /* owner cookie; 0 = pick a unique one */
+};
+
+/* How the VMM stops and restarts the guest's vCPUs while gfa moves its frames. */
+struct gfa_guest_vcpu_ops {
+	int (*pause)(void *ctx);        /* return once no vCPU touches guest RAM */
+	int (*resume)(void *ctx);
+};
+
+/*
+ * Create a guest: reserve a host virtual window of mem_bytes (2 MiB aligned), back each
+ * 2 MiB range with an order-9 block when one can be had (the cache, the zone, then
+ * node-local direct compaction with capture), else with the largest smaller blocks
+ * available, map each block into the window (MAP_SHARED | MAP_FIXED of the zone memfd)
+ * and zero any dirty frame first.  Registers the guest as the owner of its frames so
+ * compaction can move them (pausing vCPUs through the ops, once set).
+ * Returns NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned), ERANGE (zone),
+ * ENODEV (pool without backing), ENOMEM (not enough frames; nothing is kept).
+ * Thread rules: any thread; one guest's calls are serialised by the guest's lock.
+ */
+struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
+				   const struct gfa_guest_config *cfg);
+/* Unmap the window, free every frame (marked dirty) and unregister.  NULL is a no-op. */
+void gfa_guest_destroy(struct gfa_guest *g);
+void gfa_guest_set_vcpu_ops(struct gfa_guest *g, const struct gfa_guest_vcpu_ops *ops, void *ctx);
+/* Host address of guest physical address 0, and the guest's size. */
+void *gfa_guest_hva(const struct gfa_guest *g);
+uint64_t gfa_guest_size(const struct gfa_guest *g);
+uint64_t gfa_guest_id(const struct gfa_guest *g);
+/* pfn backing gpa; GFA_ERANGE outside the guest, -ENOENT when ballooned out. */
+int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn);
+
+struct gfa_guest_stat {
+	uint64_t mem_bytes;
+	uint64_t huge_ranges;           /* 2 MiB ranges backed by one order-9 block */
+	uint64_t small_ranges;          /* ranges backed by smaller blocks */
+	uint64_t blocks;                /* blocks backing the guest */
+	uint64_t zeroed_frames;         /* dirty frames zeroed for this guest */
+	uint64_t moves;                 /* blocks moved by compaction */
+	uint64_t collapses;             /* ranges collapsed into one block */
+	uint64_t ballooned_frames;      /* frames taken away by the balloon */
+};
+int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
+
+/*
+ * khugepaged for one guest: collapse up to max_ranges 2 MiB ranges that are backed by
+ * small blocks into order-9 blocks (pausing vCPUs around each move) and map them as one
+ * huge mapping.  Returns ranges collapsed, or a negative errno.
+ */
+int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GFA_VMM_H */

@@ -1,0 +1,195 @@
+/* Guests on memfd-backed pools: huge backing, isolation, moves, collapse, host THP. */
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <gfa/vmm.h>
+#include "tests/test_util.h"
+
+#define MiB (1UL << 20)
+
+struct host {
+	struct gfa_pool *pool;
+	struct gfa_backing *b;
+};
+
+static struct host host_new(uint64_t bytes, bool populate)
+{
+	struct host h;
+	struct gfa_backing_config bc = { .populate = populate };
+
+	h.pool = tu_pool(bytes >> GFA_FRAME_SHIFT);
+	h.b = gfa_backing_create(h.pool, &bc);
+	cr_assert_not_null(h.b, "backing: %s", strerror(errno));
+	return h;
+}
+
+static void host_done(struct host *h)
+{
+	ASSERT_POOL_OK(h->pool);
+	gfa_backing_destroy(h->b);
+	gfa_pool_destroy(h->pool);
+}
+
+static void fill(struct gfa_guest *g, uint64_t seed)
+{
+	uint64_t *p = gfa_guest_hva(g);
+
+	for (uint64_t i = 0; i < gfa_guest_size(g) / 8; i += 512)
+		p[i] = seed ^ i;
+}
+
+static uint64_t check(struct gfa_guest *g, uint64_t seed)
+{
+	uint64_t *p = gfa_guest_hva(g), bad = 0;
+
+	for (uint64_t i = 0; i < gfa_guest_size(g) / 8; i += 512)
+		bad += p[i] != (seed ^ i);
+	return bad;
+}
+
+Test(guest, huge_backed_and_visible_through_the_pool)
+{
+	struct host h = host_new(64 * MiB, false);
+	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
+	struct gfa_guest *g = gfa_guest_create(h.pool, h.b, &cfg);
+	struct gfa_guest_stat st;
+	uint64_t pfn;
+
+	cr_assert_not_null(g);
+	cr_assert_eq((uintptr_t)gfa_guest_hva(g) & (2 * MiB - 1), 0);
+	gfa_guest_stat(g, &st);
+	cr_assert_eq(st.huge_ranges, 8);
+	cr_assert_eq(st.small_ranges, 0);
+	fill(g, 0xabc);
+	cr_assert_eq(check(g, 0xabc), 0);
+	/* the same bytes through the pool's own mapping: the window maps the memfd */
+	cr_assert_eq(gfa_guest_gpa_to_pfn(g, 5 * MiB, &pfn), 0);
+	cr_assert_eq(*(uint64_t *)gfa_pfn_to_addr(h.pool, pfn), 0xabc ^ (5 * MiB / 8));
+	gfa_guest_destroy(g);
+	host_done(&h);
+}
+
+Test(guest, frames_never_carry_another_guests_data)
+{
+	struct host h = host_new(32 * MiB, true);
+	struct gfa_guest_config cfg = { .mem_bytes = 32 * MiB };
+
+	for (int round = 0; round < 4; round++) {
+		struct gfa_guest *g = gfa_guest_create(h.pool, h.b, &cfg);
+		uint64_t *p;
+
+		cr_assert_not_null(g);
+		p = gfa_guest_hva(g);
+		for (uint64_t i = 0; i < cfg.mem_bytes / 8; i++)
+			cr_assert_eq(p[i], 0, "round %d: stale data at %lu", round, i * 8);
+		memset(p, 0x5a, cfg.mem_bytes);
+		gfa_guest_destroy(g);
+		cr_assert_eq(gfa_backing_nr_dirty(h.b), 32 * MiB / GFA_FRAME_SIZE);
+	}
+	host_done(&h);
+}
+
+Test(guest, bad_config)
+{
+	struct host h = host_new(16 * MiB, false);
+	struct gfa_guest_config cfg = { .mem_bytes = 3 * MiB };
+
+	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));
+	cr_assert_eq(errno, EINVAL);
+	cfg.mem_bytes = 2 * MiB;
+	cfg.zone = 4;
+	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));
+	cr_assert_eq(errno, ERANGE);
+	cfg.zone = 0;
+	cr_assert_null(gfa_guest_create(NULL, h.b, &cfg));
+	cr_assert_eq(errno, EFAULT);
+	cfg.mem_bytes = 32 * MiB;  /* more than the pool */
+	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));
+	cr_assert_eq(errno, ENOMEM);
+	cr_assert_eq(tu_free_frames(h.pool), 16 * MiB / GFA_FRAME_SIZE, "a failed create keeps nothing");
+	host_done(&h);
+}
+
+static int pauses;
+static int count_pause(void *ctx) { (void)ctx; pauses++; return 0; }
+static int count_resume(void *ctx) { (void)ctx; return 0; }
+
+Test(guest, compaction_moves_guest_frames_and_collapse_restores_huge, .timeout = 120)
+{
+	struct host h = host_new(64 * MiB, false);
+	struct gfa_guest_config small = { .mem_bytes = 16 * MiB, .small_only = true };
+	struct gfa_guest_config filler = { .mem_bytes = 2 * MiB, .small_only = true };
+	struct gfa_guest_vcpu_ops ops = { count_pause, count_resume };
+	struct gfa_guest *fill_g[24], *g;
+	struct gfa_guest_stat st;
+	int n = 0, collapsed;
+
+	/* fragment: many small guests, free every other one */
+	for (n = 0; n < 24; n++)
+		cr_assert_not_null(fill_g[n] = gfa_guest_create(h.pool, h.b, &filler));
+	g = gfa_guest_create(h.pool, h.b, &small);
+	cr_assert_not_null(g);
+	gfa_guest_set_vcpu_ops(g, &ops, NULL);
+	fill(g, 77);
+	for (n = 0; n < 24; n += 2)
+		gfa_guest_destroy(fill_g[n]);
+	gfa_guest_stat(g, &st);
+	cr_assert_eq(st.huge_ranges, 0);
+	collapsed = gfa_guest_collapse(g, 64);
+	gfa_guest_stat(g, &st);
+	cr_assert_eq(collapsed, 8, "collapsed %d ranges", collapsed);
+	cr_assert_eq(st.huge_ranges, 8);
+	cr_assert_eq(check(g, 77), 0, "data survived the moves");
+	cr_assert_gt(pauses, 0, "vCPUs paused around moves");
+	gfa_guest_destroy(g);
+	for (n = 1; n < 24; n += 2)
+		gfa_guest_destroy(fill_g[n]);
+	host_done(&h);
+}
+
+/* Set shmem THP to advise for the test, restore after; -1 if we cannot. */
+static int shmem_thp_advise(char *old, size_t len)
+{
+	struct gfa_thp_report r;
+	FILE *f;
+
+	gfa_host_thp_report(&r);
+	snprintf(old, len, "%s", r.shmem_enabled);
+	f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "w");
+	if (!f)
+		return -1;
+	fputs("advise", f);
+	return fclose(f) ? -1 : 0;
+}
+
+static void shmem_thp_restore(const char *old)
+{
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "w");
+
+	if (f) {
+		fputs(old, f);
+		fclose(f);
+	}
+}
+
+Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60)
+{
+	char old[32];
+	struct host h;
+	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
+	struct gfa_guest *g;
+	int64_t pmd;
+
+	if (shmem_thp_advise(old, sizeof(old)))
+		cr_skip_test("cannot set shmem_enabled=advise (not root?): PMD backing not checked");
+	h = host_new(32 * MiB, true);
+	g = gfa_guest_create(h.pool, h.b, &cfg);
+	cr_assert_not_null(g);
+	fill(g, 3);
+	pmd = gfa_smaps_pmd_bytes(gfa_guest_hva(g), cfg.mem_bytes);
+	shmem_thp_restore(old);
+	cr_log_info("guest window: %ld of %lu bytes PMD-mapped", (long)pmd, cfg.mem_bytes);
+	cr_assert_eq(pmd, (int64_t)cfg.mem_bytes, "every 2 MiB range should be a PMD mapping");
+	gfa_guest_destroy(g);
+	host_done(&h);
+}

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Host backing of a pool: one memfd per zone (so releases on different zones run in
+ * parallel: shmem serialises fallocate per file), mapped once at a 2 MiB aligned
+ * address with MADV_HUGEPAGE, plus the dirty-frame bitmap that keeps one guest's data
+ * from reaching another.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <gfa/vmm.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define HUGE_2M (2UL << 20)
+
+struct gfa_backing {
+	struct gfa_pool *pool;
+	unsigned int nr_zones;
+	int fd[GFA_MAX_ZONES];
+	void *base[GFA_MAX_ZONES];
+	size_t size[GFA_MAX_ZONES];
+	void *reserve[GFA_MAX_ZONES];   /* what to munmap (aligned mapping inside) */
+	size_t reserve_len[GFA_MAX_ZONES];
+	uint64_t nr_pfns;
+	_Atomic uint64_t *dirty;        /* one bit per pool pfn */
+	_Atomic uint64_t nr_dirty;
+};
+
+/* mmap the memfd at a 2 MiB aligned address so every order-9 block can be a PMD. */
+static void *map_aligned(int fd, size_t len, void **reserve, size_t *reserve_len)
+{
+	size_t rlen = len + HUGE_2M;
+	char *r = mmap(NULL, rlen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	char *a;
+
+	if (r == MAP_FAILED)
+		return NULL;
+	a = (char *)(((uintptr_t)r + HUGE_2M - 1) & ~(HUGE_2M - 1));
+	if (mmap(a, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		munmap(r, rlen);
+		return NULL;
+	}
+	*reserve = r;
+	*reserve_len = rlen;
+	return a;
+}
+
+static int populate(void *base, size_t len)
+{
+	if (!madvise(base, len, MADV_POPULATE_WRITE))
+		return 0;
+	/* kernels before 5.14: touch every frame */
+	for (size_t off = 0; off < len; off += GFA_FRAME_SIZE)
+		((volatile char *)base)[off] = 0;
+	return 0;
+}
+
+static int backing_zone(struct gfa_backing *b, unsigned int z, const struct gfa_backing_config *cfg)
+{
+	uint64_t start, n;
+	char name[32];
+
+	gfa_zone_span(b->pool, z, &start, &n);
+	snprintf(name, sizeof(name), "gfa-zone%u", z);
+	b->size[z] = n << GFA_FRAME_SHIFT;
+	b->fd[z] = memfd_create(name, MFD_CLOEXEC | (cfg->hugetlb ? MFD_HUGETLB : 0));
+	if (b->fd[z] < 0)
+		return -errno;
+	if (ftruncate(b->fd[z], (off_t)b->size[z]))
+		return -errno;
+	b->base[z] = map_aligned(b->fd[z], b->size[z], &b->reserve[z], &b->reserve_len[z]);
+	if (!b->base[z])
+		return -errno;
+	if (!cfg->no_thp_advice && !cfg->hugetlb)
+		madvise(b->base[z], b->size[z], MADV_HUGEPAGE);
+	if (cfg->populate)
+		populate(b->base[z], b->size[z]);
+	return gfa_zone_set_backing(b->pool, z, b->base[z], b->fd[z]);
+}
+
+struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg)
+{
+	static const struct gfa_backing_config defaults;
+	struct gfa_backing *b;
+	uint64_t start, n;
+	int err = 0;
+
+	if (!pool) {
+		errno = EFAULT;
+		return NULL;
+	}
+	if (!cfg)
+		cfg = &defaults;
+	if (gfa_pfn_to_addr(pool, 0) || gfa_zone_span(pool, 0, &start, &n)) {
+		errno = EBUSY;
+		return NULL;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	b->pool = pool;
+	b->nr_zones = gfa_pool_nr_zones(pool);
+	for (unsigned int z = 0; z < b->nr_zones; z++)
+		b->fd[z] = -1;
+	gfa_zone_span(pool, b->nr_zones - 1, &start, &n);
+	b->nr_pfns = start + n;
+	b->dirty = calloc((b->nr_pfns + 63) / 64, sizeof(*b->dirty));
+	if (!b->dirty)
+		err = -ENOMEM;
+	for (unsigned int z = 0; z < b->nr_zones && !err; z++)
+		err = backing_zone(b, z, cfg);
+	if (err) {
+		gfa_backing_destroy(b);
+		errno = -err;
+		return NULL;
+	}
+	return b;
+}
+
+void gfa_backing_destroy(struct gfa_backing *b)
+{
+	if (!b)
+		return;
+	for (unsigned int z = 0; z < b->nr_zones; z++) {
+		if (b->base[z])
+			gfa_zone_set_backing(b->pool, z, NULL, -1);
+		if (b->reserve[z])
+			munmap(b->reserve[z], b->reserve_len[z]);
+		if (b->fd[z] >= 0)
+			close(b->fd[z]);
+	}
+	free((void *)b->dirty);
+	free(b);
+}
+
+int gfa_backing_zone_fd(const struct gfa_backing *b, unsigned int zone)
+{
+	if (!b)
+		return GFA_EFAULT;
+	return zone < b->nr_zones ? b->fd[zone] : GFA_ERANGE;
+}
+
+void *gfa_backing_zone_base(const struct gfa_backing *b, unsigned int zone)
+{
+	return b && zone < b->nr_zones ? b->base[zone] : NULL;
+}
+
+/* Set or clear bits [pfn, pfn + n); returns how many changed. */
+static uint64_t dirty_update(struct gfa_backing *b, uint64_t pfn, uint64_t n, bool set)
+{
+	uint64_t changed = 0;
+
+	while (n) {
+		uint64_t bit = pfn & 63, take = 64 - bit < n ? 64 - bit : n;
+		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
+		uint64_t old = set ? atomic_fetch_or(&b->dirty[pfn / 64], mask)
+				   : atomic_fetch_and(&b->dirty[pfn / 64], ~mask);
+
+		changed += (uint64_t)__builtin_popcountll(set ? ~old & mask : old & mask);
+		pfn += take;
+		n -= take;
+	}
+	return changed;
+}
+
+void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order)
+{
+	if (!b || order > GFA_MAX_ORDER || pfn + (1UL << order) > b->nr_pfns)
+		return;
+	atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, true));
+}
+
+void gfa_backing_mark_clean(struct gfa_backing *b, uint64_t pfn, unsigned int order)
+{
+	if (!b || order > GFA_MAX_ORDER || pfn + (1UL << order) > b->nr_pfns)
+		return;
+	atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, false));
+}
+
+int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int order)
+{
+	uint64_t end = pfn + (1UL << order), zeroed = 0;
+
+	if (!b || order > GFA_MAX_ORDER || end > b->nr_pfns)
+		return GFA_EFAULT;
+	while (pfn < end) {
+		uint64_t word = atomic_load(&b->dirty[pfn / 64]);
+
+		if (!word && !(pfn & 63) && end - pfn >= 64) {
+			pfn += 64;          /* 64 clean frames at once */
+			continue;
+		}
+		if (word & (1ULL << (pfn & 63))) {
+			memset(gfa_pfn_to_addr(b->pool, pfn), 0, GFA_FRAME_SIZE);
+			zeroed += dirty_update(b, pfn, 1, false);
+		}
+		pfn++;
+	}
+	atomic_fetch_sub(&b->nr_dirty, zeroed);
+	return (int64_t)zeroed;
+}
+
+uint64_t gfa_backing_nr_dirty(const struct gfa_backing *b)
+{
+	return b ? atomic_load(&((struct gfa_backing *)b)->nr_dirty) : 0;
+}
+
+/* ---- what the host really does ---- */
+
+static void read_selected(const char *path, char *out, size_t len)
+{
+	char buf[256] = "", *l, *r;
+	FILE *f = fopen(path, "r");
+
+	snprintf(out, len, "unknown");
+	if (!f)
+		return;
+	if (fgets(buf, sizeof(buf), f)) {
+		l = strchr(buf, '[');
+		r = l ? strchr(l, ']') : NULL;
+		if (l && r) {
+			*r = '\0';
+			snprintf(out, len, "%s", l + 1);
+		}
+	}
+	fclose(f);
+}
+
+int gfa_host_thp_report(struct gfa_thp_report *r)
+{
+	if (!r)
+		return GFA_EFAULT;
+	read_selected("/sys/kernel/mm/transparent_hugepage/enabled", r->thp_enabled,
+		      sizeof(r->thp_enabled));
+	read_selected("/sys/kernel/mm/transparent_hugepage/shmem_enabled", r->shmem_enabled,
+		      sizeof(r->shmem_enabled));
+	r->shmem_thp_possible = !strcmp(r->shmem_enabled, "advise") ||
+				!strcmp(r->shmem_enabled, "always") ||
+				!strcmp(r->shmem_enabled, "within_size") ||
+				!strcmp(r->shmem_enabled, "force");
+	return 0;
+}
+
+/* Sum smaps fields (kB) of the VMAs overlapping [addr, addr + len). */
+static int64_t smaps_sum(const void *addr, size_t len, const char *const *fields, int nfields)
+{
+	uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+	char line[512];
+	bool in = false;
+	int64_t kb = 0;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b;
+		long v;
+
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = a < hi && b > lo;
+			continue;
+		}
+		if (!in)
+			continue;
+		for (int i = 0; i < nfields; i++) {
+			size_t fl = strlen(fields[i]);
+
+			if (!strncmp(line, fields[i], fl) && line[fl] == ':' &&
+			    sscanf(line + fl + 1, "%ld", &v) == 1)
+				kb += v;
+		}
+	}
+	fclose(f);
+	return kb * 1024;
+}
+
+int64_t gfa_smaps_pmd_bytes(const void *addr, size_t len)
+{
+	static const char *const f[] = { "ShmemPmdMapped", "FilePmdMapped", "AnonHugePages" };
+
+	return smaps_sum(addr, len, f, 3);
+}
+
+int64_t gfa_smaps_rss_bytes(const void *addr, size_t len)
+{
+	static const char *const f[] = { "Rss" };
+
+	return smaps_sum(addr, len, f, 1);
+}

@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A guest's RAM made of pool frames: a reserved host window in which each block is
+ * mapped MAP_SHARED | MAP_FIXED from its zone's memfd.  Order-9 blocks land on 2 MiB
+ * aligned window addresses at 2 MiB aligned file offsets, so the host can map them with
+ * a PMD and KVM with a 2 MiB EPT/NPT entry.
+ *
+ * The guest is the owner of its frames: compaction moves a block by pausing the vCPUs,
+ * copying, remapping the window, resuming (guest_migrate).  g->lock (recursive, since
+ * collapse calls back into migrate) serialises frees with moves.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <gfa/vmm.h>
+
+#define RANGE_FRAMES  GFA_PAGEBLOCK_FRAMES
+#define RANGE_BYTES   (RANGE_FRAMES << GFA_FRAME_SHIFT)
+#define NO_PFN        UINT64_MAX
+#define NOT_HEAD      0xff
+
+struct gfa_guest {
+	struct gfa_pool *pool;
+	struct gfa_backing *b;
+	uint64_t id;
+	unsigned int zone;
+	uint64_t size, nr_frames;
+	char *win;
+	void *reserve;
+	size_t reserve_len;
+	pthread_mutex_t lock;
+	uint64_t *pfn;          /* gfn -> pfn */
+	uint8_t *order;         /* gfn -> order of the block starting there, NOT_HEAD */
+	struct gfa_guest_vcpu_ops ops;
+	void *ops_ctx;
+	struct gfa_guest_stat st;
+};
+
+static _Atomic uint64_t next_guest_id = 1ULL << 40;
+
+/* Map `order` frames at pfn into the window at gfn. */
+static int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order)
+{
+	int fd;
+	uint64_t off;
+	int err = gfa_pfn_to_fd(g->pool, pfn, &fd, &off);
+
+	if (err)
+		return err;
+	if (mmap(g->win + (gfn << GFA_FRAME_SHIFT), GFA_FRAME_SIZE << order,
+		 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
+		return -errno;
+	return 0;
+}
+
+static void guest_record(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order)
+{
+	for (uint64_t i = 0; i < (1UL << order); i++) {
+		g->pfn[gfn + i] = pfn + i;
+		g->order[gfn + i] = NOT_HEAD;
+	}
+	g->order[gfn] = (uint8_t)order;
+}
+
+/* Take one block for the guest: zeroed where dirty, indexed, mapped. */
+static int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn,
+		      unsigned int order, unsigned int flags)
+{
+	int64_t pfn = pcp ? gfa_pcp_alloc(pcp, order, GFA_MT_MOVABLE, g->id, flags)
+			  : gfa_alloc(g->pool, g->zone, order, GFA_MT_MOVABLE, g->id, flags);
+	int64_t zeroed;
+	int err;
+
+	if (pfn < 0)
+		return (int)pfn;
+	zeroed = gfa_backing_prepare(g->b, (uint64_t)pfn, order);
+	if (zeroed > 0)
+		g->st.zeroed_frames += (uint64_t)zeroed;
+	gfa_block_set_index(g->pool, (uint64_t)pfn, g->id, (uint32_t)gfn);
+	err = guest_map(g, gfn, (uint64_t)pfn, order);
+	if (err) {
+		gfa_free(g->pool, (uint64_t)pfn, order, g->id);
+		return err;
+	}
+	guest_record(g, gfn, (uint64_t)pfn, order);
+	g->st.blocks++;
+	return 0;
+}
+
+/* Back one 2 MiB range: an order-9 block, else the largest smaller blocks. */
+static int guest_fill_range(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn, bool small_only)
+{
+	uint64_t end = gfn + RANGE_FRAMES;
+
+	if (!small_only && !guest_take(g, pcp, gfn, GFA_PAGEBLOCK_ORDER, 0)) {
+		g->st.huge_ranges++;
+		return 0;
+	}
+	while (gfn < end) {
+		int order = GFA_PAGEBLOCK_ORDER - 1, err = -ENOMEM;
+
+		while (order >= 0 && (gfn & ((1UL << order) - 1)))
+			order--;
+		for (; order >= 0; order--) {
+			err = guest_take(g, pcp, gfn, (unsigned int)order, GFA_ALLOC_NOCOMPACT);
+			if (!err)
+				break;
+		}
+		if (err)
+			return err;
+		gfn += 1UL << order;
+	}
+	g->st.small_ranges++;
+	return 0;
+}
+
+/* Give a block back; retries while compaction moves it (it may land elsewhere). */
+static void guest_release_block(struct gfa_guest *g, uint64_t gfn)
+{
+	for (;;) {
+		unsigned int order = g->order[gfn];
+		uint64_t pfn = g->pfn[gfn];
+		int err = gfa_free(g->pool, pfn, order, g->id);
+
+		if (err != GFA_EBUSY) {
+			if (!err)
+				gfa_backing_mark_dirty(g->b, pfn, order);
+			for (uint64_t i = 0; i < (1UL << order); i++)
+				g->pfn[gfn + i] = NO_PFN;
+			return;
+		}
+		pthread_mutex_unlock(&g->lock);  /* let the mover finish */
+		sched_yield();
+		pthread_mutex_lock(&g->lock);
+	}
+}
+
+/* Pause the vCPUs, copy, remap, resume: the guest never sees a half-moved block. */
+static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
+{
+	struct gfa_guest *g = ctx;
+	struct gfa_frame_info fi;
+	uint64_t gfn;
+	int err;
+
+	if (gfa_frame_lookup(g->pool, src, &fi) || fi.owner != owner)
+		return -EAGAIN;
+	gfn = fi.index;
+	pthread_mutex_lock(&g->lock);
+	if (gfn >= g->nr_frames || g->pfn[gfn] != src || g->order[gfn] != order) {
+		pthread_mutex_unlock(&g->lock);
+		return -EAGAIN;  /* not indexed yet, or already gone */
+	}
+	if (g->ops.pause && (err = g->ops.pause(g->ops_ctx))) {
+		pthread_mutex_unlock(&g->lock);
+		return -EBUSY;
+	}
+	memcpy(gfa_pfn_to_addr(g->pool, dst), gfa_pfn_to_addr(g->pool, src), GFA_FRAME_SIZE << order);
+	err = guest_map(g, gfn, dst, order);
+	if (!err) {
+		guest_record(g, gfn, dst, order);
+		gfa_backing_mark_dirty(g->b, src, order);  /* src is freed right after */
+		g->st.moves++;
+	}
+	if (g->ops.resume)
+		g->ops.resume(g->ops_ctx);
+	pthread_mutex_unlock(&g->lock);
+	return err ? -EAGAIN : 0;
+}
+
+/* After a collapse: one mapping for the whole range, so the host can use a PMD. */
+static void guest_collapsed(void *ctx, uint64_t owner, uint64_t dst)
+{
+	struct gfa_guest *g = ctx;
+	struct gfa_frame_info fi;
+
+	pthread_mutex_lock(&g->lock);
+	if (!gfa_frame_lookup(g->pool, dst, &fi) && fi.owner == owner) {
+		uint64_t gfn = g->nr_frames;
+
+		/* the pieces were recorded one by one; find the range from the first one */
+		for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES)
+			if (g->pfn[r] == dst) {
+				gfn = r;
+				break;
+			}
+		if (gfn < g->nr_frames && !guest_map(g, gfn, dst, GFA_PAGEBLOCK_ORDER)) {
+			guest_record(g, gfn, dst, GFA_PAGEBLOCK_ORDER);
+			gfa_block_set_index(g->pool, dst, g->id, (uint32_t)gfn);
+		}
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+static const struct gfa_owner_ops guest_owner_ops = {
+	.migrate = guest_migrate,
+	.collapsed = guest_collapsed,
+};
+
+static int guest_reserve(struct gfa_guest *g)
+{
+	size_t len = g->size + RANGE_BYTES;
+	char *r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (r == MAP_FAILED)
+		return -errno;
+	g->reserve = r;
+	g->reserve_len = len;
+	g->win = (char *)(((uintptr_t)r + RANGE_BYTES - 1) & ~(RANGE_BYTES - 1));
+	return 0;
+}
+
+static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
+			      const struct gfa_guest_config *cfg)
+{
+	if (!pool || !b || !cfg)
+		return EFAULT;
+	if (!cfg->mem_bytes || cfg->mem_bytes % RANGE_BYTES ||
+	    (cfg->mem_bytes >> GFA_FRAME_SHIFT) > UINT32_MAX)
+		return EINVAL;
+	if (cfg->zone >= gfa_pool_nr_zones(pool))
+		return ERANGE;
+	if (gfa_backing_zone_fd(b, cfg->zone) < 0)
+		return ENODEV;
+	return 0;
+}
+
+struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
+				   const struct gfa_guest_config *cfg)
+{
+	pthread_mutexattr_t attr;
+	struct gfa_guest *g;
+	int err = guest_check_config(pool, b, cfg);
+
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->pool = pool;
+	g->b = b;
+	g->zone = cfg->zone;
+	g->size = g->st.mem_bytes = cfg->mem_bytes;
+	g->nr_frames = cfg->mem_bytes >> GFA_FRAME_SHIFT;
+	g->id = cfg->id ? cfg->id : atomic_fetch_add(&next_guest_id, 1);
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&g->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	g->pfn = malloc(g->nr_frames * sizeof(*g->pfn));
+	g->order = malloc(g->nr_frames);
+	if (!g->pfn || !g->order)
+		err = -ENOMEM;
+	if (!err) {
+		memset(g->pfn, 0xff, g->nr_frames * sizeof(*g->pfn));
+		memset(g->order, NOT_HEAD, g->nr_frames);
+		err = guest_reserve(g);
+	}
+	if (!err)
+		err = gfa_owner_register(pool, g->id, &guest_owner_ops, g);
+	pthread_mutex_lock(&g->lock);
+	for (uint64_t gfn = 0; !err && gfn < g->nr_frames; gfn += RANGE_FRAMES)
+		err = guest_fill_range(g, cfg->pcp, gfn, cfg->small_only);
+	pthread_mutex_unlock(&g->lock);
+	if (err) {
+		gfa_guest_destroy(g);
+		errno = err == GFA_ENOMEM ? ENOMEM : -err;
+		return NULL;
+	}
+	return g;
+}
+
+void gfa_guest_destroy(struct gfa_guest *g)
+{
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->lock);
+	for (uint64_t gfn = 0; g->pfn && gfn < g->nr_frames; gfn++)
+		if (g->order && g->order[gfn] != NOT_HEAD && g->pfn[gfn] != NO_PFN)
+			guest_release_block(g, gfn);
+	pthread_mutex_unlock(&g->lock);
+	gfa_owner_register(g->pool, g->id, NULL, NULL);
+	if (g->reserve)
+		munmap(g->reserve, g->reserve_len);
+	pthread_mutex_destroy(&g->lock);
+	free(g->pfn);
+	free(g->order);
+	free(g);
+}
+
+void gfa_guest_set_vcpu_ops(struct gfa_guest *g, const struct gfa_guest_vcpu_ops *ops, void *ctx)
+{
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->lock);
+	if (ops)
+		g->ops = *ops;
+	else
+		memset(&g->ops, 0, sizeof(g->ops));
+	g->ops_ctx = ctx;
+	pthread_mutex_unlock(&g->lock);
+}
+
+void *gfa_guest_hva(const struct gfa_guest *g)
+{
+	return g ? g->win : NULL;
+}
+
+uint64_t gfa_guest_size(const struct gfa_guest *g)
+{
+	return g ? g->size : 0;
+}
+
+uint64_t gfa_guest_id(const struct gfa_guest *g)
+{
+	return g ? g->id : 0;
+}
+
+int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
+{
+	int err = 0;
+
+	if (!g || !pfn)
+		return GFA_EFAULT;
+	if (gpa >= g->size)
+		return GFA_ERANGE;
+	pthread_mutex_lock(&g->lock);
+	*pfn = g->pfn[gpa >> GFA_FRAME_SHIFT];
+	if (*pfn == NO_PFN)
+		err = -ENOENT;
+	pthread_mutex_unlock(&g->lock);
+	return err;
+}
+
+int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
+{
+	if (!g || !st)
+		return GFA_EFAULT;
+	pthread_mutex_lock(&g->lock);
+	g->st.huge_ranges = g->st.small_ranges = g->st.blocks = 0;
+	for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES) {
+		if (g->order[r] == GFA_PAGEBLOCK_ORDER)
+			g->st.huge_ranges++;
+		else
+			g->st.small_ranges++;
+		for (uint64_t i = r; i < r + RANGE_FRAMES; i++)
+			g->st.blocks += g->order[i] != NOT_HEAD && g->pfn[i] != NO_PFN;
+	}
+	*st = g->st;
+	pthread_mutex_unlock(&g->lock);
+	return 0;
+}
+
+/* Collapse one range backed by small blocks; 1 if it now sits in one block. */
+static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
+{
+	uint64_t pfns[RANGE_FRAMES];
+	unsigned int orders[RANGE_FRAMES], offs[RANGE_FRAMES], n = 0;
+	int64_t dst;
+
+	for (uint64_t i = gfn; i < gfn + RANGE_FRAMES; i++) {
+		if (g->order[i] == NOT_HEAD)
+			continue;
+		if (g->pfn[i] == NO_PFN)
+			return 0;   /* ballooned holes: nothing to collapse into */
+		pfns[n] = g->pfn[i];
+		orders[n] = g->order[i];
+		offs[n++] = (unsigned int)(i - gfn);
+	}
+	dst = gfa_collapse(g->pool, g->zone, g->id, pfns, orders, offs, n);
+	if (dst < 0)
+		return (int)dst;
+	g->st.collapses++;
+	return 1;
+}
+
+int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges)
+{
+	int done = 0;
+
+	if (!g)
+		return GFA_EFAULT;
+	pthread_mutex_lock(&g->lock);
+	for (uint64_t r = 0; r < g->nr_frames && (unsigned int)done < max_ranges; r += RANGE_FRAMES) {
+		int ret;
+
+		if (g->order[r] == GFA_PAGEBLOCK_ORDER)
+			continue;
+		ret = guest_collapse_range(g, r);
+		if (ret == GFA_ENOMEM)
+			break;              /* no order-9 block to be had now */
+		if (ret > 0)
+			done++;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return done;
+}
