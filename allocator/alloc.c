@@ -31,10 +31,14 @@ static int alloc_args(struct gfa_pool *pool, unsigned int zone, unsigned int ord
 int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			  uint64_t owner, unsigned int flags)
 {
-	int64_t pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
+	int64_t pfn;
 
+	if (!claim_allows(z, owner, order))
+		return GFA_ENOMEM;
+	pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
 	if (pfn < 0)
 		return GFA_ENOMEM;  /* counted as pgalloc_fail once the slow path gives up */
+	claim_consume(z, owner, order);
 	frame_mark_allocated(&z->pool->frames[pfn], mt, owner);
 	z->c.vm.pgalloc++;
 	z->c.vm.pgalloc_frames += 1UL << order;

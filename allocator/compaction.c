@@ -890,7 +890,14 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 		pthread_mutex_unlock(&z->lock);
 		cap = try_to_compact(z, order, mt, modes[i]);
 		pthread_mutex_lock(&z->lock);
+		if (cap >= 0 && !claim_allows(z, owner, order)) {
+			/* captured, but the frames are promised to a VM being built */
+			fstate_set(&z->pool->frames[cap], 0);
+			buddy_free_block(z, (uint64_t)cap, order);
+			cap = -1;
+		}
 		if (cap >= 0) {
+			claim_consume(z, owner, order);
 			frame_mark_allocated(&z->pool->frames[cap], mt, owner);
 			z->c.vm.compact_capture++;
 			z->c.vm.compact_success++;

@@ -125,6 +125,10 @@ struct gfa_zone {
 	uint64_t compact_cached_migrate_pfn[2];  /* [0] async, [1] sync */
 	uint64_t compact_cached_free_pfn;
 	bool compact_blockskip_flush;            /* scanners met: reset skip bits next time */
+	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
+	struct { uint64_t owner, frames; } claims[GFA_MAX_CLAIMS];
+	unsigned int nr_claims;
+	uint64_t claimed;
 	/* kcompactd */
 	pthread_t compactd;
 	pthread_cond_t compactd_wait;
@@ -217,6 +221,14 @@ void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner);
 int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			  uint64_t owner, unsigned int flags);
 void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
+
+/* ---- claim.c ---- */
+/* May owner take 2^order frames without eating others' claims?  (zone lock held) */
+bool claim_allows(struct gfa_zone *z, uint64_t owner, unsigned int order);
+/* Charge 2^order frames just given to owner against its claim, if it has one. */
+void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order);
+/* Frames a pcp refill may take without touching claims (zone lock held). */
+uint64_t claim_unclaimed_free(struct gfa_zone *z);
 
 /* ---- compaction.c ---- */
 /* Slow path of an allocation that failed on the free lists (no lock held). */

@@ -375,7 +375,9 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 
 	if (!pcp)
 		return GFA_EFAULT;
-	if (order > GFA_MAX_ORDER || (unsigned int)mt >= GFA_MT_PCPTYPES || !pcp_order_cached(pcp, order))
+	/* claims are decided per owner under the zone lock: zone path while any exist */
+	if (order > GFA_MAX_ORDER || (unsigned int)mt >= GFA_MT_PCPTYPES ||
+	    !pcp_order_cached(pcp, order) || __atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED))
 		return gfa_alloc(pcp->pool, pcp->zone->id, order, mt, owner, flags);
 	err = pcp_lock_owner(pcp);
 	if (err) {

@@ -389,3 +389,48 @@ Test(buddy, fallback_steals_pageblock)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/* ---- claims ---- */
+
+Test(buddy, claims_reserve_frames_for_one_owner)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	int64_t a;
+
+	cr_assert_eq(gfa_zone_claim(p, 0, 100, 3000), 0);
+	cr_assert_eq(gfa_zone_claim(p, 0, 100, 10), -EEXIST, "one claim per VM");
+	cr_assert_eq(gfa_zone_claim(p, 0, 101, 2000), -ENOSPC, "would overcommit the zone");
+	cr_assert_eq(gfa_zone_claim(p, 0, 101, 1000), 0);
+	cr_assert_eq(gfa_zone_claim(p, 3, 102, 1), GFA_ERANGE);
+	cr_assert_eq(gfa_zone_claimed(p, 0), 4000);
+	/* an outsider may use only the 96 unclaimed frames */
+	cr_assert_geq(gfa_alloc(p, 0, 6, GFA_MT_MOVABLE, 7, 0), 0);
+	cr_assert_eq(gfa_alloc(p, 0, 6, GFA_MT_MOVABLE, 7, 0), GFA_ENOMEM);
+	/* the claimant consumes its claim */
+	a = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 100, 0);
+	cr_assert_geq(a, 0);
+	cr_assert_eq(gfa_zone_claimed(p, 0), 4000 - 512);
+	cr_assert_eq(gfa_zone_unclaim(p, 0, 100), 3000 - 512, "returns what was not used");
+	cr_assert_eq(gfa_zone_unclaim(p, 0, 100), -ENOENT);
+	cr_assert_eq(gfa_zone_claimed(p, 0), 1000);
+	cr_assert_geq(gfa_alloc(p, 0, 6, GFA_MT_MOVABLE, 7, 0), 0, "released claim frees room");
+	cr_assert_eq(gfa_zone_unclaim(p, 0, 101), 1000);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+Test(buddy, claims_route_caches_to_the_zone_path)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+
+	cr_assert_eq(gfa_zone_claim(p, 0, 100, 4096 - 8), 0);
+	for (int i = 0; i < 8; i++)
+		cr_assert_geq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 5, 0), 0);
+	cr_assert_eq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 5, 0), GFA_ENOMEM,
+		     "a cache must not hand out claimed frames");
+	cr_assert_geq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 100, 0), 0);
+	gfa_zone_unclaim(p, 0, 100);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}

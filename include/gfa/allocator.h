@@ -337,6 +337,27 @@ struct gfa_pcp_stat {
 /* Snapshot of a cache's counters (takes the cache lock).  0 or GFA_EFAULT. */
 int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
 
+/* ---- claims (Xen's XENMEM_claim_pages) ---- */
+
+#define GFA_MAX_CLAIMS 64       /* outstanding claims per zone */
+
+/*
+ * Reserve nr_frames free frames of zone `zone` for owner (a VM being built), so parallel
+ * VM starts cannot overcommit the zone: while the claim is outstanding, allocations by
+ * other owners fail with GFA_ENOMEM rather than eat into it, and owner's allocations
+ * consume it.  Returns 0, GFA_EFAULT, GFA_ERANGE, -EEXIST (owner already has a claim on
+ * this zone), -ENOSPC (more than the zone's unclaimed free frames, or the claim table
+ * is full).  Nothing changes on error.  Any thread.
+ */
+int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uint64_t nr_frames);
+/*
+ * Drop owner's claim on the zone, returning the frames it did not use (>= 0), or
+ * GFA_EFAULT, GFA_ERANGE, -ENOENT (no claim).  Any thread.
+ */
+int64_t gfa_zone_unclaim(struct gfa_pool *pool, unsigned int zone, uint64_t owner);
+/* Frames still claimed in the zone, all owners. */
+uint64_t gfa_zone_claimed(struct gfa_pool *pool, unsigned int zone);
+
 /* ---- moving frames: owners and compaction ---- */
 
 /*

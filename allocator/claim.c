@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Claims, after Xen's XENMEM_claim_pages: admit a VM before building it by reserving
+ * free frames of a zone for it.  Checked in the zone path under the zone lock; caches
+ * send every allocation of a zone with outstanding claims to the zone path.
+ */
+#include "allocator/internal.h"
+
+static int claim_find(struct gfa_zone *z, uint64_t owner)
+{
+	for (unsigned int i = 0; i < z->nr_claims; i++)
+		if (z->claims[i].owner == owner)
+			return (int)i;
+	return -1;
+}
+
+uint64_t claim_unclaimed_free(struct gfa_zone *z)
+{
+	return z->nr_free > z->claimed ? z->nr_free - z->claimed : 0;
+}
+
+bool claim_allows(struct gfa_zone *z, uint64_t owner, unsigned int order)
+{
+	uint64_t need = 1UL << order;
+	int i;
+
+	if (!__atomic_load_n(&z->nr_claims, __ATOMIC_RELAXED))
+		return true;
+	i = claim_find(z, owner);
+	if (i >= 0 && z->claims[i].frames >= need)
+		return true;
+	/* beyond its claim an owner competes like everyone else */
+	return claim_unclaimed_free(z) >= need - (i >= 0 ? z->claims[i].frames : 0);
+}
+
+void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
+{
+	uint64_t take = 1UL << order;
+	int i;
+
+	if (!__atomic_load_n(&z->nr_claims, __ATOMIC_RELAXED) || (i = claim_find(z, owner)) < 0)
+		return;
+	if (take > z->claims[i].frames)
+		take = z->claims[i].frames;
+	z->claims[i].frames -= take;
+	z->claimed -= take;
+}
+
+int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uint64_t nr_frames)
+{
+	struct gfa_zone *z;
+	int err = 0;
+
+	if (!pool)
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	z = &pool->zones[zone];
+	pthread_mutex_lock(&z->lock);
+	if (claim_find(z, owner) >= 0)
+		err = -EEXIST;
+	else if (z->nr_claims == GFA_MAX_CLAIMS || nr_frames > claim_unclaimed_free(z))
+		err = -ENOSPC;
+	if (!err) {
+		z->claims[z->nr_claims].owner = owner;
+		z->claims[z->nr_claims].frames = nr_frames;
+		__atomic_store_n(&z->nr_claims, z->nr_claims + 1, __ATOMIC_RELAXED);
+		z->claimed += nr_frames;
+	}
+	pthread_mutex_unlock(&z->lock);
+	return err;
+}
+
+int64_t gfa_zone_unclaim(struct gfa_pool *pool, unsigned int zone, uint64_t owner)
+{
+	struct gfa_zone *z;
+	int64_t left = -ENOENT;
+	int i;
+
+	if (!pool)
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	z = &pool->zones[zone];
+	pthread_mutex_lock(&z->lock);
+	i = claim_find(z, owner);
+	if (i >= 0) {
+		left = (int64_t)z->claims[i].frames;
+		z->claimed -= z->claims[i].frames;
+		z->claims[i] = z->claims[z->nr_claims - 1];
+		__atomic_store_n(&z->nr_claims, z->nr_claims - 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&z->lock);
+	return left;
+}
+
+uint64_t gfa_zone_claimed(struct gfa_pool *pool, unsigned int zone)
+{
+	uint64_t n;
+
+	if (!pool || zone >= pool->nr_zones)
+		return 0;
+	pthread_mutex_lock(&pool->zones[zone].lock);
+	n = pool->zones[zone].claimed;
+	pthread_mutex_unlock(&pool->zones[zone].lock);
+	return n;
+}
