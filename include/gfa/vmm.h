@@ -137,6 +137,68 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
  */
 int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges);
 
+/* ---- VMs: a guest plus its vCPUs ---- */
+
+struct gfa_vm;
+
+enum gfa_vm_kvm {
+	GFA_VM_KVM_AUTO = 0,    /* KVM when /dev/kvm works, else host threads */
+	GFA_VM_KVM_ON,          /* KVM or fail (ENODEV) */
+	GFA_VM_KVM_OFF,         /* host threads run the workload on the guest window */
+};
+
+struct gfa_vm_config {
+	uint64_t mem_bytes;     /* guest RAM, a multiple of 2 MiB, at least 4 MiB */
+	unsigned int vcpus;     /* 1..64 */
+	unsigned int zone;
+	enum gfa_vm_kvm kvm;
+	bool small_only;        /* back with small blocks only (a baseline) */
+	struct gfa_pcp *pcp;    /* cache of the creating thread, or NULL */
+};
+
+/*
+ * The first 2 MiB of a VM's RAM is its "firmware" range: GDT, page tables and the test
+ * guest's code live there; vCPU workloads use [GFA_VM_RAM_START, mem_bytes), split
+ * evenly between the vCPUs.
+ */
+#define GFA_VM_RAM_START (2ULL << 20)
+
+/*
+ * Create a VM: a gfa_guest for its RAM, then (KVM mode) a KVM VM with the guest window
+ * as memslot 0, identity page tables with 2 MiB pages, the test guest's code and one
+ * KVM vCPU per vCPU; or (thread mode) host threads that stand in for vCPUs.  Every vCPU
+ * gets a gfa cache of its own.  Compaction moves of the VM's frames pause its vCPUs.
+ * Returns NULL with errno: EFAULT, EINVAL (size or vcpus), ENODEV (KVM required but
+ * unavailable), ENOMEM, or a KVM error.  Thread rules: one thread drives a VM.
+ */
+struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
+			     const struct gfa_vm_config *cfg);
+void gfa_vm_destroy(struct gfa_vm *vm);
+struct gfa_guest *gfa_vm_guest(struct gfa_vm *vm);
+/* Whether the vCPUs are KVM vCPUs; why not (if not) in *why. */
+bool gfa_vm_is_kvm(const struct gfa_vm *vm, const char **why);
+
+/*
+ * Run the test workload on every vCPU at once (each on its slice) and wait: FILL
+ * writes the pattern (gpa ^ seed) and checks each vCPU's reported checksum against the
+ * host's expectation; VERIFY counts words that differ.  Returns 0 when the checksums
+ * match and *mismatches (if non-NULL) gets the words that differed (VERIFY), -EIO on a
+ * checksum mismatch, or a KVM run error.
+ */
+int gfa_vm_run(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t *mismatches);
+/*
+ * The same on the first `bytes` of each vCPU's slice (0 = all of it): software KVM
+ * (kvm_pvm) emulates guests at about a million instructions a second, so callers keep
+ * guest-side work small there.
+ */
+int gfa_vm_run_part(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t bytes,
+		    uint64_t *mismatches);
+/* 1 when /dev/kvm is a software KVM (kvm_pvm): correct but not fast. */
+int gfa_kvm_is_software(void);
+
+/* KVM's pages_4k / pages_2m for the VM (-EOPNOTSUPP in thread mode). */
+int gfa_vm_kvm_pages(struct gfa_vm *vm, uint64_t *pages_4k, uint64_t *pages_2m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A VM = a gfa_guest (its RAM) + vCPUs.  With /dev/kvm the vCPUs are KVM vCPUs running
+ * the test guest in 64-bit mode on identity-mapped 2 MiB pages; without it host threads
+ * run the same workload on the guest window, and gfa_vm_is_kvm() says so.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <gfa/vmm.h>
+
+#define MAX_VCPUS 64
+
+struct vm_vcpu {
+	struct gfa_vm *vm;
+	unsigned int id;
+	struct gfa_kvm_vcpu *kvcpu;
+	struct gfa_pcp *pcp;
+	uint64_t start, end;    /* GPA range of the current run */
+	uint64_t slice_end;     /* end of the vCPU's whole slice */
+	uint32_t flags;
+	uint64_t seed, sum, mismatches;
+	int err;
+};
+
+struct gfa_vm {
+	struct gfa_pool *pool;
+	struct gfa_guest *guest;
+	struct gfa_kvm_vm *kvm;
+	const char *why_not_kvm;
+	char why_buf[160];
+	unsigned int nr_vcpus;
+	uint64_t code_gpa;
+	struct vm_vcpu vcpu[MAX_VCPUS];
+	/* thread-mode pause: workers check `paused` between chunks */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int paused, active;
+};
+
+/* ---- pausing vCPUs around frame moves ---- */
+
+static int vm_pause(void *ctx)
+{
+	struct gfa_vm *vm = ctx;
+
+	if (vm->kvm) {
+		for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+			gfa_kvm_vcpu_pause(vm->vcpu[i].kvcpu);
+		return 0;
+	}
+	pthread_mutex_lock(&vm->lock);
+	vm->paused++;
+	while (vm->active)
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	pthread_mutex_unlock(&vm->lock);
+	return 0;
+}
+
+static int vm_resume(void *ctx)
+{
+	struct gfa_vm *vm = ctx;
+
+	if (vm->kvm) {
+		for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+			gfa_kvm_vcpu_resume(vm->vcpu[i].kvcpu);
+		return 0;
+	}
+	pthread_mutex_lock(&vm->lock);
+	vm->paused--;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+	return 0;
+}
+
+static const struct gfa_guest_vcpu_ops vm_vcpu_ops = { vm_pause, vm_resume };
+
+/* ---- thread-mode workload: the test guest's algorithm on the host ---- */
+
+static void chunk_enter(struct gfa_vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	while (vm->paused)
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	vm->active++;
+	pthread_mutex_unlock(&vm->lock);
+}
+
+static void chunk_leave(struct gfa_vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (!--vm->active)
+		pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+static void thread_workload(struct vm_vcpu *v)
+{
+	char *ram = gfa_guest_hva(v->vm->guest);
+	const uint64_t chunk = 64 << 10;
+	uint64_t sum = 0, bad = 0;
+
+	for (uint64_t c = v->start; c < v->end; c += chunk) {
+		uint64_t e = c + chunk < v->end ? c + chunk : v->end;
+
+		chunk_enter(v->vm);
+		for (uint64_t p = c; p < e; p += 8) {
+			uint64_t *w = (uint64_t *)(ram + p);
+
+			if (v->flags & GFA_KVM_TEST_FILL) {
+				*w = p ^ v->seed;
+				sum = ((sum << 1) | (sum >> 63)) + (p ^ v->seed);
+			} else if (*w != (p ^ v->seed)) {
+				bad++;
+			}
+		}
+		chunk_leave(v->vm);
+	}
+	v->sum = sum;
+	v->mismatches = bad;
+}
+
+/* ---- KVM-mode workload ---- */
+
+static void kvm_workload(struct vm_vcpu *v)
+{
+	struct gfa_kvm_test_ctx ctx;
+	int ret;
+
+	memset(&ctx, 0, sizeof(ctx));
+	/* VERIFY alone stops at checkpoint 1 by default: continue through it */
+	ctx.on_checkpoint = NULL;
+	v->err = gfa_kvm_test_guest_enter(v->kvcpu, v->vm->code_gpa, v->start, v->end,
+					  v->seed, v->flags);
+	while (!v->err) {
+		ret = gfa_kvm_vcpu_run(v->kvcpu, gfa_kvm_test_io, &ctx);
+		if (ret < 0)
+			v->err = ret;
+		if (ret == GFA_KVM_RUN_HLT || ctx.done)
+			break;
+	}
+	if (v->err)
+		return;
+	if (v->flags & GFA_KVM_TEST_FILL) {
+		v->sum = ctx.nr_results ? ctx.results[0] : 0;
+		if (v->flags & GFA_KVM_TEST_VERIFY)
+			v->mismatches = ctx.nr_results > 1 ? ctx.results[1] : 0;
+	} else {
+		v->mismatches = ctx.nr_results ? ctx.results[0] : 0;
+	}
+}
+
+static void *vcpu_main(void *arg)
+{
+	struct vm_vcpu *v = arg;
+
+	if (v->vm->kvm)
+		kvm_workload(v);
+	else
+		thread_workload(v);
+	return NULL;
+}
+
+int gfa_kvm_is_software(void)
+{
+	return !access("/sys/module/kvm_pvm", F_OK);
+}
+
+int gfa_vm_run(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t *mismatches)
+{
+	return gfa_vm_run_part(vm, flags, seed, 0, mismatches);
+}
+
+int gfa_vm_run_part(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t bytes,
+		    uint64_t *mismatches)
+{
+	pthread_t t[MAX_VCPUS];
+	uint64_t bad = 0;
+	int err = 0;
+
+	if (!vm)
+		return -EFAULT;
+	if (!flags || (flags & ~(GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY)))
+		return -EINVAL;
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vm_vcpu *v = &vm->vcpu[i];
+
+		v->flags = flags;
+		v->seed = seed;
+		v->end = v->slice_end;
+		if (bytes && v->start + (bytes & ~7ULL) < v->end)
+			v->end = v->start + (bytes & ~7ULL);
+		v->sum = v->mismatches = 0;
+		v->err = 0;
+		if (pthread_create(&t[i], NULL, vcpu_main, v)) {
+			err = -EAGAIN;
+			vm->nr_vcpus = i; /* only join what started */
+			break;
+		}
+	}
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vm_vcpu *v = &vm->vcpu[i];
+
+		pthread_join(t[i], NULL);
+		if (v->err && !err)
+			err = v->err;
+		if ((flags & GFA_KVM_TEST_FILL) && !v->err &&
+		    v->sum != gfa_kvm_test_pattern_sum(v->start, v->end, seed) && !err)
+			err = -EIO;
+		bad += v->mismatches;
+	}
+	if (mismatches)
+		*mismatches = bad;
+	return err;
+}
+
+/* ---- creation ---- */
+
+static int vm_setup_kvm(struct gfa_vm *vm, uint64_t size)
+{
+	char why[128];
+	uint64_t boot = gfa_kvm_boot_area_size(size);
+
+	if (!gfa_kvm_available(why, sizeof(why))) {
+		snprintf(vm->why_buf, sizeof(vm->why_buf), "no KVM: %s", why);
+		vm->why_not_kvm = vm->why_buf;
+		return -ENODEV;
+	}
+	vm->kvm = gfa_kvm_vm_create();
+	if (!vm->kvm)
+		return -errno;
+	vm->code_gpa = (boot + 4095) & ~4095ULL;
+	if (gfa_kvm_set_memslot(vm->kvm, 0, 0, gfa_guest_hva(vm->guest), size, 0) ||
+	    gfa_kvm_vm_build_page_tables(vm->kvm, 0, size) ||
+	    gfa_kvm_test_guest_load(vm->kvm, vm->code_gpa))
+		return -EIO;
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		vm->vcpu[i].kvcpu = gfa_kvm_vcpu_create(vm->kvm, i);
+		if (!vm->vcpu[i].kvcpu)
+			return -errno;
+	}
+	return 0;
+}
+
+static void vm_split_slices(struct gfa_vm *vm, uint64_t size)
+{
+	uint64_t span = size - GFA_VM_RAM_START;
+	uint64_t per = (span / vm->nr_vcpus) & ~4095ULL;
+
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		vm->vcpu[i].vm = vm;
+		vm->vcpu[i].id = i;
+		vm->vcpu[i].start = GFA_VM_RAM_START + per * i;
+		vm->vcpu[i].end = i + 1 == vm->nr_vcpus ? size : vm->vcpu[i].start + per;
+		vm->vcpu[i].slice_end = vm->vcpu[i].end;
+	}
+}
+
+struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
+			     const struct gfa_vm_config *cfg)
+{
+	struct gfa_guest_config gc;
+	struct gfa_vm *vm;
+	int err = 0;
+
+	if (!pool || !b || !cfg) {
+		errno = EFAULT;
+		return NULL;
+	}
+	if (cfg->mem_bytes < 2 * GFA_VM_RAM_START || !cfg->vcpus || cfg->vcpus > MAX_VCPUS) {
+		errno = EINVAL;
+		return NULL;
+	}
+	vm = calloc(1, sizeof(*vm));
+	if (!vm)
+		return NULL;
+	vm->pool = pool;
+	vm->nr_vcpus = cfg->vcpus;
+	pthread_mutex_init(&vm->lock, NULL);
+	pthread_cond_init(&vm->cond, NULL);
+	memset(&gc, 0, sizeof(gc));
+	gc.mem_bytes = cfg->mem_bytes;
+	gc.zone = cfg->zone;
+	gc.pcp = cfg->pcp;
+	gc.small_only = cfg->small_only;
+	vm->guest = gfa_guest_create(pool, b, &gc);
+	if (!vm->guest) {
+		err = -errno;
+		goto fail;
+	}
+	vm_split_slices(vm, cfg->mem_bytes);
+	if (cfg->kvm != GFA_VM_KVM_OFF) {
+		err = vm_setup_kvm(vm, cfg->mem_bytes);
+		if (err == -ENODEV && cfg->kvm == GFA_VM_KVM_AUTO) {
+			gfa_kvm_vm_destroy(vm->kvm);
+			vm->kvm = NULL;
+			err = 0;
+		}
+		if (err)
+			goto fail;
+	} else {
+		vm->why_not_kvm = "KVM turned off by configuration";
+	}
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+		vm->vcpu[i].pcp = gfa_pcp_create(pool, cfg->zone);
+	gfa_guest_set_vcpu_ops(vm->guest, &vm_vcpu_ops, vm);
+	return vm;
+fail:
+	gfa_vm_destroy(vm);
+	errno = -err;
+	return NULL;
+}
+
+void gfa_vm_destroy(struct gfa_vm *vm)
+{
+	if (!vm)
+		return;
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		gfa_kvm_vcpu_destroy(vm->vcpu[i].kvcpu);
+		gfa_pcp_destroy(vm->vcpu[i].pcp);
+	}
+	gfa_kvm_vm_destroy(vm->kvm);
+	gfa_guest_set_vcpu_ops(vm->guest, NULL, NULL);
+	gfa_guest_destroy(vm->guest);
+	pthread_mutex_destroy(&vm->lock);
+	pthread_cond_destroy(&vm->cond);
+	free(vm);
+}
+
+struct gfa_guest *gfa_vm_guest(struct gfa_vm *vm)
+{
+	return vm ? vm->guest : NULL;
+}
+
+bool gfa_vm_is_kvm(const struct gfa_vm *vm, const char **why)
+{
+	if (why)
+		*why = vm && !vm->kvm ? vm->why_not_kvm : NULL;
+	return vm && vm->kvm;
+}
+
+int gfa_vm_kvm_pages(struct gfa_vm *vm, uint64_t *pages_4k, uint64_t *pages_2m)
+{
+	int err;
+
+	if (!vm || !pages_4k || !pages_2m)
+		return -EFAULT;
+	if (!vm->kvm)
+		return -EOPNOTSUPP;
+	err = gfa_kvm_vm_stat(vm->kvm, "pages_4k", pages_4k);
+	return err ? err : gfa_kvm_vm_stat(vm->kvm, "pages_2m", pages_2m);
+}
