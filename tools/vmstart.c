@@ -1,0 +1,751 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gfactl vmstart: start M VMs x V vCPUs x S MiB on a gfa pool, churn them (stop and
+ * start, VMM-internal unmovable allocations, background compaction and collapse),
+ * and report start latency, the share of guest RAM on 2 MiB blocks, pool statistics
+ * and host-backed bytes; then the same starts on plain anonymous memory faulted by
+ * the kernel, with and without MADV_HUGEPAGE, in the same run, and the ratios.
+ *
+ * "Start" = create the VM (its RAM allocated and mapped, its vCPUs and, with KVM, the
+ * KVM VM, memslot and page tables) + the first touch of every 4 KiB of its RAM by its
+ * vCPU threads.  The kernel baselines do mmap + the same touch.  With KVM the guest
+ * also boots the test guest and checks its memory (timed apart: on software KVM it is
+ * slow for reasons unrelated to memory).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "tools/gfactl.h"
+
+#define MAX_VMS 256
+#define MAX_SAMPLES 4096
+
+struct vmstart_opts {
+	uint64_t vms, vcpus, mem, pool, rounds, proactiveness;
+	enum gfa_vm_kvm kvm;
+	const char *csv, *plot, *stat_file, *libvirt, *domain, *domain_xml;
+	bool json, no_baseline, quiet, host_thp_keep;
+};
+
+struct samples {
+	double v[MAX_SAMPLES];
+	size_t n;
+};
+
+struct run {
+	struct vmstart_opts o;
+	struct gfa_pool *pool;
+	struct gfa_backing *b;
+	struct gfa_pcp *pcp;
+	struct gfa_vm *vm[MAX_VMS];
+	struct samples gfa, k4k, kthp;
+	double t0;
+	FILE *csv;
+	/* time series: ms since start, huge share % */
+	double ts_t[1024], ts_huge[1024];
+	size_t ts_n;
+	uint64_t unmovable[4096];
+	size_t nr_unmovable;
+	bool kvm;
+	const char *why_not_kvm;
+};
+
+static void vm_help(void)
+{
+	printf("usage: gfactl vmstart [options]\n\n"
+	       "Start VMs on a gfa pool and on the kernel's own memory, churn, report.\n\n"
+	       "  --vms N             VMs to start (default 8)\n"
+	       "  --vcpus N           vCPUs per VM (default 2)\n"
+	       "  --mem SIZE          RAM per VM, e.g. 128M, 1G (default 128M)\n"
+	       "  --pool SIZE         pool size (default VMs x RAM x 1.25)\n"
+	       "  --rounds N          churn rounds: stop and restart half the VMs (default 3)\n"
+	       "  --proactiveness P   background compaction, 0..100 (default 20)\n"
+	       "  --kvm auto|on|off   KVM vCPUs where /dev/kvm works (default auto)\n"
+	       "  --libvirt URI --domain NAME   take RAM and vCPUs from a libvirt domain\n"
+	       "  --domain-xml FILE   the same from a domain XML file\n"
+	       "  --host-thp advise|keep\n"
+	       "                      advise (default): as root, set shmem_enabled to 'advise' for\n"
+	       "                      this run so the host can map 2 MiB blocks with PMDs, as\n"
+	       "                      THP=madvise already lets the kernel baseline; restored at exit\n"
+	       "  --no-baseline       skip the kernel baselines\n"
+	       "  --csv FILE          write every sample as CSV\n"
+	       "  --plot FILE.png     draw start latency per VM and 2 MiB share over time\n"
+	       "  --stat-file FILE    where snapshots for 'gfactl stat' go (default %s)\n"
+	       "  --json              print the final statistics as JSON too\n"
+	       "  --quiet             only the summary and the RESULT line\n",
+	       default_stat_file());
+}
+
+/* ---- options ---- */
+
+static int parse_kvm(const char *v, enum gfa_vm_kvm *out)
+{
+	if (v && !strcmp(v, "auto"))
+		*out = GFA_VM_KVM_AUTO;
+	else if (v && !strcmp(v, "on"))
+		*out = GFA_VM_KVM_ON;
+	else if (v && !strcmp(v, "off"))
+		*out = GFA_VM_KVM_OFF;
+	else {
+		fprintf(stderr, "gfactl: --kvm: '%s' is not auto, on or off\n", v ? v : "");
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
+{
+	*o = (struct vmstart_opts){ .vms = 8, .vcpus = 2, .mem = 128 * MiB, .rounds = 3,
+				    .proactiveness = 20, .stat_file = default_stat_file() };
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		bool ok = true, takes = true;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			vm_help();
+			return 1;
+		} else if (!strcmp(a, "--vms")) {
+			ok = parse_u64(a, v, 1, MAX_VMS, &o->vms);
+		} else if (!strcmp(a, "--vcpus")) {
+			ok = parse_u64(a, v, 1, 64, &o->vcpus);
+		} else if (!strcmp(a, "--mem")) {
+			ok = parse_mib(a, v, &o->mem);
+		} else if (!strcmp(a, "--pool")) {
+			ok = parse_mib(a, v, &o->pool);
+		} else if (!strcmp(a, "--rounds")) {
+			ok = parse_u64(a, v, 0, 1000, &o->rounds);
+		} else if (!strcmp(a, "--proactiveness")) {
+			ok = parse_u64(a, v, 0, 100, &o->proactiveness);
+		} else if (!strcmp(a, "--kvm")) {
+			ok = !parse_kvm(v, &o->kvm);
+		} else if (!strcmp(a, "--libvirt")) {
+			o->libvirt = v;
+		} else if (!strcmp(a, "--domain")) {
+			o->domain = v;
+		} else if (!strcmp(a, "--domain-xml")) {
+			o->domain_xml = v;
+		} else if (!strcmp(a, "--host-thp")) {
+			if (v && (!strcmp(v, "advise") || !strcmp(v, "keep"))) {
+				o->host_thp_keep = !strcmp(v, "keep");
+			} else {
+				fprintf(stderr, "gfactl vmstart: --host-thp: '%s' is not advise or keep\n",
+					v ? v : "");
+				ok = false;
+			}
+		} else if (!strcmp(a, "--csv")) {
+			o->csv = v;
+		} else if (!strcmp(a, "--plot")) {
+			o->plot = v;
+		} else if (!strcmp(a, "--stat-file")) {
+			o->stat_file = v;
+		} else {
+			takes = false;
+			if (!strcmp(a, "--json"))
+				o->json = true;
+			else if (!strcmp(a, "--no-baseline"))
+				o->no_baseline = true;
+			else if (!strcmp(a, "--quiet"))
+				o->quiet = true;
+			else {
+				fprintf(stderr, "gfactl vmstart: unknown option '%s' (see --help)\n", a);
+				return -1;
+			}
+		}
+		if (takes && !v) {
+			fprintf(stderr, "gfactl vmstart: %s needs a value\n", a);
+			return -1;
+		}
+		if (!ok)
+			return -1;
+		i += takes;
+	}
+	return 0;
+}
+
+/* RAM and vCPUs from a libvirt domain, if asked. */
+static int apply_domain(struct vmstart_opts *o)
+{
+	struct gfa_domain_spec *spec;
+	char err[512], line[1024];
+	int ret;
+
+	if (!o->domain_xml && !o->libvirt && !o->domain)
+		return 0;
+	if (!o->domain_xml && (!o->libvirt || !o->domain)) {
+		fprintf(stderr, "gfactl vmstart: --libvirt and --domain go together\n");
+		return -1;
+	}
+	spec = calloc(1, sizeof(*spec));
+	if (!spec)
+		return -1;
+	ret = o->domain_xml ? gfa_domain_from_xml_file(o->domain_xml, spec, err, sizeof(err))
+			    : gfa_domain_from_libvirt(o->libvirt, o->domain, spec, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "gfactl vmstart: %s\n", err);
+		free(spec);
+		return -1;
+	}
+	gfa_domain_format(spec, line, sizeof(line));
+	printf("domain: %s\n", line);
+	o->mem = (spec->memory_bytes + 2 * MiB - 1) & ~(2 * MiB - 1);
+	o->vcpus = spec->vcpus > 64 ? 64 : spec->vcpus;
+	if (spec->hugepages)
+		printf("domain asks for hugepage backing: gfa backs each 2 MiB range with an "
+		       "order-9 block (host THP / 2 MiB EPT), not hugetlbfs\n");
+	if (spec->nr_cells > 1)
+		printf("domain has %u NUMA cells: guest RAM is placed on the pool's zones; "
+		       "cells are not split across host nodes in this run\n", spec->nr_cells);
+	free(spec);
+	return 0;
+}
+
+/* ---- the first touch by vCPU threads ---- */
+
+struct toucher {
+	char *p;
+	uint64_t len;
+};
+
+static void *touch_main(void *arg)
+{
+	struct toucher *t = arg;
+
+	for (uint64_t off = 0; off < t->len; off += GFA_FRAME_SIZE)
+		((volatile uint64_t *)(t->p + off))[0] = off | 1;
+	return NULL;
+}
+
+static void touch_all(char *p, uint64_t len, unsigned int threads)
+{
+	pthread_t th[64];
+	struct toucher t[64];
+	uint64_t per = (len / threads) & ~(GFA_FRAME_SIZE - 1);
+
+	for (unsigned int i = 0; i < threads; i++) {
+		t[i].p = p + per * i;
+		t[i].len = i + 1 == threads ? len - per * i : per;
+		pthread_create(&th[i], NULL, touch_main, &t[i]);
+	}
+	for (unsigned int i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+}
+
+static void sample(struct samples *s, double v)
+{
+	if (s->n < MAX_SAMPLES)
+		s->v[s->n++] = v;
+}
+
+/* ---- gfa starts ---- */
+
+static int start_vm(struct run *r, unsigned int i, const char *phase, unsigned int round)
+{
+	struct gfa_vm_config vc = { .mem_bytes = r->o.mem, .vcpus = (unsigned int)r->o.vcpus,
+				    .kvm = r->o.kvm, .pcp = r->pcp };
+	struct gfa_guest_stat st;
+	double t0 = now_ms(), dt;
+
+	r->vm[i] = gfa_vm_create(r->pool, r->b, &vc);
+	if (!r->vm[i]) {
+		fprintf(stderr, "gfactl vmstart: VM %u (%s): %s\n", i, phase, strerror(errno));
+		return -1;
+	}
+	/* the first 2 MiB hold the VM's page tables and code, written at create */
+	touch_all((char *)gfa_guest_hva(gfa_vm_guest(r->vm[i])) + GFA_VM_RAM_START,
+		  r->o.mem - GFA_VM_RAM_START, (unsigned int)r->o.vcpus);
+	dt = now_ms() - t0;
+	sample(&r->gfa, dt);
+	gfa_guest_stat(gfa_vm_guest(r->vm[i]), &st);
+	r->kvm = gfa_vm_is_kvm(r->vm[i], &r->why_not_kvm);
+	if (r->csv)
+		fprintf(r->csv, "start,gfa,%s,%u,%u,%.3f,%.1f\n", phase, round, i, dt,
+			100.0 * (double)st.huge_ranges / (double)(st.huge_ranges + st.small_ranges));
+	if (!r->o.quiet)
+		printf("  VM %2u %-8s start %7.2f ms  2 MiB ranges %lu/%lu\n", i, phase, dt,
+		       (unsigned long)st.huge_ranges, (unsigned long)(st.huge_ranges + st.small_ranges));
+	return 0;
+}
+
+/* With KVM: boot the test guest on every vCPU and check it sees its memory. */
+static int kvm_boot_check(struct run *r, unsigned int i, double *ms)
+{
+	uint64_t bad = 0;
+	double t0 = now_ms();
+	int err = gfa_vm_run_part(r->vm[i], GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY, 0x9e37 + i,
+				  gfa_kvm_is_software() ? 16 << 10 : 0, &bad);
+
+	*ms = now_ms() - t0;
+	if (err || bad) {
+		fprintf(stderr, "gfactl vmstart: VM %u: guest check failed (%s, %lu bad words)\n",
+			i, strerror(-err), (unsigned long)bad);
+		return -1;
+	}
+	return 0;
+}
+
+static double huge_share(struct run *r, uint64_t *huge, uint64_t *total)
+{
+	*huge = *total = 0;
+	for (unsigned int i = 0; i < r->o.vms; i++) {
+		struct gfa_guest_stat st;
+
+		if (!r->vm[i])
+			continue;
+		gfa_guest_stat(gfa_vm_guest(r->vm[i]), &st);
+		*huge += st.huge_ranges;
+		*total += st.huge_ranges + st.small_ranges;
+	}
+	return *total ? 100.0 * (double)*huge / (double)*total : 0;
+}
+
+static void record_share(struct run *r)
+{
+	uint64_t h, t;
+
+	if (r->ts_n < 1024) {
+		r->ts_t[r->ts_n] = now_ms() - r->t0;
+		r->ts_huge[r->ts_n] = huge_share(r, &h, &t);
+		if (r->csv)
+			fprintf(r->csv, "share,gfa,,,,%.1f,%.1f\n", r->ts_t[r->ts_n], r->ts_huge[r->ts_n]);
+		r->ts_n++;
+	}
+}
+
+/* VMM-internal unmovable allocations (virtio rings, page tables) between starts. */
+static void vmm_internal_allocs(struct run *r, unsigned int n)
+{
+	for (unsigned int k = 0; k < n && r->nr_unmovable < 4096; k++) {
+		int64_t pfn = gfa_alloc(r->pool, 0, 0, GFA_MT_UNMOVABLE, 1, 0);
+
+		if (pfn >= 0)
+			r->unmovable[r->nr_unmovable++] = (uint64_t)pfn;
+	}
+}
+
+static int churn(struct run *r)
+{
+	for (unsigned int round = 1; round <= r->o.rounds; round++) {
+		unsigned int collapsed = 0;
+
+		for (unsigned int i = round % 2; i < r->o.vms; i += 2) {
+			gfa_vm_destroy(r->vm[i]);
+			r->vm[i] = NULL;
+		}
+		record_share(r);
+		vmm_internal_allocs(r, 32);
+		for (unsigned int i = round % 2; i < r->o.vms; i += 2)
+			if (start_vm(r, i, "restart", round))
+				return -1;
+		/* khugepaged's pass: collapse what started on small blocks */
+		for (unsigned int i = 0; i < r->o.vms; i++)
+			collapsed += (unsigned int)gfa_guest_collapse(gfa_vm_guest(r->vm[i]), 64);
+		record_share(r);
+		if (!r->o.quiet)
+			printf("  round %u: %u ranges collapsed, 2 MiB share %.1f%%\n", round, collapsed,
+			       r->ts_huge[r->ts_n - 1]);
+		write_stat_json(r->o.stat_file, r->pool, "churn", NULL);
+	}
+	return 0;
+}
+
+/* ---- kernel baselines ---- */
+
+static double kernel_start(uint64_t len, unsigned int vcpus, int advice, void **out)
+{
+	double t0 = now_ms();
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -1;
+	madvise(p, len, advice);
+	touch_all(p + GFA_VM_RAM_START, len - GFA_VM_RAM_START, vcpus);
+	*out = p;
+	return now_ms() - t0;
+}
+
+/*
+ * M starts on anonymous memory, all kept mapped like live VMs, after one untimed
+ * round so the memory the kernel hands out was resident before (like gfa's pool).
+ */
+static int kernel_baseline(struct run *r, int advice, struct samples *s, const char *name,
+			   int64_t *pmd_bytes)
+{
+	void *p[MAX_VMS];
+
+	for (int warm = 1; warm >= 0; warm--) {
+		for (unsigned int i = 0; i < r->o.vms; i++) {
+			double dt = kernel_start(r->o.mem, (unsigned int)r->o.vcpus, advice, &p[i]);
+
+			if (dt < 0) {
+				fprintf(stderr, "gfactl vmstart: %s baseline: mmap: %s\n", name, strerror(errno));
+				return -1;
+			}
+			if (!warm) {
+				sample(s, dt);
+				if (r->csv)
+					fprintf(r->csv, "start,%s,start,0,%u,%.3f,\n", name, i, dt);
+			}
+		}
+		if (!warm)
+			*pmd_bytes = gfa_smaps_pmd_bytes(p[0], r->o.mem);
+		for (unsigned int i = 0; i < r->o.vms; i++)
+			munmap(p[i], r->o.mem);
+	}
+	return 0;
+}
+
+/* ---- reporting ---- */
+
+static double p50(struct samples *s)
+{
+	qsort(s->v, s->n, sizeof(double), cmp_double);
+	return percentile(s->v, s->n, 50);
+}
+
+static double p99(struct samples *s)
+{
+	qsort(s->v, s->n, sizeof(double), cmp_double);
+	return percentile(s->v, s->n, 99);
+}
+
+static void print_text(const char *title, int (*fn)(struct gfa_pool *, char *, size_t),
+		       struct gfa_pool *pool)
+{
+	char buf[16384];
+
+	fn(pool, buf, sizeof(buf));
+	printf("%s\n%s", title, buf);
+}
+
+static void print_counters(struct gfa_pool *pool)
+{
+	struct gfa_vmstat v;
+
+	gfa_pool_vmstat(pool, &v);
+	printf("compaction: compact_stall %lu compact_success %lu compact_fail %lu "
+	       "compact_capture %lu compact_migrate_scanned %lu compact_free_scanned %lu "
+	       "compact_daemon_wake %lu pgmigrate_success %lu thp_collapse_alloc %lu\n",
+	       (unsigned long)v.compact_stall, (unsigned long)v.compact_success,
+	       (unsigned long)v.compact_fail, (unsigned long)v.compact_capture,
+	       (unsigned long)v.compact_migrate_scanned, (unsigned long)v.compact_free_scanned,
+	       (unsigned long)v.compact_daemon_wake, (unsigned long)v.pgmigrate_success,
+	       (unsigned long)v.thp_collapse_alloc);
+	printf("allocator: pgalloc %lu pgfree %lu pcp_alloc %lu pcp_free %lu pgalloc_fallback %lu "
+	       "pageblock_steal %lu pgalloc_fail %lu\n",
+	       (unsigned long)v.pgalloc, (unsigned long)v.pgfree, (unsigned long)v.pcp_alloc,
+	       (unsigned long)v.pcp_free, (unsigned long)v.pgalloc_fallback,
+	       (unsigned long)v.pageblock_steal, (unsigned long)v.pgalloc_fail);
+}
+
+static int64_t host_backed_bytes(struct run *r)
+{
+	int64_t sum = 0;
+
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(r->pool); z++) {
+		int64_t n = gfa_memfd_allocated_bytes(gfa_backing_zone_fd(r->b, z));
+
+		if (n > 0)
+			sum += n;
+	}
+	return sum;
+}
+
+static int plot(struct run *r)
+{
+	char dat[300], cmd[1200];
+	FILE *f;
+	int ret;
+
+	if (system("command -v gnuplot >/dev/null 2>&1")) {
+		fprintf(stderr, "gfactl vmstart: --plot %s: gnuplot is not installed "
+			"(apt-get install gnuplot-nox)\n", r->o.plot);
+		return -1;
+	}
+	snprintf(dat, sizeof(dat), "%s.dat", r->o.plot);
+	f = fopen(dat, "w");
+	if (!f) {
+		fprintf(stderr, "gfactl vmstart: --plot %s: %s\n", dat, strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < r->gfa.n || i < r->ts_n; i++)
+		fprintf(f, "%zu %.3f %.1f %.1f\n", i, i < r->gfa.n ? r->gfa.v[i] : 0.0 / 0.0,
+			i < r->ts_n ? r->ts_t[i] / 1000 : 0.0 / 0.0, i < r->ts_n ? r->ts_huge[i] : 0.0 / 0.0);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "gnuplot -e \"set terminal png size 1000,420; set output '%s'; set multiplot layout 1,2; "
+		 "set title 'VM start latency (gfa)'; set xlabel 'start #'; set ylabel 'ms'; "
+		 "plot '%s' using 1:2 with linespoints title 'start'; "
+		 "set title '2 MiB share of guest RAM'; set xlabel 's'; set ylabel '%%'; set yrange [0:105]; "
+		 "plot '%s' using 3:4 with linespoints title 'huge share'; unset multiplot\"",
+		 r->o.plot, dat, dat);
+	ret = system(cmd);
+	unlink(dat);
+	if (ret) {
+		fprintf(stderr, "gfactl vmstart: --plot %s: gnuplot failed\n", r->o.plot);
+		return -1;
+	}
+	printf("plot written to %s\n", r->o.plot);
+	return 0;
+}
+
+static uint64_t mem_available(void)
+{
+	char line[256];
+	unsigned long long kb = 0;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+static struct gfa_pool *make_pool(struct run *r)
+{
+	struct gfa_pool_config pc;
+	struct gfa_compact_config cc = { .proactiveness = (unsigned int)r->o.proactiveness };
+	struct gfa_backing_config bc = { .populate = true };
+	uint64_t pool = r->o.pool ? r->o.pool : (r->o.vms * r->o.mem * 5 / 4 + 2 * MiB - 1) & ~(2 * MiB - 1);
+	double t0 = now_ms();
+	uint64_t avail = mem_available();
+	/* the kernel baselines map VMs x RAM more while the pool is gone again */
+	uint64_t need = r->o.no_baseline ? pool : (pool > r->o.vms * r->o.mem ? pool : r->o.vms * r->o.mem);
+
+	if (avail && need > avail / 10 * 8) {
+		fprintf(stderr, "gfactl vmstart: --vms %lu x --mem %lu MiB needs a %lu MiB pool, more "
+			"than 80%% of the %lu MiB available; use fewer or smaller VMs\n",
+			(unsigned long)r->o.vms, (unsigned long)(r->o.mem / MiB),
+			(unsigned long)(pool / MiB), (unsigned long)(avail / MiB));
+		return NULL;
+	}
+	gfa_pool_config_init(&pc, pool >> GFA_FRAME_SHIFT);
+	r->pool = gfa_pool_create(&pc);
+	if (!r->pool) {
+		fprintf(stderr, "gfactl vmstart: pool of %lu MiB: %s\n", (unsigned long)(pool / MiB),
+			strerror(errno));
+		return NULL;
+	}
+	gfa_compact_configure(r->pool, &cc);
+	r->b = gfa_backing_create(r->pool, &bc);
+	if (!r->b) {
+		fprintf(stderr, "gfactl vmstart: backing the pool with memfds: %s\n", strerror(errno));
+		return NULL;
+	}
+	r->pcp = gfa_pcp_create(r->pool, 0);
+	printf("pool: %lu MiB in %u zone(s), memfd-backed, populated in %.0f ms (resident before "
+	       "any VM starts; not part of start latency)\n", (unsigned long)(pool / MiB),
+	       gfa_pool_nr_zones(r->pool), now_ms() - t0);
+	return r->pool;
+}
+
+#define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+static char shmem_thp_saved[32];
+
+static void shmem_thp_restore(void)
+{
+	FILE *f;
+
+	if (!shmem_thp_saved[0])
+		return;
+	f = fopen(SHMEM_THP, "w");
+	if (f) {
+		fputs(shmem_thp_saved, f);
+		fclose(f);
+	}
+	shmem_thp_saved[0] = '\0';
+}
+
+/* shmem_enabled=never keeps memfd blocks on 4 KiB host pages: lift it for this run. */
+static void shmem_thp_advise(struct run *r)
+{
+	struct gfa_thp_report thp;
+	FILE *f;
+
+	gfa_host_thp_report(&thp);
+	if (r->o.host_thp_keep || thp.shmem_thp_possible || !strcmp(thp.shmem_enabled, "unknown"))
+		return;
+	f = fopen(SHMEM_THP, "w");
+	if (!f || fputs("advise", f) < 0 || fclose(f)) {
+		printf("host: could not set shmem_enabled to advise (%s): 2 MiB blocks stay on 4 KiB "
+		       "host pages in this run\n", strerror(errno));
+		return;
+	}
+	snprintf(shmem_thp_saved, sizeof(shmem_thp_saved), "%s", thp.shmem_enabled);
+	atexit(shmem_thp_restore);
+	printf("host: shmem_enabled %s -> advise for this run (restored at exit; --host-thp keep "
+	       "leaves it)\n", thp.shmem_enabled);
+}
+
+static void print_host(struct run *r)
+{
+	struct gfa_thp_report thp;
+	char why[160];
+	int kvm = r->o.kvm != GFA_VM_KVM_OFF && gfa_kvm_available(why, sizeof(why));
+
+	gfa_host_thp_report(&thp);
+	printf("host: THP enabled=%s, shmem_enabled=%s (%s)\n", thp.thp_enabled, thp.shmem_enabled,
+	       thp.shmem_thp_possible ? "memfd blocks can be PMD-mapped"
+				      : "memfd blocks are mapped with 4 KiB pages by the host");
+	if (r->o.kvm == GFA_VM_KVM_OFF)
+		printf("vCPUs: host threads (KVM turned off with --kvm off)\n");
+	else if (!kvm)
+		printf("vCPUs: host threads running the guest workload (%s)\n", why);
+	else
+		printf("vCPUs: KVM%s\n", gfa_kvm_is_software()
+		       ? " (software KVM, kvm_pvm: guests boot and check memory, kept short)" : "");
+}
+
+static void summary(struct run *r, int64_t pmd4k, int64_t pmdthp)
+{
+	uint64_t huge, total;
+	double share = huge_share(r, &huge, &total);
+	double g50 = p50(&r->gfa), g99 = p99(&r->gfa);
+	int64_t win_pmd = 0, backed = host_backed_bytes(r);
+
+	for (unsigned int i = 0; i < r->o.vms; i++)
+		if (r->vm[i])
+			win_pmd += gfa_smaps_pmd_bytes(gfa_guest_hva(gfa_vm_guest(r->vm[i])), r->o.mem);
+	printf("\n== summary: %lu VMs x %lu vCPUs x %lu MiB, %s ==\n", (unsigned long)r->o.vms,
+	       (unsigned long)r->o.vcpus, (unsigned long)(r->o.mem / MiB),
+	       r->kvm ? "KVM vCPUs" : "host-thread vCPUs");
+	printf("gfa start latency:        p50 %8.2f ms  p99 %8.2f ms  (%zu starts)\n", g50, g99, r->gfa.n);
+	printf("guest RAM on 2 MiB blocks: %.1f%% (%lu of %lu ranges)\n", share,
+	       (unsigned long)huge, (unsigned long)total);
+	printf("host PMD mappings of guest windows: %ld MiB of %lu MiB\n", (long)(win_pmd / (int64_t)MiB),
+	       (unsigned long)(r->o.vms * r->o.mem / MiB));
+	printf("host-backed bytes of the pool (memfd st_blocks): %ld MiB\n", (long)(backed / (int64_t)MiB));
+	if (r->o.no_baseline) {
+		printf("RESULT vmstart gfa_p50_ms=%.3f gfa_p99_ms=%.3f huge_share=%.1f\n", g50, g99, share);
+		return;
+	}
+	printf("kernel 4 KiB first touch: p50 %8.2f ms  p99 %8.2f ms  (PMD-mapped %ld MiB)\n",
+	       p50(&r->k4k), p99(&r->k4k), (long)(pmd4k / (int64_t)MiB));
+	printf("kernel MADV_HUGEPAGE:     p50 %8.2f ms  p99 %8.2f ms  (PMD-mapped %ld MiB)\n",
+	       p50(&r->kthp), p99(&r->kthp), (long)(pmdthp / (int64_t)MiB));
+	printf("ratios (p50, lower is better): gfa/kernel-4k %.3f (goal <= 0.5: %s), "
+	       "gfa/kernel-thp %.3f (goal <= 1.0: %s), 2 MiB share goal >= 95%%: %s\n",
+	       g50 / p50(&r->k4k), g50 / p50(&r->k4k) <= 0.5 ? "met" : "NOT met",
+	       g50 / p50(&r->kthp), g50 / p50(&r->kthp) <= 1.0 ? "met" : "NOT met",
+	       share >= 95 ? "met" : "NOT met");
+	printf("RESULT vmstart vs_kernel_4k=%.3f vs_kernel_thp=%.3f huge_share=%.1f "
+	       "gfa_p50_ms=%.3f gfa_p99_ms=%.3f kernel_4k_p50_ms=%.3f kernel_thp_p50_ms=%.3f kvm=%d\n",
+	       g50 / p50(&r->k4k), g50 / p50(&r->kthp), share, g50, g99, p50(&r->k4k),
+	       p50(&r->kthp), r->kvm);
+}
+
+static int scenario(struct run *r)
+{
+	int64_t pmd4k = 0, pmdthp = 0;
+	double boot_ms = 0, worst = 0;
+
+	shmem_thp_advise(r);
+	print_host(r);
+	if (!make_pool(r))
+		return -1;
+	if (gfa_compactd_start(r->pool))
+		fprintf(stderr, "gfactl vmstart: background compaction did not start\n");
+	if (!r->o.quiet)
+		print_text("buddyinfo before:", gfa_pool_buddyinfo, r->pool);
+	printf("starting %lu VMs\n", (unsigned long)r->o.vms);
+	for (unsigned int i = 0; i < r->o.vms; i++)
+		if (start_vm(r, i, "start", 0))
+			return -1;
+	record_share(r);
+	if (r->kvm) {
+		for (unsigned int i = 0; i < r->o.vms; i++) {
+			if (kvm_boot_check(r, i, &boot_ms))
+				return -1;
+			worst = boot_ms > worst ? boot_ms : worst;
+		}
+		printf("KVM guests booted and verified their memory (slowest %.1f ms)\n", worst);
+	}
+	write_stat_json(r->o.stat_file, r->pool, "started", NULL);
+	printf("churn: %lu rounds of stopping and restarting half the VMs\n", (unsigned long)r->o.rounds);
+	if (churn(r))
+		return -1;
+	if (!r->o.quiet) {
+		print_text("buddyinfo after:", gfa_pool_buddyinfo, r->pool);
+		print_counters(r->pool);
+	}
+	write_stat_json(r->o.stat_file, r->pool, "done", NULL);
+	if (!r->o.no_baseline) {
+		printf("kernel baselines: the same starts on anonymous memory\n");
+		if (kernel_baseline(r, MADV_NOHUGEPAGE, &r->k4k, "kernel-4k", &pmd4k) ||
+		    kernel_baseline(r, MADV_HUGEPAGE, &r->kthp, "kernel-thp", &pmdthp))
+			return -1;
+	}
+	summary(r, pmd4k, pmdthp);
+	if (r->o.json) {
+		char cmd[400];
+
+		snprintf(cmd, sizeof(cmd), "cat '%s'", r->o.stat_file);
+		fflush(stdout);
+		if (system(cmd))
+			fprintf(stderr, "gfactl vmstart: could not print %s\n", r->o.stat_file);
+	}
+	return r->o.plot ? plot(r) : 0;
+}
+
+static void teardown(struct run *r)
+{
+	for (unsigned int i = 0; i < MAX_VMS; i++)
+		gfa_vm_destroy(r->vm[i]);
+	for (size_t k = 0; k < r->nr_unmovable; k++)
+		gfa_free(r->pool, r->unmovable[k], 0, 1);
+	if (r->pool) {
+		char msg[256];
+
+		gfa_compactd_stop(r->pool);
+		gfa_pcp_destroy(r->pcp);
+		if (gfa_pool_check(r->pool, msg, sizeof(msg)))
+			fprintf(stderr, "gfactl vmstart: pool invariant broken: %s\n", msg);
+	}
+	gfa_backing_destroy(r->b);
+	gfa_pool_destroy(r->pool);
+}
+
+int cmd_vmstart(int argc, char **argv)
+{
+	struct run *r = calloc(1, sizeof(*r));
+	int ret;
+
+	if (!r)
+		return 1;
+	ret = parse_opts(argc, argv, &r->o);
+	if (ret) {
+		free(r);
+		return ret > 0 ? 0 : 2;
+	}
+	if (apply_domain(&r->o)) {
+		free(r);
+		return 2;
+	}
+	if (r->o.mem % (2 * MiB) || r->o.mem < 4 * MiB) {
+		fprintf(stderr, "gfactl vmstart: --mem must be a multiple of 2 MiB, at least 4 MiB\n");
+		free(r);
+		return 2;
+	}
+	if (r->o.csv) {
+		r->csv = fopen(r->o.csv, "w");
+		if (!r->csv) {
+			fprintf(stderr, "gfactl vmstart: --csv %s: %s\n", r->o.csv, strerror(errno));
+			free(r);
+			return 2;
+		}
+		fprintf(r->csv, "kind,memory,phase,round,vm,ms_or_t,huge_pct\n");
+	}
+	r->t0 = now_ms();
+	ret = scenario(r);
+	teardown(r);
+	shmem_thp_restore();
+	if (r->csv)
+		fclose(r->csv);
+	free(r);
+	return ret ? 1 : 0;
+}
