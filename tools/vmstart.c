@@ -400,16 +400,24 @@ static int kernel_baseline(struct run *r, int advice, struct samples *s, const c
 
 /* ---- reporting ---- */
 
+/* Percentile of a copy: the samples keep their order for CSV and plots. */
+static double pct(const struct samples *s, double p)
+{
+	static double tmp[MAX_SAMPLES];
+
+	memcpy(tmp, s->v, s->n * sizeof(double));
+	qsort(tmp, s->n, sizeof(double), cmp_double);
+	return percentile(tmp, s->n, p);
+}
+
 static double p50(struct samples *s)
 {
-	qsort(s->v, s->n, sizeof(double), cmp_double);
-	return percentile(s->v, s->n, 50);
+	return pct(s, 50);
 }
 
 static double p99(struct samples *s)
 {
-	qsort(s->v, s->n, sizeof(double), cmp_double);
-	return percentile(s->v, s->n, 99);
+	return pct(s, 99);
 }
 
 static void print_text(const char *title, int (*fn)(struct gfa_pool *, char *, size_t),
