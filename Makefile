@@ -90,7 +90,9 @@ tsan: deps-test
 	    TEST_ARGS="$(TEST_ARGS)" GFA_SANITIZER=tsan sanitized-test
 # Criterion itself leaks one small block at exit; tests/lsan.supp names only it.
 sanitized-test: $(TESTBIN)
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp GFA_SANITIZER=$(GFA_SANITIZER) \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	    TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=0" G_SLICE=always-malloc \
+	    GFA_SANITIZER=$(GFA_SANITIZER) \
 	    GFA_BUILD=$(BUILD) $(TESTBIN) $(TEST_ARGS)
 
 # The README's main job.

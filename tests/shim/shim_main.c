@@ -1,5 +1,6 @@
 /* The runner behind tests/shim/criterion/criterion.h (TSan builds only). */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <fnmatch.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -49,6 +50,30 @@ void shim_log(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\n");
+}
+
+static FILE *captured;
+
+void cr_redirect_stderr(void)
+{
+	fflush(stderr);
+	captured = tmpfile();
+	if (captured)
+		dup2(fileno(captured), 2);
+}
+
+const char *shim_captured_stderr(void)
+{
+	static char buf[65536];
+	size_t n;
+
+	fflush(stderr);
+	if (!captured)
+		return "";
+	rewind(captured);
+	n = fread(buf, 1, sizeof(buf) - 1, captured);
+	buf[n] = '\0';
+	return buf;
 }
 
 static int run_one(struct shim_test *t)

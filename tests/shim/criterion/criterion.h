@@ -66,6 +66,8 @@ void shim_log(const char *fmt, ...);
 #define cr_assert_not_null(p, ...)   SHIM_CHECK((p) != NULL, #p " != NULL", __VA_ARGS__)
 #define cr_assert_str_eq(a, b, ...)  SHIM_CHECK(!strcmp((a), (b)), #a " streq " #b, __VA_ARGS__)
 #define cr_assert_str_neq(a, b, ...) SHIM_CHECK(strcmp((a), (b)), #a " strneq " #b, __VA_ARGS__)
+#define cr_assert_arr_eq(a, b, size, ...) \
+	SHIM_CHECK(!memcmp((a), (b), (size)), "memcmp(" #a ", " #b ") == 0", __VA_ARGS__)
 #define cr_expect_eq                 cr_assert_eq
 #define cr_assert_fail(...)          shim_fail(__FILE__, __LINE__, "fail", "" __VA_ARGS__)
 #define cr_skip_test(...)            shim_skip("" __VA_ARGS__)
