@@ -875,12 +875,17 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 	};
 	int64_t pfn;
 
+	/* free lists only: never wait on other vCPUs' caches or compact (remote zones) */
+	if (flags & GFA_ALLOC_NOCOMPACT) {
+		pfn = GFA_ENOMEM;
+		goto out;
+	}
 	/* frames parked on caches may complete a block once merged */
 	gfa_pool_drain_all(z->pool, (int)z->id);
 	pthread_mutex_lock(&z->lock);
 	pfn = zone_alloc_locked(z, order, mt, owner, flags);
 	pthread_mutex_unlock(&z->lock);
-	if (pfn >= 0 || !order || (flags & GFA_ALLOC_NOCOMPACT))
+	if (pfn >= 0 || !order)
 		goto out;
 	for (unsigned int i = 0; i < 3; i++) {
 		int64_t cap;

@@ -259,6 +259,8 @@ void pcp_unlock_all(struct gfa_pool *pool);
 int pcp_check_locked(struct gfa_pool *pool, char *msg, size_t len);
 void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks);
 void pcp_add_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs);
+/* Only the caches of zone (all when zone < 0). */
+void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs);
 int free_args(struct gfa_pool *pool, uint64_t pfn, unsigned int order, struct gfa_zone **zp);
 
 #endif

@@ -646,7 +646,17 @@ void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks)
 	pthread_mutex_unlock(&pool->pcp_lock);
 }
 
+int gfa_pcp_zone(const struct gfa_pcp *pcp)
+{
+	return pcp ? (int)pcp->zone->id : GFA_EFAULT;
+}
+
 void pcp_add_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
+{
+	pcp_add_vmstat_zone(pool, -1, vs);
+}
+
+void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs)
 {
 	uint64_t *dst = (uint64_t *)vs;
 
@@ -654,6 +664,8 @@ void pcp_add_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
 		const uint64_t *src = (const uint64_t *)&pcp->vs;
 
+		if (zone >= 0 && pcp->zone->id != (unsigned int)zone)
+			continue;
 		pcp_lock_remote(pcp);
 		for (size_t k = 0; k < sizeof(*vs) / sizeof(uint64_t); k++)
 			dst[k] += src[k];

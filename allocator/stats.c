@@ -66,6 +66,29 @@ int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat
 	return 0;
 }
 
+int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat *vs)
+{
+	struct gfa_zone *z;
+
+	if (!pool || !vs)
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	z = &pool->zones[zone];
+	pthread_mutex_lock(&z->lock);
+	*vs = z->c.vm;
+	pthread_mutex_unlock(&z->lock);
+	pcp_add_vmstat_zone(pool, (int)zone, vs);
+	return 0;
+}
+
+int gfa_zone_node(const struct gfa_pool *pool, unsigned int zone)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	return zone < pool->nr_zones ? pool->zones[zone].node : GFA_ERANGE;
+}
+
 int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 {
 	uint64_t *dst = (uint64_t *)vs;

@@ -79,7 +79,8 @@ enum gfa_frame_state {
 
 /* Allocation flags. */
 #define GFA_ALLOC_NOFALLBACK  0x1u  /* never steal from another migratetype */
-#define GFA_ALLOC_NOCOMPACT   0x2u  /* no direct compaction on failure */
+#define GFA_ALLOC_NOCOMPACT   0x2u  /* free lists only: no cache drain, no compaction */
+/* 0x100 and 0x200 are taken by gfa/numa.h (GFA_NUMA_REMOTE, GFA_NUMA_SMALLER). */
 
 struct gfa_pool;
 struct gfa_pcp;
@@ -246,6 +247,11 @@ struct gfa_zone_stat {
 
 /* Snapshot of zone z (takes its lock).  Returns 0, GFA_EFAULT, GFA_ERANGE. */
 int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat *st);
+/* Zone z's own counters (caches of that zone included; no pool-wide error counters).
+ * 0, GFA_EFAULT or GFA_ERANGE.  Any thread. */
+int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat *vs);
+/* The NUMA node zone z stands for (its configuration label), or GFA_EFAULT/GFA_ERANGE. */
+int gfa_zone_node(const struct gfa_pool *pool, unsigned int zone);
 /* Sum of all zones' counters plus pool-wide error counters.  0 or GFA_EFAULT. */
 int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs);
 /* Name of a migratetype ("Unmovable", ...) as /proc/pagetypeinfo prints it. */
@@ -285,6 +291,8 @@ int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen);
  * GFA_ETHREAD from one of them (never corruption).
  */
 struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone);
+/* The zone a cache serves (fixed at creation; no lock), or GFA_EFAULT. */
+int gfa_pcp_zone(const struct gfa_pcp *pcp);
 /* Drain the cache back to its zone and free it.  NULL is a no-op. */
 void gfa_pcp_destroy(struct gfa_pcp *pcp);
 

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gfa numa layer: where guest frames live.
+ *
+ *   topology   nodes with memory, their CPUs and distances (libnuma), or a fake
+ *              topology of N nodes carved from one real node for tests; each node's
+ *              fallback order (zonelist) by distance
+ *   pool setup one zone per node (zone i stands for topology node i), the zone's host
+ *              memory bound to its node with mbind(MPOL_BIND) before it is populated,
+ *              placement verified with get_mempolicy + move_pages afterwards
+ *   policy     per-vCPU caches on the vCPU's node; gfa_numa_alloc, the kernel's THP
+ *              placement: local node with direct compaction, then (if allowed) other
+ *              nodes' free lists without compaction, then smaller orders
+ *   claims     XENMEM_claim_pages per node
+ *   statistics per-node numastat (numa_hit / numa_miss / numa_foreign ...)
+ *
+ * Depends on the allocator layer only; the host backing is made by the caller (the vmm
+ * layer), and this layer works on the zone mappings the pool knows (gfa_pfn_to_addr).
+ * A caller sets up a pool in this order:
+ *
+ *   t  = gfa_numa_topology_discover();             (or gfa_numa_topology_fake)
+ *   gfa_numa_pool_config(&cfg, t, frames_per_node);
+ *   pool = gfa_pool_create(&cfg);
+ *   backing = gfa_backing_create(pool, &(struct gfa_backing_config){ .populate = false });
+ *   np = gfa_numa_attach(pool, t);
+ *   gfa_numa_bind_pool(np);                        (before any frame is touched)
+ *   gfa_numa_populate_pool(np);                    (or let guests fault memory in)
+ *   gfa_numa_verify_pool(np, NULL);                (a wrong placement is an error)
+ *
+ * Background compaction is per node already: gfa_compactd_start runs one worker per
+ * zone, and a zone is a node here.  gfa_numa_alloc wakes a remote node's worker when it
+ * found no huge block there instead of compacting that node itself.
+ *
+ * Errors are negative errno values as in gfa/allocator.h, plus:
+ */
+#ifndef GFA_NUMA_H
+#define GFA_NUMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <gfa/allocator.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GFA_ENONODE   (-ENODEV)   /* node id not in the topology */
+#define GFA_ENOCPU    (-ENXIO)    /* CPU (set) with no node in the topology */
+#define GFA_ESPAN     (-EXDEV)    /* CPU set spans several nodes */
+#define GFA_EREMOTE   (-EREMOTE)  /* frames found on another node than their zone's */
+#define GFA_EPOLICY   (-ENOLINK)  /* zone memory lacks its MPOL_BIND policy */
+#define GFA_ETOOBIG   (-E2BIG)    /* more frames than the node has */
+#define GFA_ENONUMA   (-ENOSYS)   /* the host has no NUMA support (numa_available() < 0) */
+
+#define GFA_NUMA_MAX_NODES GFA_MAX_ZONES
+#define GFA_NUMA_MAX_CPUS  4096
+
+/* ---- topology ---- */
+
+struct gfa_numa_node {
+	int id;                 /* node number: the kernel's, or 0..n-1 when fake */
+	int phys_node;          /* real node the memory comes from (== id unless fake) */
+	uint64_t mem_bytes;     /* memory of the node (fake: its share of the real node) */
+	uint64_t free_bytes;    /* free when discovered (fake: its share) */
+	unsigned int nr_cpus;   /* CPUs mapped to the node */
+};
+
+/*
+ * Nodes are indexed 0..nr_nodes-1 in increasing id order; index i is zone i of a pool
+ * configured by gfa_numa_pool_config.  Only nodes with memory the process may use are
+ * listed; CPUs of memoryless nodes are mapped to the nearest node with memory (the
+ * kernel's numa_mem_id()).  Read-only after creation: any thread may read it.
+ */
+struct gfa_numa_topology {
+	bool fake;              /* carved from one real node for tests: never a real layout */
+	unsigned int nr_nodes;
+	struct gfa_numa_node nodes[GFA_NUMA_MAX_NODES];
+	/* SLIT distances by node index: 10 local, larger is farther */
+	uint8_t distance[GFA_NUMA_MAX_NODES][GFA_NUMA_MAX_NODES];
+	/* zonelist[i][k]: node index of node i's k-th choice; zonelist[i][0] == i */
+	uint8_t zonelist[GFA_NUMA_MAX_NODES][GFA_NUMA_MAX_NODES];
+	unsigned int nr_cpus;   /* CPU numbers below this are described */
+	int16_t cpu_node[GFA_NUMA_MAX_CPUS];   /* node index of each CPU, -1 none */
+};
+
+/*
+ * Discover the host's nodes with libnuma: memory (numa_node_size64), CPUs
+ * (numa_node_of_cpu), distances (numa_distance), and build the zonelists.
+ * Returns a topology (free with gfa_numa_topology_free), or NULL with errno: ENOSYS (no
+ * NUMA support on this host), EOVERFLOW (more than GFA_NUMA_MAX_NODES nodes with
+ * memory), ENOMEM.  Thread rules: any thread.
+ */
+struct gfa_numa_topology *gfa_numa_topology_discover(void);
+
+/*
+ * A fake topology for tests: nr_nodes nodes carved from the first real node with
+ * memory (node 0 when libnuma is unavailable), each with an equal share of its memory
+ * and a contiguous block of its CPUs (nodes may get none); CPUs of other real nodes
+ * map to no node.  distance: nr_nodes * nr_nodes SLIT values (row-major, diagonal 10,
+ * others 11..254), or NULL for 10 local / 20 remote.  Binding a fake node binds to the
+ * real node it was carved from (phys_node).  Everything that prints a topology says
+ * "fake".  Returns NULL with errno: EINVAL (nr_nodes 0 or > GFA_NUMA_MAX_NODES, a bad
+ * distance), ENOMEM.
+ */
+struct gfa_numa_topology *gfa_numa_topology_fake(unsigned int nr_nodes, const unsigned int *distance);
+
+void gfa_numa_topology_free(struct gfa_numa_topology *t);
+
+/* Index of node id in t, or GFA_EFAULT / GFA_ENONODE.  Any thread. */
+int gfa_numa_node_index(const struct gfa_numa_topology *t, int node);
+
+/* Node id of CPU cpu, or GFA_EFAULT / GFA_ENOCPU.  Any thread. */
+int gfa_numa_cpu_node(const struct gfa_numa_topology *t, unsigned int cpu);
+
+/*
+ * Node id of a CPU set (mask: nbits bits, bit c = CPU c, as in cpu_set_t).  CPUs with no
+ * node in t are ignored.  Returns the node when all the others belong to one node, or
+ * GFA_EFAULT, GFA_EALIGN (empty set), GFA_ENOCPU (no CPU of the set has a node),
+ * GFA_ESPAN (CPUs of several nodes).  Any thread.
+ */
+int gfa_numa_cpuset_node(const struct gfa_numa_topology *t, const unsigned long *mask,
+			 size_t nbits);
+
+/*
+ * Node id of the calling thread: the node of its CPU affinity (sched_getaffinity) when
+ * that lies within one node; when the affinity spans nodes (an unpinned thread), the
+ * node of the CPU it runs on now (sched_getcpu), and *pinned (if non-NULL) says which.
+ * Returns the node or GFA_EFAULT, GFA_ENOCPU, or the syscall's error.  Makes a system
+ * call: look the node up once per thread, not per allocation.
+ */
+int gfa_numa_thread_node(const struct gfa_numa_topology *t, bool *pinned);
+
+/*
+ * Node ids of node's fallback order (itself first, then by distance; equal distances
+ * are taken round-robin from the node's own id, so nodes at one distance spread their
+ * fallbacks as the kernel's node_load does).  Writes at most max ids and returns the
+ * number of nodes, or GFA_EFAULT / GFA_ENONODE.
+ */
+int gfa_numa_zonelist(const struct gfa_numa_topology *t, int node, int *nodes, unsigned int max);
+
+/*
+ * Text like `numactl --hardware`: a header line ("fake topology: ..." or "topology:
+ * ..."), then per node its CPUs, size, free memory and zonelist, then the distance
+ * table.  snprintf-style: writes at most len bytes, returns the full length, or
+ * GFA_EFAULT.
+ */
+int gfa_numa_topology_text(const struct gfa_numa_topology *t, char *buf, size_t len);
+
+/* ---- pool configuration ---- */
+
+/*
+ * Fill *cfg (default tunables, as gfa_pool_config_init) with one zone per node of t:
+ * zone i has frames_per_node frames and zone.node = t->nodes[i].id.  Returns 0, or
+ * GFA_EFAULT, GFA_EALIGN (frames below a pageblock or above 2^31), GFA_ETOOBIG (more
+ * than a node's memory).  *cfg is unchanged on error.
+ */
+int gfa_numa_pool_config(struct gfa_pool_config *cfg, const struct gfa_numa_topology *t,
+			 uint64_t frames_per_node);
+/* The same with frames[i] frames for node index i (t->nr_nodes entries). */
+int gfa_numa_pool_config_nodes(struct gfa_pool_config *cfg, const struct gfa_numa_topology *t,
+			       const uint64_t *frames);
+
+/* ---- a pool placed on the topology ---- */
+
+struct gfa_numa_pool;
+
+/*
+ * Attach a pool made from gfa_numa_pool_config(t) to (a copy of) t; holds the per-node
+ * statistics.  Zone i must stand for t->nodes[i] (only the zone count can be checked).
+ * Returns NULL with errno: EFAULT, EINVAL (the pool's zone count differs from t's node
+ * count), ENOMEM.  Thread rules: attach/detach while no other thread
+ * uses np; detach leaves the pool alone.
+ */
+struct gfa_numa_pool *gfa_numa_attach(struct gfa_pool *pool, const struct gfa_numa_topology *t);
+void gfa_numa_detach(struct gfa_numa_pool *np);
+struct gfa_pool *gfa_numa_pool(const struct gfa_numa_pool *np);
+const struct gfa_numa_topology *gfa_numa_topology(const struct gfa_numa_pool *np);
+/* Zone index of node id, or GFA_EFAULT / GFA_ENONODE. */
+int gfa_numa_node_zone(const struct gfa_numa_pool *np, int node);
+
+/*
+ * Bind every zone's host memory to its node: mbind(MPOL_BIND, {phys_node},
+ * MPOL_MF_STRICT | MPOL_MF_MOVE) over the zone's mapping.  On a memfd mapping this sets
+ * the file's shared policy, so every later mapping of it (guest windows) follows it.
+ * Call before the memory is populated: pages already present are moved if they can
+ * be, and a page that cannot be is an error.  Returns 0, or GFA_EFAULT, -ENODEV (a
+ * zone without backing), or mbind's error (-EPERM in containers that forbid it,
+ * -EIO for a page that could not move, -EINVAL for a node the process may not use); on
+ * error the zones bound so far are reset to the default policy.
+ * Thread rules: not concurrent with populating or allocating from the pool.
+ */
+int gfa_numa_bind_pool(struct gfa_numa_pool *np);
+int gfa_numa_bind_zone(struct gfa_numa_pool *np, unsigned int zone);
+
+/*
+ * Fault in every frame of the pool (zone) for writing without changing its contents
+ * (MADV_POPULATE_WRITE; a read-and-write-back loop on kernels before 5.14).  Run it
+ * after binding, before guests start.  Returns 0, GFA_EFAULT, GFA_ERANGE, -ENODEV
+ * or madvise's error.
+ */
+int gfa_numa_populate_pool(struct gfa_numa_pool *np);
+int gfa_numa_populate_zone(struct gfa_numa_pool *np, unsigned int zone);
+
+/* What gfa_numa_verify_zone found. */
+struct gfa_numa_placement {
+	unsigned int zone;
+	int zone_node;          /* the zone's node in the topology */
+	bool fake;              /* fake topology: zone_node is carved from `node` */
+	int node;               /* the real node the memory must be on (phys_node) */
+	bool policy_ok;         /* get_mempolicy at the zone start: MPOL_BIND to node only */
+	int policy_mode;        /* the mode found (MPOL_*) */
+	uint64_t frames;        /* frames checked (the whole zone) */
+	uint64_t on_node;       /* present on node */
+	uint64_t elsewhere;     /* present on another node */
+	uint64_t not_present;   /* not faulted in yet (placed on first touch) */
+	int64_t first_wrong_pfn;   /* first frame found elsewhere, -1 if none */
+	int first_wrong_node;      /* and the node it was on */
+};
+
+/*
+ * Check where zone's frames are: the policy (get_mempolicy) and every present frame's
+ * node (move_pages(2) with no target nodes, which only reports).  Fills *p.  Returns 0,
+ * or GFA_EREMOTE (a frame on another node), GFA_EPOLICY (no MPOL_BIND to the node),
+ * GFA_EFAULT, GFA_ERANGE, -ENODEV (no backing), or the syscall's error.  Costs one
+ * move_pages call per 1024 frames.  Any thread.
+ */
+int gfa_numa_verify_zone(struct gfa_numa_pool *np, unsigned int zone, struct gfa_numa_placement *p);
+/* Every zone; p (if non-NULL) gets one entry per zone.  The first error is returned. */
+int gfa_numa_verify_pool(struct gfa_numa_pool *np, struct gfa_numa_placement *p);
+/* One line per placement: "zone 1 (node 1): 16384 frames, 16384 on node, ..." */
+int gfa_numa_placement_text(const struct gfa_numa_placement *p, char *buf, size_t len);
+
+/* ---- per-vCPU caches and allocation ---- */
+
+/*
+ * A cache over node's zone for the calling vCPU thread; node -1 = the node of the
+ * calling thread (gfa_numa_thread_node: its affinity, else its current CPU).
+ * Returns NULL with errno: EFAULT, ENODEV (no such node), ENXIO (the thread's CPUs have
+ * no node), ENOMEM.  Destroy with gfa_pcp_destroy.  Thread rules as gfa_pcp_create.
+ */
+struct gfa_pcp *gfa_numa_pcp_create(struct gfa_numa_pool *np, int node);
+/* Node id of the zone a cache serves, or GFA_EFAULT / -EINVAL (zone not in np's topology). */
+int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp);
+
+#define GFA_NUMA_REMOTE   0x100u  /* may place on other nodes (never compacting them) */
+#define GFA_NUMA_SMALLER  0x200u  /* may return a smaller order than asked */
+
+/*
+ * Allocate a block of 2^order frames for a requester on `node` (-1: pcp's node, or the
+ * calling thread's node without pcp), the kernel's THP placement:
+ *   1. the local node's zone, through pcp when given, with direct compaction (unless
+ *      flags has GFA_ALLOC_NOCOMPACT): the allocating thread compacts its own node only;
+ *   2. with GFA_NUMA_REMOTE, the other nodes' zones in zonelist order, free lists only
+ *      (GFA_ALLOC_NOCOMPACT); a remote node that had no huge block gets its background
+ *      worker woken (gfa_compactd_wake) instead;
+ *   3. with GFA_NUMA_SMALLER, orders order-1 .. 0: the local zone first (without
+ *      compaction: it ran already), then, with GFA_NUMA_REMOTE, the other zones;
+ *      local pieces beat remote ones below the huge order, where size buys no PMD.
+ * flags may also hold GFA_ALLOC_NOFALLBACK (passed on) and GFA_ALLOC_NOCOMPACT (no
+ * compaction anywhere).  *order_out (may be NULL) gets the order obtained.
+ * Returns the first pfn, or GFA_EFAULT, GFA_EORDER, GFA_EMIGRATE, GFA_EALIGN (unknown
+ * flags, or node and pcp disagree), GFA_ENONODE, GFA_ENOCPU, GFA_ENOMEM (nothing found),
+ * GFA_ETHREAD.  Counts per node: numa_hit, numa_miss, numa_foreign, ...
+ * Thread rules: any thread; pcp as gfa_pcp_alloc (its owner thread only).
+ */
+int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
+		       unsigned int order, enum gfa_migratetype mt, uint64_t owner,
+		       unsigned int flags, unsigned int *order_out);
+
+/* ---- claims (Xen's XENMEM_claim_pages, per node) ---- */
+
+/*
+ * Reserve nr_frames free frames of node's zone for owner (gfa_zone_claim).  Returns 0,
+ * or GFA_EFAULT, GFA_ENONODE, GFA_ETOOBIG (more frames than the node's zone has at
+ * all), -EEXIST (owner already claims on that node), -ENOSPC (more than the node's
+ * unclaimed free frames now, or the claim table is full).  Nothing changes on error.
+ */
+int gfa_numa_claim(struct gfa_numa_pool *np, int node, uint64_t owner, uint64_t nr_frames);
+/*
+ * Claims on several nodes at once, all or nothing: frames[i] frames on node index i
+ * (0 = no claim there).  Returns 0 or the first node's error (then no claim is kept).
+ */
+int gfa_numa_claim_nodes(struct gfa_numa_pool *np, uint64_t owner, const uint64_t *frames);
+/* Drop owner's claim on node: frames it did not use, or GFA_EFAULT, GFA_ENONODE, -ENOENT. */
+int64_t gfa_numa_unclaim(struct gfa_numa_pool *np, int node, uint64_t owner);
+/* Frames claimed on node (all owners), or GFA_EFAULT / GFA_ENONODE. */
+int64_t gfa_numa_claimed(struct gfa_numa_pool *np, int node);
+
+/* ---- statistics ---- */
+
+struct gfa_numa_node_stat {
+	int node;
+	unsigned int zone;
+	uint64_t nr_frames;
+	uint64_t nr_free;        /* frames free in the zone, caches included */
+	uint64_t nr_claimed;     /* frames promised to claims */
+	/* blocks placed by gfa_numa_alloc, the kernel's numastat names: */
+	uint64_t numa_hit;       /* served here for a requester on this node */
+	uint64_t numa_miss;      /* served here for a requester on another node */
+	uint64_t numa_foreign;   /* asked by this node, served on another */
+	uint64_t thp_local;      /* order >= 9 served here, for this node */
+	uint64_t thp_remote;     /* order >= 9 this node asked for, served elsewhere */
+	uint64_t order_fallback; /* this node's requests served at a smaller order */
+	uint64_t alloc_fail;     /* this node's requests that got nothing */
+	/* remote zones this node's requests tried with compaction allowed: by design 0 */
+	uint64_t compact_remote;
+};
+/* Snapshot of node's statistics.  0, GFA_EFAULT, GFA_ENONODE.  Any thread. */
+int gfa_numa_node_stat(struct gfa_numa_pool *np, int node, struct gfa_numa_node_stat *st);
+/*
+ * Per-node summary text: a topology header (saying "fake" for a fake topology), then
+ * one line per node ("Node 0: frames ... free ... claimed ... numa_hit ...").  The
+ * free lists per node are gfa_pool_buddyinfo's lines (labelled with the node id).
+ * snprintf-style; GFA_EFAULT.
+ */
+int gfa_numa_stat_text(struct gfa_numa_pool *np, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GFA_NUMA_H */

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal structures of the numa layer.  Not installed. */
+#ifndef GFA_NUMA_INTERNAL_H
+#define GFA_NUMA_INTERNAL_H
+
+#include <stdatomic.h>
+#include <gfa/numa.h>
+
+/* Per-node counters of gfa_numa_alloc (relaxed atomics: statistics only). */
+struct numa_node_counters {
+	_Atomic uint64_t numa_hit, numa_miss, numa_foreign;
+	_Atomic uint64_t thp_local, thp_remote, order_fallback, alloc_fail;
+	_Atomic uint64_t compact_remote;
+};
+
+struct gfa_numa_pool {
+	struct gfa_pool *pool;
+	struct gfa_numa_topology topo;          /* a copy: the caller's may go away */
+	struct numa_node_counters c[GFA_NUMA_MAX_NODES];
+};
+
+/* Bits in the nodemask handed to mbind/get_mempolicy (the kernel's MAX_NUMNODES max). */
+#define NUMA_MASK_BITS 1024
+#define NUMA_MASK_LONGS (NUMA_MASK_BITS / (8 * sizeof(unsigned long)))
+
+/* Zone z's host address and length; -ENODEV when the pool has no backing for it. */
+int numa_zone_range(struct gfa_numa_pool *np, unsigned int zone, void **addr, size_t *len);
+
+/* snprintf-style appender shared by the text functions. */
+struct numa_sb {
+	char *buf;
+	size_t len;
+	size_t pos;
+};
+void numa_sb_printf(struct numa_sb *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int numa_sb_finish(struct numa_sb *sb);
+
+#endif
