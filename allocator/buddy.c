@@ -11,6 +11,17 @@ static struct gfa_frame *F(struct gfa_zone *z, uint64_t pfn)
 	return &z->pool->frames[pfn];
 }
 
+/* Keep each pageblock's count of free frames (an order-10 block spans two). */
+static void pb_account_free(struct gfa_zone *z, uint64_t pfn, unsigned int order, int sign)
+{
+	if (order <= GFA_PAGEBLOCK_ORDER) {
+		pfn_pageblock(z, pfn)->nr_free += (uint16_t)(sign * (1 << order));
+		return;
+	}
+	for (uint64_t p = pfn; p < pfn + (1UL << order); p += GFA_PAGEBLOCK_FRAMES)
+		pfn_pageblock(z, p)->nr_free += (uint16_t)(sign * (int)GFA_PAGEBLOCK_FRAMES);
+}
+
 void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 		    unsigned int order, unsigned int mt, bool tail)
 {
@@ -37,6 +48,7 @@ void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 	l->nr++;
 	z->area[order].nr_free++;
 	z->nr_free += 1UL << order;
+	pb_account_free(z, pfn, order, 1);
 }
 
 void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
@@ -56,6 +68,7 @@ void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 	l->nr--;
 	z->area[f->order].nr_free--;
 	z->nr_free -= 1UL << f->order;
+	pb_account_free(z, pfn, f->order, -1);
 }
 
 static bool pfn_in_zone(const struct gfa_zone *z, uint64_t pfn, unsigned int order)
@@ -122,7 +135,8 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 		mt = pfn_pageblock(z, pfn)->mt;
 	if (compaction_capture(z, pfn, order, mt))
 		return true;
-	buddy_list_add(z->pool, z, pfn, order, mt, false);
+	/* blocks with released frames are reused last: a host fault costs more */
+	buddy_list_add(z->pool, z, pfn, order, mt, pfn_pageblock(z, pfn)->nr_released != 0);
 	return false;
 }
 
@@ -306,8 +320,10 @@ int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt,
 
 	for (;;) {
 		pfn = rmqueue_smallest(z, order, mt);
-		if (pfn >= 0)
+		if (pfn >= 0) {
+			release_clear(z, (uint64_t)pfn, 1UL << order);
 			return pfn;
+		}
 		if (nofallback || !rmqueue_fallback(z, order, mt))
 			return -1;
 		z->c.vm.pgalloc_fallback++;

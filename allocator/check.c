@@ -7,12 +7,55 @@
 #include <string.h>
 #include "allocator/internal.h"
 
+#define FAIL(...) do { snprintf(msg, len, __VA_ARGS__); return -EUCLEAN; } while (0)
+
 struct zone_tally {
 	uint64_t free_blocks[GFA_NR_ORDERS][GFA_MT_TYPES];
-	uint64_t free_frames;
+	uint64_t free_frames, released, inflight;
 };
 
-#define FAIL(...) do { snprintf(msg, len, __VA_ARGS__); return -EUCLEAN; } while (0)
+/* Released bits: only on free frames; per-pageblock and zone counts must agree. */
+static int check_released(struct gfa_zone *z, uint64_t pfn, unsigned int st, unsigned int order,
+			  struct zone_tally *t, char *msg, size_t len)
+{
+	for (uint64_t p = pfn; p < pfn + (1UL << order); p++) {
+		if (!release_test(z, p))
+			continue;
+		if (st != GFA_FRAME_FREE)
+			FAIL("zone %u: pfn %lu is marked released but its block is not free (state %u)",
+			     z->id, (unsigned long)p, st);
+		t->released++;
+	}
+	if (st == GFA_FRAME_INFLIGHT)
+		t->inflight += 1UL << order;
+	return 0;
+}
+
+static int check_pageblock_counts(struct gfa_zone *z, char *msg, size_t len)
+{
+	for (uint64_t pb = 0; pb < z->nr_pageblocks; pb++) {
+		uint64_t start = z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER), nfree = 0, nrel = 0;
+		uint64_t pfn = frame_find_head(z->pool, z, start);
+
+		for (uint64_t p = start; p < start + GFA_PAGEBLOCK_FRAMES && p < z->start_pfn + z->nr_frames; p++)
+			nrel += release_test(z, p);
+		while (pfn < start + GFA_PAGEBLOCK_FRAMES && pfn < z->start_pfn + z->nr_frames) {
+			struct gfa_frame *f = &z->pool->frames[pfn];
+			uint64_t lo = pfn > start ? pfn : start, hi = pfn + (1UL << f->order);
+
+			if (hi > start + GFA_PAGEBLOCK_FRAMES)
+				hi = start + GFA_PAGEBLOCK_FRAMES;
+			if (fstate(f) == GFA_FRAME_FREE)
+				nfree += hi - lo;
+			pfn += 1UL << f->order;
+		}
+		if (nfree != z->pageblocks[pb].nr_free || nrel != z->pageblocks[pb].nr_released)
+			FAIL("zone %u: pageblock %lu counts %u free %u released, frames say %lu and %lu",
+			     z->id, (unsigned long)pb, z->pageblocks[pb].nr_free,
+			     z->pageblocks[pb].nr_released, (unsigned long)nfree, (unsigned long)nrel);
+	}
+	return 0;
+}
 
 static bool should_have_merged(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 {
@@ -49,6 +92,8 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 		if (f->mt >= GFA_MT_TYPES)
 			FAIL("zone %u: block at pfn %lu has bad migratetype %u", z->id,
 			     (unsigned long)pfn, f->mt);
+		if (check_released(z, pfn, st, order, t, msg, len))
+			return -EUCLEAN;
 		if (st == GFA_FRAME_FREE) {
 			t->free_blocks[order][f->mt]++;
 			t->free_frames += 1UL << order;
@@ -99,6 +144,10 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 	if (t->free_frames != z->nr_free)
 		FAIL("zone %u: nr_free %lu but free blocks hold %lu frames", z->id,
 		     (unsigned long)z->nr_free, (unsigned long)t->free_frames);
+	if (t->released != z->nr_released || t->inflight != z->nr_inflight)
+		FAIL("zone %u: counters say %lu released, %lu in flight; frames say %lu and %lu",
+		     z->id, (unsigned long)z->nr_released, (unsigned long)z->nr_inflight,
+		     (unsigned long)t->released, (unsigned long)t->inflight);
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
 		if (z->pageblocks[i].mt >= GFA_MT_TYPES)
 			FAIL("zone %u: pageblock %lu has migratetype %u", z->id,
@@ -116,6 +165,8 @@ static int check_zone(struct gfa_zone *z, char *msg, size_t len)
 	err = check_blocks(z, &t, msg, len);
 	if (!err)
 		err = check_lists(z, &t, msg, len);
+	if (!err)
+		err = check_pageblock_counts(z, msg, len);
 	pthread_mutex_unlock(&z->lock);
 	return err;
 }

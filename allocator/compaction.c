@@ -213,6 +213,7 @@ static void isolate_free_block(struct compact_control *cc, uint64_t pfn)
 	unsigned int order = FR(cc, pfn)->order;
 
 	buddy_list_del(cc->zone->pool, cc->zone, pfn);
+	release_clear(cc->zone, pfn, 1UL << order);   /* a target gets written */
 	cc_add_free(cc, pfn, order);
 	cc->zone->c.vm.compact_isolated++;
 }
@@ -902,6 +903,7 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			cap = -1;
 		}
 		if (cap >= 0) {
+			release_clear(z, (uint64_t)cap, 1UL << order);
 			claim_consume(z, owner, order);
 			frame_mark_allocated(&z->pool->frames[cap], mt, owner);
 			z->c.vm.compact_capture++;

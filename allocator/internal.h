@@ -85,7 +85,8 @@ static inline void frame_set_owner(struct gfa_frame *f, uint64_t owner)
 struct gfa_pageblock {
 	uint8_t mt;
 	uint8_t flags;
-	uint16_t spare;
+	uint16_t nr_free;       /* frames of this pageblock on the buddy lists */
+	uint16_t nr_released;   /* of those, released to the host */
 };
 
 struct gfa_free_list {
@@ -125,6 +126,10 @@ struct gfa_zone {
 	uint64_t compact_cached_migrate_pfn[2];  /* [0] async, [1] sync */
 	uint64_t compact_cached_free_pfn;
 	bool compact_blockskip_flush;            /* scanners met: reset skip bits next time */
+	/* host release (zone lock) */
+	uint64_t *released;             /* bit per frame: free and released to the host */
+	uint64_t nr_released, nr_inflight;
+	struct gfa_release_policy rp;
 	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
 	struct { uint64_t owner, frames; } claims[GFA_MAX_CLAIMS];
 	unsigned int nr_claims;
@@ -221,6 +226,17 @@ void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner);
 int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			  uint64_t owner, unsigned int flags);
 void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
+
+/* ---- release.c ---- */
+int release_zone_init(struct gfa_zone *z);
+/* A block leaves the free lists for an owner: its frames are populated from now on. */
+void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
+static inline bool release_test(const struct gfa_zone *z, uint64_t pfn)
+{
+	uint64_t i = pfn - z->start_pfn;
+
+	return z->released[i / 64] & (1ULL << (i % 64));
+}
 
 /* ---- claim.c ---- */
 /* May owner take 2^order frames without eating others' claims?  (zone lock held) */

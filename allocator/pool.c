@@ -65,6 +65,8 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 		return -ENOMEM;
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
 		z->pageblocks[i].mt = GFA_MT_MOVABLE;
+	if (release_zone_init(z))
+		return -ENOMEM;
 	pthread_mutex_init(&z->lock, NULL);
 	zone_free_all(z);
 	pcp_zone_init(pool, z);
@@ -128,6 +130,7 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 		if (pool->zones[i].pageblocks)
 			pthread_mutex_destroy(&pool->zones[i].lock);
 		free(pool->zones[i].pageblocks);
+		free(pool->zones[i].released);
 	}
 	free(pool->frames);
 	free(pool);

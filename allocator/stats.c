@@ -56,8 +56,12 @@ int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
 			st->nr_free_blocks[o][t] = z->area[o].list[t].nr;
-	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
+	for (uint64_t i = 0; i < z->nr_pageblocks; i++) {
 		st->nr_pageblocks[z->pageblocks[i].mt]++;
+		st->nr_sidelined += z->pageblocks[i].nr_released != 0;
+	}
+	st->nr_released = z->nr_released;
+	st->nr_inflight = z->nr_inflight;
 	pthread_mutex_unlock(&z->lock);
 	pcp_stat_blocks(pool, zone, st->nr_pcp_blocks);
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)

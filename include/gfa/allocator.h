@@ -222,6 +222,10 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	X(compact_daemon_wake)     /* background compaction runs */ \
 	X(compact_daemon_migrate_scanned) X(compact_daemon_free_scanned) \
 	X(pgmigrate_success) X(pgmigrate_fail) \
+	X(release_isolated)        /* frames taken out for release to the host */ \
+	X(release_done)            /* frames the host took back */ \
+	X(release_failed)          /* frames that came back still populated */ \
+	X(release_populated)       /* released frames populated again ahead of use */ \
 	X(thp_collapse_alloc) X(thp_collapse_alloc_failed) \
 	X(err_fault) X(err_range) X(err_align) X(err_order) X(err_migratetype) \
 	X(err_double_free) X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) \
@@ -243,6 +247,9 @@ struct gfa_zone_stat {
 	uint64_t nr_free_blocks[GFA_NR_ORDERS][GFA_MT_TYPES]; /* blocks per order and type */
 	uint64_t nr_pcp_blocks[GFA_NR_ORDERS];               /* cached blocks per order */
 	uint64_t nr_pageblocks[GFA_MT_TYPES];                /* pageblocks per type */
+	uint64_t nr_released;       /* free frames whose host memory was given back */
+	uint64_t nr_inflight;       /* frames with a release (or populate) in flight */
+	uint64_t nr_sidelined;      /* pageblocks holding released frames (reused last) */
 };
 
 /* Snapshot of zone z (takes its lock).  Returns 0, GFA_EFAULT, GFA_ERANGE. */
@@ -365,6 +372,56 @@ int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uin
 int64_t gfa_zone_unclaim(struct gfa_pool *pool, unsigned int zone, uint64_t owner);
 /* Frames still claimed in the zone, all owners. */
 uint64_t gfa_zone_claimed(struct gfa_pool *pool, unsigned int zone);
+
+/* ---- returning memory to the host (policy; the vmm layer does the punching) ---- */
+
+/*
+ * Per-zone depopulation policy, after "percpu: partial chunk depopulation" (seed 002):
+ * keep between low and high populated free frames (a reserve, so allocations do not wait
+ * for host faults); beyond high, release fully free pageblocks first, then pageblocks
+ * with at least 1/min_empty_frac of their frames empty and populated (or released
+ * before and empty again), highest pfns first.  Blocks holding released frames go to
+ * the tail of the free lists, so they are reused last ("sidelined"); being on the free
+ * lists, a sidelined pageblock that becomes fully free is never stranded.
+ */
+struct gfa_release_policy {
+	uint64_t low, high;             /* populated free frames to keep (low <= high) */
+	unsigned int min_empty_frac;    /* 4: a pageblock qualifies at 1/4 empty */
+};
+/* 0, GFA_EFAULT, GFA_ERANGE, GFA_EALIGN (low > high or frac 0). Any thread. */
+int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
+				const struct gfa_release_policy *p);
+
+struct gfa_frame_range {
+	uint64_t pfn;
+	uint64_t nr;                    /* frames */
+};
+
+/*
+ * One shrink step: take up to max_frames populated free frames that the policy says
+ * to release off the free lists (state INFLIGHT: never handed out), as up to
+ * max_ranges coalesced ranges, highest first.  Returns ranges filled (0: nothing to do
+ * - the zone is at or below its high mark), GFA_EFAULT, GFA_ERANGE.  The caller
+ * releases them and reports each with gfa_zone_release_done.
+ */
+int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+			     unsigned int max_ranges, uint64_t max_frames);
+/*
+ * One grow step: when the zone has fewer than `low` populated free frames, take
+ * released free frames (lowest first) up to `high`, to be populated by the caller and
+ * reported with gfa_zone_populate_done.  Same returns as above.
+ */
+int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+			      unsigned int max_ranges, uint64_t max_frames);
+/*
+ * Put an isolated range back on the free lists: released (the host memory is gone and
+ * reads as zero) or not (the frames are populated: a failed release, or a grow).
+ * Returns 0, GFA_EFAULT, GFA_ERANGE, GFA_EBUSY (part of the range is not in flight:
+ * nothing changes).  Any thread (release engines call it from their threads).
+ */
+int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released);
+/* The same for a range taken by gfa_zone_populate_isolate, now populated. */
+int gfa_zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
 
 /* ---- moving frames: owners and compaction ---- */
 

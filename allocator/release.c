@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Which free frames go back to the host, and when (seed 002, "percpu: partial chunk
+ * depopulation", adapted to pageblocks).  Pure policy: the vmm layer punches the
+ * ranges out of the memfds and reports back.
+ *
+ * State: a bit per frame says "free and released" (the host memory is gone; it reads
+ * as zero when touched).  Only free frames carry the bit: taking a block off the free
+ * lists clears it (release_clear), so `populated free = nr_free - nr_released`.  Frames
+ * being released or populated are INFLIGHT: off the lists, never handed out.
+ */
+#include <stdlib.h>
+#include "allocator/internal.h"
+
+#define RELEASE_MAX_LOCAL 512
+
+int release_zone_init(struct gfa_zone *z)
+{
+	z->released = calloc((z->nr_frames + 63) / 64, sizeof(uint64_t));
+	if (!z->released)
+		return -ENOMEM;
+	/* defaults: keep 1/32 of the zone (at least 4 MiB) populated, low at half */
+	z->rp.high = z->nr_frames / 32 > 1024 ? z->nr_frames / 32 : 1024;
+	z->rp.low = z->rp.high / 2;
+	z->rp.min_empty_frac = 4;
+	return 0;
+}
+
+/* Set or clear the released bits of [pfn, pfn + nr); returns how many changed. */
+static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool set)
+{
+	uint64_t changed = 0;
+
+	for (uint64_t p = pfn; p < pfn + nr; p++) {
+		uint64_t i = p - z->start_pfn, bit = 1ULL << (i % 64);
+
+		if (!!(z->released[i / 64] & bit) == set)
+			continue;
+		z->released[i / 64] ^= bit;
+		pfn_pageblock(z, p)->nr_released += set ? 1 : (uint16_t)-1;
+		changed++;
+	}
+	return changed;
+}
+
+static bool release_bits_all(const struct gfa_zone *z, uint64_t pfn, uint64_t nr)
+{
+	for (uint64_t p = pfn; p < pfn + nr; p++)
+		if (!release_test(z, p))
+			return false;
+	return true;
+}
+
+static bool release_bits_any(const struct gfa_zone *z, uint64_t pfn, uint64_t nr)
+{
+	for (uint64_t p = pfn; p < pfn + nr; p++)
+		if (release_test(z, p))
+			return true;
+	return false;
+}
+
+void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
+{
+	if (!z->nr_released)
+		return;
+	for (uint64_t p = pfn; p < pfn + nr; p += GFA_PAGEBLOCK_FRAMES) {
+		/* skip whole pageblocks without released frames */
+		uint64_t end = (p | (GFA_PAGEBLOCK_FRAMES - 1)) + 1;
+
+		if (end > pfn + nr)
+			end = pfn + nr;
+		if (pfn_pageblock(z, p)->nr_released)
+			z->nr_released -= release_bits(z, p, end - p, false);
+		p = end - GFA_PAGEBLOCK_FRAMES;
+	}
+}
+
+int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
+				const struct gfa_release_policy *p)
+{
+	if (!pool || !p)
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	if (p->low > p->high || !p->min_empty_frac)
+		return GFA_EALIGN;
+	pthread_mutex_lock(&pool->zones[zone].lock);
+	pool->zones[zone].rp = *p;
+	pthread_mutex_unlock(&pool->zones[zone].lock);
+	return 0;
+}
+
+struct range_out {
+	struct gfa_frame_range *out;
+	unsigned int max, n;
+};
+
+/* Append [pfn, pfn + nr) to the output, merging with an adjacent last range. */
+static bool range_add(struct range_out *ro, uint64_t pfn, uint64_t nr)
+{
+	struct gfa_frame_range *last = ro->n ? &ro->out[ro->n - 1] : NULL;
+
+	if (last && last->pfn == pfn + nr) {
+		last->pfn = pfn;
+		last->nr += nr;
+		return true;
+	}
+	if (last && last->pfn + last->nr == pfn) {
+		last->nr += nr;
+		return true;
+	}
+	if (ro->n == ro->max)
+		return false;
+	ro->out[ro->n++] = (struct gfa_frame_range){ pfn, nr };
+	return true;
+}
+
+/* Take a free block off the lists for the host path; returns its populated frames. */
+static uint64_t isolate_for_host(struct gfa_zone *z, uint64_t pfn)
+{
+	struct gfa_frame *f = &z->pool->frames[pfn];
+	uint64_t nr = 1UL << f->order, had;
+
+	buddy_list_del(z->pool, z, pfn);
+	had = release_bits(z, pfn, nr, false);
+	z->nr_released -= had;
+	fstate_set(f, GFA_FRAME_INFLIGHT);
+	z->nr_inflight += nr;
+	return nr - had;
+}
+
+/* Free blocks of one pageblock, in pfn order (zone lock held). */
+static unsigned int pageblock_free_blocks(struct gfa_zone *z, uint64_t start, uint64_t *heads)
+{
+	uint64_t pfn = frame_find_head(z->pool, z, start), end = start + GFA_PAGEBLOCK_FRAMES;
+	unsigned int n = 0;
+
+	if (pfn == GFA_NIL)
+		return 0;
+	/* a free block larger than a pageblock that started earlier counts here too */
+	if (pfn < start && fstate(&z->pool->frames[pfn]) != GFA_FRAME_FREE)
+		pfn += 1UL << z->pool->frames[pfn].order;
+	for (; pfn < end && pfn < z->start_pfn + z->nr_frames; pfn += 1UL << z->pool->frames[pfn].order)
+		if (fstate(&z->pool->frames[pfn]) == GFA_FRAME_FREE)
+			heads[n++] = pfn;
+	return n;
+}
+
+static bool pageblock_eligible(struct gfa_zone *z, const struct gfa_pageblock *pb)
+{
+	unsigned int empty = pb->nr_free - pb->nr_released;
+
+	if (!empty)
+		return false;
+	/* seed 002: a quarter empty and populated, or released before and empty again */
+	return empty >= GFA_PAGEBLOCK_FRAMES / z->rp.min_empty_frac || pb->nr_released;
+}
+
+/*
+ * Release one pageblock's empty populated blocks, highest first.  Returns populated
+ * frames isolated; stops when the output is full or the budget is spent.
+ */
+static uint64_t release_pageblock(struct gfa_zone *z, uint64_t start, uint64_t budget,
+				  struct range_out *ro)
+{
+	uint64_t heads[RELEASE_MAX_LOCAL], got = 0;
+	unsigned int n = pageblock_free_blocks(z, start, heads);
+
+	while (n-- && got < budget) {
+		struct gfa_frame *f = &z->pool->frames[heads[n]];
+		uint64_t nr = 1UL << f->order;
+
+		if (ro->n == ro->max && !(ro->out[ro->n - 1].pfn == heads[n] + nr))
+			break;
+		if (release_bits_all(z, heads[n], nr))
+			continue;   /* already released: nothing to give back */
+		if (nr > budget - got && nr > 1)
+			continue;   /* would eat into the reserve: smaller blocks may fit */
+		got += isolate_for_host(z, heads[n]);
+		range_add(ro, heads[n], nr);
+	}
+	return got;
+}
+
+int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+			     unsigned int max_ranges, uint64_t max_frames)
+{
+	struct range_out ro = { out, max_ranges, 0 };
+	struct gfa_zone *z;
+	uint64_t populated, budget, got = 0;
+
+	if (!pool || (!out && max_ranges))
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	z = &pool->zones[zone];
+	pthread_mutex_lock(&z->lock);
+	populated = z->nr_free - z->nr_released;
+	budget = populated > z->rp.high ? populated - z->rp.high : 0;
+	if (budget > max_frames)
+		budget = max_frames;
+	/* fully free pageblocks first (whole 2 MiB punches), then eligible ones */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint64_t pb = z->nr_pageblocks; pb-- && got < budget && ro.n < ro.max;) {
+			struct gfa_pageblock *b = &z->pageblocks[pb];
+			bool whole = b->nr_free == GFA_PAGEBLOCK_FRAMES;
+
+			if ((pass == 0) != whole || !pageblock_eligible(z, b))
+				continue;
+			got += release_pageblock(z, z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER),
+						 budget - got, &ro);
+		}
+	}
+	z->c.vm.release_isolated += got;
+	pthread_mutex_unlock(&z->lock);
+	return (int)ro.n;
+}
+
+int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+			      unsigned int max_ranges, uint64_t max_frames)
+{
+	struct range_out ro = { out, max_ranges, 0 };
+	uint64_t heads[RELEASE_MAX_LOCAL], populated, budget, got = 0;
+	struct gfa_zone *z;
+
+	if (!pool || (!out && max_ranges))
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	z = &pool->zones[zone];
+	pthread_mutex_lock(&z->lock);
+	populated = z->nr_free - z->nr_released;
+	budget = populated < z->rp.low ? z->rp.high - populated : 0;
+	if (budget > max_frames)
+		budget = max_frames;
+	for (uint64_t pb = 0; pb < z->nr_pageblocks && got < budget && ro.n < ro.max; pb++) {
+		unsigned int n;
+
+		if (!z->pageblocks[pb].nr_released)
+			continue;
+		n = pageblock_free_blocks(z, z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER), heads);
+		for (unsigned int i = 0; i < n && got < budget && ro.n < ro.max; i++) {
+			uint64_t nr = 1UL << z->pool->frames[heads[i]].order;
+
+			if (!release_bits_any(z, heads[i], nr))
+				continue;
+			got += nr - isolate_for_host(z, heads[i]);
+			range_add(&ro, heads[i], nr);
+		}
+	}
+	z->c.vm.release_populated += got;
+	pthread_mutex_unlock(&z->lock);
+	return (int)ro.n;
+}
+
+/* Check every head in the range is INFLIGHT before touching anything. */
+static bool range_inflight(struct gfa_zone *z, uint64_t pfn, uint64_t end)
+{
+	while (pfn < end) {
+		struct gfa_frame *f = &z->pool->frames[pfn];
+
+		if (fstate(f) != GFA_FRAME_INFLIGHT || pfn + (1UL << f->order) > end)
+			return false;
+		pfn += 1UL << f->order;
+	}
+	return true;
+}
+
+static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released, bool failure);
+
+int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released)
+{
+	return host_done(pool, pfn, nr, released, !released);
+}
+
+int gfa_zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
+{
+	return host_done(pool, pfn, nr, false, false);
+}
+
+static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released, bool failure)
+{
+	struct gfa_zone *z;
+	uint64_t end = pfn + nr;
+	int err = 0;
+
+	if (!pool)
+		return GFA_EFAULT;
+	z = pool_pfn_zone(pool, pfn);
+	if (!z || !nr || end > z->start_pfn + z->nr_frames)
+		return GFA_ERANGE;
+	pthread_mutex_lock(&z->lock);
+	if (!range_inflight(z, pfn, end)) {
+		err = GFA_EBUSY;
+		goto out;
+	}
+	while (pfn < end) {
+		struct gfa_frame *f = &pool->frames[pfn];
+		unsigned int order = f->order;
+
+		z->nr_inflight -= 1UL << order;
+		if (released) {
+			z->nr_released += release_bits(z, pfn, 1UL << order, true);
+			z->c.vm.release_done += 1UL << order;
+		} else if (failure) {
+			z->c.vm.release_failed += 1UL << order;
+		}
+		fstate_set(f, 0);
+		buddy_free_block(z, pfn, order);
+		pfn += 1UL << order;
+	}
+out:
+	pthread_mutex_unlock(&z->lock);
+	if (err)
+		pool_count_err(pool, err);
+	return err;
+}

@@ -1,0 +1,153 @@
+/* The host-release policy of the allocator (seed 002 invariants). */
+#include "tests/test_util.h"
+
+#define PB GFA_PAGEBLOCK_FRAMES
+
+static struct gfa_pool *depop_pool(uint64_t pageblocks, uint64_t low, uint64_t high)
+{
+	struct gfa_pool *p = tu_pool(pageblocks * PB);
+	struct gfa_release_policy rp = { .low = low, .high = high, .min_empty_frac = 4 };
+
+	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
+	return p;
+}
+
+static struct gfa_zone_stat zst(struct gfa_pool *p)
+{
+	struct gfa_zone_stat st;
+
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	return st;
+}
+
+static uint64_t populated_free(struct gfa_pool *p)
+{
+	struct gfa_zone_stat st = zst(p);
+
+	return st.nr_free_buddy - st.nr_released;
+}
+
+static void done_all(struct gfa_pool *p, struct gfa_frame_range *r, int n, bool ok)
+{
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(gfa_zone_release_done(p, r[i].pfn, r[i].nr, ok), 0);
+}
+
+Test(depop, whole_pageblocks_highest_first_down_to_the_reserve)
+{
+	struct gfa_pool *p = depop_pool(16, 256, 512);
+	struct gfa_frame_range r[64];
+	int n = gfa_zone_release_isolate(p, 0, r, 64, UINT64_MAX);
+	struct gfa_zone_stat st;
+
+	cr_assert_eq(n, 1, "adjacent blocks coalesce into one range");
+	cr_assert_eq(r[0].pfn + r[0].nr, 16 * PB, "released from the top");
+	/* the reserve is one pageblock; blocks are not split, so one 4 MiB block stays */
+	cr_assert_eq(r[0].nr, 14 * PB, "keeps the high reserve, rounded up to whole blocks");
+	st = zst(p);
+	cr_assert_eq(st.nr_inflight, 14 * PB);
+	ASSERT_POOL_OK(p);
+	/* frames in flight are never handed out */
+	for (int i = 0; i < 2 * (int)PB; i++) {
+		int64_t a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+
+		cr_assert_geq(a, 0);
+		cr_assert_lt((uint64_t)a, r[0].pfn);
+	}
+	cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), GFA_ENOMEM);
+	done_all(p, r, n, true);
+	st = zst(p);
+	cr_assert_eq(st.nr_released, 14 * PB);
+	cr_assert_eq(st.nr_sidelined, 14);
+	cr_assert_eq(gfa_zone_release_isolate(p, 0, r, 64, UINT64_MAX), 0, "nothing populated left");
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+Test(depop, released_frames_are_reused_last_and_come_back_populated)
+{
+	struct gfa_pool *p = depop_pool(8, 0, 2 * PB);
+	struct gfa_frame_range r[16];
+	int n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+	struct gfa_vmstat vs;
+
+	cr_assert_gt(n, 0);
+	done_all(p, r, n, true);
+	/* two populated pageblocks are served first */
+	for (int i = 0; i < 2 * (int)PB; i++) {
+		int64_t a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+
+		cr_assert_lt((uint64_t)a, 2 * PB, "pfn %ld came from a released pageblock early", a);
+	}
+	/* then released ones, which are populated once handed out */
+	cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), (int64_t)(2 * PB));
+	cr_assert_eq(zst(p).nr_released, 6 * PB - 1);
+	gfa_pool_vmstat(p, &vs);
+	cr_assert_eq(vs.release_done, 6 * PB);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+Test(depop, quarter_empty_rule_and_failure_keeps_frames_populated)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	int64_t a[PB];
+	struct gfa_frame_range r[64];
+	int n;
+
+	/* fill one pageblock's worth of order-0 frames everywhere but leave 100 free */
+	for (uint64_t i = 0; i < 4 * PB; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0);
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(gfa_free(p, (uint64_t)i * 2, 0, 1), 0);
+	cr_assert_eq(gfa_zone_release_isolate(p, 0, r, 64, UINT64_MAX), 0,
+		     "100 of 512 empty is under a quarter");
+	for (int i = 100; i < 140; i++)
+		gfa_free(p, (uint64_t)i * 2, 0, 1);
+	n = gfa_zone_release_isolate(p, 0, r, 64, UINT64_MAX);
+	cr_assert_gt(n, 0, "140 of 512 empty qualifies");
+	cr_assert_eq(r[0].pfn, 278, "highest first");
+	done_all(p, r, n, false);
+	cr_assert_eq(zst(p).nr_released, 0, "a failed release leaves frames populated");
+	cr_assert_eq(populated_free(p), 140);
+	ASSERT_POOL_OK(p);
+	(void)a;
+	gfa_pool_destroy(p);
+}
+
+Test(depop, grow_populates_when_below_low)
+{
+	struct gfa_pool *p = depop_pool(8, PB, 2 * PB);
+	struct gfa_frame_range r[16];
+	int n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+
+	done_all(p, r, n, true);
+	cr_assert_eq(gfa_zone_populate_isolate(p, 0, r, 16, UINT64_MAX), 0, "at high: no grow");
+	for (int i = 0; i < (int)(PB + PB / 2); i++)
+		gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	n = gfa_zone_populate_isolate(p, 0, r, 16, UINT64_MAX);
+	cr_assert_gt(n, 0);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
+	cr_assert_geq(populated_free(p), 2 * PB - PB / 2);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+Test(depop, bad_completions_change_nothing)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_frame_range r[4];
+	struct gfa_release_policy bad = { .low = 5, .high = 4, .min_empty_frac = 4 };
+	int n = gfa_zone_release_isolate(p, 0, r, 4, UINT64_MAX);
+
+	cr_assert_eq(n, 1);
+	cr_assert_eq(gfa_zone_release_done(p, 1UL << 30, 1, true), GFA_ERANGE);
+	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn, r[0].nr + 1, true), GFA_ERANGE);
+	cr_assert_eq(gfa_zone_release_done(NULL, 0, 1, true), GFA_EFAULT);
+	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &bad), GFA_EALIGN);
+	done_all(p, r, n, true);
+	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn, r[0].nr, true), GFA_EBUSY, "twice");
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
