@@ -42,7 +42,7 @@ GFACTL  := $(BUILD)/gfactl
 TESTBIN := $(BUILD)/tests/gfa-tests
 
 .PHONY: all deps deps-test run test check asan tsan bench install clean tidy cppcheck \
-        bench-buddy bench-pcp bench-thpscale bench-release
+        sanitized-test bench-buddy bench-pcp bench-thpscale bench-release
 all: $(SO) $(A) $(GFACTL) $(EX_BIN) $(BENCH_BIN)
 
 deps:
@@ -100,7 +100,9 @@ run: deps-test
 	$(MAKE) all
 	$(GFACTL) vmstart $(ARGS)
 
-bench-%: deps
+# (a static pattern rule: GNU make skips implicit rules for .PHONY targets)
+BENCH_TARGETS := $(BENCH_SRC:bench/%.c=bench-%)
+$(BENCH_TARGETS): bench-%: deps
 	$(MAKE) $(BUILD)/bench/$*
 	$(BUILD)/bench/$* $(ARGS)
 bench: deps

@@ -158,3 +158,40 @@ int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t o
 		pool_count_err(pool, err);
 	return err;
 }
+
+int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner,
+		    unsigned int new_order)
+{
+	struct gfa_zone *z = NULL;
+	struct gfa_frame *f;
+	uint32_t index;
+	unsigned int mt;
+	int err = free_args(pool, pfn, order, &z);
+
+	if (!err && new_order >= order)
+		err = GFA_EORDER;
+	if (err)
+		goto out;
+	pthread_mutex_lock(&z->lock);
+	/* hold the block as ISOLATED while the pieces are written, like a free would */
+	err = frame_claim_free(pool, z, pfn, order, owner, GFA_FRAME_ISOLATED);
+	if (!err) {
+		f = &pool->frames[pfn];
+		mt = f->mt;
+		index = __atomic_load_n(&f->spare, __ATOMIC_RELAXED);
+		for (uint64_t k = (1UL << order) >> new_order; k-- > 0;) {
+			struct gfa_frame *p = &pool->frames[pfn + (k << new_order)];
+
+			p->order = (uint8_t)new_order;
+			p->mt = (uint8_t)mt;
+			__atomic_store_n(&p->spare, index + (uint32_t)(k << new_order), __ATOMIC_RELAXED);
+			frame_set_owner(p, owner);
+			fstate_set(p, GFA_FRAME_ALLOCATED);
+		}
+	}
+	pthread_mutex_unlock(&z->lock);
+out:
+	if (err)
+		pool_count_err(pool, err);
+	return err;
+}

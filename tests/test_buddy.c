@@ -434,3 +434,27 @@ Test(buddy, claims_route_caches_to_the_zone_path)
 	gfa_pcp_destroy(c);
 	gfa_pool_destroy(p);
 }
+
+Test(buddy, split_allocated_block)
+{
+	struct gfa_pool *p = tu_pool(2048);
+	int64_t a = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 3, 0);
+	struct gfa_frame_info fi;
+
+	cr_assert_eq(gfa_block_set_index(p, (uint64_t)a, 3, 1000), 0);
+	cr_assert_eq(gfa_block_split(p, (uint64_t)a, 9, 4, 0), GFA_EOWNER);
+	cr_assert_eq(gfa_block_split(p, (uint64_t)a, 8, 3, 0), GFA_EWRONGORDER);
+	cr_assert_eq(gfa_block_split(p, (uint64_t)a, 9, 3, 9), GFA_EORDER);
+	cr_assert_eq(gfa_block_split(p, (uint64_t)a, 9, 3, 2), 0);
+	cr_assert_eq(gfa_frame_lookup(p, (uint64_t)a + 9, &fi), 0);
+	cr_assert_eq(fi.head_pfn, (uint64_t)a + 8);
+	cr_assert_eq(fi.order, 2);
+	cr_assert_eq(fi.index, 1008);
+	cr_assert_eq(fi.owner, 3);
+	ASSERT_POOL_OK(p);
+	for (uint64_t k = 0; k < 512; k += 4)
+		cr_assert_eq(gfa_free(p, (uint64_t)a + k, 2, 3), 0);
+	cr_assert_eq(tu_free_frames(p), 2048);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

@@ -163,6 +163,16 @@ struct gfa_frame_info {
 int gfa_block_set_index(struct gfa_pool *pool, uint64_t pfn, uint64_t owner, uint32_t index);
 
 /*
+ * Split an allocated block of `order` into blocks of new_order, all still allocated to
+ * owner with the same migratetype; piece k gets index + k * 2^new_order (the kernel's
+ * split_page).  A balloon uses it to give back part of a huge-backed range.
+ * Returns 0, GFA_EFAULT, GFA_ERANGE, GFA_EALIGN, GFA_EORDER (new_order >= order),
+ * GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER, GFA_EBUSY (being moved).  Any thread.
+ */
+int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner,
+		    unsigned int new_order);
+
+/*
  * Look up the block that holds pfn.  Returns 0 and fills *info, or GFA_EFAULT,
  * GFA_ERANGE.  Thread rules: any thread; the answer may be stale once the zone lock
  * is dropped unless the caller owns the block.

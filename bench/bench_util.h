@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers shared by the benchmarks (header-only; everything is static inline so a
+ * bench that does not use a helper still compiles with -Werror).
+ *
+ * Conventions every benchmark follows (tools/bench-all.sh relies on them):
+ *   - `--quick` finishes in a few seconds; without it a run takes 30-60 s.
+ *   - Baselines are measured in the same run, interleaved with the thing measured
+ *     (rep 1 of every variant, then rep 2 of every variant, ...), after a warm-up.
+ *   - Rates are the median of several repetitions; min and max are printed too.
+ *   - Each ratio is printed next to its goal on a line
+ *       GOAL <bench> <key> <value> <op> <target> met|NOT_MET|info
+ *     and the run ends with one or more lines
+ *       RESULT <bench> <key>=<value> ...
+ *   - Exit status is 0 whether goals are met or not; non-zero only on errors.
+ */
+#ifndef GFA_BENCH_UTIL_H
+#define GFA_BENCH_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+struct bench_opts {
+	bool quick;
+	int reps;               /* timed repetitions per variant */
+	double rep_sec;         /* target length of one repetition */
+	const char *only;       /* --only NAME: run one part (bench-specific), or NULL */
+};
+
+/*
+ * Parse the common options: --quick, --reps N, --only NAME, --help.  quick_reps/full_reps
+ * and quick_sec/full_sec are the bench's defaults.  Returns 0, 1 after --help (caller
+ * exits 0), or -EINVAL after printing the usage to stderr.
+ */
+static inline int bench_parse_args(int argc, char **argv, struct bench_opts *o,
+				   int quick_reps, double quick_sec,
+				   int full_reps, double full_sec, const char *what)
+{
+	int reps = 0;
+
+	o->quick = false;
+	o->only = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick")) {
+			o->quick = true;
+		} else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+
+			if (*end || v < 1 || v > 1000) {
+				fprintf(stderr, "%s: --reps wants 1..1000\n", argv[0]);
+				return -EINVAL;
+			}
+			reps = (int)v;
+		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+			o->only = argv[++i];
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: %s [--quick] [--reps N] [--only PART]\n%s\n", argv[0], what);
+			return 1;
+		} else {
+			fprintf(stderr, "usage: %s [--quick] [--reps N] [--only PART]\n", argv[0]);
+			return -EINVAL;
+		}
+	}
+	o->reps = o->quick ? quick_reps : full_reps;
+	o->rep_sec = o->quick ? quick_sec : full_sec;
+	if (reps)
+		o->reps = reps;
+	return 0;
+}
+
+/* Whether part `name` runs (all parts run without --only). */
+static inline bool bench_wants(const struct bench_opts *o, const char *name)
+{
+	return !o->only || !strcmp(o->only, name);
+}
+
+static inline uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline double bench_sec_since(uint64_t t0)
+{
+	return (double)(bench_now_ns() - t0) / 1e9;
+}
+
+/* xorshift64*: cheap enough not to show up next to a 10 ns operation. */
+static inline uint64_t bench_rand(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Fisher-Yates shuffle of n indices. */
+static inline void bench_shuffle(uint32_t *v, size_t n, uint64_t *seed)
+{
+	for (size_t i = n; i > 1; i--) {
+		size_t j = bench_rand(seed) % i;
+		uint32_t t = v[i - 1];
+
+		v[i - 1] = v[j];
+		v[j] = t;
+	}
+}
+
+/* Samples of one variant: median, min, max. */
+struct bench_stat {
+	double median, min, max;
+	int n;
+};
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Sorts v in place. */
+static inline struct bench_stat bench_stat_of(double *v, int n)
+{
+	struct bench_stat st = { 0, 0, 0, n };
+
+	if (n <= 0)
+		return st;
+	qsort(v, (size_t)n, sizeof(*v), bench_cmp_double);
+	st.min = v[0];
+	st.max = v[n - 1];
+	st.median = n & 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return st;
+}
+
+/*
+ * One round of a single-threaded benchmark: does some operations and returns how many
+ * (allocate+free pairs), or a negative errno on failure.
+ */
+typedef int64_t (*bench_round_fn)(void *ctx);
+
+/*
+ * Call fn until `secs` have passed (at least once) and store operations per second in
+ * *rate.  Returns 0 or fn's error.
+ */
+static inline int bench_rate(bench_round_fn fn, void *ctx, double secs, double *rate)
+{
+	uint64_t t0 = bench_now_ns(), deadline = t0 + (uint64_t)(secs * 1e9), t;
+	int64_t ops = 0;
+
+	do {
+		int64_t n = fn(ctx);
+
+		if (n < 0)
+			return (int)n;
+		ops += n;
+		t = bench_now_ns();
+	} while (t < deadline);
+	*rate = (double)ops / ((double)(t - t0) / 1e9);
+	return 0;
+}
+
+static inline long bench_cores(void)
+{
+	return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+/* Print a failure and exit 1: benchmarks treat allocator errors as fatal. */
+static inline void __attribute__((noreturn, format(printf, 1, 2))) bench_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "bench error: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	exit(1);
+}
+
+/* First line of a file that starts with key (e.g. "model name"), value after ':'. */
+static inline void bench_proc_field(const char *path, const char *key, char *out, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+
+	snprintf(out, len, "unknown");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':');
+
+		if (strncmp(line, key, strlen(key)) || !colon)
+			continue;
+		colon++;
+		while (*colon == ' ' || *colon == '\t')
+			colon++;
+		colon[strcspn(colon, "\n")] = 0;
+		snprintf(out, len, "%s", colon);
+		break;
+	}
+	fclose(f);
+}
+
+/* "# machine: ..." lines: CPU model, cores, memory, kernel, compiler. */
+static inline void bench_print_machine(void)
+{
+	char cpu[256], mem[64];
+	struct utsname u;
+
+	bench_proc_field("/proc/cpuinfo", "model name", cpu, sizeof(cpu));
+	bench_proc_field("/proc/meminfo", "MemTotal", mem, sizeof(mem));
+	if (uname(&u))
+		snprintf(u.release, sizeof(u.release), "unknown");
+	printf("# machine: cpu=\"%s\" cores=%ld mem=\"%s\" kernel=%s compiler=\"gcc %s\"\n",
+	       cpu, sysconf(_SC_NPROCESSORS_ONLN), mem, u.release, __VERSION__);
+}
+
+/*
+ * How busy the rest of the machine was while a bench ran: CPU time of all processes
+ * (/proc/stat) minus our own (getrusage), per second of wall time.  On shared 2-core
+ * VMs other jobs can take a core away and halve a 2-thread result; the bench says so
+ * instead of leaving the reader to guess.
+ */
+struct bench_load {
+	uint64_t t0;
+	double busy0, self0;
+};
+
+static inline double bench_busy_sec(void)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	long hz = sysconf(_SC_CLK_TCK);
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		   &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n < 8 || hz <= 0)
+		return -1;
+	/* user nice system [idle iowait] irq softirq steal */
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz;
+}
+
+static inline double bench_self_sec(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static inline void bench_load_begin(struct bench_load *l)
+{
+	l->t0 = bench_now_ns();
+	l->busy0 = bench_busy_sec();
+	l->self0 = bench_self_sec();
+}
+
+/* Average number of CPUs other processes kept busy since bench_load_begin (< 0: unknown). */
+static inline double bench_load_other(const struct bench_load *l)
+{
+	double wall = bench_sec_since(l->t0), busy = bench_busy_sec();
+	double other;
+
+	if (l->busy0 < 0 || busy < 0 || wall <= 0)
+		return -1;
+	other = (busy - l->busy0 - (bench_self_sec() - l->self0)) / wall;
+	return other < 0 ? 0 : other;
+}
+
+/* "# load: ..." line; warns when other processes took a noticeable share. */
+static inline void bench_print_load(const struct bench_load *l, const char *what)
+{
+	double other = bench_load_other(l);
+
+	if (other < 0)
+		printf("# load during %s: unknown (/proc/stat unreadable)\n", what);
+	else
+		printf("# load during %s: other processes used %.2f of %ld CPUs%s\n", what, other,
+		       bench_cores(), other > 0.2 ? "  ** WARNING: machine was not idle; "
+		       "multi-thread results are pessimistic **" : "");
+}
+
+/*
+ * Print a ratio next to its goal.  op is ">=" or "<=" ("info" for a ratio without a
+ * goal, target ignored).  Returns whether the goal was met (true for info).
+ */
+static inline bool bench_goal(const char *bench, const char *key, double value,
+			      const char *op, double target, const char *why)
+{
+	const char *verdict;
+	bool met = true;
+
+	if (!strcmp(op, ">="))
+		met = value >= target;
+	else if (!strcmp(op, "<="))
+		met = value <= target;
+	verdict = !strcmp(op, "info") ? "info" : met ? "met" : "NOT_MET";
+	if (!strcmp(op, "info"))
+		printf("GOAL %s %s %.3f info - info  # %s\n", bench, key, value, why);
+	else
+		printf("GOAL %s %s %.3f %s %.2f %s  # %s\n", bench, key, value, op, target,
+		       verdict, why);
+	return met;
+}
+
+/* A RESULT line under construction. */
+struct bench_result {
+	char buf[2048];
+	size_t len;
+};
+
+static inline void bench_result_init(struct bench_result *r, const char *bench)
+{
+	r->len = (size_t)snprintf(r->buf, sizeof(r->buf), "RESULT %s", bench);
+}
+
+static inline void __attribute__((format(printf, 3, 4)))
+bench_result_add(struct bench_result *r, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (r->len >= sizeof(r->buf) - 1)
+		return;
+	n = snprintf(r->buf + r->len, sizeof(r->buf) - r->len, " %s=", key);
+	if (n > 0)
+		r->len += (size_t)n;
+	if (r->len >= sizeof(r->buf) - 1)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(r->buf + r->len, sizeof(r->buf) - r->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		r->len += (size_t)n;
+	if (r->len > sizeof(r->buf) - 1)
+		r->len = sizeof(r->buf) - 1;
+}
+
+static inline void bench_result_print(struct bench_result *r)
+{
+	printf("%s\n", r->buf);
+	fflush(stdout);
+}
+
+#endif /* GFA_BENCH_UTIL_H */
