@@ -32,6 +32,7 @@ struct gfa_backing {
 	uint64_t nr_pfns;
 	_Atomic uint64_t *dirty;        /* one bit per pool pfn */
 	_Atomic uint64_t nr_dirty;
+	struct gfa_host_return *_Atomic hr;
 };
 
 /* mmap the memfd at a 2 MiB aligned address so every order-9 block can be a PMD. */
@@ -294,4 +295,22 @@ int64_t gfa_smaps_rss_bytes(const void *addr, size_t len)
 	static const char *const f[] = { "Rss" };
 
 	return smaps_sum(addr, len, f, 1);
+}
+
+void gfa_backing_mark_clean_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr)
+{
+	if (!b || pfn + nr > b->nr_pfns)
+		return;
+	atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, nr, false));
+}
+
+void gfa_backing_set_host_return(struct gfa_backing *b, struct gfa_host_return *hr)
+{
+	if (b)
+		atomic_store(&b->hr, hr);
+}
+
+struct gfa_host_return *gfa_backing_host_return(const struct gfa_backing *b)
+{
+	return b ? atomic_load(&((struct gfa_backing *)b)->hr) : NULL;
 }

@@ -18,33 +18,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <gfa/vmm.h>
-
-#define RANGE_FRAMES  GFA_PAGEBLOCK_FRAMES
-#define RANGE_BYTES   (RANGE_FRAMES << GFA_FRAME_SHIFT)
-#define NO_PFN        UINT64_MAX
-#define NOT_HEAD      0xff
-
-struct gfa_guest {
-	struct gfa_pool *pool;
-	struct gfa_backing *b;
-	uint64_t id;
-	unsigned int zone;
-	uint64_t size, nr_frames;
-	char *win;
-	void *reserve;
-	size_t reserve_len;
-	pthread_mutex_t lock;
-	uint64_t *pfn;          /* gfn -> pfn */
-	uint8_t *order;         /* gfn -> order of the block starting there, NOT_HEAD */
-	struct gfa_guest_vcpu_ops ops;
-	void *ops_ctx;
-	struct gfa_guest_stat st;
-};
+#include "vmm/guest_internal.h"
 
 static _Atomic uint64_t next_guest_id = 1ULL << 40;
 
 /* Map `order` frames at pfn into the window at gfn. */
-static int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order)
+int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order)
 {
 	int fd;
 	uint64_t off;
@@ -58,7 +37,7 @@ static int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned i
 	return 0;
 }
 
-static void guest_record(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order)
+void guest_record(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order)
 {
 	for (uint64_t i = 0; i < (1UL << order); i++) {
 		g->pfn[gfn + i] = pfn + i;
@@ -68,7 +47,7 @@ static void guest_record(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsign
 }
 
 /* Take one block for the guest: zeroed where dirty, indexed, mapped. */
-static int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn,
+int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn,
 		      unsigned int order, unsigned int flags)
 {
 	int64_t pfn = pcp ? gfa_pcp_alloc(pcp, order, GFA_MT_MOVABLE, g->id, flags)
@@ -120,7 +99,7 @@ static int guest_fill_range(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t g
 }
 
 /* Give a block back; retries while compaction moves it (it may land elsewhere). */
-static void guest_release_block(struct gfa_guest *g, uint64_t gfn)
+void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 {
 	for (;;) {
 		unsigned int order = g->order[gfn];
@@ -346,7 +325,7 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 	pthread_mutex_lock(&g->lock);
 	g->st.huge_ranges = g->st.small_ranges = g->st.blocks = 0;
 	for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES) {
-		if (g->order[r] == GFA_PAGEBLOCK_ORDER)
+		if (g->order[r] == GFA_PAGEBLOCK_ORDER && g->pfn[r] != NO_PFN)
 			g->st.huge_ranges++;
 		else
 			g->st.small_ranges++;
@@ -391,7 +370,7 @@ int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges)
 	for (uint64_t r = 0; r < g->nr_frames && (unsigned int)done < max_ranges; r += RANGE_FRAMES) {
 		int ret;
 
-		if (g->order[r] == GFA_PAGEBLOCK_ORDER)
+		if (g->order[r] == GFA_PAGEBLOCK_ORDER && g->pfn[r] != NO_PFN)
 			continue;
 		ret = guest_collapse_range(g, r);
 		if (ret == GFA_ENOMEM)

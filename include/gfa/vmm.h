@@ -58,6 +58,7 @@ void *gfa_backing_zone_base(const struct gfa_backing *b, unsigned int zone);
  */
 void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order);
 void gfa_backing_mark_clean(struct gfa_backing *b, uint64_t pfn, unsigned int order);
+void gfa_backing_mark_clean_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr);
 int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int order);
 /* Dirty frames right now. */
 uint64_t gfa_backing_nr_dirty(const struct gfa_backing *b);
@@ -76,6 +77,49 @@ int gfa_host_thp_report(struct gfa_thp_report *r);
 int64_t gfa_smaps_pmd_bytes(const void *addr, size_t len);
 /* Resident bytes (Rss) of the mappings overlapping [addr, addr + len). */
 int64_t gfa_smaps_rss_bytes(const void *addr, size_t len);
+
+/* ---- returning memory to the host ---- */
+
+struct gfa_host_return;
+
+struct gfa_host_return_config {
+	unsigned int interval_ms;       /* between passes when idle; 0 = 100 */
+	uint64_t max_frames_per_pass;   /* per zone and pass; 0 = 512 MiB worth */
+	bool force_sync;                /* engines punch synchronously (on their thread) */
+	struct gfa_release_config engine;  /* per-engine settings, incl. fault injection */
+};
+
+/*
+ * Start returning memory: one io_uring release engine per zone memfd and one thread
+ * running the allocator's depopulation policy (gfa_zone_set_release_policy: LOW/HIGH
+ * reserve, quarter-empty pageblocks, highest first, released blocks reused last).
+ * Frames released are zero when next touched and count as clean.  Returns NULL with
+ * errno: EFAULT, or the engine's error (ring setup failures fall back to synchronous
+ * release inside the engine, with a warning).  Thread rules: start/stop once per
+ * backing; kick and quiesce from any thread.
+ */
+struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_backing *b,
+					      const struct gfa_host_return_config *cfg);
+/* Run a pass soon (after a balloon inflation, a VM stop).  Never waits.  NULL is a no-op. */
+void gfa_host_return_kick(struct gfa_host_return *hr);
+/*
+ * Wait until a pass finds nothing to do and no release is in flight (tests, benchmarks,
+ * shutdown).  0, -EFAULT, -ETIMEDOUT.
+ */
+int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms);
+/* Stop the thread, let the engines finish what is queued, free.  NULL is a no-op. */
+int gfa_host_return_stop(struct gfa_host_return *hr);
+
+struct gfa_host_return_stat {
+	uint64_t passes, shrinks, grows, ranges;
+	uint64_t bytes_released, bytes_failed, bytes_populated;
+	uint64_t inflight_ranges;
+	const char *mode, *mode_why;    /* "io_uring" or "sync", and why */
+};
+int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat *st);
+/* Internal link so a balloon can kick the backing's host-return thread. */
+void gfa_backing_set_host_return(struct gfa_backing *b, struct gfa_host_return *hr);
+struct gfa_host_return *gfa_backing_host_return(const struct gfa_backing *b);
 
 /* ---- guests ---- */
 
@@ -136,6 +180,30 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
  * huge mapping.  Returns ranges collapsed, or a negative errno.
  */
 int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges);
+
+/* ---- balloon (for a VMM's virtio-balloon device) ---- */
+
+struct gfa_gpa_range {
+	uint64_t gpa, len;              /* 4 KiB aligned */
+};
+
+/*
+ * Inflate: take [gpa, gpa + len) of each range away from the guest.  The frames are
+ * freed (dirty) and the window there is remapped to anonymous zero memory, so the guest
+ * reads zero if it touches them again; the host-return thread (if started) is kicked to
+ * punch them out.  The calling thread never waits for the host.  Every range is checked
+ * first; one bad range rejects the whole request and changes nothing:
+ *   -EFAULT NULL, -EINVAL zero length or misaligned, -ERANGE outside the guest,
+ *   -EALREADY already ballooned, -ENOTUNIQ ranges overlap each other.
+ * Returns frames taken, or the error.  Thread rules: any thread (the guest's lock).
+ */
+int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
+/*
+ * Deflate: give the guest memory again for ranges that are ballooned out (fresh zeroed
+ * frames mapped back).  Errors as inflate, with -ENOENT for a range that is not (wholly)
+ * ballooned, and -ENOMEM when frames cannot be had (nothing changes then).
+ */
+int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
 
 /* ---- VMs: a guest plus its vCPUs ---- */
 

@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Returning memory to the host, off every vCPU's path: one io_uring release engine per
+ * zone memfd and one thread that runs the allocator's depopulation policy.  Each pass,
+ * per zone, either grows (populates released frames back up to the reserve) or shrinks
+ * (punches the ranges the policy picks) - never both, as in seed 002.  Completions come
+ * back on the engine threads and put the frames back, released (and clean) or still
+ * populated.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <gfa/vmm.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define PASS_RANGES 256
+
+struct hr_range {
+	struct gfa_host_return *hr;
+	uint64_t pfn, nr;
+};
+
+struct gfa_host_return {
+	struct gfa_pool *pool;
+	struct gfa_backing *b;
+	struct gfa_host_return_config cfg;
+	unsigned int nr_zones;
+	struct gfa_release_engine *engine[GFA_MAX_ZONES];
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop, kicked;
+	uint64_t idle_passes;           /* passes that found nothing and nothing in flight */
+	_Atomic uint64_t inflight;      /* ranges submitted, not yet completed */
+	struct gfa_host_return_stat st; /* under lock, except the atomics below */
+	_Atomic uint64_t bytes_released, bytes_failed;
+};
+
+/* Engine thread: a punch finished. */
+static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
+{
+	struct hr_range *r = cookie;
+	struct gfa_host_return *hr = r->hr;
+
+	(void)offset;
+	if (!result)
+		gfa_backing_mark_clean_range(hr->b, r->pfn, r->nr);   /* zero from now on */
+	gfa_zone_release_done(hr->pool, r->pfn, r->nr, result == 0);
+	atomic_fetch_add(result ? &hr->bytes_failed : &hr->bytes_released, len);
+	free(r);
+	if (atomic_fetch_sub(&hr->inflight, 1) == 1) {
+		pthread_mutex_lock(&hr->lock);
+		pthread_cond_broadcast(&hr->cond);
+		pthread_mutex_unlock(&hr->lock);
+	}
+}
+
+static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct gfa_frame_range *fr)
+{
+	struct hr_range *r = malloc(sizeof(*r));
+	uint64_t start;
+	int err;
+
+	gfa_zone_span(hr->pool, zone, &start, NULL);
+	if (!r) {
+		gfa_zone_release_done(hr->pool, fr->pfn, fr->nr, false);
+		return -ENOMEM;
+	}
+	*r = (struct hr_range){ hr, fr->pfn, fr->nr };
+	atomic_fetch_add(&hr->inflight, 1);
+	err = gfa_release_submit(hr->engine[zone], (fr->pfn - start) << GFA_FRAME_SHIFT,
+				 fr->nr << GFA_FRAME_SHIFT, hr_done, r);
+	if (err) {
+		/* nothing was queued: the frames go back populated */
+		atomic_fetch_sub(&hr->inflight, 1);
+		gfa_zone_release_done(hr->pool, fr->pfn, fr->nr, false);
+		free(r);
+	}
+	return err;
+}
+
+/* Grow: fault released frames back in ahead of allocations. */
+static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone, struct gfa_frame_range *fr)
+{
+	int n = gfa_zone_populate_isolate(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
+
+	for (int i = 0; i < n; i++) {
+		void *addr = gfa_pfn_to_addr(hr->pool, fr[i].pfn);
+		uint64_t len = fr[i].nr << GFA_FRAME_SHIFT;
+
+		if (madvise(addr, len, MADV_POPULATE_WRITE))
+			for (uint64_t off = 0; off < len; off += GFA_FRAME_SIZE)
+				((volatile char *)addr)[off] = 0;
+		gfa_zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
+		hr->st.bytes_populated += len;
+	}
+	return n > 0 ? (unsigned int)n : 0;
+}
+
+static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, struct gfa_frame_range *fr)
+{
+	int n = gfa_zone_release_isolate(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
+
+	if (n <= 0)
+		return 0;
+	gfa_release_plug(hr->engine[zone]);     /* one burst: merge what is adjacent */
+	for (int i = 0; i < n; i++)
+		hr_submit(hr, zone, &fr[i]);
+	gfa_release_unplug(hr->engine[zone]);
+	hr->st.ranges += (uint64_t)n;
+	return (unsigned int)n;
+}
+
+/* One pass over the zones; returns ranges acted on. */
+static unsigned int hr_pass(struct gfa_host_return *hr)
+{
+	struct gfa_frame_range fr[PASS_RANGES];
+	unsigned int work = 0;
+
+	for (unsigned int z = 0; z < hr->nr_zones; z++) {
+		unsigned int grown = hr_grow(hr, z, fr);
+
+		if (grown) {
+			hr->st.grows++;
+			work += grown;
+			continue;   /* never grow and shrink in one pass */
+		}
+		grown = hr_shrink(hr, z, fr);
+		hr->st.shrinks += grown != 0;
+		work += grown;
+	}
+	hr->st.passes++;
+	return work;
+}
+
+static void *hr_main(void *arg)
+{
+	struct gfa_host_return *hr = arg;
+
+	pthread_mutex_lock(&hr->lock);
+	while (!hr->stop) {
+		unsigned int work;
+
+		hr->kicked = false;
+		pthread_mutex_unlock(&hr->lock);
+		work = hr_pass(hr);
+		pthread_mutex_lock(&hr->lock);
+		if (!work && !atomic_load(&hr->inflight)) {
+			hr->idle_passes++;
+			pthread_cond_broadcast(&hr->cond);
+		}
+		if (!hr->kicked && !hr->stop && !work) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)hr->cfg.interval_ms * 1000000L;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&hr->cond, &hr->lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&hr->lock);
+	return NULL;
+}
+
+struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_backing *b,
+					      const struct gfa_host_return_config *cfg)
+{
+	static const struct gfa_host_return_config defaults;
+	struct gfa_host_return *hr;
+
+	if (!pool || !b) {
+		errno = EFAULT;
+		return NULL;
+	}
+	hr = calloc(1, sizeof(*hr));
+	if (!hr)
+		return NULL;
+	hr->pool = pool;
+	hr->b = b;
+	hr->cfg = cfg ? *cfg : defaults;
+	if (!hr->cfg.interval_ms)
+		hr->cfg.interval_ms = 100;
+	if (!hr->cfg.max_frames_per_pass)
+		hr->cfg.max_frames_per_pass = (512ULL << 20) >> GFA_FRAME_SHIFT;
+	hr->nr_zones = gfa_pool_nr_zones(pool);
+	pthread_mutex_init(&hr->lock, NULL);
+	pthread_cond_init(&hr->cond, NULL);
+	for (unsigned int z = 0; z < hr->nr_zones; z++) {
+		struct gfa_release_config rc = hr->cfg.engine;
+
+		rc.force_sync = rc.force_sync || hr->cfg.force_sync;
+		hr->engine[z] = gfa_release_create(gfa_backing_zone_fd(b, z), gfa_backing_zone_base(b, z), &rc);
+		if (!hr->engine[z]) {
+			int err = errno;
+
+			gfa_host_return_stop(hr);
+			errno = err;
+			return NULL;
+		}
+	}
+	if (pthread_create(&hr->thread, NULL, hr_main, hr)) {
+		gfa_host_return_stop(hr);
+		errno = EAGAIN;
+		return NULL;
+	}
+	gfa_backing_set_host_return(b, hr);
+	return hr;
+}
+
+void gfa_host_return_kick(struct gfa_host_return *hr)
+{
+	if (!hr)
+		return;
+	pthread_mutex_lock(&hr->lock);
+	hr->kicked = true;
+	pthread_cond_broadcast(&hr->cond);
+	pthread_mutex_unlock(&hr->lock);
+}
+
+int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms)
+{
+	struct timespec ts;
+	uint64_t seen;
+	int err = 0;
+
+	if (!hr)
+		return -EFAULT;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&hr->lock);
+	seen = hr->idle_passes;
+	hr->kicked = true;
+	pthread_cond_broadcast(&hr->cond);
+	/* two idle passes after the kick: the work the first one saw has completed */
+	while (hr->idle_passes < seen + 2 && !err) {
+		hr->kicked = true;      /* keep the thread passing until it finds nothing */
+		pthread_cond_broadcast(&hr->cond);
+		if (pthread_cond_timedwait(&hr->cond, &hr->lock, &ts) == ETIMEDOUT)
+			err = -ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&hr->lock);
+	return err;
+}
+
+int gfa_host_return_stop(struct gfa_host_return *hr)
+{
+	if (!hr)
+		return 0;
+	pthread_mutex_lock(&hr->lock);
+	hr->stop = true;
+	pthread_cond_broadcast(&hr->cond);
+	pthread_mutex_unlock(&hr->lock);
+	if (hr->thread)
+		pthread_join(hr->thread, NULL);
+	for (unsigned int z = 0; z < hr->nr_zones; z++)
+		gfa_release_destroy(hr->engine[z]);   /* finishes what is queued */
+	gfa_backing_set_host_return(hr->b, NULL);
+	pthread_mutex_destroy(&hr->lock);
+	pthread_cond_destroy(&hr->cond);
+	free(hr);
+	return 0;
+}
+
+int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat *st)
+{
+	if (!hr || !st)
+		return -EFAULT;
+	pthread_mutex_lock(&hr->lock);
+	*st = hr->st;
+	pthread_mutex_unlock(&hr->lock);
+	st->bytes_released = atomic_load(&hr->bytes_released);
+	st->bytes_failed = atomic_load(&hr->bytes_failed);
+	st->inflight_ranges = atomic_load(&hr->inflight);
+	st->mode = gfa_release_mode(hr->engine[0], &st->mode_why);
+	return 0;
+}
