@@ -25,6 +25,7 @@
 
 struct hr_range {
 	struct gfa_host_return *hr;
+	unsigned int zone;
 	uint64_t pfn, nr;
 };
 
@@ -34,6 +35,9 @@ struct gfa_host_return {
 	struct gfa_host_return_config cfg;
 	unsigned int nr_zones;
 	struct gfa_release_engine *engine[GFA_MAX_ZONES];
+	/* a zone whose releases fail backs off: 1, 2, 4 .. 64 idle passes */
+	_Atomic bool failed[GFA_MAX_ZONES];
+	unsigned int backoff[GFA_MAX_ZONES], skip[GFA_MAX_ZONES];
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -53,6 +57,8 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 	(void)offset;
 	if (!result)
 		gfa_backing_mark_clean_range(hr->b, r->pfn, r->nr);   /* zero from now on */
+	else
+		atomic_store(&hr->failed[r->zone], true);
 	gfa_zone_release_done(hr->pool, r->pfn, r->nr, result == 0);
 	atomic_fetch_add(result ? &hr->bytes_failed : &hr->bytes_released, len);
 	free(r);
@@ -74,7 +80,7 @@ static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct
 		gfa_zone_release_done(hr->pool, fr->pfn, fr->nr, false);
 		return -ENOMEM;
 	}
-	*r = (struct hr_range){ hr, fr->pfn, fr->nr };
+	*r = (struct hr_range){ hr, zone, fr->pfn, fr->nr };
 	atomic_fetch_add(&hr->inflight, 1);
 	err = gfa_release_submit(hr->engine[zone], (fr->pfn - start) << GFA_FRAME_SHIFT,
 				 fr->nr << GFA_FRAME_SHIFT, hr_done, r);
@@ -105,12 +111,34 @@ static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone, struc
 	return n > 0 ? (unsigned int)n : 0;
 }
 
+/* After failed releases, wait a growing number of passes before trying again. */
+static bool hr_backing_off(struct gfa_host_return *hr, unsigned int zone)
+{
+	if (atomic_exchange(&hr->failed[zone], false)) {
+		hr->backoff[zone] = hr->backoff[zone] ? hr->backoff[zone] * 2 : 1;
+		if (hr->backoff[zone] > 64)
+			hr->backoff[zone] = 64;
+		hr->skip[zone] = hr->backoff[zone];
+		hr->st.backoffs++;
+	}
+	if (hr->skip[zone]) {
+		hr->skip[zone]--;
+		return true;
+	}
+	return false;
+}
+
 static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, struct gfa_frame_range *fr)
 {
-	int n = gfa_zone_release_isolate(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
+	int n;
 
-	if (n <= 0)
+	if (hr_backing_off(hr, zone))
 		return 0;
+	n = gfa_zone_release_isolate(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
+	if (n <= 0) {
+		hr->backoff[zone] = 0;
+		return 0;
+	}
 	gfa_release_plug(hr->engine[zone]);     /* one burst: merge what is adjacent */
 	for (int i = 0; i < n; i++)
 		hr_submit(hr, zone, &fr[i]);
@@ -157,6 +185,9 @@ static void *hr_main(void *arg)
 			hr->idle_passes++;
 			pthread_cond_broadcast(&hr->cond);
 		}
+		/* one batch in flight at a time: what is in flight cannot be allocated */
+		while (atomic_load(&hr->inflight) && !hr->stop)
+			pthread_cond_wait(&hr->cond, &hr->lock);
 		if (!hr->kicked && !hr->stop && !work) {
 			struct timespec ts;
 
@@ -190,7 +221,7 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 	if (!hr->cfg.interval_ms)
 		hr->cfg.interval_ms = 100;
 	if (!hr->cfg.max_frames_per_pass)
-		hr->cfg.max_frames_per_pass = (512ULL << 20) >> GFA_FRAME_SHIFT;
+		hr->cfg.max_frames_per_pass = (64ULL << 20) >> GFA_FRAME_SHIFT;
 	hr->nr_zones = gfa_pool_nr_zones(pool);
 	pthread_mutex_init(&hr->lock, NULL);
 	pthread_cond_init(&hr->cond, NULL);

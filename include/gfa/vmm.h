@@ -84,7 +84,8 @@ struct gfa_host_return;
 
 struct gfa_host_return_config {
 	unsigned int interval_ms;       /* between passes when idle; 0 = 100 */
-	uint64_t max_frames_per_pass;   /* per zone and pass; 0 = 512 MiB worth */
+	uint64_t max_frames_per_pass;   /* per zone and pass; 0 = 64 MiB worth: bounds what is
+					 * in flight (not allocatable) at any time */
 	bool force_sync;                /* engines punch synchronously (on their thread) */
 	struct gfa_release_config engine;  /* per-engine settings, incl. fault injection */
 };
@@ -112,6 +113,7 @@ int gfa_host_return_stop(struct gfa_host_return *hr);
 
 struct gfa_host_return_stat {
 	uint64_t passes, shrinks, grows, ranges;
+	uint64_t backoffs;              /* times a zone backed off after failed releases */
 	uint64_t bytes_released, bytes_failed, bytes_populated;
 	uint64_t inflight_ranges;
 	const char *mode, *mode_why;    /* "io_uring" or "sync", and why */

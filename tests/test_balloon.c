@@ -1,0 +1,288 @@
+/* Balloon, host return (io_uring release engines) and clean/dirty frames. */
+#include <pthread.h>
+#include <unistd.h>
+#include <gfa/vmm.h>
+#include "tests/test_util.h"
+
+#define MiB (1UL << 20)
+
+struct bhost {
+	struct gfa_pool *pool;
+	struct gfa_backing *b;
+	struct gfa_host_return *hr;
+	const struct gfa_host_return_config *hc;
+};
+
+static struct bhost bhost_new(uint64_t bytes, const struct gfa_host_return_config *hc,
+			      uint64_t reserve_frames)
+{
+	struct bhost h;
+	struct gfa_backing_config bc = { .populate = true };
+	struct gfa_release_policy rp = { .low = reserve_frames / 2, .high = reserve_frames,
+					 .min_empty_frac = 4 };
+
+	h.pool = tu_pool(bytes >> GFA_FRAME_SHIFT);
+	cr_assert_eq(gfa_zone_set_release_policy(h.pool, 0, &rp), 0);
+	h.b = gfa_backing_create(h.pool, &bc);
+	cr_assert_not_null(h.b);
+	h.hr = NULL;
+	h.hc = hc;
+	return h;
+}
+
+/* Start returning memory (after the guests exist: frames in flight are not free). */
+static void bhost_start(struct bhost *h)
+{
+	h->hr = gfa_host_return_start(h->pool, h->b, h->hc);
+	cr_assert_not_null(h->hr, "host return: %s", strerror(errno));
+}
+
+static void bhost_done(struct bhost *h)
+{
+	gfa_host_return_stop(h->hr);
+	ASSERT_POOL_OK(h->pool);
+	gfa_backing_destroy(h->b);
+	gfa_pool_destroy(h->pool);
+}
+
+static int64_t backed(struct bhost *h)
+{
+	return gfa_memfd_allocated_bytes(gfa_backing_zone_fd(h->b, 0));
+}
+
+static struct gfa_guest *bguest(struct bhost *h, uint64_t bytes)
+{
+	struct gfa_guest_config cfg = { .mem_bytes = bytes };
+	struct gfa_guest *g = gfa_guest_create(h->pool, h->b, &cfg);
+
+	cr_assert_not_null(g);
+	return g;
+}
+
+static void pattern(struct gfa_guest *g, uint64_t seed)
+{
+	uint64_t *w = gfa_guest_hva(g);
+
+	for (uint64_t i = 0; i < gfa_guest_size(g) / 8; i += 512)
+		w[i] = seed ^ i;
+}
+
+/* Words that differ from the pattern outside [skip_lo, skip_hi) bytes. */
+static uint64_t pattern_bad(struct gfa_guest *g, uint64_t seed, uint64_t skip_lo, uint64_t skip_hi)
+{
+	uint64_t *w = gfa_guest_hva(g), bad = 0;
+
+	for (uint64_t i = 0; i < gfa_guest_size(g) / 8; i += 512)
+		if ((i * 8 < skip_lo || i * 8 >= skip_hi) && w[i] != (seed ^ i))
+			bad++;
+	return bad;
+}
+
+Test(balloon, bad_ranges_reject_the_whole_request)
+{
+	struct bhost h = bhost_new(32 * MiB, NULL, 0);
+	struct gfa_guest *g = bguest(&h, 16 * MiB);
+	struct gfa_gpa_range ok = { 4 * MiB, MiB };
+	struct gfa_gpa_range two[2] = { { 0, MiB }, { 0, 0 } };
+	struct gfa_guest_stat st;
+
+	pattern(g, 1);
+	two[1] = (struct gfa_gpa_range){ 5 * MiB, 4096 + 1 };
+	cr_assert_eq(gfa_balloon_inflate(g, two, 2), -EINVAL, "misaligned");
+	two[1] = (struct gfa_gpa_range){ 5 * MiB, 0 };
+	cr_assert_eq(gfa_balloon_inflate(g, two, 2), -EINVAL, "empty");
+	two[1] = (struct gfa_gpa_range){ 15 * MiB, 2 * MiB };
+	cr_assert_eq(gfa_balloon_inflate(g, two, 2), -ERANGE, "outside the guest");
+	two[1] = (struct gfa_gpa_range){ MiB - 4096, 8192 };
+	cr_assert_eq(gfa_balloon_inflate(g, two, 2), -ENOTUNIQ, "overlap");
+	cr_assert_eq(gfa_balloon_inflate(NULL, &ok, 1), -EFAULT);
+	cr_assert_eq(gfa_balloon_deflate(g, &ok, 1), -ENOENT, "not ballooned");
+	gfa_guest_stat(g, &st);
+	cr_assert_eq(st.ballooned_frames, 0);
+	cr_assert_eq(pattern_bad(g, 1, 0, 0), 0, "a rejected request changes nothing");
+	cr_assert_eq(gfa_balloon_inflate(g, &ok, 1), (int64_t)(MiB / 4096));
+	cr_assert_eq(gfa_balloon_inflate(g, &ok, 1), -EALREADY);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}
+
+Test(balloon, inflate_reads_zero_deflate_gives_fresh_zeroed_memory)
+{
+	struct bhost h = bhost_new(32 * MiB, NULL, 0);
+	struct gfa_guest *g = bguest(&h, 16 * MiB);
+	/* a hole that cuts two order-9 blocks in the middle */
+	struct gfa_gpa_range r = { 3 * MiB, 2 * MiB };
+	uint64_t free_before = tu_free_frames(h.pool);
+	uint64_t *w = gfa_guest_hva(g);
+
+	pattern(g, 7);
+	cr_assert_eq(gfa_balloon_inflate(g, &r, 1), (int64_t)(2 * MiB / 4096));
+	cr_assert_eq(tu_free_frames(h.pool), free_before + 512);
+	for (uint64_t off = r.gpa; off < r.gpa + r.len; off += 4096)
+		cr_assert_eq(w[off / 8], 0, "ballooned memory must read zero");
+	cr_assert_eq(pattern_bad(g, 7, r.gpa, r.gpa + r.len), 0, "the rest is untouched");
+	ASSERT_POOL_OK(h.pool);
+	cr_assert_eq(gfa_balloon_deflate(g, &r, 1), (int64_t)(2 * MiB / 4096));
+	for (uint64_t off = r.gpa; off < r.gpa + r.len; off += 4096)
+		cr_assert_eq(w[off / 8], 0, "deflated memory is zeroed, not another owner's");
+	cr_assert_eq(pattern_bad(g, 7, r.gpa, r.gpa + r.len), 0);
+	cr_assert_eq(tu_free_frames(h.pool), free_before);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}
+
+Test(balloon, inflating_1_of_2_gib_style_returns_memory_to_the_host, .timeout = 120)
+{
+	struct gfa_host_return_config hc = { 0 };
+	struct bhost h = bhost_new(64 * MiB, &hc, 512);
+	struct gfa_guest *g = bguest(&h, 48 * MiB);
+	struct gfa_gpa_range r = { 8 * MiB, 32 * MiB };
+	struct gfa_host_return_stat st;
+	int64_t before, after;
+
+	pattern(g, 9);
+	bhost_start(&h);
+	cr_assert_eq(gfa_host_return_quiesce(h.hr, 10000), 0);
+	before = backed(&h);
+	cr_assert_eq(gfa_balloon_inflate(g, &r, 1), (int64_t)(32 * MiB / 4096));
+	cr_assert_eq(gfa_host_return_quiesce(h.hr, 10000), 0);
+	after = backed(&h);
+	gfa_host_return_stat(h.hr, &st);
+	cr_log_info("host-backed %ld -> %ld MiB, %lu MiB released by %s", (long)(before / MiB),
+		    (long)(after / MiB), (unsigned long)(st.bytes_released / MiB), st.mode);
+	cr_assert_leq(after, before - 30 * (int64_t)MiB, "the ballooned memory left the host");
+	cr_assert_eq(pattern_bad(g, 9, r.gpa, r.gpa + r.len), 0);
+	/* released frames are clean; the reserve (512 frames, rounded up to whole blocks
+	 * of up to 1024) may stay dirty */
+	cr_assert_leq(gfa_backing_nr_dirty(h.b), 2048, "%lu dirty frames", gfa_backing_nr_dirty(h.b));
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}
+
+Test(balloon, failed_releases_lose_nothing, .timeout = 120)
+{
+	struct gfa_host_return_config hc = { 0 };
+	struct bhost h;
+	struct gfa_guest *g;
+	struct gfa_gpa_range r = { 4 * MiB, 8 * MiB };
+	struct gfa_zone_stat zs;
+	struct gfa_vmstat vs;
+
+	/* every ring op and every synchronous retry fails: nothing may be lost */
+	hc.engine.fault_complete = (struct gfa_release_fault){ .nth = 1, .count = 100000, .err = EIO };
+	hc.engine.fault_sync = (struct gfa_release_fault){ .nth = 1, .count = 100000, .err = EIO };
+	h = bhost_new(32 * MiB, &hc, 0);
+	g = bguest(&h, 16 * MiB);
+	bhost_start(&h);
+	cr_assert_eq(gfa_balloon_inflate(g, &r, 1), (int64_t)(8 * MiB / 4096));
+	cr_assert_eq(gfa_host_return_quiesce(h.hr, 10000), 0);
+	gfa_host_return_stop(h.hr);     /* waits for every completion */
+	h.hr = NULL;
+	gfa_zone_stat(h.pool, 0, &zs);
+	gfa_pool_vmstat(h.pool, &vs);
+	cr_assert_eq(zs.nr_inflight, 0);
+	cr_assert_eq(zs.nr_released, 0, "failed punches leave frames populated");
+	cr_assert_gt(vs.release_failed, 0);
+	cr_assert_eq(zs.nr_free, 16 * MiB / 4096 + 8 * MiB / 4096);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}
+
+/* T4: canaries written by a running guest survive concurrent release of other memory. */
+struct t4 {
+	struct gfa_guest *g;
+	volatile int stop;
+	uint64_t rounds, bad;
+};
+
+static void *t4_writer(void *arg)
+{
+	struct t4 *t = arg;
+	uint64_t *w = gfa_guest_hva(t->g);
+
+	while (!t->stop) {
+		t->rounds++;
+		for (uint64_t i = 0; i < 8 * MiB / 8; i += 512)
+			w[i] = t->rounds ^ i;
+		for (uint64_t i = 0; i < 8 * MiB / 8; i += 512)
+			t->bad += w[i] != (t->rounds ^ i);
+	}
+	return NULL;
+}
+
+Test(balloon, canaries_survive_concurrent_release, .timeout = 120)
+{
+	struct gfa_host_return_config hc = { .interval_ms = 1 };
+	struct bhost h = bhost_new(64 * MiB, &hc, 0);
+	struct gfa_guest *g = bguest(&h, 32 * MiB);
+	struct t4 t = { .g = g };
+	pthread_t th;
+	int cycles = tu_sanitizer() ? 10 : 50;
+
+	bhost_start(&h);
+	pthread_create(&th, NULL, t4_writer, &t);
+	for (int i = 0; i < cycles; i++) {
+		struct gfa_gpa_range r = { (8 + (uint64_t)(i % 12) * 2) * MiB, 2 * MiB };
+
+		cr_assert_gt(gfa_balloon_inflate(g, &r, 1), 0);
+		if (i % 3 == 0)
+			gfa_host_return_quiesce(h.hr, 10000);
+		cr_assert_gt(gfa_balloon_deflate(g, &r, 1), 0);
+	}
+	t.stop = 1;
+	pthread_join(th, NULL);
+	cr_log_info("%lu writer rounds beside %d inflate/deflate cycles", t.rounds, cycles);
+	cr_assert_eq(t.bad, 0, "a canary changed under a running guest");
+	gfa_host_return_quiesce(h.hr, 10000);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}
+
+/* No stale data after 100k allocate/free cycles across owners. */
+Test(balloon, cross_owner_isolation_100k_cycles, .timeout = 120)
+{
+	struct bhost h = bhost_new(8 * MiB, NULL, 0);
+	struct gfa_pcp *pcp = gfa_pcp_create(h.pool, 0);
+	uint64_t seed = 5;
+	int cycles = tu_sanitizer() ? 20000 : 100000;
+
+	for (int i = 0; i < cycles; i++) {
+		uint64_t owner = 1 + (tu_rand(&seed) % 7);
+		unsigned int order = (unsigned int)(tu_rand(&seed) % 3);
+		int64_t pfn = gfa_pcp_alloc(pcp, order, GFA_MT_MOVABLE, owner, 0);
+		uint64_t *w;
+
+		cr_assert_geq(pfn, 0);
+		gfa_backing_prepare(h.b, (uint64_t)pfn, order);
+		w = gfa_pfn_to_addr(h.pool, (uint64_t)pfn);
+		for (uint64_t k = 0; k < (GFA_FRAME_SIZE << order) / 8; k += 64)
+			cr_assert_eq(w[k], 0, "cycle %d: owner %lu sees stale data", i, owner);
+		for (uint64_t k = 0; k < (GFA_FRAME_SIZE << order) / 8; k += 64)
+			w[k] = owner;
+		cr_assert_eq(gfa_pcp_free(pcp, (uint64_t)pfn, order, owner), 0);
+		gfa_backing_mark_dirty(h.b, (uint64_t)pfn, order);
+	}
+	gfa_pcp_destroy(pcp);
+	bhost_done(&h);
+}
+
+Test(balloon, ring_setup_failure_falls_back_to_sync, .timeout = 60)
+{
+	struct gfa_host_return_config hc = { 0 };
+	struct bhost h;
+	struct gfa_host_return_stat st;
+	struct gfa_guest *g;
+	struct gfa_gpa_range r = { 2 * MiB, 8 * MiB };
+
+	hc.engine.fault_setup_err = ENOMEM;
+	h = bhost_new(32 * MiB, &hc, 0);
+	g = bguest(&h, 16 * MiB);
+	bhost_start(&h);
+	gfa_balloon_inflate(g, &r, 1);
+	cr_assert_eq(gfa_host_return_quiesce(h.hr, 10000), 0);
+	gfa_host_return_stat(h.hr, &st);
+	cr_assert_str_eq(st.mode, "sync");
+	cr_assert_geq(st.bytes_released, 8 * MiB);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}
