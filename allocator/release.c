@@ -90,6 +90,19 @@ int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
 	return 0;
 }
 
+int gfa_zone_get_release_policy(struct gfa_pool *pool, unsigned int zone,
+				struct gfa_release_policy *p)
+{
+	if (!pool || !p)
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	pthread_mutex_lock(&pool->zones[zone].lock);
+	*p = pool->zones[zone].rp;
+	pthread_mutex_unlock(&pool->zones[zone].lock);
+	return 0;
+}
+
 struct range_out {
 	struct gfa_frame_range *out;
 	unsigned int max, n;

@@ -41,6 +41,7 @@ struct run {
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
 	struct gfa_pcp *pcp;
+	struct gfa_host_return *hr;
 	struct gfa_vm *vm[MAX_VMS];
 	struct samples gfa, k4k, kthp;
 	double t0;
@@ -326,11 +327,69 @@ static void vmm_internal_allocs(struct run *r, unsigned int n)
 	}
 }
 
+static int64_t host_backed_bytes(struct run *r)
+{
+	int64_t sum = 0;
+
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(r->pool); z++) {
+		int64_t n = gfa_memfd_allocated_bytes(gfa_backing_zone_fd(r->b, z));
+
+		if (n > 0)
+			sum += n;
+	}
+	return sum;
+}
+
+/*
+ * The guests' balloon drivers give back (or take again) every 8th page of the top
+ * quarter of RAM, as virtio-balloon reports scattered pages: this splits order-9
+ * blocks, so after deflation those ranges are backed by small blocks until collapse.
+ */
+static int64_t balloon_all(struct run *r, bool inflate)
+{
+	uint64_t lo = (r->o.mem - r->o.mem / 4) & ~(2 * MiB - 1), n = 0;
+	struct gfa_gpa_range *q = malloc(((r->o.mem - lo) / (8 * GFA_FRAME_SIZE) + 1) * sizeof(*q));
+	int64_t frames = 0;
+
+	if (!q)
+		return -ENOMEM;
+	for (uint64_t gpa = lo; gpa < r->o.mem; gpa += 8 * GFA_FRAME_SIZE)
+		q[n++] = (struct gfa_gpa_range){ gpa, GFA_FRAME_SIZE };
+	for (unsigned int i = 0; i < r->o.vms; i++) {
+		struct gfa_guest *g = gfa_vm_guest(r->vm[i]);
+		int64_t got = inflate ? gfa_balloon_inflate(g, q, (unsigned int)n)
+				      : gfa_balloon_deflate(g, q, (unsigned int)n);
+
+		if (got < 0) {
+			fprintf(stderr, "gfactl vmstart: VM %u: balloon %s: %s\n", i,
+				inflate ? "inflate" : "deflate", strerror((int)-got));
+			free(q);
+			return got;
+		}
+		frames += got;
+	}
+	free(q);
+	return frames;
+}
+
 static int churn(struct run *r)
 {
 	for (unsigned int round = 1; round <= r->o.rounds; round++) {
 		unsigned int collapsed = 0;
+		int64_t ballooned = balloon_all(r, true);
+		double t0;
 
+		if (ballooned < 0)
+			return -1;
+		t0 = now_ms();
+		gfa_host_return_quiesce(r->hr, 30000);
+		if (!r->o.quiet)
+			printf("  round %u: balloons took %ld MiB in 4 KiB pages, host-backed now %ld MiB "
+			       "(%.0f ms to quiesce)\n", round, (long)(ballooned * 4096 / (int64_t)MiB),
+			       (long)(host_backed_bytes(r) / (int64_t)MiB), now_ms() - t0);
+		if (balloon_all(r, false) < 0)
+			return -1;
+		record_share(r);
 		for (unsigned int i = round % 2; i < r->o.vms; i += 2) {
 			gfa_vm_destroy(r->vm[i]);
 			r->vm[i] = NULL;
@@ -447,19 +506,6 @@ static void print_counters(struct gfa_pool *pool)
 	       (unsigned long)v.pgalloc, (unsigned long)v.pgfree, (unsigned long)v.pcp_alloc,
 	       (unsigned long)v.pcp_free, (unsigned long)v.pgalloc_fallback,
 	       (unsigned long)v.pageblock_steal, (unsigned long)v.pgalloc_fail);
-}
-
-static int64_t host_backed_bytes(struct run *r)
-{
-	int64_t sum = 0;
-
-	for (unsigned int z = 0; z < gfa_pool_nr_zones(r->pool); z++) {
-		int64_t n = gfa_memfd_allocated_bytes(gfa_backing_zone_fd(r->b, z));
-
-		if (n > 0)
-			sum += n;
-	}
-	return sum;
 }
 
 static int plot(struct run *r)
@@ -647,6 +693,29 @@ static void summary(struct run *r, int64_t pmd4k, int64_t pmdthp)
 	       p50(&r->kthp), r->kvm);
 }
 
+/*
+ * Return memory to the host from now on, keeping one VM's worth of populated free
+ * frames so the next start does not wait for host faults (seed 002's HIGH reserve).
+ */
+static int start_host_return(struct run *r)
+{
+	struct gfa_release_policy rp = { .high = r->o.mem >> GFA_FRAME_SHIFT,
+					 .low = r->o.mem >> (GFA_FRAME_SHIFT + 1), .min_empty_frac = 4 };
+	struct gfa_host_return_stat st;
+
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(r->pool); z++)
+		gfa_zone_set_release_policy(r->pool, z, &rp);
+	r->hr = gfa_host_return_start(r->pool, r->b, NULL);
+	if (!r->hr) {
+		fprintf(stderr, "gfactl vmstart: returning memory to the host: %s\n", strerror(errno));
+		return -1;
+	}
+	gfa_host_return_stat(r->hr, &st);
+	printf("host return: %s release engines (%s), reserve %lu MiB populated\n", st.mode,
+	       st.mode_why && *st.mode_why ? st.mode_why : "ok", (unsigned long)(r->o.mem / MiB));
+	return 0;
+}
+
 static int scenario(struct run *r)
 {
 	int64_t pmd4k = 0, pmdthp = 0;
@@ -674,12 +743,23 @@ static int scenario(struct run *r)
 		printf("KVM guests booted and verified their memory (slowest %.1f ms)\n", worst);
 	}
 	write_stat_json(r->o.stat_file, r->pool, "started", NULL);
-	printf("churn: %lu rounds of stopping and restarting half the VMs\n", (unsigned long)r->o.rounds);
+	if (start_host_return(r))
+		return -1;
+	printf("churn: %lu rounds of balloon inflate/deflate and stopping and restarting half "
+	       "the VMs\n", (unsigned long)r->o.rounds);
 	if (churn(r))
 		return -1;
+	gfa_host_return_quiesce(r->hr, 30000);
 	if (!r->o.quiet) {
+		struct gfa_host_return_stat st;
+
 		print_text("buddyinfo after:", gfa_pool_buddyinfo, r->pool);
 		print_counters(r->pool);
+		gfa_host_return_stat(r->hr, &st);
+		printf("host return: %lu MiB released, %lu MiB populated again, %lu MiB failed, "
+		       "%lu passes\n", (unsigned long)(st.bytes_released / MiB),
+		       (unsigned long)(st.bytes_populated / MiB), (unsigned long)(st.bytes_failed / MiB),
+		       (unsigned long)st.passes);
 	}
 	write_stat_json(r->o.stat_file, r->pool, "done", NULL);
 	if (!r->o.no_baseline) {
@@ -706,6 +786,7 @@ static void teardown(struct run *r)
 		gfa_vm_destroy(r->vm[i]);
 	for (size_t k = 0; k < r->nr_unmovable; k++)
 		gfa_free(r->pool, r->unmovable[k], 0, 1);
+	gfa_host_return_stop(r->hr);
 	if (r->pool) {
 		char msg[256];
 

@@ -38,6 +38,8 @@ struct gfa_host_return {
 	/* a zone whose releases fail backs off: 1, 2, 4 .. 64 idle passes */
 	_Atomic bool failed[GFA_MAX_ZONES];
 	unsigned int backoff[GFA_MAX_ZONES], skip[GFA_MAX_ZONES];
+	double above_since[GFA_MAX_ZONES];   /* ms since populated free > high; 0: not */
+	bool urgent;                    /* a kick: release now, without settling */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -128,11 +130,43 @@ static bool hr_backing_off(struct gfa_host_return *hr, unsigned int zone)
 	return false;
 }
 
-static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, struct gfa_frame_range *fr)
+static double mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/*
+ * T3: a live set that oscillates (a VM stops, another starts) must not release and
+ * repopulate the same frames in one balance epoch.  Timer passes release only after
+ * populated free memory has stayed above the reserve for settle_ms; kicks (balloon
+ * inflation) release at once.
+ */
+static bool hr_settled(struct gfa_host_return *hr, unsigned int zone, bool urgent)
+{
+	struct gfa_zone_stat st;
+	struct gfa_release_policy rp;
+	double now = mono_ms();
+
+	if (gfa_zone_stat(hr->pool, zone, &st) || gfa_zone_get_release_policy(hr->pool, zone, &rp))
+		return false;
+	if (st.nr_free_buddy - st.nr_released <= rp.high) {
+		hr->above_since[zone] = 0;
+		return false;
+	}
+	if (!hr->above_since[zone])
+		hr->above_since[zone] = now;
+	return urgent || now - hr->above_since[zone] >= hr->cfg.settle_ms;
+}
+
+static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, struct gfa_frame_range *fr,
+			      bool urgent)
 {
 	int n;
 
-	if (hr_backing_off(hr, zone))
+	if (hr_backing_off(hr, zone) || !hr_settled(hr, zone, urgent))
 		return 0;
 	n = gfa_zone_release_isolate(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
 	if (n <= 0) {
@@ -148,7 +182,7 @@ static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, str
 }
 
 /* One pass over the zones; returns ranges acted on. */
-static unsigned int hr_pass(struct gfa_host_return *hr)
+static unsigned int hr_pass(struct gfa_host_return *hr, bool urgent)
 {
 	struct gfa_frame_range fr[PASS_RANGES];
 	unsigned int work = 0;
@@ -161,7 +195,7 @@ static unsigned int hr_pass(struct gfa_host_return *hr)
 			work += grown;
 			continue;   /* never grow and shrink in one pass */
 		}
-		grown = hr_shrink(hr, z, fr);
+		grown = hr_shrink(hr, z, fr, urgent);
 		hr->st.shrinks += grown != 0;
 		work += grown;
 	}
@@ -176,10 +210,11 @@ static void *hr_main(void *arg)
 	pthread_mutex_lock(&hr->lock);
 	while (!hr->stop) {
 		unsigned int work;
+		bool urgent = hr->urgent;
 
-		hr->kicked = false;
+		hr->kicked = hr->urgent = false;
 		pthread_mutex_unlock(&hr->lock);
-		work = hr_pass(hr);
+		work = hr_pass(hr, urgent);
 		pthread_mutex_lock(&hr->lock);
 		if (!work && !atomic_load(&hr->inflight)) {
 			hr->idle_passes++;
@@ -220,6 +255,8 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 	hr->cfg = cfg ? *cfg : defaults;
 	if (!hr->cfg.interval_ms)
 		hr->cfg.interval_ms = 100;
+	if (!hr->cfg.settle_ms && !hr->cfg.no_settle)
+		hr->cfg.settle_ms = 1000;
 	if (!hr->cfg.max_frames_per_pass)
 		hr->cfg.max_frames_per_pass = (64ULL << 20) >> GFA_FRAME_SHIFT;
 	hr->nr_zones = gfa_pool_nr_zones(pool);
@@ -252,7 +289,7 @@ void gfa_host_return_kick(struct gfa_host_return *hr)
 	if (!hr)
 		return;
 	pthread_mutex_lock(&hr->lock);
-	hr->kicked = true;
+	hr->kicked = hr->urgent = true;
 	pthread_cond_broadcast(&hr->cond);
 	pthread_mutex_unlock(&hr->lock);
 }
@@ -276,7 +313,8 @@ int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms)
 	pthread_cond_broadcast(&hr->cond);
 	/* two idle passes after the kick: the work the first one saw has completed */
 	while (hr->idle_passes < seen + 2 && !err) {
-		hr->kicked = true;      /* keep the thread passing until it finds nothing */
+		/* keep the thread passing until it finds nothing, settled or not */
+		hr->kicked = hr->urgent = true;
 		pthread_cond_broadcast(&hr->cond);
 		if (pthread_cond_timedwait(&hr->cond, &hr->lock, &ts) == ETIMEDOUT)
 			err = -ETIMEDOUT;

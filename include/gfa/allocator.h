@@ -401,6 +401,9 @@ struct gfa_release_policy {
 /* 0, GFA_EFAULT, GFA_ERANGE, GFA_EALIGN (low > high or frac 0). Any thread. */
 int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
 				const struct gfa_release_policy *p);
+/* The zone's policy now.  0, GFA_EFAULT, GFA_ERANGE. */
+int gfa_zone_get_release_policy(struct gfa_pool *pool, unsigned int zone,
+				struct gfa_release_policy *p);
 
 struct gfa_frame_range {
 	uint64_t pfn;

@@ -87,6 +87,9 @@ struct gfa_host_return_config {
 	uint64_t max_frames_per_pass;   /* per zone and pass; 0 = 64 MiB worth: bounds what is
 					 * in flight (not allocatable) at any time */
 	bool force_sync;                /* engines punch synchronously (on their thread) */
+	unsigned int settle_ms;         /* timer passes release only memory that stayed above
+					 * the reserve this long; 0 = 1000 (kicks skip it) */
+	bool no_settle;                 /* release as soon as a timer pass sees it */
 	struct gfa_release_config engine;  /* per-engine settings, incl. fault injection */
 };
 
@@ -101,7 +104,8 @@ struct gfa_host_return_config {
  */
 struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_backing *b,
 					      const struct gfa_host_return_config *cfg);
-/* Run a pass soon (after a balloon inflation, a VM stop).  Never waits.  NULL is a no-op. */
+/* Run a pass now that releases without settling (a balloon inflation, a VM the operator
+ * wants gone for good).  Never waits.  NULL is a no-op. */
 void gfa_host_return_kick(struct gfa_host_return *hr);
 /*
  * Wait until a pass finds nothing to do and no release is in flight (tests, benchmarks,
