@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <gfa/numa.h>
 #include "tools/gfactl.h"
 
 #define MAX_VMS 256
@@ -40,7 +41,10 @@ struct run {
 	struct vmstart_opts o;
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
-	struct gfa_pcp *pcp;
+	struct gfa_pcp *pcp, *zone_pcp[GFA_MAX_ZONES];
+	struct gfa_numa_topology *topo;
+	struct gfa_numa_pool *np;
+	unsigned int nr_zones;
 	struct gfa_host_return *hr;
 	struct gfa_vm *vm[MAX_VMS];
 	struct samples gfa, k4k, kthp;
@@ -245,8 +249,10 @@ static void sample(struct samples *s, double v)
 
 static int start_vm(struct run *r, unsigned int i, const char *phase, unsigned int round)
 {
+	/* VMs go round-robin over the nodes, each built from its node's zone */
+	unsigned int zone = i % r->nr_zones;
 	struct gfa_vm_config vc = { .mem_bytes = r->o.mem, .vcpus = (unsigned int)r->o.vcpus,
-				    .kvm = r->o.kvm, .pcp = r->pcp };
+				    .kvm = r->o.kvm, .zone = zone, .pcp = r->zone_pcp[zone] };
 	struct gfa_guest_stat st;
 	double t0 = now_ms(), dt;
 
@@ -560,11 +566,51 @@ static uint64_t mem_available(void)
 	return kb * 1024;
 }
 
+/* One zone per NUMA node (libnuma), bound with MPOL_BIND and verified; else one zone. */
+static int make_zones(struct run *r, uint64_t pool, struct gfa_pool_config *pc)
+{
+	r->topo = gfa_numa_topology_discover();
+	if (r->topo && r->topo->nr_nodes > 1 &&
+	    !gfa_numa_pool_config(pc, r->topo, (pool >> GFA_FRAME_SHIFT) / r->topo->nr_nodes &
+				  ~(GFA_PAGEBLOCK_FRAMES - 1)))
+		return (int)r->topo->nr_nodes;
+	gfa_numa_topology_free(r->topo);
+	r->topo = NULL;
+	gfa_pool_config_init(pc, pool >> GFA_FRAME_SHIFT);
+	return 1;
+}
+
+/* Bind each zone to its node, fault it in there, and check where it landed. */
+static int place_zones(struct run *r)
+{
+	struct gfa_numa_placement pl[GFA_MAX_ZONES];
+	char line[256];
+	int err;
+
+	if (!r->topo) {
+		printf("NUMA: one node: one zone\n");
+		return gfa_backing_populate(r->b);
+	}
+	r->np = gfa_numa_attach(r->pool, r->topo);
+	if (!r->np || gfa_numa_bind_pool(r->np) || gfa_numa_populate_pool(r->np)) {
+		fprintf(stderr, "gfactl vmstart: binding zones to nodes: %s\n", strerror(errno));
+		return -1;
+	}
+	err = gfa_numa_verify_pool(r->np, pl);
+	for (unsigned int z = 0; z < r->nr_zones; z++) {
+		gfa_numa_placement_text(&pl[z], line, sizeof(line));
+		printf("NUMA: %s\n", line);
+	}
+	if (err)
+		fprintf(stderr, "gfactl vmstart: zones are not where they should be (%s)\n", strerror(-err));
+	return err;
+}
+
 static struct gfa_pool *make_pool(struct run *r)
 {
 	struct gfa_pool_config pc;
 	struct gfa_compact_config cc = { .proactiveness = (unsigned int)r->o.proactiveness };
-	struct gfa_backing_config bc = { .populate = true };
+	struct gfa_backing_config bc = { .populate = false };
 	uint64_t pool = r->o.pool ? r->o.pool : (r->o.vms * r->o.mem * 5 / 4 + 2 * MiB - 1) & ~(2 * MiB - 1);
 	double t0 = now_ms();
 	uint64_t avail = mem_available();
@@ -578,7 +624,7 @@ static struct gfa_pool *make_pool(struct run *r)
 			(unsigned long)(pool / MiB), (unsigned long)(avail / MiB));
 		return NULL;
 	}
-	gfa_pool_config_init(&pc, pool >> GFA_FRAME_SHIFT);
+	r->nr_zones = (unsigned int)make_zones(r, pool, &pc);
 	r->pool = gfa_pool_create(&pc);
 	if (!r->pool) {
 		fprintf(stderr, "gfactl vmstart: pool of %lu MiB: %s\n", (unsigned long)(pool / MiB),
@@ -591,7 +637,11 @@ static struct gfa_pool *make_pool(struct run *r)
 		fprintf(stderr, "gfactl vmstart: backing the pool with memfds: %s\n", strerror(errno));
 		return NULL;
 	}
-	r->pcp = gfa_pcp_create(r->pool, 0);
+	if (place_zones(r))
+		return NULL;
+	for (unsigned int z = 0; z < r->nr_zones; z++)
+		r->zone_pcp[z] = gfa_pcp_create(r->pool, z);
+	r->pcp = r->zone_pcp[0];
 	printf("pool: %lu MiB in %u zone(s), memfd-backed, populated in %.0f ms (resident before "
 	       "any VM starts; not part of start latency)\n", (unsigned long)(pool / MiB),
 	       gfa_pool_nr_zones(r->pool), now_ms() - t0);
@@ -755,6 +805,12 @@ static int scenario(struct run *r)
 
 		print_text("buddyinfo after:", gfa_pool_buddyinfo, r->pool);
 		print_counters(r->pool);
+		if (r->np) {
+			char text[8192];
+
+			gfa_numa_stat_text(r->np, text, sizeof(text));
+			printf("%s", text);
+		}
 		gfa_host_return_stat(r->hr, &st);
 		printf("host return: %lu MiB released, %lu MiB populated again, %lu MiB failed, "
 		       "%lu passes\n", (unsigned long)(st.bytes_released / MiB),
@@ -791,10 +847,13 @@ static void teardown(struct run *r)
 		char msg[256];
 
 		gfa_compactd_stop(r->pool);
-		gfa_pcp_destroy(r->pcp);
+		for (unsigned int z = 0; z < GFA_MAX_ZONES; z++)
+			gfa_pcp_destroy(r->zone_pcp[z]);
 		if (gfa_pool_check(r->pool, msg, sizeof(msg)))
 			fprintf(stderr, "gfactl vmstart: pool invariant broken: %s\n", msg);
 	}
+	gfa_numa_detach(r->np);
+	gfa_numa_topology_free(r->topo);
 	gfa_backing_destroy(r->b);
 	gfa_pool_destroy(r->pool);
 }

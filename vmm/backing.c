@@ -314,3 +314,12 @@ struct gfa_host_return *gfa_backing_host_return(const struct gfa_backing *b)
 {
 	return b ? atomic_load(&((struct gfa_backing *)b)->hr) : NULL;
 }
+
+int gfa_backing_populate(struct gfa_backing *b)
+{
+	if (!b)
+		return GFA_EFAULT;
+	for (unsigned int z = 0; z < b->nr_zones; z++)
+		populate(b->base[z], b->size[z]);
+	return 0;
+}

@@ -46,6 +46,8 @@ struct gfa_backing_config {
  */
 struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg);
 void gfa_backing_destroy(struct gfa_backing *b);
+/* Fault every zone in now (after binding zones to nodes).  0 or GFA_EFAULT. */
+int gfa_backing_populate(struct gfa_backing *b);
 /* memfd of zone z, or GFA_EFAULT / GFA_ERANGE. */
 int gfa_backing_zone_fd(const struct gfa_backing *b, unsigned int zone);
 /* Host address of zone z's mapping (NULL on bad input). */
