@@ -122,7 +122,7 @@ install: $(SO) $(A)
 tidy:
 	clang-tidy $(LIB_SRC) -- -std=gnu11 -Iinclude -I. $(PKG_CFLAGS)
 cppcheck:
-	cppcheck --quiet --enable=warning,performance,portability --error-exitcode=1 -Iinclude -I. $(LIB_SRC)
+	cppcheck --quiet --inline-suppr --enable=warning,performance,portability --error-exitcode=1 -Iinclude -I. $(LIB_SRC) $(TOOL_SRC)
 
 clean:
 	rm -rf build
