@@ -1,0 +1,113 @@
+/* gfactl end to end: the README's main job on a small scenario, its errors, stat. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "tests/test_util.h"
+
+/* Run a shell command, capture stdout+stderr; returns the exit code. */
+static int run(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int run(char *out, size_t len, const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	FILE *p;
+	size_t n;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, len - 1, p);
+	out[n] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *gfactl(void)
+{
+	static char path[512];
+	const char *b = getenv("GFA_BUILD");
+
+	snprintf(path, sizeof(path), "%s/gfactl", b ? b : "build");
+	if (access(path, X_OK))
+		cr_skip_test("%s not built", path);
+	return path;
+}
+
+static char out[1 << 16];
+
+Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180)
+{
+	const char *g = gfactl();
+	char stat_file[] = "/tmp/gfactl-test-XXXXXX";
+	int fd = mkstemp(stat_file), rc;
+
+	close(fd);
+	rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 16M --rounds 1 --kvm off "
+		 "--host-thp keep --stat-file %s --csv %s.csv", g, stat_file, stat_file);
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_assert_not_null(strstr(out, "vCPUs: host threads (KVM turned off"), "%s", out);
+	cr_assert_not_null(strstr(out, "RESULT vmstart vs_kernel_4k="), "%s", out);
+	cr_assert_not_null(strstr(out, "huge_share="));
+	cr_assert_not_null(strstr(out, "buddyinfo after:"));
+	/* gfactl stat reads what vmstart wrote */
+	rc = run(out, sizeof(out), "%s stat --file %s", g, stat_file);
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_assert_not_null(strstr(out, "Node 0, zone   Normal"), "%s", out);
+	cr_assert_not_null(strstr(out, "compact_migrate_scanned "), "%s", out);
+	rc = run(out, sizeof(out), "%s stat --file %s --json", g, stat_file);
+	cr_assert_eq(rc, 0);
+	cr_assert_not_null(strstr(out, "\"vmstat\": {\"pgalloc\": "), "%s", out);
+	rc = run(out, sizeof(out), "head -1 %s.csv && grep -c '^start,gfa' %s.csv", stat_file, stat_file);
+	cr_assert_not_null(strstr(out, "kind,memory,phase"), "%s", out);
+	unlink(stat_file);
+	snprintf(out, sizeof(out), "%s.csv", stat_file);
+	unlink(out);
+}
+
+Test(gfactl, errors_name_the_flag_or_file)
+{
+	const char *g = gfactl();
+
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --vms x", g), 2);
+	cr_assert_not_null(strstr(out, "--vms"), "%s", out);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --mem 3M", g), 2);
+	cr_assert_not_null(strstr(out, "--mem"), "%s", out);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --kvm maybe", g), 2);
+	cr_assert_not_null(strstr(out, "--kvm"), "%s", out);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --domain-xml /no/such.xml", g), 2);
+	cr_assert_not_null(strstr(out, "/no/such.xml"), "%s", out);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --libvirt bogus:///x --domain d", g), 2);
+	cr_assert_not_null(strstr(out, "bogus:///x"), "%s", out);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --libvirt test:///default --domain nope", g), 2);
+	cr_assert_not_null(strstr(out, "nope"), "%s", out);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --frobnicate", g), 2);
+	cr_assert_eq(run(out, sizeof(out), "%s nosuchcommand", g), 2);
+	cr_assert_eq(run(out, sizeof(out), "%s stat --file /no/such/file", g), 1);
+	cr_assert_not_null(strstr(out, "/no/such/file"), "%s", out);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --help", g), 0);
+	cr_assert_not_null(strstr(out, "--proactiveness"));
+	cr_assert_eq(run(out, sizeof(out), "%s stat --help", g), 0);
+}
+
+Test(gfactl, vmstart_from_a_libvirt_domain, .timeout = 120)
+{
+	const char *g = gfactl();
+	const char *src = getenv("GFA_SRCDIR");
+	int rc;
+
+	/* tests/data/testnode.xml holds domain "small" for libvirt's test driver */
+	rc = run(out, sizeof(out), "%s vmstart --libvirt test://%s/tests/data/testnode.xml "
+		 "--domain small --vms 1 --rounds 0 --kvm off --no-baseline --host-thp keep "
+		 "--stat-file /tmp/gfactl-test-domain.json",
+		 g, src ? src : getcwd(out, sizeof(out)));
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_assert_not_null(strstr(out, "domain: small"), "%s", out);
+	cr_assert_not_null(strstr(out, "RESULT vmstart gfa_p50_ms="), "%s", out);
+	unlink("/tmp/gfactl-test-domain.json");
+}
