@@ -355,8 +355,8 @@ static void fast_isolate_freepages(struct compact_control *cc)
 static void isolate_freepages(struct compact_control *cc)
 {
 	struct gfa_zone *z = cc->zone;
-	uint64_t block = pb_start(cc->free_pfn);
 	uint64_t low = pb_start(cc->migrate_pfn) + GFA_PAGEBLOCK_FRAMES;
+	uint64_t block;
 
 	pthread_mutex_lock(&z->lock);
 	fast_isolate_freepages(cc);

@@ -112,7 +112,7 @@ struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
 		pool->zones[i].start_pfn = pfn;
 		pfn += cfg->zones[i].nr_frames;
 	}
-	if (pfn >= GFA_NIL)
+	if (!pfn || pfn >= GFA_NIL)
 		goto inval;
 	pool->nr_pfns = pfn;
 	pool->frames = calloc(pfn, sizeof(*pool->frames));

@@ -27,6 +27,8 @@ static int check_shape(struct gfa_guest *g, const struct gfa_gpa_range *r, unsig
 
 	if (!g || (!r && n))
 		return -EFAULT;
+	if (!n)
+		return 0;
 	for (unsigned int i = 0; i < n; i++) {
 		if (!r[i].len || (r[i].gpa | r[i].len) & (GFA_FRAME_SIZE - 1))
 			return -EINVAL;

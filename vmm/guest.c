@@ -135,9 +135,9 @@ static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, 
 		pthread_mutex_unlock(&g->lock);
 		return -EAGAIN;  /* not indexed yet, or already gone */
 	}
-	if (g->ops.pause && (err = g->ops.pause(g->ops_ctx))) {
+	if (g->ops.pause && g->ops.pause(g->ops_ctx)) {
 		pthread_mutex_unlock(&g->lock);
-		return -EBUSY;
+		return -EBUSY;      /* the vCPUs could not be stopped: leave the block */
 	}
 	memcpy(gfa_pfn_to_addr(g->pool, dst), gfa_pfn_to_addr(g->pool, src), GFA_FRAME_SIZE << order);
 	err = guest_map(g, gfn, dst, order);
