@@ -128,6 +128,19 @@ static int pcp_lock_owner(struct gfa_pcp *pcp)
 	}
 }
 
+/* The owner's entry to every cache call: the lock, with misuse counted. */
+static int pcp_enter(struct gfa_pcp *pcp)
+{
+	int err;
+
+	if (!pcp)
+		return GFA_EFAULT;
+	err = pcp_lock_owner(pcp);
+	if (err)
+		pool_count_err(pcp->pool, err);
+	return err;
+}
+
 static void pcp_lock_remote(struct gfa_pcp *pcp)
 {
 	for (;;) {
@@ -379,11 +392,9 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 	if (order > GFA_MAX_ORDER || (unsigned int)mt >= GFA_MT_PCPTYPES ||
 	    !pcp_order_cached(pcp, order) || __atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED))
 		return gfa_alloc(pcp->pool, pcp->zone->id, order, mt, owner, flags);
-	err = pcp_lock_owner(pcp);
-	if (err) {
-		pool_count_err(pcp->pool, err);
+	err = pcp_enter(pcp);
+	if (err)
 		return err;
-	}
 	pcp->ops++;
 	pcp->free_count >>= 1;
 	pindex = order_to_pindex(mt, order);
@@ -483,13 +494,9 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 {
 	int err;
 
-	if (!pcp)
-		return GFA_EFAULT;
-	err = pcp_lock_owner(pcp);
-	if (err) {
-		pool_count_err(pcp->pool, err);
+	err = pcp_enter(pcp);
+	if (err)
 		return err;
-	}
 	err = pcp_free_one(pcp, pfn, order, owner);
 	pcp_unlock(pcp);
 	return err;
@@ -501,13 +508,11 @@ int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
 	int err;
 	size_t i;
 
-	if (!pcp || (!pfns && n))
+	if (!pfns && n)
 		return GFA_EFAULT;
-	err = pcp_lock_owner(pcp);
-	if (err) {
-		pool_count_err(pcp->pool, err);
+	err = pcp_enter(pcp);
+	if (err)
 		return err;
-	}
 	pcp->flags |= PCPF_FREE_HIGH_BATCH;
 	for (i = 0; i < n; i++) {
 		err = pcp_free_one(pcp, pfns[i], order, owner);
@@ -523,13 +528,9 @@ int gfa_pcp_drain(struct gfa_pcp *pcp)
 {
 	int err;
 
-	if (!pcp)
-		return GFA_EFAULT;
-	err = pcp_lock_owner(pcp);
-	if (err) {
-		pool_count_err(pcp->pool, err);
+	err = pcp_enter(pcp);
+	if (err)
 		return err;
-	}
 	err = pcp_free_bulk(pcp, pcp->count, 0);
 	pcp->vs.pcp_drain++;
 	pcp_unlock(pcp);
@@ -540,13 +541,9 @@ int gfa_pcp_drain_partial(struct gfa_pcp *pcp)
 {
 	int err;
 
-	if (!pcp)
-		return GFA_EFAULT;
-	err = pcp_lock_owner(pcp);
-	if (err) {
-		pool_count_err(pcp->pool, err);
+	err = pcp_enter(pcp);
+	if (err)
 		return err;
-	}
 	err = pcp_free_bulk(pcp, pcp->count < pcp->batch ? pcp->count : pcp->batch, 0);
 	pcp_unlock(pcp);
 	return err;
