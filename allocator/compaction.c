@@ -79,102 +79,6 @@ static bool pb_test_and_set_skip(struct gfa_zone *z, uint64_t pfn)
 	return was;
 }
 
-/* ---- owner registry ---- */
-
-static const struct gfa_owner_ops owner_tombstone;
-
-int owner_registry_init(struct gfa_pool *pool)
-{
-	pool->owners = calloc(GFA_OWNER_SLOTS, sizeof(*pool->owners));
-	if (!pool->owners)
-		return -ENOMEM;
-	pthread_rwlock_init(&pool->owner_lock, NULL);
-	return 0;
-}
-
-void owner_registry_destroy(struct gfa_pool *pool)
-{
-	if (!pool->owners)
-		return;
-	pthread_rwlock_destroy(&pool->owner_lock);
-	free(pool->owners);
-}
-
-static unsigned int owner_hash(uint64_t owner)
-{
-	return (unsigned int)((owner * 0x9e3779b97f4a7c15ULL) >> 48) & (GFA_OWNER_SLOTS - 1);
-}
-
-/* Slot of owner, or of the first free slot on its probe path when insert is set. */
-static struct gfa_owner_slot *owner_slot(struct gfa_pool *pool, uint64_t owner, bool insert)
-{
-	struct gfa_owner_slot *tomb = NULL;
-
-	for (unsigned int i = 0, h = owner_hash(owner); i < GFA_OWNER_SLOTS;
-	     i++, h = (h + 1) & (GFA_OWNER_SLOTS - 1)) {
-		struct gfa_owner_slot *s = &pool->owners[h];
-
-		if (!s->ops)
-			return insert ? (tomb ? tomb : s) : NULL;
-		if (s->ops == &owner_tombstone) {
-			if (!tomb)
-				tomb = s;
-			continue;
-		}
-		if (s->owner == owner)
-			return s;
-	}
-	return insert ? tomb : NULL;
-}
-
-int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_owner_ops *ops,
-		       void *ctx)
-{
-	struct gfa_owner_slot *s;
-	int ret = 0;
-
-	if (!pool || (ops && !ops->migrate)) {
-		pool_count_err(pool, GFA_EFAULT);
-		return GFA_EFAULT;
-	}
-	pthread_rwlock_wrlock(&pool->owner_lock);
-	s = owner_slot(pool, owner, false);
-	if (ops && s) {
-		ret = -EEXIST;
-	} else if (ops) {
-		s = pool->nr_owners < GFA_OWNER_SLOTS / 2 ? owner_slot(pool, owner, true) : NULL;
-		if (!s) {
-			ret = -ENOSPC;
-		} else {
-			*s = (struct gfa_owner_slot){ owner, ops, ctx };
-			pool->nr_owners++;
-		}
-	} else if (!s) {
-		ret = -ENOENT;
-	} else {
-		s->ops = &owner_tombstone;
-		pool->nr_owners--;
-	}
-	pthread_rwlock_unlock(&pool->owner_lock);
-	return ret;
-}
-
-const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, void **ctx)
-{
-	const struct gfa_owner_ops *ops = NULL;
-	struct gfa_owner_slot *s;
-
-	pthread_rwlock_rdlock(&pool->owner_lock);
-	s = pool->nr_owners ? owner_slot(pool, owner, false) : NULL;
-	if (s) {
-		ops = s->ops;
-		if (ctx)
-			*ctx = s->ctx;
-	}
-	pthread_rwlock_unlock(&pool->owner_lock);
-	return ops;
-}
-
 int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config *cfg)
 {
 	if (!pool || !cfg)
@@ -833,106 +737,24 @@ int gfa_compact_zone(struct gfa_pool *pool, unsigned int zone, int order,
 	return err;
 }
 
-/*
- * Direct compaction for one request, with capture unless linear-only.  Returns the
- * captured block (ISOLATED, to be marked allocated by the caller) or -1.
- */
-static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned int mt,
-			      enum gfa_compact_mode mode)
+int compact_run(struct gfa_zone *z, int order, unsigned int mt, enum gfa_compact_mode mode,
+		unsigned int how, struct capture_control *capc)
 {
-	struct capture_control capc = { z, (int)order, mt, -1 };
 	struct compact_control *cc = calloc(1, sizeof(*cc));
 	int ret;
 
 	if (!cc)
-		return -1;
+		return -ENOMEM;
 	cc->zone = z;
-	cc->order = (int)order;
+	cc->order = order;
 	cc->mt = mt;
 	cc->mode = mode;
-	cc->direct = true;
-	cc->ignore_skip = cc->whole_zone = mode == GFA_COMPACT_SYNC;
-	if (!z->pool->compact.linear_only) {
-		cc->capc = &capc;
-		gfa_capc = &capc;
-	}
+	cc->direct = how & COMPACT_DIRECT;
+	cc->ignore_skip = cc->whole_zone = how & COMPACT_IGNORE_SKIP;
+	cc->capc = capc;
 	ret = compact_zone(cc);
-	gfa_capc = NULL;
 	free(cc);
-	(void)ret;
-	return capc.pfn;
-}
-
-/*
- * Direct compaction escalates as the kernel's compact_priority does: ASYNC, then
- * SYNC_LIGHT, then SYNC over the whole zone with skip hints ignored (the kernel's
- * MIN_COMPACT_PRIORITY), each bounded by one meeting of the scanners.
- */
-int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
-			uint64_t owner, unsigned int flags)
-{
-	static const enum gfa_compact_mode modes[] = {
-		GFA_COMPACT_ASYNC, GFA_COMPACT_SYNC_LIGHT, GFA_COMPACT_SYNC
-	};
-	int64_t pfn;
-
-	/* free lists only: never wait on other vCPUs' caches or compact (remote zones) */
-	if (flags & GFA_ALLOC_NOCOMPACT) {
-		pfn = GFA_ENOMEM;
-		goto out;
-	}
-	/* frames parked on caches may complete a block once merged */
-	gfa_pool_drain_all(z->pool, (int)z->id);
-	pthread_mutex_lock(&z->lock);
-	pfn = zone_alloc_locked(z, order, mt, owner, flags);
-	pthread_mutex_unlock(&z->lock);
-	if (pfn >= 0 || !order)
-		goto out;
-	for (unsigned int i = 0; i < 3; i++) {
-		int64_t cap;
-
-		pthread_mutex_lock(&z->lock);
-		z->c.vm.compact_stall++;
-		pthread_mutex_unlock(&z->lock);
-		cap = try_to_compact(z, order, mt, modes[i]);
-		pthread_mutex_lock(&z->lock);
-		if (cap >= 0 && !claim_allows(z, owner, order)) {
-			/* captured, but the frames are promised to a VM being built */
-			fstate_set(&z->pool->frames[cap], 0);
-			buddy_free_block(z, (uint64_t)cap, order);
-			cap = -1;
-		}
-		if (cap >= 0) {
-			release_clear(z, (uint64_t)cap, 1UL << order);
-			claim_consume(z, owner, order);
-			frame_mark_allocated(&z->pool->frames[cap], mt, owner);
-			z->c.vm.compact_capture++;
-			z->c.vm.compact_success++;
-			z->c.vm.pgalloc++;
-			z->c.vm.pgalloc_frames += 1UL << order;
-			z->c.vm.alloc_order[order]++;
-			pfn = cap;
-		} else {
-			pfn = zone_alloc_locked(z, order, mt, owner, flags);
-			if (pfn >= 0)
-				z->c.vm.compact_success++;
-			else
-				z->c.vm.compact_fail++;
-		}
-		pthread_mutex_unlock(&z->lock);
-		if (pfn >= 0)
-			return pfn;
-	}
-	if (order >= GFA_PAGEBLOCK_ORDER)
-		gfa_compactd_wake(z->pool, z->id);
-	pfn = GFA_ENOMEM;
-out:
-	if (pfn < 0) {
-		pthread_mutex_lock(&z->lock);
-		z->c.vm.pgalloc_fail++;
-		pthread_mutex_unlock(&z->lock);
-	}
-	return pfn;
+	return ret;
 }
 
 void compact_zone_background(struct gfa_zone *z, int order)
@@ -948,15 +770,6 @@ void compact_zone_background(struct gfa_zone *z, int order)
 	cc->proactive = order < 0;
 	compact_zone(cc);
 	free(cc);
-}
-
-int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int order,
-			  enum gfa_migratetype mt, uint64_t owner)
-{
-	if (!pool || zone >= pool->nr_zones || order > GFA_MAX_ORDER ||
-	    (unsigned int)mt >= GFA_MT_PCPTYPES)
-		return gfa_alloc(pool, zone, order, mt, owner, 0); /* reports the error */
-	return zone_alloc_slow(&pool->zones[zone], order, mt, owner, 0);
 }
 
 int gfa_zone_fragmentation_score(struct gfa_pool *pool, unsigned int zone)

@@ -251,6 +251,11 @@ uint64_t claim_unclaimed_free(struct gfa_zone *z);
 int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			uint64_t owner, unsigned int flags);
 void compaction_zone_init(struct gfa_zone *z);
+/* One compaction run of zone z (compaction.c); how: COMPACT_* bits. */
+#define COMPACT_DIRECT      0x1u  /* direct compaction for an allocation */
+#define COMPACT_IGNORE_SKIP 0x2u  /* last resort: whole zone, skip hints ignored */
+int compact_run(struct gfa_zone *z, int order, unsigned int mt, enum gfa_compact_mode mode,
+		unsigned int how, struct capture_control *capc);
 /* kcompactd's pass: order -1 = proactive (score-driven), else for that order. */
 void compact_zone_background(struct gfa_zone *z, int order);
 /* Owner lookup for the scanners; NULL when not registered. */

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The allocation slow path: drain the zone's caches, then direct compaction in the
+ * allocating thread, on the allocating zone only (node-local), with capture, escalating
+ * ASYNC -> SYNC_LIGHT -> SYNC as the kernel's compact_priority does.
+ */
+#include "allocator/internal.h"
+
+/*
+ * Direct compaction for one request, with capture unless linear-only.  Returns the
+ * captured block (ISOLATED, to be marked allocated by the caller) or -1.
+ */
+static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned int mt,
+			      enum gfa_compact_mode mode)
+{
+	struct capture_control capc = { z, (int)order, mt, -1 };
+	bool capture = !z->pool->compact.linear_only;
+	unsigned int how = COMPACT_DIRECT | (mode == GFA_COMPACT_SYNC ? COMPACT_IGNORE_SKIP : 0);
+
+	if (capture)
+		gfa_capc = &capc;
+	compact_run(z, (int)order, mt, mode, how, capture ? &capc : NULL);
+	gfa_capc = NULL;
+	return capc.pfn;
+}
+
+/*
+ * Direct compaction escalates as the kernel's compact_priority does: ASYNC, then
+ * SYNC_LIGHT, then SYNC over the whole zone with skip hints ignored (the kernel's
+ * MIN_COMPACT_PRIORITY), each bounded by one meeting of the scanners.
+ */
+int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
+			uint64_t owner, unsigned int flags)
+{
+	static const enum gfa_compact_mode modes[] = {
+		GFA_COMPACT_ASYNC, GFA_COMPACT_SYNC_LIGHT, GFA_COMPACT_SYNC
+	};
+	int64_t pfn;
+
+	/* free lists only: never wait on other vCPUs' caches or compact (remote zones) */
+	if (flags & GFA_ALLOC_NOCOMPACT) {
+		pfn = GFA_ENOMEM;
+		goto out;
+	}
+	/* frames parked on caches may complete a block once merged */
+	gfa_pool_drain_all(z->pool, (int)z->id);
+	pthread_mutex_lock(&z->lock);
+	pfn = zone_alloc_locked(z, order, mt, owner, flags);
+	pthread_mutex_unlock(&z->lock);
+	if (pfn >= 0 || !order)
+		goto out;
+	for (unsigned int i = 0; i < 3; i++) {
+		int64_t cap;
+
+		pthread_mutex_lock(&z->lock);
+		z->c.vm.compact_stall++;
+		pthread_mutex_unlock(&z->lock);
+		cap = try_to_compact(z, order, mt, modes[i]);
+		pthread_mutex_lock(&z->lock);
+		if (cap >= 0 && !claim_allows(z, owner, order)) {
+			/* captured, but the frames are promised to a VM being built */
+			fstate_set(&z->pool->frames[cap], 0);
+			buddy_free_block(z, (uint64_t)cap, order);
+			cap = -1;
+		}
+		if (cap >= 0) {
+			release_clear(z, (uint64_t)cap, 1UL << order);
+			claim_consume(z, owner, order);
+			frame_mark_allocated(&z->pool->frames[cap], mt, owner);
+			z->c.vm.compact_capture++;
+			z->c.vm.compact_success++;
+			z->c.vm.pgalloc++;
+			z->c.vm.pgalloc_frames += 1UL << order;
+			z->c.vm.alloc_order[order]++;
+			pfn = cap;
+		} else {
+			pfn = zone_alloc_locked(z, order, mt, owner, flags);
+			if (pfn >= 0)
+				z->c.vm.compact_success++;
+			else
+				z->c.vm.compact_fail++;
+		}
+		pthread_mutex_unlock(&z->lock);
+		if (pfn >= 0)
+			return pfn;
+	}
+	if (order >= GFA_PAGEBLOCK_ORDER)
+		gfa_compactd_wake(z->pool, z->id);
+	pfn = GFA_ENOMEM;
+out:
+	if (pfn < 0) {
+		pthread_mutex_lock(&z->lock);
+		z->c.vm.pgalloc_fail++;
+		pthread_mutex_unlock(&z->lock);
+	}
+	return pfn;
+}
+
+int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int order,
+			  enum gfa_migratetype mt, uint64_t owner)
+{
+	if (!pool || zone >= pool->nr_zones || order > GFA_MAX_ORDER ||
+	    (unsigned int)mt >= GFA_MT_PCPTYPES)
+		return gfa_alloc(pool, zone, order, mt, owner, 0); /* reports the error */
+	return zone_alloc_slow(&pool->zones[zone], order, mt, owner, 0);
+}
+
