@@ -137,8 +137,13 @@ static bool cc_enough_free(const struct compact_control *cc)
 }
 
 /*
- * isolate_freepages_block(): probe the pageblock from its end down with the adaptive
- * stride (patch 22) and isolate whole free blocks.  Returns blocks isolated.
+ * isolate_freepages_block(): probe the pageblock with the adaptive stride (patch 22)
+ * and isolate whole free blocks.  The stride is constant inside a block and adapts
+ * per block, as in the kernel's isolate_freepages(): doubling it on every miss inside
+ * the block would probe only ~20 frames of 512 and miss scattered free frames even in
+ * sync mode.  A block head that is not free is stepped over by its order (the kernel
+ * skips compound pages the same way), so an allocated 2 MiB block costs one probe.
+ * Returns blocks isolated.
  */
 static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t start)
 {
@@ -156,15 +161,17 @@ static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t
 			isolate_free_block(cc, pfn);
 			got++;
 			pfn += 1UL << o;
-			if (!cc->linear)
-				stride = 1;
+			continue;
+		}
+		if (fstate(f) && f->order <= GFA_MAX_ORDER && (1UL << f->order) > stride) {
+			pfn += 1UL << f->order;
 			continue;
 		}
 		pfn += stride;
-		if (!cc->linear && stride < COMPACT_CLUSTER_MAX)
-			stride <<= 1;
 	}
-	cc->free_stride = got ? 1 : stride;
+	if (!cc->linear)
+		cc->free_stride = got ? 1 : stride << 1 < COMPACT_CLUSTER_MAX ?
+				  stride << 1 : COMPACT_CLUSTER_MAX;
 	return got;
 }
 
@@ -190,16 +197,22 @@ static unsigned int freelist_scan_limit(struct compact_control *cc)
 /*
  * fast_isolate_freepages(): take targets from the free lists instead of scanning:
  * walk orders below the request (round-robin start, patch 21) from the tail, prefer
- * blocks in the top quarter between the scanners, accept the top half, and isolate
- * the rest of that pageblock around the find (fast_isolate_around).
+ * blocks in the top quarter between the scanners, accept the top half (a candidate
+ * there halves the remaining budget), and isolate the rest of that pageblock around
+ * the find (fast_isolate_around).  The linear free scanner keeps its position on
+ * success (moving it down to every find made the scanners meet early); on a failed
+ * search at scan start it jumps to the highest pageblock seen between the scanners.
+ * The lists are not rotated (the kernel's move_freelist_head): measured on
+ * bench/thpscale it doubled the free side's scanning.
  */
 static void fast_isolate_freepages(struct compact_control *cc)
 {
 	struct gfa_zone *z = cc->zone;
 	struct gfa_frame *frames = z->pool->frames;
-	uint64_t distance, low_pfn, min_pfn, highest = 0;
+	uint64_t distance, low_pfn, min_pfn, highest_pb = 0;
+	uint32_t found = GFA_NIL;
 	unsigned int limit, nr_scanned = 0;
-	bool found = false;
+	bool scan_start;
 
 	if (cc->order <= 0 || cc->linear || cc->free_pfn <= cc->migrate_pfn)
 		return;
@@ -207,49 +220,52 @@ static void fast_isolate_freepages(struct compact_control *cc)
 	low_pfn = pb_start(cc->free_pfn - distance / 4);
 	min_pfn = pb_start(cc->free_pfn - distance / 2);
 	/* a full budget at scan start, else max(1, limit >> 1) per order ([impl] note) */
-	if (cc->free_pfn >= pb_start(cc->zone_end - 1))
+	scan_start = cc->free_pfn >= pb_start(cc->zone_end - 1);
+	if (scan_start)
 		limit = GFA_PAGEBLOCK_FRAMES >> 1;
 	else
 		limit = freelist_scan_limit(cc) >> 1 ? freelist_scan_limit(cc) >> 1 : 1;
-	for (int i = 0; i < cc->order && !found; i++) {
+	for (int i = 0; i < cc->order && found == GFA_NIL; i++) {
 		int order = cc->search_order - i;
 		struct gfa_free_list *l;
 		unsigned int order_scanned = 0;
+		uint32_t p;
 
 		if (order < 0)
 			order += cc->order;
 		l = &z->area[order].list[GFA_MT_MOVABLE];
-		for (uint32_t p = l->tail; p != GFA_NIL && order_scanned < limit; p = frames[p].prev) {
+		for (p = l->tail; p != GFA_NIL && order_scanned < limit; p = frames[p].prev) {
 			nr_scanned++;
 			order_scanned++;
+			if (pb_start(p) > highest_pb && pb_start(p) < cc->free_pfn)
+				highest_pb = pb_start(p);
 			if (pb_skip(z, p) || p < min_pfn || p + (1UL << order) > cc->free_pfn + GFA_PAGEBLOCK_FRAMES)
 				continue;
 			if (p >= low_pfn) {
-				highest = p;
-				found = true;
+				found = p;
 				break;
 			}
-			if (p > highest)
-				highest = p;
+			if (found == GFA_NIL || p > found) {
+				found = p;
+				limit >>= 1;    /* a candidate is known: shorten the scan */
+			}
 		}
 		/* next search starts at the order below this one */
 		cc->search_order = order - 1 < 0 ? cc->order - 1 : order - 1;
-		if (highest)
-			found = true;
 	}
 	cc->free_scanned += nr_scanned;
-	if (!found) {
+	if (found == GFA_NIL) {
 		cc->fast_search_fail++;
+		if (scan_start && highest_pb >= min_pfn)
+			cc->free_pfn = highest_pb;
 		return;
 	}
-	isolate_free_block(cc, highest);
+	isolate_free_block(cc, found);
 	/* fast_isolate_around(): the rest of this pageblock, unless direct async */
 	if (!(cc->direct && cc->mode == GFA_COMPACT_ASYNC) && !cc_enough_free(cc)) {
-		if (!isolate_freepages_block(cc, pb_start(highest)))
-			pb_set_skip(z, highest);
+		if (!isolate_freepages_block(cc, pb_start(found)))
+			pb_set_skip(z, found);
 	}
-	if (pb_start(highest) < cc->free_pfn)
-		cc->free_pfn = pb_start(highest);
 }
 
 /*
@@ -355,6 +371,21 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 	return pfn < end ? pfn : end;
 }
 
+/* move_freelist_tail(): the forward (source) search scanned head .. p: move them to the tail */
+static void freelist_move_tail(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p)
+{
+	uint32_t after = fr[p].next;
+
+	if (after == GFA_NIL)
+		return;
+	fr[after].prev = GFA_NIL;
+	fr[p].next = GFA_NIL;
+	fr[l->tail].next = l->head;
+	fr[l->head].prev = l->tail;
+	l->head = after;
+	l->tail = p;
+}
+
 /*
  * fast_find_migrateblock(): use the free lists to find a pageblock that is already
  * partly free, so fewer moves empty it (patch 11).  Only for requests above the costly
@@ -396,8 +427,7 @@ static uint64_t fast_find_migrateblock(struct compact_control *cc)
 					/* move the scanned prefix to the tail: next search starts fresh */
 					cc->migrate_scanned += nr_scanned;
 					cc->fast_search_fail = 0;
-					buddy_list_del(z->pool, z, p);
-					buddy_list_add(z->pool, z, p, (unsigned int)order, GFA_MT_MOVABLE, true);
+					freelist_move_tail(frames, l, p);
 					return pb_start(p);
 				}
 			}

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <gfa/allocator.h>
 
@@ -66,15 +67,19 @@ static int co_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, uns
 		ret = o->refuse;
 		goto out;
 	}
+	/* allocated but not recorded yet (co_alloc has not taken the lock): not ours to
+	 * move yet, the page table would miss it - refuse, compaction tries later */
+	if (o->rev[src] == UINT64_MAX) {
+		ret = -EAGAIN;
+		goto out;
+	}
 	if (o->touch)
 		memcpy(gfa_pfn_to_addr(o->pool, dst), gfa_pfn_to_addr(o->pool, src),
 		       GFA_FRAME_SIZE << order);
 	/* repoint the page that lived at src */
-	if (o->rev[src] != UINT64_MAX) {
-		o->pfn[o->rev[src]] = dst;
-		o->rev[dst] = o->rev[src];
-		o->rev[src] = UINT64_MAX;
-	}
+	o->pfn[o->rev[src]] = dst;
+	o->rev[dst] = o->rev[src];
+	o->rev[src] = UINT64_MAX;
 	o->moves++;
 out:
 	pthread_mutex_unlock(&o->lock);
