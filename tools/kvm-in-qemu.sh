@@ -298,8 +298,10 @@ if [ -z "$run" ] || [[ $run == *[[:space:]]* || $run == /tmp/* ]]; then
 	[ -n "$run" ] && rmdir "$run"
 	run=$(mktemp -d /var/tmp/gfa-kvm-in-qemu.XXXXXX) || die "mktemp failed"
 fi
+# The guest mounts a fresh tmpfs on /tmp: a directory under it is shared on its own.
 case $dir in
-/tmp|/tmp/*) say "warning: $dir is under /tmp, which the guest replaces with an empty tmpfs" ;;
+/tmp/*) rw_dirs+=("$dir") ;;
+/tmp) die "--dir /tmp: the guest replaces /tmp with an empty tmpfs" ;;
 esac
 
 {
@@ -341,7 +343,7 @@ fi
 rw_args=()
 for ((i = 0; i < ${#rw_dirs[@]}; i++)); do
 	d=$(cd "${rw_dirs[$i]}" 2>/dev/null && pwd -P) || die "no such directory: ${rw_dirs[$i]}"
-	[[ $d == *[[:space:]]* || $d == /tmp/* ]] && die "--rw $d: no spaces, not under /tmp"
+	[[ $d == *[[:space:]]* ]] && die "--rw $d: no spaces"
 	echo "$d" >"$run/rw$i"
 	rw_args+=(-virtfs "local,path=$d,mount_tag=rw$i,security_model=none,multidevs=remap")
 done
