@@ -43,12 +43,13 @@ static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool
 	return changed;
 }
 
-static bool release_bits_all(const struct gfa_zone *z, uint64_t pfn, uint64_t nr)
+static uint64_t release_count(const struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
+	uint64_t n = 0;
+
 	for (uint64_t p = pfn; p < pfn + nr; p++)
-		if (!release_test(z, p))
-			return false;
-	return true;
+		n += release_test(z, p);
+	return n;
 }
 
 static bool release_bits_any(const struct gfa_zone *z, uint64_t pfn, uint64_t nr)
@@ -185,9 +186,11 @@ static uint64_t release_pageblock(struct gfa_zone *z, uint64_t start, uint64_t b
 
 		if (ro->n == ro->max && !(ro->out[ro->n - 1].pfn == heads[n] + nr))
 			break;
-		if (release_bits_all(z, heads[n], nr))
+		uint64_t pop = nr - release_count(z, heads[n], nr);
+
+		if (!pop)
 			continue;   /* already released: nothing to give back */
-		if (nr > budget - got && nr > 1)
+		if (pop > budget - got && nr > 1)
 			continue;   /* would eat into the reserve: smaller blocks may fit */
 		got += isolate_for_host(z, heads[n]);
 		range_add(ro, heads[n], nr);

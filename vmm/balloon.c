@@ -111,10 +111,26 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 
 	if (err)
 		return err;
+	struct gfa_gpa_range *m = malloc(n * sizeof(*m) + 1);
+	unsigned int k = 0;
+
+	if (!m)
+		return -ENOMEM;
+	/* virtio-balloon hands over pages: merge adjacent ones into runs (one split and one
+	 * remap per run, not per page) */
+	memcpy(m, r, n * sizeof(*m));
+	qsort(m, n, sizeof(*m), cmp_range);
+	for (unsigned int i = 0; i < n; i++) {
+		if (k && m[k - 1].gpa + m[k - 1].len == m[i].gpa)
+			m[k - 1].len += m[i].len;
+		else
+			m[k++] = m[i];
+	}
 	pthread_mutex_lock(&g->lock);
-	err = check_state(g, r, n, true);
-	for (unsigned int i = 0; i < n && !err; i++)
-		taken += (int64_t)inflate_range(g, &r[i]);
+	err = check_state(g, m, k, true);
+	for (unsigned int i = 0; i < k && !err; i++)
+		taken += (int64_t)inflate_range(g, &m[i]);
+	free(m);
 	if (!err)
 		g->st.ballooned_frames += (uint64_t)taken;
 	pthread_mutex_unlock(&g->lock);

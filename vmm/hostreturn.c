@@ -40,6 +40,7 @@ struct gfa_host_return {
 	unsigned int backoff[GFA_MAX_ZONES], skip[GFA_MAX_ZONES];
 	double above_since[GFA_MAX_ZONES];   /* ms since populated free > high; 0: not */
 	bool urgent;                    /* a kick: release now, without settling */
+	unsigned int quiescing;         /* quiesce waiters: every pass is urgent meanwhile */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -206,16 +207,19 @@ static unsigned int hr_pass(struct gfa_host_return *hr, bool urgent)
 static void *hr_main(void *arg)
 {
 	struct gfa_host_return *hr = arg;
+	bool carry = false;
 
 	pthread_mutex_lock(&hr->lock);
 	while (!hr->stop) {
 		unsigned int work;
-		bool urgent = hr->urgent;
+		/* a kick stays urgent until a pass finds nothing more to release */
+		bool urgent = hr->urgent || hr->quiescing || carry;
 
 		hr->kicked = hr->urgent = false;
 		pthread_mutex_unlock(&hr->lock);
 		work = hr_pass(hr, urgent);
 		pthread_mutex_lock(&hr->lock);
+		carry = urgent && work;
 		if (!work && !atomic_load(&hr->inflight)) {
 			hr->idle_passes++;
 			pthread_cond_broadcast(&hr->cond);
@@ -309,6 +313,7 @@ int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms)
 	ts.tv_nsec %= 1000000000L;
 	pthread_mutex_lock(&hr->lock);
 	seen = hr->idle_passes;
+	hr->quiescing++;
 	hr->kicked = true;
 	pthread_cond_broadcast(&hr->cond);
 	/* two idle passes after the kick: the work the first one saw has completed */
@@ -319,6 +324,7 @@ int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms)
 		if (pthread_cond_timedwait(&hr->cond, &hr->lock, &ts) == ETIMEDOUT)
 			err = -ETIMEDOUT;
 	}
+	hr->quiescing--;
 	pthread_mutex_unlock(&hr->lock);
 	return err;
 }
