@@ -1,5 +1,6 @@
 /* Balloon, host return (io_uring release engines) and clean/dirty frames. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "tests/test_util.h"
@@ -191,7 +192,7 @@ Test(balloon, failed_releases_lose_nothing, .timeout = 120)
 /* T4: canaries written by a running guest survive concurrent release of other memory. */
 struct t4 {
 	struct gfa_guest *g;
-	volatile int stop;
+	_Atomic int stop;
 	uint64_t rounds, bad;
 };
 
@@ -200,7 +201,7 @@ static void *t4_writer(void *arg)
 	struct t4 *t = arg;
 	uint64_t *w = gfa_guest_hva(t->g);
 
-	while (!t->stop) {
+	while (!atomic_load(&t->stop)) {
 		t->rounds++;
 		for (uint64_t i = 0; i < 8 * MiB / 8; i += 512)
 			w[i] = t->rounds ^ i;
@@ -229,7 +230,7 @@ Test(balloon, canaries_survive_concurrent_release, .timeout = 120)
 			gfa_host_return_quiesce(h.hr, 10000);
 		cr_assert_gt(gfa_balloon_deflate(g, &r, 1), 0);
 	}
-	t.stop = 1;
+	atomic_store(&t.stop, 1);
 	pthread_join(th, NULL);
 	cr_log_info("%lu writer rounds beside %d inflate/deflate cycles", t.rounds, cycles);
 	cr_assert_eq(t.bad, 0, "a canary changed under a running guest");
