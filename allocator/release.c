@@ -198,19 +198,29 @@ static uint64_t release_pageblock(struct gfa_zone *z, uint64_t start, uint64_t b
 	return got;
 }
 
+/* Argument checks shared by the shrink and grow steps; locks the zone on success. */
+static int host_step_begin(struct gfa_pool *pool, unsigned int zone, const struct gfa_frame_range *out,
+			   unsigned int max_ranges, struct gfa_zone **zp)
+{
+	if (!pool || (!out && max_ranges))
+		return GFA_EFAULT;
+	if (zone >= pool->nr_zones)
+		return GFA_ERANGE;
+	*zp = &pool->zones[zone];
+	pthread_mutex_lock(&(*zp)->lock);
+	return 0;
+}
+
 int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			     unsigned int max_ranges, uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
 	struct gfa_zone *z;
 	uint64_t populated, budget, got = 0;
+	int err = host_step_begin(pool, zone, out, max_ranges, &z);
 
-	if (!pool || (!out && max_ranges))
-		return GFA_EFAULT;
-	if (zone >= pool->nr_zones)
-		return GFA_ERANGE;
-	z = &pool->zones[zone];
-	pthread_mutex_lock(&z->lock);
+	if (err)
+		return err;
 	populated = z->nr_free - z->nr_released;
 	budget = populated > z->rp.high ? populated - z->rp.high : 0;
 	if (budget > max_frames)
@@ -238,13 +248,10 @@ int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct g
 	struct range_out ro = { out, max_ranges, 0 };
 	uint64_t heads[RELEASE_MAX_LOCAL], populated, budget, got = 0;
 	struct gfa_zone *z;
+	int err = host_step_begin(pool, zone, out, max_ranges, &z);
 
-	if (!pool || (!out && max_ranges))
-		return GFA_EFAULT;
-	if (zone >= pool->nr_zones)
-		return GFA_ERANGE;
-	z = &pool->zones[zone];
-	pthread_mutex_lock(&z->lock);
+	if (err)
+		return err;
 	populated = z->nr_free - z->nr_released;
 	budget = populated < z->rp.low ? z->rp.high - populated : 0;
 	if (budget > max_frames)
