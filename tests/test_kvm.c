@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "gfa/kvm.h"
+#include "tests/qemu_util.h"
 
 extern char **environ;
 
@@ -665,31 +666,6 @@ Test(kvm, stats_count_huge_mappings)
 
 /* ---- suite kvm_qemu: run the KVM tests in a QEMU TCG guest ---------------- */
 
-/* Walk up from the test binary (and the cwd) to the tree with the harness. */
-static bool kvmt_find_root(char *root, size_t len)
-{
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
-
-	if (access("tools/kvm-in-qemu.sh", R_OK) == 0 && getcwd(root, len))
-		return true;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return false;
-	exe[n] = '\0';
-	for (int up = 0; up < 5 && (slash = strrchr(exe, '/')); up++) {
-		char probe[PATH_MAX + 32];
-
-		*slash = '\0';
-		snprintf(probe, sizeof(probe), "%s/tools/kvm-in-qemu.sh", exe);
-		if (access(probe, R_OK) == 0) {
-			snprintf(root, len, "%s", exe);
-			return true;
-		}
-	}
-	return false;
-}
-
 static void kvmt_qemu_preconditions(void)
 {
 	const char *san = getenv("GFA_SANITIZER");
@@ -716,7 +692,7 @@ static int kvmt_harness(const char *opts, const char *cmd, double *secs)
 	int argc = 0, status;
 	pid_t pid;
 
-	if (!kvmt_find_root(root, sizeof(root))) {
+	if (!tu_find_harness_root(root, sizeof(root))) {
 		fprintf(stderr, "kvm_qemu: tools/kvm-in-qemu.sh not found\n");
 		return 77;
 	}

@@ -32,6 +32,7 @@
 
 #include "gfa/numa.h"
 #include "gfa/vmm.h"
+#include "tests/qemu_util.h"
 
 extern char **environ;
 
@@ -1166,31 +1167,6 @@ Test(numa_real, remote_fallback_lands_on_the_remote_node, .timeout = 300)
 /* suite numa_qemu: numa_real in a two-node QEMU guest                           */
 /* =========================================================================== */
 
-/* Walk up from the test binary (and the cwd) to the tree with the harness. */
-static bool numat_find_root(char *root, size_t len)
-{
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
-
-	if (access("tools/kvm-in-qemu.sh", R_OK) == 0 && getcwd(root, len))
-		return true;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return false;
-	exe[n] = '\0';
-	for (int up = 0; up < 5 && (slash = strrchr(exe, '/')); up++) {
-		char probe[PATH_MAX + 32];
-
-		*slash = '\0';
-		snprintf(probe, sizeof(probe), "%s/tools/kvm-in-qemu.sh", exe);
-		if (access(probe, R_OK) == 0) {
-			snprintf(root, len, "%s", exe);
-			return true;
-		}
-	}
-	return false;
-}
-
 /* Run the harness with argv (NULL-terminated, after "bash harness"); exit code. */
 static int numat_harness(const char *root, char *const *args, double *secs)
 {
@@ -1253,7 +1229,7 @@ Test(numa_qemu, numa_real_in_two_node_guest, .timeout = 3200)
 		cr_skip_test("this host has several NUMA nodes: suite numa_real ran directly");
 	}
 	gfa_numa_topology_free(t);
-	if (!numat_find_root(root, sizeof(root))) {
+	if (!tu_find_harness_root(root, sizeof(root))) {
 		fprintf(stderr, "numa_qemu: skipped: tools/kvm-in-qemu.sh not found\n");
 		cr_skip_test("tools/kvm-in-qemu.sh not found");
 	}

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "tests/test_util.h"
+#include "tests/qemu_util.h"
 
 extern char **environ;
 
@@ -416,31 +417,6 @@ Test(vm, frames_move_under_a_guest, .timeout = 180)
 
 /* ---- finding the tree, the build and the example -------------------------------- */
 
-/* Walk up from the test binary (and the cwd) to the tree with tools/kvm-in-qemu.sh. */
-static bool vmt_find_root(char *root, size_t len)
-{
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
-
-	if (access("tools/kvm-in-qemu.sh", R_OK) == 0 && getcwd(root, len))
-		return true;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return false;
-	exe[n] = '\0';
-	for (int up = 0; up < 5 && (slash = strrchr(exe, '/')); up++) {
-		char probe[PATH_MAX + 32];
-
-		*slash = '\0';
-		snprintf(probe, sizeof(probe), "%s/tools/kvm-in-qemu.sh", exe);
-		if (access(probe, R_OK) == 0) {
-			snprintf(root, len, "%s", exe);
-			return true;
-		}
-	}
-	return false;
-}
-
 /* $GFA_BUILD (default "build"), relative paths taken from the tree's root. */
 static bool vmt_build_dir(char *out, size_t len)
 {
@@ -451,7 +427,7 @@ static bool vmt_build_dir(char *out, size_t len)
 		b = "build";
 	if (b[0] == '/')
 		return snprintf(out, len, "%s", b) < (int)len;
-	if (!vmt_find_root(root, sizeof(root)))
+	if (!tu_find_harness_root(root, sizeof(root)))
 		return false;
 	return snprintf(out, len, "%s/%s", root, b) < (int)len;
 }
@@ -765,7 +741,7 @@ static int vmt_harness(const char *opts, const char *cmd, double *secs)
 	int argc = 0, status;
 	pid_t pid;
 
-	if (!vmt_find_root(root, sizeof(root)) || !vmt_build_dir(build, sizeof(build))) {
+	if (!tu_find_harness_root(root, sizeof(root)) || !vmt_build_dir(build, sizeof(build))) {
 		fprintf(stderr, "vm_qemu: tools/kvm-in-qemu.sh not found\n");
 		return 77;
 	}
