@@ -50,7 +50,14 @@ deps:
 deps-test:
 	@tools/deps.sh test
 
-$(BUILD)/%.o: %.c $(HEADERS) $(wildcard */*.h)
+LIB_HDRS := $(HEADERS) $(wildcard allocator/*.h numa/*.h vmm/*.h)
+$(BUILD)/%.o: %.c $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/tools/%.o: tools/%.c $(LIB_HDRS) $(wildcard tools/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/bench/%.o: bench/%.c $(LIB_HDRS) $(wildcard bench/*.h tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -69,7 +76,7 @@ $(BUILD)/examples/%: $(BUILD)/examples/%.o $(A)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%.o: tests/%.c $(HEADERS) $(wildcard */*.h) $(wildcard tests/shim/criterion/*.h)
+$(BUILD)/tests/%.o: tests/%.c $(LIB_HDRS) $(wildcard tests/*.h tests/shim/criterion/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TEST_CFLAGS) -c $< -o $@
 $(TESTBIN): $(TEST_OBJ) $(A)

@@ -287,3 +287,32 @@ Test(balloon, ring_setup_failure_falls_back_to_sync, .timeout = 60)
 	gfa_guest_destroy(g);
 	bhost_done(&h);
 }
+
+Test(balloon, zero_flag_and_clean_dirty_released_per_zone, .timeout = 60)
+{
+	struct gfa_host_return_config hc = { 0 };
+	struct bhost h = bhost_new(16 * MiB, &hc, 0);
+	struct gfa_backing_zone_stat bs;
+	int64_t a = gfa_backing_alloc(h.b, NULL, 0, 4, GFA_MT_MOVABLE, 3, 0);
+	uint64_t *w = gfa_pfn_to_addr(h.pool, (uint64_t)a);
+
+	cr_assert_geq(a, 0);
+	memset(w, 0xab, 16 * 4096);
+	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)a, 4, 3), 0);
+	cr_assert_eq(gfa_backing_zone_stat(h.b, 0, &bs), 0);
+	cr_assert_eq(bs.free_dirty, 16);
+	cr_assert_eq(bs.free_clean + bs.free_dirty + bs.free_released, 16 * MiB / 4096);
+	/* the same block again, asked zeroed: no trace of the old owner */
+	a = gfa_backing_alloc(h.b, NULL, 0, 4, GFA_MT_MOVABLE, 4, GFA_BACKING_ZERO);
+	w = gfa_pfn_to_addr(h.pool, (uint64_t)a);
+	for (int i = 0; i < 16 * 4096 / 8; i++)
+		cr_assert_eq(w[i], 0);
+	gfa_backing_free(h.b, NULL, (uint64_t)a, 4, 4);
+	bhost_start(&h);
+	cr_assert_eq(gfa_host_return_quiesce(h.hr, 10000), 0);
+	gfa_backing_zone_stat(h.b, 0, &bs);
+	cr_assert_gt(bs.free_released, 0, "reserve 0: free memory goes back to the host");
+	cr_assert_eq(bs.free_dirty, 0, "released frames are clean");
+	cr_assert_eq(gfa_backing_alloc(NULL, NULL, 0, 0, GFA_MT_MOVABLE, 1, 0), GFA_EFAULT);
+	bhost_done(&h);
+}

@@ -323,3 +323,53 @@ int gfa_backing_populate(struct gfa_backing *b)
 		populate(b->base[z], b->size[z]);
 	return 0;
 }
+
+int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned int zone,
+			  unsigned int order, enum gfa_migratetype mt, uint64_t owner,
+			  unsigned int flags)
+{
+	unsigned int aflags = flags & ~GFA_BACKING_ZERO;
+	int64_t pfn;
+
+	if (!b)
+		return GFA_EFAULT;
+	pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, owner, aflags)
+		  : gfa_alloc(b->pool, zone, order, mt, owner, aflags);
+	if (pfn >= 0 && (flags & GFA_BACKING_ZERO))
+		gfa_backing_prepare(b, (uint64_t)pfn, order);
+	return pfn;
+}
+
+int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
+		     unsigned int order, uint64_t owner)
+{
+	int err;
+
+	if (!b)
+		return GFA_EFAULT;
+	err = pcp ? gfa_pcp_free(pcp, pfn, order, owner) : gfa_free(b->pool, pfn, order, owner);
+	if (!err)
+		gfa_backing_mark_dirty(b, pfn, order);
+	return err;
+}
+
+int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st)
+{
+	struct gfa_zone_stat zs;
+	uint64_t start, n, dirty = 0;
+	int err;
+
+	if (!b || !st)
+		return GFA_EFAULT;
+	err = gfa_zone_stat(b->pool, zone, &zs);
+	if (err)
+		return err;
+	gfa_zone_span(b->pool, zone, &start, &n);
+	for (uint64_t p = start; p < start + n; p++)
+		dirty += (atomic_load(&b->dirty[p / 64]) >> (p % 64)) & 1;
+	st->free_released = zs.nr_released;
+	st->free_dirty = dirty < zs.nr_free ? dirty : zs.nr_free;
+	st->free_clean = zs.nr_free - zs.nr_released > st->free_dirty
+			 ? zs.nr_free - zs.nr_released - st->free_dirty : 0;
+	return 0;
+}

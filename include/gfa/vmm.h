@@ -65,6 +65,29 @@ int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int or
 /* Dirty frames right now. */
 uint64_t gfa_backing_nr_dirty(const struct gfa_backing *b);
 
+/* Allocation through the backing: the ZERO flag asks for zeroed memory. */
+#define GFA_BACKING_ZERO 0x10u
+/*
+ * Allocate as gfa_pcp_alloc (pcp non-NULL) or gfa_alloc on `zone`; with GFA_BACKING_ZERO
+ * every dirty frame of the block is zeroed first (clean and released frames already
+ * read as zero).  Returns the pfn or the allocator's error.  Any thread.
+ */
+int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned int zone,
+			  unsigned int order, enum gfa_migratetype mt, uint64_t owner,
+			  unsigned int flags);
+/* Free as gfa_pcp_free / gfa_free and mark the frames dirty (they held owner data). */
+int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
+		     unsigned int order, uint64_t owner);
+
+/* Free frames of a zone by what they hold (buddy lists; cached frames count as dirty
+ * or clean as they are). */
+struct gfa_backing_zone_stat {
+	uint64_t free_clean;            /* populated and known to be zero */
+	uint64_t free_dirty;            /* populated, an old owner's data (zeroed on hand-out) */
+	uint64_t free_released;         /* not backed by the host; zero when touched */
+};
+int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st);
+
 /* What the host does with huge pages, read from sysfs, never assumed. */
 struct gfa_thp_report {
 	char thp_enabled[32];           /* transparent_hugepage/enabled, e.g. "madvise" */
