@@ -48,6 +48,7 @@ struct gfa_host_return {
 	uint64_t idle_passes;           /* passes that found nothing and nothing in flight */
 	_Atomic uint64_t inflight;      /* ranges submitted, not yet completed */
 	struct gfa_host_return_stat st; /* under lock, except the atomics below */
+	struct gfa_host_return_stat pass;   /* this pass's counts: the thread's own */
 	_Atomic uint64_t bytes_released, bytes_failed;
 };
 
@@ -109,7 +110,7 @@ static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone, struc
 			for (uint64_t off = 0; off < len; off += GFA_FRAME_SIZE)
 				((volatile char *)addr)[off] = 0;
 		gfa_zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
-		hr->st.bytes_populated += len;
+		hr->pass.bytes_populated += len;
 	}
 	return n > 0 ? (unsigned int)n : 0;
 }
@@ -122,7 +123,7 @@ static bool hr_backing_off(struct gfa_host_return *hr, unsigned int zone)
 		if (hr->backoff[zone] > 64)
 			hr->backoff[zone] = 64;
 		hr->skip[zone] = hr->backoff[zone];
-		hr->st.backoffs++;
+		hr->pass.backoffs++;
 	}
 	if (hr->skip[zone]) {
 		hr->skip[zone]--;
@@ -178,7 +179,7 @@ static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, str
 	for (int i = 0; i < n; i++)
 		hr_submit(hr, zone, &fr[i]);
 	gfa_release_unplug(hr->engine[zone]);
-	hr->st.ranges += (uint64_t)n;
+	hr->pass.ranges += (uint64_t)n;
 	return (unsigned int)n;
 }
 
@@ -192,16 +193,28 @@ static unsigned int hr_pass(struct gfa_host_return *hr, bool urgent)
 		unsigned int grown = hr_grow(hr, z, fr);
 
 		if (grown) {
-			hr->st.grows++;
+			hr->pass.grows++;
 			work += grown;
 			continue;   /* never grow and shrink in one pass */
 		}
 		grown = hr_shrink(hr, z, fr, urgent);
-		hr->st.shrinks += grown != 0;
+		hr->pass.shrinks += grown != 0;
 		work += grown;
 	}
-	hr->st.passes++;
+	hr->pass.passes++;
 	return work;
+}
+
+/* Fold the pass's counts into the statistics readers see (hr->lock held). */
+static void hr_merge_pass(struct gfa_host_return *hr)
+{
+	hr->st.passes += hr->pass.passes;
+	hr->st.shrinks += hr->pass.shrinks;
+	hr->st.grows += hr->pass.grows;
+	hr->st.ranges += hr->pass.ranges;
+	hr->st.backoffs += hr->pass.backoffs;
+	hr->st.bytes_populated += hr->pass.bytes_populated;
+	memset(&hr->pass, 0, sizeof(hr->pass));
 }
 
 static void *hr_main(void *arg)
@@ -219,6 +232,7 @@ static void *hr_main(void *arg)
 		pthread_mutex_unlock(&hr->lock);
 		work = hr_pass(hr, urgent);
 		pthread_mutex_lock(&hr->lock);
+		hr_merge_pass(hr);
 		carry = urgent && work;
 		if (!work && !atomic_load(&hr->inflight)) {
 			hr->idle_passes++;

@@ -1,4 +1,5 @@
 /* The runner behind tests/shim/criterion/criterion.h (TSan builds only). */
+#define _GNU_SOURCE  /* FNM_EXTMATCH: Criterion-style @(a|b) filters */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <fnmatch.h>
@@ -112,7 +113,7 @@ int main(int argc, char **argv)
 		int rc;
 
 		snprintf(full, sizeof(full), "%s/%s", tests[i].suite, tests[i].name);
-		if ((filter && fnmatch(filter, full, 0)) || tests[i].opts->disabled)
+		if ((filter && fnmatch(filter, full, FNM_EXTMATCH)) || tests[i].opts->disabled)
 			continue;
 		rc = run_one(&tests[i]);
 		if (rc == SHIM_SKIP_CODE) {
