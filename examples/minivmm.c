@@ -99,6 +99,7 @@ static uint64_t *fragment_pool(struct vmm *m, size_t *n)
 	while (pfns && all < frames && (pfn = gfa_alloc(m->pool, 0, 0, GFA_MT_MOVABLE,
 							BALLAST_OWNER, GFA_ALLOC_NOCOMPACT)) >= 0)
 		pfns[all++] = (uint64_t)pfn;
+	*n = 0;
 	for (size_t i = 0; i < all; i++) {
 		if (pfns[i] & 1)
 			pfns[(*n)++] = pfns[i];         /* odd frames stay pinned */

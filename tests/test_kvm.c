@@ -751,7 +751,7 @@ Test(kvm_qemu, rerun_without_dev_kvm)
 		cr_skip_test("KVM works here: suite kvm ran directly");
 	kvmt_self_exe(exe, sizeof(exe));
 	snprintf(cmd, sizeof(cmd), "exec '%s' --filter='kvm/*'", exe);
-	rc = kvmt_harness("--timeout 1100", cmd, &secs);
+	rc = kvmt_harness("--cpus 1 --timeout 1100", cmd, &secs);
 	fprintf(stderr, "kvm_qemu: suite kvm in QEMU: exit %d after %.1f s\n", rc, secs);
 	if (rc == 77) {
 		fprintf(stderr, "kvm_qemu: skipped: no KVM (%s) and the QEMU harness cannot run\n",
@@ -780,7 +780,7 @@ Test(kvm_qemu, harness_runs_kvm_guest)
 		 "[ \"$GFA_IN_QEMU\" = 1 ] || exit 4; "
 		 "[ -d /sys/devices/system/node/node1 ] || exit 5; exit 42",
 		 exe);
-	rc = kvmt_harness("--numa 2 --cpus 2 --mem 1024 --timeout 500", cmd, &secs);
+	rc = kvmt_harness("--numa 2 --cpus 1 --mem 1024 --timeout 500", cmd, &secs);
 	fprintf(stderr, "kvm_qemu: harness boot + one KVM test: exit %d after %.1f s\n", rc,
 		secs);
 	if (rc == 77)

@@ -105,21 +105,28 @@ static void thread_workload(struct vm_vcpu *v)
 	const uint64_t chunk = 64 << 10;
 	uint64_t sum = 0, bad = 0;
 
-	for (uint64_t c = v->start; c < v->end; c += chunk) {
-		uint64_t e = c + chunk < v->end ? c + chunk : v->end;
+	/* as the test guest: a FILL pass, then (FILL|VERIFY or VERIFY) a VERIFY pass */
+	for (int pass = 0; pass < 2; pass++) {
+		bool fill = pass == 0;
 
-		chunk_enter(v->vm);
-		for (uint64_t p = c; p < e; p += 8) {
-			uint64_t *w = (uint64_t *)(ram + p);
+		if (!(v->flags & (fill ? GFA_KVM_TEST_FILL : GFA_KVM_TEST_VERIFY)))
+			continue;
+		for (uint64_t c = v->start; c < v->end; c += chunk) {
+			uint64_t e = c + chunk < v->end ? c + chunk : v->end;
 
-			if (v->flags & GFA_KVM_TEST_FILL) {
-				*w = p ^ v->seed;
-				sum = ((sum << 1) | (sum >> 63)) + (p ^ v->seed);
-			} else if (*w != (p ^ v->seed)) {
-				bad++;
+			chunk_enter(v->vm);
+			for (uint64_t p = c; p < e; p += 8) {
+				uint64_t *w = (uint64_t *)(ram + p);
+
+				if (fill) {
+					*w = p ^ v->seed;
+					sum = ((sum << 1) | (sum >> 63)) + (p ^ v->seed);
+				} else if (*w != (p ^ v->seed)) {
+					bad++;
+				}
 			}
+			chunk_leave(v->vm);
 		}
-		chunk_leave(v->vm);
 	}
 	v->sum = sum;
 	v->mismatches = bad;
@@ -133,8 +140,7 @@ static void kvm_workload(struct vm_vcpu *v)
 	int ret;
 
 	memset(&ctx, 0, sizeof(ctx));
-	/* VERIFY alone stops at checkpoint 1 by default: continue through it */
-	ctx.on_checkpoint = NULL;
+	/* no checkpoint handler: VERIFY stops at checkpoint 1 and the loop below runs on */
 	v->err = gfa_kvm_test_guest_enter(v->kvcpu, v->vm->code_gpa, v->start, v->end,
 					  v->seed, v->flags);
 	while (!v->err) {
@@ -180,6 +186,7 @@ int gfa_vm_run_part(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t b
 		    uint64_t *mismatches)
 {
 	pthread_t t[MAX_VCPUS];
+	unsigned int started = 0;
 	uint64_t bad = 0;
 	int err = 0;
 
@@ -199,11 +206,11 @@ int gfa_vm_run_part(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t b
 		v->err = 0;
 		if (pthread_create(&t[i], NULL, vcpu_main, v)) {
 			err = -EAGAIN;
-			vm->nr_vcpus = i; /* only join what started */
 			break;
 		}
+		started++;
 	}
-	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+	for (unsigned int i = 0; i < started; i++) {
 		struct vm_vcpu *v = &vm->vcpu[i];
 
 		pthread_join(t[i], NULL);
@@ -225,6 +232,7 @@ static int vm_setup_kvm(struct gfa_vm *vm, uint64_t size)
 {
 	char why[128];
 	uint64_t boot = gfa_kvm_boot_area_size(size);
+	int err;
 
 	if (!gfa_kvm_available(why, sizeof(why))) {
 		snprintf(vm->why_buf, sizeof(vm->why_buf), "no KVM: %s", why);
@@ -235,10 +243,13 @@ static int vm_setup_kvm(struct gfa_vm *vm, uint64_t size)
 	if (!vm->kvm)
 		return -errno;
 	vm->code_gpa = (boot + 4095) & ~4095ULL;
-	if (gfa_kvm_set_memslot(vm->kvm, 0, 0, gfa_guest_hva(vm->guest), size, 0) ||
-	    gfa_kvm_vm_build_page_tables(vm->kvm, 0, size) ||
-	    gfa_kvm_test_guest_load(vm->kvm, vm->code_gpa))
-		return -EIO;
+	err = gfa_kvm_set_memslot(vm->kvm, 0, 0, gfa_guest_hva(vm->guest), size, 0);
+	if (!err)
+		err = gfa_kvm_vm_build_page_tables(vm->kvm, 0, size);
+	if (!err)
+		err = gfa_kvm_test_guest_load(vm->kvm, vm->code_gpa);
+	if (err)
+		return err;
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		vm->vcpu[i].kvcpu = gfa_kvm_vcpu_create(vm->kvm, i);
 		if (!vm->vcpu[i].kvcpu)
@@ -306,8 +317,14 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 	} else {
 		vm->why_not_kvm = "KVM turned off by configuration";
 	}
-	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		/* each vCPU's cache, for the VMM's per-vCPU allocations (balloon, devices) */
 		vm->vcpu[i].pcp = gfa_pcp_create(pool, cfg->zone);
+		if (!vm->vcpu[i].pcp) {
+			err = -errno;
+			goto fail;
+		}
+	}
 	gfa_guest_set_vcpu_ops(vm->guest, &vm_vcpu_ops, vm);
 	return vm;
 fail:
@@ -320,12 +337,13 @@ void gfa_vm_destroy(struct gfa_vm *vm)
 {
 	if (!vm)
 		return;
+	/* first: a compaction moving one of our blocks must not pause freed vCPUs */
+	gfa_guest_set_vcpu_ops(vm->guest, NULL, NULL);
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		gfa_kvm_vcpu_destroy(vm->vcpu[i].kvcpu);
 		gfa_pcp_destroy(vm->vcpu[i].pcp);
 	}
 	gfa_kvm_vm_destroy(vm->kvm);
-	gfa_guest_set_vcpu_ops(vm->guest, NULL, NULL);
 	gfa_guest_destroy(vm->guest);
 	pthread_mutex_destroy(&vm->lock);
 	pthread_cond_destroy(&vm->cond);

@@ -160,7 +160,8 @@ struct gfa_guest_config {
 	uint64_t mem_bytes;     /* guest RAM, a multiple of 2 MiB */
 	unsigned int zone;      /* zone (NUMA node) its frames come from */
 	struct gfa_pcp *pcp;    /* the creating thread's cache, or NULL for the zone path */
-	bool small_only;        /* never use order-9 blocks (a baseline for benchmarks) */
+	bool small_only;        /* never use order-9 blocks (the host may still merge
+				 * contiguous small blocks into a PMD mapping) */
 	uint64_t id;            /* owner cookie; 0 = pick a unique one */
 };
 
@@ -251,7 +252,9 @@ struct gfa_vm_config {
 	unsigned int vcpus;     /* 1..64 */
 	unsigned int zone;
 	enum gfa_vm_kvm kvm;
-	bool small_only;        /* back with small blocks only (a baseline) */
+	bool small_only;        /* back with blocks below order 9 only.  Note: adjacent
+				 * blocks at adjacent memfd offsets still merge into one host
+				 * mapping, which the host may map with PMDs anyway */
 	struct gfa_pcp *pcp;    /* cache of the creating thread, or NULL */
 };
 
