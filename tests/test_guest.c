@@ -180,6 +180,8 @@ Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60)
 	struct gfa_guest *g;
 	int64_t pmd;
 
+	int lock = tu_shmem_thp_lock();
+
 	if (shmem_thp_advise(old, sizeof(old)))
 		cr_skip_test("cannot set shmem_enabled=advise (not root?): PMD backing not checked");
 	h = host_new(32 * MiB, true);
@@ -188,6 +190,7 @@ Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60)
 	fill(g, 3);
 	pmd = gfa_smaps_pmd_bytes(gfa_guest_hva(g), cfg.mem_bytes);
 	shmem_thp_restore(old);
+	tu_shmem_thp_unlock(lock);
 	cr_log_info("guest window: %ld of %lu bytes PMD-mapped", (long)pmd, cfg.mem_bytes);
 	cr_assert_eq(pmd, (int64_t)cfg.mem_bytes, "every 2 MiB range should be a PMD mapping");
 	gfa_guest_destroy(g);

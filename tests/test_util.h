@@ -2,7 +2,10 @@
 #ifndef GFA_TEST_UTIL_H
 #define GFA_TEST_UTIL_H
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <string.h>
 #include <gfa/allocator.h>
 
@@ -42,6 +45,26 @@ static inline uint64_t tu_rand(uint64_t *s)
 	*s ^= *s << 25;
 	*s ^= *s >> 27;
 	return *s * 2685821657736338717ULL;
+}
+
+/*
+ * Tests that switch /sys/kernel/mm/transparent_hugepage/shmem_enabled run in parallel
+ * processes: one holds this lock from the switch until it has restored the value.
+ * Released on unlock or when the process exits.
+ */
+static inline int tu_shmem_thp_lock(void)
+{
+	int fd = open("/var/tmp/gfa-tests-shmem-thp.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+
+	if (fd >= 0)
+		flock(fd, LOCK_EX);
+	return fd;
+}
+
+static inline void tu_shmem_thp_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd);
 }
 
 static inline int tu_sanitizer(void)

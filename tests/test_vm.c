@@ -514,10 +514,14 @@ static bool vmt_shmem_set(const char *mode)
 	return fclose(f) == 0;
 }
 
+static int vmt_shmem_lock = -1;
+
 static void vmt_shmem_restore(void)
 {
 	if (vmt_shmem_saved[0])
 		vmt_shmem_set(vmt_shmem_saved);
+	tu_shmem_thp_unlock(vmt_shmem_lock);
+	vmt_shmem_lock = -1;
 }
 
 /* KVM's 2 MiB and host PMD mappings of a VM after a run over all of its RAM. */
@@ -551,6 +555,7 @@ Test(vm, huge_pages_end_to_end, .timeout = 300, .fini = vmt_shmem_restore)
 		cr_skip_test("software KVM (kvm_pvm) maps no 2 MiB pages: vm_qemu/in_qemu runs "
 			     "this test in QEMU over nested KVM");
 	}
+	vmt_shmem_lock = tu_shmem_thp_lock();   /* test_guest switches it too */
 	gfa_host_thp_report(&thp);
 	snprintf(vmt_shmem_saved, sizeof(vmt_shmem_saved), "%s", thp.shmem_enabled);
 	if (!vmt_shmem_set("advise")) {
