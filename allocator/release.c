@@ -276,6 +276,40 @@ int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct g
 	return (int)ro.n;
 }
 
+int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
+			  void *ctx, struct gfa_frame_range *out, unsigned int max_ranges,
+			  uint64_t max_frames)
+{
+	struct range_out ro = { out, max_ranges, 0 };
+	uint64_t heads[RELEASE_MAX_LOCAL], got = 0;
+	struct gfa_zone *z;
+	int err = host_step_begin(pool, zone, out, max_ranges, &z);
+
+	if (err)
+		return err;
+	if (!want) {
+		pthread_mutex_unlock(&z->lock);
+		return GFA_EFAULT;
+	}
+	for (uint64_t pb = 0; pb < z->nr_pageblocks && got < max_frames && ro.n < ro.max; pb++) {
+		unsigned int n;
+
+		if (z->pageblocks[pb].nr_free == z->pageblocks[pb].nr_released)
+			continue;       /* nothing free and populated here */
+		n = pageblock_free_blocks(z, z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER), heads);
+		for (unsigned int i = 0; i < n && got < max_frames && ro.n < ro.max; i++) {
+			unsigned int order = z->pool->frames[heads[i]].order;
+
+			if (release_bits_any(z, heads[i], 1UL << order) || !want(ctx, heads[i], order))
+				continue;
+			got += isolate_for_host(z, heads[i]);
+			range_add(&ro, heads[i], 1UL << order);
+		}
+	}
+	pthread_mutex_unlock(&z->lock);
+	return (int)ro.n;
+}
+
 /* Check every head in the range is INFLIGHT before touching anything. */
 static bool range_inflight(struct gfa_zone *z, uint64_t pfn, uint64_t end)
 {

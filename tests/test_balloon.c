@@ -316,3 +316,32 @@ Test(balloon, zero_flag_and_clean_dirty_released_per_zone, .timeout = 60)
 	cr_assert_eq(gfa_backing_alloc(NULL, NULL, 0, 0, GFA_MT_MOVABLE, 1, 0), GFA_EFAULT);
 	bhost_done(&h);
 }
+
+Test(balloon, idle_scrub_zeroes_dirty_frames_before_the_next_start, .timeout = 60)
+{
+	struct gfa_host_return_config hc = { 0 };
+	/* reserve = the whole pool: nothing is released, only scrubbed */
+	struct bhost h = bhost_new(32 * MiB, &hc, 32 * MiB / 4096);
+	struct gfa_guest *g = bguest(&h, 16 * MiB);
+	struct gfa_host_return_stat st;
+	struct gfa_guest_stat gs;
+	uint64_t *w;
+
+	memset(gfa_guest_hva(g), 0x77, 16 * MiB);
+	gfa_guest_destroy(g);
+	cr_assert_eq(gfa_backing_nr_dirty(h.b), 16 * MiB / 4096);
+	bhost_start(&h);
+	cr_assert_eq(gfa_host_return_quiesce(h.hr, 10000), 0);
+	gfa_host_return_stat(h.hr, &st);
+	cr_assert_eq(gfa_backing_nr_dirty(h.b), 0, "idle scrub left dirty frames");
+	cr_assert_eq(st.bytes_scrubbed, 16 * MiB);
+	cr_assert_eq(st.bytes_released, 0);
+	g = bguest(&h, 16 * MiB);
+	gfa_guest_stat(g, &gs);
+	cr_assert_eq(gs.zeroed_frames, 0, "the start paid for zeroing");
+	w = gfa_guest_hva(g);
+	for (uint64_t i = 0; i < 16 * MiB / 8; i += 509)
+		cr_assert_eq(w[i], 0, "stale data at %lu", i * 8);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}

@@ -373,3 +373,19 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_b
 			 ? zs.nr_free - zs.nr_released - st->free_dirty : 0;
 	return 0;
 }
+
+bool gfa_backing_block_dirty(const struct gfa_backing *b, uint64_t pfn, unsigned int order)
+{
+	if (!b || order > GFA_MAX_ORDER || pfn + (1UL << order) > b->nr_pfns)
+		return false;
+	for (uint64_t p = pfn; p < pfn + (1UL << order); p += 64 - (p & 63)) {
+		uint64_t word = atomic_load(&((struct gfa_backing *)b)->dirty[p / 64]);
+		uint64_t n = 64 - (p & 63) < pfn + (1UL << order) - p ? 64 - (p & 63)
+								     : pfn + (1UL << order) - p;
+		uint64_t mask = (n == 64 ? ~0ULL : ((1ULL << n) - 1)) << (p & 63);
+
+		if (word & mask)
+			return true;
+	}
+	return false;
+}

@@ -205,6 +205,39 @@ static unsigned int hr_pass(struct gfa_host_return *hr, bool urgent)
 	return work;
 }
 
+/* ---- idle scrubbing: zero dirty free frames before anyone asks for them ---- */
+
+static bool hr_want_dirty(void *ctx, uint64_t pfn, unsigned int order)
+{
+	return gfa_backing_block_dirty(ctx, pfn, order);
+}
+
+/*
+ * Xen's idle scrub: when a pass found nothing to release, take dirty free blocks off
+ * the lists a batch at a time, zero their dirty frames and put them back clean (at the
+ * head), so the next VM start does not pay for zeroing.  Returns frames scrubbed.
+ */
+static uint64_t hr_scrub(struct gfa_host_return *hr)
+{
+	struct gfa_frame_range fr[PASS_RANGES];
+	uint64_t done = 0;
+
+	if (hr->cfg.no_scrub)
+		return 0;
+	for (unsigned int z = 0; z < hr->nr_zones; z++) {
+		int n = gfa_zone_isolate_free(hr->pool, z, hr_want_dirty, hr->b, fr, PASS_RANGES,
+					      hr->cfg.scrub_frames_per_pass);
+
+		for (int i = 0; i < n; i++) {
+			for (uint64_t p = fr[i].pfn; p < fr[i].pfn + fr[i].nr; p++)
+				done += (uint64_t)gfa_backing_prepare(hr->b, p, 0);
+			gfa_zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
+		}
+	}
+	hr->pass.bytes_scrubbed += done << GFA_FRAME_SHIFT;
+	return done;
+}
+
 /* Fold the pass's counts into the statistics readers see (hr->lock held). */
 static void hr_merge_pass(struct gfa_host_return *hr)
 {
@@ -214,6 +247,7 @@ static void hr_merge_pass(struct gfa_host_return *hr)
 	hr->st.ranges += hr->pass.ranges;
 	hr->st.backoffs += hr->pass.backoffs;
 	hr->st.bytes_populated += hr->pass.bytes_populated;
+	hr->st.bytes_scrubbed += hr->pass.bytes_scrubbed;
 	memset(&hr->pass, 0, sizeof(hr->pass));
 }
 
@@ -231,6 +265,8 @@ static void *hr_main(void *arg)
 		hr->kicked = hr->urgent = false;
 		pthread_mutex_unlock(&hr->lock);
 		work = hr_pass(hr, urgent);
+		if (!work && !atomic_load(&hr->inflight))
+			work = hr_scrub(hr) != 0;
 		pthread_mutex_lock(&hr->lock);
 		hr_merge_pass(hr);
 		carry = urgent && work;
@@ -275,6 +311,8 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 		hr->cfg.interval_ms = 100;
 	if (!hr->cfg.settle_ms && !hr->cfg.no_settle)
 		hr->cfg.settle_ms = 1000;
+	if (!hr->cfg.scrub_frames_per_pass)
+		hr->cfg.scrub_frames_per_pass = (16ULL << 20) >> GFA_FRAME_SHIFT;
 	if (!hr->cfg.max_frames_per_pass)
 		hr->cfg.max_frames_per_pass = (64ULL << 20) >> GFA_FRAME_SHIFT;
 	hr->nr_zones = gfa_pool_nr_zones(pool);

@@ -433,6 +433,17 @@ int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct g
  * nothing changes).  Any thread (release engines call it from their threads).
  */
 int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released);
+/*
+ * Background work on free frames (scrubbing): take up to max_frames populated free
+ * frames whose block want() accepts off the free lists (INFLIGHT), as ranges; the
+ * caller works on them and hands each back with gfa_zone_populate_done.  want() runs
+ * with the zone lock held and must not call into the pool.  Returns ranges filled,
+ * GFA_EFAULT or GFA_ERANGE.
+ */
+typedef bool (*gfa_block_want_fn)(void *ctx, uint64_t pfn, unsigned int order);
+int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
+			  void *ctx, struct gfa_frame_range *out, unsigned int max_ranges,
+			  uint64_t max_frames);
 /* The same for a range taken by gfa_zone_populate_isolate, now populated. */
 int gfa_zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
 

@@ -64,6 +64,8 @@ void gfa_backing_mark_clean_range(struct gfa_backing *b, uint64_t pfn, uint64_t 
 int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int order);
 /* Dirty frames right now. */
 uint64_t gfa_backing_nr_dirty(const struct gfa_backing *b);
+/* Does the block hold a dirty frame?  Lock-free (usable under a zone lock). */
+bool gfa_backing_block_dirty(const struct gfa_backing *b, uint64_t pfn, unsigned int order);
 
 /* Allocation through the backing: the ZERO flag asks for zeroed memory. */
 #define GFA_BACKING_ZERO 0x10u
@@ -115,12 +117,16 @@ struct gfa_host_return_config {
 	unsigned int settle_ms;         /* timer passes release only memory that stayed above
 					 * the reserve this long; 0 = 1000 (kicks skip it) */
 	bool no_settle;                 /* release as soon as a timer pass sees it */
+	uint64_t scrub_frames_per_pass; /* idle scrubbing of dirty free frames, per zone
+					 * and pass; 0 = 16 MiB worth */
+	bool no_scrub;                  /* leave dirty frames to be zeroed on hand-out */
 	struct gfa_release_config engine;  /* per-engine settings, incl. fault injection */
 };
 
 /*
  * Start returning memory: one io_uring release engine per zone memfd and one thread
- * running the allocator's depopulation policy (gfa_zone_set_release_policy: LOW/HIGH
+ * that, when it has nothing to release, also zeroes dirty free frames (idle scrub), and
+ * otherwise runs the allocator's depopulation policy (gfa_zone_set_release_policy: LOW/HIGH
  * reserve, quarter-empty pageblocks, highest first, released blocks reused last).
  * Frames released are zero when next touched and count as clean.  Returns NULL with
  * errno: EFAULT, or the engine's error (ring setup failures fall back to synchronous
@@ -144,6 +150,7 @@ struct gfa_host_return_stat {
 	uint64_t passes, shrinks, grows, ranges;
 	uint64_t backoffs;              /* times a zone backed off after failed releases */
 	uint64_t bytes_released, bytes_failed, bytes_populated;
+	uint64_t bytes_scrubbed;        /* dirty free memory zeroed while idle */
 	uint64_t inflight_ranges;
 	const char *mode, *mode_why;    /* "io_uring" or "sync", and why */
 };
