@@ -196,3 +196,64 @@ Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60)
 	gfa_guest_destroy(g);
 	host_done(&h);
 }
+
+/* Reserve n more hugetlb pages (restored by the caller); -1 if we cannot. */
+static long hugetlb_reserve(long n)
+{
+	long old = -1, now = -1;
+	FILE *f = fopen("/proc/sys/vm/nr_hugepages", "r+");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &old) != 1 || fseek(f, 0, SEEK_SET) ||
+	    fprintf(f, "%ld\n", old + n) < 0) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	f = fopen("/proc/sys/vm/nr_hugepages", "r");
+	if (f && fscanf(f, "%ld", &now) != 1)
+		now = -1;
+	if (f)
+		fclose(f);
+	return now >= old + n ? old : -1;
+}
+
+static void hugetlb_restore(long old)
+{
+	FILE *f = fopen("/proc/sys/vm/nr_hugepages", "w");
+
+	if (f) {
+		fprintf(f, "%ld\n", old);
+		fclose(f);
+	}
+}
+
+Test(guest, hugetlb_backed_pool, .timeout = 60)
+{
+	struct gfa_pool *pool = tu_pool(8 * MiB / GFA_FRAME_SIZE);
+	struct gfa_backing_config bc = { .hugetlb = true, .populate = true };
+	struct gfa_guest_config cfg = { .mem_bytes = 8 * MiB };
+	struct gfa_backing *b;
+	struct gfa_guest *g;
+	struct gfa_guest_stat st;
+	long old = hugetlb_reserve(4);
+
+	if (old < 0) {
+		gfa_pool_destroy(pool);
+		cr_skip_test("cannot reserve hugetlb pages (not root, or no memory)");
+	}
+	b = gfa_backing_create(pool, &bc);
+	cr_assert_not_null(b, "hugetlb backing: %s", strerror(errno));
+	g = gfa_guest_create(pool, b, &cfg);
+	cr_assert_not_null(g);
+	fill(g, 42);
+	cr_assert_eq(check(g, 42), 0);
+	gfa_guest_stat(g, &st);
+	cr_assert_eq(st.huge_ranges, 4, "a hugetlb pool hands out 2 MiB blocks");
+	gfa_guest_destroy(g);
+	gfa_backing_destroy(b);
+	ASSERT_POOL_OK(pool);
+	gfa_pool_destroy(pool);
+	hugetlb_restore(old);
+}
