@@ -26,6 +26,10 @@
 #define NR_PCP_LISTS       (GFA_MT_PCPTYPES * (PCP_COSTLY_ORDER + 1 + NR_PCP_THP))
 #define PCP_BATCH_SCALE_MAX 5
 
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define PCP_HOT     static inline __attribute__((always_inline))
+
 #define PCPF_PREV_FREE_HIGH_ORDER 0x1u
 #define PCPF_FREE_HIGH_BATCH      0x2u
 
@@ -63,7 +67,7 @@ static inline unsigned int pindex_to_order(int pindex)
 	return order > PCP_COSTLY_ORDER ? GFA_PAGEBLOCK_ORDER : order;
 }
 
-static bool pcp_order_cached(const struct gfa_pcp *pcp, unsigned int order)
+PCP_HOT bool pcp_order_cached(const struct gfa_pcp *pcp, unsigned int order)
 {
 	if (pcp->no_high_order)
 		return order == 0;
@@ -112,7 +116,7 @@ void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z)
 
 /* ---- the cache lock ---- */
 
-static int pcp_lock_owner(struct gfa_pcp *pcp)
+static __attribute__((noinline)) int pcp_lock_owner_slow(struct gfa_pcp *pcp)
 {
 	for (;;) {
 		int v = PCP_UNLOCKED;
@@ -128,15 +132,27 @@ static int pcp_lock_owner(struct gfa_pcp *pcp)
 	}
 }
 
+/* One compare-and-swap in the common case; waits and misuse out of line. */
+PCP_HOT int pcp_lock_owner(struct gfa_pcp *pcp)
+{
+	int v = PCP_UNLOCKED;
+
+	if (likely(atomic_compare_exchange_strong_explicit(&pcp->lock, &v, PCP_OWNER,
+							   memory_order_acquire,
+							   memory_order_relaxed)))
+		return 0;
+	return pcp_lock_owner_slow(pcp);
+}
+
 /* The owner's entry to every cache call: the lock, with misuse counted. */
-static int pcp_enter(struct gfa_pcp *pcp)
+PCP_HOT int pcp_enter(struct gfa_pcp *pcp)
 {
 	int err;
 
-	if (!pcp)
+	if (unlikely(!pcp))
 		return GFA_EFAULT;
 	err = pcp_lock_owner(pcp);
-	if (err)
+	if (unlikely(err))
 		pool_count_err(pcp->pool, err);
 	return err;
 }
@@ -154,14 +170,14 @@ static void pcp_lock_remote(struct gfa_pcp *pcp)
 	}
 }
 
-static void pcp_unlock(struct gfa_pcp *pcp)
+PCP_HOT void pcp_unlock(struct gfa_pcp *pcp)
 {
 	atomic_store_explicit(&pcp->lock, PCP_UNLOCKED, memory_order_release);
 }
 
 /* ---- lists (cache lock held) ---- */
 
-static void plist_add(struct gfa_pcp *pcp, int pindex, uint64_t pfn, bool tail)
+PCP_HOT void plist_add(struct gfa_pcp *pcp, int pindex, uint64_t pfn, bool tail)
 {
 	struct gfa_free_list *l = &pcp->lists[pindex];
 	struct gfa_frame *frames = pcp->pool->frames, *f = &frames[pfn];
@@ -184,7 +200,7 @@ static void plist_add(struct gfa_pcp *pcp, int pindex, uint64_t pfn, bool tail)
 	l->nr++;
 }
 
-static void plist_del(struct gfa_pcp *pcp, int pindex, uint64_t pfn)
+PCP_HOT void plist_del(struct gfa_pcp *pcp, int pindex, uint64_t pfn)
 {
 	struct gfa_free_list *l = &pcp->lists[pindex];
 	struct gfa_frame *frames = pcp->pool->frames, *f = &frames[pfn];
@@ -386,29 +402,46 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 	uint64_t pfn;
 	int pindex, err;
 
-	if (!pcp)
+	struct gfa_frame *frames;
+	uint32_t next;
+
+	if (unlikely(!pcp))
 		return GFA_EFAULT;
 	/* claims are decided per owner under the zone lock: zone path while any exist */
-	if (order > GFA_MAX_ORDER || (unsigned int)mt >= GFA_MT_PCPTYPES ||
-	    !pcp_order_cached(pcp, order) || __atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED))
+	if (unlikely(order > GFA_MAX_ORDER || (unsigned int)mt >= GFA_MT_PCPTYPES ||
+		     !pcp_order_cached(pcp, order) ||
+		     __atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED)))
 		return gfa_alloc(pcp->pool, pcp->zone->id, order, mt, owner, flags);
 	err = pcp_enter(pcp);
-	if (err)
+	if (unlikely(err))
 		return err;
 	pcp->ops++;
 	pcp->free_count >>= 1;
 	pindex = order_to_pindex(mt, order);
 	l = &pcp->lists[pindex];
-	if (!l->nr && !pcp_refill(pcp, pindex, order, mt, pcp_refill_count(pcp, order), flags)) {
+	if (unlikely(!l->nr) &&
+	    !pcp_refill(pcp, pindex, order, mt, pcp_refill_count(pcp, order), flags)) {
 		/* slow path without our lock: it drains caches, ours included, and compacts */
 		pcp_unlock(pcp);
 		return zone_alloc_slow(pcp->zone, order, mt, owner, flags);
 	}
+	/* plist_del() of the head, whose prev is always GFA_NIL */
+	frames = pcp->pool->frames;
 	pfn = l->head;
-	plist_del(pcp, pindex, pfn);
+	f = &frames[pfn];
+	next = flink_get(&f->next);
+	l->head = next;
+	if (next == GFA_NIL)
+		l->tail = GFA_NIL;
+	else
+		flink_set(&frames[next].prev, GFA_NIL);
+	l->nr--;
 	pcp->count -= 1 << order;
-	f = &pcp->pool->frames[pfn];
-	frame_mark_allocated(f, mt, owner);
+	/* frame_mark_allocated(), inlined: the owner cookie, then the release of the state */
+	if (f->mt != mt)
+		f->mt = (uint8_t)mt;
+	frame_set_owner(f, owner);
+	fstate_set(f, GFA_FRAME_ALLOCATED);
 	pcp->vs.pcp_alloc++;
 	pcp->vs.pgalloc++;
 	pcp->vs.pgalloc_frames += 1UL << order;
@@ -424,7 +457,7 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
  * this free, reached the threshold.  It lowers high toward high_min and flushes up to
  * the cap, starting with this list.
  */
-static void pcp_free_commit(struct gfa_pcp *pcp, int pindex, unsigned int order)
+static void pcp_free_commit_slow(struct gfa_pcp *pcp, int pindex, unsigned int order)
 {
 	int cap = pcp->batch << PCP_BATCH_SCALE_MAX, high, nr;
 	bool free_high = false;
@@ -462,24 +495,88 @@ static void pcp_free_commit(struct gfa_pcp *pcp, int pindex, unsigned int order)
 	pcp_free_bulk(pcp, nr, pindex);
 }
 
-static int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner)
+/*
+ * The common order-0 case of pcp_free_commit() in line: order 0 never fires free_high,
+ * so below high it only ends the high-order streak and grows free_count.  Everything
+ * else goes to pcp_free_commit_slow(), which does all of it, nothing done twice.
+ */
+PCP_HOT void pcp_free_commit(struct gfa_pcp *pcp, int pindex, unsigned int order)
+{
+	if (likely(order == 0 && pcp->count < pcp->high)) {
+		pcp->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
+		if (pcp->free_count < pcp->batch << PCP_BATCH_SCALE_MAX)
+			pcp->free_count++;
+		return;
+	}
+	pcp_free_commit_slow(pcp, pindex, order);
+}
+
+/*
+ * free_args() for the cache's own zone in line; anything else (other zone, bad
+ * arguments) takes the full check, which also picks the error.
+ */
+PCP_HOT bool pcp_free_args_fast(const struct gfa_pcp *pcp, uint64_t pfn, unsigned int order)
+{
+	const struct gfa_zone *z = pcp->zone;
+
+	return order <= GFA_MAX_ORDER && pfn >= z->start_pfn &&
+	       pfn + (1UL << order) <= z->start_pfn + z->nr_frames &&
+	       !(pfn & ((1UL << order) - 1));
+}
+
+/*
+ * frame_claim_free() in line for the common case: the head is ALLOCATED with this
+ * order and owner, and the compare-and-swap to PCP wins (it still decides against a
+ * racing free or compaction's isolation).  Anything else re-runs the full version,
+ * which classifies the error.
+ */
+PCP_HOT int pcp_claim_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+			   unsigned int order, uint64_t owner)
+{
+	struct gfa_frame *f = &pool->frames[pfn];
+
+	if (likely(fstate(f) == GFA_FRAME_ALLOCATED && f->order == order &&
+		   frame_owner(f) == owner &&
+		   fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_PCP)))
+		return 0;
+	return frame_claim_free(pool, z, pfn, order, owner, GFA_FRAME_PCP);
+}
+
+PCP_HOT int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner)
 {
 	struct gfa_pool *pool = pcp->pool;
-	struct gfa_zone *z = NULL;
-	int err = free_args(pool, pfn, order, &z);
+	struct gfa_zone *z = pcp->zone;
+	struct gfa_frame *frames, *f;
+	struct gfa_free_list *l;
 	unsigned int mt;
-	int pindex;
+	uint32_t head;
+	int pindex, err;
 
-	if (err)
-		goto fail;
-	if (z != pcp->zone || !pcp_order_cached(pcp, order))
+	if (unlikely(!pcp_free_args_fast(pcp, pfn, order))) {
+		err = free_args(pool, pfn, order, &z);
+		if (err)
+			goto fail;
+	}
+	if (unlikely(z != pcp->zone || !pcp_order_cached(pcp, order)))
 		return gfa_free(pool, pfn, order, owner);
-	err = frame_claim_free(pool, z, pfn, order, owner, GFA_FRAME_PCP);
-	if (err)
+	err = pcp_claim_free(pool, z, pfn, order, owner);
+	if (unlikely(err))
 		goto fail;
-	mt = pool->frames[pfn].mt;
+	/* plist_add() at the head */
+	frames = pool->frames;
+	f = &frames[pfn];
+	mt = f->mt;
 	pindex = order_to_pindex(mt, order);
-	plist_add(pcp, pindex, pfn, false);
+	l = &pcp->lists[pindex];
+	head = l->head;
+	flink_set(&f->prev, GFA_NIL);
+	flink_set(&f->next, head);
+	if (head == GFA_NIL)
+		l->tail = (uint32_t)pfn;
+	else
+		flink_set(&frames[head].prev, (uint32_t)pfn);
+	l->head = (uint32_t)pfn;
+	l->nr++;
 	pcp->count += 1 << order;
 	pcp->ops++;
 	pcp->vs.pcp_free++;
