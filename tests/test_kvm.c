@@ -678,59 +678,6 @@ static void kvmt_qemu_preconditions(void)
 	}
 }
 
-/*
- * Run @cmd (a shell command) in a QEMU guest through tools/kvm-in-qemu.sh with
- * @opts (extra harness options, space separated, no quoting).  Returns the exit
- * code; 77 means the harness cannot run here.
- */
-static int kvmt_harness(const char *opts, const char *cmd, double *secs)
-{
-	char root[PATH_MAX], harness[PATH_MAX + 32], build[PATH_MAX + 32];
-	const char *b = getenv("GFA_BUILD");
-	char optbuf[256], *argv[32];
-	struct timespec t0, t1;
-	int argc = 0, status;
-	pid_t pid;
-
-	if (!tu_find_harness_root(root, sizeof(root))) {
-		fprintf(stderr, "kvm_qemu: tools/kvm-in-qemu.sh not found\n");
-		return 77;
-	}
-	snprintf(harness, sizeof(harness), "%s/tools/kvm-in-qemu.sh", root);
-	if (!b || !*b)
-		b = "build";
-	if (b[0] == '/')
-		snprintf(build, sizeof(build), "%s", b);
-	else
-		snprintf(build, sizeof(build), "%s/%s", root, b);
-
-	argv[argc++] = "bash";
-	argv[argc++] = harness;
-	argv[argc++] = "--build";
-	argv[argc++] = build;
-	argv[argc++] = "--dir";
-	argv[argc++] = root;
-	snprintf(optbuf, sizeof(optbuf), "%s", opts);
-	for (char *save, *tok = strtok_r(optbuf, " ", &save); tok && argc < 24;
-	     tok = strtok_r(NULL, " ", &save))
-		argv[argc++] = tok;
-	argv[argc++] = "--";
-	argv[argc++] = "sh";
-	argv[argc++] = "-c";
-	argv[argc++] = (char *)cmd;
-	argv[argc] = NULL;
-
-	fflush(NULL);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (posix_spawn(&pid, "/bin/bash", NULL, NULL, argv, environ) != 0)
-		return 77;
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	*secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 static void kvmt_self_exe(char *exe, size_t len)
 {
 	ssize_t n = readlink("/proc/self/exe", exe, len - 1);
@@ -751,7 +698,7 @@ Test(kvm_qemu, rerun_without_dev_kvm)
 		cr_skip_test("KVM works here: suite kvm ran directly");
 	kvmt_self_exe(exe, sizeof(exe));
 	snprintf(cmd, sizeof(cmd), "exec '%s' --filter='kvm/*'", exe);
-	rc = kvmt_harness("--cpus 1 --timeout 1100", cmd, &secs);
+	rc = tu_run_in_qemu("--cpus 1 --timeout 1100", cmd, &secs);
 	fprintf(stderr, "kvm_qemu: suite kvm in QEMU: exit %d after %.1f s\n", rc, secs);
 	if (rc == 77) {
 		fprintf(stderr, "kvm_qemu: skipped: no KVM (%s) and the QEMU harness cannot run\n",
@@ -780,7 +727,7 @@ Test(kvm_qemu, harness_runs_kvm_guest)
 		 "[ \"$GFA_IN_QEMU\" = 1 ] || exit 4; "
 		 "[ -d /sys/devices/system/node/node1 ] || exit 5; exit 42",
 		 exe);
-	rc = kvmt_harness("--numa 2 --cpus 1 --mem 1024 --timeout 500", cmd, &secs);
+	rc = tu_run_in_qemu("--numa 2 --cpus 1 --mem 1024 --timeout 500", cmd, &secs);
 	fprintf(stderr, "kvm_qemu: harness boot + one KVM test: exit %d after %.1f s\n", rc,
 		secs);
 	if (rc == 77)

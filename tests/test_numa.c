@@ -1167,43 +1167,6 @@ Test(numa_real, remote_fallback_lands_on_the_remote_node, .timeout = 300)
 /* suite numa_qemu: numa_real in a two-node QEMU guest                           */
 /* =========================================================================== */
 
-/* Run the harness with argv (NULL-terminated, after "bash harness"); exit code. */
-static int numat_harness(const char *root, char *const *args, double *secs)
-{
-	char harness[PATH_MAX + 32], build[PATH_MAX + 32];
-	const char *b = getenv("GFA_BUILD");
-	char *argv[32];
-	struct timespec t0, t1;
-	int argc = 0, status;
-	pid_t pid;
-
-	snprintf(harness, sizeof(harness), "%s/tools/kvm-in-qemu.sh", root);
-	if (!b || !*b)
-		b = "build";
-	if (b[0] == '/')
-		snprintf(build, sizeof(build), "%s", b);
-	else
-		snprintf(build, sizeof(build), "%s/%s", root, b);
-	argv[argc++] = "bash";
-	argv[argc++] = harness;
-	argv[argc++] = "--build";
-	argv[argc++] = build;
-	argv[argc++] = "--dir";
-	argv[argc++] = (char *)root;
-	for (int i = 0; args[i] && argc < 31; i++)
-		argv[argc++] = args[i];
-	argv[argc] = NULL;
-	fflush(NULL);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (posix_spawn(&pid, "/bin/bash", NULL, NULL, argv, environ) != 0)
-		return 77;
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	*secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 /* Suite numa_real must have run in the guest: this many tests, none skipped. */
 #define NUMAT_REAL_TESTS 5
 
@@ -1249,13 +1212,8 @@ Test(numa_qemu, numa_real_in_two_node_guest, .timeout = 3200)
 		 "printf '%%s\\n' \"$out\" | grep -v 'Test is disabled'; [ $rc = 0 ] || exit $rc; "
 		 "n=$(printf '%%s\\n' \"$out\" | grep -c '^\\[PASS\\] numa_real::'); "
 		 "[ \"$n\" -ge %d ] || exit 3; exit 0", exe, NUMAT_REAL_TESTS);
-	{
-		/* the timeout also bounds the wait for another suite's guest (one at a time) */
-		char *args[] = { "--numa", "2", "--cpus", "2", "--mem", "1024", "--timeout",
-				 "1500", "--", "sh", "-c", cmd, NULL };
-
-		rc = numat_harness(root, args, &secs);
-	}
+	/* the timeout also bounds the wait for another suite's guest (one at a time) */
+	rc = tu_run_in_qemu("--numa 2 --cpus 2 --mem 1024 --timeout 1500", cmd, &secs);
 	fprintf(stderr, "numa_qemu: suite numa_real in a 2-node QEMU guest: exit %d after "
 		"%.1f s\n", rc, secs);
 	if (rc == 77) {

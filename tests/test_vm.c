@@ -424,21 +424,6 @@ Test(vm, frames_move_under_a_guest, .timeout = 180)
 
 /* ---- finding the tree, the build and the example -------------------------------- */
 
-/* $GFA_BUILD (default "build"), relative paths taken from the tree's root. */
-static bool vmt_build_dir(char *out, size_t len)
-{
-	const char *b = getenv("GFA_BUILD");
-	char root[PATH_MAX];
-
-	if (!b || !*b)
-		b = "build";
-	if (b[0] == '/')
-		return snprintf(out, len, "%s", b) < (int)len;
-	if (!tu_find_harness_root(root, sizeof(root)))
-		return false;
-	return snprintf(out, len, "%s/%s", root, b) < (int)len;
-}
-
 /*
  * Path of the built example: $GFA_BUILD/examples/minivmm, or under sanitizers (whose
  * build trees hold only the tests) the one `make` built in build/.  Else a failure
@@ -449,7 +434,7 @@ static void vmt_minivmm_path(char *path, size_t len)
 	char build[PATH_MAX], root[PATH_MAX];
 	const char *san = getenv("GFA_SANITIZER");
 
-	cr_assert(vmt_build_dir(build, sizeof(build)), "cannot find the source tree");
+	cr_assert(tu_build_dir(build, sizeof(build)), "cannot find the source tree");
 	cr_assert_lt(snprintf(path, len, "%s/examples/minivmm", build), (int)len);
 	if (access(path, X_OK) == 0)
 		return;
@@ -748,51 +733,6 @@ static const char *const vmt_all_tests[] = {
 };
 
 /*
- * Run @cmd (a shell command) in a QEMU guest through tools/kvm-in-qemu.sh with
- * @opts (extra harness options, space separated).  Returns the exit status; 77
- * means the harness cannot run here (it printed why).
- */
-static int vmt_harness(const char *opts, const char *cmd, double *secs)
-{
-	char root[PATH_MAX], harness[PATH_MAX + 32], build[PATH_MAX], optbuf[256];
-	char *argv[32], *save;
-	struct timespec t0, t1;
-	int argc = 0, status;
-	pid_t pid;
-
-	if (!tu_find_harness_root(root, sizeof(root)) || !vmt_build_dir(build, sizeof(build))) {
-		fprintf(stderr, "vm_qemu: tools/kvm-in-qemu.sh not found\n");
-		return 77;
-	}
-	snprintf(harness, sizeof(harness), "%s/tools/kvm-in-qemu.sh", root);
-	argv[argc++] = "bash";
-	argv[argc++] = harness;
-	argv[argc++] = "--build";
-	argv[argc++] = build;
-	argv[argc++] = "--dir";
-	argv[argc++] = root;
-	snprintf(optbuf, sizeof(optbuf), "%s", opts);
-	for (char *tok = strtok_r(optbuf, " ", &save); tok && argc < 24;
-	     tok = strtok_r(NULL, " ", &save))
-		argv[argc++] = tok;
-	argv[argc++] = "--";
-	argv[argc++] = "sh";
-	argv[argc++] = "-c";
-	argv[argc++] = (char *)cmd;
-	argv[argc] = NULL;
-
-	fflush(NULL);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (posix_spawn(&pid, "/bin/bash", NULL, NULL, argv, environ) != 0)
-		return 77;
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	*secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/*
  * Software KVM here: boot once and run vm/huge_pages_end_to_end over nested KVM.
  * No KVM here: run all of suite vm in that guest.  Inside, each of those tests must
  * pass ("[PASS]", not skipped), or this test fails.
@@ -847,7 +787,7 @@ Test(vm_qemu, in_qemu)
 	 * to miss it.  Seen in 3 of 4 boots of 80 VM lives; none in 240 with one CPU.
 	 * The timeout is generous: the harness also waits while other guests run.
 	 */
-	rc = vmt_harness("--cpus 1 --timeout 900", cmd, &secs);
+	rc = tu_run_in_qemu("--cpus 1 --timeout 900", cmd, &secs);
 	fprintf(stderr, "vm_qemu: %s in QEMU (%s): exit %d after %.1f s\n", filter,
 		kvm ? "software KVM here" : why, rc, secs);
 	if (rc == 77) {
