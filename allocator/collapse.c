@@ -71,27 +71,24 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 	return err;
 }
 
-int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
-		     const uint64_t *pfns, const unsigned int *orders, const unsigned int *offs,
-		     unsigned int n)
+/*
+ * Isolate the sources, allocate the order-9 target, move every piece; all or nothing.
+ * Returns the target, or an error with everything as it was (isolation errors counted).
+ */
+static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
+			     const struct gfa_owner_ops *ops, void *ctx, uint64_t owner,
+			     const uint64_t *pfns, const unsigned int *orders,
+			     const unsigned int *offs, unsigned int n)
 {
-	const struct gfa_owner_ops *ops;
-	struct gfa_zone *z;
-	void *ctx = NULL;
 	int64_t dst;
 	unsigned int i;
-	int err = collapse_args(pool, zone, pfns, orders, offs, n);
+	int err = collapse_isolate(pool, z, owner, pfns, orders, n);
 
-	if (err)
-		goto fail;
-	ops = owner_lookup(pool, owner, &ctx);
-	if (!ops)
-		return -ENOENT;
-	z = &pool->zones[zone];
-	err = collapse_isolate(pool, z, owner, pfns, orders, n);
-	if (err)
-		goto fail;
-	dst = gfa_alloc(pool, zone, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, owner, 0);
+	if (err) {
+		pool_count_err(pool, err);
+		return err;
+	}
+	dst = gfa_alloc(pool, z->id, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, owner, 0);
 	if (dst < 0) {
 		pthread_mutex_lock(&z->lock);
 		collapse_putback(pool, pfns, n);
@@ -104,10 +101,8 @@ int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
 		if (err)
 			break;
 	}
-	pthread_mutex_lock(&z->lock);
 	if (err) {
 		/* all or nothing: move the pieces back, the sources were kept isolated */
-		pthread_mutex_unlock(&z->lock);
 		while (i--)
 			ops->migrate(ctx, owner, (uint64_t)dst + offs[i], pfns[i], orders[i]);
 		pthread_mutex_lock(&z->lock);
@@ -118,6 +113,7 @@ int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
 		gfa_free(pool, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner);
 		return err;
 	}
+	pthread_mutex_lock(&z->lock);
 	for (i = 0; i < n; i++)
 		zone_free_locked(z, pfns[i], orders[i]);
 	z->c.vm.thp_collapse_alloc++;
@@ -126,7 +122,29 @@ int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
 	if (ops->collapsed)
 		ops->collapsed(ctx, owner, (uint64_t)dst);
 	return dst;
-fail:
-	pool_count_err(pool, err);
-	return err;
+}
+
+int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
+		     const uint64_t *pfns, const unsigned int *orders, const unsigned int *offs,
+		     unsigned int n)
+{
+	const struct gfa_owner_ops *ops;
+	struct gfa_zone *z;
+	void *ctx = NULL;
+	int64_t dst;
+	int err = collapse_args(pool, zone, pfns, orders, offs, n);
+
+	if (err) {
+		pool_count_err(pool, err);
+		return err;
+	}
+	ops = owner_lookup(pool, owner, &ctx);
+	if (!ops)
+		return -ENOENT;
+	z = &pool->zones[zone];
+	/* the sources are isolated: cache frees of this zone must compare-and-swap */
+	pcp_isolate_begin(z);
+	dst = collapse_move(pool, z, ops, ctx, owner, pfns, orders, offs, n);
+	pcp_isolate_end(z);
+	return dst;
 }

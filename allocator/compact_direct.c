@@ -49,6 +49,8 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 	pthread_mutex_unlock(&z->lock);
 	if (pfn >= 0 || !order)
 		goto out;
+	/* one isolation gate for all three runs below: one grace period, not three */
+	pcp_isolate_begin(z);
 	for (unsigned int i = 0; i < 3; i++) {
 		int64_t cap;
 
@@ -82,11 +84,13 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 		}
 		pthread_mutex_unlock(&z->lock);
 		if (pfn >= 0)
-			return pfn;
+			goto gate;
 	}
 	if (order >= GFA_PAGEBLOCK_ORDER)
 		gfa_compactd_wake(z->pool, z->id);
 	pfn = GFA_ENOMEM;
+gate:
+	pcp_isolate_end(z);
 out:
 	if (pfn < 0) {
 		pthread_mutex_lock(&z->lock);

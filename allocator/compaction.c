@@ -762,7 +762,9 @@ int gfa_compact_zone(struct gfa_pool *pool, unsigned int zone, int order,
 	cc->mt = GFA_MT_MOVABLE;
 	cc->mode = mode;
 	cc->whole_zone = order < 0;
+	pcp_isolate_begin(cc->zone);
 	err = compact_zone(cc);
+	pcp_isolate_end(cc->zone);
 	free(cc);
 	return err;
 }
@@ -782,7 +784,9 @@ int compact_run(struct gfa_zone *z, int order, unsigned int mt, enum gfa_compact
 	cc->direct = how & COMPACT_DIRECT;
 	cc->ignore_skip = cc->whole_zone = how & COMPACT_IGNORE_SKIP;
 	cc->capc = capc;
+	pcp_isolate_begin(z);
 	ret = compact_zone(cc);
+	pcp_isolate_end(z);
 	free(cc);
 	return ret;
 }
@@ -798,7 +802,9 @@ void compact_zone_background(struct gfa_zone *z, int order)
 	cc->mt = GFA_MT_MOVABLE;
 	cc->mode = GFA_COMPACT_SYNC_LIGHT;
 	cc->proactive = order < 0;
+	pcp_isolate_begin(z);
 	compact_zone(cc);
+	pcp_isolate_end(z);
 	free(cc);
 }
 

@@ -134,8 +134,12 @@ struct gfa_zone {
 	struct { uint64_t owner, frames; } claims[GFA_MAX_CLAIMS];
 	unsigned int nr_claims;
 	uint64_t claimed;
+	/* isolation gate (pcp_owner.c): while up, cache frees compare-and-swap */
+	pthread_mutex_t isolate_lock;
+	unsigned int isolate_users;
+	_Atomic int isolating __attribute__((aligned(64)));
 	/* kcompactd */
-	pthread_t compactd;
+	pthread_t compactd __attribute__((aligned(64)));
 	pthread_cond_t compactd_wait;
 	bool compactd_running, compactd_wake;
 };
@@ -282,6 +286,14 @@ void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks)
 void pcp_add_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs);
 /* Only the caches of zone (all when zone < 0). */
 void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs);
+/* ---- pcp_owner.c ---- */
+void pcp_owner_init(void);
+/*
+ * Around any isolation of allocated blocks of z (compaction, collapse): cache frees that
+ * could race with it use compare-and-swap from begin to end.  Nests; may sleep.
+ */
+void pcp_isolate_begin(struct gfa_zone *z);
+void pcp_isolate_end(struct gfa_zone *z);
 int free_args(struct gfa_pool *pool, uint64_t pfn, unsigned int order, struct gfa_zone **zp);
 
 #endif

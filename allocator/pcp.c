@@ -7,51 +7,21 @@
  * max(batch >> order, 2) blocks in one zone-lock section.  free_high (Linux 6.15,
  * seed 003) flushes high-order frames when a cache keeps freeing without allocating.
  *
- * Locking: each cache has a one-word lock owned by its vCPU thread.  The owner takes it
- * with compare-and-swap on a line no other thread writes in the common case, so the hot
- * path shares nothing.  Remote drainers (compaction, shutdown, idle drain, the checker)
- * take it in REMOTE mode; the owner then waits for them.  An owner that finds the lock
- * held in OWNER mode knows two threads use one cache and fails with GFA_ETHREAD.
- * Lock order: pool->pcp_lock -> cache lock -> zone lock.
+ * Exclusion: the owner protocol of allocator/pcp.h (plain stores on the owner's side,
+ * membarrier on the rare remote side).  Remote drainers (compaction, shutdown, idle
+ * drain, statistics, the checker) hold the cache remotely; its owner waits for them.
+ * Lock order: pool->pcp_lock -> remote hold of a cache -> zone lock.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "allocator/internal.h"
+#include "allocator/pcp.h"
 
-#define PCP_COSTLY_ORDER   3
-#define NR_PCP_THP         1
-#define NR_PCP_LISTS       (GFA_MT_PCPTYPES * (PCP_COSTLY_ORDER + 1 + NR_PCP_THP))
 #define PCP_BATCH_SCALE_MAX 5
-
-#define likely(x)   __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
-#define PCP_HOT     static inline __attribute__((always_inline))
 
 #define PCPF_PREV_FREE_HIGH_ORDER 0x1u
 #define PCPF_FREE_HIGH_BATCH      0x2u
-
-enum { PCP_UNLOCKED = 0, PCP_OWNER = 1, PCP_REMOTE = 2 };
-
-struct gfa_pcp {
-	_Atomic int lock;
-	int count;              /* frames on all lists */
-	int high, batch, high_min, high_max;
-	int free_count;
-	unsigned int flags;
-	unsigned int free_high_threshold;
-	bool no_high_order;
-	struct gfa_pool *pool;
-	struct gfa_zone *zone;
-	uint64_t ops;           /* allocations + frees, for the idle drain */
-	uint64_t idle_seen_ops;
-	uint64_t idle_since_ms;
-	struct gfa_vmstat vs;   /* this cache's share of the counters */
-	struct gfa_free_list lists[NR_PCP_LISTS];
-	struct gfa_pcp *next;   /* pool->pcps, under pool->pcp_lock */
-};
 
 static inline int order_to_pindex(unsigned int mt, unsigned int order)
 {
@@ -114,68 +84,7 @@ void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z)
 		z->pcp_high_max = z->pcp_high_min;
 }
 
-/* ---- the cache lock ---- */
-
-static __attribute__((noinline)) int pcp_lock_owner_slow(struct gfa_pcp *pcp)
-{
-	for (;;) {
-		int v = PCP_UNLOCKED;
-
-		if (atomic_compare_exchange_weak_explicit(&pcp->lock, &v, PCP_OWNER,
-							  memory_order_acquire,
-							  memory_order_relaxed))
-			return 0;
-		if (v == PCP_OWNER)
-			return GFA_ETHREAD;
-		if (v == PCP_REMOTE)
-			sched_yield();
-	}
-}
-
-/* One compare-and-swap in the common case; waits and misuse out of line. */
-PCP_HOT int pcp_lock_owner(struct gfa_pcp *pcp)
-{
-	int v = PCP_UNLOCKED;
-
-	if (likely(atomic_compare_exchange_strong_explicit(&pcp->lock, &v, PCP_OWNER,
-							   memory_order_acquire,
-							   memory_order_relaxed)))
-		return 0;
-	return pcp_lock_owner_slow(pcp);
-}
-
-/* The owner's entry to every cache call: the lock, with misuse counted. */
-PCP_HOT int pcp_enter(struct gfa_pcp *pcp)
-{
-	int err;
-
-	if (unlikely(!pcp))
-		return GFA_EFAULT;
-	err = pcp_lock_owner(pcp);
-	if (unlikely(err))
-		pool_count_err(pcp->pool, err);
-	return err;
-}
-
-static void pcp_lock_remote(struct gfa_pcp *pcp)
-{
-	for (;;) {
-		int v = PCP_UNLOCKED;
-
-		if (atomic_compare_exchange_weak_explicit(&pcp->lock, &v, PCP_REMOTE,
-							  memory_order_acquire,
-							  memory_order_relaxed))
-			return;
-		sched_yield();
-	}
-}
-
-PCP_HOT void pcp_unlock(struct gfa_pcp *pcp)
-{
-	atomic_store_explicit(&pcp->lock, PCP_UNLOCKED, memory_order_release);
-}
-
-/* ---- lists (cache lock held) ---- */
+/* ---- lists (inside the owner's call, or held remotely) ---- */
 
 PCP_HOT void plist_add(struct gfa_pcp *pcp, int pindex, uint64_t pfn, bool tail)
 {
@@ -346,6 +255,7 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pcp->high_min = pcp->high = z->pcp_high_min;
 	pcp->high_max = z->pcp_high_max;
 	pcp->no_high_order = pool->cfg.pcp_no_high_order;
+	pcp->strict_free = pool->cfg.pcp_free_strict;
 	pcp->free_high_threshold = pool->cfg.pcp_free_high_old
 		? (unsigned int)pcp->batch
 		: (unsigned int)(pcp->batch + pcp->high_min / 2);
@@ -386,10 +296,10 @@ void gfa_pcp_destroy(struct gfa_pcp *pcp)
 			break;
 		}
 	}
-	pcp_lock_remote(pcp);
+	pcp_remote_lock(pcp);
 	pcp_free_bulk(pcp, pcp->count, 0);
 	pcp_fold_counters(pcp);
-	pcp_unlock(pcp);
+	pcp_remote_unlock(pcp);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	free(pcp);
 }
@@ -422,7 +332,7 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 	if (unlikely(!l->nr) &&
 	    !pcp_refill(pcp, pindex, order, mt, pcp_refill_count(pcp, order), flags)) {
 		/* slow path without our lock: it drains caches, ours included, and compacts */
-		pcp_unlock(pcp);
+		pcp_exit();
 		return zone_alloc_slow(pcp->zone, order, mt, owner, flags);
 	}
 	/* plist_del() of the head, whose prev is always GFA_NIL */
@@ -446,7 +356,7 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 	pcp->vs.pgalloc++;
 	pcp->vs.pgalloc_frames += 1UL << order;
 	pcp->vs.alloc_order[order]++;
-	pcp_unlock(pcp);
+	pcp_exit();
 	return (int64_t)pfn;
 }
 
@@ -526,20 +436,28 @@ PCP_HOT bool pcp_free_args_fast(const struct gfa_pcp *pcp, uint64_t pfn, unsigne
 
 /*
  * frame_claim_free() in line for the common case: the head is ALLOCATED with this
- * order and owner, and the compare-and-swap to PCP wins (it still decides against a
- * racing free or compaction's isolation).  Anything else re-runs the full version,
- * which classifies the error.
+ * order and owner.  Then, while nobody isolates blocks of this zone (the gate of
+ * pcp_owner.c is down) and the pool is not strict, no other thread may change this
+ * frame's state, so a plain release store moves it to PCP; otherwise the compare-and-swap
+ * decides against compaction's isolation or a racing free.  Anything else re-runs the
+ * full version, which classifies the error.
  */
-PCP_HOT int pcp_claim_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+PCP_HOT int pcp_claim_free(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn,
 			   unsigned int order, uint64_t owner)
 {
-	struct gfa_frame *f = &pool->frames[pfn];
+	struct gfa_frame *f = &pcp->pool->frames[pfn];
 
 	if (likely(fstate(f) == GFA_FRAME_ALLOCATED && f->order == order &&
-		   frame_owner(f) == owner &&
-		   fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_PCP)))
-		return 0;
-	return frame_claim_free(pool, z, pfn, order, owner, GFA_FRAME_PCP);
+		   frame_owner(f) == owner)) {
+		if (likely(!pcp->strict_free &&
+			   !atomic_load_explicit(&z->isolating, memory_order_acquire))) {
+			fstate_set(f, GFA_FRAME_PCP);
+			return 0;
+		}
+		if (fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_PCP))
+			return 0;
+	}
+	return frame_claim_free(pcp->pool, z, pfn, order, owner, GFA_FRAME_PCP);
 }
 
 PCP_HOT int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner)
@@ -559,7 +477,7 @@ PCP_HOT int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, 
 	}
 	if (unlikely(z != pcp->zone || !pcp_order_cached(pcp, order)))
 		return gfa_free(pool, pfn, order, owner);
-	err = pcp_claim_free(pool, z, pfn, order, owner);
+	err = pcp_claim_free(pcp, z, pfn, order, owner);
 	if (unlikely(err))
 		goto fail;
 	/* plist_add() at the head */
@@ -595,7 +513,7 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	if (err)
 		return err;
 	err = pcp_free_one(pcp, pfn, order, owner);
-	pcp_unlock(pcp);
+	pcp_exit();
 	return err;
 }
 
@@ -617,7 +535,7 @@ int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
 			break;
 	}
 	pcp->flags &= ~PCPF_FREE_HIGH_BATCH;
-	pcp_unlock(pcp);
+	pcp_exit();
 	return err ? err : (int)i;
 }
 
@@ -630,7 +548,7 @@ int gfa_pcp_drain(struct gfa_pcp *pcp)
 		return err;
 	err = pcp_free_bulk(pcp, pcp->count, 0);
 	pcp->vs.pcp_drain++;
-	pcp_unlock(pcp);
+	pcp_exit();
 	return err;
 }
 
@@ -642,7 +560,7 @@ int gfa_pcp_drain_partial(struct gfa_pcp *pcp)
 	if (err)
 		return err;
 	err = pcp_free_bulk(pcp, pcp->count < pcp->batch ? pcp->count : pcp->batch, 0);
-	pcp_unlock(pcp);
+	pcp_exit();
 	return err;
 }
 
@@ -653,16 +571,16 @@ int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone)
 	if (!pool)
 		return GFA_EFAULT;
 	pthread_mutex_lock(&pool->pcp_lock);
+	pcp_remote_lock_zone(pool, zone);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
 		if (zone >= 0 && pcp->zone->id != (unsigned int)zone)
 			continue;
-		pcp_lock_remote(pcp);
 		if (pcp->count) {
 			n += pcp_free_bulk(pcp, pcp->count, 0);
 			pcp->vs.pcp_drain++;
 		}
-		pcp_unlock(pcp);
 	}
+	pcp_remote_unlock_zone(pool, zone);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	return n;
 }
@@ -675,8 +593,8 @@ int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
 	if (!pool)
 		return GFA_EFAULT;
 	pthread_mutex_lock(&pool->pcp_lock);
+	pcp_remote_lock_zone(pool, -1);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
-		pcp_lock_remote(pcp);
 		if (pcp->ops != pcp->idle_seen_ops) {
 			pcp->idle_seen_ops = pcp->ops;
 			pcp->idle_since_ms = now;
@@ -684,8 +602,8 @@ int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
 			n += pcp_free_bulk(pcp, pcp->count, 0);
 			pcp->vs.pcp_drain++;
 		}
-		pcp_unlock(pcp);
 	}
+	pcp_remote_unlock_zone(pool, -1);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	return n;
 }
@@ -695,7 +613,7 @@ int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st)
 	if (!pcp || !st)
 		return GFA_EFAULT;
 	memset(st, 0, sizeof(*st));
-	pcp_lock_remote(pcp);
+	pcp_remote_lock(pcp);
 	st->zone = pcp->zone->id;
 	st->count = pcp->count;
 	st->batch = pcp->batch;
@@ -706,7 +624,7 @@ int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st)
 	st->free_high_threshold = pcp->free_high_threshold;
 	for (int i = 0; i < NR_PCP_LISTS; i++)
 		st->nr_blocks[pindex_to_order(i)] += (int)pcp->lists[i].nr;
-	pcp_unlock(pcp);
+	pcp_remote_unlock(pcp);
 	return 0;
 }
 
@@ -715,28 +633,26 @@ int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st)
 void pcp_lock_all(struct gfa_pool *pool)
 {
 	pthread_mutex_lock(&pool->pcp_lock);
-	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
-		pcp_lock_remote(pcp);
+	pcp_remote_lock_zone(pool, -1);
 }
 
 void pcp_unlock_all(struct gfa_pool *pool)
 {
-	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
-		pcp_unlock(pcp);
+	pcp_remote_unlock_zone(pool, -1);
 	pthread_mutex_unlock(&pool->pcp_lock);
 }
 
 void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks)
 {
 	pthread_mutex_lock(&pool->pcp_lock);
+	pcp_remote_lock_zone(pool, (int)zone);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
 		if (pcp->zone->id != zone)
 			continue;
-		pcp_lock_remote(pcp);
 		for (int i = 0; i < NR_PCP_LISTS; i++)
 			blocks[pindex_to_order(i)] += pcp->lists[i].nr;
-		pcp_unlock(pcp);
 	}
+	pcp_remote_unlock_zone(pool, (int)zone);
 	pthread_mutex_unlock(&pool->pcp_lock);
 }
 
@@ -755,16 +671,16 @@ void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs)
 	uint64_t *dst = (uint64_t *)vs;
 
 	pthread_mutex_lock(&pool->pcp_lock);
+	pcp_remote_lock_zone(pool, zone);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
 		const uint64_t *src = (const uint64_t *)&pcp->vs;
 
 		if (zone >= 0 && pcp->zone->id != (unsigned int)zone)
 			continue;
-		pcp_lock_remote(pcp);
 		for (size_t k = 0; k < sizeof(*vs) / sizeof(uint64_t); k++)
 			dst[k] += src[k];
-		pcp_unlock(pcp);
 	}
+	pcp_remote_unlock_zone(pool, zone);
 	pthread_mutex_unlock(&pool->pcp_lock);
 }
 

@@ -83,6 +83,7 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	if (release_zone_init(z))
 		return -ENOMEM;
 	zone_lock_init(&z->lock);
+	pthread_mutex_init(&z->isolate_lock, NULL);
 	zone_free_all(z);
 	pcp_zone_init(pool, z);
 	compaction_zone_init(z);
@@ -106,6 +107,7 @@ struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
 	if (!pool)
 		goto nomem;
 	pool->cfg = *cfg;
+	pcp_owner_init();
 	pool->nr_zones = cfg->nr_zones;
 	for (unsigned int i = 0; i < cfg->nr_zones; i++) {
 		pfn = (pfn + MAX_ORDER_FRAMES - 1) & ~(MAX_ORDER_FRAMES - 1);
@@ -142,8 +144,10 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 	gfa_compactd_stop(pool);
 	owner_registry_destroy(pool);
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {
-		if (pool->zones[i].pageblocks)
+		if (pool->zones[i].pageblocks) {
 			pthread_mutex_destroy(&pool->zones[i].lock);
+			pthread_mutex_destroy(&pool->zones[i].isolate_lock);
+		}
 		free(pool->zones[i].pageblocks);
 		free(pool->zones[i].released);
 	}

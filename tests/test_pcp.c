@@ -1,5 +1,7 @@
 /* Per-vCPU cache tests: the invariants of seed-pcp.md section 5 and seed 003 part B. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include "tests/test_util.h"
 
 static struct gfa_pool *pcp_pool(uint64_t frames, unsigned int batch, unsigned int high,
@@ -464,5 +466,121 @@ Test(pcp_stress, shared_cache_misuse_is_safe, .timeout = 300)
 	ASSERT_POOL_OK(p);
 	gfa_pcp_destroy(c);
 	cr_assert_eq(tu_free_frames(p), 1UL << 14);
+	gfa_pool_destroy(p);
+}
+
+/*
+ * Hand-over: a cache used by one thread, then by another after the first is done with
+ * it, changes owner without an error (the owner protocol's takeover), and the first
+ * thread taking it back works too.
+ */
+struct handover { struct gfa_pcp *c; int64_t pfn; int err; };
+static void *handover_worker(void *arg)
+{
+	struct handover *h = arg;
+
+	if (h->pfn >= 0) {
+		h->err = gfa_pcp_free(h->c, (uint64_t)h->pfn, 0, 5);
+		h->pfn = -1;
+	} else {
+		h->pfn = gfa_pcp_alloc(h->c, 0, GFA_MT_MOVABLE, 5, 0);
+	}
+	return NULL;
+}
+
+Test(pcp, cache_changes_hands_between_calls)
+{
+	struct gfa_pool *p = tu_pool(1UL << 14);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	struct handover h = { c, -1, 0 };
+	pthread_t t;
+
+	for (int round = 0; round < 6; round++) {
+		/* alternate: a new thread, then the main thread, each allocating or freeing */
+		cr_assert_eq(pthread_create(&t, NULL, handover_worker, &h), 0);
+		pthread_join(t, NULL);
+		cr_assert_eq(h.err, 0, "round %d: %d", round, h.err);
+		handover_worker(&h);
+		cr_assert_eq(h.err, 0, "round %d (main): %d", round, h.err);
+	}
+	cr_assert_lt(h.pfn, 0, "six rounds end with the block freed");
+	cr_assert_eq(VM(p, err_thread), 0);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	cr_assert_eq(tu_free_frames(p), 1UL << 14);
+	gfa_pool_destroy(p);
+}
+
+/*
+ * pcp_free_strict: two threads free the same blocks at the same time through their own
+ * caches; every block is freed exactly once, the other free gets GFA_EDOUBLEFREE (or
+ * GFA_EBUSY), and the pool stays consistent.
+ */
+#define RACE_BLOCKS 4096
+struct racer {
+	struct gfa_pcp *c;
+	const int64_t *pfns;
+	pthread_barrier_t *go;
+	_Atomic int *step;      /* both threads meet before each block: real overlap */
+	int ok, dbl;
+};
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+
+	pthread_barrier_wait(r->go);
+	for (int i = 0; i < RACE_BLOCKS; i++) {
+		int err;
+
+		atomic_fetch_add(r->step, 1);
+		while (atomic_load(r->step) < 2 * (i + 1))
+			;
+		err = gfa_pcp_free(r->c, (uint64_t)r->pfns[i], 0, 9);
+
+		if (!err)
+			r->ok++;
+		else if (err == GFA_EDOUBLEFREE || err == GFA_EBUSY)
+			r->dbl++;
+	}
+	return NULL;
+}
+
+Test(pcp_stress, strict_free_decides_racing_double_frees, .timeout = 120)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+	static int64_t pfns[RACE_BLOCKS];
+	pthread_barrier_t go;
+	struct racer r[2];
+	pthread_t t[2];
+	_Atomic int step;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		cr_skip_test("needs two CPUs for the two racing threads to overlap");
+	gfa_pool_config_init(&cfg, 1UL << 14);
+	cfg.pcp_free_strict = true;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	for (int round = 0; round < 4; round++) {
+		for (int i = 0; i < RACE_BLOCKS; i++) {
+			pfns[i] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 9, 0);
+			cr_assert_geq(pfns[i], 0);
+		}
+		pthread_barrier_init(&go, NULL, 2);
+		atomic_store(&step, 0);
+		for (int k = 0; k < 2; k++) {
+			r[k] = (struct racer){ gfa_pcp_create(p, 0), pfns, &go, &step, 0, 0 };
+			pthread_create(&t[k], NULL, racer_main, &r[k]);
+		}
+		for (int k = 0; k < 2; k++)
+			pthread_join(t[k], NULL);
+		pthread_barrier_destroy(&go);
+		cr_assert_eq(r[0].ok + r[1].ok, RACE_BLOCKS, "each block freed exactly once");
+		cr_assert_eq(r[0].dbl + r[1].dbl, RACE_BLOCKS, "the other free refused");
+		ASSERT_POOL_OK(p);
+		for (int k = 0; k < 2; k++)
+			gfa_pcp_destroy(r[k].c);
+		cr_assert_eq(tu_free_frames(p), 1UL << 14);
+	}
 	gfa_pool_destroy(p);
 }

@@ -101,6 +101,13 @@ struct gfa_pool_config {
 	unsigned int pcp_free_high_old;
 	/* disable caching of orders 1..3 and 9 (baseline for benchmarks) */
 	bool pcp_no_high_order;
+	/*
+	 * Cache frees claim the block with compare-and-swap even while nothing isolates:
+	 * two threads freeing one block at the same instant then get one GFA_EDOUBLEFREE
+	 * instead of undefined behaviour, at ~1 locked instruction per free.  A debugging
+	 * aid for callers that may race on one block; off by default (see gfa_pcp_free).
+	 */
+	bool pcp_free_strict;
 };
 
 /* Fill *cfg with one zone of nr_frames frames and default tunables. */
@@ -291,8 +298,8 @@ int gfa_pool_vmstat_text(struct gfa_pool *pool, char *buf, size_t len);
  * block, each block in one state; free-list contents equal the counters; no two free
  * buddies that should have merged; pageblock migratetypes in range; pcp counters equal
  * their lists.  Returns 0, or -EUCLEAN and writes the first violation in words to msg
- * (if non-NULL).  Thread rules: any thread; pcp lists are read under the pcp's own
- * lock, so it may run while vCPU threads allocate.
+ * (if non-NULL).  Thread rules: any thread; each cache is held remotely while its lists
+ * are read, so it may run while vCPU threads allocate.
  */
 int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen);
 
@@ -302,10 +309,14 @@ int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen);
  * Create a cache for one vCPU thread over zone `zone`.  Lists per order (0,1,2,3,9) and
  * migratetype, 15 in all, sized from the zone (or the pool config).  Returns NULL with
  * errno EFAULT, ERANGE or ENOMEM.
- * Thread rules: a cache belongs to one thread at a time.  Its hot path takes only the
- * cache's own lock, which no other thread touches except drains from another thread
- * (gfa_pool_drain_all) and gfa_pool_check; two threads using one cache at once get
- * GFA_ETHREAD from one of them (never corruption).
+ * Thread rules: a cache belongs to one thread at a time, the one that used it last.  Its
+ * hot path does no atomic read-modify-write and no fence: the owner marks itself busy
+ * with plain stores to its own per-thread line, and the rare other side (drains from
+ * another thread, gfa_pool_drain_all, gfa_pool_check, statistics, compaction raising the
+ * zone's isolation gate) pays a membarrier(2) instead (allocator/pcp.h).  Another thread
+ * may take the cache over between the owner's calls (a few microseconds, once); if it
+ * finds the owner inside a call on this cache, two threads use it at once and it gets
+ * GFA_ETHREAD, never corruption.  Without membarrier the owners fence instead.
  */
 struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone);
 /* The zone a cache serves (fixed at creation; no lock), or GFA_EFAULT. */
@@ -325,6 +336,11 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
  * Free through the cache (head of the list); bulk-frees to the zone when count >= high,
  * and flushes on free_high.  The block may belong to any zone of the cache's pool: frames
  * of another zone go straight to their zone.  Same errors as gfa_free, plus GFA_ETHREAD.
+ * The block's state moves to PCP with a plain store while no compaction or collapse
+ * isolates blocks of its zone (compare-and-swap while one does).  So, unless the pool
+ * has pcp_free_strict, two threads freeing the same block at the same instant is a race
+ * in the caller, as it is for the kernel's and glibc's free; a double free that is not
+ * simultaneous is always caught (GFA_EDOUBLEFREE).
  */
 int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner);
 /*

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-vCPU caches: the structure and the owner protocol's fast half (pcp_owner.c has
+ * the slow half).  Not installed.
+ *
+ * The owner protocol: no atomic read-modify-write on the hot path.
+ * A cache is owned by one thread, named by that thread's record (struct pcp_thread).  The
+ * owner marks "inside a call" by making its record's seq odd, with plain stores on a line
+ * only it writes; then, after a compiler barrier, it reads the cache's `remote` word and
+ * its owner.  Another thread (a drainer, the checker, a thread taking the cache over,
+ * compaction raising a zone's isolation gate) first sets its word, then issues
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full memory barrier on every
+ * thread of the process that is running, and only then reads the owner's seq.  This is
+ * the asymmetric Dekker pattern of userspace RCU: either the owner sees the remote word
+ * and backs off, or the remote side sees the owner inside and waits for seq to move.
+ * The owner pays two plain stores and two loads per call instead of a locked
+ * instruction; the rare side pays a membarrier (about 9 us on the 2-CPU test machine).
+ * Without membarrier (old kernels, seccomp) owners use a full fence instead.
+ *
+ * Records are per thread, never freed (reused after a thread exits), so a remote reader
+ * never touches freed memory, and only their thread writes them: a thread that has lost
+ * a cache and backs off can never overwrite the new owner's state.
+ */
+#ifndef GFA_ALLOCATOR_PCP_H
+#define GFA_ALLOCATOR_PCP_H
+
+#include "allocator/internal.h"
+
+#define PCP_COSTLY_ORDER   3
+#define NR_PCP_THP         1
+#define NR_PCP_LISTS       (GFA_MT_PCPTYPES * (PCP_COSTLY_ORDER + 1 + NR_PCP_THP))
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define PCP_HOT     static inline __attribute__((always_inline))
+
+/*
+ * A full fence.  TSan cannot model atomic_thread_fence; a seq_cst read-modify-write of a
+ * thread-local word orders the same on x86 and is understood by it.
+ */
+static inline void pcp_full_fence(void)
+{
+#if defined(__SANITIZE_THREAD__)
+	static __thread _Atomic int dummy;
+
+	atomic_fetch_add_explicit(&dummy, 0, memory_order_seq_cst);
+#else
+	atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+/* One per thread that ever used a cache; written only by that thread. */
+struct pcp_thread {
+	_Atomic uint64_t seq;           /* odd while inside a call on `cur` */
+	_Atomic(struct gfa_pcp *) cur;  /* the cache of the current/last call */
+	struct pcp_thread *next;        /* registry, under pcp_threads_lock */
+	bool unused;                    /* its thread exited; free for reuse */
+} __attribute__((aligned(64)));
+
+extern __thread struct pcp_thread *pcp_self __attribute__((tls_model("initial-exec")));
+/* membarrier is missing: owners pay a full fence on entry instead */
+extern bool pcp_owner_fence;
+
+struct gfa_pcp {
+	/* read by the owner on every call, written by others only on the slow side */
+	_Atomic(struct pcp_thread *) owner;
+	_Atomic int remote;     /* held by a remote drainer or a taker */
+	bool strict_free;       /* compare-and-swap on every free (pool config) */
+	bool no_high_order;
+	int count;              /* frames on all lists */
+	int high, batch, high_min, high_max;
+	int free_count;
+	unsigned int flags;
+	unsigned int free_high_threshold;
+	struct gfa_pool *pool;
+	struct gfa_zone *zone;
+	uint64_t ops;           /* allocations + frees, for the idle drain */
+	uint64_t idle_seen_ops;
+	uint64_t idle_since_ms;
+	struct gfa_vmstat vs;   /* this cache's share of the counters */
+	struct gfa_free_list lists[NR_PCP_LISTS];
+	struct gfa_pcp *next;   /* pool->pcps, under pool->pcp_lock */
+};
+
+/* ---- pcp_owner.c ---- */
+/* The whole entry when the fast one fails: record, takeover, waits; the error counted. */
+int pcp_enter_slow(struct gfa_pcp *pcp);
+/* Remote side: hold one cache (with its own membarrier) / every cache of a zone. */
+void pcp_remote_lock(struct gfa_pcp *pcp);
+void pcp_remote_unlock(struct gfa_pcp *pcp);
+/* With pool->pcp_lock held: hold every cache of zone (all when zone < 0), one membarrier. */
+void pcp_remote_lock_zone(struct gfa_pool *pool, int zone);
+void pcp_remote_unlock_zone(struct gfa_pool *pool, int zone);
+
+/*
+ * Enter a call on pcp as its owner: seq odd, compiler barrier, then nobody remote and
+ * still ours.  Plain stores and loads only; the slow side does the rest.
+ */
+PCP_HOT int pcp_enter(struct gfa_pcp *pcp)
+{
+	struct pcp_thread *me = pcp_self;
+
+	if (unlikely(!pcp))
+		return GFA_EFAULT;
+	if (likely(me && atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me)) {
+		uint64_t s = atomic_load_explicit(&me->seq, memory_order_relaxed);
+
+		if (unlikely(atomic_load_explicit(&me->cur, memory_order_relaxed) != pcp))
+			atomic_store_explicit(&me->cur, pcp, memory_order_relaxed);
+		atomic_store_explicit(&me->seq, s + 1, memory_order_relaxed);
+		if (unlikely(pcp_owner_fence))
+			pcp_full_fence();
+		else
+			atomic_signal_fence(memory_order_seq_cst);
+		if (likely(!atomic_load_explicit(&pcp->remote, memory_order_acquire) &&
+			   atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me))
+			return 0;
+		atomic_store_explicit(&me->seq, s + 2, memory_order_release);
+	}
+	return pcp_enter_slow(pcp);
+}
+
+/* Leave the call: seq even again, publishing everything done inside. */
+PCP_HOT void pcp_exit(void)
+{
+	struct pcp_thread *me = pcp_self;
+
+	atomic_store_explicit(&me->seq, atomic_load_explicit(&me->seq, memory_order_relaxed) + 1,
+			      memory_order_release);
+}
+
+#endif

@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The slow half of the cache owner protocol (see allocator/pcp.h): thread records,
+ * membarrier, taking a cache over, remote holds, and the zone isolation gate that lets
+ * cache frees skip the compare-and-swap on the frame state while nobody isolates.
+ */
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "allocator/pcp.h"
+
+__thread struct pcp_thread *pcp_self __attribute__((tls_model("initial-exec")));
+bool pcp_owner_fence;
+
+static pthread_mutex_t pcp_threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pcp_thread *pcp_threads;
+static pthread_key_t pcp_thread_key;
+static pthread_once_t pcp_once = PTHREAD_ONCE_INIT;
+
+static long sys_membarrier(int cmd)
+{
+	return syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+/* Exit of a thread that had a record: it is free for the next new thread. */
+static void pcp_thread_exit(void *arg)
+{
+	struct pcp_thread *t = arg;
+
+	pthread_mutex_lock(&pcp_threads_lock);
+	t->unused = true;
+	pthread_mutex_unlock(&pcp_threads_lock);
+}
+
+/*
+ * Register for private expedited membarrier once per process.  If the kernel lacks it,
+ * the owners fence instead: correct, just as slow as a lock.
+ */
+static void pcp_owner_once(void)
+{
+	long q = sys_membarrier(MEMBARRIER_CMD_QUERY);
+
+	if (q < 0 || !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
+	    sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) < 0)
+		pcp_owner_fence = true;
+	pthread_key_create(&pcp_thread_key, pcp_thread_exit);
+}
+
+void pcp_owner_init(void)
+{
+	pthread_once(&pcp_once, pcp_owner_once);
+}
+
+/*
+ * Make every running thread's earlier stores visible to our later loads and ours to
+ * theirs.  With the fence fallback the owners fence themselves; a local fence suffices.
+ */
+static void pcp_barrier(void)
+{
+	if (pcp_owner_fence || sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) < 0) {
+		pcp_owner_fence = true;    /* sticky: owners from now on fence themselves */
+		pcp_full_fence();
+		return;
+	}
+	pcp_full_fence();
+}
+
+/* This thread's record: reuse one whose thread exited, else a new one (never freed). */
+static struct pcp_thread *pcp_thread_get(void)
+{
+	struct pcp_thread *t;
+
+	if (pcp_self)
+		return pcp_self;
+	pcp_owner_init();
+	pthread_mutex_lock(&pcp_threads_lock);
+	for (t = pcp_threads; t && !t->unused; t = t->next)
+		;
+	if (t) {
+		t->unused = false;
+	} else if ((t = aligned_alloc(64, sizeof(*t)))) {
+		memset(t, 0, sizeof(*t));
+		t->next = pcp_threads;
+		pcp_threads = t;
+	}
+	pthread_mutex_unlock(&pcp_threads_lock);
+	if (!t)
+		return NULL;
+	/* seq is even: its last thread left every call before exiting */
+	atomic_store_explicit(&t->cur, NULL, memory_order_relaxed);
+	pthread_setspecific(pcp_thread_key, t);
+	pcp_self = t;
+	return t;
+}
+
+/* Is thread t inside a call on pcp right now?  (after a barrier) */
+static bool pcp_thread_inside(struct pcp_thread *t, struct gfa_pcp *pcp, uint64_t *seq)
+{
+	*seq = atomic_load_explicit(&t->seq, memory_order_acquire);
+	return (*seq & 1) && atomic_load_explicit(&t->cur, memory_order_relaxed) == pcp;
+}
+
+/* Wait until the owner of pcp is not inside a call on it (after a barrier). */
+static void pcp_wait_owner(struct gfa_pcp *pcp)
+{
+	struct pcp_thread *t = atomic_load_explicit(&pcp->owner, memory_order_acquire);
+	uint64_t seq;
+
+	if (!t || t == pcp_self || !pcp_thread_inside(t, pcp, &seq))
+		return;
+	while (atomic_load_explicit(&t->seq, memory_order_acquire) == seq)
+		sched_yield();
+}
+
+static void pcp_remote_take(struct gfa_pcp *pcp)
+{
+	for (;;) {
+		int v = 0;
+
+		if (atomic_compare_exchange_weak_explicit(&pcp->remote, &v, 1,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return;
+		sched_yield();
+	}
+}
+
+void pcp_remote_lock(struct gfa_pcp *pcp)
+{
+	pcp_remote_take(pcp);
+	pcp_barrier();
+	pcp_wait_owner(pcp);
+}
+
+void pcp_remote_unlock(struct gfa_pcp *pcp)
+{
+	atomic_store_explicit(&pcp->remote, 0, memory_order_release);
+}
+
+void pcp_remote_lock_zone(struct gfa_pool *pool, int zone)
+{
+	struct gfa_pcp *pcp;
+
+	for (pcp = pool->pcps; pcp; pcp = pcp->next)
+		if (zone < 0 || pcp->zone->id == (unsigned int)zone)
+			pcp_remote_take(pcp);
+	pcp_barrier();
+	for (pcp = pool->pcps; pcp; pcp = pcp->next)
+		if (zone < 0 || pcp->zone->id == (unsigned int)zone)
+			pcp_wait_owner(pcp);
+}
+
+void pcp_remote_unlock_zone(struct gfa_pool *pool, int zone)
+{
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
+		if (zone < 0 || pcp->zone->id == (unsigned int)zone)
+			pcp_remote_unlock(pcp);
+}
+
+/*
+ * Take pcp over for this thread, which is not its owner.  The owner may be between
+ * calls (or gone): then the cache changes hands.  If it is inside a call on this very
+ * cache, two threads use one cache at once: GFA_ETHREAD, and nothing changes.
+ */
+static int pcp_take_over(struct gfa_pcp *pcp, struct pcp_thread *me)
+{
+	struct pcp_thread *t;
+	uint64_t seq;
+	int err = 0;
+
+	pcp_remote_take(pcp);
+	pcp_barrier();
+	t = atomic_load_explicit(&pcp->owner, memory_order_acquire);
+	if (t && t != me && pcp_thread_inside(t, pcp, &seq))
+		err = GFA_ETHREAD;
+	else
+		atomic_store_explicit(&pcp->owner, me, memory_order_relaxed);
+	pcp_remote_unlock(pcp);
+	return err;
+}
+
+int pcp_enter_slow(struct gfa_pcp *pcp)
+{
+	struct pcp_thread *me;
+	int err = 0;
+
+	if (!pcp)
+		return GFA_EFAULT;
+	me = pcp_thread_get();
+	if (!me) {
+		err = GFA_ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		if (atomic_load_explicit(&pcp->owner, memory_order_relaxed) != me) {
+			err = pcp_take_over(pcp, me);
+			if (err)
+				break;
+		}
+		/* ours: wait out a remote holder, then the fast entry again */
+		while (atomic_load_explicit(&pcp->remote, memory_order_acquire))
+			sched_yield();
+		if (atomic_load_explicit(&pcp->owner, memory_order_relaxed) != me)
+			continue;
+		{
+			uint64_t s = atomic_load_explicit(&me->seq, memory_order_relaxed);
+
+			atomic_store_explicit(&me->cur, pcp, memory_order_relaxed);
+			atomic_store_explicit(&me->seq, s + 1, memory_order_relaxed);
+			pcp_full_fence();
+			if (!atomic_load_explicit(&pcp->remote, memory_order_acquire) &&
+			    atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me)
+				return 0;
+			atomic_store_explicit(&me->seq, s + 2, memory_order_release);
+		}
+	}
+out:
+	pool_count_err(pcp->pool, err);
+	return err;
+}
+
+/* ---- the zone isolation gate ---- */
+
+/*
+ * Before isolating allocated blocks of zone z: raise the gate, then make sure no cache
+ * call that started before it can still be freeing with plain stores.  Calls that start
+ * later see the gate and use compare-and-swap, which decides any race with isolation.
+ */
+void pcp_isolate_begin(struct gfa_zone *z)
+{
+	struct gfa_pool *pool = z->pool;
+
+	/* raisers queue here, so a second one starts only after the first's grace period */
+	pthread_mutex_lock(&z->isolate_lock);
+	if (!z->isolate_users++) {
+		atomic_store_explicit(&z->isolating, 1, memory_order_relaxed);
+		pcp_barrier();
+		pthread_mutex_lock(&pool->pcp_lock);
+		for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
+			if (pcp->zone == z)
+				pcp_wait_owner(pcp);
+		pthread_mutex_unlock(&pool->pcp_lock);
+	}
+	pthread_mutex_unlock(&z->isolate_lock);
+}
+
+void pcp_isolate_end(struct gfa_zone *z)
+{
+	pthread_mutex_lock(&z->isolate_lock);
+	if (!--z->isolate_users)
+		atomic_store_explicit(&z->isolating, 0, memory_order_release);
+	pthread_mutex_unlock(&z->isolate_lock);
+}
