@@ -143,14 +143,22 @@ static bool cc_enough_free(const struct compact_control *cc)
  * the block would probe only ~20 frames of 512 and miss scattered free frames even in
  * sync mode.  A block head that is not free is stepped over by its order (the kernel
  * skips compound pages the same way), so an allocated 2 MiB block costs one probe.
- * Returns blocks isolated.
+ * Full mode reads the pageblock's count of free frames first: a block with none costs
+ * one look instead of a probe walk (the fast search empties blocks the linear scanner
+ * then walked again), and the walk ends once every free frame in it is isolated.
+ * Linear-only mode probes as the kernel did before the series.  Returns blocks isolated.
  */
 static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t start)
 {
 	uint64_t end = start + GFA_PAGEBLOCK_FRAMES, pfn = start;
 	unsigned int stride = cc->linear ? 1 : cc->free_stride, got = 0;
+	unsigned int left = pfn_pageblock(cc->zone, start)->nr_free;
 
-	while (pfn < end && !cc_free_full(cc)) {
+	if (!cc->linear && !left) {
+		cc->free_scanned++;     /* one look at the count */
+		return 0;
+	}
+	while (pfn < end && !cc_free_full(cc) && (cc->linear || left)) {
 		struct gfa_frame *f = FR(cc, pfn);
 
 		cc->free_scanned++;
@@ -159,6 +167,7 @@ static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t
 			unsigned int o = f->order;
 
 			isolate_free_block(cc, pfn);
+			left -= left < (1U << o) ? left : 1U << o;
 			got++;
 			pfn += 1UL << o;
 			continue;
@@ -187,6 +196,25 @@ static bool suitable_migration_target(struct compact_control *cc, uint64_t pfn)
 	return mt == GFA_MT_MOVABLE;
 }
 
+/*
+ * move_freelist_head(): the reverse (target) search scanned p .. tail without taking
+ * any: move them to the head, so the next search starts on entries it has not examined
+ * (and the forward source search, which walks from the head, meets the low ones first).
+ */
+static void freelist_move_head(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p)
+{
+	uint32_t before = fr[p].prev;
+
+	if (before == GFA_NIL)
+		return;
+	fr[before].next = GFA_NIL;
+	fr[p].prev = GFA_NIL;
+	fr[l->tail].next = l->head;
+	fr[l->head].prev = l->tail;
+	l->head = p;
+	l->tail = before;
+}
+
 static unsigned int freelist_scan_limit(struct compact_control *cc)
 {
 	unsigned int shift = cc->fast_search_fail < 31 ? cc->fast_search_fail : 31;
@@ -202,8 +230,10 @@ static unsigned int freelist_scan_limit(struct compact_control *cc)
  * the find (fast_isolate_around).  The linear free scanner keeps its position on
  * success (moving it down to every find made the scanners meet early); on a failed
  * search at scan start it jumps to the highest pageblock seen between the scanners.
- * The lists are not rotated (the kernel's move_freelist_head): measured on
- * bench/thpscale it doubled the free side's scanning.
+ * An order whose scan found nothing is rotated (move_freelist_head), and the next
+ * search starts at the order that last found a target, as next_search_order() does:
+ * rotating every order after every search, found or not, made the search start on
+ * small orders whose entries lie below min_pfn and re-examine them on each call.
  */
 static void fast_isolate_freepages(struct compact_control *cc)
 {
@@ -229,12 +259,13 @@ static void fast_isolate_freepages(struct compact_control *cc)
 		int order = cc->search_order - i;
 		struct gfa_free_list *l;
 		unsigned int order_scanned = 0;
-		uint32_t p;
+		uint32_t p, last = GFA_NIL;
 
 		if (order < 0)
 			order += cc->order;
 		l = &z->area[order].list[GFA_MT_MOVABLE];
 		for (p = l->tail; p != GFA_NIL && order_scanned < limit; p = frames[p].prev) {
+			last = p;
 			nr_scanned++;
 			order_scanned++;
 			if (pb_start(p) > highest_pb && pb_start(p) < cc->free_pfn)
@@ -250,9 +281,14 @@ static void fast_isolate_freepages(struct compact_control *cc)
 				limit >>= 1;    /* a candidate is known: shorten the scan */
 			}
 		}
-		/* next search starts at the order below this one */
-		cc->search_order = order - 1 < 0 ? cc->order - 1 : order - 1;
+		if (found == GFA_NIL && last != GFA_NIL)
+			freelist_move_head(frames, l, last);
+		else if (found != GFA_NIL)
+			cc->search_order = order;       /* start there next time */
 	}
+	/* a whole round without a find: the next one starts an order lower (patch 21) */
+	if (found == GFA_NIL)
+		cc->search_order = cc->search_order - 1 < 0 ? cc->order - 1 : cc->search_order - 1;
 	cc->free_scanned += nr_scanned;
 	if (found == GFA_NIL) {
 		cc->fast_search_fail++;
