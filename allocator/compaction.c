@@ -376,8 +376,41 @@ static bool block_movable(struct compact_control *cc, struct gfa_frame *f)
 }
 
 /*
+ * Why a frame of the migrate scanner's window cannot be isolated: never (free, or
+ * isolated just now), for good (an allocation no owner can move), or for now (another
+ * compaction instance or a capture holds it).
+ */
+enum iso_fail { ISO_OK, ISO_PERMANENT, ISO_TRANSIENT };
+
+/*
+ * skip_on_failure (the kernel's since 4.6): direct compaction for an order frees a
+ * cc->order-aligned window or nothing, so one frame that cannot move makes moving the
+ * rest of its window futile: put back what the window gave and go to the next one.
+ * The kernel does so in ASYNC and SYNC_LIGHT only, since a page it cannot isolate now
+ * may be free of its lock or writeback when SYNC waits; a frame whose owner has no
+ * migrate op (or an unmovable allocation) never moves, so gfa skips on it in SYNC too.
+ * Without this, a direct compaction for an order-9 block on a pool whose pageblocks
+ * all hold pinned frames moved every movable frame below the free scanner in vain.
+ */
+static bool skip_on_failure(const struct compact_control *cc, enum iso_fail why)
+{
+	if (!cc->direct || cc->order <= 0 || why == ISO_OK)
+		return false;
+	return why == ISO_PERMANENT || cc->mode != GFA_COMPACT_SYNC;
+}
+
+/* Put back the sources isolated since index `from` (zone lock held). */
+static void putback_since(struct compact_control *cc, unsigned int from)
+{
+	while (cc->nr_migrate > from)
+		fstate_set(FR(cc, cc->migrate[--cc->nr_migrate].pfn), GFA_FRAME_ALLOCATED);
+}
+
+/*
  * isolate_migratepages_block(): isolate movable blocks from low_pfn to the end of its
  * pageblock, at most COMPACT_CLUSTER_MAX unless rescanning the same block (patch 14).
+ * With skip_on_failure() the sources of one call all lie in one cc->order window: the
+ * scan stops at a window boundary once it holds sources, as the kernel's does.
  * Returns where the scan stopped.
  */
 static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t low_pfn)
@@ -385,20 +418,40 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 	struct gfa_zone *z = cc->zone;
 	uint64_t end = pb_start(low_pfn) + GFA_PAGEBLOCK_FRAMES;
 	uint64_t pfn = frame_find_head(z->pool, z, low_pfn);
+	uint64_t window = cc->order > 0 ? 1UL << cc->order : 1, next_skip = 0;
+	unsigned int win_first = cc->nr_migrate;
 
 	if (pfn == GFA_NIL || pfn < low_pfn)   /* inside a block started earlier */
 		pfn = pfn == GFA_NIL ? low_pfn : pfn + (1UL << FR(cc, pfn)->order);
 	while (pfn < end && pfn < cc->zone_end) {
 		struct gfa_frame *f = FR(cc, pfn);
-		unsigned int order = f->order;
+		unsigned int order = f->order, st = fstate(f);
+		enum iso_fail why = ISO_OK;
 
-		if (!fstate(f) || order > GFA_MAX_ORDER)
+		if (pfn >= next_skip) {
+			/* a new window: migrate the previous one's sources first */
+			if (cc->nr_migrate > win_first && skip_on_failure(cc, ISO_PERMANENT))
+				break;
+			win_first = cc->nr_migrate;
+			next_skip = (pfn | (window - 1)) + 1;
+		}
+		if (!st || order > GFA_MAX_ORDER)
 			order = 0;  /* cannot happen while invariants hold; step safely */
 		cc->migrate_scanned += 1UL << order;
-		if (block_movable(cc, f) && fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED)) {
+		if (st == GFA_FRAME_ALLOCATED && !block_movable(cc, f))
+			why = ISO_PERMANENT;
+		else if (st == GFA_FRAME_ALLOCATED &&
+			 fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED)) {
 			cc->migrate[cc->nr_migrate++] =
 				(struct iso_block){ pfn, order, frame_owner(f) };
 			z->c.vm.compact_isolated++;
+		} else if (st == GFA_FRAME_ALLOCATED || st == GFA_FRAME_ISOLATED) {
+			why = ISO_TRANSIENT;
+		}
+		if (skip_on_failure(cc, why)) {
+			putback_since(cc, win_first);
+			pfn = next_skip > pfn + (1UL << order) ? next_skip : pfn + (1UL << order);
+			continue;
 		}
 		pfn += 1UL << order;
 		if (!cc->rescan && cc->nr_migrate >= COMPACT_CLUSTER_MAX)
