@@ -239,7 +239,7 @@ static void fast_isolate_freepages(struct compact_control *cc)
 {
 	struct gfa_zone *z = cc->zone;
 	struct gfa_frame *frames = z->pool->frames;
-	uint64_t distance, low_pfn, min_pfn, highest_pb = 0;
+	uint64_t distance, low_pfn, min_pfn, floor, highest_pb = 0;
 	uint32_t found = GFA_NIL;
 	unsigned int limit, nr_scanned = 0;
 	bool scan_start;
@@ -249,6 +249,13 @@ static void fast_isolate_freepages(struct compact_control *cc)
 	distance = cc->free_pfn - cc->migrate_pfn;
 	low_pfn = pb_start(cc->free_pfn - distance / 4);
 	min_pfn = pb_start(cc->free_pfn - distance / 2);
+	/* never below the linear free scanner's floor: a target in the block the migrate
+	 * scanner is still walking would be isolated again as a source, a second move */
+	floor = pb_start(cc->migrate_pfn) + GFA_PAGEBLOCK_FRAMES;
+	if (min_pfn < floor)
+		min_pfn = floor;
+	if (low_pfn < min_pfn)
+		low_pfn = min_pfn;
 	/* a full budget at scan start, else max(1, limit >> 1) per order ([impl] note) */
 	scan_start = cc->free_pfn >= pb_start(cc->zone_end - 1);
 	if (scan_start)
@@ -558,8 +565,8 @@ static void isolate_migratepages(struct compact_control *cc)
 	cc->fast_found = found != GFA_NIL;
 	if (cc->fast_found)
 		low = found;
-	for (block = pb_start(low); block + GFA_PAGEBLOCK_FRAMES <= cc->free_pfn + GFA_PAGEBLOCK_FRAMES &&
-	     block < cc->free_pfn; block += GFA_PAGEBLOCK_FRAMES, low = block + GFA_PAGEBLOCK_FRAMES) {
+	for (block = pb_start(low); block + GFA_PAGEBLOCK_FRAMES <= cc->free_pfn;
+	     block += GFA_PAGEBLOCK_FRAMES, low = block) {
 		bool at_start = low == block;
 
 		if (!cc->fast_found && !cc->ignore_skip) {
