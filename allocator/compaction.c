@@ -143,14 +143,22 @@ static bool cc_enough_free(const struct compact_control *cc)
  * the block would probe only ~20 frames of 512 and miss scattered free frames even in
  * sync mode.  A block head that is not free is stepped over by its order (the kernel
  * skips compound pages the same way), so an allocated 2 MiB block costs one probe.
- * Returns blocks isolated.
+ * Full mode reads the pageblock's count of free frames first: a block with none costs
+ * one look instead of a probe walk (the fast search empties blocks the linear scanner
+ * then walked again), and the walk ends once every free frame in it is isolated.
+ * Linear-only mode probes as the kernel did before the series.  Returns blocks isolated.
  */
 static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t start)
 {
 	uint64_t end = start + GFA_PAGEBLOCK_FRAMES, pfn = start;
 	unsigned int stride = cc->linear ? 1 : cc->free_stride, got = 0;
+	unsigned int left = pfn_pageblock(cc->zone, start)->nr_free;
 
-	while (pfn < end && !cc_free_full(cc)) {
+	if (!cc->linear && !left) {
+		cc->free_scanned++;     /* one look at the count */
+		return 0;
+	}
+	while (pfn < end && !cc_free_full(cc) && (cc->linear || left)) {
 		struct gfa_frame *f = FR(cc, pfn);
 
 		cc->free_scanned++;
@@ -159,6 +167,7 @@ static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t
 			unsigned int o = f->order;
 
 			isolate_free_block(cc, pfn);
+			left -= left < (1U << o) ? left : 1U << o;
 			got++;
 			pfn += 1UL << o;
 			continue;
@@ -187,6 +196,25 @@ static bool suitable_migration_target(struct compact_control *cc, uint64_t pfn)
 	return mt == GFA_MT_MOVABLE;
 }
 
+/*
+ * move_freelist_head(): the reverse (target) search scanned p .. tail without taking
+ * any: move them to the head, so the next search starts on entries it has not examined
+ * (and the forward source search, which walks from the head, meets the low ones first).
+ */
+static void freelist_move_head(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p)
+{
+	uint32_t before = fr[p].prev;
+
+	if (before == GFA_NIL)
+		return;
+	fr[before].next = GFA_NIL;
+	fr[p].prev = GFA_NIL;
+	fr[l->tail].next = l->head;
+	fr[l->head].prev = l->tail;
+	l->head = p;
+	l->tail = before;
+}
+
 static unsigned int freelist_scan_limit(struct compact_control *cc)
 {
 	unsigned int shift = cc->fast_search_fail < 31 ? cc->fast_search_fail : 31;
@@ -202,14 +230,16 @@ static unsigned int freelist_scan_limit(struct compact_control *cc)
  * the find (fast_isolate_around).  The linear free scanner keeps its position on
  * success (moving it down to every find made the scanners meet early); on a failed
  * search at scan start it jumps to the highest pageblock seen between the scanners.
- * The lists are not rotated (the kernel's move_freelist_head): measured on
- * bench/thpscale it doubled the free side's scanning.
+ * An order whose scan found nothing is rotated (move_freelist_head), and the next
+ * search starts at the order that last found a target, as next_search_order() does:
+ * rotating every order after every search, found or not, made the search start on
+ * small orders whose entries lie below min_pfn and re-examine them on each call.
  */
 static void fast_isolate_freepages(struct compact_control *cc)
 {
 	struct gfa_zone *z = cc->zone;
 	struct gfa_frame *frames = z->pool->frames;
-	uint64_t distance, low_pfn, min_pfn, highest_pb = 0;
+	uint64_t distance, low_pfn, min_pfn, floor, highest_pb = 0;
 	uint32_t found = GFA_NIL;
 	unsigned int limit, nr_scanned = 0;
 	bool scan_start;
@@ -219,6 +249,13 @@ static void fast_isolate_freepages(struct compact_control *cc)
 	distance = cc->free_pfn - cc->migrate_pfn;
 	low_pfn = pb_start(cc->free_pfn - distance / 4);
 	min_pfn = pb_start(cc->free_pfn - distance / 2);
+	/* never below the linear free scanner's floor: a target in the block the migrate
+	 * scanner is still walking would be isolated again as a source, a second move */
+	floor = pb_start(cc->migrate_pfn) + GFA_PAGEBLOCK_FRAMES;
+	if (min_pfn < floor)
+		min_pfn = floor;
+	if (low_pfn < min_pfn)
+		low_pfn = min_pfn;
 	/* a full budget at scan start, else max(1, limit >> 1) per order ([impl] note) */
 	scan_start = cc->free_pfn >= pb_start(cc->zone_end - 1);
 	if (scan_start)
@@ -229,12 +266,13 @@ static void fast_isolate_freepages(struct compact_control *cc)
 		int order = cc->search_order - i;
 		struct gfa_free_list *l;
 		unsigned int order_scanned = 0;
-		uint32_t p;
+		uint32_t p, last = GFA_NIL;
 
 		if (order < 0)
 			order += cc->order;
 		l = &z->area[order].list[GFA_MT_MOVABLE];
 		for (p = l->tail; p != GFA_NIL && order_scanned < limit; p = frames[p].prev) {
+			last = p;
 			nr_scanned++;
 			order_scanned++;
 			if (pb_start(p) > highest_pb && pb_start(p) < cc->free_pfn)
@@ -250,9 +288,14 @@ static void fast_isolate_freepages(struct compact_control *cc)
 				limit >>= 1;    /* a candidate is known: shorten the scan */
 			}
 		}
-		/* next search starts at the order below this one */
-		cc->search_order = order - 1 < 0 ? cc->order - 1 : order - 1;
+		if (found == GFA_NIL && last != GFA_NIL)
+			freelist_move_head(frames, l, last);
+		else if (found != GFA_NIL)
+			cc->search_order = order;       /* start there next time */
 	}
+	/* a whole round without a find: the next one starts an order lower (patch 21) */
+	if (found == GFA_NIL)
+		cc->search_order = cc->search_order - 1 < 0 ? cc->order - 1 : cc->search_order - 1;
 	cc->free_scanned += nr_scanned;
 	if (found == GFA_NIL) {
 		cc->fast_search_fail++;
@@ -340,8 +383,41 @@ static bool block_movable(struct compact_control *cc, struct gfa_frame *f)
 }
 
 /*
+ * Why a frame of the migrate scanner's window cannot be isolated: never (free, or
+ * isolated just now), for good (an allocation no owner can move), or for now (another
+ * compaction instance or a capture holds it).
+ */
+enum iso_fail { ISO_OK, ISO_PERMANENT, ISO_TRANSIENT };
+
+/*
+ * skip_on_failure (the kernel's since 4.6): direct compaction for an order frees a
+ * cc->order-aligned window or nothing, so one frame that cannot move makes moving the
+ * rest of its window futile: put back what the window gave and go to the next one.
+ * The kernel does so in ASYNC and SYNC_LIGHT only, since a page it cannot isolate now
+ * may be free of its lock or writeback when SYNC waits; a frame whose owner has no
+ * migrate op (or an unmovable allocation) never moves, so gfa skips on it in SYNC too.
+ * Without this, a direct compaction for an order-9 block on a pool whose pageblocks
+ * all hold pinned frames moved every movable frame below the free scanner in vain.
+ */
+static bool skip_on_failure(const struct compact_control *cc, enum iso_fail why)
+{
+	if (!cc->direct || cc->order <= 0 || why == ISO_OK)
+		return false;
+	return why == ISO_PERMANENT || cc->mode != GFA_COMPACT_SYNC;
+}
+
+/* Put back the sources isolated since index `from` (zone lock held). */
+static void putback_since(struct compact_control *cc, unsigned int from)
+{
+	while (cc->nr_migrate > from)
+		fstate_set(FR(cc, cc->migrate[--cc->nr_migrate].pfn), GFA_FRAME_ALLOCATED);
+}
+
+/*
  * isolate_migratepages_block(): isolate movable blocks from low_pfn to the end of its
  * pageblock, at most COMPACT_CLUSTER_MAX unless rescanning the same block (patch 14).
+ * With skip_on_failure() the sources of one call all lie in one cc->order window: the
+ * scan stops at a window boundary once it holds sources, as the kernel's does.
  * Returns where the scan stopped.
  */
 static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t low_pfn)
@@ -349,20 +425,40 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 	struct gfa_zone *z = cc->zone;
 	uint64_t end = pb_start(low_pfn) + GFA_PAGEBLOCK_FRAMES;
 	uint64_t pfn = frame_find_head(z->pool, z, low_pfn);
+	uint64_t window = cc->order > 0 ? 1UL << cc->order : 1, next_skip = 0;
+	unsigned int win_first = cc->nr_migrate;
 
 	if (pfn == GFA_NIL || pfn < low_pfn)   /* inside a block started earlier */
 		pfn = pfn == GFA_NIL ? low_pfn : pfn + (1UL << FR(cc, pfn)->order);
 	while (pfn < end && pfn < cc->zone_end) {
 		struct gfa_frame *f = FR(cc, pfn);
-		unsigned int order = f->order;
+		unsigned int order = f->order, st = fstate(f);
+		enum iso_fail why = ISO_OK;
 
-		if (!fstate(f) || order > GFA_MAX_ORDER)
+		if (pfn >= next_skip) {
+			/* a new window: migrate the previous one's sources first */
+			if (cc->nr_migrate > win_first && skip_on_failure(cc, ISO_PERMANENT))
+				break;
+			win_first = cc->nr_migrate;
+			next_skip = (pfn | (window - 1)) + 1;
+		}
+		if (!st || order > GFA_MAX_ORDER)
 			order = 0;  /* cannot happen while invariants hold; step safely */
 		cc->migrate_scanned += 1UL << order;
-		if (block_movable(cc, f) && fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED)) {
+		if (st == GFA_FRAME_ALLOCATED && !block_movable(cc, f))
+			why = ISO_PERMANENT;
+		else if (st == GFA_FRAME_ALLOCATED &&
+			 fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED)) {
 			cc->migrate[cc->nr_migrate++] =
 				(struct iso_block){ pfn, order, frame_owner(f) };
 			z->c.vm.compact_isolated++;
+		} else if (st == GFA_FRAME_ALLOCATED || st == GFA_FRAME_ISOLATED) {
+			why = ISO_TRANSIENT;
+		}
+		if (skip_on_failure(cc, why)) {
+			putback_since(cc, win_first);
+			pfn = next_skip > pfn + (1UL << order) ? next_skip : pfn + (1UL << order);
+			continue;
 		}
 		pfn += 1UL << order;
 		if (!cc->rescan && cc->nr_migrate >= COMPACT_CLUSTER_MAX)
@@ -469,8 +565,8 @@ static void isolate_migratepages(struct compact_control *cc)
 	cc->fast_found = found != GFA_NIL;
 	if (cc->fast_found)
 		low = found;
-	for (block = pb_start(low); block + GFA_PAGEBLOCK_FRAMES <= cc->free_pfn + GFA_PAGEBLOCK_FRAMES &&
-	     block < cc->free_pfn; block += GFA_PAGEBLOCK_FRAMES, low = block + GFA_PAGEBLOCK_FRAMES) {
+	for (block = pb_start(low); block + GFA_PAGEBLOCK_FRAMES <= cc->free_pfn;
+	     block += GFA_PAGEBLOCK_FRAMES, low = block) {
 		bool at_start = low == block;
 
 		if (!cc->fast_found && !cc->ignore_skip) {

@@ -137,6 +137,103 @@ Test(compaction, refused_moves_leave_everything_in_place, .timeout = 120)
 	frag_done(&f);
 }
 
+#define CP_PIN_OWNER 8ULL  /* no migrate op registered: its frames never move */
+
+/*
+ * Every pageblock has its odd frames pinned (an owner without a migrate op); the lower
+ * half's even frames hold movable pages, the upper half's are free.  No order-9 block
+ * can form, so direct compaction for one must move nothing: each move would empty a
+ * frame of a block that stays pinned.  (Such futile moves shifted a VM's frames while
+ * it was being built, before vm/frames_move_under_a_guest's own full compaction.)
+ */
+Test(compaction, pinned_blocks_are_not_emptied_in_vain, .timeout = 120)
+{
+	struct gfa_pool *p = tu_pool(CP_FRAMES);
+	void *mem = co_back_pool(p);
+	struct canary_owner *o = co_create(p, 7, CP_FRAMES, true);
+	uint64_t *all = malloc(CP_FRAMES * sizeof(*all)), n = 0, pages = 0, start, span, bad;
+	int64_t pfn;
+
+	cr_assert_not_null(o);
+	cr_assert_not_null(all);
+	gfa_zone_span(p, 0, &start, &span);
+	while ((pfn = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, CP_PIN_OWNER, GFA_ALLOC_NOCOMPACT)) >= 0)
+		all[n++] = (uint64_t)pfn;
+	cr_assert_eq(n, CP_FRAMES);
+	for (uint64_t i = 0; i < n; i++)
+		if (!(all[i] & 1))
+			cr_assert_eq(gfa_free(p, all[i], 0, CP_PIN_OWNER), 0);
+	while (co_alloc(o, NULL, 0, pages, 0) == 0)
+		pages++;
+	cr_assert_eq(pages, CP_FRAMES / 2);
+	for (uint64_t i = 0; i < pages; i++)
+		if (o->pfn[i] >= start + span / 2)
+			cr_assert_eq(co_free(o, NULL, i), 0);
+
+	cr_assert_eq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 99, 0), GFA_ENOMEM);
+	cr_assert_gt(VMS(p, compact_stall), 0, "direct compaction did not run");
+	cr_assert_eq(o->moves, 0, "%lu pages moved out of blocks that stay pinned", o->moves);
+	cr_assert_eq(VMS(p, pgmigrate_success), 0);
+
+	cr_assert_eq(co_verify_all(o, &bad), 0, "page %lu lost its content or mapping", bad);
+	ASSERT_POOL_OK(p);
+	for (uint64_t i = 0; i < pages; i++)
+		if (o->pfn[i] != UINT64_MAX)
+			cr_assert_eq(co_free(o, NULL, i), 0);
+	for (uint64_t i = 0; i < n; i++)
+		if (all[i] & 1)
+			cr_assert_eq(gfa_free(p, all[i], 0, CP_PIN_OWNER), 0);
+	free(all);
+	co_destroy(o);
+	gfa_pool_destroy(p);
+	free(mem);
+}
+
+/*
+ * Three pageblocks: an order-9 block (no source), half a block of movable pages, and
+ * a block with half free.  The migrate scanner must step from the first block to the
+ * second, not past it into the free scanner's block (which then holds its targets):
+ * moving the second block's 256 pages into the third's holes frees an order-9 block.
+ */
+Test(compaction, migrate_scanner_steps_one_block_past_an_unsuitable_one, .timeout = 120)
+{
+	const uint64_t pb = GFA_PAGEBLOCK_FRAMES;
+	struct gfa_pool *p = tu_pool(3 * pb);
+	void *mem = co_back_pool(p);
+	struct canary_owner *o = co_create(p, 7, 3 * pb + 1, true);
+	uint64_t start, span, bad, page = 3 * pb;
+	int64_t got;
+
+	cr_assert_not_null(o);
+	gfa_zone_span(p, 0, &start, &span);
+	cr_assert_eq(span, 3 * pb);
+	for (uint64_t i = 0; i < 3 * pb; i++)
+		cr_assert_eq(co_alloc(o, NULL, 0, i, 0), 0);
+	for (uint64_t i = 0; i < 3 * pb; i++) {
+		uint64_t off = o->pfn[i] - start;
+
+		if (off < pb || (off >= pb && off < pb + pb / 2) || (off >= 2 * pb && off < 2 * pb + pb / 2))
+			cr_assert_eq(co_free(o, NULL, i), 0);
+	}
+	/* the only free order-9 block is the first pageblock */
+	cr_assert_eq(co_alloc(o, NULL, 0, page, 9), 0);
+	cr_assert_eq(o->pfn[page], start);
+
+	got = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 99, 0);
+	cr_assert_eq(got, (int64_t)(start + pb), "expected the second pageblock, got %ld", got);
+	cr_assert_eq(o->moves, pb / 2, "%lu moves", o->moves);
+
+	cr_assert_eq(co_verify_all(o, &bad), 0, "page %lu lost its content or mapping", bad);
+	cr_assert_eq(gfa_free(p, (uint64_t)got, 9, 99), 0);
+	ASSERT_POOL_OK(p);
+	for (uint64_t i = 0; i <= 3 * pb; i++)
+		if (o->pfn[i] != UINT64_MAX)
+			cr_assert_eq(co_free(o, NULL, i), 0);
+	co_destroy(o);
+	gfa_pool_destroy(p);
+	free(mem);
+}
+
 Test(compaction, order_minus_one_and_nocompact, .timeout = 120)
 {
 	struct frag f = fragment(false, true);
