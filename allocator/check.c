@@ -12,6 +12,7 @@
 struct zone_tally {
 	uint64_t free_blocks[GFA_NR_ORDERS][GFA_MT_TYPES];
 	uint64_t free_frames, released, inflight;
+	uint64_t pcp_frames;    /* in PCP blocks: must equal what the caches' lists hold */
 };
 
 /* Released bits: only on free frames; per-pageblock and zone counts must agree. */
@@ -94,6 +95,8 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 			     (unsigned long)pfn, f->mt);
 		if (check_released(z, pfn, st, order, t, msg, len))
 			return -EUCLEAN;
+		if (st == GFA_FRAME_PCP)
+			t->pcp_frames += 1UL << order;
 		if (st == GFA_FRAME_FREE) {
 			t->free_blocks[order][f->mt]++;
 			t->free_frames += 1UL << order;
@@ -168,6 +171,10 @@ static int check_zone(struct gfa_zone *z, char *msg, size_t len)
 	if (!err)
 		err = check_pageblock_counts(z, msg, len);
 	pthread_mutex_unlock(&z->lock);
+	/* a block on two lists, or PCP on none, shows here (caches are held) */
+	if (!err && t.pcp_frames != pcp_zone_frames(z->pool, z))
+		FAIL("zone %u: %lu frames in PCP blocks but the caches' lists hold %lu", z->id,
+		     (unsigned long)t.pcp_frames, (unsigned long)pcp_zone_frames(z->pool, z));
 	return err;
 }
 

@@ -356,14 +356,17 @@ static int64_t compaction_alloc(struct compact_control *cc, unsigned int order)
 
 			cc->freepages[best] = cc->freepages[--cc->nr_free];
 			cc->nr_free_frames -= 1UL << b.order;
-			/* split: keep the upper halves isolated for later targets */
+			/*
+			 * split: keep the upper halves isolated for later targets.  Under the
+			 * zone lock: walkers (release, scanners) step over blocks by order.
+			 */
+			pthread_mutex_lock(&cc->zone->lock);
 			while (b.order > order) {
 				b.order--;
-				pthread_mutex_lock(&cc->zone->lock);
 				cc_add_free(cc, b.pfn + (1UL << b.order), b.order);
-				pthread_mutex_unlock(&cc->zone->lock);
 			}
 			FR(cc, b.pfn)->order = (uint8_t)order;
+			pthread_mutex_unlock(&cc->zone->lock);
 			return (int64_t)b.pfn;
 		}
 		if (pass == 0)

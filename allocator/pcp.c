@@ -86,44 +86,60 @@ void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z)
 
 /* ---- lists (inside the owner's call, or held remotely) ---- */
 
-PCP_HOT void plist_add(struct gfa_pcp *pcp, int pindex, uint64_t pfn, bool tail)
+/* Double the ring (first ring: 64 entries), keeping the order.  0 or -ENOMEM. */
+static __attribute__((noinline)) int plist_grow(struct pcp_list *l)
 {
-	struct gfa_free_list *l = &pcp->lists[pindex];
-	struct gfa_frame *frames = pcp->pool->frames, *f = &frames[pfn];
+	uint32_t cap = l->cap ? l->cap * 2 : 64, nr = plist_nr(l);
+	uint32_t *ring = calloc(cap, sizeof(*ring));
 
-	if (l->head == GFA_NIL) {
-		flink_set(&f->next, GFA_NIL);
-		flink_set(&f->prev, GFA_NIL);
-		l->head = l->tail = (uint32_t)pfn;
-	} else if (tail) {
-		flink_set(&f->next, GFA_NIL);
-		flink_set(&f->prev, l->tail);
-		flink_set(&frames[l->tail].next, (uint32_t)pfn);
-		l->tail = (uint32_t)pfn;
-	} else {
-		flink_set(&f->prev, GFA_NIL);
-		flink_set(&f->next, l->head);
-		flink_set(&frames[l->head].prev, (uint32_t)pfn);
-		l->head = (uint32_t)pfn;
-	}
-	l->nr++;
+	if (!ring || cap < l->cap)
+		goto fail;
+	for (uint32_t i = 0; i < nr; i++)
+		ring[i] = l->ring[(l->bottom + i) & (l->cap - 1)];
+	free(l->ring);
+	l->ring = ring;
+	l->cap = cap;
+	l->bottom = 0;
+	l->top = nr;
+	return 0;
+fail:
+	free(ring);
+	return -ENOMEM;
 }
 
-PCP_HOT void plist_del(struct gfa_pcp *pcp, int pindex, uint64_t pfn)
+/* Room for n more blocks.  0 or -ENOMEM (then the list holds what it held). */
+static int plist_reserve(struct pcp_list *l, uint32_t n)
 {
-	struct gfa_free_list *l = &pcp->lists[pindex];
-	struct gfa_frame *frames = pcp->pool->frames, *f = &frames[pfn];
-	uint32_t next = flink_get(&f->next), prev = flink_get(&f->prev);
+	while (plist_nr(l) + n > l->cap)
+		if (plist_grow(l))
+			return -ENOMEM;
+	return 0;
+}
 
-	if (prev == GFA_NIL)
-		l->head = next;
-	else
-		flink_set(&frames[prev].next, next);
-	if (next == GFA_NIL)
-		l->tail = prev;
-	else
-		flink_set(&frames[next].prev, prev);
-	l->nr--;
+PCP_HOT void plist_push_top(struct pcp_list *l, uint32_t pfn)
+{
+	l->ring[l->top++ & (l->cap - 1)] = pfn;
+}
+
+PCP_HOT uint32_t plist_pop_top(struct pcp_list *l)
+{
+	return l->ring[--l->top & (l->cap - 1)];
+}
+
+PCP_HOT uint32_t plist_pop_bottom(struct pcp_list *l)
+{
+	return l->ring[l->bottom++ & (l->cap - 1)];
+}
+
+PCP_HOT void plist_push_bottom(struct pcp_list *l, uint32_t pfn)
+{
+	l->ring[--l->bottom & (l->cap - 1)] = pfn;
+}
+
+/* The list's i-th block from the oldest (checker and statistics). */
+static uint32_t plist_at(const struct pcp_list *l, uint32_t i)
+{
+	return l->ring[(l->bottom + i) & (l->cap - 1)];
 }
 
 /*
@@ -144,14 +160,14 @@ static int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 	pindex = pindex - 1;
 	pthread_mutex_lock(&z->lock);
 	while (count > 0) {
-		struct gfa_free_list *l;
+		struct pcp_list *l;
 		unsigned int order;
 
 		for (;;) {
 			if (++pindex > max_pindex)
 				pindex = min_pindex;
 			l = &pcp->lists[pindex];
-			if (l->nr)
+			if (plist_nr(l))
 				break;
 			if (pindex == max_pindex)
 				max_pindex--;
@@ -160,14 +176,13 @@ static int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 		}
 		order = pindex_to_order(pindex);
 		do {
-			uint64_t pfn = l->tail;
+			uint64_t pfn = plist_pop_bottom(l);
 
-			plist_del(pcp, pindex, pfn);
 			count -= 1 << order;
 			pcp->count -= 1 << order;
 			freed += 1 << order;
 			zone_free_locked(z, pfn, order);
-		} while (count > 0 && l->nr);
+		} while (count > 0 && plist_nr(l));
 	}
 	pthread_mutex_unlock(&z->lock);
 	pcp->vs.pcp_bulkfree++;
@@ -182,8 +197,12 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 		      int n, unsigned int flags)
 {
 	struct gfa_zone *z = pcp->zone;
+	struct pcp_list *l = &pcp->lists[pindex];
 	int got = 0;
 
+	/* the ring grows outside the zone lock; without memory, refill what fits */
+	while (n > 0 && plist_reserve(l, (uint32_t)n))
+		n >>= 1;
 	pthread_mutex_lock(&z->lock);
 	for (; got < n; got++) {
 		int64_t pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
@@ -194,7 +213,7 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 		f = &pcp->pool->frames[pfn];
 		f->mt = (uint8_t)mt;
 		fstate_set(f, GFA_FRAME_PCP);
-		plist_add(pcp, pindex, (uint64_t)pfn, true);
+		plist_push_bottom(l, (uint32_t)pfn);
 		pcp->count += 1 << order;
 	}
 	pthread_mutex_unlock(&z->lock);
@@ -259,8 +278,6 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pcp->free_high_threshold = pool->cfg.pcp_free_high_old
 		? (unsigned int)pcp->batch
 		: (unsigned int)(pcp->batch + pcp->high_min / 2);
-	for (int i = 0; i < NR_PCP_LISTS; i++)
-		pcp->lists[i].head = pcp->lists[i].tail = GFA_NIL;
 	pcp->idle_since_ms = now_ms();
 	pthread_mutex_lock(&pool->pcp_lock);
 	pcp->next = pool->pcps;
@@ -301,19 +318,19 @@ void gfa_pcp_destroy(struct gfa_pcp *pcp)
 	pcp_fold_counters(pcp);
 	pcp_remote_unlock(pcp);
 	pthread_mutex_unlock(&pool->pcp_lock);
+	for (int i = 0; i < NR_PCP_LISTS; i++)
+		free(pcp->lists[i].ring);
 	free(pcp);
 }
 
 int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratetype mt,
 		      uint64_t owner, unsigned int flags)
 {
-	struct gfa_free_list *l;
+	struct gfa_frame *frames;
+	struct pcp_list *l;
 	struct gfa_frame *f;
 	uint64_t pfn;
 	int pindex, err;
-
-	struct gfa_frame *frames;
-	uint32_t next;
 
 	if (unlikely(!pcp))
 		return GFA_EFAULT;
@@ -325,27 +342,21 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 	err = pcp_enter(pcp);
 	if (unlikely(err))
 		return err;
-	pcp->ops++;
 	pcp->free_count >>= 1;
 	pindex = order_to_pindex(mt, order);
 	l = &pcp->lists[pindex];
-	if (unlikely(!l->nr) &&
+	if (unlikely(!plist_nr(l)) &&
 	    !pcp_refill(pcp, pindex, order, mt, pcp_refill_count(pcp, order), flags)) {
-		/* slow path without our lock: it drains caches, ours included, and compacts */
+		/* slow path outside our call: it drains caches, ours included, and compacts */
 		pcp_exit();
 		return zone_alloc_slow(pcp->zone, order, mt, owner, flags);
 	}
-	/* plist_del() of the head, whose prev is always GFA_NIL */
 	frames = pcp->pool->frames;
-	pfn = l->head;
+	pfn = plist_pop_top(l);
 	f = &frames[pfn];
-	next = flink_get(&f->next);
-	l->head = next;
-	if (next == GFA_NIL)
-		l->tail = GFA_NIL;
-	else
-		flink_set(&frames[next].prev, GFA_NIL);
-	l->nr--;
+	/* the next block out is the one below: have its descriptor ready for writing */
+	if (plist_nr(l))
+		__builtin_prefetch(&frames[l->ring[(l->top - 1) & (l->cap - 1)]], 1);
 	pcp->count -= 1 << order;
 	/* frame_mark_allocated(), inlined: the owner cookie, then the release of the state */
 	if (f->mt != mt)
@@ -464,10 +475,7 @@ PCP_HOT int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, 
 {
 	struct gfa_pool *pool = pcp->pool;
 	struct gfa_zone *z = pcp->zone;
-	struct gfa_frame *frames, *f;
-	struct gfa_free_list *l;
-	unsigned int mt;
-	uint32_t head;
+	struct pcp_list *l;
 	int pindex, err;
 
 	if (unlikely(!pcp_free_args_fast(pcp, pfn, order))) {
@@ -480,23 +488,17 @@ PCP_HOT int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, 
 	err = pcp_claim_free(pcp, z, pfn, order, owner);
 	if (unlikely(err))
 		goto fail;
-	/* plist_add() at the head */
-	frames = pool->frames;
-	f = &frames[pfn];
-	mt = f->mt;
-	pindex = order_to_pindex(mt, order);
+	pindex = order_to_pindex(pool->frames[pfn].mt, order);
 	l = &pcp->lists[pindex];
-	head = l->head;
-	flink_set(&f->prev, GFA_NIL);
-	flink_set(&f->next, head);
-	if (head == GFA_NIL)
-		l->tail = (uint32_t)pfn;
-	else
-		flink_set(&frames[head].prev, (uint32_t)pfn);
-	l->head = (uint32_t)pfn;
-	l->nr++;
+	if (unlikely(plist_nr(l) == l->cap) && plist_grow(l)) {
+		/* no memory for a longer list: this block goes to the zone, claimed already */
+		pthread_mutex_lock(&z->lock);
+		zone_free_locked(z, pfn, order);
+		pthread_mutex_unlock(&z->lock);
+		return 0;
+	}
+	plist_push_top(l, (uint32_t)pfn);
 	pcp->count += 1 << order;
-	pcp->ops++;
 	pcp->vs.pcp_free++;
 	pcp_free_commit(pcp, pindex, order);
 	return 0;
@@ -595,8 +597,10 @@ int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
 	pthread_mutex_lock(&pool->pcp_lock);
 	pcp_remote_lock_zone(pool, -1);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
-		if (pcp->ops != pcp->idle_seen_ops) {
-			pcp->idle_seen_ops = pcp->ops;
+		uint64_t ops = pcp->vs.pcp_alloc + pcp->vs.pcp_free;
+
+		if (ops != pcp->idle_seen_ops) {
+			pcp->idle_seen_ops = ops;
 			pcp->idle_since_ms = now;
 		} else if (pcp->count && now - pcp->idle_since_ms >= idle_ms) {
 			n += pcp_free_bulk(pcp, pcp->count, 0);
@@ -623,7 +627,7 @@ int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st)
 	st->free_count = pcp->free_count;
 	st->free_high_threshold = pcp->free_high_threshold;
 	for (int i = 0; i < NR_PCP_LISTS; i++)
-		st->nr_blocks[pindex_to_order(i)] += (int)pcp->lists[i].nr;
+		st->nr_blocks[pindex_to_order(i)] += (int)plist_nr(&pcp->lists[i]);
 	pcp_remote_unlock(pcp);
 	return 0;
 }
@@ -650,7 +654,7 @@ void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks)
 		if (pcp->zone->id != zone)
 			continue;
 		for (int i = 0; i < NR_PCP_LISTS; i++)
-			blocks[pindex_to_order(i)] += pcp->lists[i].nr;
+			blocks[pindex_to_order(i)] += plist_nr(&pcp->lists[i]);
 	}
 	pcp_remote_unlock_zone(pool, (int)zone);
 	pthread_mutex_unlock(&pool->pcp_lock);
@@ -686,34 +690,31 @@ void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs)
 
 static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
 {
-	struct gfa_frame *frames = pcp->pool->frames;
+	struct gfa_pool *pool = pcp->pool;
 	int64_t total = 0;
 
 	for (int i = 0; i < NR_PCP_LISTS; i++) {
-		struct gfa_free_list *l = &pcp->lists[i];
+		const struct pcp_list *l = &pcp->lists[i];
 		unsigned int order = pindex_to_order(i);
-		uint32_t prev = GFA_NIL;
-		uint64_t n = 0;
+		uint32_t n = plist_nr(l);
 
-		for (uint32_t p = l->head; p != GFA_NIL; p = frames[p].next) {
-			struct gfa_frame *f = &frames[p];
+		if (n > l->cap) {
+			snprintf(msg, len, "pcp %p list %d: holds %u blocks in a ring of %u",
+				 (void *)pcp, i, n, l->cap);
+			return -EUCLEAN;
+		}
+		for (uint32_t k = 0; k < n; k++) {
+			uint32_t p = plist_at(l, k);
+			struct gfa_frame *f = p < pool->nr_pfns ? &pool->frames[p] : NULL;
 
-			if (fstate(f) != GFA_FRAME_PCP || f->order != order ||
-			    f->mt != (unsigned int)i % GFA_MT_PCPTYPES || f->prev != prev ||
-			    pool_pfn_zone(pcp->pool, p) != pcp->zone) {
-				snprintf(msg, len, "pcp %p list %d: pfn %u state %u order %u mt %u "
-					 "does not belong there", (void *)pcp, i, p, fstate(f),
-					 f->order, f->mt);
+			if (!f || fstate(f) != GFA_FRAME_PCP || f->order != order ||
+			    f->mt != (unsigned int)i % GFA_MT_PCPTYPES ||
+			    pool_pfn_zone(pool, p) != pcp->zone) {
+				snprintf(msg, len, "pcp %p list %d: pfn %u (state %u order %u mt %u) "
+					 "does not belong there", (void *)pcp, i, p,
+					 f ? fstate(f) : 0, f ? f->order : 0, f ? f->mt : 0);
 				return -EUCLEAN;
 			}
-			prev = p;
-			if (++n > l->nr)
-				break;
-		}
-		if (n != l->nr || l->tail != prev) {
-			snprintf(msg, len, "pcp %p list %d: holds %lu blocks, counter says %lu",
-				 (void *)pcp, i, (unsigned long)n, (unsigned long)l->nr);
-			return -EUCLEAN;
 		}
 		total += (int64_t)n << order;
 	}
@@ -723,6 +724,16 @@ static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
 		return -EUCLEAN;
 	}
 	return 0;
+}
+
+uint64_t pcp_zone_frames(struct gfa_pool *pool, struct gfa_zone *z)
+{
+	uint64_t n = 0;
+
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
+		if (pcp->zone == z)
+			n += (uint64_t)pcp->count;
+	return n;
 }
 
 int pcp_check_locked(struct gfa_pool *pool, char *msg, size_t len)

@@ -61,6 +61,24 @@ extern __thread struct pcp_thread *pcp_self __attribute__((tls_model("initial-ex
 /* membarrier is missing: owners pay a full fence on entry instead */
 extern bool pcp_owner_fence;
 
+/*
+ * A pcp list: a deque of block pfns in a ring that grows by doubling, newest at `top`
+ * (the kernel's list head), oldest at `bottom` (its tail).  Free pushes and allocation
+ * pops at the top, bulk free takes from the bottom, refill appends below the bottom.
+ * An array and not links through the frame descriptors: popping a block then touches
+ * only that block's descriptor, not its neighbour's (one cache miss less per call).
+ */
+struct pcp_list {
+	uint32_t *ring;
+	uint32_t cap;           /* 0 or a power of two */
+	uint32_t top, bottom;   /* free-running; nr = top - bottom */
+};
+
+static inline uint32_t plist_nr(const struct pcp_list *l)
+{
+	return l->top - l->bottom;
+}
+
 struct gfa_pcp {
 	/* read by the owner on every call, written by others only on the slow side */
 	_Atomic(struct pcp_thread *) owner;
@@ -74,11 +92,10 @@ struct gfa_pcp {
 	unsigned int free_high_threshold;
 	struct gfa_pool *pool;
 	struct gfa_zone *zone;
-	uint64_t ops;           /* allocations + frees, for the idle drain */
-	uint64_t idle_seen_ops;
+	uint64_t idle_seen_ops; /* pcp_alloc + pcp_free when the idle drain last looked */
 	uint64_t idle_since_ms;
 	struct gfa_vmstat vs;   /* this cache's share of the counters */
-	struct gfa_free_list lists[NR_PCP_LISTS];
+	struct pcp_list lists[NR_PCP_LISTS];
 	struct gfa_pcp *next;   /* pool->pcps, under pool->pcp_lock */
 };
 
