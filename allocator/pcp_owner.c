@@ -36,17 +36,55 @@ static void pcp_thread_exit(void *arg)
 }
 
 /*
- * Register for private expedited membarrier once per process.  If the kernel lacks it,
- * the owners fence instead: correct, just as slow as a lock.
+ * Register for private expedited membarrier.  If the kernel lacks it (or GFA_PCP_FENCE
+ * asks), the owners fence instead: correct, just as slow as a lock.  Called only while
+ * no owner can be inside a call: from pthread_once before the first pool exists, and in
+ * a fork child (one thread), whose new mm starts unregistered.
  */
-static void pcp_owner_once(void)
+static void pcp_owner_register(void)
 {
+	const char *force = getenv("GFA_PCP_FENCE");
 	long q = sys_membarrier(MEMBARRIER_CMD_QUERY);
 
-	if (q < 0 || !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
-	    sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) < 0)
-		pcp_owner_fence = true;
+	pcp_owner_fence = (force && *force && strcmp(force, "0")) ||
+			  q < 0 || !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
+			  sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) < 0;
+}
+
+/* fork() with the registry lock held by us, so the child finds it consistent. */
+static void pcp_fork_prepare(void)
+{
+	pthread_mutex_lock(&pcp_threads_lock);
+}
+
+static void pcp_fork_parent(void)
+{
+	pthread_mutex_unlock(&pcp_threads_lock);
+}
+
+/*
+ * The child has one thread: every other record's thread is gone (a call it was inside
+ * is lost, as with any lock held across fork), so mark them out of any call and free.
+ */
+static void pcp_fork_child(void)
+{
+	for (struct pcp_thread *t = pcp_threads; t; t = t->next) {
+		uint64_t seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
+
+		if (t == pcp_self)
+			continue;
+		atomic_store_explicit(&t->seq, seq + (seq & 1), memory_order_relaxed);
+		t->unused = true;
+	}
+	pthread_mutex_unlock(&pcp_threads_lock);
+	pcp_owner_register();
+}
+
+static void pcp_owner_once(void)
+{
+	pcp_owner_register();
 	pthread_key_create(&pcp_thread_key, pcp_thread_exit);
+	pthread_atfork(pcp_fork_prepare, pcp_fork_parent, pcp_fork_child);
 }
 
 void pcp_owner_init(void)
@@ -54,17 +92,25 @@ void pcp_owner_init(void)
 	pthread_once(&pcp_once, pcp_owner_once);
 }
 
+const char *gfa_pcp_sync_mode(void)
+{
+	pcp_owner_init();
+	return pcp_owner_fence ? "fence" : "membarrier";
+}
+
 /*
  * Make every running thread's earlier stores visible to our later loads and ours to
- * theirs.  With the fence fallback the owners fence themselves; a local fence suffices.
+ * theirs.  In fence mode the owners fence themselves and a local fence suffices.  The
+ * private command cannot fail once registered; should it, the global one (no
+ * registration, milliseconds) still gives the guarantee.
  */
 static void pcp_barrier(void)
 {
-	if (pcp_owner_fence || sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) < 0) {
-		pcp_owner_fence = true;    /* sticky: owners from now on fence themselves */
-		pcp_full_fence();
+	pcp_full_fence();
+	if (pcp_owner_fence)
 		return;
-	}
+	if (sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) < 0)
+		sys_membarrier(MEMBARRIER_CMD_GLOBAL);
 	pcp_full_fence();
 }
 

@@ -1,7 +1,11 @@
 /* Per-vCPU cache tests: the invariants of seed-pcp.md section 5 and seed 003 part B. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <unistd.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include "tests/test_util.h"
 
 static struct gfa_pool *pcp_pool(uint64_t frames, unsigned int batch, unsigned int high,
@@ -427,6 +431,20 @@ Test(pcp_stress, two_threads, .timeout = 300)
 	run_stress(2, tu_sanitizer() ? 50000 : 400000);
 }
 
+/*
+ * The fallback owner protocol (a full fence per call instead of membarrier on the remote
+ * side): the same stress with remote drains and checks while the owners run.  The mode is
+ * fixed per process, so this needs a fresh process (Criterion's fork per test).
+ */
+Test(pcp_stress, two_threads_fence_mode, .timeout = 300)
+{
+	setenv("GFA_PCP_FENCE", "1", 1);
+	if (strcmp(gfa_pcp_sync_mode(), "fence"))
+		cr_skip_test("the owner protocol was fixed earlier in this process (%s); the "
+			     "fence mode runs only with one test per process", gfa_pcp_sync_mode());
+	run_stress(2, tu_sanitizer() ? 50000 : 200000);
+}
+
 Test(pcp_stress, eight_threads, .timeout = 300)
 {
 	run_stress(8, tu_sanitizer() ? 20000 : 200000);
@@ -582,5 +600,59 @@ Test(pcp_stress, strict_free_decides_racing_double_frees, .timeout = 120)
 			gfa_pcp_destroy(r[k].c);
 		cr_assert_eq(tu_free_frames(p), 1UL << 14);
 	}
+	gfa_pool_destroy(p);
+}
+
+/*
+ * fork(): the child keeps the owner protocol's mode and a working membarrier, the
+ * forking thread keeps its caches, and new threads and remote holds work there.
+ */
+static void *fork_child_worker(void *arg)
+{
+	struct gfa_pool *p = arg;
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t a = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 3, 0);
+
+	if (a < 0 || gfa_pcp_free(c, (uint64_t)a, 0, 3))
+		return (void *)1;
+	gfa_pcp_destroy(c);
+	return NULL;
+}
+
+Test(pcp, caches_work_in_a_fork_child)
+{
+	struct gfa_pool *p = tu_pool(1UL << 14);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t a = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 3, 0);
+	const char *mode = gfa_pcp_sync_mode();
+	int status = 0;
+	pid_t pid;
+
+	cr_assert_geq(a, 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		pthread_t t;
+		void *ret = (void *)1;
+		int bad = 0;
+
+		/* same mode; if membarrier, the child may use it (registered) */
+		bad |= strcmp(gfa_pcp_sync_mode(), mode) != 0;
+		if (!strcmp(mode, "membarrier"))
+			bad |= syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0;
+		bad |= gfa_pcp_free(c, (uint64_t)a, 0, 3) != 0;
+		bad |= gfa_pool_drain_all(p, -1) < 0;
+		bad |= pthread_create(&t, NULL, fork_child_worker, p) != 0;
+		if (!bad)
+			pthread_join(t, &ret);
+		bad |= ret != NULL;
+		bad |= gfa_pool_check(p, NULL, 0) != 0;
+		_exit(bad ? 1 : 0);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 0, 3), 0);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
 	gfa_pool_destroy(p);
 }

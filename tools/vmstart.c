@@ -510,10 +510,11 @@ static void print_counters(struct gfa_pool *pool)
 	       (unsigned long)v.compact_daemon_wake, (unsigned long)v.pgmigrate_success,
 	       (unsigned long)v.thp_collapse_alloc);
 	printf("allocator: pgalloc %lu pgfree %lu pcp_alloc %lu pcp_free %lu pgalloc_fallback %lu "
-	       "pageblock_steal %lu pgalloc_fail %lu\n",
+	       "pageblock_steal %lu pgalloc_fail %lu (vCPU caches ordered by %s)\n",
 	       (unsigned long)v.pgalloc, (unsigned long)v.pgfree, (unsigned long)v.pcp_alloc,
 	       (unsigned long)v.pcp_free, (unsigned long)v.pgalloc_fallback,
-	       (unsigned long)v.pageblock_steal, (unsigned long)v.pgalloc_fail);
+	       (unsigned long)v.pageblock_steal, (unsigned long)v.pgalloc_fail,
+	       gfa_pcp_sync_mode());
 }
 
 static int plot(struct run *r)

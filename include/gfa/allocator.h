@@ -319,6 +319,13 @@ int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen);
  * GFA_ETHREAD, never corruption.  Without membarrier the owners fence instead.
  */
 struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone);
+/*
+ * How cache owners order themselves against remote holders, fixed once per process:
+ * "membarrier" (owners use plain stores; remote holders pay membarrier(2)), or "fence"
+ * (owners pay a full fence per call) when the kernel lacks private expedited membarrier
+ * or the environment sets GFA_PCP_FENCE=1 before the first pool is created.  Any thread.
+ */
+const char *gfa_pcp_sync_mode(void);
 /* The zone a cache serves (fixed at creation; no lock), or GFA_EFAULT. */
 int gfa_pcp_zone(const struct gfa_pcp *pcp);
 /* Drain the cache back to its zone and free it.  NULL is a no-op. */
