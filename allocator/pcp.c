@@ -378,26 +378,38 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
  * this free, reached the threshold.  It lowers high toward high_min and flushes up to
  * the cap, starting with this list.
  */
-static void pcp_free_commit_slow(struct gfa_pcp *pcp, int pindex, unsigned int order)
+/*
+ * The bookkeeping of free_unref_page_commit() for a free of `order` after which the
+ * cache holds count_after frames: the high-order streak, free_count, and, when free_high
+ * fires, high lowered toward high_min.  Returns whether free_high fires.
+ */
+static bool pcp_free_high_update(struct gfa_pcp *pcp, unsigned int order, int count_after)
 {
-	int cap = pcp->batch << PCP_BATCH_SCALE_MAX, high, nr;
+	int cap = pcp->batch << PCP_BATCH_SCALE_MAX;
 	bool free_high = false;
 
 	if (order && order <= PCP_COSTLY_ORDER) {
 		free_high = pcp->free_count >= (int)pcp->free_high_threshold &&
 			    (pcp->flags & PCPF_PREV_FREE_HIGH_ORDER) &&
-			    (!(pcp->flags & PCPF_FREE_HIGH_BATCH) || pcp->count >= pcp->batch);
+			    (!(pcp->flags & PCPF_FREE_HIGH_BATCH) || count_after >= pcp->batch);
 		pcp->flags |= PCPF_PREV_FREE_HIGH_ORDER;
 	} else {
 		pcp->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
 	}
 	if (pcp->free_count < cap)
 		pcp->free_count += 1 << order;
-	high = pcp->high;
-	if (free_high) {
-		pcp->high = high - cap > pcp->high_min ? high - cap : pcp->high_min;
+	if (free_high)
+		pcp->high = pcp->high - cap > pcp->high_min ? pcp->high - cap : pcp->high_min;
+	return free_high;
+}
+
+static void pcp_free_commit_slow(struct gfa_pcp *pcp, int pindex, unsigned int order)
+{
+	int cap = pcp->batch << PCP_BATCH_SCALE_MAX, high = pcp->high, nr;
+	bool free_high = pcp_free_high_update(pcp, order, pcp->count);
+
+	if (free_high)
 		high = 0;
-	}
 	if (pcp->count < high)
 		return;
 	if (free_high) {
@@ -414,6 +426,29 @@ static void pcp_free_commit_slow(struct gfa_pcp *pcp, int pindex, unsigned int o
 			nr = pcp->batch;
 	}
 	pcp_free_bulk(pcp, nr, pindex);
+}
+
+/*
+ * A high-order free into an empty cache when free_high fires: the kernel would add the
+ * block and flush min(count, cap) = everything, i.e. just this block, at once.  Do the
+ * same without the round trip through the list.  False (nothing done) otherwise.
+ */
+static bool pcp_free_high_direct(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn,
+				 unsigned int order)
+{
+	if (pcp->count || !order || order > PCP_COSTLY_ORDER ||
+	    pcp->free_count < (int)pcp->free_high_threshold ||
+	    !(pcp->flags & PCPF_PREV_FREE_HIGH_ORDER) ||
+	    ((pcp->flags & PCPF_FREE_HIGH_BATCH) && (1 << order) < pcp->batch))
+		return false;
+	pcp_free_high_update(pcp, order, 1 << order);
+	pthread_mutex_lock(&z->lock);
+	zone_free_locked(z, pfn, order);
+	pthread_mutex_unlock(&z->lock);
+	pcp->vs.pcp_free++;
+	pcp->vs.pcp_free_high++;
+	pcp->vs.pcp_bulkfree++;
+	return true;
 }
 
 /*
@@ -488,6 +523,8 @@ PCP_HOT int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, 
 	err = pcp_claim_free(pcp, z, pfn, order, owner);
 	if (unlikely(err))
 		goto fail;
+	if (unlikely(order) && pcp_free_high_direct(pcp, z, pfn, order))
+		return 0;
 	pindex = order_to_pindex(pool->frames[pfn].mt, order);
 	l = &pcp->lists[pindex];
 	if (unlikely(plist_nr(l) == l->cap) && plist_grow(l)) {

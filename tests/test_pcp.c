@@ -105,6 +105,47 @@ Test(pcp, free_high_old_threshold_ninth_free)
 	gfa_pool_destroy(p);
 }
 
+/*
+ * Once free_high has fired and flushed everything, each further high-order free into the
+ * empty cache fires again and flushes just that block (the kernel's add-then-flush, done
+ * without the list): the block is free in the zone, the cache stays empty, each counts
+ * as a free_high flush, and high stays at high_min.
+ */
+Test(pcp, free_high_into_an_empty_cache_flushes_the_block)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 16, 63, 10000, 1);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	struct gfa_pcp_stat st;
+	int64_t b[16];
+
+	for (int i = 0; i < 16; i++)
+		cr_assert_geq(b[i] = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 5, 0), 0);
+	for (int i = 0; i < 9; i++)
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[i], 3, 5), 0);
+	cr_assert_eq(pcp_count(c), 0);
+	cr_assert_eq(VM(p, pcp_free_high), 1);
+	for (int i = 9; i < 16; i++) {
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[i], 3, 5), 0);
+		cr_assert_eq(pcp_count(c), 0, "free %d stays out of the cache", i + 1);
+		cr_assert_eq(VM(p, pcp_free_high), (uint64_t)(i - 7));
+		cr_assert_neq(state_of(p, (uint64_t)b[i]), GFA_FRAME_PCP);
+		cr_assert_neq(state_of(p, (uint64_t)b[i]), GFA_FRAME_ALLOCATED);
+	}
+	cr_assert_eq(VM(p, pcp_free), 16);
+	cr_assert_eq(gfa_pcp_stat(c, &st), 0);
+	cr_assert_eq(st.high, st.high_min);
+	/* an order-0 free in between ends the streak: the next high-order free is cached */
+	cr_assert_geq(b[0] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 5, 0), 0);
+	cr_assert_geq(b[1] = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 5, 0), 0);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[0], 0, 5), 0);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[1], 3, 5), 0);
+	cr_assert_eq(pcp_count(c), 9);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	cr_assert_eq(tu_free_frames(p), 1UL << 16);
+	gfa_pool_destroy(p);
+}
+
 /* Linux 6.15 threshold batch + high_min/2 = 63 + 100 = 163: the 22nd free triggers */
 Test(pcp, free_high_new_threshold)
 {
