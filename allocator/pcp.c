@@ -39,9 +39,7 @@ static inline unsigned int pindex_to_order(int pindex)
 
 PCP_HOT bool pcp_order_cached(const struct gfa_pcp *pcp, unsigned int order)
 {
-	if (pcp->no_high_order)
-		return order == 0;
-	return order <= PCP_COSTLY_ORDER || order == GFA_PAGEBLOCK_ORDER;
+	return order <= GFA_MAX_ORDER && (pcp->cached_orders >> order) & 1;
 }
 
 static unsigned int rounddown_pow2(unsigned int x)
@@ -274,6 +272,12 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pcp->high_min = pcp->high = z->pcp_high_min;
 	pcp->high_max = z->pcp_high_max;
 	pcp->no_high_order = pool->cfg.pcp_no_high_order;
+	pcp->cached_orders = pcp->no_high_order ? 1u
+			     : ((1u << (PCP_COSTLY_ORDER + 1)) - 1) | 1u << GFA_PAGEBLOCK_ORDER;
+	pcp->frames = pool->frames;
+	pcp->zone_start = z->start_pfn;
+	pcp->zone_end = z->start_pfn + z->nr_frames;
+	pcp->free_count_cap = pcp->batch << PCP_BATCH_SCALE_MAX;
 	pcp->strict_free = pool->cfg.pcp_free_strict;
 	pcp->free_high_threshold = pool->cfg.pcp_free_high_old
 		? (unsigned int)pcp->batch
@@ -286,15 +290,29 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	return pcp;
 }
 
+/*
+ * Add a cache's counters to dst (held remotely or dying).  The hot path counts an
+ * allocation once per order (alloc_order) and as pcp_alloc; pgalloc and pgalloc_frames
+ * follow from those here instead of costing two more adds per call.
+ */
+static void pcp_add_counters(const struct gfa_pcp *pcp, struct gfa_vmstat *dst)
+{
+	uint64_t *d = (uint64_t *)dst;
+	const uint64_t *src = (const uint64_t *)&pcp->vs;
+
+	for (size_t k = 0; k < sizeof(pcp->vs) / sizeof(uint64_t); k++)
+		d[k] += src[k];
+	dst->pgalloc += pcp->vs.pcp_alloc;
+	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++)
+		dst->pgalloc_frames += pcp->vs.alloc_order[o] << o;
+}
+
 static void pcp_fold_counters(struct gfa_pcp *pcp)
 {
 	struct gfa_zone *z = pcp->zone;
-	uint64_t *dst = (uint64_t *)&z->c.vm;
-	const uint64_t *src = (const uint64_t *)&pcp->vs;
 
 	pthread_mutex_lock(&z->lock);
-	for (size_t k = 0; k < sizeof(pcp->vs) / sizeof(uint64_t); k++)
-		dst[k] += src[k];
+	pcp_add_counters(pcp, &z->c.vm);
 	pthread_mutex_unlock(&z->lock);
 	memset(&pcp->vs, 0, sizeof(pcp->vs));
 }
@@ -335,8 +353,7 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 	if (unlikely(!pcp))
 		return GFA_EFAULT;
 	/* claims are decided per owner under the zone lock: zone path while any exist */
-	if (unlikely(order > GFA_MAX_ORDER || (unsigned int)mt >= GFA_MT_PCPTYPES ||
-		     !pcp_order_cached(pcp, order) ||
+	if (unlikely((unsigned int)mt >= GFA_MT_PCPTYPES || !pcp_order_cached(pcp, order) ||
 		     __atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED)))
 		return gfa_alloc(pcp->pool, pcp->zone->id, order, mt, owner, flags);
 	err = pcp_enter(pcp);
@@ -351,12 +368,9 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 		pcp_exit();
 		return zone_alloc_slow(pcp->zone, order, mt, owner, flags);
 	}
-	frames = pcp->pool->frames;
+	frames = pcp->frames;
 	pfn = plist_pop_top(l);
 	f = &frames[pfn];
-	/* the next block out is the one below: have its descriptor ready for writing */
-	if (plist_nr(l))
-		__builtin_prefetch(&frames[l->ring[(l->top - 1) & (l->cap - 1)]], 1);
 	pcp->count -= 1 << order;
 	/* frame_mark_allocated(), inlined: the owner cookie, then the release of the state */
 	if (f->mt != mt)
@@ -364,8 +378,6 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 	frame_set_owner(f, owner);
 	fstate_set(f, GFA_FRAME_ALLOCATED);
 	pcp->vs.pcp_alloc++;
-	pcp->vs.pgalloc++;
-	pcp->vs.pgalloc_frames += 1UL << order;
 	pcp->vs.alloc_order[order]++;
 	pcp_exit();
 	return (int64_t)pfn;
@@ -460,7 +472,7 @@ PCP_HOT void pcp_free_commit(struct gfa_pcp *pcp, int pindex, unsigned int order
 {
 	if (likely(order == 0 && pcp->count < pcp->high)) {
 		pcp->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
-		if (pcp->free_count < pcp->batch << PCP_BATCH_SCALE_MAX)
+		if (pcp->free_count < pcp->free_count_cap)
 			pcp->free_count++;
 		return;
 	}
@@ -473,11 +485,8 @@ PCP_HOT void pcp_free_commit(struct gfa_pcp *pcp, int pindex, unsigned int order
  */
 PCP_HOT bool pcp_free_args_fast(const struct gfa_pcp *pcp, uint64_t pfn, unsigned int order)
 {
-	const struct gfa_zone *z = pcp->zone;
-
-	return order <= GFA_MAX_ORDER && pfn >= z->start_pfn &&
-	       pfn + (1UL << order) <= z->start_pfn + z->nr_frames &&
-	       !(pfn & ((1UL << order) - 1));
+	return order <= GFA_MAX_ORDER && pfn >= pcp->zone_start &&
+	       pfn + (1UL << order) <= pcp->zone_end && !(pfn & ((1UL << order) - 1));
 }
 
 /*
@@ -491,7 +500,7 @@ PCP_HOT bool pcp_free_args_fast(const struct gfa_pcp *pcp, uint64_t pfn, unsigne
 PCP_HOT int pcp_claim_free(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn,
 			   unsigned int order, uint64_t owner)
 {
-	struct gfa_frame *f = &pcp->pool->frames[pfn];
+	struct gfa_frame *f = &pcp->frames[pfn];
 
 	if (likely(fstate(f) == GFA_FRAME_ALLOCATED && f->order == order &&
 		   frame_owner(f) == owner)) {
@@ -525,7 +534,7 @@ PCP_HOT int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, 
 		goto fail;
 	if (unlikely(order) && pcp_free_high_direct(pcp, z, pfn, order))
 		return 0;
-	pindex = order_to_pindex(pool->frames[pfn].mt, order);
+	pindex = order_to_pindex(pcp->frames[pfn].mt, order);
 	l = &pcp->lists[pindex];
 	if (unlikely(plist_nr(l) == l->cap) && plist_grow(l)) {
 		/* no memory for a longer list: this block goes to the zone, claimed already */
@@ -709,18 +718,11 @@ void pcp_add_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 
 void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs)
 {
-	uint64_t *dst = (uint64_t *)vs;
-
 	pthread_mutex_lock(&pool->pcp_lock);
 	pcp_remote_lock_zone(pool, zone);
-	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
-		const uint64_t *src = (const uint64_t *)&pcp->vs;
-
-		if (zone >= 0 && pcp->zone->id != (unsigned int)zone)
-			continue;
-		for (size_t k = 0; k < sizeof(*vs) / sizeof(uint64_t); k++)
-			dst[k] += src[k];
-	}
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
+		if (zone < 0 || pcp->zone->id == (unsigned int)zone)
+			pcp_add_counters(pcp, vs);
 	pcp_remote_unlock_zone(pool, zone);
 	pthread_mutex_unlock(&pool->pcp_lock);
 }

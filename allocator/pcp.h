@@ -85,6 +85,11 @@ struct gfa_pcp {
 	_Atomic int remote;     /* held by a remote drainer or a taker */
 	bool strict_free;       /* compare-and-swap on every free (pool config) */
 	bool no_high_order;
+	/* copies of what every call needs, so a call reads one line of its own */
+	uint16_t cached_orders; /* bit per order this cache keeps */
+	struct gfa_frame *frames;
+	uint64_t zone_start, zone_end;
+	int free_count_cap;     /* batch << PCP_BATCH_SCALE_MAX */
 	int count;              /* frames on all lists */
 	int high, batch, high_min, high_max;
 	int free_count;
