@@ -292,6 +292,10 @@ static void fast_isolate_freepages(struct compact_control *cc)
 			freelist_move_head(frames, l, last);
 		else if (found != GFA_NIL)
 			cc->search_order = order;       /* start there next time */
+		/* an order that used its whole budget halves the next one's, as the kernel
+		 * does, so a failing search costs about twice the budget, not once per order */
+		if (order_scanned >= limit)
+			limit = limit >> 1 ? limit >> 1 : 1;
 	}
 	/* a whole round without a find: the next one starts an order lower (patch 21) */
 	if (found == GFA_NIL)
