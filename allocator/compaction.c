@@ -621,11 +621,13 @@ static void isolate_migratepages(struct compact_control *cc)
 
 		if (!cc->fast_found && !cc->ignore_skip) {
 			/*
-			 * Skip hints, read at the block start in both modes: a hint
-			 * (isolation_suitable()) before the series, an ownership token
-			 * in full mode since patch 12.
+			 * Skip hints: full mode reads the bit at the block start only, as
+			 * it owns the block from there on (patch 12: "only check the
+			 * pageblock once"); linear-only mode on every visit, with no
+			 * ownership, as isolation_suitable() before the series, so an
+			 * instance abandons the rest of a block another instance marked.
 			 */
-			if (at_start && pb_skip(z, block))
+			if ((at_start || cc->linear) && pb_skip(z, block))
 				continue;
 			/* ownership token: another instance isolating here keeps it */
 			if (at_start && !cc->linear && pb_test_and_set_skip(z, block))
