@@ -146,16 +146,21 @@ static bool cc_enough_free(const struct compact_control *cc)
  * Full mode reads the pageblock's count of free frames first: a block with none costs
  * one look instead of a probe walk (the fast search empties blocks the linear scanner
  * then walked again), and the walk ends once every free frame in it is isolated.
- * Linear-only mode probes as the kernel did before the series.  Returns blocks isolated.
+ * Linear-only mode probes every frame as the kernel did before the series, from *start
+ * (which may lie inside the block: the pfn where the previous call stopped), and stops
+ * as soon as the targets cover the isolated sources (the pre-series
+ * isolate_freepages_block() broke out once cc->nr_freepages >= cc->nr_migratepages).
+ * *start is set to where the walk stopped.  Returns blocks isolated.
  */
-static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t start)
+static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t *start)
 {
-	uint64_t end = start + GFA_PAGEBLOCK_FRAMES, pfn = start;
+	uint64_t end = pb_start(*start) + GFA_PAGEBLOCK_FRAMES, pfn = *start;
 	unsigned int stride = cc->linear ? 1 : cc->free_stride, got = 0;
-	unsigned int left = pfn_pageblock(cc->zone, start)->nr_free;
+	unsigned int left = pfn_pageblock(cc->zone, pfn)->nr_free;
 
 	if (!cc->linear && !left) {
 		cc->free_scanned++;     /* one look at the count */
+		*start = end;
 		return 0;
 	}
 	while (pfn < end && !cc_free_full(cc) && (cc->linear || left)) {
@@ -170,6 +175,8 @@ static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t
 			left -= left < (1U << o) ? left : 1U << o;
 			got++;
 			pfn += 1UL << o;
+			if (cc->linear && cc_enough_free(cc))
+				break;
 			continue;
 		}
 		if (fstate(f) && f->order <= GFA_MAX_ORDER && (1UL << f->order) > stride) {
@@ -181,6 +188,7 @@ static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t
 	if (!cc->linear)
 		cc->free_stride = got ? 1 : stride << 1 < COMPACT_CLUSTER_MAX ?
 				  stride << 1 : COMPACT_CLUSTER_MAX;
+	*start = pfn < end ? pfn : end;
 	return got;
 }
 
@@ -190,7 +198,8 @@ static bool suitable_migration_target(struct compact_control *cc, uint64_t pfn)
 
 	if (mt == GFA_MT_ISOLATE)
 		return false;
-	if (!cc->linear && !cc->ignore_skip && pb_skip(cc->zone, pfn))
+	/* both modes: the skip hint (isolation_suitable(), a hint long before the series) */
+	if (!cc->ignore_skip && pb_skip(cc->zone, pfn))
 		return false;
 	/* keep unmovable frames' pageblocks for them: targets are MOVABLE blocks */
 	return mt == GFA_MT_MOVABLE;
@@ -310,32 +319,66 @@ static void fast_isolate_freepages(struct compact_control *cc)
 	isolate_free_block(cc, found);
 	/* fast_isolate_around(): the rest of this pageblock, unless direct async */
 	if (!(cc->direct && cc->mode == GFA_COMPACT_ASYNC) && !cc_enough_free(cc)) {
-		if (!isolate_freepages_block(cc, pb_start(found)))
+		uint64_t around = pb_start(found);
+
+		if (!isolate_freepages_block(cc, &around))
 			pb_set_skip(z, found);
 	}
 }
 
 /*
- * isolate_freepages(): the linear free scanner, high to low, one pageblock at a time;
- * the cached position moves only after a complete block scan (patch 20).
+ * Linear-only mode after a block walk, as isolate_freepages() before the series: the
+ * scanner resumes at the exact pfn where isolation stopped (cc->free_pfn =
+ * isolate_start_pfn), or at the next block down once this one was walked to its end;
+ * a block whose walk reached its end without isolating anything gets its skip bit
+ * (update_pageblock_skip(), a hint the free scanner set and read since ~3.7).
+ */
+static void linear_free_block_done(struct compact_control *cc, uint64_t block,
+				   uint64_t stop, unsigned int got)
+{
+	uint64_t end = block + GFA_PAGEBLOCK_FRAMES;
+
+	if (stop >= end && !got && !cc->ignore_skip)
+		pb_set_skip(cc->zone, block);
+	if (stop < end)
+		cc->free_pfn = stop;
+	else
+		cc->free_pfn = block >= cc->zone_start + GFA_PAGEBLOCK_FRAMES ?
+			       block - GFA_PAGEBLOCK_FRAMES : cc->zone_start;
+}
+
+/*
+ * isolate_freepages(): the linear free scanner, high to low, one pageblock at a time.
+ * Full mode restarts each call at the start of the last block it scanned and moves
+ * the cached position only after a complete block scan (patch 20); linear-only mode
+ * resumes mid-block where the last call stopped (linear_free_block_done()).
  */
 static void isolate_freepages(struct compact_control *cc)
 {
 	struct gfa_zone *z = cc->zone;
 	uint64_t low = pb_start(cc->migrate_pfn) + GFA_PAGEBLOCK_FRAMES;
-	uint64_t block;
+	uint64_t block, start, stop;
 
 	pthread_mutex_lock(&z->lock);
 	fast_isolate_freepages(cc);
 	block = pb_start(cc->free_pfn);
+	start = cc->linear ? cc->free_pfn : block;
 	for (; !cc_enough_free(cc) && block >= low && block >= cc->zone_start;
-	     block -= GFA_PAGEBLOCK_FRAMES) {
+	     block -= GFA_PAGEBLOCK_FRAMES, start = block) {
+		unsigned int got;
+
 		if (!suitable_migration_target(cc, block))
 			continue;
-		if (!isolate_freepages_block(cc, block) && !cc->linear && !cc->ignore_skip)
-			pb_set_skip(z, block);
-		if (block < cc->free_pfn)
-			cc->free_pfn = block;
+		stop = start;
+		got = isolate_freepages_block(cc, &stop);
+		if (cc->linear) {
+			linear_free_block_done(cc, block, stop, got);
+		} else {
+			if (!got && !cc->ignore_skip)
+				pb_set_skip(z, block);
+			if (block < cc->free_pfn)
+				cc->free_pfn = block;
+		}
 		z->compact_cached_free_pfn = block;
 		if (block == cc->zone_start)
 			break;
@@ -577,7 +620,14 @@ static void isolate_migratepages(struct compact_control *cc)
 		bool at_start = low == block;
 
 		if (!cc->fast_found && !cc->ignore_skip) {
-			if (at_start && pb_skip(z, block) && !cc->linear)
+			/*
+			 * Skip hints: full mode reads the bit at the block start only, as
+			 * it owns the block from there on (patch 12: "only check the
+			 * pageblock once"); linear-only mode on every visit, with no
+			 * ownership, as isolation_suitable() before the series, so an
+			 * instance abandons the rest of a block another instance marked.
+			 */
+			if ((at_start || cc->linear) && pb_skip(z, block))
 				continue;
 			/* ownership token: another instance isolating here keeps it */
 			if (at_start && !cc->linear && pb_test_and_set_skip(z, block))
