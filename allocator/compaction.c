@@ -206,11 +206,10 @@ static bool suitable_migration_target(struct compact_control *cc, uint64_t pfn)
 }
 
 /*
- * move_freelist_head(): the reverse (target) search scanned p .. tail without taking
- * any: move them to the head, so the next search starts on entries it has not examined
- * (and the forward source search, which walks from the head, meets the low ones first).
+ * Rotate the circular order of list l so that p becomes its head (nothing moves when p
+ * already is).  Both of the kernel's move_freelist_head()/_tail() are such rotations.
  */
-static void freelist_move_head(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p)
+static void freelist_rotate_to(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p)
 {
 	uint32_t before = fr[p].prev;
 
@@ -222,6 +221,16 @@ static void freelist_move_head(struct gfa_frame *fr, struct gfa_free_list *l, ui
 	fr[l->head].prev = l->tail;
 	l->head = p;
 	l->tail = before;
+}
+
+/*
+ * move_freelist_head(): the reverse (target) search scanned p .. tail without taking
+ * any: move them to the head, so the next search starts on entries it has not examined
+ * (and the forward source search, which walks from the head, meets the low ones first).
+ */
+static void freelist_move_head(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p)
+{
+	freelist_rotate_to(fr, l, p);
 }
 
 static unsigned int freelist_scan_limit(struct compact_control *cc)
@@ -520,16 +529,8 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 /* move_freelist_tail(): the forward (source) search scanned head .. p: move them to the tail */
 static void freelist_move_tail(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p)
 {
-	uint32_t after = fr[p].next;
-
-	if (after == GFA_NIL)
-		return;
-	fr[after].prev = GFA_NIL;
-	fr[p].next = GFA_NIL;
-	fr[l->tail].next = l->head;
-	fr[l->head].prev = l->tail;
-	l->head = after;
-	l->tail = p;
+	if (fr[p].next != GFA_NIL)
+		freelist_rotate_to(fr, l, fr[p].next);
 }
 
 /*
