@@ -288,6 +288,8 @@ static void fast_isolate_freepages(struct compact_control *cc)
 
 		if (order < 0)
 			order += cc->order;
+		if (order < 0 || order > GFA_MAX_ORDER)
+			continue;   /* search_order out of step with cc->order: never, but be safe */
 		l = &z->area[order].list[GFA_MT_MOVABLE];
 		for (p = l->tail; p != GFA_NIL && order_scanned < limit; p = frames[p].prev) {
 			last = p;

@@ -751,7 +751,8 @@ static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
 			    pool_pfn_zone(pool, p) != pcp->zone) {
 				snprintf(msg, len, "pcp %p list %d: pfn %u (state %u order %u mt %u) "
 					 "does not belong there", (void *)pcp, i, p,
-					 f ? fstate(f) : 0, f ? f->order : 0, f ? f->mt : 0);
+					 f ? fstate(f) : 0u, f ? (unsigned int)f->order : 0u,
+					 f ? (unsigned int)f->mt : 0u);
 				return -EUCLEAN;
 			}
 		}

@@ -354,7 +354,7 @@ static int parse_name(struct xml_in *in, struct gfa_domain_spec *s)
 		rc = fail(in->err, in->errlen, -ERANGE, in->what,
 			  "domain name is longer than %d bytes", GFA_DOMAIN_NAME_MAX - 1);
 	else
-		strcpy(s->name, name);
+		memcpy(s->name, name, strlen(name) + 1);   /* length checked above */
 	xmlFree(name);
 	return rc;
 }
@@ -376,7 +376,7 @@ static int parse_memory(struct xml_in *in, struct gfa_domain_spec *s)
 
 	devs = xml_find(in, "/domain/devices/memory/target/size");
 	for (i = 0; i < xml_count(devs); i++) {
-		uint64_t b;
+		uint64_t b = 0;
 
 		rc = xml_size(in, xml_node(devs, i), NULL, "memory device <size>", &b);
 		if (rc)
@@ -923,7 +923,7 @@ static int virt_api_fields(virDomainPtr dom, const char *what,
 	if (strlen(name) >= sizeof(s->name))
 		return fail(err, errlen, -ERANGE, what,
 			    "domain name is longer than %d bytes", GFA_DOMAIN_NAME_MAX - 1);
-	strcpy(s->name, name);
+	memcpy(s->name, name, strlen(name) + 1);   /* length checked above */
 
 	if (virDomainGetInfo(dom, &info) < 0)
 		return fail(err, errlen, -EIO, what, "virDomainGetInfo: %s", virt_msg());
