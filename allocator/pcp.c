@@ -92,13 +92,12 @@ static __attribute__((noinline)) int plist_grow(struct pcp_list *l)
 
 	if (!ring || cap < l->cap)
 		goto fail;
+	/* same free-running indices in the larger ring: top and bottom stay as they are */
 	for (uint32_t i = 0; i < nr; i++)
-		ring[i] = l->ring[(l->bottom + i) & (l->cap - 1)];
+		ring[(l->bottom + i) & (cap - 1)] = l->ring[(l->bottom + i) & (l->cap - 1)];
 	free(l->ring);
 	l->ring = ring;
-	l->cap = cap;
-	l->bottom = 0;
-	l->top = nr;
+	__atomic_store_n(&l->cap, cap, __ATOMIC_RELAXED);
 	return 0;
 fail:
 	free(ring);
@@ -114,24 +113,55 @@ static int plist_reserve(struct pcp_list *l, uint32_t n)
 	return 0;
 }
 
+/*
+ * The owner moves top and bottom with relaxed atomic stores (plain moves on x86) so
+ * statistics may read list lengths without holding the cache (plist_nr_racy).
+ */
 PCP_HOT void plist_push_top(struct pcp_list *l, uint32_t pfn)
 {
-	l->ring[l->top++ & (l->cap - 1)] = pfn;
+	uint32_t top = l->top;
+
+	l->ring[top & (l->cap - 1)] = pfn;
+	__atomic_store_n(&l->top, top + 1, __ATOMIC_RELAXED);
 }
 
 PCP_HOT uint32_t plist_pop_top(struct pcp_list *l)
 {
-	return l->ring[--l->top & (l->cap - 1)];
+	uint32_t top = l->top - 1;
+	uint32_t pfn = l->ring[top & (l->cap - 1)];
+
+	__atomic_store_n(&l->top, top, __ATOMIC_RELAXED);
+	return pfn;
 }
 
 PCP_HOT uint32_t plist_pop_bottom(struct pcp_list *l)
 {
-	return l->ring[l->bottom++ & (l->cap - 1)];
+	uint32_t bottom = l->bottom;
+	uint32_t pfn = l->ring[bottom & (l->cap - 1)];
+
+	__atomic_store_n(&l->bottom, bottom + 1, __ATOMIC_RELAXED);
+	return pfn;
 }
 
 PCP_HOT void plist_push_bottom(struct pcp_list *l, uint32_t pfn)
 {
-	l->ring[--l->bottom & (l->cap - 1)] = pfn;
+	uint32_t bottom = l->bottom - 1;
+
+	l->ring[bottom & (l->cap - 1)] = pfn;
+	__atomic_store_n(&l->bottom, bottom, __ATOMIC_RELAXED);
+}
+
+/*
+ * A list's length read from another thread while its owner may be changing it: a
+ * snapshot for statistics, clamped to the ring (two loads may straddle owner updates).
+ */
+static uint32_t plist_nr_racy(const struct pcp_list *l)
+{
+	uint32_t top = __atomic_load_n(&l->top, __ATOMIC_RELAXED);
+	uint32_t bottom = __atomic_load_n(&l->bottom, __ATOMIC_RELAXED);
+	uint32_t cap = __atomic_load_n(&l->cap, __ATOMIC_RELAXED);
+
+	return top - bottom <= cap ? top - bottom : 0;
 }
 
 /* The list's i-th block from the oldest (checker and statistics). */
@@ -692,17 +722,21 @@ void pcp_unlock_all(struct gfa_pool *pool)
 	pthread_mutex_unlock(&pool->pcp_lock);
 }
 
+/*
+ * Cached blocks per order for zone statistics, read without holding the caches: the
+ * host-return policy asks every pass, and a remote hold would cost every running vCPU
+ * an IPI (membarrier).  A snapshot while owners run, exact when they are quiet;
+ * pool->pcp_lock keeps the caches from being destroyed meanwhile.
+ */
 void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks)
 {
 	pthread_mutex_lock(&pool->pcp_lock);
-	pcp_remote_lock_zone(pool, (int)zone);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
 		if (pcp->zone->id != zone)
 			continue;
 		for (int i = 0; i < NR_PCP_LISTS; i++)
-			blocks[pindex_to_order(i)] += plist_nr(&pcp->lists[i]);
+			blocks[pindex_to_order(i)] += plist_nr_racy(&pcp->lists[i]);
 	}
-	pcp_remote_unlock_zone(pool, (int)zone);
 	pthread_mutex_unlock(&pool->pcp_lock);
 }
 
