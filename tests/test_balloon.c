@@ -345,3 +345,52 @@ Test(balloon, idle_scrub_zeroes_dirty_frames_before_the_next_start, .timeout = 6
 	gfa_guest_destroy(g);
 	bhost_done(&h);
 }
+
+/*
+ * Frames parked in an idle vCPU cache come back: the host-return thread drains caches
+ * idle for pcp_idle_ms (the kernel's vmstat-worker drain), so they can merge and be
+ * released; a cache that keeps working is left alone.
+ */
+Test(balloon, host_return_drains_idle_vcpu_caches, .timeout = 60)
+{
+	struct gfa_host_return_config hc = { .pcp_idle_ms = 50 };
+	struct bhost h = bhost_new(32 * MiB, &hc, 32 * MiB / 4096);
+	struct gfa_pcp *idle = gfa_pcp_create(h.pool, 0), *busy = gfa_pcp_create(h.pool, 0);
+	struct gfa_host_return_stat st = { 0 };
+	struct gfa_pcp_stat ps;
+	int64_t a[2];
+	int busy_count = 0;
+
+	for (int i = 0; i < 2; i++) {
+		struct gfa_pcp *c = i ? busy : idle;
+
+		a[i] = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 11, 0);
+		cr_assert_geq(a[i], 0);
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)a[i], 0, 11), 0);
+	}
+	cr_assert_eq(gfa_pcp_stat(idle, &ps), 0);
+	cr_assert_gt(ps.count, 0, "the refill left frames in the cache");
+	bhost_start(&h);
+	/* keep `busy` working for a while; `idle` does nothing */
+	for (int round = 0; round < 100 && !st.pcp_frames_drained; round++) {
+		int64_t x = gfa_pcp_alloc(busy, 0, GFA_MT_MOVABLE, 11, 0);
+
+		cr_assert_geq(x, 0);
+		cr_assert_eq(gfa_pcp_free(busy, (uint64_t)x, 0, 11), 0);
+		usleep(10000);
+		gfa_host_return_stat(h.hr, &st);
+	}
+	cr_assert_gt(st.pcp_frames_drained, 0, "no idle cache drained within a second");
+	cr_assert_eq(gfa_pcp_stat(idle, &ps), 0);
+	cr_assert_eq(ps.count, 0, "the idle cache still holds %d frames", ps.count);
+	cr_assert_eq(gfa_pcp_stat(busy, &ps), 0);
+	busy_count = ps.count;
+	cr_assert_gt(busy_count, 0, "the working cache was drained too");
+	gfa_host_return_stop(h.hr);
+	h.hr = NULL;
+	gfa_pcp_destroy(idle);
+	gfa_pcp_destroy(busy);
+	ASSERT_POOL_OK(h.pool);
+	gfa_backing_destroy(h.b);
+	gfa_pool_destroy(h.pool);
+}

@@ -50,6 +50,7 @@ struct gfa_host_return {
 	struct gfa_host_return_stat st; /* under lock, except the atomics below */
 	struct gfa_host_return_stat pass;   /* this pass's counts: the thread's own */
 	_Atomic uint64_t bytes_released, bytes_failed;
+	double next_pcp_drain;          /* ms: when idle caches are looked at next */
 };
 
 /* Engine thread: a punch finished. */
@@ -248,7 +249,25 @@ static void hr_merge_pass(struct gfa_host_return *hr)
 	hr->st.backoffs += hr->pass.backoffs;
 	hr->st.bytes_populated += hr->pass.bytes_populated;
 	hr->st.bytes_scrubbed += hr->pass.bytes_scrubbed;
+	hr->st.pcp_frames_drained += hr->pass.pcp_frames_drained;
 	memset(&hr->pass, 0, sizeof(hr->pass));
+}
+
+/*
+ * Frames parked in a cache whose vCPU stopped allocating can be neither merged nor
+ * released: every pcp_idle_ms, drain the caches idle that long (one membarrier).
+ */
+static void hr_drain_idle_caches(struct gfa_host_return *hr)
+{
+	double now = mono_ms();
+	int64_t n;
+
+	if (hr->cfg.no_pcp_drain || now < hr->next_pcp_drain)
+		return;
+	hr->next_pcp_drain = now + hr->cfg.pcp_idle_ms;
+	n = gfa_pool_drain_idle(hr->pool, hr->cfg.pcp_idle_ms);
+	if (n > 0)
+		hr->pass.pcp_frames_drained += (uint64_t)n;
 }
 
 static void *hr_main(void *arg)
@@ -264,6 +283,7 @@ static void *hr_main(void *arg)
 
 		hr->kicked = hr->urgent = false;
 		pthread_mutex_unlock(&hr->lock);
+		hr_drain_idle_caches(hr);
 		work = hr_pass(hr, urgent);
 		if (!work && !atomic_load(&hr->inflight))
 			work = hr_scrub(hr) != 0;
@@ -309,6 +329,8 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 	hr->cfg = cfg ? *cfg : defaults;
 	if (!hr->cfg.interval_ms)
 		hr->cfg.interval_ms = 100;
+	if (!hr->cfg.pcp_idle_ms)
+		hr->cfg.pcp_idle_ms = 1000;
 	if (!hr->cfg.settle_ms && !hr->cfg.no_settle)
 		hr->cfg.settle_ms = 1000;
 	if (!hr->cfg.scrub_frames_per_pass)

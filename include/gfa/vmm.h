@@ -120,12 +120,17 @@ struct gfa_host_return_config {
 	uint64_t scrub_frames_per_pass; /* idle scrubbing of dirty free frames, per zone
 					 * and pass; 0 = 16 MiB worth */
 	bool no_scrub;                  /* leave dirty frames to be zeroed on hand-out */
+	unsigned int pcp_idle_ms;       /* drain vCPU caches idle this long (the kernel's
+					 * vmstat-worker drain), so their frames can be
+					 * released; 0 = 1000 */
+	bool no_pcp_drain;              /* leave idle caches alone */
 	struct gfa_release_config engine;  /* per-engine settings, incl. fault injection */
 };
 
 /*
  * Start returning memory: one io_uring release engine per zone memfd and one thread
- * that, when it has nothing to release, also zeroes dirty free frames (idle scrub), and
+ * that, when it has nothing to release, also zeroes dirty free frames (idle scrub), every
+ * pcp_idle_ms drains vCPU caches that have been idle that long (gfa_pool_drain_idle), and
  * otherwise runs the allocator's depopulation policy (gfa_zone_set_release_policy: LOW/HIGH
  * reserve, quarter-empty pageblocks, highest first, released blocks reused last).
  * Frames released are zero when next touched and count as clean.  Returns NULL with
@@ -151,6 +156,7 @@ struct gfa_host_return_stat {
 	uint64_t backoffs;              /* times a zone backed off after failed releases */
 	uint64_t bytes_released, bytes_failed, bytes_populated;
 	uint64_t bytes_scrubbed;        /* dirty free memory zeroed while idle */
+	uint64_t pcp_frames_drained;    /* frames taken back from idle vCPU caches */
 	uint64_t inflight_ranges;
 	const char *mode, *mode_why;    /* "io_uring" or "sync", and why */
 };
