@@ -825,9 +825,10 @@ static int scenario(struct run *r)
 		}
 		gfa_host_return_stat(r->hr, &st);
 		printf("host return: %lu MiB released, %lu MiB populated again, %lu MiB failed, "
-		       "%lu passes\n", (unsigned long)(st.bytes_released / MiB),
+		       "%lu passes, %lu frames taken back from idle vCPU caches\n",
+		       (unsigned long)(st.bytes_released / MiB),
 		       (unsigned long)(st.bytes_populated / MiB), (unsigned long)(st.bytes_failed / MiB),
-		       (unsigned long)st.passes);
+		       (unsigned long)st.passes, (unsigned long)st.pcp_frames_drained);
 	}
 	write_stat_json(r->o.stat_file, r->pool, "done", NULL);
 	if (!r->o.no_baseline) {
