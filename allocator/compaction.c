@@ -349,8 +349,12 @@ static void linear_free_block_done(struct compact_control *cc, uint64_t block,
 {
 	uint64_t end = block + GFA_PAGEBLOCK_FRAMES;
 
-	if (stop >= end && !got && !cc->ignore_skip)
+	if (stop >= end && !got && !cc->ignore_skip) {
 		pb_set_skip(cc->zone, block);
+		/* the cached position moves down only past a block that gave nothing */
+		if (block < cc->zone->compact_cached_free_pfn)
+			cc->zone->compact_cached_free_pfn = block;
+	}
 	if (stop < end)
 		cc->free_pfn = stop;
 	else
@@ -389,8 +393,8 @@ static void isolate_freepages(struct compact_control *cc)
 				pb_set_skip(z, block);
 			if (block < cc->free_pfn)
 				cc->free_pfn = block;
+			z->compact_cached_free_pfn = block;
 		}
-		z->compact_cached_free_pfn = block;
 		if (block == cc->zone_start)
 			break;
 	}
@@ -594,14 +598,28 @@ static bool suitable_migration_source(struct compact_control *cc, uint64_t block
 	unsigned int mt = pfn_pageblock(cc->zone, block)->mt;
 	struct gfa_frame *f = FR(cc, block);
 
-	/* patch 16: a pageblock holding a huge block is no source */
-	if (fstate(f) && fstate(f) != GFA_FRAME_FREE && f->order >= GFA_PAGEBLOCK_ORDER)
+	/* patch 16: a pageblock holding a huge block is no source (full mode only) */
+	if (!cc->linear && fstate(f) && fstate(f) != GFA_FRAME_FREE &&
+	    f->order >= GFA_PAGEBLOCK_ORDER)
 		return false;
 	if (mt == GFA_MT_ISOLATE)
 		return false;
 	if (cc->mode == GFA_COMPACT_ASYNC)
 		return mt == GFA_MT_MOVABLE;
 	return true;
+}
+
+/* Linear mode: a source block scanned whole that gave nothing (zone lock held). */
+static void linear_migrate_block_empty(struct compact_control *cc, uint64_t block)
+{
+	struct gfa_zone *z = cc->zone;
+
+	if (!cc->ignore_skip)
+		pb_set_skip(z, block);
+	if (block > z->compact_cached_migrate_pfn[0])
+		z->compact_cached_migrate_pfn[0] = block;
+	if (cc->mode != GFA_COMPACT_ASYNC && block > z->compact_cached_migrate_pfn[1])
+		z->compact_cached_migrate_pfn[1] = block;
 }
 
 /*
@@ -643,15 +661,19 @@ static void isolate_migratepages(struct compact_control *cc)
 		cc->rescan = !cc->linear && block == cc->last_block && at_start;
 		cc->last_block = block;
 		low = isolate_migratepages_block(cc, low);
-		/* linear mode: a block that gave nothing is skipped next time */
+		/*
+		 * linear mode, as update_pageblock_skip() before the series: a block
+		 * scanned to its end that gave nothing is skipped next time, and only
+		 * such a block moves the cached position (to its start)
+		 */
 		if (cc->linear && !cc->nr_migrate && !(low & (GFA_PAGEBLOCK_FRAMES - 1)))
-			pb_set_skip(z, block);
+			linear_migrate_block_empty(cc, block);
 		break;
 	}
 	if (!cc->fast_found || low > cc->migrate_pfn)
 		cc->migrate_pfn = low;
 	/* the cached position only moves forward, and only past whole blocks */
-	if (!(cc->migrate_pfn & (GFA_PAGEBLOCK_FRAMES - 1))) {
+	if (!cc->linear && !(cc->migrate_pfn & (GFA_PAGEBLOCK_FRAMES - 1))) {
 		int sync = cc->mode != GFA_COMPACT_ASYNC;
 
 		if (cc->migrate_pfn > z->compact_cached_migrate_pfn[sync])
@@ -716,14 +738,25 @@ static void release_freepages(struct compact_control *cc)
 {
 	struct gfa_zone *z = cc->zone;
 
+	uint64_t highest = 0;
+
 	pthread_mutex_lock(&z->lock);
 	for (unsigned int i = 0; i < cc->nr_free; i++) {
 		uint64_t pfn = cc->freepages[i].pfn;
 
+		if (pfn > highest)
+			highest = pfn;
 		fstate_set(FR(cc, pfn), 0);
 		if (buddy_free_block(z, pfn, cc->freepages[i].order))
 			continue; /* captured by our own request: fine */
 	}
+	/*
+	 * Before the series the free scanner restarted above targets it gave back, "so
+	 * we don't leave any returned pages behind in the next attempt" (only back, not
+	 * forward).  Linear-only mode does so; full mode keeps patch 20's position.
+	 */
+	if (cc->linear && cc->nr_free && pb_start(highest) > z->compact_cached_free_pfn)
+		z->compact_cached_free_pfn = pb_start(highest);
 	cc->nr_free = 0;
 	cc->nr_free_frames = 0;
 	pthread_mutex_unlock(&z->lock);
@@ -775,7 +808,7 @@ static int compact_finished(struct compact_control *cc)
 			ret = GFA_COMPACT_SUCCESS;
 	} else if (cc->order < 0) {
 		ret = GFA_COMPACT_CONTINUE;
-	} else if (cc->migrate_pfn & (GFA_PAGEBLOCK_FRAMES - 1)) {
+	} else if (!cc->linear && (cc->migrate_pfn & (GFA_PAGEBLOCK_FRAMES - 1))) {
 		ret = GFA_COMPACT_CONTINUE;     /* patch 08: finish the pageblock first */
 	} else if (zone_has_free_order(z, cc->order, cc->mt)) {
 		ret = GFA_COMPACT_SUCCESS;
