@@ -46,6 +46,7 @@ struct compact_control {
 	uint64_t last_block;            /* previous migrate source block, for rescan */
 	bool rescan, fast_found;
 	uint64_t migrate_scanned, free_scanned;
+	uint64_t migrate_blocks;        /* heads (and list entries) looked at: 4.20's count */
 	struct capture_control *capc;
 };
 
@@ -510,6 +511,7 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 		if (!st || order > GFA_MAX_ORDER)
 			order = 0;  /* cannot happen while invariants hold; step safely */
 		cc->migrate_scanned += 1UL << order;
+		cc->migrate_blocks++;
 		if (st == GFA_FRAME_ALLOCATED && !block_movable(cc, f))
 			why = ISO_PERMANENT;
 		else if (st == GFA_FRAME_ALLOCATED &&
@@ -579,6 +581,7 @@ static uint64_t fast_find_migrateblock(struct compact_control *cc)
 				} else {
 					/* move the scanned prefix to the tail: next search starts fresh */
 					cc->migrate_scanned += nr_scanned;
+					cc->migrate_blocks += nr_scanned;
 					cc->fast_search_fail = 0;
 					freelist_move_tail(frames, l, p);
 					return pb_start(p);
@@ -588,6 +591,7 @@ static uint64_t fast_find_migrateblock(struct compact_control *cc)
 		}
 	}
 	cc->migrate_scanned += nr_scanned;
+	cc->migrate_blocks += nr_scanned;
 	cc->fast_search_fail++;
 	return GFA_NIL;
 }
@@ -886,6 +890,7 @@ static void compact_account(struct compact_control *cc)
 
 	pthread_mutex_lock(&z->lock);
 	z->c.vm.compact_migrate_scanned += cc->migrate_scanned;
+	z->c.vm.compact_migrate_blocks += cc->migrate_blocks;
 	z->c.vm.compact_free_scanned += cc->free_scanned;
 	if (cc->proactive) {
 		z->c.vm.compact_daemon_migrate_scanned += cc->migrate_scanned;

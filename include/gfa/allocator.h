@@ -230,6 +230,7 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	X(pcp_free_high)        /* bulk frees triggered by free_high */ \
 	X(pcp_drain)            /* whole-cache drains */ \
 	X(compact_migrate_scanned) /* frames (and free-list entries) the migrate side read */ \
+	X(compact_migrate_blocks)  /* the same counting one per block (4.20's way), gfa's own */ \
 	X(compact_free_scanned)    /* frames (and free-list entries) the free side read */ \
 	X(compact_isolated)        /* blocks isolated, both sides */ \
 	X(compact_stall)           /* direct compactions started */ \
