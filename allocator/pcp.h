@@ -83,6 +83,7 @@ struct gfa_pcp {
 	/* read by the owner on every call, written by others only on the slow side */
 	_Atomic(struct pcp_thread *) owner;
 	_Atomic int remote;     /* held by a remote drainer or a taker */
+	_Atomic int owner_waiting;  /* the owner waits to enter: takers let it in first */
 	bool strict_free;       /* compare-and-swap on every free (pool config) */
 	bool no_high_order;
 	/* copies of what every call needs, so a call reads one line of its own */

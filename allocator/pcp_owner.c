@@ -163,6 +163,13 @@ static void pcp_wait_owner(struct gfa_pcp *pcp)
 
 static void pcp_remote_take(struct gfa_pcp *pcp)
 {
+	/*
+	 * An owner backed off by a remote holder waits for `remote` to clear; without
+	 * this a taker in a loop (statistics, drains) could take the cache again before
+	 * the owner ever sees it free, and starve the vCPU.
+	 */
+	while (atomic_load_explicit(&pcp->owner_waiting, memory_order_acquire))
+		sched_yield();
 	for (;;) {
 		int v = 0;
 
@@ -228,6 +235,21 @@ static int pcp_take_over(struct gfa_pcp *pcp, struct pcp_thread *me)
 	return err;
 }
 
+/* The entry proper, for the owner, after any remote holder has gone: 0 or -EAGAIN. */
+static int pcp_try_enter(struct gfa_pcp *pcp, struct pcp_thread *me)
+{
+	uint64_t s = atomic_load_explicit(&me->seq, memory_order_relaxed);
+
+	atomic_store_explicit(&me->cur, pcp, memory_order_relaxed);
+	atomic_store_explicit(&me->seq, s + 1, memory_order_relaxed);
+	pcp_full_fence();
+	if (!atomic_load_explicit(&pcp->remote, memory_order_acquire) &&
+	    atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me)
+		return 0;
+	atomic_store_explicit(&me->seq, s + 2, memory_order_release);
+	return -EAGAIN;
+}
+
 int pcp_enter_slow(struct gfa_pcp *pcp)
 {
 	struct pcp_thread *me;
@@ -246,22 +268,16 @@ int pcp_enter_slow(struct gfa_pcp *pcp)
 			if (err)
 				break;
 		}
-		/* ours: wait out a remote holder, then the fast entry again */
+		/* ours: wait out a remote holder while new takers wait for us, then enter */
+		atomic_store_explicit(&pcp->owner_waiting, 1, memory_order_release);
 		while (atomic_load_explicit(&pcp->remote, memory_order_acquire))
 			sched_yield();
-		if (atomic_load_explicit(&pcp->owner, memory_order_relaxed) != me)
-			continue;
-		{
-			uint64_t s = atomic_load_explicit(&me->seq, memory_order_relaxed);
-
-			atomic_store_explicit(&me->cur, pcp, memory_order_relaxed);
-			atomic_store_explicit(&me->seq, s + 1, memory_order_relaxed);
-			pcp_full_fence();
-			if (!atomic_load_explicit(&pcp->remote, memory_order_acquire) &&
-			    atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me)
-				return 0;
-			atomic_store_explicit(&me->seq, s + 2, memory_order_release);
-		}
+		err = atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me ?
+		      pcp_try_enter(pcp, me) : -EAGAIN;
+		atomic_store_explicit(&pcp->owner_waiting, 0, memory_order_release);
+		if (!err)
+			return 0;
+		err = 0;
 	}
 out:
 	pool_count_err(pcp->pool, err);

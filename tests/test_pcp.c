@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -696,4 +697,104 @@ Test(pcp, caches_work_in_a_fork_child)
 	ASSERT_POOL_OK(p);
 	gfa_pcp_destroy(c);
 	gfa_pool_destroy(p);
+}
+
+/*
+ * The owner protocol under fire: two owners churn their caches at full speed while a
+ * third thread holds them remotely as fast as it can (drains and vmstat, each with its
+ * membarrier), and a fourth raises and lowers the zone's isolation gate (a compaction
+ * run).  Any window where an owner and a remote holder both touch a cache shows up as a
+ * wrong count, a frame on no list or two, or a failed free.
+ */
+struct fire { struct gfa_pool *p; atomic_bool stop; atomic_ulong remote_ops; };
+static void *fire_remote(void *arg)
+{
+	struct fire *f = arg;
+	struct gfa_vmstat vs;
+
+	while (!atomic_load(&f->stop)) {
+		gfa_pool_drain_all(f->p, 0);
+		gfa_pool_vmstat(f->p, &vs);
+		atomic_fetch_add(&f->remote_ops, 2);
+	}
+	return NULL;
+}
+
+static void *fire_compact(void *arg)
+{
+	struct fire *f = arg;
+
+	while (!atomic_load(&f->stop)) {
+		gfa_compact_zone(f->p, 0, -1, GFA_COMPACT_SYNC_LIGHT);
+		usleep(1000);   /* a whole-zone pass holds the zone lock: let owners refill */
+	}
+	return NULL;
+}
+
+/* An owner churning its own cache: random orders, up to 256 live blocks, own frees. */
+struct fire_owner { struct gfa_pool *p; double secs; uint64_t seed; int failed_frees; long ops; };
+
+static double fire_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *fire_owner_main(void *arg)
+{
+	static const unsigned int orders[] = { 0, 0, 0, 1, 2, 3, 9, 4 };
+	struct fire_owner *o = arg;
+	struct gfa_pcp *c = gfa_pcp_create(o->p, 0);
+	uint64_t live[256];
+	unsigned int ord[256];
+	int n = 0;
+
+	/* run for a while rather than a count: the point is overlap with the others */
+	for (double end = fire_now() + o->secs; fire_now() < end; o->ops++) {
+		uint64_t r = tu_rand(&o->seed);
+
+		if (n < 256 && (r & 1)) {
+			unsigned int k = orders[(r >> 4) & 7];
+			int64_t pfn = gfa_pcp_alloc(c, k, GFA_MT_MOVABLE, 0, 0);
+
+			if (pfn >= 0) {
+				live[n] = (uint64_t)pfn;
+				ord[n++] = k;
+			}
+		} else if (n) {
+			n--;
+			o->failed_frees += gfa_pcp_free(c, live[n], ord[n], 0) != 0;
+		}
+	}
+	while (n--)
+		o->failed_frees += gfa_pcp_free(c, live[n], ord[n], 0) != 0;
+	gfa_pcp_destroy(c);
+	return NULL;
+}
+
+Test(pcp_stress, owners_against_remote_holders_and_the_gate, .timeout = 300)
+{
+	struct fire f = { .p = tu_pool(1UL << 17) };
+	struct fire_owner o[2];
+	pthread_t t[4];
+	for (int i = 0; i < 2; i++) {
+		o[i] = (struct fire_owner){ f.p, 1.5, 0xfeedULL * (i + 3), 0, 0 };
+		pthread_create(&t[i], NULL, fire_owner_main, &o[i]);
+	}
+	pthread_create(&t[2], NULL, fire_remote, &f);
+	pthread_create(&t[3], NULL, fire_compact, &f);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	atomic_store(&f.stop, true);
+	pthread_join(t[2], NULL);
+	pthread_join(t[3], NULL);
+	cr_log_info("owner calls %ld + %ld, remote holds %lu", o[0].ops, o[1].ops,
+		    atomic_load(&f.remote_ops));
+	cr_assert_gt(atomic_load(&f.remote_ops), 100, "the remote side hardly ran");
+	cr_assert_eq(o[0].failed_frees + o[1].failed_frees, 0);
+	ASSERT_POOL_OK(f.p);
+	cr_assert_eq(tu_free_frames(f.p), 1UL << 17);
+	gfa_pool_destroy(f.p);
 }
