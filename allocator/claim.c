@@ -46,16 +46,26 @@ void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 	z->claimed -= take;
 }
 
+/* The zone of a claim call, or the argument error (counted). */
+static int claim_zone(struct gfa_pool *pool, unsigned int zone, struct gfa_zone **zp)
+{
+	int err = !pool ? GFA_EFAULT : zone >= pool->nr_zones ? GFA_ERANGE : 0;
+
+	if (err) {
+		pool_count_err(pool, err);
+		return err;
+	}
+	*zp = &pool->zones[zone];
+	return 0;
+}
+
 int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uint64_t nr_frames)
 {
 	struct gfa_zone *z;
-	int err = 0;
+	int err = claim_zone(pool, zone, &z);
 
-	if (!pool)
-		return GFA_EFAULT;
-	if (zone >= pool->nr_zones)
-		return GFA_ERANGE;
-	z = &pool->zones[zone];
+	if (err)
+		return err;
 	pthread_mutex_lock(&z->lock);
 	if (claim_find(z, owner) >= 0)
 		err = -EEXIST;
@@ -75,13 +85,10 @@ int64_t gfa_zone_unclaim(struct gfa_pool *pool, unsigned int zone, uint64_t owne
 {
 	struct gfa_zone *z;
 	int64_t left = -ENOENT;
-	int i;
+	int i, err = claim_zone(pool, zone, &z);
 
-	if (!pool)
-		return GFA_EFAULT;
-	if (zone >= pool->nr_zones)
-		return GFA_ERANGE;
-	z = &pool->zones[zone];
+	if (err)
+		return err;
 	pthread_mutex_lock(&z->lock);
 	i = claim_find(z, owner);
 	if (i >= 0) {

@@ -401,7 +401,8 @@ Test(buddy, claims_reserve_frames_for_one_owner)
 	cr_assert_eq(gfa_zone_claim(p, 0, 100, 10), -EEXIST, "one claim per VM");
 	cr_assert_eq(gfa_zone_claim(p, 0, 101, 2000), -ENOSPC, "would overcommit the zone");
 	cr_assert_eq(gfa_zone_claim(p, 0, 101, 1000), 0);
-	cr_assert_eq(gfa_zone_claim(p, 3, 102, 1), GFA_ERANGE);
+	EXPECT_BAD(p, gfa_zone_claim(p, 3, 102, 1), GFA_ERANGE, err_range);
+	EXPECT_BAD(p, gfa_zone_unclaim(p, 3, 100), GFA_ERANGE, err_range);
 	cr_assert_eq(gfa_zone_claimed(p, 0), 4000);
 	/* an outsider may use only the 96 unclaimed frames */
 	cr_assert_geq(gfa_alloc(p, 0, 6, GFA_MT_MOVABLE, 7, 0), 0);
