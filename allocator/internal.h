@@ -27,8 +27,13 @@
 #define MAX_ORDER_FRAMES (1UL << GFA_MAX_ORDER)
 
 struct gfa_frame {
-	uint32_t next;
-	uint32_t prev;
+	union {
+		struct {
+			uint32_t next;
+			uint32_t prev;
+		};
+		uint64_t owner_word;    /* both links as one word: an allocated block's owner */
+	};
 	uint8_t state;
 	uint8_t order;
 	uint8_t mt;
@@ -68,15 +73,17 @@ static inline void flink_set(uint32_t *p, uint32_t v)
 	__atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 
-/* Allocated blocks keep their owner cookie in the (unused) list links. */
+/*
+ * Allocated blocks keep their owner cookie in the (unused) list links, read and written
+ * as one word: one load and one store on the cache hot paths.
+ */
 static inline uint64_t frame_owner(const struct gfa_frame *f)
 {
-	return ((uint64_t)flink_get(&f->prev) << 32) | flink_get(&f->next);
+	return __atomic_load_n(&f->owner_word, __ATOMIC_RELAXED);
 }
 static inline void frame_set_owner(struct gfa_frame *f, uint64_t owner)
 {
-	flink_set(&f->next, (uint32_t)owner);
-	flink_set(&f->prev, (uint32_t)(owner >> 32));
+	__atomic_store_n(&f->owner_word, owner, __ATOMIC_RELAXED);
 }
 
 /* Pageblock flags. */

@@ -20,7 +20,6 @@
 
 #define PCP_BATCH_SCALE_MAX 5
 
-#define PCPF_PREV_FREE_HIGH_ORDER 0x1u
 #define PCPF_FREE_HIGH_BATCH      0x2u
 
 static inline int order_to_pindex(unsigned int mt, unsigned int order)
@@ -39,7 +38,7 @@ static inline unsigned int pindex_to_order(int pindex)
 
 PCP_HOT bool pcp_order_cached(const struct gfa_pcp *pcp, unsigned int order)
 {
-	return order <= GFA_MAX_ORDER && (pcp->cached_orders >> order) & 1;
+	return order < PCP_ORDER_SLOTS && pcp->slots[order].base >= 0;
 }
 
 static unsigned int rounddown_pow2(unsigned int x)
@@ -84,20 +83,22 @@ void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z)
 
 /* ---- lists (inside the owner's call, or held remotely) ---- */
 
-/* Double the ring (first ring: 64 entries), keeping the order.  0 or -ENOMEM. */
+#define PLIST_FIRST_RING 64
+
+/* Double the ring (the first one: PLIST_FIRST_RING entries), keeping the order.  0 or -ENOMEM. */
 static __attribute__((noinline)) int plist_grow(struct pcp_list *l)
 {
-	uint32_t cap = l->cap ? l->cap * 2 : 64, nr = plist_nr(l);
+	uint32_t cap = l->ring ? (l->mask + 1) * 2 : PLIST_FIRST_RING, nr = plist_nr(l);
 	uint32_t *ring = calloc(cap, sizeof(*ring));
 
-	if (!ring || cap < l->cap)
+	if (!ring || (l->ring && cap <= l->mask + 1))
 		goto fail;
 	/* same free-running indices in the larger ring: top and bottom stay as they are */
 	for (uint32_t i = 0; i < nr; i++)
-		ring[(l->bottom + i) & (cap - 1)] = l->ring[(l->bottom + i) & (l->cap - 1)];
+		ring[(l->bottom + i) & (cap - 1)] = l->ring[(l->bottom + i) & l->mask];
 	free(l->ring);
 	l->ring = ring;
-	__atomic_store_n(&l->cap, cap, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->mask, cap - 1, __ATOMIC_RELAXED);
 	return 0;
 fail:
 	free(ring);
@@ -107,7 +108,7 @@ fail:
 /* Room for n more blocks.  0 or -ENOMEM (then the list holds what it held). */
 static int plist_reserve(struct pcp_list *l, uint32_t n)
 {
-	while (plist_nr(l) + n > l->cap)
+	while (plist_nr(l) + n > l->mask + 1)
 		if (plist_grow(l))
 			return -ENOMEM;
 	return 0;
@@ -121,14 +122,14 @@ PCP_HOT void plist_push_top(struct pcp_list *l, uint32_t pfn)
 {
 	uint32_t top = l->top;
 
-	l->ring[top & (l->cap - 1)] = pfn;
+	l->ring[top & l->mask] = pfn;
 	__atomic_store_n(&l->top, top + 1, __ATOMIC_RELAXED);
 }
 
 PCP_HOT uint32_t plist_pop_top(struct pcp_list *l)
 {
 	uint32_t top = l->top - 1;
-	uint32_t pfn = l->ring[top & (l->cap - 1)];
+	uint32_t pfn = l->ring[top & l->mask];
 
 	__atomic_store_n(&l->top, top, __ATOMIC_RELAXED);
 	return pfn;
@@ -137,7 +138,7 @@ PCP_HOT uint32_t plist_pop_top(struct pcp_list *l)
 PCP_HOT uint32_t plist_pop_bottom(struct pcp_list *l)
 {
 	uint32_t bottom = l->bottom;
-	uint32_t pfn = l->ring[bottom & (l->cap - 1)];
+	uint32_t pfn = l->ring[bottom & l->mask];
 
 	__atomic_store_n(&l->bottom, bottom + 1, __ATOMIC_RELAXED);
 	return pfn;
@@ -147,7 +148,7 @@ PCP_HOT void plist_push_bottom(struct pcp_list *l, uint32_t pfn)
 {
 	uint32_t bottom = l->bottom - 1;
 
-	l->ring[bottom & (l->cap - 1)] = pfn;
+	l->ring[bottom & l->mask] = pfn;
 	__atomic_store_n(&l->bottom, bottom, __ATOMIC_RELAXED);
 }
 
@@ -159,15 +160,15 @@ static uint32_t plist_nr_racy(const struct pcp_list *l)
 {
 	uint32_t top = __atomic_load_n(&l->top, __ATOMIC_RELAXED);
 	uint32_t bottom = __atomic_load_n(&l->bottom, __ATOMIC_RELAXED);
-	uint32_t cap = __atomic_load_n(&l->cap, __ATOMIC_RELAXED);
+	uint32_t mask = __atomic_load_n(&l->mask, __ATOMIC_RELAXED);
 
-	return top - bottom <= cap ? top - bottom : 0;
+	return top - bottom <= mask + 1 ? top - bottom : 0;
 }
 
 /* The list's i-th block from the oldest (checker and statistics). */
 static uint32_t plist_at(const struct pcp_list *l, uint32_t i)
 {
-	return l->ring[(l->bottom + i) & (l->cap - 1)];
+	return l->ring[(l->bottom + i) & l->mask];
 }
 
 /*
@@ -267,6 +268,26 @@ static int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order)
 	return batch < 2 ? 2 : batch;
 }
 
+/*
+ * The per-order table of the hot paths.  Every kept order fits in the zone (zones hold
+ * at least a pageblock), so last_off never wraps for them.
+ */
+static void pcp_slots_init(struct gfa_pcp *pcp, const struct gfa_zone *z)
+{
+	for (unsigned int o = 0; o < PCP_ORDER_SLOTS; o++) {
+		struct pcp_slot *sl = &pcp->slots[o];
+		bool kept = (o <= PCP_COSTLY_ORDER || o == GFA_PAGEBLOCK_ORDER) &&
+			    (!o || !pcp->no_high_order) && (1UL << o) <= z->nr_frames;
+
+		sl->base = kept ? order_to_pindex(0, o) : -1;
+		sl->mask = (1U << o) - 1;
+		sl->last_off = kept ? z->nr_frames - (1UL << o) : 0;
+	}
+}
+
+/* The gate of a pcp_free_strict pool's caches: always up, every free compares-and-swaps. */
+static const _Atomic int pcp_gate_always = 1;
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -295,6 +316,16 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 		return NULL;
 	}
 	memset(pcp, 0, sizeof(*pcp));
+	/* every list has a ring from the start: the hot paths never test for none */
+	for (int i = 0; i < NR_PCP_LISTS; i++) {
+		if (plist_grow(&pcp->lists[i])) {
+			while (i--)
+				free(pcp->lists[i].ring);
+			free(pcp);
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
 	z = &pool->zones[zone];
 	pcp->pool = pool;
 	pcp->zone = z;
@@ -302,13 +333,12 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pcp->high_min = pcp->high = z->pcp_high_min;
 	pcp->high_max = z->pcp_high_max;
 	pcp->no_high_order = pool->cfg.pcp_no_high_order;
-	pcp->cached_orders = pcp->no_high_order ? 1u
-			     : ((1u << (PCP_COSTLY_ORDER + 1)) - 1) | 1u << GFA_PAGEBLOCK_ORDER;
+	pcp_slots_init(pcp, z);
 	pcp->frames = pool->frames;
 	pcp->zone_start = z->start_pfn;
-	pcp->zone_end = z->start_pfn + z->nr_frames;
+	pcp->zone_frames = z->nr_frames;
 	pcp->free_count_cap = pcp->batch << PCP_BATCH_SCALE_MAX;
-	pcp->strict_free = pool->cfg.pcp_free_strict;
+	pcp->cas_gate = pool->cfg.pcp_free_strict ? &pcp_gate_always : &z->isolating;
 	pcp->free_high_threshold = pool->cfg.pcp_free_high_old
 		? (unsigned int)pcp->batch
 		: (unsigned int)(pcp->batch + pcp->high_min / 2);
@@ -320,19 +350,31 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	return pcp;
 }
 
+/* Allocations served by this cache: the hot path counts each once, per order. */
+static uint64_t pcp_nr_alloc(const struct gfa_pcp *pcp)
+{
+	uint64_t n = 0;
+
+	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++)
+		n += pcp->vs.alloc_order[o];
+	return n;
+}
+
 /*
  * Add a cache's counters to dst (held remotely or dying).  The hot path counts an
- * allocation once per order (alloc_order) and as pcp_alloc; pgalloc and pgalloc_frames
- * follow from those here instead of costing two more adds per call.
+ * allocation only in alloc_order[]; pcp_alloc, pgalloc and pgalloc_frames follow from
+ * it here instead of costing three more adds per call.
  */
 static void pcp_add_counters(const struct gfa_pcp *pcp, struct gfa_vmstat *dst)
 {
 	uint64_t *d = (uint64_t *)dst;
 	const uint64_t *src = (const uint64_t *)&pcp->vs;
+	uint64_t n = pcp_nr_alloc(pcp);
 
 	for (size_t k = 0; k < sizeof(pcp->vs) / sizeof(uint64_t); k++)
 		d[k] += src[k];
-	dst->pgalloc += pcp->vs.pcp_alloc;
+	dst->pcp_alloc += n;
+	dst->pgalloc += n;
 	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++)
 		dst->pgalloc_frames += pcp->vs.alloc_order[o] << o;
 }
@@ -371,12 +413,33 @@ void gfa_pcp_destroy(struct gfa_pcp *pcp)
 	free(pcp);
 }
 
-int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratetype mt,
-		      uint64_t owner, unsigned int flags)
+/*
+ * A block popped from a list goes to its owner: frame_mark_allocated() in line, the
+ * owner cookie before the release of the state, and the one counter an allocation costs.
+ * Only stores to the descriptor: the block's type is already the list's (list mt holds
+ * only blocks of type mt, pcp_check_one), so the call never waits for its line.
+ */
+PCP_HOT void pcp_mark_allocated(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order,
+				uint64_t owner)
 {
-	struct gfa_frame *frames;
+	struct gfa_frame *f = &pcp->frames[pfn];
+
+	pcp->count -= 1 << order;
+	frame_set_owner(f, owner);
+	fstate_set(f, GFA_FRAME_ALLOCATED);
+	pcp->vs.alloc_order[order]++;
+}
+
+/*
+ * Everything gfa_pcp_alloc()'s fast path does not take: no record yet, another owner,
+ * a remote holder, an empty list (refill), orders or types the cache does not keep,
+ * claims on the zone, bad arguments.
+ */
+static __attribute__((noinline)) int64_t pcp_alloc_slow(struct gfa_pcp *pcp, unsigned int order,
+							 enum gfa_migratetype mt, uint64_t owner,
+							 unsigned int flags)
+{
 	struct pcp_list *l;
-	struct gfa_frame *f;
 	uint64_t pfn;
 	int pindex, err;
 
@@ -398,18 +461,43 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 		pcp_exit();
 		return zone_alloc_slow(pcp->zone, order, mt, owner, flags);
 	}
-	frames = pcp->frames;
 	pfn = plist_pop_top(l);
-	f = &frames[pfn];
-	pcp->count -= 1 << order;
-	/* frame_mark_allocated(), inlined: the owner cookie, then the release of the state */
-	if (f->mt != mt)
-		f->mt = (uint8_t)mt;
-	frame_set_owner(f, owner);
-	fstate_set(f, GFA_FRAME_ALLOCATED);
-	pcp->vs.pcp_alloc++;
-	pcp->vs.alloc_order[order]++;
+	pcp_mark_allocated(pcp, pfn, order, owner);
 	pcp_exit();
+	return (int64_t)pfn;
+}
+
+/*
+ * The hot path: a block from a non-empty list, nothing else.  Tail calls to
+ * pcp_alloc_slow() with the caller's own arguments keep it free of stack frames.
+ */
+int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratetype mt,
+		      uint64_t owner, unsigned int flags)
+{
+	struct pcp_thread *me = pcp_self;
+	struct pcp_list *l;
+	uint64_t seq;
+	uint32_t top, pfn;
+	int base;
+
+	if (unlikely(!pcp || !me || order >= PCP_ORDER_SLOTS || (unsigned int)mt >= GFA_MT_PCPTYPES))
+		return pcp_alloc_slow(pcp, order, mt, owner, flags);
+	base = pcp->slots[order].base;
+	if (unlikely(base < 0 || __atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED)))
+		return pcp_alloc_slow(pcp, order, mt, owner, flags);
+	if (unlikely(!pcp_enter_fast(pcp, me, &seq)))
+		return pcp_alloc_slow(pcp, order, mt, owner, flags);
+	l = &pcp->lists[base + (int)mt];
+	top = l->top;
+	if (unlikely(top == l->bottom)) {
+		pcp_exit_fast(me, seq);
+		return pcp_alloc_slow(pcp, order, mt, owner, flags);
+	}
+	pfn = l->ring[--top & l->mask];
+	__atomic_store_n(&l->top, top, __ATOMIC_RELAXED);
+	pcp->free_count >>= 1;
+	pcp_mark_allocated(pcp, pfn, order, owner);
+	pcp_exit_fast(me, seq);
 	return (int64_t)pfn;
 }
 
@@ -432,11 +520,11 @@ static bool pcp_free_high_update(struct gfa_pcp *pcp, unsigned int order, int co
 
 	if (order && order <= PCP_COSTLY_ORDER) {
 		free_high = pcp->free_count >= (int)pcp->free_high_threshold &&
-			    (pcp->flags & PCPF_PREV_FREE_HIGH_ORDER) &&
+			    pcp->prev_free_high &&
 			    (!(pcp->flags & PCPF_FREE_HIGH_BATCH) || count_after >= pcp->batch);
-		pcp->flags |= PCPF_PREV_FREE_HIGH_ORDER;
+		pcp->prev_free_high = true;
 	} else {
-		pcp->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
+		pcp->prev_free_high = false;
 	}
 	if (pcp->free_count < cap)
 		pcp->free_count += 1 << order;
@@ -445,7 +533,7 @@ static bool pcp_free_high_update(struct gfa_pcp *pcp, unsigned int order, int co
 	return free_high;
 }
 
-static void pcp_free_commit_slow(struct gfa_pcp *pcp, int pindex, unsigned int order)
+static __attribute__((noinline)) void pcp_free_commit_slow(struct gfa_pcp *pcp, int pindex, unsigned int order)
 {
 	int cap = pcp->batch << PCP_BATCH_SCALE_MAX, high = pcp->high, nr;
 	bool free_high = pcp_free_high_update(pcp, order, pcp->count);
@@ -480,7 +568,7 @@ static bool pcp_free_high_direct(struct gfa_pcp *pcp, struct gfa_zone *z, uint64
 {
 	if (pcp->count || !order || order > PCP_COSTLY_ORDER ||
 	    pcp->free_count < (int)pcp->free_high_threshold ||
-	    !(pcp->flags & PCPF_PREV_FREE_HIGH_ORDER) ||
+	    !pcp->prev_free_high ||
 	    ((pcp->flags & PCPF_FREE_HIGH_BATCH) && (1 << order) < pcp->batch))
 		return false;
 	pcp_free_high_update(pcp, order, 1 << order);
@@ -498,15 +586,55 @@ static bool pcp_free_high_direct(struct gfa_pcp *pcp, struct gfa_zone *z, uint64
  * so below high it only ends the high-order streak and grows free_count.  Everything
  * else goes to pcp_free_commit_slow(), which does all of it, nothing done twice.
  */
+PCP_HOT void pcp_free_commit_order0(struct gfa_pcp *pcp)
+{
+	pcp->prev_free_high = false;
+	if (pcp->free_count < pcp->free_count_cap)
+		pcp->free_count++;
+}
+
 PCP_HOT void pcp_free_commit(struct gfa_pcp *pcp, int pindex, unsigned int order)
 {
-	if (likely(order == 0 && pcp->count < pcp->high)) {
-		pcp->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
-		if (pcp->free_count < pcp->free_count_cap)
-			pcp->free_count++;
+	if (likely(order == 0 && pcp->count < pcp->high))
+		pcp_free_commit_order0(pcp);
+	else
+		pcp_free_commit_slow(pcp, pindex, order);
+}
+
+/* A claimed block (state PCP) onto the head of its list l, which has room. */
+PCP_HOT void pcp_push_commit(struct gfa_pcp *pcp, struct pcp_list *l, uint64_t pfn,
+			     unsigned int order, int pindex)
+{
+	plist_push_top(l, (uint32_t)pfn);
+	pcp->count += 1 << order;
+	pcp->vs.pcp_free++;
+	pcp_free_commit(pcp, pindex, order);
+}
+
+/*
+ * A claimed block joins the cache: straight to the zone when free_high would flush it
+ * at once, or when its list cannot grow; else onto its list, then the free_high/high
+ * bookkeeping.
+ */
+static __attribute__((noinline)) void pcp_free_claimed(struct gfa_pcp *pcp, uint64_t pfn,
+						       unsigned int order)
+{
+	struct gfa_zone *z = pcp->zone;
+	struct pcp_list *l;
+	int pindex;
+
+	if (order && pcp_free_high_direct(pcp, z, pfn, order))
+		return;
+	pindex = order_to_pindex(pcp->frames[pfn].mt, order);
+	l = &pcp->lists[pindex];
+	if (unlikely(plist_nr(l) > l->mask) && plist_grow(l)) {
+		/* no memory for a longer list: this block goes to the zone, claimed already */
+		pthread_mutex_lock(&z->lock);
+		zone_free_locked(z, pfn, order);
+		pthread_mutex_unlock(&z->lock);
 		return;
 	}
-	pcp_free_commit_slow(pcp, pindex, order);
+	pcp_push_commit(pcp, l, pfn, order, pindex);
 }
 
 /*
@@ -516,7 +644,14 @@ PCP_HOT void pcp_free_commit(struct gfa_pcp *pcp, int pindex, unsigned int order
 PCP_HOT bool pcp_free_args_fast(const struct gfa_pcp *pcp, uint64_t pfn, unsigned int order)
 {
 	return order <= GFA_MAX_ORDER && pfn >= pcp->zone_start &&
-	       pfn + (1UL << order) <= pcp->zone_end && !(pfn & ((1UL << order) - 1));
+	       pfn + (1UL << order) <= pcp->zone_start + pcp->zone_frames &&
+	       !(pfn & ((1UL << order) - 1));
+}
+
+/* Is the block at f the head of an allocation of this order by this owner? */
+PCP_HOT bool pcp_frame_freeable(const struct gfa_frame *f, unsigned int order, uint64_t owner)
+{
+	return fstate(f) == GFA_FRAME_ALLOCATED && f->order == order && frame_owner(f) == owner;
 }
 
 /*
@@ -532,10 +667,8 @@ PCP_HOT int pcp_claim_free(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn
 {
 	struct gfa_frame *f = &pcp->frames[pfn];
 
-	if (likely(fstate(f) == GFA_FRAME_ALLOCATED && f->order == order &&
-		   frame_owner(f) == owner)) {
-		if (likely(!pcp->strict_free &&
-			   !atomic_load_explicit(&z->isolating, memory_order_acquire))) {
+	if (likely(pcp_frame_freeable(f, order, owner))) {
+		if (likely(!atomic_load_explicit(pcp->cas_gate, memory_order_acquire))) {
 			fstate_set(f, GFA_FRAME_PCP);
 			return 0;
 		}
@@ -545,12 +678,12 @@ PCP_HOT int pcp_claim_free(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn
 	return frame_claim_free(pcp->pool, z, pfn, order, owner, GFA_FRAME_PCP);
 }
 
-PCP_HOT int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner)
+/* One free inside an entered call, every case (gfa_pcp_free_many, the slow free). */
+static int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner)
 {
 	struct gfa_pool *pool = pcp->pool;
 	struct gfa_zone *z = pcp->zone;
-	struct pcp_list *l;
-	int pindex, err;
+	int err;
 
 	if (unlikely(!pcp_free_args_fast(pcp, pfn, order))) {
 		err = free_args(pool, pfn, order, &z);
@@ -562,28 +695,36 @@ PCP_HOT int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, 
 	err = pcp_claim_free(pcp, z, pfn, order, owner);
 	if (unlikely(err))
 		goto fail;
-	if (unlikely(order) && pcp_free_high_direct(pcp, z, pfn, order))
-		return 0;
-	pindex = order_to_pindex(pcp->frames[pfn].mt, order);
-	l = &pcp->lists[pindex];
-	if (unlikely(plist_nr(l) == l->cap) && plist_grow(l)) {
-		/* no memory for a longer list: this block goes to the zone, claimed already */
-		pthread_mutex_lock(&z->lock);
-		zone_free_locked(z, pfn, order);
-		pthread_mutex_unlock(&z->lock);
-		return 0;
-	}
-	plist_push_top(l, (uint32_t)pfn);
-	pcp->count += 1 << order;
-	pcp->vs.pcp_free++;
-	pcp_free_commit(pcp, pindex, order);
+	pcp_free_claimed(pcp, pfn, order);
 	return 0;
 fail:
 	pool_count_err(pool, err);
 	return err;
 }
 
-int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner)
+/*
+ * The fast path's tails for the rarer cases, which then leave the call: as tail calls
+ * they keep the fast path itself free of a stack frame.
+ */
+static __attribute__((noinline)) int pcp_free_claimed_exit(struct gfa_pcp *pcp, uint64_t pfn,
+							   unsigned int order,
+							   struct pcp_thread *me, uint64_t seq)
+{
+	pcp_free_claimed(pcp, pfn, order);
+	pcp_exit_fast(me, seq);
+	return 0;
+}
+
+static __attribute__((noinline)) int pcp_free_commit_exit(struct gfa_pcp *pcp, int pindex,
+							  struct pcp_thread *me, uint64_t seq)
+{
+	pcp_free_commit_slow(pcp, pindex, 0);
+	pcp_exit_fast(me, seq);
+	return 0;
+}
+
+static __attribute__((noinline)) int pcp_free_slow(struct gfa_pcp *pcp, uint64_t pfn,
+						   unsigned int order, uint64_t owner)
 {
 	int err;
 
@@ -593,6 +734,48 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	err = pcp_free_one(pcp, pfn, order, owner);
 	pcp_exit();
 	return err;
+}
+
+/*
+ * The hot path: an order-0 block of the cache's zone back onto its list below high;
+ * higher cached orders after the same checks go through pcp_free_claimed().  Anything
+ * unusual (gate up, a bad or foreign block, not entered) leaves the call untouched and
+ * takes pcp_free_slow(), which decides and counts the error.
+ */
+int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner)
+{
+	struct pcp_thread *me = pcp_self;
+	const struct pcp_slot *sl;
+	struct gfa_frame *f;
+	struct pcp_list *l;
+	uint64_t seq;
+	int pindex;
+
+	if (unlikely(!pcp || !me || order >= PCP_ORDER_SLOTS))
+		return pcp_free_slow(pcp, pfn, order, owner);
+	sl = &pcp->slots[order];
+	if (unlikely(sl->base < 0 || pfn - pcp->zone_start > sl->last_off || (pfn & sl->mask)))
+		return pcp_free_slow(pcp, pfn, order, owner);
+	if (unlikely(!pcp_enter_fast(pcp, me, &seq)))
+		return pcp_free_slow(pcp, pfn, order, owner);
+	f = &pcp->frames[pfn];
+	if (unlikely(!pcp_frame_freeable(f, order, owner) ||
+		     atomic_load_explicit(pcp->cas_gate, memory_order_acquire))) {
+		pcp_exit_fast(me, seq);
+		return pcp_free_slow(pcp, pfn, order, owner);
+	}
+	fstate_set(f, GFA_FRAME_PCP);
+	pindex = sl->base + f->mt;
+	l = &pcp->lists[pindex];
+	if (unlikely(order || l->top - l->bottom > l->mask))
+		return pcp_free_claimed_exit(pcp, pfn, order, me, seq);
+	plist_push_top(l, (uint32_t)pfn);
+	pcp->vs.pcp_free++;
+	if (unlikely(++pcp->count >= pcp->high))
+		return pcp_free_commit_exit(pcp, pindex, me, seq);
+	pcp_free_commit_order0(pcp);
+	pcp_exit_fast(me, seq);
+	return 0;
 }
 
 int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
@@ -673,7 +856,7 @@ int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
 	pthread_mutex_lock(&pool->pcp_lock);
 	pcp_remote_lock_zone(pool, -1);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
-		uint64_t ops = pcp->vs.pcp_alloc + pcp->vs.pcp_free;
+		uint64_t ops = pcp_nr_alloc(pcp) + pcp->vs.pcp_free;
 
 		if (ops != pcp->idle_seen_ops) {
 			pcp->idle_seen_ops = ops;
@@ -771,9 +954,9 @@ static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
 		unsigned int order = pindex_to_order(i);
 		uint32_t n = plist_nr(l);
 
-		if (n > l->cap) {
+		if (n > l->mask + 1) {
 			snprintf(msg, len, "pcp %p list %d: holds %u blocks in a ring of %u",
-				 (void *)pcp, i, n, l->cap);
+				 (void *)pcp, i, n, l->mask + 1);
 			return -EUCLEAN;
 		}
 		for (uint32_t k = 0; k < n; k++) {

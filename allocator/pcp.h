@@ -55,6 +55,7 @@ struct pcp_thread {
 	_Atomic(struct gfa_pcp *) cur;  /* the cache of the current/last call */
 	struct pcp_thread *next;        /* registry, under pcp_threads_lock */
 	bool unused;                    /* its thread exited; free for reuse */
+	bool fence;                     /* pcp_owner_fence when this thread took it up */
 } __attribute__((aligned(64)));
 
 extern __thread struct pcp_thread *pcp_self __attribute__((tls_model("initial-exec")));
@@ -70,7 +71,7 @@ extern bool pcp_owner_fence;
  */
 struct pcp_list {
 	uint32_t *ring;
-	uint32_t cap;           /* 0 or a power of two */
+	uint32_t mask;          /* ring size - 1; the ring exists from creation on */
 	uint32_t top, bottom;   /* free-running; nr = top - bottom */
 };
 
@@ -79,17 +80,29 @@ static inline uint32_t plist_nr(const struct pcp_list *l)
 	return l->top - l->bottom;
 }
 
+/* slots[] size: orders 0..15, so one unsigned compare bounds any order */
+#define PCP_ORDER_SLOTS    16
+
+/* What the hot paths need to know of one order, precomputed per cache. */
+struct pcp_slot {
+	uint64_t last_off;      /* highest block offset in the zone: frames - (1 << order) */
+	uint32_t mask;          /* (1 << order) - 1: alignment */
+	int32_t base;           /* GFA_MT_PCPTYPES * list row; -1: the cache keeps no such order */
+};
+
 struct gfa_pcp {
 	/* read by the owner on every call, written by others only on the slow side */
 	_Atomic(struct pcp_thread *) owner;
 	_Atomic int remote;     /* held by a remote drainer or a taker */
 	_Atomic int owner_waiting;  /* the owner waits to enter: takers let it in first */
-	bool strict_free;       /* compare-and-swap on every free (pool config) */
 	bool no_high_order;
+	bool prev_free_high;    /* the previous free was of order 1..3 (free_high streak) */
 	/* copies of what every call needs, so a call reads one line of its own */
-	uint16_t cached_orders; /* bit per order this cache keeps */
+	/* frees claim by compare-and-swap while this reads non-zero: the zone's isolation
+	 * gate, or a constant 1 for pcp_free_strict pools */
+	const _Atomic int *cas_gate;
 	struct gfa_frame *frames;
-	uint64_t zone_start, zone_end;
+	uint64_t zone_start, zone_frames;
 	int free_count_cap;     /* batch << PCP_BATCH_SCALE_MAX */
 	int count;              /* frames on all lists */
 	int high, batch, high_min, high_max;
@@ -98,11 +111,14 @@ struct gfa_pcp {
 	unsigned int free_high_threshold;
 	struct gfa_pool *pool;
 	struct gfa_zone *zone;
-	uint64_t idle_seen_ops; /* pcp_alloc + pcp_free when the idle drain last looked */
+	uint64_t idle_seen_ops; /* allocations + frees when the idle drain last looked */
 	uint64_t idle_since_ms;
-	struct gfa_vmstat vs;   /* this cache's share of the counters */
+	/* this cache's share of the counters; pcp_alloc, pgalloc and pgalloc_frames follow
+	 * from alloc_order[] when read (pcp_add_counters) */
+	struct gfa_vmstat vs;
 	struct pcp_list lists[NR_PCP_LISTS];
 	struct gfa_pcp *next;   /* pool->pcps, under pool->pcp_lock */
+	struct pcp_slot slots[PCP_ORDER_SLOTS];
 };
 
 /* ---- pcp_owner.c ---- */
@@ -116,30 +132,48 @@ void pcp_remote_lock_zone(struct gfa_pool *pool, int zone);
 void pcp_remote_unlock_zone(struct gfa_pool *pool, int zone);
 
 /*
- * Enter a call on pcp as its owner: seq odd, compiler barrier, then nobody remote and
- * still ours.  Plain stores and loads only; the slow side does the rest.
+ * The entry of the two hot calls, for a thread that has a record: seq odd, then nobody
+ * remote and still ours.  The owner check comes after the store: a thread that is not
+ * the owner may mark itself inside for a moment, which no one reads (remote sides look
+ * only at the owner's record).  Returns the even seq to hand to pcp_exit_fast(), or
+ * false after backing off (the caller then takes the slow entry).
  */
+PCP_HOT bool pcp_enter_fast(struct gfa_pcp *pcp, struct pcp_thread *me, uint64_t *seq)
+{
+	uint64_t s = atomic_load_explicit(&me->seq, memory_order_relaxed);
+
+	if (unlikely(atomic_load_explicit(&me->cur, memory_order_relaxed) != pcp))
+		atomic_store_explicit(&me->cur, pcp, memory_order_release);
+	atomic_store_explicit(&me->seq, s + 1, memory_order_relaxed);
+	if (unlikely(me->fence))
+		pcp_full_fence();
+	else
+		atomic_signal_fence(memory_order_seq_cst);
+	if (likely(!atomic_load_explicit(&pcp->remote, memory_order_acquire) &&
+		   atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me)) {
+		*seq = s;
+		return true;
+	}
+	atomic_store_explicit(&me->seq, s + 2, memory_order_release);
+	return false;
+}
+
+/* Leave a call entered by pcp_enter_fast(): seq even again (no reload of it). */
+PCP_HOT void pcp_exit_fast(struct pcp_thread *me, uint64_t seq)
+{
+	atomic_store_explicit(&me->seq, seq + 2, memory_order_release);
+}
+
+/* Enter a call on pcp as its owner: the fast entry, else the slow one.  0 or an error. */
 PCP_HOT int pcp_enter(struct gfa_pcp *pcp)
 {
 	struct pcp_thread *me = pcp_self;
+	uint64_t seq;
 
 	if (unlikely(!pcp))
 		return GFA_EFAULT;
-	if (likely(me && atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me)) {
-		uint64_t s = atomic_load_explicit(&me->seq, memory_order_relaxed);
-
-		if (unlikely(atomic_load_explicit(&me->cur, memory_order_relaxed) != pcp))
-			atomic_store_explicit(&me->cur, pcp, memory_order_relaxed);
-		atomic_store_explicit(&me->seq, s + 1, memory_order_relaxed);
-		if (unlikely(pcp_owner_fence))
-			pcp_full_fence();
-		else
-			atomic_signal_fence(memory_order_seq_cst);
-		if (likely(!atomic_load_explicit(&pcp->remote, memory_order_acquire) &&
-			   atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me))
-			return 0;
-		atomic_store_explicit(&me->seq, s + 2, memory_order_release);
-	}
+	if (likely(me && pcp_enter_fast(pcp, me, &seq)))
+		return 0;
 	return pcp_enter_slow(pcp);
 }
 

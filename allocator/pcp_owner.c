@@ -78,6 +78,8 @@ static void pcp_fork_child(void)
 	}
 	pthread_mutex_unlock(&pcp_threads_lock);
 	pcp_owner_register();
+	if (pcp_self)
+		pcp_self->fence = pcp_owner_fence;
 }
 
 static void pcp_owner_once(void)
@@ -137,6 +139,7 @@ static struct pcp_thread *pcp_thread_get(void)
 		return NULL;
 	/* seq is even: its last thread left every call before exiting */
 	atomic_store_explicit(&t->cur, NULL, memory_order_relaxed);
+	t->fence = pcp_owner_fence;
 	pthread_setspecific(pcp_thread_key, t);
 	pcp_self = t;
 	return t;
