@@ -245,7 +245,7 @@ static void set_pageblocks_mt(struct gfa_zone *z, uint64_t pfn, unsigned int ord
 	uint64_t n = order >= GFA_PAGEBLOCK_ORDER ? 1UL << (order - GFA_PAGEBLOCK_ORDER) : 1;
 
 	for (uint64_t i = 0; i < n; i++)
-		pfn_pageblock(z, pfn + (i << GFA_PAGEBLOCK_ORDER))->mt = (uint8_t)mt;
+		pageblock_set_mt(pfn_pageblock(z, pfn + (i << GFA_PAGEBLOCK_ORDER)), mt);
 }
 
 /*
@@ -281,7 +281,7 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 	else
 		alike = 0;
 	if (free_frames + alike >= GFA_PAGEBLOCK_FRAMES / 2) {
-		pfn_pageblock(z, pb_start)->mt = (uint8_t)start_mt;
+		pageblock_set_mt(pfn_pageblock(z, pb_start), start_mt);
 		z->c.vm.pageblock_steal++;
 	}
 }

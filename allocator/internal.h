@@ -219,6 +219,14 @@ static inline struct gfa_pageblock *pfn_pageblock(struct gfa_zone *z, uint64_t p
 {
 	return &z->pageblocks[(pfn - z->start_pfn) >> GFA_PAGEBLOCK_ORDER];
 }
+/*
+ * A pageblock's migratetype changes under the zone lock, with an atomic store: cache
+ * frees read it without the lock to guess a block's list before its descriptor arrives.
+ */
+static inline void pageblock_set_mt(struct gfa_pageblock *pb, unsigned int mt)
+{
+	__atomic_store_n(&pb->mt, (uint8_t)mt, __ATOMIC_RELAXED);
+}
 struct gfa_zone *pool_pfn_zone(struct gfa_pool *pool, uint64_t pfn);
 /* Find the head of the block containing pfn (zone lock held); GFA_NIL if none. */
 uint64_t frame_find_head(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn);

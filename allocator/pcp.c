@@ -337,6 +337,7 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pcp->frames = pool->frames;
 	pcp->zone_start = z->start_pfn;
 	pcp->zone_frames = z->nr_frames;
+	pcp->pageblocks = z->pageblocks;
 	pcp->free_count_cap = pcp->batch << PCP_BATCH_SCALE_MAX;
 	pcp->cas_gate = pool->cfg.pcp_free_strict ? &pcp_gate_always : &z->isolating;
 	pcp->free_high_threshold = pool->cfg.pcp_free_high_old
@@ -748,16 +749,27 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	const struct pcp_slot *sl;
 	struct gfa_frame *f;
 	struct pcp_list *l;
-	uint64_t seq;
+	uint64_t seq, off;
+	unsigned int mt;
 	int pindex;
 
 	if (unlikely(!pcp || !me || order >= PCP_ORDER_SLOTS))
 		return pcp_free_slow(pcp, pfn, order, owner);
 	sl = &pcp->slots[order];
-	if (unlikely(sl->base < 0 || pfn - pcp->zone_start > sl->last_off || (pfn & sl->mask)))
+	off = pfn - pcp->zone_start;
+	if (unlikely(sl->base < 0 || off > sl->last_off || (pfn & sl->mask)))
 		return pcp_free_slow(pcp, pfn, order, owner);
 	if (unlikely(!pcp_enter_fast(pcp, me, &seq)))
 		return pcp_free_slow(pcp, pfn, order, owner);
+	/*
+	 * The list is the block's own type (f->mt).  Guess it from the pageblock's type,
+	 * as the kernel picks its pcp list, so the list's line is on its way while the
+	 * descriptor's is; a wrong guess (a block of another type than its pageblock)
+	 * takes the general path.
+	 */
+	mt = __atomic_load_n(&pcp->pageblocks[off >> GFA_PAGEBLOCK_ORDER].mt, __ATOMIC_RELAXED);
+	pindex = sl->base + (int)mt;
+	l = &pcp->lists[pindex];
 	f = &pcp->frames[pfn];
 	if (unlikely(!pcp_frame_freeable(f, order, owner) ||
 		     atomic_load_explicit(pcp->cas_gate, memory_order_acquire))) {
@@ -765,9 +777,7 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 		return pcp_free_slow(pcp, pfn, order, owner);
 	}
 	fstate_set(f, GFA_FRAME_PCP);
-	pindex = sl->base + f->mt;
-	l = &pcp->lists[pindex];
-	if (unlikely(order || l->top - l->bottom > l->mask))
+	if (unlikely(order || f->mt != mt || l->top - l->bottom > l->mask))
 		return pcp_free_claimed_exit(pcp, pfn, order, me, seq);
 	plist_push_top(l, (uint32_t)pfn);
 	pcp->vs.pcp_free++;

@@ -102,6 +102,7 @@ struct gfa_pcp {
 	 * gate, or a constant 1 for pcp_free_strict pools */
 	const _Atomic int *cas_gate;
 	struct gfa_frame *frames;
+	struct gfa_pageblock *pageblocks;   /* the zone's */
 	uint64_t zone_start, zone_frames;
 	int free_count_cap;     /* batch << PCP_BATCH_SCALE_MAX */
 	int count;              /* frames on all lists */

@@ -79,7 +79,7 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	if (!z->pageblocks)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
-		z->pageblocks[i].mt = GFA_MT_MOVABLE;
+		pageblock_set_mt(&z->pageblocks[i], GFA_MT_MOVABLE);
 	if (release_zone_init(z))
 		return -ENOMEM;
 	zone_lock_init(&z->lock);

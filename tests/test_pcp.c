@@ -798,3 +798,36 @@ Test(pcp_stress, owners_against_remote_holders_and_the_gate, .timeout = 300)
 	cr_assert_eq(tu_free_frames(f.p), 1UL << 17);
 	gfa_pool_destroy(f.p);
 }
+
+/*
+ * The free fast path guesses a block's list from its pageblock's type.  A block of
+ * another type than its pageblock (an UNMOVABLE fallback that did not steal the block)
+ * must still go back to its own list: the UNMOVABLE request gets it again at once.
+ */
+Test(pcp, block_of_another_type_than_its_pageblock_returns_to_its_own_list)
+{
+	struct gfa_pool *p = pcp_pool(4 * GFA_PAGEBLOCK_FRAMES, 15, 1000, 0);
+	uint64_t n = 4 * GFA_PAGEBLOCK_FRAMES, hole = 2 * GFA_PAGEBLOCK_FRAMES + 7;
+	struct gfa_frame_info fi;
+	struct gfa_pcp *c;
+	int64_t u;
+
+	for (uint64_t i = 0; i < n; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), 0);
+	cr_assert_eq(gfa_free(p, hole, 0, 1), 0);
+	u = gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 2, GFA_ALLOC_NOCOMPACT);
+	cr_assert_eq(u, (int64_t)hole, "the fallback takes the only free frame");
+	cr_assert_eq(gfa_frame_lookup(p, hole, &fi), 0);
+	cr_assert_eq(fi.mt, GFA_MT_UNMOVABLE);
+	cr_assert_eq(fi.block_mt, GFA_MT_MOVABLE, "the pageblock was not stolen");
+	c = gfa_pcp_create(p, 0);
+	cr_assert_not_null(c);
+	cr_assert_eq(gfa_pcp_drain(c), 0);     /* this thread owns it: the fast path runs */
+	cr_assert_eq(gfa_pcp_free(c, hole, 0, 2), 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(gfa_pcp_alloc(c, 0, GFA_MT_UNMOVABLE, 3, GFA_ALLOC_NOCOMPACT), (int64_t)hole);
+	cr_assert_eq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 3, GFA_ALLOC_NOCOMPACT), GFA_ENOMEM);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
