@@ -141,10 +141,11 @@ struct gfa_zone {
 	struct { uint64_t owner, frames; } claims[GFA_MAX_CLAIMS];
 	unsigned int nr_claims;
 	uint64_t claimed;
-	/* isolation gate (pcp_owner.c): while up, cache frees compare-and-swap */
+	/* isolation gate (pcp_owner.c): while up, cache frees compare-and-swap; raised in
+	 * each cache of the zone (gfa_pcp.cas_free), isolating changes under pcp_lock */
 	pthread_mutex_t isolate_lock;
 	unsigned int isolate_users;
-	_Atomic int isolating __attribute__((aligned(64)));
+	_Atomic int isolating;
 	/* kcompactd */
 	pthread_t compactd __attribute__((aligned(64)));
 	pthread_cond_t compactd_wait;

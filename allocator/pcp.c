@@ -285,9 +285,6 @@ static void pcp_slots_init(struct gfa_pcp *pcp, const struct gfa_zone *z)
 	}
 }
 
-/* The gate of a pcp_free_strict pool's caches: always up, every free compares-and-swaps. */
-static const _Atomic int pcp_gate_always = 1;
-
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -339,12 +336,15 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pcp->zone_frames = z->nr_frames;
 	pcp->pageblocks = z->pageblocks;
 	pcp->free_count_cap = pcp->batch << PCP_BATCH_SCALE_MAX;
-	pcp->cas_gate = pool->cfg.pcp_free_strict ? &pcp_gate_always : &z->isolating;
 	pcp->free_high_threshold = pool->cfg.pcp_free_high_old
 		? (unsigned int)pcp->batch
 		: (unsigned int)(pcp->batch + pcp->high_min / 2);
 	pcp->idle_since_ms = now_ms();
 	pthread_mutex_lock(&pool->pcp_lock);
+	/* the gate changes under pcp_lock: a cache born while it is up starts with it up */
+	atomic_store_explicit(&pcp->cas_free, (int)pool->cfg.pcp_free_strict +
+			      atomic_load_explicit(&z->isolating, memory_order_relaxed),
+			      memory_order_relaxed);
 	pcp->next = pool->pcps;
 	pool->pcps = pcp;
 	pthread_mutex_unlock(&pool->pcp_lock);
@@ -669,7 +669,7 @@ PCP_HOT int pcp_claim_free(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn
 	struct gfa_frame *f = &pcp->frames[pfn];
 
 	if (likely(pcp_frame_freeable(f, order, owner))) {
-		if (likely(!atomic_load_explicit(pcp->cas_gate, memory_order_acquire))) {
+		if (likely(!atomic_load_explicit(&pcp->cas_free, memory_order_acquire))) {
 			fstate_set(f, GFA_FRAME_PCP);
 			return 0;
 		}
@@ -772,7 +772,7 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	l = &pcp->lists[pindex];
 	f = &pcp->frames[pfn];
 	if (unlikely(!pcp_frame_freeable(f, order, owner) ||
-		     atomic_load_explicit(pcp->cas_gate, memory_order_acquire))) {
+		     atomic_load_explicit(&pcp->cas_free, memory_order_acquire))) {
 		pcp_exit_fast(me, seq);
 		return pcp_free_slow(pcp, pfn, order, owner);
 	}

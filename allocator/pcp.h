@@ -98,9 +98,9 @@ struct gfa_pcp {
 	bool no_high_order;
 	bool prev_free_high;    /* the previous free was of order 1..3 (free_high streak) */
 	/* copies of what every call needs, so a call reads one line of its own */
-	/* frees claim by compare-and-swap while this reads non-zero: the zone's isolation
-	 * gate, or a constant 1 for pcp_free_strict pools */
-	const _Atomic int *cas_gate;
+	/* frees claim by compare-and-swap while non-zero: 1 for a pcp_free_strict pool,
+	 * plus 1 while the zone's isolation gate is up (pcp_owner.c) */
+	_Atomic int cas_free;
 	struct gfa_frame *frames;
 	struct gfa_pageblock *pageblocks;   /* the zone's */
 	uint64_t zone_start, zone_frames;

@@ -294,6 +294,15 @@ out:
  * call that started before it can still be freeing with plain stores.  Calls that start
  * later see the gate and use compare-and-swap, which decides any race with isolation.
  */
+/* Raise (+1) or lower (-1) the gate in every cache of z (pool->pcp_lock held). */
+static void pcp_gate_add(struct gfa_zone *z, int v)
+{
+	atomic_store_explicit(&z->isolating, v > 0, memory_order_relaxed);
+	for (struct gfa_pcp *pcp = z->pool->pcps; pcp; pcp = pcp->next)
+		if (pcp->zone == z)
+			atomic_fetch_add_explicit(&pcp->cas_free, v, memory_order_release);
+}
+
 void pcp_isolate_begin(struct gfa_zone *z)
 {
 	struct gfa_pool *pool = z->pool;
@@ -301,9 +310,10 @@ void pcp_isolate_begin(struct gfa_zone *z)
 	/* raisers queue here, so a second one starts only after the first's grace period */
 	pthread_mutex_lock(&z->isolate_lock);
 	if (!z->isolate_users++) {
-		atomic_store_explicit(&z->isolating, 1, memory_order_relaxed);
-		pcp_barrier();
+		/* in each cache's own line: the owner reads it with the rest of its state */
 		pthread_mutex_lock(&pool->pcp_lock);
+		pcp_gate_add(z, 1);
+		pcp_barrier();
 		for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
 			if (pcp->zone == z)
 				pcp_wait_owner(pcp);
@@ -315,7 +325,10 @@ void pcp_isolate_begin(struct gfa_zone *z)
 void pcp_isolate_end(struct gfa_zone *z)
 {
 	pthread_mutex_lock(&z->isolate_lock);
-	if (!--z->isolate_users)
-		atomic_store_explicit(&z->isolating, 0, memory_order_release);
+	if (!--z->isolate_users) {
+		pthread_mutex_lock(&z->pool->pcp_lock);
+		pcp_gate_add(z, -1);
+		pthread_mutex_unlock(&z->pool->pcp_lock);
+	}
 	pthread_mutex_unlock(&z->isolate_lock);
 }
