@@ -477,7 +477,6 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 {
 	struct pcp_thread *me = pcp_self;
 	struct pcp_list *l;
-	uint64_t seq;
 	uint32_t top, pfn;
 	int base;
 
@@ -486,19 +485,19 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 	base = pcp->slots[order].base;
 	if (unlikely(base < 0 || __atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED)))
 		return pcp_alloc_slow(pcp, order, mt, owner, flags);
-	if (unlikely(!pcp_enter_fast(pcp, me, &seq)))
+	if (unlikely(!pcp_enter_fast(pcp, me)))
 		return pcp_alloc_slow(pcp, order, mt, owner, flags);
 	l = &pcp->lists[base + (int)mt];
 	top = l->top;
 	if (unlikely(top == l->bottom)) {
-		pcp_exit_fast(me, seq);
+		pcp_exit_fast(me);
 		return pcp_alloc_slow(pcp, order, mt, owner, flags);
 	}
 	pfn = l->ring[--top & l->mask];
 	__atomic_store_n(&l->top, top, __ATOMIC_RELAXED);
 	pcp->free_count >>= 1;
 	pcp_mark_allocated(pcp, pfn, order, owner);
-	pcp_exit_fast(me, seq);
+	pcp_exit_fast(me);
 	return (int64_t)pfn;
 }
 
@@ -709,18 +708,18 @@ fail:
  */
 static __attribute__((noinline)) int pcp_free_claimed_exit(struct gfa_pcp *pcp, uint64_t pfn,
 							   unsigned int order,
-							   struct pcp_thread *me, uint64_t seq)
+							   struct pcp_thread *me)
 {
 	pcp_free_claimed(pcp, pfn, order);
-	pcp_exit_fast(me, seq);
+	pcp_exit_fast(me);
 	return 0;
 }
 
 static __attribute__((noinline)) int pcp_free_commit_exit(struct gfa_pcp *pcp, int pindex,
-							  struct pcp_thread *me, uint64_t seq)
+							  struct pcp_thread *me)
 {
 	pcp_free_commit_slow(pcp, pindex, 0);
-	pcp_exit_fast(me, seq);
+	pcp_exit_fast(me);
 	return 0;
 }
 
@@ -749,7 +748,7 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	const struct pcp_slot *sl;
 	struct gfa_frame *f;
 	struct pcp_list *l;
-	uint64_t seq, off;
+	uint64_t off;
 	unsigned int mt;
 	int pindex;
 
@@ -759,7 +758,7 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	off = pfn - pcp->zone_start;
 	if (unlikely(sl->base < 0 || off > sl->last_off || (pfn & sl->mask)))
 		return pcp_free_slow(pcp, pfn, order, owner);
-	if (unlikely(!pcp_enter_fast(pcp, me, &seq)))
+	if (unlikely(!pcp_enter_fast(pcp, me)))
 		return pcp_free_slow(pcp, pfn, order, owner);
 	/*
 	 * The list is the block's own type (f->mt).  Guess it from the pageblock's type,
@@ -773,18 +772,18 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	f = &pcp->frames[pfn];
 	if (unlikely(!pcp_frame_freeable(f, order, owner) ||
 		     atomic_load_explicit(&pcp->cas_free, memory_order_acquire))) {
-		pcp_exit_fast(me, seq);
+		pcp_exit_fast(me);
 		return pcp_free_slow(pcp, pfn, order, owner);
 	}
 	fstate_set(f, GFA_FRAME_PCP);
 	if (unlikely(order || f->mt != mt || l->top - l->bottom > l->mask))
-		return pcp_free_claimed_exit(pcp, pfn, order, me, seq);
+		return pcp_free_claimed_exit(pcp, pfn, order, me);
 	plist_push_top(l, (uint32_t)pfn);
 	pcp->vs.pcp_free++;
 	if (unlikely(++pcp->count >= pcp->high))
-		return pcp_free_commit_exit(pcp, pindex, me, seq);
+		return pcp_free_commit_exit(pcp, pindex, me);
 	pcp_free_commit_order0(pcp);
-	pcp_exit_fast(me, seq);
+	pcp_exit_fast(me);
 	return 0;
 }
 

@@ -5,15 +5,16 @@
  *
  * The owner protocol: no atomic read-modify-write on the hot path.
  * A cache is owned by one thread, named by that thread's record (struct pcp_thread).  The
- * owner marks "inside a call" by making its record's seq odd, with plain stores on a line
- * only it writes; then, after a compiler barrier, it reads the cache's `remote` word and
- * its owner.  Another thread (a drainer, the checker, a thread taking the cache over,
- * compaction raising a zone's isolation gate) first sets its word, then issues
- * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full memory barrier on every
- * thread of the process that is running, and only then reads the owner's seq.  This is
- * the asymmetric Dekker pattern of userspace RCU: either the owner sees the remote word
- * and backs off, or the remote side sees the owner inside and waits for seq to move.
- * The owner pays two plain stores and two loads per call instead of a locked
+ * owner marks "inside a call" by storing the cache's address in its record's `in`, a
+ * plain store on a line only it writes; then, after a compiler barrier, it reads the
+ * cache's `remote` word and its owner.  Another thread (a drainer, the checker, a thread
+ * taking the cache over, compaction raising a zone's isolation gate) first sets `remote`,
+ * then issues membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full memory
+ * barrier on every thread of the process that is running, and only then reads the
+ * owner's `in`.  This is the asymmetric Dekker pattern of userspace RCU: either the owner
+ * sees the remote word and backs off, or the remote side sees the owner inside and waits
+ * for it to leave; since every later entry backs off while `remote` is set, that wait
+ * ends.  The owner pays two plain stores and two loads per call instead of a locked
  * instruction; the rare side pays a membarrier (about 9 us on the 2-CPU test machine).
  * Without membarrier (old kernels, seccomp) owners use a full fence instead.
  *
@@ -51,8 +52,7 @@ static inline void pcp_full_fence(void)
 
 /* One per thread that ever used a cache; written only by that thread. */
 struct pcp_thread {
-	_Atomic uint64_t seq;           /* odd while inside a call on `cur` */
-	_Atomic(struct gfa_pcp *) cur;  /* the cache of the current/last call */
+	_Atomic(struct gfa_pcp *) in;   /* the cache this thread is inside a call on, or NULL */
 	struct pcp_thread *next;        /* registry, under pcp_threads_lock */
 	bool unused;                    /* its thread exited; free for reuse */
 	bool fence;                     /* pcp_owner_fence when this thread took it up */
@@ -133,58 +133,48 @@ void pcp_remote_lock_zone(struct gfa_pool *pool, int zone);
 void pcp_remote_unlock_zone(struct gfa_pool *pool, int zone);
 
 /*
- * The entry of the two hot calls, for a thread that has a record: seq odd, then nobody
- * remote and still ours.  The owner check comes after the store: a thread that is not
- * the owner may mark itself inside for a moment, which no one reads (remote sides look
- * only at the owner's record).  Returns the even seq to hand to pcp_exit_fast(), or
- * false after backing off (the caller then takes the slow entry).
+ * The entry of the two hot calls, for a thread that has a record: mark the record
+ * inside pcp, then nobody remote and still ours.  The owner check comes after the store:
+ * a thread that is not the owner may mark itself inside for a moment, which no one reads
+ * (remote sides look only at the owner's record).  False after backing off (the caller
+ * then takes the slow entry).
  */
-PCP_HOT bool pcp_enter_fast(struct gfa_pcp *pcp, struct pcp_thread *me, uint64_t *seq)
+PCP_HOT bool pcp_enter_fast(struct gfa_pcp *pcp, struct pcp_thread *me)
 {
-	uint64_t s = atomic_load_explicit(&me->seq, memory_order_relaxed);
-
-	if (unlikely(atomic_load_explicit(&me->cur, memory_order_relaxed) != pcp))
-		atomic_store_explicit(&me->cur, pcp, memory_order_release);
-	atomic_store_explicit(&me->seq, s + 1, memory_order_relaxed);
+	atomic_store_explicit(&me->in, pcp, memory_order_relaxed);
 	if (unlikely(me->fence))
 		pcp_full_fence();
 	else
 		atomic_signal_fence(memory_order_seq_cst);
 	if (likely(!atomic_load_explicit(&pcp->remote, memory_order_acquire) &&
-		   atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me)) {
-		*seq = s;
+		   atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me))
 		return true;
-	}
-	atomic_store_explicit(&me->seq, s + 2, memory_order_release);
+	atomic_store_explicit(&me->in, NULL, memory_order_release);
 	return false;
 }
 
-/* Leave a call entered by pcp_enter_fast(): seq even again (no reload of it). */
-PCP_HOT void pcp_exit_fast(struct pcp_thread *me, uint64_t seq)
+/* Leave a call: out of every cache, publishing everything done inside. */
+PCP_HOT void pcp_exit_fast(struct pcp_thread *me)
 {
-	atomic_store_explicit(&me->seq, seq + 2, memory_order_release);
+	atomic_store_explicit(&me->in, NULL, memory_order_release);
 }
 
 /* Enter a call on pcp as its owner: the fast entry, else the slow one.  0 or an error. */
 PCP_HOT int pcp_enter(struct gfa_pcp *pcp)
 {
 	struct pcp_thread *me = pcp_self;
-	uint64_t seq;
 
 	if (unlikely(!pcp))
 		return GFA_EFAULT;
-	if (likely(me && pcp_enter_fast(pcp, me, &seq)))
+	if (likely(me && pcp_enter_fast(pcp, me)))
 		return 0;
 	return pcp_enter_slow(pcp);
 }
 
-/* Leave the call: seq even again, publishing everything done inside. */
+/* Leave the call entered by pcp_enter(). */
 PCP_HOT void pcp_exit(void)
 {
-	struct pcp_thread *me = pcp_self;
-
-	atomic_store_explicit(&me->seq, atomic_load_explicit(&me->seq, memory_order_relaxed) + 1,
-			      memory_order_release);
+	pcp_exit_fast(pcp_self);
 }
 
 #endif

@@ -69,11 +69,9 @@ static void pcp_fork_parent(void)
 static void pcp_fork_child(void)
 {
 	for (struct pcp_thread *t = pcp_threads; t; t = t->next) {
-		uint64_t seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
-
 		if (t == pcp_self)
 			continue;
-		atomic_store_explicit(&t->seq, seq + (seq & 1), memory_order_relaxed);
+		atomic_store_explicit(&t->in, NULL, memory_order_relaxed);
 		t->unused = true;
 	}
 	pthread_mutex_unlock(&pcp_threads_lock);
@@ -137,8 +135,8 @@ static struct pcp_thread *pcp_thread_get(void)
 	pthread_mutex_unlock(&pcp_threads_lock);
 	if (!t)
 		return NULL;
-	/* seq is even: its last thread left every call before exiting */
-	atomic_store_explicit(&t->cur, NULL, memory_order_relaxed);
+	/* in is NULL: its last thread left every call before exiting */
+	atomic_store_explicit(&t->in, NULL, memory_order_relaxed);
 	t->fence = pcp_owner_fence;
 	pthread_setspecific(pcp_thread_key, t);
 	pcp_self = t;
@@ -146,21 +144,22 @@ static struct pcp_thread *pcp_thread_get(void)
 }
 
 /* Is thread t inside a call on pcp right now?  (after a barrier) */
-static bool pcp_thread_inside(struct pcp_thread *t, struct gfa_pcp *pcp, uint64_t *seq)
+static bool pcp_thread_inside(struct pcp_thread *t, struct gfa_pcp *pcp)
 {
-	*seq = atomic_load_explicit(&t->seq, memory_order_acquire);
-	return (*seq & 1) && atomic_load_explicit(&t->cur, memory_order_relaxed) == pcp;
+	return atomic_load_explicit(&t->in, memory_order_acquire) == pcp;
 }
 
-/* Wait until the owner of pcp is not inside a call on it (after a barrier). */
+/*
+ * Wait until the owner of pcp is not inside a call on it (after a barrier, with
+ * `remote` held: every entry after the barrier backs off, so the owner leaves for good).
+ */
 static void pcp_wait_owner(struct gfa_pcp *pcp)
 {
 	struct pcp_thread *t = atomic_load_explicit(&pcp->owner, memory_order_acquire);
-	uint64_t seq;
 
-	if (!t || t == pcp_self || !pcp_thread_inside(t, pcp, &seq))
+	if (!t || t == pcp_self)
 		return;
-	while (atomic_load_explicit(&t->seq, memory_order_acquire) == seq)
+	while (pcp_thread_inside(t, pcp))
 		sched_yield();
 }
 
@@ -224,13 +223,12 @@ void pcp_remote_unlock_zone(struct gfa_pool *pool, int zone)
 static int pcp_take_over(struct gfa_pcp *pcp, struct pcp_thread *me)
 {
 	struct pcp_thread *t;
-	uint64_t seq;
 	int err = 0;
 
 	pcp_remote_take(pcp);
 	pcp_barrier();
 	t = atomic_load_explicit(&pcp->owner, memory_order_acquire);
-	if (t && t != me && pcp_thread_inside(t, pcp, &seq))
+	if (t && t != me && pcp_thread_inside(t, pcp))
 		err = GFA_ETHREAD;
 	else
 		atomic_store_explicit(&pcp->owner, me, memory_order_relaxed);
@@ -241,15 +239,12 @@ static int pcp_take_over(struct gfa_pcp *pcp, struct pcp_thread *me)
 /* The entry proper, for the owner, after any remote holder has gone: 0 or -EAGAIN. */
 static int pcp_try_enter(struct gfa_pcp *pcp, struct pcp_thread *me)
 {
-	uint64_t s = atomic_load_explicit(&me->seq, memory_order_relaxed);
-
-	atomic_store_explicit(&me->cur, pcp, memory_order_relaxed);
-	atomic_store_explicit(&me->seq, s + 1, memory_order_relaxed);
+	atomic_store_explicit(&me->in, pcp, memory_order_relaxed);
 	pcp_full_fence();
 	if (!atomic_load_explicit(&pcp->remote, memory_order_acquire) &&
 	    atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me)
 		return 0;
-	atomic_store_explicit(&me->seq, s + 2, memory_order_release);
+	atomic_store_explicit(&me->in, NULL, memory_order_release);
 	return -EAGAIN;
 }
 
@@ -310,13 +305,15 @@ void pcp_isolate_begin(struct gfa_zone *z)
 	/* raisers queue here, so a second one starts only after the first's grace period */
 	pthread_mutex_lock(&z->isolate_lock);
 	if (!z->isolate_users++) {
-		/* in each cache's own line: the owner reads it with the rest of its state */
+		/*
+		 * In each cache's own line: the owner reads it with the rest of its state.
+		 * Then a remote hold of the zone's caches (one membarrier) waits out calls
+		 * that started before it; later ones see the gate.
+		 */
 		pthread_mutex_lock(&pool->pcp_lock);
 		pcp_gate_add(z, 1);
-		pcp_barrier();
-		for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
-			if (pcp->zone == z)
-				pcp_wait_owner(pcp);
+		pcp_remote_lock_zone(pool, (int)z->id);
+		pcp_remote_unlock_zone(pool, (int)z->id);
 		pthread_mutex_unlock(&pool->pcp_lock);
 	}
 	pthread_mutex_unlock(&z->isolate_lock);
