@@ -2,7 +2,8 @@
 /*
  * Claims, after Xen's XENMEM_claim_pages: admit a VM before building it by reserving
  * free frames of a zone for it.  Checked in the zone path under the zone lock; caches
- * send every allocation of a zone with outstanding claims to the zone path.
+ * send every allocation of a zone with outstanding claims to the zone path (claims
+ * change under pool->pcp_lock as well, which tells the zone's caches).
  */
 #include "allocator/internal.h"
 
@@ -66,6 +67,7 @@ int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uin
 
 	if (err)
 		return err;
+	pthread_mutex_lock(&pool->pcp_lock);
 	pthread_mutex_lock(&z->lock);
 	if (claim_find(z, owner) >= 0)
 		err = -EEXIST;
@@ -78,6 +80,8 @@ int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uin
 		z->claimed += nr_frames;
 	}
 	pthread_mutex_unlock(&z->lock);
+	pcp_claims_changed(z);
+	pthread_mutex_unlock(&pool->pcp_lock);
 	return err;
 }
 
@@ -89,6 +93,7 @@ int64_t gfa_zone_unclaim(struct gfa_pool *pool, unsigned int zone, uint64_t owne
 
 	if (err)
 		return err;
+	pthread_mutex_lock(&pool->pcp_lock);
 	pthread_mutex_lock(&z->lock);
 	i = claim_find(z, owner);
 	if (i >= 0) {
@@ -98,6 +103,8 @@ int64_t gfa_zone_unclaim(struct gfa_pool *pool, unsigned int zone, uint64_t owne
 		__atomic_store_n(&z->nr_claims, z->nr_claims - 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&z->lock);
+	pcp_claims_changed(z);
+	pthread_mutex_unlock(&pool->pcp_lock);
 	return left;
 }
 

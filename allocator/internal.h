@@ -306,6 +306,8 @@ void pcp_add_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs);
 void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs);
 /* ---- pcp_owner.c ---- */
 void pcp_owner_init(void);
+/* The claims of zone z changed (pool->pcp_lock held): its caches route allocations. */
+void pcp_claims_changed(struct gfa_zone *z);
 /*
  * Around any isolation of allocated blocks of z (compaction, collapse): cache frees that
  * could race with it use compare-and-swap from begin to end.  Nests; may sleep.

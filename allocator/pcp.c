@@ -279,7 +279,7 @@ static void pcp_slots_init(struct gfa_pcp *pcp, const struct gfa_zone *z)
 		bool kept = (o <= PCP_COSTLY_ORDER || o == GFA_PAGEBLOCK_ORDER) &&
 			    (!o || !pcp->no_high_order) && (1UL << o) <= z->nr_frames;
 
-		sl->base = kept ? order_to_pindex(0, o) : -1;
+		sl->base = (int16_t)(kept ? order_to_pindex(0, o) : -1);
 		sl->mask = (1U << o) - 1;
 		sl->last_off = kept ? z->nr_frames - (1UL << o) : 0;
 	}
@@ -291,6 +291,25 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- claims: the zone path for allocations while a zone has any ---- */
+
+/* With pool->pcp_lock held (claims change under it too). */
+static void pcp_claims_changed_one(struct gfa_pcp *pcp)
+{
+	bool claims = __atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED);
+
+	for (unsigned int o = 0; o < PCP_ORDER_SLOTS; o++)
+		atomic_store_explicit(&pcp->slots[o].alloc_base,
+				      claims ? (int16_t)-1 : pcp->slots[o].base, memory_order_relaxed);
+}
+
+void pcp_claims_changed(struct gfa_zone *z)
+{
+	for (struct gfa_pcp *pcp = z->pool->pcps; pcp; pcp = pcp->next)
+		if (pcp->zone == z)
+			pcp_claims_changed_one(pcp);
 }
 
 struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
@@ -341,6 +360,7 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 		: (unsigned int)(pcp->batch + pcp->high_min / 2);
 	pcp->idle_since_ms = now_ms();
 	pthread_mutex_lock(&pool->pcp_lock);
+	pcp_claims_changed_one(pcp);
 	/* the gate changes under pcp_lock: a cache born while it is up starts with it up */
 	atomic_store_explicit(&pcp->cas_free, (int)pool->cfg.pcp_free_strict +
 			      atomic_load_explicit(&z->isolating, memory_order_relaxed),
@@ -480,10 +500,10 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 	uint32_t top, pfn;
 	int base;
 
-	if (unlikely(!pcp || !me || order >= PCP_ORDER_SLOTS || (unsigned int)mt >= GFA_MT_PCPTYPES))
+	if (unlikely(!pcp || order >= PCP_ORDER_SLOTS || (unsigned int)mt >= GFA_MT_PCPTYPES))
 		return pcp_alloc_slow(pcp, order, mt, owner, flags);
-	base = pcp->slots[order].base;
-	if (unlikely(base < 0 || __atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED)))
+	base = atomic_load_explicit(&pcp->slots[order].alloc_base, memory_order_relaxed);
+	if (unlikely(base < 0))
 		return pcp_alloc_slow(pcp, order, mt, owner, flags);
 	if (unlikely(!pcp_enter_fast(pcp, me)))
 		return pcp_alloc_slow(pcp, order, mt, owner, flags);
@@ -752,7 +772,7 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	unsigned int mt;
 	int pindex;
 
-	if (unlikely(!pcp || !me || order >= PCP_ORDER_SLOTS))
+	if (unlikely(!pcp || order >= PCP_ORDER_SLOTS))
 		return pcp_free_slow(pcp, pfn, order, owner);
 	sl = &pcp->slots[order];
 	off = pfn - pcp->zone_start;

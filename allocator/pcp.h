@@ -58,7 +58,12 @@ struct pcp_thread {
 	bool fence;                     /* pcp_owner_fence when this thread took it up */
 } __attribute__((aligned(64)));
 
+/*
+ * This thread's record; until it has one, a shared record that owns no cache, so the
+ * fast entry fails on its owner check and no call needs a NULL test.
+ */
 extern __thread struct pcp_thread *pcp_self __attribute__((tls_model("initial-exec")));
+extern struct pcp_thread pcp_nobody;
 /* membarrier is missing: owners pay a full fence on entry instead */
 extern bool pcp_owner_fence;
 
@@ -87,7 +92,10 @@ static inline uint32_t plist_nr(const struct pcp_list *l)
 struct pcp_slot {
 	uint64_t last_off;      /* highest block offset in the zone: frames - (1 << order) */
 	uint32_t mask;          /* (1 << order) - 1: alignment */
-	int32_t base;           /* GFA_MT_PCPTYPES * list row; -1: the cache keeps no such order */
+	int16_t base;           /* GFA_MT_PCPTYPES * list row; -1: the cache keeps no such order */
+	/* base for allocations: -1 also while the zone has claims (they are decided per
+	 * owner under the zone lock), set under pool->pcp_lock, read racily by the owner */
+	_Atomic int16_t alloc_base;
 };
 
 struct gfa_pcp {
@@ -166,7 +174,7 @@ PCP_HOT int pcp_enter(struct gfa_pcp *pcp)
 
 	if (unlikely(!pcp))
 		return GFA_EFAULT;
-	if (likely(me && pcp_enter_fast(pcp, me)))
+	if (likely(pcp_enter_fast(pcp, me)))
 		return 0;
 	return pcp_enter_slow(pcp);
 }

@@ -12,7 +12,8 @@
 #include <unistd.h>
 #include "allocator/pcp.h"
 
-__thread struct pcp_thread *pcp_self __attribute__((tls_model("initial-exec")));
+struct pcp_thread pcp_nobody;
+__thread struct pcp_thread *pcp_self __attribute__((tls_model("initial-exec"))) = &pcp_nobody;
 bool pcp_owner_fence;
 
 static pthread_mutex_t pcp_threads_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -76,7 +77,7 @@ static void pcp_fork_child(void)
 	}
 	pthread_mutex_unlock(&pcp_threads_lock);
 	pcp_owner_register();
-	if (pcp_self)
+	if (pcp_self != &pcp_nobody)
 		pcp_self->fence = pcp_owner_fence;
 }
 
@@ -119,7 +120,7 @@ static struct pcp_thread *pcp_thread_get(void)
 {
 	struct pcp_thread *t;
 
-	if (pcp_self)
+	if (pcp_self != &pcp_nobody)
 		return pcp_self;
 	pcp_owner_init();
 	pthread_mutex_lock(&pcp_threads_lock);
