@@ -94,7 +94,7 @@ static __attribute__((noinline)) int plist_grow(struct pcp_list *l)
 	if (!ring || (l->ring && cap <= l->mask + 1))
 		goto fail;
 	/* same free-running indices in the larger ring: top and bottom stay as they are */
-	for (uint32_t i = 0; i < nr; i++)
+	for (uint32_t i = 0; l->ring && i < nr; i++)
 		ring[(l->bottom + i) & (cap - 1)] = l->ring[(l->bottom + i) & l->mask];
 	free(l->ring);
 	l->ring = ring;

@@ -276,7 +276,6 @@ int pcp_enter_slow(struct gfa_pcp *pcp)
 		atomic_store_explicit(&pcp->owner_waiting, 0, memory_order_release);
 		if (!err)
 			return 0;
-		err = 0;
 	}
 out:
 	pool_count_err(pcp->pool, err);
