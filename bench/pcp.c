@@ -939,7 +939,7 @@ int main(int argc, char **argv)
 	uint64_t t_start = bench_now_ns();
 	int ret;
 
-	ret = bench_parse_args(argc, argv, &o, 5, 0.03, 11, 0.25,
+	ret = bench_parse_args(argc, argv, &o, 9, 0.03, 11, 0.25,
 			       "Per-vCPU caches vs zone path and glibc; bulk free; producer/consumer.\n"
 			       "--only pairs|bulkfree|prodcons runs one part.");
 	if (ret)
