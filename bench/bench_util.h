@@ -18,6 +18,7 @@
 #define GFA_BENCH_UTIL_H
 
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -181,6 +182,31 @@ static inline long bench_cores(void)
 }
 
 /* Print a failure and exit 1: benchmarks treat allocator errors as fatal. */
+#ifdef CPU_SETSIZE   /* _GNU_SOURCE: defined by the benchmarks that pin threads */
+/*
+ * Pin the calling thread to the idx-th CPU it may run on (mod their number), so that
+ * N worker threads of a short repetition start on N CPUs instead of waiting for the
+ * load balancer to spread them.  Returns the CPU, or -1 if pinning is not possible.
+ */
+static inline int bench_pin_self(int idx)
+{
+	cpu_set_t allowed, one;
+	int n = 0;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) || CPU_COUNT(&allowed) <= 0)
+		return -1;
+	idx %= CPU_COUNT(&allowed);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &allowed) || n++ != idx)
+			continue;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		return sched_setaffinity(0, sizeof(one), &one) ? -1 : cpu;
+	}
+	return -1;
+}
+#endif
+
 static inline void __attribute__((noreturn, format(printf, 1, 2))) bench_die(const char *fmt, ...)
 {
 	va_list ap;

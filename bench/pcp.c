@@ -18,6 +18,7 @@
  * descriptors and glibc's heap are resident after warm-up runs, and malloc'd memory is
  * never written by the benchmark (glibc writes its chunk headers only).
  */
+#define _GNU_SOURCE     /* sched_setaffinity: workers are pinned (bench_pin_self) */
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
@@ -203,6 +204,8 @@ static void *ws_thread(void *arg)
 	struct ws_worker *w = arg;
 	struct ws_ctl *ctl = w->ctl;
 
+	/* worker i on CPU i: a 30 ms repetition is shorter than the balancer's reaction */
+	bench_pin_self(w->id);
 	for (;;) {
 		pthread_barrier_wait(&ctl->go);
 		if (ctl->quit)
@@ -279,7 +282,8 @@ static void bench_pairs(const struct bench_opts *o, struct ws_results *res)
 	printf("\n## a. order-0 allocate+free pairs/s, %d live blocks per thread, bursts of %d, "
 	       "random frees\n", WS_LIVE, WS_BURST);
 	printf("# pool 1 GiB, one zone shared by all threads; each thread its own cache "
-	       "(batch %d, high_min %d, high_max %d)\n", ps.batch, ps.high_min, ps.high_max);
+	       "(batch %d, high_min %d, high_max %d); worker i pinned to the i-th allowed CPU, "
+	       "every path alike\n", ps.batch, ps.high_min, ps.high_max);
 	/* Warm-up: fills the live sets, grows the heap and the caches; not timed. */
 	for (int nt = 1; nt <= WS_THREADS; nt++)
 		for (int p = 0; p < NR_PATHS; p++)
