@@ -335,8 +335,9 @@ void gfa_pcp_destroy(struct gfa_pcp *pcp);
 /*
  * Allocate through the cache: orders 0-3 and 9 of the three pcp types come from the
  * cache's list, refilled from the zone with max(batch >> order, 2) blocks in one
- * zone-lock section; other orders go to the zone.  Same errors as gfa_alloc, plus
- * GFA_ETHREAD.
+ * zone-lock section; other orders go to the zone, and so does every allocation while
+ * the zone has outstanding claims (they are decided per owner under the zone lock).
+ * Same errors as gfa_alloc, plus GFA_ETHREAD.
  */
 int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratetype mt,
 		      uint64_t owner, unsigned int flags);
