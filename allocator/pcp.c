@@ -663,9 +663,11 @@ static __attribute__((noinline)) void pcp_free_claimed(struct gfa_pcp *pcp, uint
  */
 PCP_HOT bool pcp_free_args_fast(const struct gfa_pcp *pcp, uint64_t pfn, unsigned int order)
 {
-	return order <= GFA_MAX_ORDER && pfn >= pcp->zone_start &&
-	       pfn + (1UL << order) <= pcp->zone_start + pcp->zone_frames &&
-	       !(pfn & ((1UL << order) - 1));
+	uint64_t off = pfn - pcp->zone_start;   /* wraps for pfn below the zone: caught */
+
+	/* no pfn + size: it wraps for pfns near 2^64 and would pass */
+	return order <= GFA_MAX_ORDER && off < pcp->zone_frames &&
+	       (1UL << order) <= pcp->zone_frames - off && !(pfn & ((1UL << order) - 1));
 }
 
 /* Is the block at f the head of an allocation of this order by this owner? */

@@ -26,13 +26,20 @@ static long sys_membarrier(int cmd)
 	return syscall(__NR_membarrier, cmd, 0, 0);
 }
 
-/* Exit of a thread that had a record: it is free for the next new thread. */
+/*
+ * Exit of a thread that had a record: it is free for the next new thread.  This thread
+ * lets go of it too: a key destructor that runs after this one and calls into a cache
+ * gets a record of its own (and this destructor again), never this one while a new
+ * thread may be using it.  A record left inside a call is never reused.
+ */
 static void pcp_thread_exit(void *arg)
 {
 	struct pcp_thread *t = arg;
 
+	if (pcp_self == t)
+		pcp_self = &pcp_nobody;
 	pthread_mutex_lock(&pcp_threads_lock);
-	t->unused = true;
+	t->unused = !atomic_load_explicit(&t->in, memory_order_acquire);
 	pthread_mutex_unlock(&pcp_threads_lock);
 }
 

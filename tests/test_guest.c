@@ -110,6 +110,22 @@ Test(guest, bad_config)
 	host_done(&h);
 }
 
+/* pfn + size would wrap past 2^64 and look in range: every backing call refuses. */
+Test(guest, backing_refuses_ranges_that_wrap)
+{
+	struct host h = host_new(16 * MiB, false);
+	uint64_t wrap[] = { UINT64_MAX, 0 - (1UL << 9), 0 - (1UL << 10) };
+	unsigned int order[] = { 0, 9, 10 };
+
+	for (int i = 0; i < 3; i++) {
+		cr_assert_lt(gfa_backing_prepare(h.b, wrap[i], order[i]), 0);
+		gfa_backing_mark_dirty(h.b, wrap[i], order[i]);
+		gfa_backing_mark_clean(h.b, wrap[i], order[i]);
+		cr_assert_not(gfa_backing_block_dirty(h.b, wrap[i], order[i]));
+	}
+	host_done(&h);
+}
+
 static int pauses;
 static int count_pause(void *ctx) { (void)ctx; pauses++; return 0; }
 static int count_resume(void *ctx) { (void)ctx; return 0; }

@@ -342,6 +342,16 @@ Test(pcp, bad_inputs_change_nothing)
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 1, 4), GFA_EOWNER);
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a + 1, 0, 3), GFA_ENOTHEAD);
 	cr_assert_eq(gfa_pcp_free(c, 1UL << 30, 0, 3), GFA_ERANGE);
+	/* pfns whose end wraps past 2^64 (pfn + size would look in range) */
+	cr_assert_eq(gfa_pcp_free(c, UINT64_MAX, 0, 3), GFA_ERANGE);
+	cr_assert_eq(gfa_pcp_free(c, 0 - (1UL << 1), 1, 3), GFA_ERANGE);
+	cr_assert_eq(gfa_pcp_free(c, 0 - (1UL << 9), 9, 3), GFA_ERANGE);
+	{
+		uint64_t wrap[2] = { 0 - (1UL << 2), 0 - (1UL << 3) };
+
+		cr_assert_eq(gfa_pcp_free_many(c, wrap, 1, 2, 3), GFA_ERANGE);
+		cr_assert_eq(gfa_pcp_free_many(c, wrap + 1, 1, 3, 3), GFA_ERANGE);
+	}
 	cr_assert_eq(pcp_count(c), before);
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 1, 3), 0);
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 1, 3), GFA_EDOUBLEFREE, "double free into the cache");
@@ -829,5 +839,83 @@ Test(pcp, block_of_another_type_than_its_pageblock_returns_to_its_own_list)
 	cr_assert_eq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 3, GFA_ALLOC_NOCOMPACT), GFA_ENOMEM);
 	ASSERT_POOL_OK(p);
 	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+/*
+ * A pthread key destructor that runs after gfa's (a vCPU's cleanup) and keeps using a
+ * cache must not keep the exited thread's record, which a new thread may reuse: both
+ * would pass as the owner and use the cache at once.  Here the destructor churns on a
+ * cache while a new thread (which gets the released record) churns on the same cache:
+ * the two may see GFA_ETHREAD, and nothing else; the pool stays consistent.
+ */
+static pthread_key_t late_key;
+static struct gfa_pcp *late_cache;
+static atomic_int late_go, late_errors, late_ethread;
+
+static void late_churn(void)
+{
+	/* long enough to overlap the second thread (sanitizers: slower calls, fewer) */
+	int n = tu_sanitizer() ? 50000 : 1000000;
+
+	for (int i = 0; i < n; i++) {
+		int64_t a = gfa_pcp_alloc(late_cache, 0, GFA_MT_MOVABLE, 9, 0);
+		int err;
+
+		if (a < 0) {
+			atomic_fetch_add(a == GFA_ETHREAD ? &late_ethread : &late_errors, 1);
+			continue;
+		}
+		while ((err = gfa_pcp_free(late_cache, (uint64_t)a, 0, 9)) == GFA_ETHREAD)
+			atomic_fetch_add(&late_ethread, 1);
+		if (err)
+			atomic_fetch_add(&late_errors, 1);
+	}
+}
+
+static void late_destructor(void *arg)
+{
+	(void)arg;
+	atomic_store(&late_go, 1);
+	late_churn();
+}
+
+static void *late_first(void *arg)
+{
+	(void)arg;
+	pthread_setspecific(late_key, (void *)1);
+	if (gfa_pcp_alloc(late_cache, 0, GFA_MT_MOVABLE, 9, 0) < 0)   /* leaks one frame */
+		atomic_fetch_add(&late_errors, 1);
+	return NULL;
+}
+
+static void *late_second(void *arg)
+{
+	(void)arg;
+	late_churn();
+	return NULL;
+}
+
+Test(pcp_stress, destructor_using_a_cache_after_the_record_is_released, .timeout = 120)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 14, 0, 0, 0);
+	pthread_t a, b;
+	char msg[256];
+
+	late_cache = gfa_pcp_create(p, 0);
+	cr_assert_not_null(late_cache);
+	cr_assert_geq(gfa_pcp_drain(late_cache), 0);   /* gfa's key exists before ours */
+	cr_assert_eq(pthread_key_create(&late_key, late_destructor), 0);
+	cr_assert_eq(pthread_create(&a, NULL, late_first, NULL), 0);
+	while (!atomic_load(&late_go))
+		sched_yield();
+	cr_assert_eq(pthread_create(&b, NULL, late_second, NULL), 0);   /* reuses a's record */
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	cr_assert_eq(atomic_load(&late_errors), 0, "errors other than GFA_ETHREAD");
+	cr_assert_eq(gfa_pool_check(p, msg, sizeof(msg)), 0, "%s", msg);
+	cr_log_info("GFA_ETHREAD seen %d times\n", atomic_load(&late_ethread));
+	gfa_pcp_destroy(late_cache);
+	pthread_key_delete(late_key);
 	gfa_pool_destroy(p);
 }

@@ -172,16 +172,22 @@ static uint64_t dirty_update(struct gfa_backing *b, uint64_t pfn, uint64_t n, bo
 	return changed;
 }
 
+/* Block [pfn, pfn + 2^order) inside the backing; no pfn + size, which wraps near 2^64. */
+static bool backing_range_ok(const struct gfa_backing *b, uint64_t pfn, unsigned int order)
+{
+	return order <= GFA_MAX_ORDER && pfn < b->nr_pfns && (1UL << order) <= b->nr_pfns - pfn;
+}
+
 void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
-	if (!b || order > GFA_MAX_ORDER || pfn + (1UL << order) > b->nr_pfns)
+	if (!b || !backing_range_ok(b, pfn, order))
 		return;
 	atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, true));
 }
 
 void gfa_backing_mark_clean(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
-	if (!b || order > GFA_MAX_ORDER || pfn + (1UL << order) > b->nr_pfns)
+	if (!b || !backing_range_ok(b, pfn, order))
 		return;
 	atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, false));
 }
@@ -190,7 +196,7 @@ int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int or
 {
 	uint64_t end = pfn + (1UL << order), zeroed = 0;
 
-	if (!b || order > GFA_MAX_ORDER || end > b->nr_pfns)
+	if (!b || !backing_range_ok(b, pfn, order))
 		return GFA_EFAULT;
 	while (pfn < end) {
 		uint64_t word = atomic_load(&b->dirty[pfn / 64]);
@@ -376,7 +382,7 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_b
 
 bool gfa_backing_block_dirty(const struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
-	if (!b || order > GFA_MAX_ORDER || pfn + (1UL << order) > b->nr_pfns)
+	if (!b || !backing_range_ok(b, pfn, order))
 		return false;
 	for (uint64_t p = pfn; p < pfn + (1UL << order); p += 64 - (p & 63)) {
 		uint64_t word = atomic_load(&((struct gfa_backing *)b)->dirty[p / 64]);
