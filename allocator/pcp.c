@@ -233,6 +233,9 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 	while (n > 0 && plist_reserve(l, (uint32_t)n))
 		n >>= 1;
 	pthread_mutex_lock(&z->lock);
+	/* a claim made since the caller looked: free frames are the zone path's to give */
+	if (z->nr_claims)
+		n = 0;
 	for (; got < n; got++) {
 		int64_t pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
 		struct gfa_frame *f;
@@ -480,6 +483,8 @@ static __attribute__((noinline)) int64_t pcp_alloc_slow(struct gfa_pcp *pcp, uns
 	    !pcp_refill(pcp, pindex, order, mt, pcp_refill_count(pcp, order), flags)) {
 		/* slow path outside our call: it drains caches, ours included, and compacts */
 		pcp_exit();
+		if (__atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED))
+			return gfa_alloc(pcp->pool, pcp->zone->id, order, mt, owner, flags);
 		return zone_alloc_slow(pcp->zone, order, mt, owner, flags);
 	}
 	pfn = plist_pop_top(l);
