@@ -121,7 +121,8 @@ struct ws_worker {
 	int err;
 } __attribute__((aligned(64)));
 
-static int ws_alloc(struct ws_worker *w, enum ws_path path, uint64_t *out)
+static inline __attribute__((always_inline)) int ws_alloc(struct ws_worker *w, enum ws_path path,
+							  uint64_t *out)
 {
 	int64_t pfn;
 	void *p;
@@ -147,7 +148,8 @@ static int ws_alloc(struct ws_worker *w, enum ws_path path, uint64_t *out)
 	return 0;
 }
 
-static int ws_free(struct ws_worker *w, enum ws_path path, uint64_t x)
+static inline __attribute__((always_inline)) int ws_free(struct ws_worker *w, enum ws_path path,
+							 uint64_t x)
 {
 	switch (path) {
 	case PATH_PCP:
@@ -172,8 +174,12 @@ static int ws_fill(struct ws_worker *w, enum ws_path path)
 	return 0;
 }
 
-/* One timed run: bursts of allocations, each followed by as many random frees. */
-static int ws_loop(struct ws_worker *w, enum ws_path path)
+/*
+ * One timed run: bursts of allocations, each followed by as many random frees.  Built
+ * once per path (path is a constant in each copy), so no path pays a dispatch per call.
+ */
+static inline __attribute__((always_inline)) int ws_loop_path(struct ws_worker *w,
+							      enum ws_path path)
 {
 	uint64_t t0 = bench_now_ns(), *live = w->live[path], fresh[WS_BURST], pairs = 0;
 	int err;
@@ -197,6 +203,18 @@ static int ws_loop(struct ws_worker *w, enum ws_path path)
 	w->secs = bench_sec_since(t0);
 	w->pairs = pairs;
 	return 0;
+}
+
+static int ws_loop(struct ws_worker *w, enum ws_path path)
+{
+	switch (path) {
+	case PATH_PCP:
+		return ws_loop_path(w, PATH_PCP);
+	case PATH_ZONE:
+		return ws_loop_path(w, PATH_ZONE);
+	default:
+		return ws_loop_path(w, PATH_MALLOC);
+	}
 }
 
 static void *ws_thread(void *arg)
