@@ -753,8 +753,17 @@ static __attribute__((noinline)) int pcp_free_commit_exit(struct gfa_pcp *pcp, i
 static __attribute__((noinline)) int pcp_free_slow(struct gfa_pcp *pcp, uint64_t pfn,
 						   unsigned int order, uint64_t owner)
 {
+	struct gfa_zone *z;
 	int err;
 
+	/* arguments wrong in themselves fail before the call takes the cache over */
+	if (pcp && !pcp_free_args_fast(pcp, pfn, order)) {
+		err = free_args(pcp->pool, pfn, order, &z);
+		if (err) {
+			pool_count_err(pcp->pool, err);
+			return err;
+		}
+	}
 	err = pcp_enter(pcp);
 	if (err)
 		return err;
