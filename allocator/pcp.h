@@ -4,19 +4,21 @@
  * the slow half).  Not installed.
  *
  * The owner protocol: no atomic read-modify-write on the hot path.
- * A cache is owned by one thread, named by that thread's record (struct pcp_thread).  The
- * owner marks "inside a call" by storing the cache's address in its record's `in`, a
- * plain store on a line only it writes; then, after a compiler barrier, it reads the
- * cache's `remote` word and its owner.  Another thread (a drainer, the checker, a thread
- * taking the cache over, compaction raising a zone's isolation gate) first sets `remote`,
- * then issues membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full memory
- * barrier on every thread of the process that is running, and only then reads the
- * owner's `in`.  This is the asymmetric Dekker pattern of userspace RCU: either the owner
- * sees the remote word and backs off, or the remote side sees the owner inside and waits
- * for it to leave; since every later entry backs off while `remote` is set, that wait
- * ends.  The owner pays two plain stores and two loads per call instead of a locked
- * instruction; the rare side pays a membarrier (about 9 us on the 2-CPU test machine).
- * Without membarrier (old kernels, seccomp) owners use a full fence instead.
+ * A cache is owned by one thread, named by that thread's record (struct pcp_thread) in
+ * the cache's owner word.  The owner marks "inside a call" by storing the cache's
+ * address in its record's `in`, a plain store on a line only it writes; then, after a
+ * compiler barrier, it reads the owner word and enters only if it is exactly its record.
+ * Another thread (a drainer, the checker, a thread taking the cache over, compaction
+ * raising a zone's isolation gate) first sets the word's PCP_OWNER_REMOTE tag, then
+ * issues membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full memory barrier
+ * on every thread of the process that is running, and only then reads the owner's `in`.
+ * This is the asymmetric Dekker pattern of userspace RCU: either the owner sees the tag
+ * and backs off, or the remote side sees the owner inside and waits for it to leave;
+ * since every later entry backs off while the tag is set, that wait ends.  The owner
+ * pays two plain stores and one load per call instead of a locked instruction; the rare
+ * side pays a membarrier (about 9 us on the 2-CPU test machine).  Without membarrier
+ * (old kernels, seccomp) owner words carry PCP_OWNER_FENCE, so every call takes the slow
+ * entry, which fences.
  *
  * Records are per thread, never freed (reused after a thread exits), so a remote reader
  * never touches freed memory, and only their thread writes them: a thread that has lost
@@ -55,7 +57,6 @@ struct pcp_thread {
 	_Atomic(struct gfa_pcp *) in;   /* the cache this thread is inside a call on, or NULL */
 	struct pcp_thread *next;        /* registry, under pcp_threads_lock */
 	bool unused;                    /* its thread exited; free for reuse */
-	bool fence;                     /* pcp_owner_fence when this thread took it up */
 } __attribute__((aligned(64)));
 
 /*
@@ -99,9 +100,13 @@ struct pcp_slot {
 };
 
 struct gfa_pcp {
-	/* read by the owner on every call, written by others only on the slow side */
-	_Atomic(struct pcp_thread *) owner;
-	_Atomic int remote;     /* held by a remote drainer or a taker */
+	/*
+	 * Read by the owner on every call, written by others only on the slow side: the
+	 * owner's record, tagged PCP_OWNER_FENCE in fence mode (so the fast entry, one
+	 * compare with the caller's record, fails there and the slow one fences), with
+	 * PCP_OWNER_REMOTE set while a remote holder or a taker holds the cache.
+	 */
+	_Atomic uintptr_t owner_word;
 	_Atomic int owner_waiting;  /* the owner waits to enter: takers let it in first */
 	bool no_high_order;
 	bool prev_free_high;    /* the previous free was of order 1..3 (free_high streak) */
@@ -130,6 +135,17 @@ struct gfa_pcp {
 	struct pcp_slot slots[PCP_ORDER_SLOTS];
 };
 
+#define PCP_OWNER_REMOTE 0x1UL
+#define PCP_OWNER_FENCE  0x2UL
+#define PCP_OWNER_TAGS   (PCP_OWNER_REMOTE | PCP_OWNER_FENCE)
+
+/* The owner's record, tags off (any thread; a snapshot). */
+static inline struct pcp_thread *pcp_owner(const struct gfa_pcp *pcp)
+{
+	return (struct pcp_thread *)(atomic_load_explicit(&pcp->owner_word, memory_order_acquire) &
+				     ~PCP_OWNER_TAGS);
+}
+
 /* ---- pcp_owner.c ---- */
 /* The whole entry when the fast one fails: record, takeover, waits; the error counted. */
 int pcp_enter_slow(struct gfa_pcp *pcp);
@@ -142,20 +158,18 @@ void pcp_remote_unlock_zone(struct gfa_pool *pool, int zone);
 
 /*
  * The entry of the two hot calls, for a thread that has a record: mark the record
- * inside pcp, then nobody remote and still ours.  The owner check comes after the store:
- * a thread that is not the owner may mark itself inside for a moment, which no one reads
- * (remote sides look only at the owner's record).  False after backing off (the caller
- * then takes the slow entry).
+ * inside pcp, then check that the owner word is this record, untagged (no remote
+ * holder, not fence mode).  The check comes after the store: a thread that is not the
+ * owner may mark itself inside for a moment, which no one reads (remote sides look only
+ * at the owner's record).  False after backing off (the caller then takes the slow
+ * entry).
  */
 PCP_HOT bool pcp_enter_fast(struct gfa_pcp *pcp, struct pcp_thread *me)
 {
 	atomic_store_explicit(&me->in, pcp, memory_order_relaxed);
-	if (unlikely(me->fence))
-		pcp_full_fence();
-	else
-		atomic_signal_fence(memory_order_seq_cst);
-	if (likely(!atomic_load_explicit(&pcp->remote, memory_order_acquire) &&
-		   atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me))
+	atomic_signal_fence(memory_order_seq_cst);
+	/* ours, untagged: no remote holder and not fence mode */
+	if (likely(atomic_load_explicit(&pcp->owner_word, memory_order_acquire) == (uintptr_t)me))
 		return true;
 	atomic_store_explicit(&me->in, NULL, memory_order_release);
 	return false;

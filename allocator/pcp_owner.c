@@ -45,9 +45,8 @@ static void pcp_thread_exit(void *arg)
 
 /*
  * Register for private expedited membarrier.  If the kernel lacks it (or GFA_PCP_FENCE
- * asks), the owners fence instead: correct, just as slow as a lock.  Called only while
- * no owner can be inside a call: from pthread_once before the first pool exists, and in
- * a fork child (one thread), whose new mm starts unregistered.
+ * asks), the owners fence instead: correct, just as slow as a lock.  Called once, from
+ * pthread_once before the first pool exists; the mode is fixed for the process.
  */
 static void pcp_owner_register(void)
 {
@@ -83,9 +82,13 @@ static void pcp_fork_child(void)
 		t->unused = true;
 	}
 	pthread_mutex_unlock(&pcp_threads_lock);
-	pcp_owner_register();
-	if (pcp_self != &pcp_nobody)
-		pcp_self->fence = pcp_owner_fence;
+	/*
+	 * The child's mm starts unregistered.  The mode stays the parent's (the caches'
+	 * owner words carry it); should registering fail here, pcp_barrier() falls back
+	 * to the global command, which needs none.
+	 */
+	if (!pcp_owner_fence)
+		sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
 }
 
 static void pcp_owner_once(void)
@@ -122,6 +125,12 @@ static void pcp_barrier(void)
 	pcp_full_fence();
 }
 
+/* The owner word naming t as owner: tagged in fence mode, so its fast entry fails. */
+static uintptr_t pcp_owner_tag(struct pcp_thread *t)
+{
+	return (uintptr_t)t | (pcp_owner_fence ? PCP_OWNER_FENCE : 0);
+}
+
 /* This thread's record: reuse one whose thread exited, else a new one (never freed). */
 static struct pcp_thread *pcp_thread_get(void)
 {
@@ -145,7 +154,6 @@ static struct pcp_thread *pcp_thread_get(void)
 		return NULL;
 	/* in is NULL: its last thread left every call before exiting */
 	atomic_store_explicit(&t->in, NULL, memory_order_relaxed);
-	t->fence = pcp_owner_fence;
 	pthread_setspecific(pcp_thread_key, t);
 	pcp_self = t;
 	return t;
@@ -163,7 +171,7 @@ static bool pcp_thread_inside(struct pcp_thread *t, struct gfa_pcp *pcp)
  */
 static void pcp_wait_owner(struct gfa_pcp *pcp)
 {
-	struct pcp_thread *t = atomic_load_explicit(&pcp->owner, memory_order_acquire);
+	struct pcp_thread *t = pcp_owner(pcp);
 
 	if (!t || t == pcp_self)
 		return;
@@ -174,16 +182,17 @@ static void pcp_wait_owner(struct gfa_pcp *pcp)
 static void pcp_remote_take(struct gfa_pcp *pcp)
 {
 	/*
-	 * An owner backed off by a remote holder waits for `remote` to clear; without
-	 * this a taker in a loop (statistics, drains) could take the cache again before
-	 * the owner ever sees it free, and starve the vCPU.
+	 * An owner backed off by a remote holder waits for the remote tag to clear;
+	 * without this a taker in a loop (statistics, drains) could take the cache again
+	 * before the owner ever sees it free, and starve the vCPU.
 	 */
 	while (atomic_load_explicit(&pcp->owner_waiting, memory_order_acquire))
 		sched_yield();
 	for (;;) {
-		int v = 0;
+		uintptr_t v = atomic_load_explicit(&pcp->owner_word, memory_order_relaxed);
 
-		if (atomic_compare_exchange_weak_explicit(&pcp->remote, &v, 1,
+		if (!(v & PCP_OWNER_REMOTE) &&
+		    atomic_compare_exchange_weak_explicit(&pcp->owner_word, &v, v | PCP_OWNER_REMOTE,
 							  memory_order_acquire,
 							  memory_order_relaxed))
 			return;
@@ -200,7 +209,7 @@ void pcp_remote_lock(struct gfa_pcp *pcp)
 
 void pcp_remote_unlock(struct gfa_pcp *pcp)
 {
-	atomic_store_explicit(&pcp->remote, 0, memory_order_release);
+	atomic_fetch_and_explicit(&pcp->owner_word, ~PCP_OWNER_REMOTE, memory_order_release);
 }
 
 void pcp_remote_lock_zone(struct gfa_pool *pool, int zone)
@@ -235,11 +244,12 @@ static int pcp_take_over(struct gfa_pcp *pcp, struct pcp_thread *me)
 
 	pcp_remote_take(pcp);
 	pcp_barrier();
-	t = atomic_load_explicit(&pcp->owner, memory_order_acquire);
+	t = pcp_owner(pcp);
 	if (t && t != me && pcp_thread_inside(t, pcp))
 		err = GFA_ETHREAD;
-	else
-		atomic_store_explicit(&pcp->owner, me, memory_order_relaxed);
+	else    /* still held: the tag stays until the unlock below */
+		atomic_store_explicit(&pcp->owner_word, pcp_owner_tag(me) | PCP_OWNER_REMOTE,
+				      memory_order_relaxed);
 	pcp_remote_unlock(pcp);
 	return err;
 }
@@ -249,8 +259,7 @@ static int pcp_try_enter(struct gfa_pcp *pcp, struct pcp_thread *me)
 {
 	atomic_store_explicit(&me->in, pcp, memory_order_relaxed);
 	pcp_full_fence();
-	if (!atomic_load_explicit(&pcp->remote, memory_order_acquire) &&
-	    atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me)
+	if (atomic_load_explicit(&pcp->owner_word, memory_order_acquire) == pcp_owner_tag(me))
 		return 0;
 	atomic_store_explicit(&me->in, NULL, memory_order_release);
 	return -EAGAIN;
@@ -269,17 +278,16 @@ int pcp_enter_slow(struct gfa_pcp *pcp)
 		goto out;
 	}
 	for (;;) {
-		if (atomic_load_explicit(&pcp->owner, memory_order_relaxed) != me) {
+		if (pcp_owner(pcp) != me) {
 			err = pcp_take_over(pcp, me);
 			if (err)
 				break;
 		}
 		/* ours: wait out a remote holder while new takers wait for us, then enter */
 		atomic_store_explicit(&pcp->owner_waiting, 1, memory_order_release);
-		while (atomic_load_explicit(&pcp->remote, memory_order_acquire))
+		while (atomic_load_explicit(&pcp->owner_word, memory_order_acquire) & PCP_OWNER_REMOTE)
 			sched_yield();
-		err = atomic_load_explicit(&pcp->owner, memory_order_relaxed) == me ?
-		      pcp_try_enter(pcp, me) : -EAGAIN;
+		err = pcp_owner(pcp) == me ? pcp_try_enter(pcp, me) : -EAGAIN;
 		atomic_store_explicit(&pcp->owner_waiting, 0, memory_order_release);
 		if (!err)
 			return 0;
