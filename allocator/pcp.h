@@ -17,8 +17,8 @@
  * since every later entry backs off while the tag is set, that wait ends.  The owner
  * pays two plain stores and one load per call instead of a locked instruction; the rare
  * side pays a membarrier (about 9 us on the 2-CPU test machine).  Without membarrier
- * (old kernels, seccomp) owner words carry PCP_OWNER_FENCE, so every call takes the slow
- * entry, which fences.
+ * (old kernels, seccomp) owner words carry PCP_OWNER_FENCE: the entry's first compare
+ * fails, and the owner fences before the decisive load.
  *
  * Records are per thread, never freed (reused after a thread exits), so a remote reader
  * never touches freed memory, and only their thread writes them: a thread that has lost
@@ -102,8 +102,9 @@ struct pcp_slot {
 struct gfa_pcp {
 	/*
 	 * Read by the owner on every call, written by others only on the slow side: the
-	 * owner's record, tagged PCP_OWNER_FENCE in fence mode (so the fast entry, one
-	 * compare with the caller's record, fails there and the slow one fences), with
+	 * owner's record, tagged PCP_OWNER_FENCE in fence mode (so the membarrier-mode
+	 * entry, one compare with the caller's record, fails there and the owner fences
+	 * before checking again), with
 	 * PCP_OWNER_REMOTE set while a remote holder or a taker holds the cache.
 	 */
 	_Atomic uintptr_t owner_word;
@@ -166,11 +167,20 @@ void pcp_remote_unlock_zone(struct gfa_pool *pool, int zone);
  */
 PCP_HOT bool pcp_enter_fast(struct gfa_pcp *pcp, struct pcp_thread *me)
 {
+	uintptr_t w;
+
 	atomic_store_explicit(&me->in, pcp, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
+	w = atomic_load_explicit(&pcp->owner_word, memory_order_acquire);
 	/* ours, untagged: no remote holder and not fence mode */
-	if (likely(atomic_load_explicit(&pcp->owner_word, memory_order_acquire) == (uintptr_t)me))
+	if (likely(w == (uintptr_t)me))
 		return true;
+	/* fence mode, ours, no remote holder: the full fence, then the same check again */
+	if (w == ((uintptr_t)me | PCP_OWNER_FENCE)) {
+		pcp_full_fence();
+		if (atomic_load_explicit(&pcp->owner_word, memory_order_acquire) == w)
+			return true;
+	}
 	atomic_store_explicit(&me->in, NULL, memory_order_release);
 	return false;
 }
