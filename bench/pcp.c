@@ -232,25 +232,22 @@ static inline __attribute__((always_inline)) int ws_tight_path(struct ws_worker 
 	return 0;
 }
 
+/* One run of either pattern; inlined per path, the pattern chosen once per run. */
+static inline __attribute__((always_inline)) int ws_run_path(struct ws_worker *w,
+							     enum ws_path path)
+{
+	return w->ctl->tight ? ws_tight_path(w, path) : ws_loop_path(w, path);
+}
+
 static int ws_loop(struct ws_worker *w, enum ws_path path)
 {
-	if (w->ctl->tight) {
-		switch (path) {
-		case PATH_PCP:
-			return ws_tight_path(w, PATH_PCP);
-		case PATH_ZONE:
-			return ws_tight_path(w, PATH_ZONE);
-		default:
-			return ws_tight_path(w, PATH_MALLOC);
-		}
-	}
 	switch (path) {
 	case PATH_PCP:
-		return ws_loop_path(w, PATH_PCP);
+		return ws_run_path(w, PATH_PCP);
 	case PATH_ZONE:
-		return ws_loop_path(w, PATH_ZONE);
+		return ws_run_path(w, PATH_ZONE);
 	default:
-		return ws_loop_path(w, PATH_MALLOC);
+		return ws_run_path(w, PATH_MALLOC);
 	}
 }
 
