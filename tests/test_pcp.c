@@ -42,6 +42,23 @@ static uint64_t vm(struct gfa_pool *p, size_t off)
 }
 #define VM(p, field) vm(p, offsetof(struct gfa_vmstat, field))
 
+/*
+ * The allocating half of a random churn step (stress tests): one block of an order
+ * picked by r (mostly 0, some 1-3 and 9, and 4, which goes to the zone), kept in
+ * live/ord at *n.
+ */
+static void churn_alloc(struct gfa_pcp *c, uint64_t r, uint64_t *live, unsigned int *ord, int *n)
+{
+	static const unsigned int orders[] = { 0, 0, 0, 1, 2, 3, 9, 4 };
+	unsigned int o = orders[(r >> 4) & 7];
+	int64_t pfn = gfa_pcp_alloc(c, o, GFA_MT_MOVABLE, 0, 0);
+
+	if (pfn >= 0) {
+		live[*n] = (uint64_t)pfn;
+		ord[(*n)++] = o;
+	}
+}
+
 static enum gfa_frame_state state_of(struct gfa_pool *p, uint64_t pfn)
 {
 	struct gfa_frame_info fi;
@@ -402,7 +419,6 @@ static void *stress_worker(void *arg)
 {
 	struct worker *w = arg;
 	struct gfa_pcp *c = gfa_pcp_create(w->pool, 0);
-	static const unsigned int orders[] = { 0, 0, 0, 1, 2, 3, 9, 4 };
 	uint64_t mine[256];
 	unsigned int mord[256];
 	int n = 0;
@@ -412,13 +428,7 @@ static void *stress_worker(void *arg)
 		uint64_t r = tu_rand(&w->seed);
 
 		if (n < 256 && (r & 1)) {
-			unsigned int o = orders[(r >> 4) & 7];
-			int64_t pfn = gfa_pcp_alloc(c, o, GFA_MT_MOVABLE, 0, 0);
-
-			if (pfn >= 0) {
-				mine[n] = (uint64_t)pfn;
-				mord[n++] = o;
-			}
+			churn_alloc(c, r, mine, mord, &n);
 		} else if (n) {
 			/* half the frees cross threads through the exchange */
 			n--;
@@ -754,7 +764,6 @@ static double fire_now(void)
 
 static void *fire_owner_main(void *arg)
 {
-	static const unsigned int orders[] = { 0, 0, 0, 1, 2, 3, 9, 4 };
 	struct fire_owner *o = arg;
 	struct gfa_pcp *c = gfa_pcp_create(o->p, 0);
 	uint64_t live[256];
@@ -766,13 +775,7 @@ static void *fire_owner_main(void *arg)
 		uint64_t r = tu_rand(&o->seed);
 
 		if (n < 256 && (r & 1)) {
-			unsigned int k = orders[(r >> 4) & 7];
-			int64_t pfn = gfa_pcp_alloc(c, k, GFA_MT_MOVABLE, 0, 0);
-
-			if (pfn >= 0) {
-				live[n] = (uint64_t)pfn;
-				ord[n++] = k;
-			}
+			churn_alloc(c, r, live, ord, &n);
 		} else if (n) {
 			n--;
 			o->failed_frees += gfa_pcp_free(c, live[n], ord[n], 0) != 0;
