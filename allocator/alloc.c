@@ -113,7 +113,7 @@ int frame_claim_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 		     unsigned int order, uint64_t owner, unsigned int new_state)
 {
 	struct gfa_frame *f = &pool->frames[pfn];
-	bool locked = new_state == 0; /* the zone path holds the lock */
+	bool locked = new_state != GFA_FRAME_PCP; /* only a cache's free runs unlocked */
 	unsigned int state = fstate(f);
 
 	if (state != GFA_FRAME_ALLOCATED)
@@ -175,6 +175,8 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
 	pthread_mutex_lock(&z->lock);
 	/* hold the block as ISOLATED while the pieces are written, like a free would */
 	err = frame_claim_free(pool, z, pfn, order, owner, GFA_FRAME_ISOLATED);
+	if (err == GFA_EDOUBLEFREE)
+		err = GFA_ENOTHEAD;     /* a free block has no allocated head to split */
 	if (!err) {
 		f = &pool->frames[pfn];
 		mt = f->mt;

@@ -34,6 +34,9 @@ bool claim_allows(struct gfa_zone *z, uint64_t owner, unsigned int order)
 	return claim_unclaimed_free(z) >= need - (i >= 0 ? z->claims[i].frames : 0);
 }
 
+/* what claim_consume() took for this thread (direct compaction runs in it, too) */
+static __thread uint64_t claim_taken;
+
 void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 {
 	uint64_t take = 1UL << order;
@@ -45,6 +48,22 @@ void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 		take = z->claims[i].frames;
 	z->claims[i].frames -= take;
 	z->claimed -= take;
+	claim_taken += take;
+}
+
+uint64_t claim_thread_taken(void)
+{
+	return claim_taken;
+}
+
+void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames)
+{
+	int i = frames ? claim_find(z, owner) : -1;
+
+	if (i < 0)
+		return;         /* dropped meanwhile: nothing is promised any more */
+	z->claims[i].frames += frames;
+	z->claimed += frames;
 }
 
 /* The zone of a claim call, or the argument error (counted). */

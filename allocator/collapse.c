@@ -3,7 +3,10 @@
  * Collapse (khugepaged's job): move the small blocks behind one 2 MiB range of an
  * owner into a single order-9 block, all or nothing, through the owner's migrate op.
  */
+#include <sched.h>
 #include "allocator/internal.h"
+
+#define COLLAPSE_BACK_TRIES 1000
 
 static int collapse_args(struct gfa_pool *pool, unsigned int zone, const uint64_t *pfns,
 			 const unsigned int *orders, const unsigned int *offs, unsigned int n)
@@ -22,7 +25,8 @@ static int collapse_args(struct gfa_pool *pool, unsigned int zone, const uint64_
 		if (orders[i] >= GFA_PAGEBLOCK_ORDER)
 			return GFA_EORDER;
 		sz = 1U << orders[i];
-		if ((offs[i] & (sz - 1)) || offs[i] + sz > GFA_PAGEBLOCK_FRAMES)
+		/* written so that no sum can wrap: offs[i] is the caller's, any value */
+		if ((offs[i] & (sz - 1)) || offs[i] > GFA_PAGEBLOCK_FRAMES - sz)
 			return GFA_EALIGN;
 		for (unsigned int k = offs[i]; k < offs[i] + sz; k++)
 			if (used[k]++)
@@ -72,6 +76,24 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 }
 
 /*
+ * Undo one move of a failed collapse.  The owner may refuse for a moment (-EAGAIN,
+ * -EBUSY: a vCPU is touching the page); it is asked again, a bounded number of times.
+ */
+static int collapse_move_back(const struct gfa_owner_ops *ops, void *ctx, uint64_t owner,
+			      uint64_t from, uint64_t to, unsigned int order)
+{
+	int err = 0;
+
+	for (int tries = 0; tries < COLLAPSE_BACK_TRIES; tries++) {
+		err = ops->migrate(ctx, owner, from, to, order);
+		if (err != -EAGAIN && err != -EBUSY)
+			break;
+		sched_yield();
+	}
+	return err;
+}
+
+/*
  * Isolate the sources, allocate the order-9 target, move every piece; all or nothing.
  * Returns the target, or an error with everything as it was (isolation errors counted).
  */
@@ -80,6 +102,7 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 			     const uint64_t *pfns, const unsigned int *orders,
 			     const unsigned int *offs, unsigned int n)
 {
+	uint64_t taken = claim_thread_taken();
 	int64_t dst;
 	unsigned int i;
 	int err = collapse_isolate(pool, z, owner, pfns, orders, n);
@@ -89,6 +112,7 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 		return err;
 	}
 	dst = gfa_alloc(pool, z->id, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, owner, 0);
+	taken = claim_thread_taken() - taken;  /* what the target took from owner's claim */
 	if (dst < 0) {
 		pthread_mutex_lock(&z->lock);
 		collapse_putback(pool, pfns, n);
@@ -103,14 +127,20 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 	}
 	if (err) {
 		/* all or nothing: move the pieces back, the sources were kept isolated */
+		bool stuck = false;
+
 		while (i--)
-			ops->migrate(ctx, owner, (uint64_t)dst + offs[i], pfns[i], orders[i]);
+			stuck |= collapse_move_back(ops, ctx, owner, (uint64_t)dst + offs[i],
+						    pfns[i], orders[i]) != 0;
 		pthread_mutex_lock(&z->lock);
 		collapse_putback(pool, pfns, n);
 		z->c.vm.thp_collapse_alloc_failed++;
 		z->c.vm.pgmigrate_fail++;
+		/* a piece the owner would not take back still lives in dst: keep it */
+		if (!stuck && !frame_claim_free(pool, z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner, 0))
+			zone_free_locked(z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER);
+		claim_refund(z, owner, taken);  /* all or nothing: the claim too */
 		pthread_mutex_unlock(&z->lock);
-		gfa_free(pool, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner);
 		return err;
 	}
 	pthread_mutex_lock(&z->lock);

@@ -263,7 +263,8 @@ static void fast_isolate_freepages(struct compact_control *cc)
 	unsigned int limit, nr_scanned = 0;
 	bool scan_start;
 
-	if (cc->order <= 0 || cc->linear || cc->free_pfn <= cc->migrate_pfn)
+	/* full: targets no source fits (orders) pile up until the round ends */
+	if (cc->order <= 0 || cc->linear || cc->free_pfn <= cc->migrate_pfn || cc_free_full(cc))
 		return;
 	distance = cc->free_pfn - cc->migrate_pfn;
 	low_pfn = pb_start(cc->free_pfn - distance / 4);

@@ -234,8 +234,9 @@ uint64_t frame_find_head(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn
 void pool_count_err(struct gfa_pool *pool, int err);
 /*
  * Validate a free request and, when it is valid, move the head from ALLOCATED to
- * new_state atomically.  0 or the error (not counted).  Without the zone lock only
- * the fast case is decided; tails need it (frame_find_head).
+ * new_state atomically.  0 or the error (not counted).  The caller holds the zone
+ * lock unless new_state is GFA_FRAME_PCP (a cache's free); then only the fast case is
+ * decided without it, and a tail takes it (frame_find_head).
  */
 int frame_claim_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 		     unsigned int order, uint64_t owner, unsigned int new_state);
@@ -263,6 +264,13 @@ static inline bool release_test(const struct gfa_zone *z, uint64_t pfn)
 bool claim_allows(struct gfa_zone *z, uint64_t owner, unsigned int order);
 /* Charge 2^order frames just given to owner against its claim, if it has one. */
 void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order);
+/*
+ * Frames this thread's allocations took from claims so far: read before and after an
+ * allocation it may have to undo (a failed collapse), the difference is its charge.
+ */
+uint64_t claim_thread_taken(void);
+/* Give back frames charged to owner's claim, if the claim is still there (zone lock). */
+void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames);
 /* Frames a pcp refill may take without touching claims (zone lock held). */
 uint64_t claim_unclaimed_free(struct gfa_zone *z);
 

@@ -459,3 +459,28 @@ Test(buddy, split_allocated_block)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/*
+ * Splitting a tail frame (inside an allocated block) or a free block: a clean
+ * GFA_ENOTHEAD, nothing changed.  The tail case once re-took the zone lock split
+ * already held (a deadlock the timeout catches).
+ */
+Test(buddy, split_of_a_tail_or_free_block_is_enothead, .timeout = 20)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	int64_t a = gfa_alloc(p, 0, 2, GFA_MT_MOVABLE, 1, 0);
+	int64_t b = gfa_alloc(p, 0, 1, GFA_MT_MOVABLE, 1, 0);
+	struct gfa_vmstat vs0, vs1;
+
+	cr_assert(a >= 0 && b >= 0);
+	cr_assert_eq(gfa_free(p, (uint64_t)b, 1, 1), 0);
+	gfa_pool_vmstat(p, &vs0);
+	cr_assert_eq(gfa_block_split(p, (uint64_t)a + 2, 1, 1, 0), GFA_ENOTHEAD);
+	cr_assert_eq(gfa_block_split(p, (uint64_t)b, 1, 1, 0), GFA_ENOTHEAD);
+	gfa_pool_vmstat(p, &vs1);
+	cr_assert_eq(vs1.err_not_head, vs0.err_not_head + 2);
+	cr_assert_eq(tu_free_frames(p), 4096 - 4);
+	cr_assert_eq(gfa_free(p, (uint64_t)a, 2, 1), 0);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

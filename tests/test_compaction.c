@@ -324,6 +324,144 @@ Test(compaction, collapse_moves_a_range_into_one_block, .timeout = 120)
 	free(o->pfn); free(o->rev); free(o->order); free(o);
 }
 
+/* A failed collapse changes nothing: not the pages, not the owner's claim. */
+Test(compaction, failed_collapse_leaves_the_claim_alone, .timeout = 60)
+{
+	struct gfa_pool *p = tu_pool(8 * GFA_PAGEBLOCK_FRAMES);
+	struct canary_owner *o = co_create(p, 5, 4, false);
+	uint64_t pfns[4];
+	unsigned int orders[4] = { 0, 0, 0, 0 }, offs[4] = { 0, 1, 2, 3 };
+
+	for (uint64_t i = 0; i < 4; i++) {
+		cr_assert_eq(co_alloc(o, NULL, 0, i, 0), 0);
+		pfns[i] = o->pfn[i];
+	}
+	cr_assert_eq(gfa_zone_claim(p, 0, 5, 2048), 0);
+	o->refuse = -EAGAIN;
+	cr_assert_eq(gfa_collapse(p, 0, 5, pfns, orders, offs, 4), -EAGAIN);
+	cr_assert_eq(gfa_zone_claimed(p, 0), 2048, "claim is %lu after a failed collapse",
+		     (unsigned long)gfa_zone_claimed(p, 0));
+	o->refuse = 0;
+	cr_assert_geq(gfa_collapse(p, 0, 5, pfns, orders, offs, 4), 0);
+	cr_assert_eq(gfa_zone_claimed(p, 0), 2048 - 512, "a collapse is charged its block");
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+	free(o->pfn); free(o->rev); free(o->order); free(o);
+}
+
+/* An owner that refuses to take pieces back for a while still gets them all back. */
+struct co_moody {
+	struct canary_owner *o;
+	int forward_ok, back_refusals;
+};
+
+static int moody_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
+{
+	struct co_moody *m = ctx;
+
+	if (m->forward_ok > 0) {
+		m->forward_ok--;
+		return co_migrate(m->o, owner, s, d, o);
+	}
+	if (m->forward_ok == 0) {       /* refuse the next forward move: rollback starts */
+		m->forward_ok = -1;
+		return -EAGAIN;
+	}
+	if (m->back_refusals > 0) {
+		m->back_refusals--;
+		return -EBUSY;
+	}
+	return co_migrate(m->o, owner, s, d, o);
+}
+
+Test(compaction, collapse_rollback_retries_a_busy_owner, .timeout = 60)
+{
+	struct gfa_pool *p = tu_pool(8 * GFA_PAGEBLOCK_FRAMES);
+	void *mem = co_back_pool(p);
+	struct canary_owner *o = co_create(p, 6, 8, true);
+	struct co_moody m = { o, 5, 20 };
+	struct gfa_owner_ops ops = { .migrate = moody_migrate };
+	uint64_t pfns[8], free0;
+	unsigned int orders[8], offs[8];
+
+	gfa_owner_register(p, 6, NULL, NULL);
+	cr_assert_eq(gfa_owner_register(p, 6, &ops, &m), 0);
+	for (unsigned int i = 0; i < 8; i++) {
+		cr_assert_eq(co_alloc(o, NULL, 0, i, 0), 0);
+		pfns[i] = o->pfn[i];
+		orders[i] = 0;
+		offs[i] = i;
+	}
+	free0 = tu_free_frames(p);
+	cr_assert_eq(gfa_collapse(p, 0, 6, pfns, orders, offs, 8), -EAGAIN);
+	for (unsigned int i = 0; i < 8; i++) {
+		cr_assert_eq(o->pfn[i], pfns[i], "page %u not back in its old block", i);
+		cr_assert_eq(co_verify_page(o, i), 0);
+	}
+	cr_assert_eq(tu_free_frames(p), free0, "the new block must be freed");
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+	free(mem);
+	free(o->pfn); free(o->rev); free(o->order); free(o);
+}
+
+/* Offsets are checked without sums that wrap. */
+Test(compaction, collapse_rejects_an_offset_that_wraps)
+{
+	struct gfa_pool *p = tu_pool(4 * GFA_PAGEBLOCK_FRAMES);
+	struct canary_owner *o = co_create(p, 3, 1, false);
+	unsigned int order = 0, off = UINT32_MAX;
+	uint64_t pfn, align0;
+
+	cr_assert_eq(co_alloc(o, NULL, 0, 0, 0), 0);
+	pfn = o->pfn[0];
+	align0 = VMS(p, err_align);
+	cr_assert_eq(gfa_collapse(p, 0, 3, &pfn, &order, &off, 1), GFA_EALIGN);
+	cr_assert_eq(VMS(p, err_align), align0 + 1);
+	cr_assert_eq(o->pfn[0], pfn);
+	cr_assert_eq(o->moves, 0);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+	free(o->pfn); free(o->rev); free(o->order); free(o);
+}
+
+/*
+ * Sources no isolated target fits (order-1 sources, only order-0 free frames): every
+ * target request isolates one more small free block; the target array must stay
+ * bounded (it once overflowed into the rest of compact_control).
+ */
+static int moves_nothing(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
+{
+	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	return 0;
+}
+
+Test(compaction, isolated_targets_stay_bounded, .timeout = 120)
+{
+	struct gfa_pool *p = tu_pool(32 * GFA_PAGEBLOCK_FRAMES);
+	const struct gfa_owner_ops ops = { .migrate = moves_nothing };
+	uint64_t *pinned = malloc(16 * GFA_PAGEBLOCK_FRAMES * sizeof(*pinned));
+	unsigned int n = 0;
+	int64_t pfn;
+
+	cr_assert_eq(gfa_owner_register(p, 1, &ops, NULL), 0);
+	/* order-1 blocks alternate: owner 1 (movable sources), owner 2 (unregistered) */
+	for (uint64_t i = 0; (pfn = gfa_alloc(p, 0, 1, GFA_MT_MOVABLE, (i & 1) ? 2 : 1,
+					       GFA_ALLOC_NOCOMPACT)) >= 0; i++)
+		if (i & 1)
+			pinned[n++] = (uint64_t)pfn;
+	/* owner 2 keeps the upper frame of each block: free frames are single, unmergeable */
+	for (unsigned int i = 0; i < n; i++) {
+		cr_assert_eq(gfa_block_split(p, pinned[i], 1, 2, 0), 0);
+		cr_assert_eq(gfa_free(p, pinned[i], 0, 2), 0);
+	}
+	cr_assert_geq(gfa_compact_zone(p, 0, 9, GFA_COMPACT_SYNC), 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(tu_free_frames(p), n);
+	free(pinned);
+	gfa_pool_destroy(p);
+}
+
 /* ---- concurrency: compaction while vCPU threads churn through their caches ---- */
 
 static int churn_done;

@@ -556,10 +556,16 @@ int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int
  * new block is allocated (with direct compaction if needed) and owned by owner; the
  * old blocks are freed.  All or nothing: pieces stay moved only if
  * the collapse as a whole succeeds: if the owner refuses a piece, the pieces already
- * moved go back to their old blocks through the same op and the new block is freed.
- * Returns the new block's pfn, or GFA_EFAULT, GFA_EALIGN (offsets overlap or are
- * misaligned), GFA_EOWNER (a block is not the owner's), -ENOENT (owner not registered),
- * GFA_ENOMEM, or the owner's refusal (-EBUSY/-EAGAIN).
+ * moved go back to their old blocks through the same op (asked again while it answers
+ * -EAGAIN/-EBUSY, a bounded number of times), the new block is freed and the claim it
+ * was charged to (gfa_zone_claim) gets its frames back.  An owner that will not take a
+ * piece back keeps the new block as well: nothing is freed under its mapping.
+ * Returns the new block's pfn, or GFA_EFAULT, GFA_ERANGE (zone, or a block outside
+ * it), GFA_EALIGN (n, or offsets that overlap, are misaligned or out of the block),
+ * GFA_EORDER (a piece of order >= 9), GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER (a
+ * block is not the owner's MOVABLE block of that order), GFA_EBUSY (being moved),
+ * -ENOENT (owner not registered), GFA_ENOMEM, or the owner's refusal (-EBUSY/-EAGAIN).
+ * Any thread.
  */
 int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
 		     const uint64_t *pfns, const unsigned int *orders, const unsigned int *offs,
