@@ -158,9 +158,8 @@ int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
 		     const uint64_t *pfns, const unsigned int *orders, const unsigned int *offs,
 		     unsigned int n)
 {
-	const struct gfa_owner_ops *ops;
+	struct owner_ref ref;
 	struct gfa_zone *z;
-	void *ctx = NULL;
 	int64_t dst;
 	int err = collapse_args(pool, zone, pfns, orders, offs, n);
 
@@ -168,13 +167,14 @@ int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
 		pool_count_err(pool, err);
 		return err;
 	}
-	ops = owner_lookup(pool, owner, &ctx);
-	if (!ops)
+	/* held across the whole collapse: unregistering waits for it */
+	if (!owner_get(pool, owner, &ref))
 		return -ENOENT;
 	z = &pool->zones[zone];
 	/* the sources are isolated: cache frees of this zone must compare-and-swap */
 	pcp_isolate_begin(z);
-	dst = collapse_move(pool, z, ops, ctx, owner, pfns, orders, offs, n);
+	dst = collapse_move(pool, z, ref.ops, ref.ctx, owner, pfns, orders, offs, n);
 	pcp_isolate_end(z);
+	owner_put(pool, &ref);
 	return dst;
 }

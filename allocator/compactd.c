@@ -61,30 +61,8 @@ static void *compactd_main(void *arg)
 	return NULL;
 }
 
-int gfa_compactd_start(struct gfa_pool *pool)
+static void compactd_stop_locked(struct gfa_pool *pool)
 {
-	if (!pool)
-		return GFA_EFAULT;
-	if (pool->zones[0].compactd_running)
-		return -EALREADY;
-	__atomic_store_n(&pool->compactd_stop, false, __ATOMIC_RELEASE);
-	for (unsigned int i = 0; i < pool->nr_zones; i++) {
-		struct gfa_zone *z = &pool->zones[i];
-		int err = pthread_create(&z->compactd, NULL, compactd_main, z);
-
-		if (err) {
-			gfa_compactd_stop(pool);
-			return -err;
-		}
-		z->compactd_running = true;
-	}
-	return 0;
-}
-
-int gfa_compactd_stop(struct gfa_pool *pool)
-{
-	if (!pool)
-		return GFA_EFAULT;
 	__atomic_store_n(&pool->compactd_stop, true, __ATOMIC_RELEASE);
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {
 		struct gfa_zone *z = &pool->zones[i];
@@ -97,6 +75,40 @@ int gfa_compactd_stop(struct gfa_pool *pool)
 		pthread_join(z->compactd, NULL);
 		z->compactd_running = false;
 	}
+}
+
+int gfa_compactd_start(struct gfa_pool *pool)
+{
+	int err = 0;
+
+	if (!pool)
+		return GFA_EFAULT;
+	/* two starts at once would both see no worker and start one each */
+	pthread_mutex_lock(&pool->compactd_lock);
+	if (pool->zones[0].compactd_running)
+		err = -EALREADY;
+	else
+		__atomic_store_n(&pool->compactd_stop, false, __ATOMIC_RELEASE);
+	for (unsigned int i = 0; !err && i < pool->nr_zones; i++) {
+		struct gfa_zone *z = &pool->zones[i];
+
+		err = -pthread_create(&z->compactd, NULL, compactd_main, z);
+		if (err)
+			compactd_stop_locked(pool);
+		else
+			z->compactd_running = true;
+	}
+	pthread_mutex_unlock(&pool->compactd_lock);
+	return err;
+}
+
+int gfa_compactd_stop(struct gfa_pool *pool)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	pthread_mutex_lock(&pool->compactd_lock);
+	compactd_stop_locked(pool);
+	pthread_mutex_unlock(&pool->compactd_lock);
 	return 0;
 }
 

@@ -83,9 +83,9 @@ static bool pb_test_and_set_skip(struct gfa_zone *z, uint64_t pfn)
 int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config *cfg)
 {
 	if (!pool || !cfg)
-		return GFA_EFAULT;
+		return pool_err(pool, GFA_EFAULT);
 	if (cfg->proactiveness > 100)
-		return GFA_EALIGN;
+		return pool_err(pool, GFA_EALIGN);
 	pthread_mutex_lock(&pool->zones[0].lock);
 	pool->compact = *cfg;
 	pthread_mutex_unlock(&pool->zones[0].lock);
@@ -703,20 +703,23 @@ static void migrate_pages(struct compact_control *cc)
 
 	for (i = 0; i < cc->nr_migrate; i++) {
 		struct iso_block *b = &cc->migrate[i];
-		const struct gfa_owner_ops *ops;
-		void *ctx = NULL;
-		int64_t dst;
+		struct owner_ref ref;
+		int64_t dst = -1;
 		int err;
 
 		if (cc->capc && cc->capc->pfn >= 0)
 			break;  /* captured: stop at once */
-		ops = owner_lookup(z->pool, b->owner, &ctx);
-		dst = ops ? compaction_alloc(cc, b->order) : -1;
+		if (owner_get(z->pool, b->owner, &ref)) {
+			dst = compaction_alloc(cc, b->order);
+			if (dst < 0)
+				owner_put(z->pool, &ref);
+		}
 		if (dst < 0) {
-			putback_block(cc, b);   /* no target left: try again next round */
+			putback_block(cc, b);   /* no owner, or no target left: next round */
 			continue;
 		}
-		err = ops->migrate(ctx, b->owner, b->pfn, (uint64_t)dst, b->order);
+		err = ref.ops->migrate(ref.ctx, b->owner, b->pfn, (uint64_t)dst, b->order);
+		owner_put(z->pool, &ref);
 		pthread_mutex_lock(&z->lock);
 		if (err) {
 			cc_add_free(cc, (uint64_t)dst, b->order);
@@ -1011,7 +1014,7 @@ int gfa_zone_fragmentation_score(struct gfa_pool *pool, unsigned int zone)
 	if (!pool)
 		return GFA_EFAULT;
 	if (gfa_zone_stat(pool, zone, &st))
-		return GFA_ERANGE;
+		return GFA_ERANGE;      /* counted by gfa_zone_stat() */
 	if (!st.nr_free)
 		return 0;
 	for (int o = GFA_PAGEBLOCK_ORDER; o <= GFA_MAX_ORDER; o++)

@@ -158,6 +158,15 @@ struct gfa_owner_slot {
 	uint64_t owner;
 	const struct gfa_owner_ops *ops;   /* NULL: empty; &owner_tombstone: deleted */
 	void *ctx;
+	unsigned int users;     /* __atomic: references taken by owner_get() */
+};
+
+/* A reference to an owner's ops: they may be called until owner_put(). */
+struct owner_ref {
+	struct gfa_owner_slot *slot;
+	const struct gfa_owner_ops *ops;
+	void *ctx;
+	struct owner_ref *prev; /* this thread's references, innermost first */
 };
 
 /* Caches of a pool are linked so other threads can drain them. */
@@ -180,8 +189,11 @@ struct gfa_pool {
 	pthread_rwlock_t owner_lock;
 	struct gfa_owner_slot *owners;
 	unsigned int nr_owners;
+	pthread_mutex_t owner_wait_lock;        /* unregister waits for owner_put() */
+	pthread_cond_t owner_wait;
 	struct gfa_compact_config compact;
 	bool compactd_stop;             /* __atomic accessed */
+	pthread_mutex_t compactd_lock;  /* serializes gfa_compactd_start/stop */
 };
 
 /* Error counter slots in pool->err (match the err_* vmstat order). */
@@ -232,6 +244,12 @@ struct gfa_zone *pool_pfn_zone(struct gfa_pool *pool, uint64_t pfn);
 /* Find the head of the block containing pfn (zone lock held); GFA_NIL if none. */
 uint64_t frame_find_head(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn);
 void pool_count_err(struct gfa_pool *pool, int err);
+/* Count err (an argument error of a public call) and return it: `return pool_err(p, e);` */
+static inline int pool_err(const struct gfa_pool *pool, int err)
+{
+	pool_count_err((struct gfa_pool *)pool, err);    /* the counters are atomics */
+	return err;
+}
 /*
  * Validate a free request and, when it is valid, move the head from ALLOCATED to
  * new_state atomically.  0 or the error (not counted).  The caller holds the zone
@@ -288,6 +306,13 @@ int compact_run(struct gfa_zone *z, int order, unsigned int mt, enum gfa_compact
 void compact_zone_background(struct gfa_zone *z, int order);
 /* Owner lookup for the scanners; NULL when not registered. */
 const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, void **ctx);
+/*
+ * Take a reference to a registered owner's ops (false: not registered).  Unregistering
+ * the owner waits until every reference is put, so the ops and ctx stay valid between.
+ * References nest and are put in the reverse order (r lives on the caller's stack).
+ */
+bool owner_get(struct gfa_pool *pool, uint64_t owner, struct owner_ref *r);
+void owner_put(struct gfa_pool *pool, struct owner_ref *r);
 int owner_registry_init(struct gfa_pool *pool);
 void owner_registry_destroy(struct gfa_pool *pool);
 

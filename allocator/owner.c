@@ -2,6 +2,8 @@
 /*
  * Owners of movable blocks and their migrate ops: a small open-addressing table
  * (owner cookie -> ops, context), read by the compaction scanners under a rwlock.
+ * Calls into an owner's ops hold a reference (owner_get/owner_put), and unregistering
+ * waits for the references, so an owner may free its context once it is unregistered.
  */
 #include <stdlib.h>
 #include "allocator/internal.h"
@@ -14,6 +16,8 @@ int owner_registry_init(struct gfa_pool *pool)
 	if (!pool->owners)
 		return -ENOMEM;
 	pthread_rwlock_init(&pool->owner_lock, NULL);
+	pthread_mutex_init(&pool->owner_wait_lock, NULL);
+	pthread_cond_init(&pool->owner_wait, NULL);
 	return 0;
 }
 
@@ -22,6 +26,8 @@ void owner_registry_destroy(struct gfa_pool *pool)
 	if (!pool->owners)
 		return;
 	pthread_rwlock_destroy(&pool->owner_lock);
+	pthread_mutex_destroy(&pool->owner_wait_lock);
+	pthread_cond_destroy(&pool->owner_wait);
 	free(pool->owners);
 }
 
@@ -42,7 +48,8 @@ static struct gfa_owner_slot *owner_slot(struct gfa_pool *pool, uint64_t owner, 
 		if (!s->ops)
 			return insert ? (tomb ? tomb : s) : NULL;
 		if (s->ops == &owner_tombstone) {
-			if (!tomb)
+			/* a slot still referenced is not free yet (its unregister waits) */
+			if (!tomb && !__atomic_load_n(&s->users, __ATOMIC_ACQUIRE))
 				tomb = s;
 			continue;
 		}
@@ -50,6 +57,43 @@ static struct gfa_owner_slot *owner_slot(struct gfa_pool *pool, uint64_t owner, 
 			return s;
 	}
 	return insert ? tomb : NULL;
+}
+
+/* this thread's references (owner_get), innermost first */
+static __thread struct owner_ref *owner_refs;
+
+static unsigned int owner_refs_held(const struct gfa_owner_slot *s)
+{
+	unsigned int n = 0;
+
+	for (const struct owner_ref *r = owner_refs; r; r = r->prev)
+		n += r->slot == s;
+	return n;
+}
+
+/*
+ * Unregistering: wait until the calls into the owner's ops that started have returned
+ * (but not for this thread's own: an op may unregister its owner), then turn the
+ * tombstone and those before it back into empty slots where the probe path ends
+ * there, so lookups do not walk ever longer chains.  Owner lock not held.
+ */
+static void owner_unregister_wait(struct gfa_pool *pool, struct gfa_owner_slot *s)
+{
+	unsigned int mine = owner_refs_held(s);
+	unsigned int h = (unsigned int)(s - pool->owners);
+
+	pthread_mutex_lock(&pool->owner_wait_lock);
+	while (__atomic_load_n(&s->users, __ATOMIC_ACQUIRE) > mine)
+		pthread_cond_wait(&pool->owner_wait, &pool->owner_wait_lock);
+	pthread_mutex_unlock(&pool->owner_wait_lock);
+	pthread_rwlock_wrlock(&pool->owner_lock);
+	while (!pool->owners[(h + 1) & (GFA_OWNER_SLOTS - 1)].ops &&
+	       pool->owners[h].ops == &owner_tombstone &&
+	       !__atomic_load_n(&pool->owners[h].users, __ATOMIC_ACQUIRE)) {
+		pool->owners[h].ops = NULL;
+		h = (h - 1) & (GFA_OWNER_SLOTS - 1);
+	}
+	pthread_rwlock_unlock(&pool->owner_lock);
 }
 
 int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_owner_ops *ops,
@@ -71,7 +115,9 @@ int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_o
 		if (!s) {
 			ret = -ENOSPC;
 		} else {
-			*s = (struct gfa_owner_slot){ owner, ops, ctx };
+			s->owner = owner;
+			s->ops = ops;
+			s->ctx = ctx;
 			pool->nr_owners++;
 		}
 	} else if (!s) {
@@ -81,7 +127,34 @@ int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_o
 		pool->nr_owners--;
 	}
 	pthread_rwlock_unlock(&pool->owner_lock);
+	if (!ret && !ops)
+		owner_unregister_wait(pool, s);
 	return ret;
+}
+
+bool owner_get(struct gfa_pool *pool, uint64_t owner, struct owner_ref *r)
+{
+	struct gfa_owner_slot *s;
+
+	pthread_rwlock_rdlock(&pool->owner_lock);
+	s = pool->nr_owners ? owner_slot(pool, owner, false) : NULL;
+	if (s) {
+		__atomic_add_fetch(&s->users, 1, __ATOMIC_ACQ_REL);
+		*r = (struct owner_ref){ s, s->ops, s->ctx, owner_refs };
+		owner_refs = r;
+	}
+	pthread_rwlock_unlock(&pool->owner_lock);
+	return s != NULL;
+}
+
+void owner_put(struct gfa_pool *pool, struct owner_ref *r)
+{
+	owner_refs = r->prev;
+	__atomic_sub_fetch(&r->slot->users, 1, __ATOMIC_ACQ_REL);
+	/* every put: a waiter may wait for its own references only (not for zero) */
+	pthread_mutex_lock(&pool->owner_wait_lock);
+	pthread_cond_broadcast(&pool->owner_wait);
+	pthread_mutex_unlock(&pool->owner_wait_lock);
 }
 
 const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, void **ctx)

@@ -121,6 +121,7 @@ struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
 	if (!pool->frames)
 		goto nomem;
 	pthread_mutex_init(&pool->pcp_lock, NULL);
+	pthread_mutex_init(&pool->compactd_lock, NULL);
 	if (owner_registry_init(pool))
 		goto nomem;
 	for (unsigned int i = 0; i < cfg->nr_zones; i++)
@@ -166,7 +167,7 @@ int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone, uint64_t *star
 	if (!pool)
 		return GFA_EFAULT;
 	if (zone >= pool->nr_zones)
-		return GFA_ERANGE;
+		return pool_err(pool, GFA_ERANGE);
 	if (start_pfn)
 		*start_pfn = pool->zones[zone].start_pfn;
 	if (nr_frames)
@@ -306,7 +307,7 @@ int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, i
 	if (!pool)
 		return GFA_EFAULT;
 	if (zone >= pool->nr_zones)
-		return GFA_ERANGE;
+		return pool_err(pool, GFA_ERANGE);
 	pool->zones[zone].base = base;
 	pool->zones[zone].memfd = memfd;
 	return 0;
@@ -329,10 +330,10 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	struct gfa_zone *z;
 
 	if (!pool || !fd || !offset)
-		return GFA_EFAULT;
+		return pool_err(pool, GFA_EFAULT);
 	z = pool_pfn_zone((struct gfa_pool *)pool, pfn);
 	if (!z)
-		return GFA_ERANGE;
+		return pool_err(pool, GFA_ERANGE);
 	if (z->memfd < 0)
 		return -ENODEV;
 	*fd = z->memfd;

@@ -80,11 +80,11 @@ int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
 				const struct gfa_release_policy *p)
 {
 	if (!pool || !p)
-		return GFA_EFAULT;
+		return pool_err(pool, GFA_EFAULT);
 	if (zone >= pool->nr_zones)
-		return GFA_ERANGE;
+		return pool_err(pool, GFA_ERANGE);
 	if (p->low > p->high || !p->min_empty_frac)
-		return GFA_EALIGN;
+		return pool_err(pool, GFA_EALIGN);
 	pthread_mutex_lock(&pool->zones[zone].lock);
 	pool->zones[zone].rp = *p;
 	pthread_mutex_unlock(&pool->zones[zone].lock);
@@ -95,9 +95,9 @@ int gfa_zone_get_release_policy(struct gfa_pool *pool, unsigned int zone,
 				struct gfa_release_policy *p)
 {
 	if (!pool || !p)
-		return GFA_EFAULT;
+		return pool_err(pool, GFA_EFAULT);
 	if (zone >= pool->nr_zones)
-		return GFA_ERANGE;
+		return pool_err(pool, GFA_ERANGE);
 	pthread_mutex_lock(&pool->zones[zone].lock);
 	*p = pool->zones[zone].rp;
 	pthread_mutex_unlock(&pool->zones[zone].lock);
@@ -203,9 +203,9 @@ static int host_step_begin(struct gfa_pool *pool, unsigned int zone, const struc
 			   unsigned int max_ranges, struct gfa_zone **zp)
 {
 	if (!pool || (!out && max_ranges))
-		return GFA_EFAULT;
+		return pool_err(pool, GFA_EFAULT);
 	if (zone >= pool->nr_zones)
-		return GFA_ERANGE;
+		return pool_err(pool, GFA_ERANGE);
 	*zp = &pool->zones[zone];
 	pthread_mutex_lock(&(*zp)->lock);
 	return 0;
@@ -289,7 +289,7 @@ int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_wa
 		return err;
 	if (!want) {
 		pthread_mutex_unlock(&z->lock);
-		return GFA_EFAULT;
+		return pool_err(pool, GFA_EFAULT);
 	}
 	for (uint64_t pb = 0; pb < z->nr_pageblocks && got < max_frames && ro.n < ro.max; pb++) {
 		unsigned int n;
@@ -342,10 +342,11 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool rele
 	int err = 0;
 
 	if (!pool)
-		return GFA_EFAULT;
+		return pool_err(pool, GFA_EFAULT);
 	z = pool_pfn_zone(pool, pfn);
-	if (!z || !nr || end > z->start_pfn + z->nr_frames)
-		return GFA_ERANGE;
+	/* nr against what is left of the zone: pfn + nr may wrap */
+	if (!z || !nr || nr > z->start_pfn + z->nr_frames - pfn)
+		return pool_err(pool, GFA_ERANGE);
 	pthread_mutex_lock(&z->lock);
 	if (!range_inflight(z, pfn, end)) {
 		err = GFA_EBUSY;

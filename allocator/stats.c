@@ -75,9 +75,9 @@ int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat 
 	struct gfa_zone *z;
 
 	if (!pool || !vs)
-		return GFA_EFAULT;
+		return pool_err(pool, GFA_EFAULT);
 	if (zone >= pool->nr_zones)
-		return GFA_ERANGE;
+		return pool_err(pool, GFA_ERANGE);
 	z = &pool->zones[zone];
 	pthread_mutex_lock(&z->lock);
 	*vs = z->c.vm;
@@ -90,7 +90,7 @@ int gfa_zone_node(const struct gfa_pool *pool, unsigned int zone)
 {
 	if (!pool)
 		return GFA_EFAULT;
-	return zone < pool->nr_zones ? pool->zones[zone].node : GFA_ERANGE;
+	return zone < pool->nr_zones ? pool->zones[zone].node : pool_err(pool, GFA_ERANGE);
 }
 
 int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)

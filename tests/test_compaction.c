@@ -462,6 +462,68 @@ Test(compaction, isolated_targets_stay_bounded, .timeout = 120)
 	gfa_pool_destroy(p);
 }
 
+/*
+ * Unregistering an owner waits for the migrate call compaction is making: the owner
+ * frees its context right after (co_destroy does), which must not run under the call.
+ */
+static int slow_in_op, slow_unregistered, slow_saw_unregistered;
+
+static int slow_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
+{
+	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	if (__atomic_exchange_n(&slow_in_op, 1, __ATOMIC_ACQ_REL))
+		return -EAGAIN;
+	for (int i = 0; i < 50 && !__atomic_load_n(&slow_unregistered, __ATOMIC_ACQUIRE); i++)
+		usleep(10000);
+	slow_saw_unregistered = __atomic_load_n(&slow_unregistered, __ATOMIC_ACQUIRE);
+	return -EAGAIN;
+}
+
+static void *compact_all(void *arg)
+{
+	gfa_compact_zone(arg, 0, -1, GFA_COMPACT_SYNC);
+	return NULL;
+}
+
+Test(compaction, unregister_waits_for_a_running_migrate, .timeout = 60)
+{
+	struct gfa_pool *p = tu_pool(4 * GFA_PAGEBLOCK_FRAMES);
+	const struct gfa_owner_ops ops = { .migrate = slow_migrate };
+	pthread_t t;
+
+	cr_assert_eq(gfa_owner_register(p, 1, &ops, NULL), 0);
+	for (uint64_t i = 0; i < 4 * GFA_PAGEBLOCK_FRAMES; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), 0);
+	for (uint64_t pfn = 0; pfn < 4 * GFA_PAGEBLOCK_FRAMES; pfn++)
+		if ((pfn & (GFA_PAGEBLOCK_FRAMES - 1)) < GFA_PAGEBLOCK_FRAMES / 2)
+			cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
+	pthread_create(&t, NULL, compact_all, p);
+	while (!__atomic_load_n(&slow_in_op, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	cr_assert_eq(gfa_owner_register(p, 1, NULL, NULL), 0);
+	__atomic_store_n(&slow_unregistered, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	cr_assert_eq(slow_saw_unregistered, 0, "unregister returned while the op ran");
+	/* the slot is reusable: register, unregister again */
+	cr_assert_eq(gfa_owner_register(p, 1, &ops, NULL), 0);
+	cr_assert_eq(gfa_owner_register(p, 1, NULL, NULL), 0);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+/* Many register/unregister cycles: the registry never fills up with deleted owners. */
+Test(compaction, owner_registry_survives_churn)
+{
+	struct gfa_pool *p = tu_pool(4096);
+
+	for (uint64_t i = 0; i < 200000; i++) {
+		cr_assert_eq(gfa_owner_register(p, i, &co_ops, NULL), 0, "owner %lu", i);
+		cr_assert_eq(gfa_owner_register(p, i, NULL, NULL), 0);
+	}
+	cr_assert_eq(gfa_owner_register(p, 7, NULL, NULL), -ENOENT);
+	gfa_pool_destroy(p);
+}
+
 /* ---- concurrency: compaction while vCPU threads churn through their caches ---- */
 
 static int churn_done;

@@ -141,11 +141,22 @@ Test(depop, bad_completions_change_nothing)
 	struct gfa_release_policy bad = { .low = 5, .high = 4, .min_empty_frac = 4 };
 	int n = gfa_zone_release_isolate(p, 0, r, 4, UINT64_MAX);
 
+	struct gfa_vmstat vs0, vs1;
+
 	cr_assert_eq(n, 1);
+	gfa_pool_vmstat(p, &vs0);
 	cr_assert_eq(gfa_zone_release_done(p, 1UL << 30, 1, true), GFA_ERANGE);
 	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn, r[0].nr + 1, true), GFA_ERANGE);
+	/* pfn + nr wraps: once "in flight" by an empty range, and accepted */
+	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn + 1, UINT64_MAX, true), GFA_ERANGE);
+	cr_assert_eq(gfa_zone_populate_done(p, r[0].pfn + 1, UINT64_MAX - 2), GFA_ERANGE);
+	cr_assert_eq(gfa_zone_release_isolate(p, 7, r, 4, 100), GFA_ERANGE);
 	cr_assert_eq(gfa_zone_release_done(NULL, 0, 1, true), GFA_EFAULT);
 	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &bad), GFA_EALIGN);
+	cr_assert_eq(gfa_zone_vmstat(p, 7, &vs1), GFA_ERANGE);
+	gfa_pool_vmstat(p, &vs1);
+	cr_assert_eq(vs1.err_range, vs0.err_range + 6, "argument errors are counted");
+	cr_assert_eq(vs1.err_align, vs0.err_align + 1);
 	done_all(p, r, n, true);
 	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn, r[0].nr, true), GFA_EBUSY, "twice");
 	ASSERT_POOL_OK(p);

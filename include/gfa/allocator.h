@@ -498,8 +498,13 @@ struct gfa_owner_ops {
 
 /*
  * Register (ops non-NULL) or unregister (ops NULL) an owner's ops and context.
+ * Unregistering waits until every call into the owner's ops that compaction or a
+ * collapse has started returns, so the owner may free ctx as soon as it returns; an
+ * op may unregister its own owner (the call does not wait for itself), but must not
+ * wait for another thread that is unregistering it.  Ops must not block on a lock
+ * their owner holds while it allocates with compaction (use trylock, answer -EAGAIN).
  * Returns 0, GFA_EFAULT, -EEXIST (already registered), -ENOENT (unregistering an
- * unknown owner), -ENOSPC (registry full: 65536 owners).  Any thread.
+ * unknown owner), -ENOSPC (registry full: 32768 owners).  Any thread.
  */
 int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_owner_ops *ops,
 		       void *ctx);
