@@ -394,3 +394,104 @@ Test(balloon, host_return_drains_idle_vcpu_caches, .timeout = 60)
 	gfa_backing_destroy(h.b);
 	gfa_pool_destroy(h.pool);
 }
+
+/*
+ * Inflation unmaps the guest's window before it frees the frames: another owner that
+ * gets a freed frame at once must never see its data through the ballooning guest.
+ */
+struct alias_watch {
+	struct bhost *h;
+	char *win;
+	uint64_t pfn_gpa[512][2];       /* the range being ballooned: pfn -> gpa */
+	unsigned int n;
+	atomic_int stop;
+	uint64_t taken, aliased;
+	int64_t held[4096];
+	unsigned int nheld;
+};
+
+static void *alias_main(void *arg)
+{
+	struct alias_watch *a = arg;
+	const uint64_t marker = 0x5a5a1234cafef00dULL;
+
+	while (!atomic_load(&a->stop) && a->nheld < 4096) {
+		int64_t pfn = gfa_backing_alloc(a->h->b, NULL, 0, 0, GFA_MT_MOVABLE, 77,
+						GFA_BACKING_ZERO);
+
+		if (pfn < 0)
+			continue;
+		a->held[a->nheld++] = pfn;
+		*(volatile uint64_t *)gfa_pfn_to_addr(a->h->pool, (uint64_t)pfn) = marker;
+		a->taken++;
+		for (unsigned int i = 0; i < a->n; i++)
+			if (a->pfn_gpa[i][0] == (uint64_t)pfn &&
+			    *(volatile uint64_t *)(a->win + a->pfn_gpa[i][1]) == marker)
+				a->aliased++;
+	}
+	return NULL;
+}
+
+Test(balloon, inflate_never_leaves_the_guest_mapping_a_freed_frame, .timeout = 60)
+{
+	struct bhost h = bhost_new(32 * MiB, NULL, 0);
+	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
+	struct gfa_guest *g = gfa_guest_create(h.pool, h.b, &cfg);
+	struct alias_watch *a = calloc(1, sizeof(*a));
+	int64_t filler[64];
+	unsigned int nf = 0;
+	uint64_t aliased = 0, taken = 0;
+
+	cr_assert_not_null(g);
+	/* take every free frame: what inflation frees is all the other owner can get */
+	for (int o = GFA_MAX_ORDER; o >= 0; o--) {
+		int64_t p;
+
+		while ((p = gfa_alloc(h.pool, 0, (unsigned int)o, GFA_MT_MOVABLE, 99, 0)) >= 0) {
+			cr_assert_lt(nf, 64);
+			filler[nf++] = p;
+		}
+	}
+	a->h = &h;
+	a->win = gfa_guest_hva(g);
+	for (int round = 0; round < 6; round++) {
+		/* [x + 4 KiB, x + 2 MiB): cuts an order-9 block, freed as 511 frames */
+		struct gfa_gpa_range r = { (uint64_t)round * 2 * MiB + 4096, 2 * MiB - 4096 };
+		pthread_t th;
+
+		a->n = 0;
+		for (uint64_t gpa = r.gpa; gpa < r.gpa + r.len; gpa += 4096) {
+			uint64_t pfn;
+
+			cr_assert_eq(gfa_guest_gpa_to_pfn(g, gpa, &pfn), 0);
+			a->pfn_gpa[a->n][0] = pfn;
+			a->pfn_gpa[a->n++][1] = gpa;
+		}
+		atomic_store(&a->stop, 0);
+		a->taken = a->aliased = 0;
+		pthread_create(&th, NULL, alias_main, a);
+		usleep(1000);
+		cr_assert_eq(gfa_balloon_inflate(g, &r, 1), 511);
+		usleep(1000);
+		atomic_store(&a->stop, 1);
+		pthread_join(th, NULL);
+		aliased += a->aliased;
+		taken += a->taken;
+	}
+	cr_log_info("frames the other owner got: %lu, seen through the guest: %lu",
+		    (unsigned long)taken, (unsigned long)aliased);
+	cr_assert_gt(taken, 0, "the other owner never got a freed frame: the test proves nothing");
+	cr_assert_eq(aliased, 0, "%lu frames of another owner were mapped in the guest window",
+		     (unsigned long)aliased);
+	for (unsigned int i = 0; i < a->nheld; i++)
+		cr_assert_eq(gfa_free(h.pool, (uint64_t)a->held[i], 0, 77), 0);
+	for (unsigned int i = 0; i < nf; i++) {
+		struct gfa_frame_info fi;
+
+		gfa_frame_lookup(h.pool, (uint64_t)filler[i], &fi);
+		cr_assert_eq(gfa_free(h.pool, (uint64_t)filler[i], fi.order, 99), 0);
+	}
+	free(a);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}

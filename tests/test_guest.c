@@ -1,4 +1,5 @@
 /* Guests on memfd-backed pools: huge backing, isolation, moves, collapse, host THP. */
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -123,6 +124,100 @@ Test(guest, backing_refuses_ranges_that_wrap)
 		gfa_backing_mark_clean(h.b, wrap[i], order[i]);
 		cr_assert_not(gfa_backing_block_dirty(h.b, wrap[i], order[i]));
 	}
+	gfa_backing_mark_dirty(h.b, 100, 0);
+	/* (2^64 - 64) + 128 wraps to 64: once cleared bits far outside the bitmap */
+	gfa_backing_mark_clean_range(h.b, 0 - 64ULL, 128);
+	cr_assert_eq(gfa_backing_nr_dirty(h.b), 1, "a refused range changes nothing");
+	host_done(&h);
+}
+
+/* A free the allocator refuses leaves the block's dirty state as it was. */
+Test(guest, refused_backing_free_changes_nothing)
+{
+	struct host h = host_new(16 * MiB, false);
+	int64_t pfn = gfa_backing_alloc(h.b, NULL, 0, 2, GFA_MT_MOVABLE, 5, GFA_BACKING_ZERO);
+
+	cr_assert_geq(pfn, 0);
+	cr_assert_eq(gfa_backing_nr_dirty(h.b), 0);
+	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)pfn, 2, 6), GFA_EOWNER);
+	cr_assert_eq(gfa_backing_nr_dirty(h.b), 0);
+	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)pfn, 2, 5), 0);
+	cr_assert_eq(gfa_backing_nr_dirty(h.b), 4);
+	host_done(&h);
+}
+
+/* A create that fails on an id in use must leave the guest that has it registered. */
+static int refuse_move(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
+{
+	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	return -EBUSY;
+}
+
+Test(guest, failed_create_keeps_the_guest_with_that_id)
+{
+	struct host h = host_new(32 * MiB, false);
+	struct gfa_guest_config cfg = { .mem_bytes = 4 * MiB, .id = 4242 };
+	static const struct gfa_owner_ops ops = { .migrate = refuse_move };
+	struct gfa_guest *g1 = gfa_guest_create(h.pool, h.b, &cfg);
+
+	cr_assert_not_null(g1);
+	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg), "the id is taken");
+	cr_assert_eq(gfa_owner_register(h.pool, 4242, &ops, NULL), -EEXIST,
+		     "the failed create unregistered the running guest");
+	gfa_guest_destroy(g1);
+	host_done(&h);
+}
+
+/*
+ * Two guests collapsing at once: each holds its own lock while its order-9 allocation
+ * compacts, and that compaction moves the other guest's frames.  Waiting for the other
+ * guest's lock there closed a cycle (ABBA); a busy guest now answers -EAGAIN.
+ */
+struct collapse_arg {
+	struct gfa_guest *g;
+	int ret;
+};
+
+static void *collapse_main(void *arg)
+{
+	struct collapse_arg *c = arg;
+
+	c->ret = gfa_guest_collapse(c->g, 1);
+	return NULL;
+}
+
+Test(guest, concurrent_collapses_of_two_guests_do_not_deadlock, .timeout = 60)
+{
+	const uint64_t F = 5, nr = 64 * MiB / GFA_FRAME_SIZE, half = nr / 2;
+	struct host h = host_new(64 * MiB, true);
+	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB, .small_only = true };
+	struct collapse_arg cx, cy;
+	pthread_t tx, ty;
+
+	/* every frame taken one by one: no free block above order 0 anywhere */
+	for (uint64_t i = 0; i < nr; i++)
+		cr_assert_eq(gfa_alloc(h.pool, 0, 0, GFA_MT_MOVABLE, F, 0), (int64_t)i);
+	/* low half: X on even frames, Y on odd frames, interleaved in every pageblock */
+	for (uint64_t p = 0; p < half; p += 2)
+		cr_assert_eq(gfa_free(h.pool, p, 0, F), 0);
+	cx.g = gfa_guest_create(h.pool, h.b, &cfg);
+	cr_assert_not_null(cx.g);
+	for (uint64_t p = 1; p < half; p += 2)
+		cr_assert_eq(gfa_free(h.pool, p, 0, F), 0);
+	cy.g = gfa_guest_create(h.pool, h.b, &cfg);
+	cr_assert_not_null(cy.g);
+	/* high half: order-0 holes between frames nobody can move */
+	for (uint64_t p = half + 1; p < nr; p += 2)
+		cr_assert_eq(gfa_free(h.pool, p, 0, F), 0);
+	/* a deadlock shows as the test's timeout */
+	pthread_create(&tx, NULL, collapse_main, &cx);
+	pthread_create(&ty, NULL, collapse_main, &cy);
+	pthread_join(tx, NULL);
+	pthread_join(ty, NULL);
+	gfa_guest_destroy(cx.g);
+	gfa_guest_destroy(cy.g);
+	for (uint64_t p = half; p < nr; p += 2)
+		cr_assert_eq(gfa_free(h.pool, p, 0, F), 0);
 	host_done(&h);
 }
 

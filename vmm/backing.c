@@ -305,7 +305,7 @@ int64_t gfa_smaps_rss_bytes(const void *addr, size_t len)
 
 void gfa_backing_mark_clean_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr)
 {
-	if (!b || pfn + nr > b->nr_pfns)
+	if (!b || pfn >= b->nr_pfns || nr > b->nr_pfns - pfn)   /* pfn + nr may wrap */
 		return;
 	atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, nr, false));
 }
@@ -349,13 +349,24 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
 int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 		     unsigned int order, uint64_t owner)
 {
+	uint64_t newly = 0;
 	int err;
 
 	if (!b)
 		return GFA_EFAULT;
+	/*
+	 * Dirty before the free: once freed, another thread may allocate the block and
+	 * prepare it, and must see it dirty (zero it) or it reads the old owner's data.
+	 */
+	if (backing_range_ok(b, pfn, order)) {
+		newly = dirty_update(b, pfn, 1UL << order, true);
+		atomic_fetch_add(&b->nr_dirty, newly);
+	}
 	err = pcp ? gfa_pcp_free(pcp, pfn, order, owner) : gfa_free(b->pool, pfn, order, owner);
-	if (!err)
-		gfa_backing_mark_dirty(b, pfn, order);
+	/* a refused free changes nothing: clear what this call set (all of it, or keep
+	 * all - a block partly dirty before is only zeroed once more, never leaked) */
+	if (err && newly == 1UL << order)
+		atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, newly, false));
 	return err;
 }
 

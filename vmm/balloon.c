@@ -85,12 +85,27 @@ static void split_around(struct gfa_guest *g, uint64_t head, uint64_t lo, uint64
 		g->order[k] = 0;
 }
 
+/* The guest window over [lo, hi) reads zero and maps no frame any more. */
+static void unmap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
+{
+	if (hi > lo)
+		mmap(g->win + (lo << GFA_FRAME_SHIFT), (hi - lo) << GFA_FRAME_SHIFT,
+		     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+		     -1, 0);
+}
+
 static uint64_t inflate_range(struct gfa_guest *g, const struct gfa_gpa_range *r)
 {
 	uint64_t lo = r->gpa >> GFA_FRAME_SHIFT, hi = (r->gpa + r->len) >> GFA_FRAME_SHIFT, taken = 0;
 
 	split_around(g, block_head(g, lo), lo, hi);
 	split_around(g, block_head(g, hi - 1), lo, hi);
+	/*
+	 * The guest reads zero there from now on; it owns no frame behind it.  Unmapped
+	 * before the frames are freed: a frame freed first could be another owner's
+	 * while this guest's window still maps it.
+	 */
+	unmap_window(g, lo, hi);
 	for (uint64_t gfn = lo; gfn < hi;) {
 		uint64_t size = 1UL << g->order[gfn];
 
@@ -98,9 +113,6 @@ static uint64_t inflate_range(struct gfa_guest *g, const struct gfa_gpa_range *r
 		taken += size;
 		gfn += size;
 	}
-	/* the guest reads zero there from now on; it owns no frame behind it */
-	mmap(g->win + r->gpa, r->len, PROT_READ | PROT_WRITE,
-	     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 	return taken;
 }
 
@@ -153,12 +165,10 @@ static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 		while ((err = guest_take(g, NULL, gfn, order, order ? GFA_ALLOC_NOCOMPACT : 0)) && order)
 			order--;
 		if (err) {
+			unmap_window(g, lo, gfn);       /* before the frees, as in inflate */
 			for (uint64_t k = lo; k < gfn; k++)
 				if (g->order[k] != NOT_HEAD && g->pfn[k] != NO_PFN)
 					guest_release_block(g, k);
-			mmap(g->win + (lo << GFA_FRAME_SHIFT), (gfn - lo) << GFA_FRAME_SHIFT,
-			     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-			     -1, 0);
 			return err;
 		}
 		gfn += 1UL << order;

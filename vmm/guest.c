@@ -98,22 +98,22 @@ static int guest_fill_range(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t g
 	return 0;
 }
 
-/* Give a block back; retries while compaction moves it (it may land elsewhere). */
+/*
+ * Give a block back; retries while compaction is moving it.  The gfns say "no frame"
+ * before the lock is dropped for a retry, so guest_migrate() refuses the move (the
+ * copy would be mapped again and leaked) and compaction puts the block back.
+ */
 void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 {
-	for (;;) {
-		unsigned int order = g->order[gfn];
-		uint64_t pfn = g->pfn[gfn];
-		int err = gfa_free(g->pool, pfn, order, g->id);
+	unsigned int order = g->order[gfn];
+	uint64_t pfn = g->pfn[gfn];
 
-		if (err != GFA_EBUSY) {
-			if (!err)
-				gfa_backing_mark_dirty(g->b, pfn, order);
-			for (uint64_t i = 0; i < (1UL << order); i++)
-				g->pfn[gfn + i] = NO_PFN;
-			return;
-		}
-		pthread_mutex_unlock(&g->lock);  /* let the mover finish */
+	for (uint64_t i = 0; i < (1UL << order); i++)
+		g->pfn[gfn + i] = NO_PFN;
+	/* dirty before the free: the next owner must zero what this guest wrote */
+	gfa_backing_mark_dirty(g->b, pfn, order);
+	while (gfa_free(g->pool, pfn, order, g->id) == GFA_EBUSY) {
+		pthread_mutex_unlock(&g->lock);  /* let the mover finish (it will refuse) */
 		sched_yield();
 		pthread_mutex_lock(&g->lock);
 	}
@@ -130,7 +130,13 @@ static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, 
 	if (gfa_frame_lookup(g->pool, src, &fi) || fi.owner != owner)
 		return -EAGAIN;
 	gfn = fi.index;
-	pthread_mutex_lock(&g->lock);
+	/*
+	 * trylock, as the kernel's trylock_page(): the thread compacting may be another
+	 * guest's, holding its own lock while its allocation compacts - waiting here
+	 * could close a cycle of guests.  Recursive: our own collapse gets in.
+	 */
+	if (pthread_mutex_trylock(&g->lock))
+		return -EAGAIN;
 	if (gfn >= g->nr_frames || g->pfn[gfn] != src || g->order[gfn] != order) {
 		pthread_mutex_unlock(&g->lock);
 		return -EAGAIN;  /* not indexed yet, or already gone */
@@ -242,8 +248,10 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 		memset(g->order, NOT_HEAD, g->nr_frames);
 		err = guest_reserve(g);
 	}
-	if (!err)
+	if (!err) {
 		err = gfa_owner_register(pool, g->id, &guest_owner_ops, g);
+		g->registered = !err;   /* -EEXIST: the id is another guest's, leave it */
+	}
 	pthread_mutex_lock(&g->lock);
 	for (uint64_t gfn = 0; !err && gfn < g->nr_frames; gfn += RANGE_FRAMES)
 		err = guest_fill_range(g, cfg->pcp, gfn, cfg->small_only);
@@ -265,7 +273,9 @@ void gfa_guest_destroy(struct gfa_guest *g)
 		if (g->order && g->order[gfn] != NOT_HEAD && g->pfn[gfn] != NO_PFN)
 			guest_release_block(g, gfn);
 	pthread_mutex_unlock(&g->lock);
-	gfa_owner_register(g->pool, g->id, NULL, NULL);
+	/* waits for compaction calls into guest_migrate(), which use g */
+	if (g->registered)
+		gfa_owner_register(g->pool, g->id, NULL, NULL);
 	if (g->reserve)
 		munmap(g->reserve, g->reserve_len);
 	pthread_mutex_destroy(&g->lock);

@@ -25,6 +25,7 @@ struct gfa_guest {
 	struct gfa_guest_vcpu_ops ops;
 	void *ops_ctx;
 	struct gfa_guest_stat st;
+	bool registered;        /* our owner ops are in the pool: destroy removes them */
 };
 
 /* All with g->lock held. */
