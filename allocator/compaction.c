@@ -959,7 +959,8 @@ int gfa_compact_zone(struct gfa_pool *pool, unsigned int zone, int order,
 	cc->order = order;
 	cc->mt = GFA_MT_MOVABLE;
 	cc->mode = mode;
-	cc->whole_zone = order < 0;
+	/* full compaction ignores skip hints, as the kernel's compact_node() */
+	cc->ignore_skip = cc->whole_zone = order < 0;
 	pcp_isolate_begin(cc->zone);
 	err = compact_zone(cc);
 	pcp_isolate_end(cc->zone);
@@ -999,7 +1000,8 @@ void compact_zone_background(struct gfa_zone *z, int order)
 	cc->order = order;
 	cc->mt = GFA_MT_MOVABLE;
 	cc->mode = GFA_COMPACT_SYNC_LIGHT;
-	cc->proactive = order < 0;
+	/* proactive passes cover the whole zone, skip hints off (proactive_compact_node) */
+	cc->proactive = cc->ignore_skip = cc->whole_zone = order < 0;
 	pcp_isolate_begin(z);
 	compact_zone(cc);
 	pcp_isolate_end(z);

@@ -137,6 +137,22 @@ Test(compaction, refused_moves_leave_everything_in_place, .timeout = 120)
 	frag_done(&f);
 }
 
+/* Full compaction (order -1) ignores the skip hints an earlier failed pass left. */
+Test(compaction, full_compaction_ignores_skip_hints, .timeout = 120)
+{
+	struct frag f = fragment(false, true);
+
+	f.o->refuse = -EAGAIN;
+	cr_assert_eq(gfa_compact_zone(f.pool, 0, 9, GFA_COMPACT_ASYNC), GFA_COMPACT_COMPLETE);
+	cr_assert_eq(f.o->moves, 0);
+	f.o->refuse = 0;
+	cr_assert_eq(gfa_compact_zone(f.pool, 0, -1, GFA_COMPACT_ASYNC), GFA_COMPACT_COMPLETE);
+	cr_assert_geq(gfa_alloc(f.pool, 0, 9, GFA_MT_MOVABLE, 99, GFA_ALLOC_NOCOMPACT), 0,
+		      "full compaction formed no order-9 block (%lu moves)",
+		      (unsigned long)f.o->moves);
+	frag_done(&f);
+}
+
 #define CP_PIN_OWNER 8ULL  /* no migrate op registered: its frames never move */
 
 /*

@@ -813,3 +813,25 @@ Test(domain_libvirt, concurrent_imports)
 			     w[i].failures);
 	}
 }
+
+/* A spec built by the caller with counts beyond its arrays is refused, not read past. */
+Test(domain_xml, caller_built_spec_with_counts_too_large)
+{
+	struct gfa_domain_spec *s = calloc(1, sizeof(*s));
+	char buf[256];
+	uint64_t bytes = 0;
+
+	cr_assert_not_null(s);
+	s->memory_bytes = 1 << 30;
+	s->nr_cells = GFA_DOMAIN_MAX_CELLS + 1;
+	cr_assert_eq(gfa_domain_format(s, buf, sizeof(buf)), -EINVAL);
+	cr_assert_eq(gfa_domain_cell_page_size(s, 0, &bytes), -EINVAL);
+	s->nr_cells = 0;
+	s->hugepages = true;
+	s->nr_pages = GFA_DOMAIN_MAX_PAGES + 1;
+	cr_assert_eq(gfa_domain_format(s, buf, sizeof(buf)), -EINVAL);
+	cr_assert_eq(gfa_domain_cell_page_size(s, 0, &bytes), -EINVAL);
+	s->nr_pages = 0;
+	cr_assert_gt(gfa_domain_format(s, buf, sizeof(buf)), 0);
+	free(s);
+}

@@ -595,8 +595,12 @@ static int place_zones(struct run *r)
 		return gfa_backing_populate(r->b);
 	}
 	r->np = gfa_numa_attach(r->pool, r->topo);
-	if (!r->np || gfa_numa_bind_pool(r->np) || gfa_numa_populate_pool(r->np)) {
-		fprintf(stderr, "gfactl vmstart: binding zones to nodes: %s\n", strerror(errno));
+	err = r->np ? gfa_numa_bind_pool(r->np) : -errno;
+	if (!err)
+		err = gfa_numa_populate_pool(r->np);
+	if (err) {
+		/* the numa calls return a negative errno; attach sets errno */
+		fprintf(stderr, "gfactl vmstart: binding zones to nodes: %s\n", strerror(-err));
 		return -1;
 	}
 	err = gfa_numa_verify_pool(r->np, pl);

@@ -1108,6 +1108,12 @@ static void put_pages(struct out_buf *o, const struct gfa_domain_spec *s)
 	}
 }
 
+/* A caller-built spec: its counts must fit its arrays (parsed specs always do). */
+static bool spec_counts_ok(const struct gfa_domain_spec *s)
+{
+	return s->nr_cells <= GFA_DOMAIN_MAX_CELLS && s->nr_pages <= GFA_DOMAIN_MAX_PAGES;
+}
+
 int gfa_domain_format(const struct gfa_domain_spec *s, char *buf, size_t len)
 {
 	static const char *const sources[] = { "default", "anonymous", "file", "memfd" };
@@ -1115,7 +1121,7 @@ int gfa_domain_format(const struct gfa_domain_spec *s, char *buf, size_t len)
 	struct out_buf o = { .buf = buf, .len = len };
 	char size[32];
 
-	if (!s || !buf || !len)
+	if (!s || !buf || !len || !spec_counts_ok(s))
 		return -EINVAL;
 	buf[0] = '\0';
 	format_size(s->memory_bytes, size, sizeof(size));
@@ -1146,7 +1152,7 @@ int gfa_domain_cell_page_size(const struct gfa_domain_spec *s, unsigned int cell
 	unsigned int i, ncells;
 	uint64_t fallback = 0;
 
-	if (!s || !bytes)
+	if (!s || !bytes || !spec_counts_ok(s))
 		return -EINVAL;
 	ncells = s->nr_cells ? s->nr_cells : 1;
 	if (cell >= ncells)

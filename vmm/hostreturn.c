@@ -321,6 +321,10 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 		errno = EFAULT;
 		return NULL;
 	}
+	if (gfa_backing_host_return(b)) {
+		errno = EBUSY;  /* one per backing: a second would release the same frames */
+		return NULL;
+	}
 	hr = calloc(1, sizeof(*hr));
 	if (!hr)
 		return NULL;
@@ -415,7 +419,8 @@ int gfa_host_return_stop(struct gfa_host_return *hr)
 		pthread_join(hr->thread, NULL);
 	for (unsigned int z = 0; z < hr->nr_zones; z++)
 		gfa_release_destroy(hr->engine[z]);   /* finishes what is queued */
-	gfa_backing_set_host_return(hr->b, NULL);
+	if (gfa_backing_host_return(hr->b) == hr)       /* not set if start failed */
+		gfa_backing_set_host_return(hr->b, NULL);
 	pthread_mutex_destroy(&hr->lock);
 	pthread_cond_destroy(&hr->cond);
 	free(hr);

@@ -535,10 +535,12 @@ struct gfa_compact_config {
 int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config *cfg);
 
 /*
- * Compact zone `zone` for a block of `order` (-1: the whole zone, "full compaction").
+ * Compact zone `zone` for a block of `order` (-1: the whole zone, "full compaction",
+ * which ignores the pageblock skip hints as the kernel's compact_node() does).
  * Runs in the calling thread.  Returns a gfa_compact_result, or GFA_EFAULT,
  * GFA_ERANGE, GFA_EORDER.  Any thread; several may compact one zone at once (pageblock
- * skip bits give each source pageblock a single owner).
+ * skip bits give each source pageblock a single owner; full compactions share blocks,
+ * each frame is still isolated by one of them only).
  */
 int gfa_compact_zone(struct gfa_pool *pool, unsigned int zone, int order,
 		     enum gfa_compact_mode mode);

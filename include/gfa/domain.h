@@ -175,7 +175,7 @@ int gfa_domain_parse_size(const char *value, const char *unit, uint64_t *bytes);
  * without nodeset, else the host's default hugepage size (reported as 0).
  * A domain without NUMA cells has one implicit cell 0.
  * Return: 0 and *bytes set; -ENODATA not hugepage-backed (*bytes untouched);
- * -ENOENT no such cell; -EINVAL NULL argument.
+ * -ENOENT no such cell; -EINVAL NULL argument, or nr_cells/nr_pages beyond the arrays.
  */
 int gfa_domain_cell_page_size(const struct gfa_domain_spec *spec,
 			      unsigned int cell, uint64_t *bytes);
@@ -186,7 +186,8 @@ int gfa_domain_cell_page_size(const struct gfa_domain_spec *spec,
  * 2-3, 2 GiB], hugepages 1 GiB (cells 0-1), source memfd, access shared".
  * Sizes are shown in the largest binary unit that divides them exactly.
  * Return: length written (without the NUL); -ENOSPC if @len was too small
- * (buf then holds a truncated NUL-terminated line); -EINVAL NULL or len 0.
+ * (buf then holds a truncated NUL-terminated line); -EINVAL NULL, len 0, or
+ * nr_cells/nr_pages beyond the arrays.
  */
 int gfa_domain_format(const struct gfa_domain_spec *spec, char *buf, size_t len);
 

@@ -134,7 +134,7 @@ struct gfa_host_return_config {
  * otherwise runs the allocator's depopulation policy (gfa_zone_set_release_policy: LOW/HIGH
  * reserve, quarter-empty pageblocks, highest first, released blocks reused last).
  * Frames released are zero when next touched and count as clean.  Returns NULL with
- * errno: EFAULT, or the engine's error (ring setup failures fall back to synchronous
+ * errno: EFAULT, EBUSY (the backing has a host return already), or the engine's error (ring setup failures fall back to synchronous
  * release inside the engine, with a warning).  Thread rules: start/stop once per
  * backing; kick and quiesce from any thread.
  */
