@@ -34,8 +34,9 @@ bool claim_allows(struct gfa_zone *z, uint64_t owner, unsigned int order)
 	return claim_unclaimed_free(z) >= need - (i >= 0 ? z->claims[i].frames : 0);
 }
 
-/* what claim_consume() took for this thread (direct compaction runs in it, too) */
-static __thread uint64_t claim_taken;
+/* what claim_consume() took from claim_watched's claim in this thread (direct
+ * compaction runs in it too, and migrate ops that allocate for other owners) */
+static __thread uint64_t claim_taken, claim_watched = UINT64_MAX;
 
 void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 {
@@ -48,12 +49,27 @@ void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 		take = z->claims[i].frames;
 	z->claims[i].frames -= take;
 	z->claimed -= take;
-	claim_taken += take;
+	if (owner == claim_watched)
+		claim_taken += take;
 }
 
-uint64_t claim_thread_taken(void)
+uint64_t claim_watch(uint64_t owner, uint64_t *saved_taken)
 {
-	return claim_taken;
+	uint64_t saved = claim_watched;
+
+	*saved_taken = claim_taken;
+	claim_watched = owner;
+	claim_taken = 0;
+	return saved;
+}
+
+uint64_t claim_unwatch(uint64_t saved_owner, uint64_t saved_taken)
+{
+	uint64_t taken = claim_taken;
+
+	claim_watched = saved_owner;
+	claim_taken = saved_taken;
+	return taken;
 }
 
 void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames)

@@ -102,7 +102,7 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 			     const uint64_t *pfns, const unsigned int *orders,
 			     const unsigned int *offs, unsigned int n)
 {
-	uint64_t taken = claim_thread_taken();
+	uint64_t taken, watched;
 	int64_t dst;
 	unsigned int i;
 	int err = collapse_isolate(pool, z, owner, pfns, orders, n);
@@ -111,8 +111,10 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 		pool_count_err(pool, err);
 		return err;
 	}
+	/* what the target takes from owner's claim (not migrate ops' own allocations) */
+	watched = claim_watch(owner, &taken);
 	dst = gfa_alloc(pool, z->id, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, owner, 0);
-	taken = claim_thread_taken() - taken;  /* what the target took from owner's claim */
+	taken = claim_unwatch(watched, taken);
 	if (dst < 0) {
 		pthread_mutex_lock(&z->lock);
 		collapse_putback(pool, pfns, n);
@@ -120,6 +122,13 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 		pthread_mutex_unlock(&z->lock);
 		return dst;
 	}
+	/*
+	 * The owner's index of the new block, as if split from it (gfa_block_split: piece
+	 * k has index + k), so a move back finds its page from a frame inside dst.
+	 */
+	__atomic_store_n(&pool->frames[dst].spare,
+			 __atomic_load_n(&pool->frames[pfns[0]].spare, __ATOMIC_RELAXED) - offs[0],
+			 __ATOMIC_RELAXED);
 	for (i = 0; i < n; i++) {
 		err = ops->migrate(ctx, owner, pfns[i], (uint64_t)dst + offs[i], orders[i]);
 		if (err)
@@ -136,10 +145,12 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 		collapse_putback(pool, pfns, n);
 		z->c.vm.thp_collapse_alloc_failed++;
 		z->c.vm.pgmigrate_fail++;
-		/* a piece the owner would not take back still lives in dst: keep it */
-		if (!stuck && !frame_claim_free(pool, z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner, 0))
+		/* a piece the owner would not take back still lives in dst: keep it (and
+		 * its charge); else all or nothing, the claim too */
+		if (!stuck && !frame_claim_free(pool, z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner, 0)) {
 			zone_free_locked(z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER);
-		claim_refund(z, owner, taken);  /* all or nothing: the claim too */
+			claim_refund(z, owner, taken);
+		}
 		pthread_mutex_unlock(&z->lock);
 		return err;
 	}

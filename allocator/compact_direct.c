@@ -13,14 +13,15 @@
 static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			      enum gfa_compact_mode mode)
 {
-	struct capture_control capc = { z, (int)order, mt, -1 };
+	struct capture_control capc = { z, (int)order, mt, -1 }, *outer = gfa_capc;
 	bool capture = !z->pool->compact.linear_only;
 	unsigned int how = COMPACT_DIRECT | (mode == GFA_COMPACT_SYNC ? COMPACT_IGNORE_SKIP : 0);
 
 	if (capture)
 		gfa_capc = &capc;
 	compact_run(z, (int)order, mt, mode, how, capture ? &capc : NULL);
-	gfa_capc = NULL;
+	/* a migrate op may allocate and compact in this thread: the outer request's again */
+	gfa_capc = outer;
 	return capc.pfn;
 }
 

@@ -283,10 +283,11 @@ bool claim_allows(struct gfa_zone *z, uint64_t owner, unsigned int order);
 /* Charge 2^order frames just given to owner against its claim, if it has one. */
 void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order);
 /*
- * Frames this thread's allocations took from claims so far: read before and after an
- * allocation it may have to undo (a failed collapse), the difference is its charge.
+ * Count what this thread's allocations take from owner's claim, to undo one (a failed
+ * collapse): watch, allocate, unwatch gives the charge.  Nests (saved/restored).
  */
-uint64_t claim_thread_taken(void);
+uint64_t claim_watch(uint64_t owner, uint64_t *saved_taken);
+uint64_t claim_unwatch(uint64_t saved_owner, uint64_t saved_taken);
 /* Give back frames charged to owner's claim, if the claim is still there (zone lock). */
 void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames);
 /* Frames a pcp refill may take without touching claims (zone lock held). */

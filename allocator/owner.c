@@ -10,6 +10,9 @@
 
 static const struct gfa_owner_ops owner_tombstone;
 
+/* added to a slot's users while its unregister waits: the slot is not reused meanwhile */
+#define OWNER_DYING (1U << 30)
+
 int owner_registry_init(struct gfa_pool *pool)
 {
 	pool->owners = calloc(GFA_OWNER_SLOTS, sizeof(*pool->owners));
@@ -83,10 +86,11 @@ static void owner_unregister_wait(struct gfa_pool *pool, struct gfa_owner_slot *
 	unsigned int h = (unsigned int)(s - pool->owners);
 
 	pthread_mutex_lock(&pool->owner_wait_lock);
-	while (__atomic_load_n(&s->users, __ATOMIC_ACQUIRE) > mine)
+	while (__atomic_load_n(&s->users, __ATOMIC_ACQUIRE) > OWNER_DYING + mine)
 		pthread_cond_wait(&pool->owner_wait, &pool->owner_wait_lock);
 	pthread_mutex_unlock(&pool->owner_wait_lock);
 	pthread_rwlock_wrlock(&pool->owner_lock);
+	__atomic_sub_fetch(&s->users, OWNER_DYING, __ATOMIC_ACQ_REL);
 	while (!pool->owners[(h + 1) & (GFA_OWNER_SLOTS - 1)].ops &&
 	       pool->owners[h].ops == &owner_tombstone &&
 	       !__atomic_load_n(&pool->owners[h].users, __ATOMIC_ACQUIRE)) {
@@ -124,6 +128,7 @@ int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_o
 		ret = -ENOENT;
 	} else {
 		s->ops = &owner_tombstone;
+		__atomic_add_fetch(&s->users, OWNER_DYING, __ATOMIC_ACQ_REL);
 		pool->nr_owners--;
 	}
 	pthread_rwlock_unlock(&pool->owner_lock);

@@ -343,7 +343,8 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		unsigned long v = optarg ? strtoul(optarg, &end, 10) : 0;
 
-		if (optarg && (*end || !*optarg))
+		/* digits only: strtoul takes "-1" (as ULONG_MAX), spaces and '+' */
+		if (optarg && (*end || *optarg < '0' || *optarg > '9'))
 			return usage();
 		if (opt == 'm' && v >= 4 && v % 2 == 0 && v <= 65536)
 			m.mem = v * MIB;

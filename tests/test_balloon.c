@@ -495,3 +495,110 @@ Test(balloon, inflate_never_leaves_the_guest_mapping_a_freed_frame, .timeout = 6
 	gfa_guest_destroy(g);
 	bhost_done(&h);
 }
+
+/*
+ * Inflation waits for a block compaction holds isolated; meanwhile compaction must not
+ * map another block of the range into the window again (it did while inflation
+ * dropped the guest lock to wait), or the guest keeps a freed frame mapped.
+ */
+struct move_gate {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int inside, open;
+};
+
+static struct move_gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+static int gate_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
+{
+	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	pthread_mutex_lock(&gate.m);
+	gate.inside = 1;
+	pthread_cond_broadcast(&gate.c);
+	while (!gate.open)
+		pthread_cond_wait(&gate.c, &gate.m);
+	pthread_mutex_unlock(&gate.m);
+	return -EAGAIN;         /* stays where it is */
+}
+
+static void *full_compact_main(void *arg)
+{
+	gfa_compact_zone(arg, 0, -1, GFA_COMPACT_SYNC);
+	return NULL;
+}
+
+struct inflate_arg {
+	struct gfa_guest *g;
+	int64_t ret;
+};
+
+static void *inflate_main(void *arg)
+{
+	struct inflate_arg *a = arg;
+	struct gfa_gpa_range r = { 0, 384 * GFA_FRAME_SIZE };
+
+	a->ret = gfa_balloon_inflate(a->g, &r, 1);
+	return NULL;
+}
+
+Test(balloon, inflate_waiting_for_a_move_leaves_no_frame_mapped, .timeout = 60)
+{
+	const uint64_t F = 5, Y = 9, nr = 2048;
+	struct bhost h = bhost_new(nr * GFA_FRAME_SIZE, NULL, 0);
+	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true };
+	struct gfa_owner_ops yops = { .migrate = gate_migrate };
+	struct inflate_arg ia;
+	pthread_t tc, ti;
+	uint64_t pfn, *win, hits = 0;
+
+	cr_assert_eq(gfa_owner_register(h.pool, Y, &yops, NULL), 0);
+	cr_assert_eq(gfa_alloc(h.pool, 0, 0, GFA_MT_MOVABLE, Y, 0), 0);
+	for (uint64_t i = 1; i < nr; i++)
+		cr_assert_eq(gfa_alloc(h.pool, 0, 0, GFA_MT_MOVABLE, F, 0), (int64_t)i);
+	for (uint64_t q = 1; q <= 512; q++)
+		cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
+	/* largest first: gfn 0 -> pfn 256 (order 8), gfn 256 -> pfn 128 (order 7), ... */
+	ia.g = gfa_guest_create(h.pool, h.b, &cfg);
+	cr_assert_not_null(ia.g);
+	cr_assert_eq(gfa_guest_gpa_to_pfn(ia.g, 0, &pfn), 0);
+	cr_assert_eq(pfn, 256);
+	cr_assert_eq(gfa_guest_gpa_to_pfn(ia.g, 256 * GFA_FRAME_SIZE, &pfn), 0);
+	cr_assert_eq(pfn, 128);
+	for (uint64_t q = 1024; q < nr; q++)    /* targets */
+		cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
+	/* compaction isolates Y's frame and the guest's blocks, then waits in Y's op */
+	pthread_create(&tc, NULL, full_compact_main, h.pool);
+	pthread_mutex_lock(&gate.m);
+	while (!gate.inside)
+		pthread_cond_wait(&gate.c, &gate.m);
+	pthread_mutex_unlock(&gate.m);
+	/* inflate gfns [0, 384): gfn 0 (pfn 256) is isolated, inflate waits for it */
+	pthread_create(&ti, NULL, inflate_main, &ia);
+	usleep(100 * 1000);
+	pthread_mutex_lock(&gate.m);
+	gate.open = 1;
+	pthread_cond_broadcast(&gate.c);
+	pthread_mutex_unlock(&gate.m);
+	pthread_join(ti, NULL);
+	pthread_join(tc, NULL);
+	cr_assert_eq(ia.ret, 384);
+	cr_assert_eq(gfa_guest_gpa_to_pfn(ia.g, 256 * GFA_FRAME_SIZE, &pfn), -ENOENT);
+	/* the guest touches its ballooned page: it must not reach any pool frame */
+	win = (uint64_t *)((char *)gfa_guest_hva(ia.g) + 256 * GFA_FRAME_SIZE);
+	cr_assert_eq(*win, 0, "ballooned page reads %#lx, not zero", (unsigned long)*win);
+	*win = 0x5eed5eed5eed5eedULL;
+	for (uint64_t q = 0; q < nr; q++)
+		hits += *(uint64_t *)gfa_pfn_to_addr(h.pool, q) == 0x5eed5eed5eed5eedULL;
+	cr_assert_eq(hits, 0, "a write to a ballooned page landed in %lu pool frame(s)",
+		     (unsigned long)hits);
+	gfa_guest_destroy(ia.g);
+	for (uint64_t q = 1; q < nr; q++) {
+		struct gfa_frame_info fi;
+
+		if (!gfa_frame_lookup(h.pool, q, &fi) && fi.state == GFA_FRAME_ALLOCATED &&
+		    fi.head_pfn == q && fi.owner == F)
+			cr_assert_eq(gfa_free(h.pool, q, fi.order, F), 0);
+	}
+	cr_assert_eq(gfa_free(h.pool, 0, 0, Y), 0);
+	bhost_done(&h);
+}

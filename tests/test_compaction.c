@@ -421,6 +421,51 @@ Test(compaction, collapse_rollback_retries_a_busy_owner, .timeout = 60)
 	free(o->pfn); free(o->rev); free(o->order); free(o);
 }
 
+/* An owner that never takes a piece back keeps the new block: its claim stays spent. */
+struct co_stubborn {
+	struct canary_owner *o;
+	int forward_ok;
+};
+
+static int stubborn_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
+{
+	struct co_stubborn *m = ctx;
+
+	if (m->forward_ok > 0) {
+		m->forward_ok--;
+		return co_migrate(m->o, owner, s, d, o);
+	}
+	return -EAGAIN;         /* the next forward move, and every move back */
+}
+
+Test(compaction, kept_collapse_block_stays_charged_to_the_claim, .timeout = 60)
+{
+	struct gfa_pool *p = tu_pool(8 * GFA_PAGEBLOCK_FRAMES);
+	struct canary_owner *o = co_create(p, 6, 4, false);
+	struct co_stubborn m = { o, 2 };
+	struct gfa_owner_ops ops = { .migrate = stubborn_migrate };
+	uint64_t pfns[4], free0, claim0;
+	unsigned int orders[4] = { 0, 0, 0, 0 }, offs[4] = { 0, 1, 2, 3 };
+
+	gfa_owner_register(p, 6, NULL, NULL);
+	cr_assert_eq(gfa_owner_register(p, 6, &ops, &m), 0);
+	for (unsigned int i = 0; i < 4; i++) {
+		cr_assert_eq(co_alloc(o, NULL, 0, i, 0), 0);
+		pfns[i] = o->pfn[i];
+	}
+	cr_assert_eq(gfa_zone_claim(p, 0, 6, 2048), 0);
+	free0 = tu_free_frames(p);
+	claim0 = gfa_zone_claimed(p, 0);
+	cr_assert_eq(gfa_collapse(p, 0, 6, pfns, orders, offs, 4), -EAGAIN);
+	cr_assert_eq(tu_free_frames(p), free0 - 512, "the new block is kept");
+	cr_assert_eq(gfa_zone_claimed(p, 0), claim0 - 512,
+		     "claim %lu after the block was kept (was %lu)",
+		     (unsigned long)gfa_zone_claimed(p, 0), (unsigned long)claim0);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+	free(o->pfn); free(o->rev); free(o->order); free(o);
+}
+
 /* Offsets are checked without sums that wrap. */
 Test(compaction, collapse_rejects_an_offset_that_wraps)
 {

@@ -86,6 +86,9 @@ Test(gfactl, errors_name_the_flag_or_file)
 	cr_assert_not_null(strstr(out, "bogus:///x"), "%s", out);
 	cr_assert_eq(run(out, sizeof(out), "%s vmstart --libvirt test:///default --domain nope", g), 2);
 	cr_assert_not_null(strstr(out, "nope"), "%s", out);
+	/* strtoull reads "-18446744073709551615" as 1: digits only */
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --vms -18446744073709551615", g), 2);
+	cr_assert_not_null(strstr(out, "--vms"), "%s", out);
 	cr_assert_eq(run(out, sizeof(out), "%s vmstart --frobnicate", g), 2);
 	cr_assert_eq(run(out, sizeof(out), "%s nosuchcommand", g), 2);
 	cr_assert_eq(run(out, sizeof(out), "%s stat --file /no/such/file", g), 1);
@@ -110,4 +113,15 @@ Test(gfactl, vmstart_from_a_libvirt_domain, .timeout = 120)
 	cr_assert_not_null(strstr(out, "domain: small"), "%s", out);
 	cr_assert_not_null(strstr(out, "RESULT vmstart gfa_p50_ms="), "%s", out);
 	unlink("/tmp/gfactl-test-domain.json");
+}
+
+/* A --stat-file that cannot be written is an error that names it (it was ignored). */
+Test(gfactl, unwritable_stat_file_is_an_error, .timeout = 120)
+{
+	const char *g = gfactl();
+
+	cr_assert_neq(run(out, sizeof(out), "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off "
+			  "--quiet --no-baseline --host-thp keep --stat-file /no/such/dir/x.json",
+			  g), 0, "%s", out);
+	cr_assert_not_null(strstr(out, "/no/such/dir/x.json"), "%s", out);
 }

@@ -368,3 +368,47 @@ Test(guest, hugetlb_backed_pool, .timeout = 60)
 	gfa_pool_destroy(pool);
 	hugetlb_restore(old);
 }
+
+/* A guest collapse the vCPUs refuse half-way puts every piece back where it was. */
+static int refusing_pauses;
+static int pause_refuses_third(void *ctx) { (void)ctx; return ++refusing_pauses == 3 ? -1 : 0; }
+static int resume_ok(void *ctx) { (void)ctx; return 0; }
+
+Test(guest, failed_collapse_puts_every_piece_back, .timeout = 60)
+{
+	const uint64_t F = 5, nr = 2048;        /* 8 MiB: four pageblocks */
+	struct host h = host_new(nr * GFA_FRAME_SIZE, false);
+	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true };
+	struct gfa_guest_vcpu_ops ops = { pause_refuses_third, resume_ok };
+	struct gfa_guest *g;
+	uint64_t before[4], after;
+
+	for (uint64_t i = 0; i < nr; i++)
+		cr_assert_eq(gfa_alloc(h.pool, 0, 0, GFA_MT_MOVABLE, F, 0), (int64_t)i);
+	/* four order-7 holes whose buddies are taken: the guest gets four order-7 pieces */
+	for (uint64_t base = 0; base < 1024; base += 256)
+		for (uint64_t q = base; q < base + 128; q++)
+			cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
+	g = gfa_guest_create(h.pool, h.b, &cfg);
+	cr_assert_not_null(g);
+	for (unsigned int i = 0; i < 4; i++)
+		cr_assert_eq(gfa_guest_gpa_to_pfn(g, (uint64_t)i * 128 * GFA_FRAME_SIZE, &before[i]), 0);
+	for (uint64_t q = 1024; q < 1536; q++)  /* an empty pageblock for the new block */
+		cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
+	gfa_guest_set_vcpu_ops(g, &ops, NULL);
+	cr_assert_eq(gfa_guest_collapse(g, 1), 0, "the third move is refused");
+	for (unsigned int i = 0; i < 4; i++) {
+		cr_assert_eq(gfa_guest_gpa_to_pfn(g, (uint64_t)i * 128 * GFA_FRAME_SIZE, &after), 0);
+		cr_assert_eq(after, before[i], "piece %u: pfn %lu, was %lu before the failed collapse",
+			     i, (unsigned long)after, (unsigned long)before[i]);
+	}
+	gfa_guest_destroy(g);
+	for (uint64_t q = 1536; q < nr; q++)
+		cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
+	for (uint64_t base = 128; base < 1024; base += 256)
+		for (uint64_t q = base; q < base + 128; q++)
+			cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
+	cr_assert_eq(tu_free_frames(h.pool), nr, "frames lost: %lu free of %lu",
+		     (unsigned long)tu_free_frames(h.pool), (unsigned long)nr);
+	host_done(&h);
+}

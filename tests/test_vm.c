@@ -797,3 +797,23 @@ Test(vm_qemu, in_qemu)
 	}
 	cr_assert_eq(rc, 0, "suite vm in QEMU: exit %d (3: a test skipped or did not run)", rc);
 }
+
+/* gfa_vm_run_part: a byte count past the slice means the whole slice (start + bytes wraps). */
+Test(vm, run_part_with_huge_byte_count_covers_the_slice, .timeout = 60)
+{
+	struct vmt_host h = vmt_host_new(16ULL << 20, false);
+	struct gfa_vm_config cfg = { .mem_bytes = 8ULL << 20, .vcpus = 1, .kvm = GFA_VM_KVM_OFF };
+	struct gfa_vm *vm = gfa_vm_create(h.pool, h.b, &cfg);
+	const uint64_t seed = 0x1234;
+	uint64_t bad = 1, *w;
+
+	cr_assert_not_null(vm, "gfa_vm_create: %s", strerror(errno));
+	cr_assert_eq(gfa_vm_run_part(vm, GFA_KVM_TEST_FILL, seed, UINT64_MAX - 4095, NULL), 0);
+	w = (uint64_t *)((char *)gfa_guest_hva(gfa_vm_guest(vm)) + GFA_VM_RAM_START);
+	cr_assert_eq(w[0], GFA_VM_RAM_START ^ seed, "the slice was not written (%#llx)",
+		     (unsigned long long)w[0]);
+	cr_assert_eq(gfa_vm_run_part(vm, GFA_KVM_TEST_VERIFY, seed, UINT64_MAX - 4095, &bad), 0);
+	cr_assert_eq(bad, 0);
+	gfa_vm_destroy(vm);
+	vmt_host_done(&h);
+}

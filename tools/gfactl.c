@@ -5,6 +5,7 @@
  *   gfactl stat [options]      statistics of a running or finished scenario
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -41,7 +42,8 @@ bool parse_u64(const char *flag, const char *val, uint64_t min, uint64_t max, ui
 	}
 	errno = 0;
 	v = strtoull(val, &end, 10);
-	if (errno || *end || end == val || v < min || v > max) {
+	/* digits only: strtoull takes "-1" (as 2^64 - 1), spaces and '+' */
+	if (errno || *val < '0' || *val > '9' || *end || end == val || v < min || v > max) {
 		fprintf(stderr, "gfactl: %s: '%s' is not a number in [%llu, %llu]\n", flag, val,
 			(unsigned long long)min, (unsigned long long)max);
 		return false;
@@ -122,12 +124,14 @@ static void json_str(FILE *f, const char *s)
 int write_stat_json(const char *path, struct gfa_pool *pool, const char *phase,
 		    const char *extra_json)
 {
-	char tmp[300], text[16384];
+	char tmp[PATH_MAX], text[16384];
 	const char *sep = "";
 	struct gfa_vmstat vs;
 	FILE *f;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	/* a cut name would write (and rename away) some other file */
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+		return -ENAMETOOLONG;
 	f = fopen(tmp, "w");
 	if (!f)
 		return -errno;

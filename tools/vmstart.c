@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +381,33 @@ static int64_t balloon_all(struct run *r, bool inflate)
 	return frames;
 }
 
+/* Write the --stat-file snapshot for `phase`; says so (and returns the error) on failure. */
+static int stat_snapshot(struct run *r, const char *phase)
+{
+	int err = write_stat_json(r->o.stat_file, r->pool, phase, NULL);
+
+	if (err)
+		fprintf(stderr, "gfactl vmstart: --stat-file %s: %s\n", r->o.stat_file,
+			strerror(-err));
+	return err;
+}
+
+/* Copy a file to stdout (no shell: the path is the user's). */
+static int print_file(const char *path)
+{
+	char buf[4096];
+	size_t n;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	fflush(stdout);
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		fwrite(buf, 1, n, stdout);
+	fclose(f);
+	return 0;
+}
+
 static int churn(struct run *r)
 {
 	for (unsigned int round = 1; round <= r->o.rounds; round++) {
@@ -414,7 +442,7 @@ static int churn(struct run *r)
 		if (!r->o.quiet)
 			printf("  round %u: %u ranges collapsed, 2 MiB share %.1f%%\n", round, collapsed,
 			       r->ts_huge[r->ts_n - 1]);
-		write_stat_json(r->o.stat_file, r->pool, "churn", NULL);
+		stat_snapshot(r, "churn");
 	}
 	return 0;
 }
@@ -519,16 +547,21 @@ static void print_counters(struct gfa_pool *pool)
 
 static int plot(struct run *r)
 {
-	char dat[300], cmd[1200];
+	char dat[PATH_MAX];
 	FILE *f;
 	int ret;
 
+	/* the paths go into gnuplot strings (no shell sees them): no quotes, no newlines */
+	if (strpbrk(r->o.plot, "'\"\n\\") ||
+	    (size_t)snprintf(dat, sizeof(dat), "%s.dat", r->o.plot) >= sizeof(dat)) {
+		fprintf(stderr, "gfactl vmstart: --plot: unusable file name\n");
+		return -1;
+	}
 	if (system("command -v gnuplot >/dev/null 2>&1")) {
 		fprintf(stderr, "gfactl vmstart: --plot %s: gnuplot is not installed "
 			"(apt-get install gnuplot-nox)\n", r->o.plot);
 		return -1;
 	}
-	snprintf(dat, sizeof(dat), "%s.dat", r->o.plot);
 	f = fopen(dat, "w");
 	if (!f) {
 		fprintf(stderr, "gfactl vmstart: --plot %s: %s\n", dat, strerror(errno));
@@ -538,14 +571,18 @@ static int plot(struct run *r)
 		fprintf(f, "%zu %.3f %.1f %.1f\n", i, i < r->gfa.n ? r->gfa.v[i] : 0.0 / 0.0,
 			i < r->ts_n ? r->ts_t[i] / 1000 : 0.0 / 0.0, i < r->ts_n ? r->ts_huge[i] : 0.0 / 0.0);
 	fclose(f);
-	snprintf(cmd, sizeof(cmd),
-		 "gnuplot -e \"set terminal png size 1000,420; set output '%s'; set multiplot layout 1,2; "
-		 "set title 'VM start latency (gfa)'; set xlabel 'start #'; set ylabel 'ms'; "
-		 "plot '%s' using 1:2 with linespoints title 'start'; "
-		 "set title '2 MiB share of guest RAM'; set xlabel 's'; set ylabel '%%'; set yrange [0:105]; "
-		 "plot '%s' using 3:4 with linespoints title 'huge share'; unset multiplot\"",
-		 r->o.plot, dat, dat);
-	ret = system(cmd);
+	f = popen("gnuplot", "w");
+	ret = -1;
+	if (f) {
+		fprintf(f, "set terminal png size 1000,420; set output '%s'; set multiplot layout 1,2\n"
+			"set title 'VM start latency (gfa)'; set xlabel 'start #'; set ylabel 'ms'\n"
+			"plot '%s' using 1:2 with linespoints title 'start'\n"
+			"set title '2 MiB share of guest RAM'; set xlabel 's'; set ylabel '%%'\n"
+			"set yrange [0:105]\n"
+			"plot '%s' using 3:4 with linespoints title 'huge share'\nunset multiplot\n",
+			r->o.plot, dat, dat);
+		ret = pclose(f);
+	}
 	unlink(dat);
 	if (ret) {
 		fprintf(stderr, "gfactl vmstart: --plot %s: gnuplot failed\n", r->o.plot);
@@ -791,6 +828,9 @@ static int scenario(struct run *r)
 	print_host(r);
 	if (!make_pool(r))
 		return -1;
+	/* the first snapshot now: a --stat-file that cannot be written is an error */
+	if (stat_snapshot(r, "created"))
+		return -1;
 	if (gfa_compactd_start(r->pool))
 		fprintf(stderr, "gfactl vmstart: background compaction did not start\n");
 	if (!r->o.quiet)
@@ -808,7 +848,7 @@ static int scenario(struct run *r)
 		}
 		printf("KVM guests booted and verified their memory (slowest %.1f ms)\n", worst);
 	}
-	write_stat_json(r->o.stat_file, r->pool, "started", NULL);
+	stat_snapshot(r, "started");
 	if (start_host_return(r))
 		return -1;
 	printf("churn: %lu rounds of balloon inflate/deflate and stopping and restarting half "
@@ -834,7 +874,7 @@ static int scenario(struct run *r)
 		       (unsigned long)(st.bytes_populated / MiB), (unsigned long)(st.bytes_failed / MiB),
 		       (unsigned long)st.passes, (unsigned long)st.pcp_frames_drained);
 	}
-	write_stat_json(r->o.stat_file, r->pool, "done", NULL);
+	stat_snapshot(r, "done");
 	if (!r->o.no_baseline) {
 		printf("kernel baselines: the same starts on anonymous memory\n");
 		if (kernel_baseline(r, MADV_NOHUGEPAGE, &r->k4k, "kernel-4k", &pmd4k) ||
@@ -842,13 +882,9 @@ static int scenario(struct run *r)
 			return -1;
 	}
 	summary(r, pmd4k, pmdthp);
-	if (r->o.json) {
-		char cmd[400];
-
-		snprintf(cmd, sizeof(cmd), "cat '%s'", r->o.stat_file);
-		fflush(stdout);
-		if (system(cmd))
-			fprintf(stderr, "gfactl vmstart: could not print %s\n", r->o.stat_file);
+	if (r->o.json && print_file(r->o.stat_file)) {
+		fprintf(stderr, "gfactl vmstart: could not print %s\n", r->o.stat_file);
+		return -1;
 	}
 	return r->o.plot ? plot(r) : 0;
 }

@@ -76,11 +76,9 @@ static void split_around(struct gfa_guest *g, uint64_t head, uint64_t lo, uint64
 	if (head >= lo && end <= hi)
 		return;
 	/* order-0 pieces: simple, and a balloon page is 4 KiB anyway */
-	while (gfa_block_split(g->pool, g->pfn[head], order, g->id, 0) == GFA_EBUSY) {
-		pthread_mutex_unlock(&g->lock);
+	/* lock kept: a mover only tries it (guest_migrate), refuses and puts back */
+	while (gfa_block_split(g->pool, g->pfn[head], order, g->id, 0) == GFA_EBUSY)
 		sched_yield();
-		pthread_mutex_lock(&g->lock);
-	}
 	for (uint64_t k = head; k < end; k++)
 		g->order[k] = 0;
 }

@@ -99,9 +99,10 @@ static int guest_fill_range(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t g
 }
 
 /*
- * Give a block back; retries while compaction is moving it.  The gfns say "no frame"
- * before the lock is dropped for a retry, so guest_migrate() refuses the move (the
- * copy would be mapped again and leaked) and compaction puts the block back.
+ * Give a block back; retries while compaction is moving it, keeping g->lock: the
+ * mover's guest_migrate() only tries the lock, refuses, and puts the block back.
+ * (Dropping the lock let a move of another block of a ballooned range map it into
+ * the window again, just unmapped.)
  */
 void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 {
@@ -112,11 +113,8 @@ void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 		g->pfn[gfn + i] = NO_PFN;
 	/* dirty before the free: the next owner must zero what this guest wrote */
 	gfa_backing_mark_dirty(g->b, pfn, order);
-	while (gfa_free(g->pool, pfn, order, g->id) == GFA_EBUSY) {
-		pthread_mutex_unlock(&g->lock);  /* let the mover finish (it will refuse) */
+	while (gfa_free(g->pool, pfn, order, g->id) == GFA_EBUSY)
 		sched_yield();
-		pthread_mutex_lock(&g->lock);
-	}
 }
 
 /* Pause the vCPUs, copy, remap, resume: the guest never sees a half-moved block. */
@@ -129,7 +127,7 @@ static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, 
 
 	if (gfa_frame_lookup(g->pool, src, &fi) || fi.owner != owner)
 		return -EAGAIN;
-	gfn = fi.index;
+	gfn = fi.index + (src - fi.head_pfn);  /* src may lie inside a block (collapse undo) */
 	/*
 	 * trylock, as the kernel's trylock_page(): the thread compacting may be another
 	 * guest's, holding its own lock while its allocation compacts - waiting here

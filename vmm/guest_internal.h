@@ -34,6 +34,6 @@ void guest_record(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int 
 /* Allocate, zero where dirty, index and map one block at gfn. */
 int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn, unsigned int order,
 	       unsigned int flags);
-/* Free the block at gfn (marked dirty); retries while compaction moves it. */
+/* Free the block at gfn (marked dirty, gfns cleared); waits out a move, lock kept. */
 void guest_release_block(struct gfa_guest *g, uint64_t gfn);
 #endif

@@ -200,7 +200,8 @@ int gfa_vm_run_part(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t b
 		v->flags = flags;
 		v->seed = seed;
 		v->end = v->slice_end;
-		if (bytes && v->start + (bytes & ~7ULL) < v->end)
+		/* lengths, not ends: start + bytes may wrap (then the whole slice) */
+		if (bytes && (bytes & ~7ULL) < v->slice_end - v->start)
 			v->end = v->start + (bytes & ~7ULL);
 		v->sum = v->mismatches = 0;
 		v->err = 0;
