@@ -449,13 +449,18 @@ static int churn(struct run *r)
 
 /* ---- kernel baselines ---- */
 
+/* a PROT_NONE page after each baseline VM: the kernel cannot merge VMs' mappings */
+#define KERNEL_GUARD 4096UL
+
 static double kernel_start(uint64_t len, unsigned int vcpus, int advice, void **out)
 {
 	double t0 = now_ms();
-	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p = mmap(NULL, len + KERNEL_GUARD, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
 		return -1;
+	mprotect(p + len, KERNEL_GUARD, PROT_NONE);
 	madvise(p, len, advice);
 	touch_all(p + GFA_VM_RAM_START, len - GFA_VM_RAM_START, vcpus);
 	*out = p;
@@ -477,6 +482,8 @@ static int kernel_baseline(struct run *r, int advice, struct samples *s, const c
 
 			if (dt < 0) {
 				fprintf(stderr, "gfactl vmstart: %s baseline: mmap: %s\n", name, strerror(errno));
+				while (i--)
+					munmap(p[i], r->o.mem + KERNEL_GUARD);
 				return -1;
 			}
 			if (!warm) {
@@ -485,10 +492,11 @@ static int kernel_baseline(struct run *r, int advice, struct samples *s, const c
 					fprintf(r->csv, "start,%s,start,0,%u,%.3f,\n", name, i, dt);
 			}
 		}
-		if (!warm)
-			*pmd_bytes = gfa_smaps_pmd_bytes(p[0], r->o.mem);
+		/* all VMs, as gfa's figure (each VMA its own: the guard pages) */
+		for (unsigned int i = 0; !warm && i < r->o.vms; i++)
+			*pmd_bytes += gfa_smaps_pmd_bytes(p[i], r->o.mem);
 		for (unsigned int i = 0; i < r->o.vms; i++)
-			munmap(p[i], r->o.mem);
+			munmap(p[i], r->o.mem + KERNEL_GUARD);
 	}
 	return 0;
 }
@@ -778,10 +786,12 @@ static void summary(struct run *r, int64_t pmd4k, int64_t pmdthp)
 		       c50, c99, g50, share);
 		return;
 	}
-	printf("kernel 4 KiB first touch: p50 %8.2f ms  p99 %8.2f ms  (PMD-mapped %ld MiB)\n",
-	       p50(&r->k4k), p99(&r->k4k), (long)(pmd4k / (int64_t)MiB));
-	printf("kernel MADV_HUGEPAGE:     p50 %8.2f ms  p99 %8.2f ms  (PMD-mapped %ld MiB)\n",
-	       p50(&r->kthp), p99(&r->kthp), (long)(pmdthp / (int64_t)MiB));
+	printf("kernel 4 KiB first touch: p50 %8.2f ms  p99 %8.2f ms  (PMD-mapped %ld of %lu MiB)\n",
+	       p50(&r->k4k), p99(&r->k4k), (long)(pmd4k / (int64_t)MiB),
+	       (unsigned long)(r->o.vms * r->o.mem / MiB));
+	printf("kernel MADV_HUGEPAGE:     p50 %8.2f ms  p99 %8.2f ms  (PMD-mapped %ld of %lu MiB)\n",
+	       p50(&r->kthp), p99(&r->kthp), (long)(pmdthp / (int64_t)MiB),
+	       (unsigned long)(r->o.vms * r->o.mem / MiB));
 	printf("ratios, clean-pool starts (p50, lower is better): gfa/kernel-4k %.3f (goal <= 0.5: "
 	       "%s), gfa/kernel-thp %.3f (goal <= 1.0: %s), 2 MiB share goal >= 95%%: %s\n",
 	       c50 / p50(&r->k4k), c50 / p50(&r->k4k) <= 0.5 ? "met" : "NOT met",
