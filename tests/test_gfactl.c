@@ -96,6 +96,8 @@ Test(gfactl, errors_name_the_flag_or_file)
 	/* strtoull reads "-18446744073709551615" as 1: digits only */
 	cr_assert_eq(run(out, sizeof(out), "%s vmstart --vms -18446744073709551615", g), 2);
 	cr_assert_not_null(strstr(out, "--vms"), "%s", out);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --vms 2 --mem 8E", g), 2);
+	cr_assert_not_null(strstr(out, "--mem"), "%s", out);
 	cr_assert_eq(run(out, sizeof(out), "%s vmstart --frobnicate", g), 2);
 	cr_assert_eq(run(out, sizeof(out), "%s nosuchcommand", g), 2);
 	cr_assert_eq(run(out, sizeof(out), "%s stat --file /no/such/file", g), 1);

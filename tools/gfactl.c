@@ -52,6 +52,8 @@ bool parse_u64(const char *flag, const char *val, uint64_t min, uint64_t max, ui
 	return true;
 }
 
+#define GFACTL_MAX_SIZE (16ULL << 40)
+
 bool parse_mib(const char *flag, const char *val, uint64_t *bytes)
 {
 	char num[64], *unit;
@@ -71,6 +73,11 @@ bool parse_mib(const char *flag, const char *val, uint64_t *bytes)
 	unit = (char *)val + n;
 	if (gfa_domain_parse_size(num, *unit ? unit : "MiB", bytes) || !*bytes) {
 		fprintf(stderr, "gfactl: %s: '%s' is not a size (e.g. 256, 256M, 1G)\n", flag, val);
+		return false;
+	}
+	/* a bound that keeps pool sizes (VMs x size x 5/4) far from wrapping */
+	if (*bytes > GFACTL_MAX_SIZE) {
+		fprintf(stderr, "gfactl: %s: '%s' is larger than 16 TiB\n", flag, val);
 		return false;
 	}
 	return true;
