@@ -127,7 +127,7 @@ int frame_claim_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 	return 0;
 }
 
-void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 {
 	struct gfa_frame *f = &z->pool->frames[pfn];
 
@@ -135,6 +135,11 @@ void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	flink_set(&f->next, GFA_NIL);
 	flink_set(&f->prev, GFA_NIL);
 	buddy_free_block(z, pfn, order);
+}
+
+void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	zone_return_locked(z, pfn, order);
 	z->c.vm.pgfree++;
 	z->c.vm.pgfree_frames += 1UL << order;
 	z->c.vm.free_order[order]++;

@@ -196,10 +196,18 @@ static int find_suitable_fallback(struct gfa_zone *z, unsigned int order,
 	return -1;
 }
 
+/* End of the pageblock at start, or of the zone where its last pageblock is partial. */
+static uint64_t pb_end_in_zone(const struct gfa_zone *z, uint64_t start)
+{
+	uint64_t zend = z->start_pfn + z->nr_frames;
+
+	return start + GFA_PAGEBLOCK_FRAMES < zend ? start + GFA_PAGEBLOCK_FRAMES : zend;
+}
+
 uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned int mt)
 {
 	uint64_t start = z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER);
-	uint64_t end = start + GFA_PAGEBLOCK_FRAMES, moved = 0;
+	uint64_t end = pb_end_in_zone(z, start), moved = 0;
 	uint64_t pfn = frame_find_head(z->pool, z, start);
 
 	if (pfn == GFA_NIL)
@@ -227,9 +235,9 @@ uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned in
 /* Allocated MOVABLE frames in a pageblock (the kernel's movable_pages count). */
 static uint64_t pageblock_movable_frames(struct gfa_zone *z, uint64_t start)
 {
-	uint64_t pfn = start, n = 0;
+	uint64_t pfn = start, n = 0, end = pb_end_in_zone(z, start);
 
-	while (pfn < start + GFA_PAGEBLOCK_FRAMES) {
+	while (pfn < end) {
 		struct gfa_frame *f = F(z, pfn);
 
 		if (fstate(f) == GFA_FRAME_ALLOCATED && f->mt == GFA_MT_MOVABLE)
@@ -267,7 +275,8 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 		buddy_list_add(z->pool, z, pfn, order, start_mt, false);
 		return;
 	}
-	if (!whole_block) {
+	/* a partial last pageblock is never claimed (prep_move_freepages_block refuses) */
+	if (!whole_block || pb_start + GFA_PAGEBLOCK_FRAMES > z->start_pfn + z->nr_frames) {
 		buddy_list_del(z->pool, z, pfn);
 		buddy_list_add(z->pool, z, pfn, order, start_mt, false);
 		return;

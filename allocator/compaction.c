@@ -159,6 +159,8 @@ static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t
 	unsigned int stride = cc->linear ? 1 : cc->free_stride, got = 0;
 	unsigned int left = pfn_pageblock(cc->zone, pfn)->nr_free;
 
+	if (end > cc->zone_end)
+		end = cc->zone_end;     /* a partial last pageblock */
 	if (!cc->linear && !left) {
 		cc->free_scanned++;     /* one look at the count */
 		*start = end;

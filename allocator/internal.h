@@ -265,6 +265,9 @@ void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner);
 int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			  uint64_t owner, unsigned int flags);
 void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
+/* A block back to the buddy lists, not counted as a free: a cache's drain (its
+ * owner's free was counted when the block entered the cache). */
+void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
 
 /* ---- release.c ---- */
 int release_zone_init(struct gfa_zone *z);

@@ -12,6 +12,7 @@
  * drain, statistics, the checker) hold the cache remotely; its owner waits for them.
  * Lock order: pool->pcp_lock -> remote hold of a cache -> zone lock.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,7 +211,7 @@ static int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 			count -= 1 << order;
 			pcp->count -= 1 << order;
 			freed += 1 << order;
-			zone_free_locked(z, pfn, order);
+			zone_return_locked(z, pfn, order);
 		} while (count > 0 && plist_nr(l));
 	}
 	pthread_mutex_unlock(&z->lock);
@@ -262,11 +263,9 @@ static int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order)
 {
 	int batch = pcp->batch;
 
-	if (!pcp->free_count && pcp->high < pcp->high_max) {
-		pcp->high += batch;
-		if (pcp->high > pcp->high_max)
-			pcp->high = pcp->high_max;
-	}
+	/* saturating: high + batch may not fit an int when high_max is near INT_MAX */
+	if (!pcp->free_count && pcp->high < pcp->high_max)
+		pcp->high = pcp->high_max - pcp->high > batch ? pcp->high + batch : pcp->high_max;
 	batch >>= order;
 	return batch < 2 ? 2 : batch;
 }
@@ -384,23 +383,39 @@ static uint64_t pcp_nr_alloc(const struct gfa_pcp *pcp)
 	return n;
 }
 
+/* Frees by this cache's owner: counted once each, per order, as allocations are. */
+static uint64_t pcp_nr_free(const struct gfa_pcp *pcp)
+{
+	uint64_t n = 0;
+
+	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++)
+		n += pcp->vs.free_order[o];
+	return n;
+}
+
 /*
- * Add a cache's counters to dst (held remotely or dying).  The hot path counts an
- * allocation only in alloc_order[]; pcp_alloc, pgalloc and pgalloc_frames follow from
- * it here instead of costing three more adds per call.
+ * Add a cache's counters to dst (held remotely or dying).  The hot paths count an
+ * allocation only in alloc_order[] and a free only in free_order[]; pcp_alloc/free,
+ * pgalloc/free and their frames follow from them here instead of costing three more
+ * adds per call.  Like the kernel's PGALLOC/PGFREE these count what callers allocate
+ * and free; refills and drains between a cache and the zone are neither.
  */
 static void pcp_add_counters(const struct gfa_pcp *pcp, struct gfa_vmstat *dst)
 {
 	uint64_t *d = (uint64_t *)dst;
 	const uint64_t *src = (const uint64_t *)&pcp->vs;
-	uint64_t n = pcp_nr_alloc(pcp);
+	uint64_t n = pcp_nr_alloc(pcp), m = pcp_nr_free(pcp);
 
 	for (size_t k = 0; k < sizeof(pcp->vs) / sizeof(uint64_t); k++)
 		d[k] += src[k];
 	dst->pcp_alloc += n;
 	dst->pgalloc += n;
-	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++)
+	dst->pcp_free += m;
+	dst->pgfree += m;
+	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++) {
 		dst->pgalloc_frames += pcp->vs.alloc_order[o] << o;
+		dst->pgfree_frames += pcp->vs.free_order[o] << o;
+	}
 }
 
 static void pcp_fold_counters(struct gfa_pcp *pcp)
@@ -598,9 +613,9 @@ static bool pcp_free_high_direct(struct gfa_pcp *pcp, struct gfa_zone *z, uint64
 		return false;
 	pcp_free_high_update(pcp, order, 1 << order);
 	pthread_mutex_lock(&z->lock);
-	zone_free_locked(z, pfn, order);
+	zone_return_locked(z, pfn, order);
 	pthread_mutex_unlock(&z->lock);
-	pcp->vs.pcp_free++;
+	pcp->vs.free_order[order]++;
 	pcp->vs.pcp_free_high++;
 	pcp->vs.pcp_bulkfree++;
 	return true;
@@ -632,7 +647,7 @@ PCP_HOT void pcp_push_commit(struct gfa_pcp *pcp, struct pcp_list *l, uint64_t p
 {
 	plist_push_top(l, (uint32_t)pfn);
 	pcp->count += 1 << order;
-	pcp->vs.pcp_free++;
+	pcp->vs.free_order[order]++;
 	pcp_free_commit(pcp, pindex, order);
 }
 
@@ -655,8 +670,9 @@ static __attribute__((noinline)) void pcp_free_claimed(struct gfa_pcp *pcp, uint
 	if (unlikely(plist_nr(l) > l->mask) && plist_grow(l)) {
 		/* no memory for a longer list: this block goes to the zone, claimed already */
 		pthread_mutex_lock(&z->lock);
-		zone_free_locked(z, pfn, order);
+		zone_return_locked(z, pfn, order);
 		pthread_mutex_unlock(&z->lock);
+		pcp->vs.free_order[order]++;
 		return;
 	}
 	pcp_push_commit(pcp, l, pfn, order, pindex);
@@ -815,7 +831,7 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	if (unlikely(order || f->mt != mt || l->top - l->bottom > l->mask))
 		return pcp_free_claimed_exit(pcp, pfn, order, me);
 	plist_push_top(l, (uint32_t)pfn);
-	pcp->vs.pcp_free++;
+	pcp->vs.free_order[0]++;
 	if (unlikely(++pcp->count >= pcp->high))
 		return pcp_free_commit_exit(pcp, pindex, me);
 	pcp_free_commit_order0(pcp);
@@ -829,8 +845,11 @@ int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
 	int err;
 	size_t i;
 
-	if (!pfns && n)
+	if ((!pfns && n) || n > INT_MAX) {
+		if (pcp)
+			pool_count_err(pcp->pool, GFA_EFAULT);
 		return GFA_EFAULT;
+	}
 	err = pcp_enter(pcp);
 	if (err)
 		return err;
@@ -842,7 +861,8 @@ int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
 	}
 	pcp->flags &= ~PCPF_FREE_HIGH_BATCH;
 	pcp_exit();
-	return err ? err : (int)i;
+	/* as write(2): what was freed, if anything; the error (counted) only otherwise */
+	return i ? (int)i : err;
 }
 
 int gfa_pcp_drain(struct gfa_pcp *pcp)
@@ -876,6 +896,8 @@ int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone)
 
 	if (!pool)
 		return GFA_EFAULT;
+	if (zone >= (int)pool->nr_zones)
+		return pool_err(pool, GFA_ERANGE);
 	pthread_mutex_lock(&pool->pcp_lock);
 	pcp_remote_lock_zone(pool, zone);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
@@ -901,7 +923,7 @@ int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
 	pthread_mutex_lock(&pool->pcp_lock);
 	pcp_remote_lock_zone(pool, -1);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
-		uint64_t ops = pcp_nr_alloc(pcp) + pcp->vs.pcp_free;
+		uint64_t ops = pcp_nr_alloc(pcp) + pcp_nr_free(pcp);
 
 		if (ops != pcp->idle_seen_ops) {
 			pcp->idle_seen_ops = ops;

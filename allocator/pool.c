@@ -21,6 +21,10 @@ static int config_valid(const struct gfa_pool_config *cfg)
 {
 	if (cfg->nr_zones == 0 || cfg->nr_zones > GFA_MAX_ZONES)
 		return 0;
+	/* the cache's int arithmetic (batch << 5, high x 8, high + batch) must not wrap */
+	if (cfg->pcp_batch > GFA_PCP_BATCH_MAX || cfg->pcp_high > GFA_PCP_HIGH_MAX ||
+	    cfg->pcp_high_max > GFA_PCP_HIGH_MAX)
+		return 0;
 	for (unsigned int i = 0; i < cfg->nr_zones; i++) {
 		uint64_t n = cfg->zones[i].nr_frames;
 

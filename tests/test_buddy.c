@@ -484,3 +484,42 @@ Test(buddy, split_of_a_tail_or_free_block_is_enothead, .timeout = 20)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/*
+ * A zone whose last pageblock is partial (600 frames): fallback stealing must neither
+ * read past the zone (the last zone: past the descriptor array) nor claim that
+ * pageblock by counting the frames it does not have.
+ */
+static void steal_from_partial_pageblock(unsigned int nr_zones)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_zone_stat st;
+	struct gfa_pool *p;
+
+	gfa_pool_config_init(&cfg, 600);
+	if (nr_zones == 2) {
+		cfg.nr_zones = 2;
+		cfg.zones[1].nr_frames = 512;
+	}
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	cr_assert_eq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 1, 0), 0);
+	for (int i = 0; i < 80; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 512);
+	cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 2, 0), 512);
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_eq(st.nr_pageblocks[GFA_MT_UNMOVABLE], 0,
+		     "8 free frames of 88 claimed the partial pageblock");
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+Test(buddy, fallback_in_a_partial_last_pageblock_of_the_last_zone)
+{
+	steal_from_partial_pageblock(1);
+}
+
+Test(buddy, fallback_in_a_partial_last_pageblock_before_another_zone)
+{
+	steal_from_partial_pageblock(2);
+}

@@ -314,7 +314,8 @@ Test(pcp, drains)
 	cr_assert_eq(pcp_count(c), 0);
 	for (int i = 0; i < 20; i++)
 		gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0, 1);
-	cr_assert_eq(gfa_pool_drain_all(p, 1), 0, "zone filter");
+	cr_assert_eq(gfa_pool_drain_all(p, 1), GFA_ERANGE, "no zone 1");
+	cr_assert_eq(pcp_count(c), 20, "a refused drain changes nothing");
 	cr_assert_eq(gfa_pool_drain_all(p, 0), 20);
 	cr_assert_eq(pcp_count(c), 0);
 	/* idle drain: first call notes activity, a later one drains */
@@ -920,5 +921,86 @@ Test(pcp_stress, destructor_using_a_cache_after_the_record_is_released, .timeout
 	cr_log_info("GFA_ETHREAD seen %d times\n", atomic_load(&late_ethread));
 	gfa_pcp_destroy(late_cache);
 	pthread_key_delete(late_key);
+	gfa_pool_destroy(p);
+}
+
+/* pgalloc and pgfree count what callers do; a cache's refill and drain are neither. */
+Test(pcp, pgalloc_and_pgfree_balance_across_a_cache)
+{
+	struct gfa_pool *p = pcp_pool(1UL << 14, 15, 1000, 0);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t a = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0);
+	int64_t b = gfa_pcp_alloc(c, 2, GFA_MT_MOVABLE, 1, 0);
+
+	cr_assert(a >= 0 && b >= 0);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 0, 1), 0);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)b, 2, 1), 0);
+	cr_assert_gt(gfa_pcp_drain(c), 0);
+	cr_assert_eq(tu_free_frames(p), 1UL << 14);
+	cr_assert_eq(VM(p, pgalloc), 2);
+	cr_assert_eq(VM(p, pgfree), 2, "pgfree %lu", (unsigned long)VM(p, pgfree));
+	cr_assert_eq(VM(p, pgalloc_frames), 5);
+	cr_assert_eq(VM(p, pgfree_frames), 5, "pgfree_frames %lu",
+		     (unsigned long)VM(p, pgfree_frames));
+	cr_assert_eq(VM(p, pcp_free), 2);
+	gfa_pcp_destroy(c);
+	cr_assert_eq(VM(p, pgfree), 2, "destroying the cache changes no count");
+	gfa_pool_destroy(p);
+}
+
+/* high's auto-tuning saturates at high_max; tunables that would overflow are refused. */
+Test(pcp, high_tunables_are_bounded)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pcp_stat st;
+	struct gfa_pool *p;
+	struct gfa_pcp *c;
+
+	gfa_pool_config_init(&cfg, 1UL << 14);
+	cfg.pcp_high = GFA_PCP_HIGH_MAX + 1;
+	cr_assert_null(gfa_pool_create(&cfg));
+	cr_assert_eq(errno, EINVAL);
+	cfg.pcp_high = 0;
+	cfg.pcp_batch = GFA_PCP_BATCH_MAX + 1;
+	cr_assert_null(gfa_pool_create(&cfg));
+	cfg.pcp_batch = 63;
+	cfg.pcp_high = GFA_PCP_HIGH_MAX - 10;
+	cfg.pcp_high_max = GFA_PCP_HIGH_MAX;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	c = gfa_pcp_create(p, 0);
+	for (int i = 0; i < 4; i++) {
+		cr_assert_geq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0), 0);
+		cr_assert_eq(gfa_pcp_drain(c) >= 0, 1);
+	}
+	cr_assert_eq(gfa_pcp_stat(c, &st), 0);
+	cr_assert(st.high >= st.high_min && st.high <= (int)GFA_PCP_HIGH_MAX,
+		  "high %d outside [%d, %u]", st.high, st.high_min, GFA_PCP_HIGH_MAX);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+/* A bad entry in the middle of a batch: the caller learns how many were freed. */
+Test(pcp, free_many_reports_what_it_freed_before_a_bad_entry)
+{
+	struct gfa_pool *p = tu_pool(1UL << 14);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	struct gfa_frame_info fi;
+	uint64_t b[3], v[3];
+
+	for (int i = 0; i < 3; i++)
+		b[i] = (uint64_t)gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	v[0] = b[0];
+	v[1] = 1UL << 30;
+	v[2] = b[2];
+	cr_assert_eq(gfa_pcp_free_many(c, v, 3, 0, 1), 1);
+	cr_assert_eq(gfa_frame_lookup(p, b[2], &fi), 0);
+	cr_assert_eq(fi.state, GFA_FRAME_ALLOCATED, "entries after the bad one stay the caller's");
+	cr_assert_eq(gfa_pcp_free_many(c, v + 1, 2, 0, 1), GFA_ERANGE);
+	cr_assert_eq(gfa_pcp_free_many(c, v + 2, 1, 0, 1), 1);
+	cr_assert_eq(gfa_free(p, b[1], 0, 1), 0);
+	cr_assert_eq(gfa_pool_drain_all(p, 5), GFA_ERANGE);
+	gfa_pcp_destroy(c);
+	cr_assert_eq(tu_free_frames(p), 1UL << 14);
 	gfa_pool_destroy(p);
 }

@@ -90,13 +90,16 @@ struct gfa_zone_config {
 	int node;               /* NUMA node the zone stands for (label only here) */
 };
 
+#define GFA_PCP_BATCH_MAX (1u << 16)   /* frames */
+#define GFA_PCP_HIGH_MAX  (1u << 27)   /* frames: 8 x high still fits an int */
+
 struct gfa_pool_config {
 	unsigned int nr_zones;  /* 1..GFA_MAX_ZONES */
 	struct gfa_zone_config zones[GFA_MAX_ZONES];
 	/* pcp sizing; 0 = size from the zone as the kernel does (batch ~63) */
-	unsigned int pcp_batch;
-	unsigned int pcp_high;
-	unsigned int pcp_high_max;  /* 0: 8 x high_min (auto-tuning ceiling) */
+	unsigned int pcp_batch;     /* <= GFA_PCP_BATCH_MAX */
+	unsigned int pcp_high;      /* <= GFA_PCP_HIGH_MAX */
+	unsigned int pcp_high_max;  /* 0: 8 x high_min (auto-tuning ceiling); <= GFA_PCP_HIGH_MAX */
 	/* free_high threshold: 0 = batch + high_min/2 (Linux 6.15), 1 = batch (6.6..6.14) */
 	unsigned int pcp_free_high_old;
 	/* disable caching of orders 1..3 and 9 (baseline for benchmarks) */
@@ -117,7 +120,8 @@ void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames);
  * Create a pool; every frame starts free (MOVABLE pageblocks).  Zones are laid out one
  * after another in pfn space, each starting on a GFA_MAX_ORDER boundary.
  * Returns the pool, or NULL with errno set: EFAULT (cfg NULL), EINVAL (no zones, too many,
- * a zone smaller than a pageblock or larger than 2^31 frames), ENOMEM.
+ * a zone smaller than a pageblock or larger than 2^31 frames, pcp tunables above their
+ * maximum), ENOMEM.
  * Thread rules: create/destroy are not concurrent with any other call on the pool.
  */
 struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg);
@@ -216,15 +220,15 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
  * keeps them per zone; gfa_pool_vmstat sums them.  Any thread (values are a snapshot).
  */
 #define GFA_VMSTAT_ITEMS(X) \
-	X(pgalloc)              /* blocks allocated (zone path, incl. pcp refill) */ \
-	X(pgfree)               /* blocks freed to the buddy lists */ \
+	X(pgalloc)              /* blocks callers allocated (zone path and caches) */ \
+	X(pgfree)               /* blocks callers freed (a cache's refills and drains are neither) */ \
 	X(pgalloc_frames)       /* frames allocated */ \
 	X(pgfree_frames)        /* frames freed */ \
 	X(pgalloc_fail)         /* allocations that found nothing */ \
 	X(pgalloc_fallback)     /* allocations served from another migratetype */ \
 	X(pageblock_steal)      /* pageblocks whose migratetype changed to the requester's */ \
 	X(pcp_alloc)            /* blocks served from a per-vCPU cache */ \
-	X(pcp_free)             /* blocks freed into a per-vCPU cache */ \
+	X(pcp_free)             /* blocks freed through a per-vCPU cache */ \
 	X(pcp_refill)           /* refill batches taken from the zone */ \
 	X(pcp_bulkfree)         /* bulk frees (one zone-lock section each) */ \
 	X(pcp_free_high)        /* bulk frees triggered by free_high */ \
@@ -356,7 +360,9 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
  * Free n blocks of one order as one batch (a balloon inflation, a VM teardown): like n
  * calls of gfa_pcp_free, but free_high waits until count >= batch (the kernel's
  * PCPF_FREE_HIGH_BATCH) so a batch does not flush after every block.  Stops at the
- * first bad entry.  Returns the number freed, or the first error.
+ * first bad entry (counted).  Returns the number freed before it (as write(2) does: the
+ * caller still owns pfns[ret..n-1]), or the error when the first entry is bad; GFA_EFAULT
+ * for pfns NULL or n > INT_MAX.
  */
 int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
 		      unsigned int order, uint64_t owner);
@@ -367,7 +373,7 @@ int gfa_pcp_drain_partial(struct gfa_pcp *pcp);
 /*
  * Drain every cache of zone `zone` (all zones when zone < 0) from any thread, waiting for
  * each cache's owner to leave its critical section: for compaction and shutdown.
- * Returns frames returned, or GFA_EFAULT.
+ * Returns frames returned, or GFA_EFAULT, GFA_ERANGE (no such zone).
  */
 int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone);
 /*
