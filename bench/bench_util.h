@@ -33,6 +33,7 @@
 struct bench_opts {
 	bool quick;
 	int reps;               /* timed repetitions per variant */
+	bool reps_set;          /* --reps given: parts with their own defaults follow it */
 	double rep_sec;         /* target length of one repetition */
 	const char *only;       /* --only NAME: run one part (bench-specific), or NULL */
 };
@@ -74,6 +75,7 @@ static inline int bench_parse_args(int argc, char **argv, struct bench_opts *o,
 	}
 	o->reps = o->quick ? quick_reps : full_reps;
 	o->rep_sec = o->quick ? quick_sec : full_sec;
+	o->reps_set = reps != 0;
 	if (reps)
 		o->reps = reps;
 	return 0;

@@ -531,7 +531,7 @@ static void bench_bulkfree(const struct bench_opts *o, struct bf_results *res)
 	struct bf_variant v[4];
 	struct bf_set set;
 	uint64_t *pfns;
-	int reps = o->quick ? 9 : 41;
+	int reps = o->reps_set ? o->reps : o->quick ? 9 : 41;
 	struct bench_load load;
 
 	bench_load_begin(&load);
@@ -548,13 +548,13 @@ static void bench_bulkfree(const struct bench_opts *o, struct bf_results *res)
 	}
 	printf("\n## b. bulk free (trunc analogue): %zu blocks, %lu frames (%.2f GiB): "
 	       "order0 %.0f%% order1 %.0f%% order2 %.0f%% order3 %.0f%% order9 %.0f%% of frames, "
-	       "runs of 1..%d blocks of one order\n",
+	       "runs of 1..%d blocks of one order; %d reps\n",
 	       set.nr_blocks, (unsigned long)set.frames, (double)set.frames / 262144.0,
 	       100.0 * (double)set.frames_per_order[0] / (double)set.frames,
 	       100.0 * (double)set.frames_per_order[1] / (double)set.frames,
 	       100.0 * (double)set.frames_per_order[2] / (double)set.frames,
 	       100.0 * (double)set.frames_per_order[3] / (double)set.frames,
-	       100.0 * (double)set.frames_per_order[9] / (double)set.frames, BF_MAX_RUN);
+	       100.0 * (double)set.frames_per_order[9] / (double)set.frames, BF_MAX_RUN, reps);
 	printf("# allocated through the zone (untimed), freed in allocation order through one "
 	       "cache, then the cache drained (timed); single = gfa_pcp_free per block, "
 	       "batch = gfa_pcp_free_many per run; pool 1.5 GiB, descriptors resident after "
@@ -815,7 +815,7 @@ static uint64_t median_u64(double *d, int n)
 static void bench_prodcons(const struct bench_opts *o, struct pc_results *res)
 {
 	static struct pc_sample s[NR_PC_MODES][NR_PC_CFGS][PC_MAX_PAIRS + 1][MAX_REPS];
-	int reps = o->quick ? 3 : 7;
+	int reps = o->reps_set ? o->reps : o->quick ? 3 : 7;
 	uint64_t n = o->quick ? 50000 : 400000;
 	double d[MAX_REPS];
 	struct bench_load load;
@@ -1052,7 +1052,8 @@ int main(int argc, char **argv)
 	printf("# bench pcp: per-vCPU caches (pcp) vs the zone path and glibc, bulk free, "
 	       "producer/consumer\n");
 	bench_print_machine();
-	printf("# mode=%s reps=%d rep_sec=%.3f (medians; variants interleaved per rep, after "
+	printf("# mode=%s reps=%d (part a; b and c say theirs) rep_sec=%.3f (medians; "
+	       "variants interleaved per rep, after "
 	       "warm-up runs)\n", o.quick ? "quick" : "full", o.reps, o.rep_sec);
 	printf("# memory: pools are metadata only (no host memory behind frames); descriptors "
 	       "and glibc's heap are resident after warm-up (M_TRIM_THRESHOLD=1G); allocated "

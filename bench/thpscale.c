@@ -69,6 +69,7 @@ struct frag {
 	uint64_t ceiling;               /* order-9 blocks perfect compaction could form */
 	uint64_t free_huge;             /* free order >= 9 blocks, in pageblocks, at start */
 	uint64_t pb_unmovable;          /* pageblocks not MOVABLE or holding unmovable frames */
+	uint64_t pb_free_other;         /* pageblocks of another type holding nothing */
 	uint64_t pb_movable, movable_frames, free_frames;
 	int score;                      /* fragmentation score at start */
 };
@@ -100,6 +101,8 @@ static int count_block(void *arg, uint64_t pfn, unsigned int order,
 /*
  * Perfect compaction packs the movable frames of MOVABLE pageblocks (those holding no
  * unmovable frame) densely; every other such pageblock becomes a free order-9 block.
+ * A pageblock of another type that holds nothing at all counts too: a MOVABLE order-9
+ * request takes it by fallback.
  */
 static void compute_ceiling(struct frag *f)
 {
@@ -111,12 +114,16 @@ static void compute_ceiling(struct frag *f)
 		bench_die("out of memory");
 	if (gfa_pool_for_each_allocated(f->pool, count_block, &c))
 		bench_die("gfa_pool_for_each_allocated failed");
-	f->pb_movable = f->pb_unmovable = f->movable_frames = 0;
+	f->pb_movable = f->pb_unmovable = f->pb_free_other = f->movable_frames = 0;
 	for (uint64_t pb = 0; pb < nr_pb; pb++) {
 		struct gfa_frame_info fi;
 
 		if (gfa_frame_lookup(f->pool, pb << GFA_PAGEBLOCK_ORDER, &fi))
 			bench_die("gfa_frame_lookup failed");
+		if (fi.block_mt != GFA_MT_MOVABLE && !c.other[pb] && !c.movable[pb]) {
+			f->pb_free_other++;     /* wholly free, of another type */
+			continue;
+		}
 		if (fi.block_mt != GFA_MT_MOVABLE || c.other[pb]) {
 			f->pb_unmovable++;
 			continue;
@@ -124,14 +131,15 @@ static void compute_ceiling(struct frag *f)
 		f->pb_movable++;
 		f->movable_frames += c.movable[pb];
 	}
-	f->ceiling = f->pb_movable -
+	f->ceiling = f->pb_movable + f->pb_free_other -
 		     (f->movable_frames + GFA_PAGEBLOCK_FRAMES - 1) / GFA_PAGEBLOCK_FRAMES;
 	if (gfa_zone_stat(f->pool, 0, &st))
 		bench_die("gfa_zone_stat failed");
 	f->free_frames = st.nr_free;
 	f->free_huge = 0;
 	for (int o = GFA_PAGEBLOCK_ORDER; o <= GFA_MAX_ORDER; o++)
-		f->free_huge += st.nr_free_blocks[o][GFA_MT_MOVABLE] << (o - GFA_PAGEBLOCK_ORDER);
+		for (int mt = 0; mt < GFA_MT_PCPTYPES; mt++)
+			f->free_huge += st.nr_free_blocks[o][mt] << (o - GFA_PAGEBLOCK_ORDER);
 	f->score = gfa_zone_fragmentation_score(f->pool, 0);
 	free(c.movable);
 	free(c.other);
@@ -405,16 +413,19 @@ static void print_layout(struct params *p)
 		bench_die("the layout leaves no order-9 block to form: pool too small");
 	printf("# layout: free %lu frames (%.1f%%), fragmentation score %d, free order-9 "
 	       "blocks %lu; pageblocks: %lu movable-only (%lu movable frames in them), "
-	       "%lu holding unmovable frames (%lu unmovable frames)\n",
+	       "%lu of other types or holding unmovable frames (%lu unmovable frames), "
+	       "%lu of other types holding nothing\n",
 	       (unsigned long)f.free_frames, 100.0 * (double)f.free_frames / (double)p->frames,
 	       f.score, (unsigned long)f.free_huge, (unsigned long)f.pb_movable,
 	       (unsigned long)f.movable_frames, (unsigned long)f.pb_unmovable,
-	       (unsigned long)f.nr_unmov);
+	       (unsigned long)f.nr_unmov, (unsigned long)f.pb_free_other);
 	printf("# ceiling: %lu order-9 blocks with perfect compaction (%lu free now, %lu need "
 	       "compaction); each run makes %lu requests in all, split over its threads\n",
 	       (unsigned long)p->ceiling, (unsigned long)f.free_huge,
 	       (unsigned long)(p->ceiling > f.free_huge ? p->ceiling - f.free_huge : 0),
 	       (unsigned long)p->ceiling);
+	if (p->ceiling < 100)
+		printf("# p99_us is the slowest request of a run (max_us): fewer than 100 per run\n");
 	teardown(&f);
 }
 
@@ -488,7 +499,9 @@ int main(int argc, char **argv)
 	       p.b_drop, UNMOVABLE_PERMILLE / 10, UNMOVABLE_PERMILLE % 10,
 	       p.touch ? "copy 4 KiB per frame (touch=true)" : "metadata only (touch=false)",
 	       opts.reps, (unsigned long long)SEED);
-	printf("# %ld cores: runs with 4 and 8 threads oversubscribe them\n", bench_cores());
+	if (bench_cores() < MAX_THREADS)
+		printf("# %ld cores: runs with more threads than that oversubscribe them\n",
+		       bench_cores());
 	if (p.touch)
 		p.mem = back_memory(p.frames);
 	print_layout(&p);
