@@ -101,6 +101,14 @@ static bool compaction_capture(struct gfa_zone *z, uint64_t pfn, unsigned int or
 	return true;
 }
 
+/* Does the block hold a released frame?  The pageblock's count answers most calls. */
+static bool block_released(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	if (order <= GFA_PAGEBLOCK_ORDER && !pfn_pageblock(z, pfn)->nr_released)
+		return false;
+	return release_bits_any(z, pfn, 1UL << order);
+}
+
 /*
  * __free_one_page: merge with the buddy while it is free and of the same order, then
  * put the result on the list of its pageblock's migratetype.  Merging never crosses
@@ -136,7 +144,7 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	if (compaction_capture(z, pfn, order, mt))
 		return true;
 	/* blocks with released frames are reused last: a host fault costs more */
-	buddy_list_add(z->pool, z, pfn, order, mt, pfn_pageblock(z, pfn)->nr_released != 0);
+	buddy_list_add(z->pool, z, pfn, order, mt, block_released(z, pfn, order));
 	return false;
 }
 
@@ -146,7 +154,8 @@ static void expand(struct gfa_zone *z, uint64_t pfn, unsigned int low, unsigned 
 {
 	while (high > low) {
 		high--;
-		buddy_list_add(z->pool, z, pfn + (1UL << high), high, mt, false);
+		buddy_list_add(z->pool, z, pfn + (1UL << high), high, mt,
+			       block_released(z, pfn + (1UL << high), high));
 	}
 }
 

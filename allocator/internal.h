@@ -273,6 +273,8 @@ void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
 int release_zone_init(struct gfa_zone *z);
 /* A block leaves the free lists for an owner: its frames are populated from now on. */
 void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
+/* Any released frame in [pfn, pfn + nr)?  (zone lock held) */
+bool release_bits_any(const struct gfa_zone *z, uint64_t pfn, uint64_t nr);
 static inline bool release_test(const struct gfa_zone *z, uint64_t pfn)
 {
 	uint64_t i = pfn - z->start_pfn;

@@ -52,7 +52,7 @@ static uint64_t release_count(const struct gfa_zone *z, uint64_t pfn, uint64_t n
 	return n;
 }
 
-static bool release_bits_any(const struct gfa_zone *z, uint64_t pfn, uint64_t nr)
+bool release_bits_any(const struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
 	for (uint64_t p = pfn; p < pfn + nr; p++)
 		if (release_test(z, p))
@@ -143,6 +143,28 @@ static uint64_t isolate_for_host(struct gfa_zone *z, uint64_t pfn)
 	return nr - had;
 }
 
+/*
+ * A free block (off the lists) that mixes released and populated frames: split it so
+ * only wholly populated pieces go to the host, highest first; wholly released pieces go
+ * back on the free lists (at the tail: reused last).  Putting the whole block in flight
+ * made a failed punch count its released frames populated, and a good one count frames
+ * the host never got.  A piece the output has no room for stays free.  Returns
+ * populated frames isolated.
+ */
+static uint64_t isolate_populated(struct gfa_zone *z, uint64_t pfn, unsigned int order,
+				  unsigned int mt, struct range_out *ro)
+{
+	uint64_t nr = 1UL << order, rel = release_count(z, pfn, nr);
+
+	if (rel && rel < nr)
+		return isolate_populated(z, pfn + nr / 2, order - 1, mt, ro) +
+		       isolate_populated(z, pfn, order - 1, mt, ro);
+	buddy_list_add(z->pool, z, pfn, order, mt, rel == nr);
+	if (rel == nr || !range_add(ro, pfn, nr))
+		return 0;
+	return isolate_for_host(z, pfn);
+}
+
 /* Free blocks of one pageblock, in pfn order (zone lock held). */
 static unsigned int pageblock_free_blocks(struct gfa_zone *z, uint64_t start, uint64_t *heads)
 {
@@ -192,6 +214,11 @@ static uint64_t release_pageblock(struct gfa_zone *z, uint64_t start, uint64_t b
 			continue;   /* already released: nothing to give back */
 		if (pop > budget - got && nr > 1)
 			continue;   /* would eat into the reserve: smaller blocks may fit */
+		if (pop < nr) {
+			buddy_list_del(z->pool, z, heads[n]);
+			got += isolate_populated(z, heads[n], f->order, f->mt, ro);
+			continue;
+		}
 		got += isolate_for_host(z, heads[n]);
 		range_add(ro, heads[n], nr);
 	}

@@ -162,3 +162,71 @@ Test(depop, bad_completions_change_nothing)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/* ---- blocks that mix released and populated frames ---- */
+
+static void release_everything(struct gfa_pool *p)
+{
+	struct gfa_frame_range r[16];
+	int n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+
+	cr_assert_gt(n, 0);
+	done_all(p, r, n, true);
+}
+
+/*
+ * One frame of a released block is used and freed: the merged free block holds 1
+ * populated and 1023 released frames.  Only the populated frame goes to the host; a
+ * failed punch leaves the released ones released, a good one counts one frame.
+ */
+Test(depop, mixed_block_sends_only_its_populated_frames)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_frame_range r[16];
+	struct gfa_vmstat v0, v1;
+	uint64_t before;
+	int64_t a;
+	int n;
+
+	release_everything(p);
+	a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	cr_assert_geq(a, 0);
+	cr_assert_eq(gfa_free(p, (uint64_t)a, 0, 1), 0);
+	before = zst(p).nr_released;
+	cr_assert_eq(before, 4 * PB - 1);
+	gfa_pool_vmstat(p, &v0);
+	n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(r[0].nr, 1, "one populated frame put %lu frames in flight",
+		     (unsigned long)r[0].nr);
+	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn, r[0].nr, false), 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(zst(p).nr_released, before, "a failed punch made released frames populated");
+	n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+	cr_assert_eq(n, 1);
+	done_all(p, r, n, true);
+	gfa_pool_vmstat(p, &v1);
+	cr_assert_eq(v1.release_done - v0.release_done, 1, "the host took %lu frames, not 1",
+		     (unsigned long)(v1.release_done - v0.release_done));
+	cr_assert_eq(zst(p).nr_released, 4 * PB);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+/* Populated frames are reused before released ones, block by block (not pageblock). */
+Test(depop, a_populated_frame_is_reused_before_a_released_one)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	int64_t a, b, c, d;
+
+	release_everything(p);
+	a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	b = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	c = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	cr_assert(a >= 0 && b >= 0 && c >= 0);
+	/* a is populated now (it was handed out); its buddy b is still allocated */
+	cr_assert_eq(gfa_free(p, (uint64_t)a, 0, 1), 0);
+	d = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	cr_assert_eq(d, a, "got released pfn %ld while populated pfn %ld was free", (long)d, (long)a);
+	gfa_pool_destroy(p);
+}

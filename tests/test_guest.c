@@ -412,3 +412,24 @@ Test(guest, failed_collapse_puts_every_piece_back, .timeout = 60)
 		     (unsigned long)tu_free_frames(h.pool), (unsigned long)nr);
 	host_done(&h);
 }
+
+/* free_dirty counts free frames only: an allocated block's dirty bits are its owner's. */
+Test(guest, backing_free_dirty_counts_only_free_frames)
+{
+	struct host h = host_new(16 * MiB, false);
+	struct gfa_backing_zone_stat bs;
+	int64_t a = gfa_backing_alloc(h.b, NULL, 0, 4, GFA_MT_MOVABLE, 3, 0);
+
+	cr_assert_geq(a, 0);
+	memset(gfa_pfn_to_addr(h.pool, (uint64_t)a), 0xab, 16 * 4096);
+	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)a, 4, 3), 0);
+	cr_assert_eq(gfa_backing_zone_stat(h.b, 0, &bs), 0);
+	cr_assert_eq(bs.free_dirty, 16);
+	a = gfa_backing_alloc(h.b, NULL, 0, 4, GFA_MT_MOVABLE, 4, 0);  /* no ZERO: dirty */
+	cr_assert_geq(a, 0);
+	cr_assert_eq(gfa_backing_zone_stat(h.b, 0, &bs), 0);
+	cr_assert_eq(bs.free_dirty, 0, "free_dirty %lu: allocated frames counted",
+		     (unsigned long)bs.free_dirty);
+	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)a, 4, 4), 0);
+	host_done(&h);
+}

@@ -370,10 +370,38 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 	return err;
 }
 
+struct dirty_walk {
+	const struct gfa_backing *b;
+	uint64_t start, end, dirty;
+};
+
+static uint64_t dirty_bits(const struct gfa_backing *b, uint64_t pfn, uint64_t n)
+{
+	uint64_t d = 0;
+
+	for (uint64_t p = pfn; p < pfn + n; p++)
+		d += (atomic_load(&((struct gfa_backing *)b)->dirty[p / 64]) >> (p % 64)) & 1;
+	return d;
+}
+
+/* Dirty frames of allocated blocks: an owner's block keeps its bits until freed. */
+static int dirty_of_allocated(void *arg, uint64_t pfn, unsigned int order,
+			      enum gfa_migratetype mt, uint64_t owner)
+{
+	struct dirty_walk *w = arg;
+
+	(void)mt;
+	(void)owner;
+	if (pfn >= w->start && pfn < w->end)
+		w->dirty += dirty_bits(w->b, pfn, 1UL << order);
+	return 0;
+}
+
 int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st)
 {
 	struct gfa_zone_stat zs;
-	uint64_t start, n, dirty = 0;
+	struct dirty_walk w = { b, 0, 0, 0 };
+	uint64_t start, n, dirty;
 	int err;
 
 	if (!b || !st)
@@ -382,8 +410,12 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_b
 	if (err)
 		return err;
 	gfa_zone_span(b->pool, zone, &start, &n);
-	for (uint64_t p = start; p < start + n; p++)
-		dirty += (atomic_load(&b->dirty[p / 64]) >> (p % 64)) & 1;
+	dirty = dirty_bits(b, start, n);
+	/* free dirty = all dirty bits but those of allocated blocks (a snapshot) */
+	w.start = start;
+	w.end = start + n;
+	gfa_pool_for_each_allocated(b->pool, dirty_of_allocated, &w);
+	dirty = dirty > w.dirty ? dirty - w.dirty : 0;
 	st->free_released = zs.nr_released;
 	st->free_dirty = dirty < zs.nr_free ? dirty : zs.nr_free;
 	st->free_clean = zs.nr_free - zs.nr_released > st->free_dirty

@@ -90,9 +90,11 @@ static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct
 	err = gfa_release_submit(hr->engine[zone], (fr->pfn - start) << GFA_FRAME_SHIFT,
 				 fr->nr << GFA_FRAME_SHIFT, hr_done, r);
 	if (err) {
-		/* nothing was queued: the frames go back populated */
+		/* nothing was queued: the frames go back populated, and the zone backs off
+		 * as after a failed punch (a lasting error would busy-loop the thread) */
 		atomic_fetch_sub(&hr->inflight, 1);
 		gfa_zone_release_done(hr->pool, fr->pfn, fr->nr, false);
+		atomic_store(&hr->failed[zone], true);
 		free(r);
 	}
 	return err;
@@ -384,6 +386,8 @@ int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms)
 
 	if (!hr)
 		return -EFAULT;
+	if (timeout_ms < 0)
+		timeout_ms = 0;         /* (a negative tv_nsec made timedwait fail at once) */
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += timeout_ms / 1000;
 	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
