@@ -56,12 +56,16 @@ Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180)
 	cr_assert_not_null(strstr(out, "huge_share="));
 	cr_assert_not_null(strstr(out, "buddyinfo after:"));
 	/* the baselines' PMD figure covers all VMs and never more (VMAs once merged) */
+	int lines = 0;
+
 	for (const char *k = strstr(out, "(PMD-mapped "); k; k = strstr(k + 1, "(PMD-mapped ")) {
 		long got = -1, of = -1;
 
 		cr_assert_eq(sscanf(k, "(PMD-mapped %ld of %ld MiB)", &got, &of), 2, "%s", k);
 		cr_assert(got >= 0 && got <= of && of == 32, "PMD-mapped %ld of %ld MiB", got, of);
+		lines++;
 	}
+	cr_assert_eq(lines, 2, "both kernel baselines print their PMD figure: %s", out);
 	/* gfactl stat reads what vmstart wrote */
 	rc = run(out, sizeof(out), "%s stat --file %s", g, stat_file);
 	cr_assert_eq(rc, 0, "%s", out);

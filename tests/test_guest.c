@@ -283,9 +283,19 @@ static void shmem_thp_restore(const char *old)
 	}
 }
 
-Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60)
+/* host settings a test changed, put back by its .fini even when an assertion fails */
+static char shmem_saved[32];
+static long hugetlb_saved = -1;
+
+static void shmem_thp_fini(void)
 {
-	char old[32];
+	if (shmem_saved[0])
+		shmem_thp_restore(shmem_saved);
+}
+
+Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60, .fini = shmem_thp_fini)
+{
+	char *old = shmem_saved;
 	struct host h;
 	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
 	struct gfa_guest *g;
@@ -293,14 +303,17 @@ Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60)
 
 	int lock = tu_shmem_thp_lock();
 
-	if (shmem_thp_advise(old, sizeof(old)))
+	if (shmem_thp_advise(old, sizeof(shmem_saved))) {
+		old[0] = '\0';
 		cr_skip_test("cannot set shmem_enabled=advise (not root?): PMD backing not checked");
+	}
 	h = host_new(32 * MiB, true);
 	g = gfa_guest_create(h.pool, h.b, &cfg);
 	cr_assert_not_null(g);
 	fill(g, 3);
 	pmd = gfa_smaps_pmd_bytes(gfa_guest_hva(g), cfg.mem_bytes);
 	shmem_thp_restore(old);
+	old[0] = '\0';
 	tu_shmem_thp_unlock(lock);
 	cr_log_info("guest window: %ld of %lu bytes PMD-mapped", (long)pmd, cfg.mem_bytes);
 	cr_assert_eq(pmd, (int64_t)cfg.mem_bytes, "every 2 MiB range should be a PMD mapping");
@@ -340,7 +353,13 @@ static void hugetlb_restore(long old)
 	}
 }
 
-Test(guest, hugetlb_backed_pool, .timeout = 60)
+static void hugetlb_fini(void)
+{
+	if (hugetlb_saved >= 0)
+		hugetlb_restore(hugetlb_saved);
+}
+
+Test(guest, hugetlb_backed_pool, .timeout = 60, .fini = hugetlb_fini)
 {
 	struct gfa_pool *pool = tu_pool(8 * MiB / GFA_FRAME_SIZE);
 	struct gfa_backing_config bc = { .hugetlb = true, .populate = true };
@@ -348,7 +367,7 @@ Test(guest, hugetlb_backed_pool, .timeout = 60)
 	struct gfa_backing *b;
 	struct gfa_guest *g;
 	struct gfa_guest_stat st;
-	long old = hugetlb_reserve(4);
+	long old = hugetlb_saved = hugetlb_reserve(4);
 
 	if (old < 0) {
 		gfa_pool_destroy(pool);
@@ -367,6 +386,7 @@ Test(guest, hugetlb_backed_pool, .timeout = 60)
 	ASSERT_POOL_OK(pool);
 	gfa_pool_destroy(pool);
 	hugetlb_restore(old);
+	hugetlb_saved = -1;
 }
 
 /* A guest collapse the vCPUs refuse half-way puts every piece back where it was. */

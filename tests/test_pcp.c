@@ -407,6 +407,7 @@ struct xchg {
 	uint64_t pfn[XQ];
 	unsigned int order[XQ];
 	int n;
+	atomic_int done;        /* workers finished */
 };
 
 struct worker {
@@ -458,6 +459,7 @@ static void *stress_worker(void *arg)
 	while (n--)
 		cr_assert_eq(gfa_pcp_free(c, mine[n], mord[n], 0), 0);
 	gfa_pcp_destroy(c);
+	atomic_fetch_add(&w->x->done, 1);
 	return NULL;
 }
 
@@ -473,10 +475,13 @@ static void run_stress(int nthreads, int iters)
 		w[i] = (struct worker){ p, &x, i, iters, 0x1234567ULL * (i + 1) };
 		pthread_create(&t[i], NULL, stress_worker, &w[i]);
 	}
-	for (int k = 0; k < 20; k++) {
+	/* remote drains and checks for as long as the owners run (20 rounds were over
+	 * in a few ms: a remote drain that did not wait for an owner went unnoticed) */
+	for (long k = 0; k < 20 || atomic_load(&x.done) < nthreads; k++) {
 		ASSERT_POOL_OK(p);
 		gfa_pool_drain_all(p, -1);
 		gfa_pool_drain_idle(p, 1);
+		usleep(2000);   /* the owners run between rounds (back to back they starved) */
 	}
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(t[i], NULL);
@@ -513,12 +518,16 @@ Test(pcp_stress, eight_threads, .timeout = 300)
 	run_stress(8, tu_sanitizer() ? 20000 : 200000);
 }
 
-/* Misuse: one cache hammered by two threads at once gives GFA_ETHREAD, never corruption. */
-struct misuse { struct gfa_pcp *c; int ethread; };
+/*
+ * Misuse: one cache hammered by two threads at once.  A call that overlaps the other
+ * thread's gets GFA_ETHREAD (how often depends on scheduling); nothing is corrupted.
+ */
+struct misuse { struct gfa_pcp *c; int ethread; pthread_barrier_t *go; };
 static void *misuse_worker(void *arg)
 {
 	struct misuse *m = arg;
 
+	pthread_barrier_wait(m->go);    /* start together: the calls overlap */
 	for (int i = 0; i < 20000; i++) {
 		int64_t a = gfa_pcp_alloc(m->c, 0, GFA_MT_MOVABLE, 0, 0);
 
@@ -537,13 +546,17 @@ Test(pcp_stress, shared_cache_misuse_is_safe, .timeout = 300)
 {
 	struct gfa_pool *p = tu_pool(1UL << 14);
 	struct gfa_pcp *c = gfa_pcp_create(p, 0);
-	struct misuse m[2] = { { c, 0 }, { c, 0 } };
+	pthread_barrier_t go;
+	struct misuse m[2] = { { c, 0, &go }, { c, 0, &go } };
 	pthread_t t[2];
 
+	pthread_barrier_init(&go, NULL, 2);
 	for (int i = 0; i < 2; i++)
 		pthread_create(&t[i], NULL, misuse_worker, &m[i]);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&go);
+	cr_log_info("calls refused with GFA_ETHREAD: %d", m[0].ethread + m[1].ethread);
 	ASSERT_POOL_OK(p);
 	gfa_pcp_destroy(c);
 	cr_assert_eq(tu_free_frames(p), 1UL << 14);
@@ -788,7 +801,7 @@ static void *fire_owner_main(void *arg)
 	return NULL;
 }
 
-Test(pcp_stress, owners_against_remote_holders_and_the_gate, .timeout = 300)
+static void owners_against_remote_holders(void)
 {
 	struct fire f = { .p = tu_pool(1UL << 17) };
 	struct fire_owner o[2];
@@ -811,6 +824,18 @@ Test(pcp_stress, owners_against_remote_holders_and_the_gate, .timeout = 300)
 	ASSERT_POOL_OK(f.p);
 	cr_assert_eq(tu_free_frames(f.p), 1UL << 17);
 	gfa_pool_destroy(f.p);
+}
+
+Test(pcp_stress, owners_against_remote_holders_and_the_gate, .timeout = 300)
+{
+	owners_against_remote_holders();
+}
+
+/* The same in fence mode (a fresh process per test: the mode is fixed per process). */
+Test(pcp_stress, owners_against_remote_holders_and_the_gate_fence_mode, .timeout = 300)
+{
+	setenv("GFA_PCP_FENCE", "1", 1);
+	owners_against_remote_holders();
 }
 
 /*

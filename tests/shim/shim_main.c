@@ -18,6 +18,9 @@ void shim_register(struct shim_test t)
 		tests[ntests++] = t;
 }
 
+/* the running test's .fini: Criterion runs it after a failed assertion too */
+static void (*shim_fini)(void);
+
 void shim_fail(const char *file, int line, const char *expr, const char *fmt, ...)
 {
 	va_list ap;
@@ -27,6 +30,8 @@ void shim_fail(const char *file, int line, const char *expr, const char *fmt, ..
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\n");
+	if (shim_fini)
+		shim_fini();
 	_exit(1);
 }
 
@@ -86,6 +91,7 @@ static int run_one(struct shim_test *t)
 		alarm(t->opts->timeout > 0 ? (unsigned int)t->opts->timeout : 600);
 		if (t->opts->init)
 			t->opts->init();
+		shim_fini = t->opts->fini;
 		t->fn();
 		if (t->opts->fini)
 			t->opts->fini();
