@@ -232,7 +232,7 @@ uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned in
 			unsigned int o = f->order;
 
 			buddy_list_del(z->pool, z, pfn);
-			buddy_list_add(z->pool, z, pfn, o, mt, false);
+			buddy_list_add(z->pool, z, pfn, o, mt, block_released(z, pfn, o));
 		}
 		if (st == GFA_FRAME_FREE)
 			moved += 1UL << f->order;
@@ -281,13 +281,13 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 		set_pageblocks_mt(z, pfn, order, start_mt);
 		z->c.vm.pageblock_steal += 1UL << (order - GFA_PAGEBLOCK_ORDER);
 		buddy_list_del(z->pool, z, pfn);
-		buddy_list_add(z->pool, z, pfn, order, start_mt, false);
+		buddy_list_add(z->pool, z, pfn, order, start_mt, block_released(z, pfn, order));
 		return;
 	}
 	/* a partial last pageblock is never claimed (prep_move_freepages_block refuses) */
 	if (!whole_block || pb_start + GFA_PAGEBLOCK_FRAMES > z->start_pfn + z->nr_frames) {
 		buddy_list_del(z->pool, z, pfn);
-		buddy_list_add(z->pool, z, pfn, order, start_mt, false);
+		buddy_list_add(z->pool, z, pfn, order, start_mt, block_released(z, pfn, order));
 		return;
 	}
 	free_frames = buddy_move_freepages_block(z, (pb_start - z->start_pfn) >> GFA_PAGEBLOCK_ORDER,

@@ -118,6 +118,7 @@ static void isolate_free_block(struct compact_control *cc, uint64_t pfn)
 	unsigned int order = FR(cc, pfn)->order;
 
 	buddy_list_del(cc->zone->pool, cc->zone, pfn);
+	release_clear(cc->zone, pfn, 1UL << order);   /* a target gets written */
 	cc_add_free(cc, pfn, order);
 	cc->zone->c.vm.compact_isolated++;
 }
@@ -431,8 +432,6 @@ static int64_t compaction_alloc(struct compact_control *cc, unsigned int order)
 				cc_add_free(cc, b.pfn + (1UL << b.order), b.order);
 			}
 			FR(cc, b.pfn)->order = (uint8_t)order;
-			/* this target gets written; the unused ones keep their released bits */
-			release_clear(cc->zone, b.pfn, 1UL << order);
 			pthread_mutex_unlock(&cc->zone->lock);
 			return (int64_t)b.pfn;
 		}

@@ -148,8 +148,9 @@ static uint64_t isolate_for_host(struct gfa_zone *z, uint64_t pfn)
  * only wholly populated pieces go to the host, highest first; wholly released pieces go
  * back on the free lists (at the tail: reused last).  Putting the whole block in flight
  * made a failed punch count its released frames populated, and a good one count frames
- * the host never got.  A piece the output has no room for stays free.  Returns
- * populated frames isolated.
+ * the host never got.  A piece the output has no room for stays free; pieces that stay
+ * free are freed as buddies are, so they merge again with what stays beside them.
+ * Returns populated frames isolated.
  */
 static uint64_t isolate_populated(struct gfa_zone *z, uint64_t pfn, unsigned int order,
 				  unsigned int mt, struct range_out *ro)
@@ -159,9 +160,11 @@ static uint64_t isolate_populated(struct gfa_zone *z, uint64_t pfn, unsigned int
 	if (rel && rel < nr)
 		return isolate_populated(z, pfn + nr / 2, order - 1, mt, ro) +
 		       isolate_populated(z, pfn, order - 1, mt, ro);
-	buddy_list_add(z->pool, z, pfn, order, mt, rel == nr);
-	if (rel == nr || !range_add(ro, pfn, nr))
+	if (rel == nr || !range_add(ro, pfn, nr)) {
+		buddy_free_block(z, pfn, order);
 		return 0;
+	}
+	buddy_list_add(z->pool, z, pfn, order, mt, false);
 	return isolate_for_host(z, pfn);
 }
 

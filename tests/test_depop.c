@@ -230,3 +230,101 @@ Test(depop, a_populated_frame_is_reused_before_a_released_one)
 	cr_assert_eq(d, a, "got released pfn %ld while populated pfn %ld was free", (long)d, (long)a);
 	gfa_pool_destroy(p);
 }
+
+/* A mixed block split for the host with no room left for every piece: what stays
+ * free merges again with its buddies (they were left side by side, unmerged). */
+Test(depop, split_pieces_that_stay_free_merge_again)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_frame_range r[4];
+	int64_t x;
+
+	release_everything(p);
+	x = gfa_alloc(p, 0, 2, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT);
+	cr_assert_geq(x, 0);
+	cr_assert_eq(gfa_block_split(p, (uint64_t)x, 2, 1, 0), 0);
+	/* x+1 and x+3 go back and are released; x and x+2 stay populated */
+	cr_assert_eq(gfa_free(p, (uint64_t)x + 1, 0, 1), 0);
+	cr_assert_eq(gfa_free(p, (uint64_t)x + 3, 0, 1), 0);
+	release_everything(p);
+	cr_assert_eq(gfa_free(p, (uint64_t)x, 0, 1), 0);
+	cr_assert_eq(gfa_free(p, (uint64_t)x + 2, 0, 1), 0);
+	ASSERT_POOL_OK(p);
+	/* one range only: x+2 fits, x does not */
+	cr_assert_eq(gfa_zone_release_isolate(p, 0, r, 1, UINT64_MAX), 1);
+	ASSERT_POOL_OK(p);
+	done_all(p, r, 1, true);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+/* Compaction's isolated targets leave the released counts (nr_free no longer has them). */
+static struct gfa_pool *tgt_pool;
+static int tgt_calls, tgt_bad_stat, tgt_released_in_op;
+
+static int tgt_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
+{
+	struct gfa_zone_stat st;
+	struct gfa_frame_range r[8];
+
+	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	if (tgt_calls++)
+		return -EAGAIN;
+	cr_assert_eq(gfa_zone_stat(tgt_pool, 0, &st), 0);
+	tgt_bad_stat = st.nr_released > st.nr_free_buddy;
+	/* the reserve (high) is the whole zone: nothing may be released */
+	tgt_released_in_op = gfa_zone_release_isolate(tgt_pool, 0, r, 8, UINT64_MAX);
+	for (int i = 0; i < tgt_released_in_op; i++)
+		gfa_zone_release_done(tgt_pool, r[i].pfn, r[i].nr, false);
+	return -EAGAIN;
+}
+
+Test(depop, compaction_targets_leave_the_released_counts, .timeout = 60)
+{
+	const struct gfa_owner_ops ops = { .migrate = tgt_migrate };
+	struct gfa_release_policy rp = { .low = 0, .high = 4 * PB, .min_empty_frac = 4 };
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+
+	tgt_pool = p;
+	cr_assert_eq(gfa_owner_register(p, 1, &ops, NULL), 0);
+	for (uint64_t i = 0; i < 4 * PB; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), 0);
+	for (uint64_t pfn = 0; pfn < 4 * PB; pfn++)
+		if ((pfn & (PB - 1)) >= PB / 2)
+			cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
+	release_everything(p);
+	for (uint64_t pfn = 0; pfn < 16; pfn++)
+		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
+	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
+	ASSERT_POOL_OK(p);
+	gfa_compact_zone(p, 0, -1, GFA_COMPACT_SYNC);
+	cr_assert(tgt_calls, "no migrate call");
+	cr_assert_eq(tgt_released_in_op, 0, "a reserve of the whole zone released %d ranges",
+		     tgt_released_in_op);
+	cr_assert_not(tgt_bad_stat, "more frames released than free during compaction");
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+/* A fallback that moves a pageblock keeps its released blocks last on the new list. */
+Test(depop, a_steal_keeps_released_blocks_last)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_frame_range r[8];
+	int64_t a;
+
+	for (uint64_t i = 0; i < 4 * PB; i++)
+		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
+	for (uint64_t pfn = 256; pfn < 384; pfn++)
+		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
+	cr_assert_eq(gfa_zone_release_isolate(p, 0, r, 8, UINT64_MAX), 1);
+	done_all(p, r, 1, true);
+	for (uint64_t pfn = 0; pfn < 128; pfn++)
+		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
+	ASSERT_POOL_OK(p);
+	a = gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 2, GFA_ALLOC_NOCOMPACT);
+	cr_assert_geq(a, 0);
+	cr_assert_lt(a, 128, "got released pfn %ld while populated [0, 128) was free", (long)a);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

@@ -269,9 +269,9 @@ void gfa_guest_destroy(struct gfa_guest *g)
 	pthread_mutex_lock(&g->lock);
 	/* the window maps no frame before the frames are freed (as the balloon does);
 	 * the address range stays reserved until the munmap below */
-	if (g->win)
-		mmap(g->win, g->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
-		     MAP_NORESERVE, -1, 0);
+	if (g->win && mmap(g->win, g->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+			   MAP_NORESERVE, -1, 0) == MAP_FAILED)
+		munmap(g->win, g->size);        /* no moves map it again: gfns say "none" */
 	for (uint64_t gfn = 0; g->pfn && gfn < g->nr_frames; gfn++)
 		if (g->order && g->order[gfn] != NOT_HEAD && g->pfn[gfn] != NO_PFN)
 			guest_release_block(g, gfn);

@@ -83,6 +83,7 @@ static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct
 	gfa_zone_span(hr->pool, zone, &start, NULL);
 	if (!r) {
 		gfa_zone_release_done(hr->pool, fr->pfn, fr->nr, false);
+		atomic_store(&hr->failed[zone], true);  /* back off, as after a failed punch */
 		return -ENOMEM;
 	}
 	*r = (struct hr_range){ hr, zone, fr->pfn, fr->nr };

@@ -30,8 +30,12 @@ void shim_fail(const char *file, int line, const char *expr, const char *fmt, ..
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\n");
-	if (shim_fini)
-		shim_fini();
+	if (shim_fini) {
+		void (*fini)(void) = shim_fini;
+
+		shim_fini = NULL;       /* a failure inside .fini does not recurse */
+		fini();
+	}
 	_exit(1);
 }
 
