@@ -69,8 +69,12 @@ int gfa_numa_bind_zone(struct gfa_numa_pool *np, unsigned int zone)
 	mask_of(mask, node);
 	/* STRICT | MOVE: pages present already must move, or the call fails (EIO) */
 	if (mbind(addr, len, MPOL_BIND, mask, NUMA_MASK_BITS + 1,
-		  MPOL_MF_STRICT | MPOL_MF_MOVE))
-		return -errno;
+		  MPOL_MF_STRICT | MPOL_MF_MOVE)) {
+		err = -errno;
+		/* EIO (a page that would not move) comes after the policy was set */
+		mbind(addr, len, MPOL_DEFAULT, NULL, 0, 0);
+		return err;
+	}
 	return 0;
 }
 
@@ -183,15 +187,19 @@ int gfa_numa_verify_zone(struct gfa_numa_pool *np, unsigned int zone, struct gfa
 
 	if (!np || !p)
 		return GFA_EFAULT;
+	/* *p is filled before anything can fail: callers print every zone's entry */
+	*p = (struct gfa_numa_placement){
+		.zone = zone, .zone_node = -1, .fake = np->topo.fake, .node = -1,
+		.policy_mode = -1, .first_wrong_pfn = -1, .first_wrong_node = -1,
+	};
+	if (zone < np->topo.nr_nodes)
+		p->zone_node = np->topo.nodes[zone].id;
+	if (!gfa_zone_span(np->pool, zone, &start, &n))
+		p->frames = n;
 	err = numa_zone_range(np, zone, &base, &len);
 	if (err)
 		return err;
-	gfa_zone_span(np->pool, zone, &start, &n);
-	*p = (struct gfa_numa_placement){
-		.zone = zone, .zone_node = np->topo.nodes[zone].id, .fake = np->topo.fake,
-		.node = zone_phys_node(np, zone), .frames = n,
-		.first_wrong_pfn = -1, .first_wrong_node = -1,
-	};
+	p->node = zone_phys_node(np, zone);
 	if (p->node < 0)
 		return p->node;
 	p->policy_ok = policy_is_bind(base, p->node, &p->policy_mode);

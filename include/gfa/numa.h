@@ -187,7 +187,7 @@ int gfa_numa_node_zone(const struct gfa_numa_pool *np, int node);
  * be, and a page that cannot be is an error.  Returns 0, or GFA_EFAULT, -ENODEV (a
  * zone without backing), or mbind's error (-EPERM in containers that forbid it,
  * -EIO for a page that could not move, -EINVAL for a node the process may not use); on
- * error the zones bound so far are reset to the default policy.
+ * error every zone, the failing one included, is back to the default policy.
  * Thread rules: not concurrent with populating or allocating from the pool.
  */
 int gfa_numa_bind_pool(struct gfa_numa_pool *np);
