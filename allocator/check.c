@@ -4,6 +4,7 @@
  * world (every cache lock, then each zone lock) so the answer is exact.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "allocator/internal.h"
 
@@ -90,9 +91,16 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 		    pfn + (1UL << order) > end)
 			FAIL("zone %u: block at pfn %lu has bad order %u", z->id,
 			     (unsigned long)pfn, order);
-		if (f->mt >= GFA_MT_TYPES)
-			FAIL("zone %u: block at pfn %lu has bad migratetype %u", z->id,
-			     (unsigned long)pfn, f->mt);
+		/* free blocks may sit on ISOLATE lists; a block handed out never has that type */
+		if (f->mt >= (st == GFA_FRAME_FREE ? GFA_MT_TYPES : GFA_MT_PCPTYPES))
+			FAIL("zone %u: block at pfn %lu (state %u) has bad migratetype %u", z->id,
+			     (unsigned long)pfn, st, f->mt);
+		/* frame_find_head() relies on tail frames having no state */
+		for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
+			if (fstate(&z->pool->frames[p]))
+				FAIL("zone %u: pfn %lu inside the block at %lu (order %u) has state %u",
+				     z->id, (unsigned long)p, (unsigned long)pfn, order,
+				     fstate(&z->pool->frames[p]));
 		if (check_released(z, pfn, st, order, t, msg, len))
 			return -EUCLEAN;
 		if (st == GFA_FRAME_PCP)
@@ -124,8 +132,12 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 			uint64_t n = 0;
 
 			for (uint32_t p = l->head; p != GFA_NIL && n <= l->nr; p = frames[p].next) {
-				const struct gfa_frame *f = &frames[p];
+				const struct gfa_frame *f;
 
+				if (p < z->start_pfn || p >= z->start_pfn + z->nr_frames)
+					FAIL("zone %u: free list order %u %s links to pfn %u, outside "
+					     "the zone", z->id, o, gfa_migratetype_name(mt), p);
+				f = &frames[p];
 				if (fstate(f) != GFA_FRAME_FREE || f->order != o || f->mt != mt ||
 				    f->prev != prev || pool_pfn_zone(z->pool, p) != z)
 					FAIL("zone %u: free list order %u %s holds pfn %u (state %u "
@@ -158,6 +170,39 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 	return 0;
 }
 
+/* Claims, pageblock flags, cached compaction positions, the released bitmap's tail. */
+static int check_zone_extras(struct gfa_zone *z, char *msg, size_t len)
+{
+	uint64_t end = z->start_pfn + z->nr_frames, sum = 0, tailbits = z->nr_frames % 64;
+
+	if (z->nr_claims > GFA_MAX_CLAIMS)
+		FAIL("zone %u: %u claims (at most %u)", z->id, z->nr_claims, GFA_MAX_CLAIMS);
+	for (unsigned int i = 0; i < z->nr_claims; i++) {
+		sum += z->claims[i].frames;
+		for (unsigned int j = 0; j < i; j++)
+			if (z->claims[j].owner == z->claims[i].owner)
+				FAIL("zone %u: owner %lu has two claims", z->id,
+				     (unsigned long)z->claims[i].owner);
+	}
+	if (sum != z->claimed)
+		FAIL("zone %u: claimed %lu but the claims add up to %lu", z->id,
+		     (unsigned long)z->claimed, (unsigned long)sum);
+	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
+		if (z->pageblocks[i].flags & ~PB_SKIP)
+			FAIL("zone %u: pageblock %lu has unknown flags %#x", z->id,
+			     (unsigned long)i, z->pageblocks[i].flags);
+	for (int i = 0; i < 3; i++) {
+		uint64_t pos = i < 2 ? z->compact_cached_migrate_pfn[i] : z->compact_cached_free_pfn;
+
+		if (pos < z->start_pfn || pos >= end || (pos & (GFA_PAGEBLOCK_FRAMES - 1)))
+			FAIL("zone %u: cached compaction position %lu is not a pageblock of the zone",
+			     z->id, (unsigned long)pos);
+	}
+	if (tailbits && (z->released[z->nr_frames / 64] >> tailbits))
+		FAIL("zone %u: released bits set beyond the zone's last frame", z->id);
+	return 0;
+}
+
 static int check_zone(struct gfa_zone *z, char *msg, size_t len)
 {
 	struct zone_tally t;
@@ -170,6 +215,8 @@ static int check_zone(struct gfa_zone *z, char *msg, size_t len)
 		err = check_lists(z, &t, msg, len);
 	if (!err)
 		err = check_pageblock_counts(z, msg, len);
+	if (!err)
+		err = check_zone_extras(z, msg, len);
 	pthread_mutex_unlock(&z->lock);
 	/* a block on two lists, or PCP on none, shows here (caches are held) */
 	if (!err && t.pcp_frames != pcp_zone_frames(z->pool, z))
@@ -181,6 +228,7 @@ static int check_zone(struct gfa_zone *z, char *msg, size_t len)
 int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen)
 {
 	char dummy[1];
+	uint64_t *seen;
 	int err = 0;
 
 	if (!pool) {
@@ -193,11 +241,15 @@ int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen)
 	}
 	if (msglen)
 		msg[0] = '\0';
+	seen = calloc((pool->nr_pfns + 63) / 64, sizeof(*seen));
+	if (!seen)
+		return -ENOMEM;
 	pcp_lock_all(pool);
 	for (unsigned int i = 0; i < pool->nr_zones && !err; i++)
 		err = check_zone(&pool->zones[i], msg, msglen);
 	if (!err)
-		err = pcp_check_locked(pool, msg, msglen);
+		err = pcp_check_locked(pool, seen, msg, msglen);
 	pcp_unlock_all(pool);
+	free(seen);
 	return err;
 }

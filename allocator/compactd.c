@@ -3,13 +3,16 @@
  * Background compaction (kcompactd): one worker per zone.  Proactive compaction by
  * fragmentation score as vm.compaction_proactiveness does (Linux 5.9+): start above
  * wmark_high = min(100 - proactiveness + 10, 100), stop at wmark_low = 100 -
- * proactiveness; checked every 500 ms (HPAGE_FRAG_CHECK_INTERVAL_MSEC).  A failed
- * order-9 allocation wakes the worker early.
+ * proactiveness; checked every 500 ms (HPAGE_FRAG_CHECK_INTERVAL_MSEC).  A proactive
+ * pass that did not lower the score defers the next ones 64 intervals (the kernel's
+ * proactive_defer, 1 << COMPACT_MAX_DEFER_SHIFT).  A failed order-9 allocation wakes
+ * the worker early.
  */
 #include <time.h>
 #include "allocator/internal.h"
 
 #define FRAG_CHECK_INTERVAL_MS 500
+#define PROACTIVE_DEFER        64      /* intervals after a pass that did not help */
 
 static bool compactd_should_stop(struct gfa_pool *pool)
 {
@@ -40,23 +43,30 @@ static void *compactd_main(void *arg)
 {
 	struct gfa_zone *z = arg;
 	struct gfa_pool *pool = z->pool;
+	unsigned int defer = 0;
 
 	while (!compactd_should_stop(pool)) {
 		bool woken = compactd_sleep(z);
 		unsigned int pro = __atomic_load_n(&pool->compact.proactiveness, __ATOMIC_RELAXED);
 		int high = 100 - (int)pro + 10 > 100 ? 100 : 100 - (int)pro + 10;
-		int order = -1;
+		int order = -1, score = 0;
 
 		if (compactd_should_stop(pool))
 			break;
-		if (woken)
+		if (woken) {
 			order = GFA_PAGEBLOCK_ORDER;
-		else if (!pro || gfa_zone_fragmentation_score(pool, z->id) <= high)
+		} else if (defer) {
+			defer--;
 			continue;
+		} else if (!pro || (score = gfa_zone_fragmentation_score(pool, z->id)) <= high) {
+			continue;
+		}
 		pthread_mutex_lock(&z->lock);
 		z->c.vm.compact_daemon_wake++;
 		pthread_mutex_unlock(&z->lock);
 		compact_zone_background(z, order);
+		if (order < 0 && gfa_zone_fragmentation_score(pool, z->id) >= score)
+			defer = PROACTIVE_DEFER;        /* it did not help: back off */
 	}
 	return NULL;
 }

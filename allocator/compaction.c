@@ -95,8 +95,15 @@ int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config
 void compaction_zone_init(struct gfa_zone *z)
 {
 	z->compact_cached_migrate_pfn[0] = z->compact_cached_migrate_pfn[1] = z->start_pfn;
+	pthread_condattr_t ca;
+
 	z->compact_cached_free_pfn = pb_start(z->start_pfn + z->nr_frames - 1);
-	pthread_cond_init(&z->compactd_wait, NULL);
+	/* compactd_sleep() computes its deadline on CLOCK_MONOTONIC: wait on that clock
+	 * (on the default realtime clock the deadline was long past: kcompactd spun) */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&z->compactd_wait, &ca);
+	pthread_condattr_destroy(&ca);
 }
 
 /* ---- isolated free blocks: the targets ---- */
@@ -397,7 +404,8 @@ static void isolate_freepages(struct compact_control *cc)
 				pb_set_skip(z, block);
 			if (block < cc->free_pfn)
 				cc->free_pfn = block;
-			z->compact_cached_free_pfn = block;
+			if (block < z->compact_cached_free_pfn)   /* only down, as the kernel */
+				z->compact_cached_free_pfn = block;
 		}
 		if (block == cc->zone_start)
 			break;

@@ -336,7 +336,7 @@ void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z);
 void pcp_lock_all(struct gfa_pool *pool);
 void pcp_unlock_all(struct gfa_pool *pool);
 /* With pcp_lock_all held: check caches; add their blocks and counters. */
-int pcp_check_locked(struct gfa_pool *pool, char *msg, size_t len);
+int pcp_check_locked(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len);
 /* With pcp_lock_all held: frames the caches of zone z hold, by their counters. */
 uint64_t pcp_zone_frames(struct gfa_pool *pool, struct gfa_zone *z);
 void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks);

@@ -1060,7 +1060,31 @@ uint64_t pcp_zone_frames(struct gfa_pool *pool, struct gfa_zone *z)
 	return n;
 }
 
-int pcp_check_locked(struct gfa_pool *pool, char *msg, size_t len)
+/*
+ * Each block on a cache list is on exactly one (the sums alone pass a block listed
+ * twice while another is on none).  seen: one bit per pfn, all clear.
+ */
+static int pcp_check_unique(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len)
+{
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
+		for (int i = 0; i < NR_PCP_LISTS; i++) {
+			const struct pcp_list *l = &pcp->lists[i];
+
+			for (uint32_t k = 0; k < plist_nr(l); k++) {
+				uint32_t p = plist_at(l, k);
+
+				if (seen[p / 64] & (1ULL << (p % 64))) {
+					snprintf(msg, len, "pfn %u is on a cache list twice (pcp %p "
+						 "list %d)", p, (void *)pcp, i);
+					return -EUCLEAN;
+				}
+				seen[p / 64] |= 1ULL << (p % 64);
+			}
+		}
+	return 0;
+}
+
+int pcp_check_locked(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len)
 {
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
 		int err = pcp_check_one(pcp, msg, len);
@@ -1068,5 +1092,6 @@ int pcp_check_locked(struct gfa_pool *pool, char *msg, size_t len)
 		if (err)
 			return err;
 	}
-	return 0;
+	/* every entry is a pfn of the pool now (pcp_check_one) */
+	return pcp_check_unique(pool, seen, msg, len);
 }

@@ -680,3 +680,31 @@ Test(compaction, kcompactd_proactive, .timeout = 120)
 	cr_assert_gt(VMS(f.pool, compact_daemon_migrate_scanned), 0);
 	frag_done(&f);
 }
+
+/*
+ * kcompactd checks every 500 ms, and backs off after a pass that did not help: here the
+ * frames are unmovable, nothing can help.  (It waited on the wrong clock and ran tens of
+ * thousands of passes a second.)
+ */
+Test(compaction, kcompactd_sleeps_between_checks, .timeout = 60)
+{
+	struct gfa_pool *p = tu_pool(8192);
+	struct gfa_compact_config cc = { .linear_only = false, .proactiveness = 20 };
+	uint64_t wakes;
+
+	for (uint64_t i = 0; i < 8192; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 1, 0), 0);
+	for (uint64_t pfn = 0; pfn < 8192; pfn++)
+		if ((pfn & (GFA_PAGEBLOCK_FRAMES - 1)) < GFA_PAGEBLOCK_FRAMES / 2)
+			cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
+	cr_assert_gt(gfa_zone_fragmentation_score(p, 0), 90);
+	cr_assert_eq(gfa_compact_configure(p, &cc), 0);
+	cr_assert_eq(gfa_compactd_start(p), 0);
+	usleep(1200 * 1000);
+	cr_assert_eq(gfa_compactd_stop(p), 0);
+	wakes = VMS(p, compact_daemon_wake);
+	cr_assert(wakes >= 1 && wakes <= 2, "kcompactd ran %lu proactive passes in 1.2 s",
+		  (unsigned long)wakes);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

@@ -300,9 +300,12 @@ int gfa_pool_vmstat_text(struct gfa_pool *pool, char *buf, size_t len);
 
 /*
  * Full invariant check, with every zone lock held in turn: each frame in exactly one
- * block, each block in one state; free-list contents equal the counters; no two free
- * buddies that should have merged; pageblock migratetypes in range; pcp counters equal
- * their lists.  Returns 0, or -EUCLEAN and writes the first violation in words to msg
+ * block, each block in one state, tail frames stateless; free-list contents and links
+ * equal the counters; no two free buddies that should have merged; pageblock types,
+ * flags and free/released counts; released bits only on free frames; claims add up;
+ * cached compaction positions inside the zone; pcp counters equal their lists and each
+ * cached block on exactly one list.  Returns 0, -ENOMEM (no memory for the check's
+ * bitmap, one bit per frame), or -EUCLEAN and writes the first violation in words to msg
  * (if non-NULL).  Thread rules: any thread; each cache is held remotely while its lists
  * are read, so it may run while vCPU threads allocate.
  */

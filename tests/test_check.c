@@ -1,0 +1,109 @@
+/*
+ * gfa_pool_check() against corruptions it must report: white-box, the only tests that
+ * reach into the allocator's internals (each breaks one invariant by hand).  Every
+ * stress test trusts this checker, so what it misses they miss.
+ */
+#include "tests/test_util.h"
+#include "allocator/internal.h"
+#include "allocator/pcp.h"
+
+static int check_says(struct gfa_pool *p, const char *what)
+{
+	char m[256] = "";
+	int err = gfa_pool_check(p, m, sizeof(m));
+
+	cr_log_info("%s: %s", what, m);
+	return err;
+}
+
+Test(check, a_tail_frame_with_a_state)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	int64_t pfn = gfa_alloc(p, 0, 3, GFA_MT_UNMOVABLE, 1, 0);
+
+	cr_assert_geq(pfn, 0);
+	ASSERT_POOL_OK(p);
+	p->frames[pfn + 1].order = 0;
+	p->frames[pfn + 1].mt = GFA_MT_MOVABLE;
+	fstate_set(&p->frames[pfn + 1], GFA_FRAME_FREE);
+	cr_assert_eq(check_says(p, "tail with state"), -EUCLEAN);
+	gfa_pool_destroy(p);
+}
+
+Test(check, a_block_on_a_cache_list_twice)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t a = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0);
+	int64_t b = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0);
+	struct pcp_list *l;
+
+	cr_assert(a >= 0 && b >= 0);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 0, 1), 0);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)b, 0, 1), 0);
+	ASSERT_POOL_OK(p);
+	l = &c->lists[c->slots[0].base + GFA_MT_MOVABLE];     /* order 0, MOVABLE */
+	cr_assert_geq(plist_nr(l), 2);
+	/* one block listed twice, another on no list: the sums still agree */
+	l->ring[(l->top - 1) & l->mask] = l->ring[(l->top - 2) & l->mask];
+	cr_assert_eq(check_says(p, "duplicate cache entry"), -EUCLEAN);
+	l->ring[(l->top - 1) & l->mask] = (uint32_t)b == l->ring[(l->top - 2) & l->mask] ?
+					  (uint32_t)a : (uint32_t)b;
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+Test(check, claims_that_do_not_add_up)
+{
+	struct gfa_pool *p = tu_pool(4096);
+
+	cr_assert_eq(gfa_zone_claim(p, 0, 5, 100), 0);
+	ASSERT_POOL_OK(p);
+	p->zones[0].claimed += 3000;
+	cr_assert_eq(check_says(p, "claimed total"), -EUCLEAN);
+	p->zones[0].claimed -= 3000;
+	gfa_pool_destroy(p);
+}
+
+Test(check, a_free_list_link_outside_the_zone)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	struct gfa_free_list *l = &p->zones[0].area[GFA_MAX_ORDER].list[GFA_MT_MOVABLE];
+
+	ASSERT_POOL_OK(p);
+	cr_assert_neq(l->head, GFA_NIL);
+	p->frames[l->head].next = 0x7ffffff0u;  /* the checker once read it and crashed */
+	l->nr++;
+	cr_assert_eq(check_says(p, "link out of range"), -EUCLEAN);
+	p->frames[l->head].next = GFA_NIL;
+	l->nr--;
+	gfa_pool_destroy(p);
+}
+
+Test(check, an_allocated_block_of_type_isolate)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	int64_t pfn = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+
+	cr_assert_geq(pfn, 0);
+	p->frames[pfn].mt = GFA_MT_ISOLATE;
+	cr_assert_eq(check_says(p, "allocated ISOLATE"), -EUCLEAN);
+	p->frames[pfn].mt = GFA_MT_MOVABLE;
+	gfa_pool_destroy(p);
+}
+
+Test(check, pageblock_flags_and_cached_positions)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	uint64_t cached = p->zones[0].compact_cached_free_pfn;
+
+	p->zones[0].pageblocks[1].flags = 0x80;
+	cr_assert_eq(check_says(p, "pageblock flags"), -EUCLEAN);
+	p->zones[0].pageblocks[1].flags = 0;
+	p->zones[0].compact_cached_free_pfn = 12345678;
+	cr_assert_eq(check_says(p, "cached position"), -EUCLEAN);
+	p->zones[0].compact_cached_free_pfn = cached;
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
