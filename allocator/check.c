@@ -176,7 +176,7 @@ static int check_zone_extras(struct gfa_zone *z, char *msg, size_t len)
 	uint64_t end = z->start_pfn + z->nr_frames, sum = 0, tailbits = z->nr_frames % 64;
 
 	if (z->nr_claims > GFA_MAX_CLAIMS)
-		FAIL("zone %u: %u claims (at most %u)", z->id, z->nr_claims, GFA_MAX_CLAIMS);
+		FAIL("zone %u: %u claims (at most %d)", z->id, z->nr_claims, GFA_MAX_CLAIMS);
 	for (unsigned int i = 0; i < z->nr_claims; i++) {
 		sum += z->claims[i].frames;
 		for (unsigned int j = 0; j < i; j++)
