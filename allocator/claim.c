@@ -95,13 +95,11 @@ static int claim_zone(struct gfa_pool *pool, unsigned int zone, struct gfa_zone 
 	return 0;
 }
 
-int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uint64_t nr_frames)
+static int claim_try(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner,
+		     uint64_t nr_frames)
 {
-	struct gfa_zone *z;
-	int err = claim_zone(pool, zone, &z);
+	int err = 0;
 
-	if (err)
-		return err;
 	pthread_mutex_lock(&pool->pcp_lock);
 	pthread_mutex_lock(&z->lock);
 	if (claim_find(z, owner) >= 0)
@@ -117,6 +115,20 @@ int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uin
 	pthread_mutex_unlock(&z->lock);
 	pcp_claims_changed(z);
 	pthread_mutex_unlock(&pool->pcp_lock);
+	return err;
+}
+
+int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uint64_t nr_frames)
+{
+	struct gfa_zone *z;
+	int err = claim_zone(pool, zone, &z);
+
+	if (err)
+		return err;
+	err = claim_try(pool, z, owner, nr_frames);
+	/* free frames parked in vCPU caches count too: give them back, try once more */
+	if (err == -ENOSPC && gfa_pool_drain_all(pool, (int)zone) > 0)
+		err = claim_try(pool, z, owner, nr_frames);
 	return err;
 }
 

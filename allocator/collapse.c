@@ -54,7 +54,7 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 		struct gfa_frame *f;
 
 		if (bz != z || (pfns[i] & ((1UL << orders[i]) - 1))) {
-			err = GFA_ERANGE;
+			err = bz != z ? GFA_ERANGE : GFA_EALIGN;
 			break;
 		}
 		f = &pool->frames[pfns[i]];

@@ -198,7 +198,7 @@ int gfa_pfn_to_zone(const struct gfa_pool *pool, uint64_t pfn)
 	if (!pool)
 		return GFA_EFAULT;
 	z = pool_pfn_zone((struct gfa_pool *)pool, pfn);
-	return z ? (int)z->id : GFA_ERANGE;
+	return z ? (int)z->id : pool_err(pool, GFA_ERANGE);
 }
 
 /*

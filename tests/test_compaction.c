@@ -466,6 +466,26 @@ Test(compaction, kept_collapse_block_stays_charged_to_the_claim, .timeout = 60)
 	free(o->pfn); free(o->rev); free(o->order); free(o);
 }
 
+/* A misaligned pfn is GFA_EALIGN (counted so), as everywhere else. */
+Test(compaction, collapse_of_a_misaligned_pfn_is_ealign)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	int64_t pfn = gfa_alloc(p, 0, 1, GFA_MT_MOVABLE, 5, 0);
+	uint64_t pfns[1], align0 = VMS(p, err_align), range0 = VMS(p, err_range);
+	unsigned int orders[1] = { 1 }, offs[1] = { 0 };
+
+	cr_assert_geq(pfn, 0);
+	cr_assert_eq(gfa_owner_register(p, 5, &co_ops, NULL), 0);
+	pfns[0] = (uint64_t)pfn + 1;
+	cr_assert_eq(gfa_collapse(p, 0, 5, pfns, orders, offs, 1), GFA_EALIGN);
+	cr_assert_eq(VMS(p, err_align), align0 + 1);
+	cr_assert_eq(gfa_pfn_to_zone(p, 1ULL << 40), GFA_ERANGE);
+	cr_assert_eq(VMS(p, err_range), range0 + 1, "pfn_to_zone's error is counted");
+	cr_assert_eq(gfa_owner_register(p, 5, NULL, NULL), 0);
+	cr_assert_eq(gfa_free(p, (uint64_t)pfn, 1, 5), 0);
+	gfa_pool_destroy(p);
+}
+
 /* Offsets are checked without sums that wrap. */
 Test(compaction, collapse_rejects_an_offset_that_wraps)
 {

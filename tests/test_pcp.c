@@ -1029,3 +1029,23 @@ Test(pcp, free_many_reports_what_it_freed_before_a_bad_entry)
 	cr_assert_eq(tu_free_frames(p), 1UL << 14);
 	gfa_pool_destroy(p);
 }
+
+/* A claim may count free frames parked in caches: it drains them when it needs them. */
+Test(pcp, a_claim_counts_frames_parked_in_caches)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	struct gfa_zone_stat st;
+	int64_t a = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0);
+
+	cr_assert_geq(a, 0);
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 0, 1), 0);
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_eq(st.nr_free, 4096);
+	cr_assert_gt(st.nr_pcp, 0);
+	cr_assert_eq(gfa_zone_claim(p, 0, 42, 4096), 0, "every free frame may be claimed");
+	cr_assert_eq(gfa_zone_unclaim(p, 0, 42), 4096);
+	cr_assert_eq(gfa_zone_claim(p, 0, 42, 4097), -ENOSPC);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}

@@ -27,6 +27,7 @@ struct gfa_backing {
 	int fd[GFA_MAX_ZONES];
 	void *base[GFA_MAX_ZONES];
 	size_t size[GFA_MAX_ZONES];
+	uint64_t zstart[GFA_MAX_ZONES]; /* first pfn of each zone (zones may leave gaps) */
 	void *reserve[GFA_MAX_ZONES];   /* what to munmap (aligned mapping inside) */
 	size_t reserve_len[GFA_MAX_ZONES];
 	uint64_t nr_pfns;
@@ -71,6 +72,7 @@ static int backing_zone(struct gfa_backing *b, unsigned int z, const struct gfa_
 
 	gfa_zone_span(b->pool, z, &start, &n);
 	snprintf(name, sizeof(name), "gfa-zone%u", z);
+	b->zstart[z] = start;
 	b->size[z] = n << GFA_FRAME_SHIFT;
 	b->fd[z] = memfd_create(name, MFD_CLOEXEC | (cfg->hugetlb ? MFD_HUGETLB : 0));
 	if (b->fd[z] < 0)
@@ -172,10 +174,22 @@ static uint64_t dirty_update(struct gfa_backing *b, uint64_t pfn, uint64_t n, bo
 	return changed;
 }
 
-/* Block [pfn, pfn + 2^order) inside the backing; no pfn + size, which wraps near 2^64. */
+/* Frames [pfn, pfn + nr) inside one zone (the gaps between zones are no frames); no
+ * pfn + nr, which wraps near 2^64. */
+static bool backing_frames_ok(const struct gfa_backing *b, uint64_t pfn, uint64_t nr)
+{
+	for (unsigned int z = 0; z < b->nr_zones; z++) {
+		uint64_t n = b->size[z] >> GFA_FRAME_SHIFT;
+
+		if (pfn >= b->zstart[z] && pfn - b->zstart[z] < n)
+			return nr <= n - (pfn - b->zstart[z]);
+	}
+	return false;
+}
+
 static bool backing_range_ok(const struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
-	return order <= GFA_MAX_ORDER && pfn < b->nr_pfns && (1UL << order) <= b->nr_pfns - pfn;
+	return order <= GFA_MAX_ORDER && backing_frames_ok(b, pfn, 1UL << order);
 }
 
 void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order)
@@ -305,7 +319,7 @@ int64_t gfa_smaps_rss_bytes(const void *addr, size_t len)
 
 void gfa_backing_mark_clean_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr)
 {
-	if (!b || pfn >= b->nr_pfns || nr > b->nr_pfns - pfn)   /* pfn + nr may wrap */
+	if (!b || !backing_frames_ok(b, pfn, nr))
 		return;
 	atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, nr, false));
 }

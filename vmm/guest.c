@@ -208,6 +208,9 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return EINVAL;
 	if (cfg->zone >= gfa_pool_nr_zones(pool))
 		return ERANGE;
+	/* the frames come from cfg->zone: a cache of another zone would hand out its own */
+	if (cfg->pcp && gfa_pcp_zone(cfg->pcp) != (int)cfg->zone)
+		return EINVAL;
 	if (gfa_backing_zone_fd(b, cfg->zone) < 0)
 		return ENODEV;
 	return 0;

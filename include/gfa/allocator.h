@@ -129,7 +129,8 @@ struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg);
 /* Destroy a pool.  Caches must have been destroyed first.  NULL is a no-op. */
 void gfa_pool_destroy(struct gfa_pool *pool);
 
-/* Number of zones; first pfn and frame count of zone z.  Any thread. */
+/* Number of zones; first pfn and frame count of zone z (0, GFA_EFAULT, GFA_ERANGE).
+ * Any thread. */
 unsigned int gfa_pool_nr_zones(const struct gfa_pool *pool);
 int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone,
 		  uint64_t *start_pfn, uint64_t *nr_frames);
@@ -185,7 +186,7 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
 
 /*
  * Look up the block that holds pfn.  Returns 0 and fills *info, or GFA_EFAULT,
- * GFA_ERANGE.  Thread rules: any thread; the answer may be stale once the zone lock
+ * GFA_ERANGE (-EUCLEAN only if the pool's invariants are broken).  Thread rules: any thread; the answer may be stale once the zone lock
  * is dropped unless the caller owns the block.
  */
 int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info *info);
@@ -210,7 +211,8 @@ int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *ar
 int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, int memfd);
 /* Host address of pfn, or NULL when the zone has no backing or pfn is out of range. */
 void *gfa_pfn_to_addr(const struct gfa_pool *pool, uint64_t pfn);
-/* memfd of zone z and byte offset of pfn in it; GFA_ERANGE / -ENODEV when no backing. */
+/* memfd of zone z and byte offset of pfn in it; GFA_EFAULT, GFA_ERANGE, or -ENODEV when
+ * the zone has no backing. */
 int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *offset);
 
 /* ---- statistics ---- */
@@ -344,14 +346,16 @@ void gfa_pcp_destroy(struct gfa_pcp *pcp);
  * cache's list, refilled from the zone with max(batch >> order, 2) blocks in one
  * zone-lock section; other orders go to the zone, and so does every allocation while
  * the zone has outstanding claims (they are decided per owner under the zone lock).
- * Same errors as gfa_alloc, plus GFA_ETHREAD.
+ * Same errors as gfa_alloc, plus GFA_ETHREAD and GFA_ENOMEM (no memory for
+ * the calling thread's record, on its first call).
  */
 int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratetype mt,
 		      uint64_t owner, unsigned int flags);
 /*
  * Free through the cache (head of the list); bulk-frees to the zone when count >= high,
  * and flushes on free_high.  The block may belong to any zone of the cache's pool: frames
- * of another zone go straight to their zone.  Same errors as gfa_free, plus GFA_ETHREAD.
+ * of another zone go straight to their zone.  Same errors as gfa_free, plus GFA_ETHREAD and
+ * GFA_ENOMEM (as gfa_pcp_alloc).
  * The block's state moves to PCP with a plain store while no compaction or collapse
  * isolates blocks of its zone (compare-and-swap while one does).  So, unless the pool
  * has pcp_free_strict, two threads freeing the same block at the same instant is a race
@@ -369,9 +373,14 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
  */
 int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
 		      unsigned int order, uint64_t owner);
-/* Return everything cached to the zone; frames returned, GFA_EFAULT or GFA_ETHREAD. */
+/* Return everything cached to the zone; frames returned, GFA_EFAULT, GFA_ETHREAD or
+ * GFA_ENOMEM (as gfa_pcp_alloc). */
 int gfa_pcp_drain(struct gfa_pcp *pcp);
-/* Return min(count, batch) frames, oldest first (the kernel's drain_zone_pages). */
+/*
+ * Return at least min(count, batch) frames to the zone, oldest first, in whole blocks
+ * (the kernel's drain_zone_pages): an order-9 block counts 512.  Returns the frames
+ * returned, or the errors of gfa_pcp_drain.
+ */
 int gfa_pcp_drain_partial(struct gfa_pcp *pcp);
 /*
  * Drain every cache of zone `zone` (all zones when zone < 0) from any thread, waiting for
@@ -381,7 +390,7 @@ int gfa_pcp_drain_partial(struct gfa_pcp *pcp);
 int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone);
 /*
  * Drain caches that have not allocated or freed for at least idle_ms milliseconds (the
- * kernel's vmstat-worker drain).  Returns frames returned.
+ * kernel's vmstat-worker drain).  Returns frames returned, or GFA_EFAULT.
  */
 int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms);
 
@@ -405,8 +414,9 @@ int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
  * VM starts cannot overcommit the zone: while the claim is outstanding, allocations by
  * other owners fail with GFA_ENOMEM rather than eat into it, and owner's allocations
  * consume it.  Returns 0, GFA_EFAULT, GFA_ERANGE, -EEXIST (owner already has a claim on
- * this zone), -ENOSPC (more than the zone's unclaimed free frames, or the claim table
- * is full).  Nothing changes on error.  Any thread.
+ * this zone), -ENOSPC (more than the zone's unclaimed free frames, counting those parked
+ * in vCPU caches, which it drains when it needs them; or the claim table is full).
+ * Nothing changes on error but such a drain.  Any thread.
  */
 int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uint64_t nr_frames);
 /*
@@ -591,7 +601,8 @@ int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
  * Background compaction (kcompactd): one worker thread per zone.  Proactive when
  * proactiveness > 0: compacts while the zone's fragmentation score is above
  * min(100 - proactiveness + 10, 100) until it is at most 100 - proactiveness, checking
- * every 500 ms; also woken by failed order-9 allocations.  start returns 0, GFA_EFAULT,
+ * every 500 ms, and after a proactive pass that did not lower the score only every 64
+ * intervals (the kernel's proactive_defer); also woken by failed order-9 allocations.  start returns 0, GFA_EFAULT,
  * -EALREADY, or a pthread error; stop joins the workers (0 or GFA_EFAULT).
  */
 int gfa_compactd_start(struct gfa_pool *pool);
@@ -601,7 +612,8 @@ void gfa_compactd_wake(struct gfa_pool *pool, unsigned int zone);
 
 /*
  * Fragmentation score of a zone for order-9 blocks, 0..100: the share of its free
- * frames (buddy and caches) that lie in blocks smaller than a pageblock.
+ * frames (buddy and caches) that lie in blocks smaller than a pageblock.  GFA_EFAULT,
+ * GFA_ERANGE on bad input.
  */
 int gfa_zone_fragmentation_score(struct gfa_pool *pool, unsigned int zone);
 

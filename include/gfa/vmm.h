@@ -56,7 +56,9 @@ void *gfa_backing_zone_base(const struct gfa_backing *b, unsigned int zone);
 /*
  * Clean and dirty frames.  A frame freed by a guest is dirty until zeroed or released to
  * the host; gfa_backing_prepare zeroes the dirty frames of a block before it reaches a
- * new owner and returns how many it zeroed.  Any thread (bitmap updated atomically).
+ * new owner and returns how many it zeroed, or GFA_EFAULT (b NULL, or a block not
+ * inside one zone).  The mark calls ignore such blocks.  Any thread (bitmap updated
+ * atomically).
  */
 void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order);
 void gfa_backing_mark_clean(struct gfa_backing *b, uint64_t pfn, unsigned int order);
@@ -77,7 +79,12 @@ bool gfa_backing_block_dirty(const struct gfa_backing *b, uint64_t pfn, unsigned
 int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned int zone,
 			  unsigned int order, enum gfa_migratetype mt, uint64_t owner,
 			  unsigned int flags);
-/* Free as gfa_pcp_free / gfa_free and mark the frames dirty (they held owner data). */
+/*
+ * Free as gfa_pcp_free / gfa_free and mark the frames dirty (they held owner data), before
+ * the free: the next owner must see them dirty.  A refused free unmarks them, except for
+ * a block partly dirty before, which stays marked (zeroed once more on hand-out, never
+ * handed out unzeroed).  Returns the allocator's result, or GFA_EFAULT (b NULL).
+ */
 int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 		     unsigned int order, uint64_t owner);
 
@@ -98,7 +105,8 @@ struct gfa_thp_report {
 };
 int gfa_host_thp_report(struct gfa_thp_report *r);
 /*
- * Bytes mapped with PMDs (ShmemPmdMapped + FilePmdMapped in /proc/self/smaps) over the
+ * Bytes mapped with PMDs (ShmemPmdMapped + FilePmdMapped + AnonHugePages in
+ * /proc/self/smaps: memfd windows and the anonymous kernel baselines alike) over the
  * mappings that overlap [addr, addr + len).  Returns bytes or a negative errno.
  */
 int64_t gfa_smaps_pmd_bytes(const void *addr, size_t len);
@@ -172,7 +180,8 @@ struct gfa_guest;
 struct gfa_guest_config {
 	uint64_t mem_bytes;     /* guest RAM, a multiple of 2 MiB */
 	unsigned int zone;      /* zone (NUMA node) its frames come from */
-	struct gfa_pcp *pcp;    /* the creating thread's cache, or NULL for the zone path */
+	struct gfa_pcp *pcp;    /* the creating thread's cache (of `zone`), or NULL for the
+				 * zone path */
 	bool small_only;        /* never use order-9 blocks (the host may still merge
 				 * contiguous small blocks into a PMD mapping) */
 	uint64_t id;            /* owner cookie; 0 = pick a unique one */
@@ -191,8 +200,10 @@ struct gfa_guest_vcpu_ops {
  * available, map each block into the window (MAP_SHARED | MAP_FIXED of the zone memfd)
  * and zero any dirty frame first.  Registers the guest as the owner of its frames so
  * compaction can move them (pausing vCPUs through the ops, once set).
- * Returns NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned), ERANGE (zone),
- * ENODEV (pool without backing), ENOMEM (not enough frames; nothing is kept).
+ * Returns NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, or a pcp of another
+ * zone), ERANGE (zone), ENODEV (pool without backing), ENOMEM (not enough frames; nothing
+ * is kept), EEXIST (cfg->id is an owner of the pool already), ENOSPC (owner registry
+ * full), or the error of mmap for the window.
  * Thread rules: any thread; one guest's calls are serialised by the guest's lock.
  */
 struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
@@ -222,7 +233,8 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
 /*
  * khugepaged for one guest: collapse up to max_ranges 2 MiB ranges that are backed by
  * small blocks into order-9 blocks (pausing vCPUs around each move) and map them as one
- * huge mapping.  Returns ranges collapsed, or a negative errno.
+ * huge mapping.  A range whose collapse fails (no order-9 block, a move refused) stays as
+ * it was and is not counted.  Returns ranges collapsed, or -EFAULT (g NULL).
  */
 int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges);
 
