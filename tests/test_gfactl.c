@@ -138,3 +138,56 @@ Test(gfactl, unwritable_stat_file_is_an_error, .timeout = 120)
 			  g), 0, "%s", out);
 	cr_assert_not_null(strstr(out, "/no/such/dir/x.json"), "%s", out);
 }
+
+/* The default pool has room for the unmovable frames churn keeps (round 33 ran out). */
+Test(gfactl, default_pool_survives_many_rounds, .timeout = 180)
+{
+	const char *g = gfactl();
+	int rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 8M --rounds 40 --kvm off "
+		     "--host-thp keep --no-baseline --quiet --stat-file /tmp/gfactl-test-r.json", g);
+
+	unlink("/tmp/gfactl-test-r.json");
+	cr_assert_eq(rc, 0, "%s", out);
+}
+
+/* Sizes that cannot work are usage errors naming the flag, not failures later on. */
+Test(gfactl, pool_and_domain_sizes_are_checked, .timeout = 60)
+{
+	const char *g = gfactl();
+	FILE *f;
+	int rc;
+
+	rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 8M --pool 4M --rounds 1 --kvm off "
+		 "--host-thp keep --no-baseline --quiet --stat-file /tmp/gfactl-test-p.json", g);
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "--pool"), "%s", out);
+	f = fopen("/tmp/gfactl-test-d.xml", "w");
+	cr_assert_not_null(f);
+	fputs("<domain type='kvm'><name>x</name><memory unit='EiB'>4</memory>"
+	      "<vcpu>2</vcpu></domain>", f);
+	fclose(f);
+	rc = run(out, sizeof(out), "%s vmstart --vms 4 --rounds 1 --kvm off --host-thp keep "
+		 "--no-baseline --quiet --stat-file /tmp/gfactl-test-p.json "
+		 "--domain-xml /tmp/gfactl-test-d.xml", g);
+	unlink("/tmp/gfactl-test-d.xml");
+	unlink("/tmp/gfactl-test-p.json");
+	cr_assert_null(strstr(out, "pool of 0 MiB"), "%s", out);
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+}
+
+/* gfactl stat refuses a snapshot cut short instead of printing broken JSON. */
+Test(gfactl, stat_refuses_a_cut_snapshot, .timeout = 60)
+{
+	const char *g = gfactl();
+	FILE *f = fopen("/tmp/gfactl-test-t.json", "w");
+	int rc;
+
+	cr_assert_not_null(f);
+	fputs("{\n  \"pid\": 1,\n  \"phase\": \"done\",\n  \"buddyinfo\": \"Node 0, zo", f);
+	fclose(f);
+	rc = run(out, sizeof(out), "%s stat --json --file /tmp/gfactl-test-t.json", g);
+	cr_assert_eq(rc, 1, "cut JSON printed with exit %d: %s", rc, out);
+	rc = run(out, sizeof(out), "%s stat --file /tmp/gfactl-test-t.json", g);
+	unlink("/tmp/gfactl-test-t.json");
+	cr_assert_eq(rc, 1, "%s", out);
+}

@@ -90,8 +90,12 @@ int cmd_stat(int argc, char **argv)
 	buf = calloc(1, 1 << 20);
 	n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
 	fclose(f);
-	if (!n || !strstr(buf, "\"buddyinfo\"")) {
-		fprintf(stderr, "gfactl stat: --file %s: not a gfactl snapshot\n", file);
+	/* write_stat_json() writes the vmstat object and the closing braces last: a cut
+	 * file (or one larger than the buffer) is refused, not printed as JSON */
+	if (!n || n == (1 << 20) - 1 || !strstr(buf, "\"buddyinfo\"") ||
+	    !strstr(buf, "\"vmstat\": {") || n < 4 || strcmp(buf + n - 4, "}\n}\n")) {
+		fprintf(stderr, "gfactl stat: --file %s: not a whole gfactl snapshot (cut short?)\n",
+			file);
 		free(buf);
 		return 1;
 	}

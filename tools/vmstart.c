@@ -35,7 +35,8 @@ struct vmstart_opts {
 
 struct samples {
 	double v[MAX_SAMPLES];
-	size_t n;
+	size_t n;               /* kept (the first MAX_SAMPLES) */
+	size_t total;           /* taken */
 };
 
 struct run {
@@ -195,6 +196,11 @@ static int apply_domain(struct vmstart_opts *o)
 		free(spec);
 		return -1;
 	}
+	if (spec->memory_bytes > (16ULL << 40)) {      /* as --mem: pool sizes must not wrap */
+		fprintf(stderr, "gfactl vmstart: the domain's memory is larger than 16 TiB\n");
+		free(spec);
+		return -1;
+	}
 	gfa_domain_format(spec, line, sizeof(line));
 	printf("domain: %s\n", line);
 	o->mem = (spec->memory_bytes + 2 * MiB - 1) & ~(2 * MiB - 1);
@@ -242,8 +248,24 @@ static void touch_all(char *p, uint64_t len, unsigned int threads)
 
 static void sample(struct samples *s, double v)
 {
+	s->total++;
 	if (s->n < MAX_SAMPLES)
 		s->v[s->n++] = v;
+}
+
+/* " (N starts)", saying so when the percentiles cover only the first MAX_SAMPLES */
+static const char *starts_text(const struct samples *s)
+{
+	static char buf[2][96];
+	static int k;
+
+	k ^= 1;
+	if (s->total > s->n)
+		snprintf(buf[k], sizeof(buf[k]), "(%zu starts; percentiles of the first %zu)",
+			 s->total, s->n);
+	else
+		snprintf(buf[k], sizeof(buf[k]), "(%zu starts)", s->n);
+	return buf[k];
 }
 
 /* ---- gfa starts ---- */
@@ -663,7 +685,10 @@ static struct gfa_pool *make_pool(struct run *r)
 	struct gfa_pool_config pc;
 	struct gfa_compact_config cc = { .proactiveness = (unsigned int)r->o.proactiveness };
 	struct gfa_backing_config bc = { .populate = false };
-	uint64_t pool = r->o.pool ? r->o.pool : (r->o.vms * r->o.mem * 5 / 4 + 2 * MiB - 1) & ~(2 * MiB - 1);
+	/* churn keeps 32 unmovable frames a round, at most 4096: room for them too */
+	uint64_t unmov = (r->o.rounds * 32 < 4096 ? r->o.rounds * 32 : 4096) * GFA_FRAME_SIZE;
+	uint64_t pool = r->o.pool ? r->o.pool
+				  : (r->o.vms * r->o.mem * 5 / 4 + unmov + 2 * MiB - 1) & ~(2 * MiB - 1);
 	double t0 = now_ms();
 	uint64_t avail = mem_available();
 	/* the kernel baselines map VMs x RAM more while the pool is gone again */
@@ -772,10 +797,11 @@ static void summary(struct run *r, int64_t pmd4k, int64_t pmdthp)
 	printf("\n== summary: %lu VMs x %lu vCPUs x %lu MiB, %s ==\n", (unsigned long)r->o.vms,
 	       (unsigned long)r->o.vcpus, (unsigned long)(r->o.mem / MiB),
 	       r->kvm ? "KVM vCPUs" : "host-thread vCPUs");
-	printf("gfa start, clean pool:    p50 %8.2f ms  p99 %8.2f ms  (%zu starts)\n", c50, c99,
-	       r->clean.n);
+	printf("gfa start, clean pool:    p50 %8.2f ms  p99 %8.2f ms  %s\n", c50, c99,
+	       starts_text(&r->clean));
 	printf("gfa start, all (restarts zero the frames stopped VMs left dirty):\n"
-	       "                          p50 %8.2f ms  p99 %8.2f ms  (%zu starts)\n", g50, g99, r->gfa.n);
+	       "                          p50 %8.2f ms  p99 %8.2f ms  %s\n", g50, g99,
+	       starts_text(&r->gfa));
 	printf("guest RAM on 2 MiB blocks: %.1f%% (%lu of %lu ranges)\n", share,
 	       (unsigned long)huge, (unsigned long)total);
 	printf("host PMD mappings of guest windows: %ld MiB of %lu MiB\n", (long)(win_pmd / (int64_t)MiB),
@@ -939,6 +965,12 @@ int cmd_vmstart(int argc, char **argv)
 	}
 	if (r->o.mem % (2 * MiB) || r->o.mem < 4 * MiB) {
 		fprintf(stderr, "gfactl vmstart: --mem must be a multiple of 2 MiB, at least 4 MiB\n");
+		free(r);
+		return 2;
+	}
+	if (r->o.pool && (r->o.pool < r->o.vms * r->o.mem || r->o.pool % (2 * MiB))) {
+		fprintf(stderr, "gfactl vmstart: --pool must be a multiple of 2 MiB and hold --vms x "
+			"--mem (%lu MiB)\n", (unsigned long)(r->o.vms * r->o.mem / MiB));
 		free(r);
 		return 2;
 	}
