@@ -194,6 +194,7 @@ struct gfa_pool {
 	struct gfa_compact_config compact;
 	bool compactd_stop;             /* __atomic accessed */
 	pthread_mutex_t compactd_lock;  /* serializes gfa_compactd_start/stop */
+	struct gfa_pool *fork_next;     /* pools whose caches fork() holds (pcp_owner.c) */
 };
 
 /* Error counter slots in pool->err (match the err_* vmstat order). */
@@ -335,6 +336,9 @@ void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z);
 /* Take/release every cache's lock (as a remote drainer) for stop-the-world readers. */
 void pcp_lock_all(struct gfa_pool *pool);
 void pcp_unlock_all(struct gfa_pool *pool);
+/* Pools whose caches fork() holds, so no cache call is half done in the child. */
+void pcp_pool_register(struct gfa_pool *pool);
+void pcp_pool_unregister(struct gfa_pool *pool);
 /* With pcp_lock_all held: check caches; add their blocks and counters. */
 int pcp_check_locked(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len);
 /* With pcp_lock_all held: frames the caches of zone z hold, by their counters. */

@@ -58,20 +58,62 @@ static void pcp_owner_register(void)
 			  sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) < 0;
 }
 
-/* fork() with the registry lock held by us, so the child finds it consistent. */
+static pthread_mutex_t pcp_pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gfa_pool *pcp_pools;
+
+void pcp_pool_register(struct gfa_pool *pool)
+{
+	pthread_mutex_lock(&pcp_pools_lock);
+	pool->fork_next = pcp_pools;
+	pcp_pools = pool;
+	pthread_mutex_unlock(&pcp_pools_lock);
+}
+
+void pcp_pool_unregister(struct gfa_pool *pool)
+{
+	pthread_mutex_lock(&pcp_pools_lock);
+	for (struct gfa_pool **pp = &pcp_pools; *pp; pp = &(*pp)->fork_next)
+		if (*pp == pool) {
+			*pp = pool->fork_next;
+			break;
+		}
+	pthread_mutex_unlock(&pcp_pools_lock);
+}
+
+/*
+ * fork() with every cache of every pool held remotely (its owner out of any call) and
+ * the registry locked: the child's copy has no call half done (one caught between
+ * popping a block and marking it gave the child a torn cache), and no remote tag or
+ * owner's wait flag that nobody in the child would ever clear.
+ */
 static void pcp_fork_prepare(void)
 {
+	pthread_mutex_lock(&pcp_pools_lock);
+	for (struct gfa_pool *p = pcp_pools; p; p = p->fork_next)
+		pcp_lock_all(p);
 	pthread_mutex_lock(&pcp_threads_lock);
+}
+
+static void pcp_fork_release(bool child)
+{
+	pthread_mutex_unlock(&pcp_threads_lock);
+	for (struct gfa_pool *p = pcp_pools; p; p = p->fork_next) {
+		if (child)      /* the parent's waiting owners do not exist here */
+			for (struct gfa_pcp *c = p->pcps; c; c = c->next)
+				atomic_store_explicit(&c->owner_waiting, 0, memory_order_relaxed);
+		pcp_unlock_all(p);
+	}
+	pthread_mutex_unlock(&pcp_pools_lock);
 }
 
 static void pcp_fork_parent(void)
 {
-	pthread_mutex_unlock(&pcp_threads_lock);
+	pcp_fork_release(false);
 }
 
 /*
- * The child has one thread: every other record's thread is gone (a call it was inside
- * is lost, as with any lock held across fork), so mark them out of any call and free.
+ * The child has one thread: every other record's thread is gone, and none was inside a
+ * call (the caches were held across fork), so mark them out of any call and free.
  */
 static void pcp_fork_child(void)
 {
@@ -81,7 +123,7 @@ static void pcp_fork_child(void)
 		atomic_store_explicit(&t->in, NULL, memory_order_relaxed);
 		t->unused = true;
 	}
-	pthread_mutex_unlock(&pcp_threads_lock);
+	pcp_fork_release(true);
 	/*
 	 * The child's mm starts unregistered.  The mode stays the parent's (the caches'
 	 * owner words carry it); should registering fail here, pcp_barrier() falls back

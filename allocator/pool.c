@@ -131,6 +131,7 @@ struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
 	for (unsigned int i = 0; i < cfg->nr_zones; i++)
 		if (zone_init(pool, i, pool->zones[i].start_pfn, &cfg->zones[i]))
 			goto nomem;
+	pcp_pool_register(pool);
 	return pool;
 inval:
 	gfa_pool_destroy(pool);
@@ -146,6 +147,7 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 {
 	if (!pool)
 		return;
+	pcp_pool_unregister(pool);
 	gfa_compactd_stop(pool);
 	owner_registry_destroy(pool);
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {

@@ -1,5 +1,6 @@
 /* Per-vCPU cache tests: the invariants of seed-pcp.md section 5 and seed 003 part B. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -1048,4 +1049,90 @@ Test(pcp, a_claim_counts_frames_parked_in_caches)
 	cr_assert_eq(gfa_zone_claim(p, 0, 42, 4097), -ENOSPC);
 	gfa_pcp_destroy(c);
 	gfa_pool_destroy(p);
+}
+
+/* ---- fork() while other threads use caches ---- */
+
+static atomic_int fork_stop;
+static struct gfa_pcp *fork_cache;
+
+static void *fork_churn(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&fork_stop, memory_order_relaxed)) {
+		int64_t a = gfa_pcp_alloc(fork_cache, 0, GFA_MT_MOVABLE, 7, 0);
+
+		if (a >= 0)
+			gfa_pcp_free(fork_cache, (uint64_t)a, 0, 7);
+	}
+	return NULL;
+}
+
+static void *fork_stats(void *arg)
+{
+	struct gfa_pcp_stat st;
+
+	(void)arg;
+	while (!atomic_load_explicit(&fork_stop, memory_order_relaxed))
+		gfa_pcp_stat(fork_cache, &st);
+	return NULL;
+}
+
+/*
+ * Fork while another thread is inside calls on a cache (churn) or holds it remotely
+ * (stats): the child's pool is consistent and its own calls on the cache work.  A call
+ * caught half done gave children a torn cache (51 of 200), and a remote tag carried
+ * into the child hung every child on its own cache.
+ */
+static void fork_children(void *(*fn)(void *), int n)
+{
+	struct gfa_pool *p = tu_pool(1UL << 14);
+	pthread_t t;
+	int bad = 0;
+
+	fork_cache = gfa_pcp_create(p, 0);
+	cr_assert_not_null(fork_cache);
+	cr_assert_geq(gfa_pcp_drain(fork_cache), 0);       /* this thread owns it first */
+	atomic_store(&fork_stop, 0);
+	cr_assert_eq(pthread_create(&t, NULL, fn, NULL), 0);
+	usleep(10000);
+	for (int i = 0; i < n; i++) {
+		int status = 0;
+		pid_t pid = fork();
+
+		cr_assert_geq(pid, 0);
+		if (!pid) {
+			char msg[256] = "";
+			int64_t a;
+
+			alarm(5);
+			a = gfa_pcp_alloc(fork_cache, 0, GFA_MT_MOVABLE, 7, 0);
+			if (a < 0 || gfa_pcp_free(fork_cache, (uint64_t)a, 0, 7) ||
+			    gfa_pcp_drain(fork_cache) < 0)
+				_exit(2);
+			if (gfa_pool_check(p, msg, sizeof(msg))) {
+				fprintf(stderr, "child: %s\n", msg);
+				_exit(1);
+			}
+			_exit(0);
+		}
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		bad += !WIFEXITED(status) || WEXITSTATUS(status);
+	}
+	atomic_store(&fork_stop, 1);
+	pthread_join(t, NULL);
+	cr_assert_eq(bad, 0, "%d of %d children found a torn or held cache", bad, n);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(fork_cache);
+	gfa_pool_destroy(p);
+}
+
+Test(pcp_stress, fork_while_an_owner_is_inside_a_call, .timeout = 120)
+{
+	fork_children(fork_churn, tu_sanitizer() ? 20 : 200);
+}
+
+Test(pcp_stress, fork_while_a_cache_is_held_remotely, .timeout = 120)
+{
+	fork_children(fork_stats, 20);
 }
