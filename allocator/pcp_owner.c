@@ -81,16 +81,23 @@ void pcp_pool_unregister(struct gfa_pool *pool)
 }
 
 /*
- * fork() with every cache of every pool held remotely (its owner out of any call) and
- * the registry locked: the child's copy has no call half done (one caught between
- * popping a block and marking it gave the child a torn cache), and no remote tag or
- * owner's wait flag that nobody in the child would ever clear.
+ * fork() with every cache of every pool held remotely (its owner out of any call), every
+ * zone locked and the registry locked, in the pool's lock order (isolate_lock, pcp_lock
+ * and the caches, zone lock): the child's copy has no call half done (one caught
+ * between popping a block and marking it gave the child a torn cache), no zone lock
+ * held by a thread it does not have, and no remote tag or owner's wait flag that nobody
+ * in the child would ever clear.
  */
 static void pcp_fork_prepare(void)
 {
 	pthread_mutex_lock(&pcp_pools_lock);
-	for (struct gfa_pool *p = pcp_pools; p; p = p->fork_next)
+	for (struct gfa_pool *p = pcp_pools; p; p = p->fork_next) {
+		for (unsigned int i = 0; i < p->nr_zones; i++)
+			pthread_mutex_lock(&p->zones[i].isolate_lock);
 		pcp_lock_all(p);
+		for (unsigned int i = 0; i < p->nr_zones; i++)
+			pthread_mutex_lock(&p->zones[i].lock);
+	}
 	pthread_mutex_lock(&pcp_threads_lock);
 }
 
@@ -98,10 +105,14 @@ static void pcp_fork_release(bool child)
 {
 	pthread_mutex_unlock(&pcp_threads_lock);
 	for (struct gfa_pool *p = pcp_pools; p; p = p->fork_next) {
+		for (unsigned int i = 0; i < p->nr_zones; i++)
+			pthread_mutex_unlock(&p->zones[i].lock);
 		if (child)      /* the parent's waiting owners do not exist here */
 			for (struct gfa_pcp *c = p->pcps; c; c = c->next)
 				atomic_store_explicit(&c->owner_waiting, 0, memory_order_relaxed);
 		pcp_unlock_all(p);
+		for (unsigned int i = 0; i < p->nr_zones; i++)
+			pthread_mutex_unlock(&p->zones[i].isolate_lock);
 	}
 	pthread_mutex_unlock(&pcp_pools_lock);
 }

@@ -1136,3 +1136,53 @@ Test(pcp_stress, fork_while_a_cache_is_held_remotely, .timeout = 120)
 {
 	fork_children(fork_stats, 20);
 }
+
+static struct gfa_pool *fork_zone_pool;
+
+static void *fork_zone_churn(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&fork_stop, memory_order_relaxed)) {
+		int64_t a = gfa_alloc(fork_zone_pool, 0, 0, GFA_MT_MOVABLE, 8, 0);
+
+		if (a >= 0)
+			gfa_free(fork_zone_pool, (uint64_t)a, 0, 8);
+	}
+	return NULL;
+}
+
+/* A zone lock held by another thread at fork would stay held in the child for good. */
+Test(pcp_stress, fork_while_another_thread_uses_the_zone_path, .timeout = 120)
+{
+	struct gfa_pcp *c;
+	pthread_t t;
+	int bad = 0, n = tu_sanitizer() ? 20 : 200;
+
+	fork_zone_pool = tu_pool(1UL << 14);
+	c = gfa_pcp_create(fork_zone_pool, 0);     /* a cache: the fork handlers are armed */
+	cr_assert_geq(gfa_pcp_drain(c), 0);
+	atomic_store(&fork_stop, 0);
+	cr_assert_eq(pthread_create(&t, NULL, fork_zone_churn, NULL), 0);
+	usleep(10000);
+	for (int i = 0; i < n; i++) {
+		int status = 0;
+		pid_t pid = fork();
+
+		cr_assert_geq(pid, 0);
+		if (!pid) {
+			int64_t a;
+
+			alarm(5);
+			a = gfa_alloc(fork_zone_pool, 0, 0, GFA_MT_MOVABLE, 9, 0);
+			_exit(a >= 0 && !gfa_free(fork_zone_pool, (uint64_t)a, 0, 9) &&
+			      !gfa_pool_check(fork_zone_pool, NULL, 0) ? 0 : 1);
+		}
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		bad += !WIFEXITED(status) || WEXITSTATUS(status);
+	}
+	atomic_store(&fork_stop, 1);
+	pthread_join(t, NULL);
+	cr_assert_eq(bad, 0, "%d of %d children hung or found the pool broken", bad, n);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(fork_zone_pool);
+}
