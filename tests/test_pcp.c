@@ -1051,9 +1051,10 @@ Test(pcp, a_claim_counts_frames_parked_in_caches)
 	gfa_pool_destroy(p);
 }
 
-/* ---- fork() while other threads use caches ---- */
+/* ---- fork() while other threads use caches or the zone path ---- */
 
 static atomic_int fork_stop;
+static struct gfa_pool *fork_pool;
 static struct gfa_pcp *fork_cache;
 
 static void *fork_churn(void *arg)
@@ -1078,19 +1079,51 @@ static void *fork_stats(void *arg)
 	return NULL;
 }
 
+static void *fork_zone_churn(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&fork_stop, memory_order_relaxed)) {
+		int64_t a = gfa_alloc(fork_pool, 0, 0, GFA_MT_MOVABLE, 8, 0);
+
+		if (a >= 0)
+			gfa_free(fork_pool, (uint64_t)a, 0, 8);
+	}
+	return NULL;
+}
+
+/* The child: the zone path and its own cache work, and the pool is consistent. */
+static void fork_child(void)
+{
+	char msg[256] = "";
+	int64_t a;
+
+	alarm(5);       /* a lock or tag held across fork hangs here */
+	a = gfa_alloc(fork_pool, 0, 0, GFA_MT_MOVABLE, 9, 0);
+	if (a < 0 || gfa_free(fork_pool, (uint64_t)a, 0, 9))
+		_exit(2);
+	a = gfa_pcp_alloc(fork_cache, 0, GFA_MT_MOVABLE, 7, 0);
+	if (a < 0 || gfa_pcp_free(fork_cache, (uint64_t)a, 0, 7) || gfa_pcp_drain(fork_cache) < 0)
+		_exit(3);
+	if (gfa_pool_check(fork_pool, msg, sizeof(msg))) {
+		fprintf(stderr, "child: %s\n", msg);
+		_exit(1);
+	}
+	_exit(0);
+}
+
 /*
- * Fork while another thread is inside calls on a cache (churn) or holds it remotely
- * (stats): the child's pool is consistent and its own calls on the cache work.  A call
- * caught half done gave children a torn cache (51 of 200), and a remote tag carried
- * into the child hung every child on its own cache.
+ * Fork n times while another thread runs fn: inside calls on a cache (churn), holding
+ * it remotely (stats), or in the zone path.  A call caught half done gave children a
+ * torn cache (82 of 200), a remote tag carried into the child hung every child on its
+ * own cache, and so did a zone lock held at fork.
  */
 static void fork_children(void *(*fn)(void *), int n)
 {
-	struct gfa_pool *p = tu_pool(1UL << 14);
 	pthread_t t;
 	int bad = 0;
 
-	fork_cache = gfa_pcp_create(p, 0);
+	fork_pool = tu_pool(1UL << 14);
+	fork_cache = gfa_pcp_create(fork_pool, 0);
 	cr_assert_not_null(fork_cache);
 	cr_assert_geq(gfa_pcp_drain(fork_cache), 0);       /* this thread owns it first */
 	atomic_store(&fork_stop, 0);
@@ -1101,30 +1134,17 @@ static void fork_children(void *(*fn)(void *), int n)
 		pid_t pid = fork();
 
 		cr_assert_geq(pid, 0);
-		if (!pid) {
-			char msg[256] = "";
-			int64_t a;
-
-			alarm(5);
-			a = gfa_pcp_alloc(fork_cache, 0, GFA_MT_MOVABLE, 7, 0);
-			if (a < 0 || gfa_pcp_free(fork_cache, (uint64_t)a, 0, 7) ||
-			    gfa_pcp_drain(fork_cache) < 0)
-				_exit(2);
-			if (gfa_pool_check(p, msg, sizeof(msg))) {
-				fprintf(stderr, "child: %s\n", msg);
-				_exit(1);
-			}
-			_exit(0);
-		}
+		if (!pid)
+			fork_child();
 		cr_assert_eq(waitpid(pid, &status, 0), pid);
 		bad += !WIFEXITED(status) || WEXITSTATUS(status);
 	}
 	atomic_store(&fork_stop, 1);
 	pthread_join(t, NULL);
-	cr_assert_eq(bad, 0, "%d of %d children found a torn or held cache", bad, n);
-	ASSERT_POOL_OK(p);
+	cr_assert_eq(bad, 0, "%d of %d children hung or found the pool broken", bad, n);
+	ASSERT_POOL_OK(fork_pool);
 	gfa_pcp_destroy(fork_cache);
-	gfa_pool_destroy(p);
+	gfa_pool_destroy(fork_pool);
 }
 
 Test(pcp_stress, fork_while_an_owner_is_inside_a_call, .timeout = 120)
@@ -1137,52 +1157,7 @@ Test(pcp_stress, fork_while_a_cache_is_held_remotely, .timeout = 120)
 	fork_children(fork_stats, 20);
 }
 
-static struct gfa_pool *fork_zone_pool;
-
-static void *fork_zone_churn(void *arg)
-{
-	(void)arg;
-	while (!atomic_load_explicit(&fork_stop, memory_order_relaxed)) {
-		int64_t a = gfa_alloc(fork_zone_pool, 0, 0, GFA_MT_MOVABLE, 8, 0);
-
-		if (a >= 0)
-			gfa_free(fork_zone_pool, (uint64_t)a, 0, 8);
-	}
-	return NULL;
-}
-
-/* A zone lock held by another thread at fork would stay held in the child for good. */
 Test(pcp_stress, fork_while_another_thread_uses_the_zone_path, .timeout = 120)
 {
-	struct gfa_pcp *c;
-	pthread_t t;
-	int bad = 0, n = tu_sanitizer() ? 20 : 200;
-
-	fork_zone_pool = tu_pool(1UL << 14);
-	c = gfa_pcp_create(fork_zone_pool, 0);     /* a cache: the fork handlers are armed */
-	cr_assert_geq(gfa_pcp_drain(c), 0);
-	atomic_store(&fork_stop, 0);
-	cr_assert_eq(pthread_create(&t, NULL, fork_zone_churn, NULL), 0);
-	usleep(10000);
-	for (int i = 0; i < n; i++) {
-		int status = 0;
-		pid_t pid = fork();
-
-		cr_assert_geq(pid, 0);
-		if (!pid) {
-			int64_t a;
-
-			alarm(5);
-			a = gfa_alloc(fork_zone_pool, 0, 0, GFA_MT_MOVABLE, 9, 0);
-			_exit(a >= 0 && !gfa_free(fork_zone_pool, (uint64_t)a, 0, 9) &&
-			      !gfa_pool_check(fork_zone_pool, NULL, 0) ? 0 : 1);
-		}
-		cr_assert_eq(waitpid(pid, &status, 0), pid);
-		bad += !WIFEXITED(status) || WEXITSTATUS(status);
-	}
-	atomic_store(&fork_stop, 1);
-	pthread_join(t, NULL);
-	cr_assert_eq(bad, 0, "%d of %d children hung or found the pool broken", bad, n);
-	gfa_pcp_destroy(c);
-	gfa_pool_destroy(fork_zone_pool);
+	fork_children(fork_zone_churn, tu_sanitizer() ? 20 : 200);
 }
