@@ -454,52 +454,47 @@ Test(guest, backing_free_dirty_counts_only_free_frames)
 	host_done(&h);
 }
 
+/* A host of two zones of z0 and z1 frames, without memory behind the backing yet. */
+static struct host host_two_zones(uint64_t z0, uint64_t z1)
+{
+	struct gfa_pool_config cfg;
+	struct host h;
+
+	gfa_pool_config_init(&cfg, z0);
+	cfg.nr_zones = 2;
+	cfg.zones[1].nr_frames = z1;
+	h.pool = gfa_pool_create(&cfg);
+	cr_assert_not_null(h.pool);
+	h.b = gfa_backing_create(h.pool, NULL);
+	cr_assert_not_null(h.b);
+	return h;
+}
+
 /* Pfns in the gap between two zones are no frames: refused, not zeroed through NULL. */
 Test(guest, backing_refuses_pfns_between_zones)
 {
-	struct gfa_pool_config cfg;
-	struct gfa_backing *b;
-	struct gfa_pool *p;
+	struct host h = host_two_zones(1536, 512);
 	uint64_t start;
 
-	gfa_pool_config_init(&cfg, 1536);
-	cfg.nr_zones = 2;
-	cfg.zones[1].nr_frames = 512;
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
-	b = gfa_backing_create(p, NULL);
-	cr_assert_not_null(b);
-	cr_assert_eq(gfa_zone_span(p, 1, &start, NULL), 0);
+	cr_assert_eq(gfa_zone_span(h.pool, 1, &start, NULL), 0);
 	cr_assert_eq(start, 2048, "zone 1 starts on a 4 MiB boundary: a gap before it");
-	gfa_backing_mark_dirty(b, 1600, 0);
-	cr_assert_eq(gfa_backing_nr_dirty(b), 0, "a pfn in the gap counted dirty");
-	cr_assert_lt(gfa_backing_prepare(b, 1600, 0), 0);
-	cr_assert_lt(gfa_backing_prepare(b, 1024, 10), 0, "a block running into the gap");
-	gfa_backing_destroy(b);
-	gfa_pool_destroy(p);
+	gfa_backing_mark_dirty(h.b, 1600, 0);
+	cr_assert_eq(gfa_backing_nr_dirty(h.b), 0, "a pfn in the gap counted dirty");
+	cr_assert_lt(gfa_backing_prepare(h.b, 1600, 0), 0);
+	cr_assert_lt(gfa_backing_prepare(h.b, 1024, 10), 0, "a block running into the gap");
+	host_done(&h);
 }
 
 /* A guest's frames come from cfg->zone: a cache of another zone is refused. */
 Test(guest, a_cache_of_another_zone_is_refused)
 {
-	struct gfa_pool_config cfg;
-	struct gfa_backing *b;
-	struct gfa_pool *p;
-	struct gfa_pcp *pcp;
-
-	gfa_pool_config_init(&cfg, 4096);
-	cfg.nr_zones = 2;
-	cfg.zones[1].nr_frames = 4096;
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
-	b = gfa_backing_create(p, NULL);
-	cr_assert_not_null(b);
-	pcp = gfa_pcp_create(p, 1);
-	cr_assert_not_null(pcp);
+	struct host h = host_two_zones(4096, 4096);
+	struct gfa_pcp *pcp = gfa_pcp_create(h.pool, 1);
 	struct gfa_guest_config gc = { .mem_bytes = 4UL << 20, .zone = 0, .pcp = pcp };
-	cr_assert_null(gfa_guest_create(p, b, &gc));
+
+	cr_assert_not_null(pcp);
+	cr_assert_null(gfa_guest_create(h.pool, h.b, &gc));
 	cr_assert_eq(errno, EINVAL);
 	gfa_pcp_destroy(pcp);
-	gfa_backing_destroy(b);
-	gfa_pool_destroy(p);
+	host_done(&h);
 }
