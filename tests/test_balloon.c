@@ -630,3 +630,94 @@ Test(balloon, inflate_waiting_for_a_move_leaves_no_frame_mapped, .timeout = 60)
 	cr_assert_eq(gfa_free(h.pool, 0, 0, Y), 0);
 	bhost_done(&h);
 }
+
+/*
+ * A balloon kicks the backing's host return from a vCPU thread while the VMM may be
+ * stopping it: the kick must never reach a freed host return (ASan saw a use after
+ * free when the kick loaded the pointer and then locked it).
+ */
+struct kick_arg {
+	struct gfa_backing *b;
+	atomic_bool stop;
+	uint64_t kicks;
+};
+
+static void *kicker(void *p)
+{
+	struct kick_arg *a = p;
+
+	while (!atomic_load(&a->stop)) {
+		gfa_backing_kick_host_return(a->b);
+		a->kicks++;
+	}
+	return NULL;
+}
+
+Test(balloon, kicks_through_the_backing_race_host_return_stop, .timeout = 60)
+{
+	struct gfa_host_return_config hc = { .interval_ms = 1000, .no_scrub = true,
+					     .no_pcp_drain = true, .force_sync = true };
+	struct bhost h = bhost_new(8 * MiB, &hc, 0);
+	struct kick_arg a = { .b = h.b };
+	pthread_t t;
+
+	cr_assert_eq(pthread_create(&t, NULL, kicker, &a), 0);
+	for (int i = 0; i < 300; i++) {
+		bhost_start(&h);
+		cr_assert_eq(gfa_backing_host_return(h.b), h.hr);
+		errno = 0;
+		cr_assert_null(gfa_host_return_start(h.pool, h.b, &hc));
+		cr_assert_eq(errno, EBUSY);
+		gfa_host_return_stop(h.hr);
+		cr_assert_null(gfa_backing_host_return(h.b));
+	}
+	atomic_store(&a.stop, true);
+	pthread_join(t, NULL);
+	cr_assert_gt(a.kicks, 0);
+	h.hr = NULL;
+	bhost_done(&h);
+}
+
+/* Two host returns on one backing would release the same frames twice. */
+struct start_arg {
+	struct bhost *h;
+	pthread_barrier_t *bar;
+	struct gfa_host_return *hr;
+};
+
+static void *starter(void *p)
+{
+	struct start_arg *a = p;
+
+	pthread_barrier_wait(a->bar);
+	a->hr = gfa_host_return_start(a->h->pool, a->h->b, a->h->hc);
+	return NULL;
+}
+
+Test(balloon, concurrent_host_return_starts_on_one_backing_one_wins, .timeout = 60)
+{
+	struct gfa_host_return_config hc = { .interval_ms = 1000, .no_scrub = true,
+					     .no_pcp_drain = true };
+	struct bhost h = bhost_new(8 * MiB, &hc, 0);
+	pthread_barrier_t bar;
+
+	pthread_barrier_init(&bar, NULL, 2);
+	for (int i = 0; i < 20; i++) {
+		struct start_arg a[2] = { { &h, &bar, NULL }, { &h, &bar, NULL } };
+		pthread_t t[2];
+
+		for (int k = 0; k < 2; k++)
+			cr_assert_eq(pthread_create(&t[k], NULL, starter, &a[k]), 0);
+		for (int k = 0; k < 2; k++)
+			pthread_join(t[k], NULL);
+		cr_assert((a[0].hr != NULL) != (a[1].hr != NULL),
+			  "round %d: %s host returns started on one backing", i,
+			  a[0].hr ? "two" : "no");
+		h.hr = a[0].hr ? a[0].hr : a[1].hr;
+		cr_assert_eq(gfa_backing_host_return(h.b), h.hr);
+		gfa_host_return_stop(h.hr);
+	}
+	pthread_barrier_destroy(&bar);
+	h.hr = NULL;
+	bhost_done(&h);
+}

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <gfa/vmm.h>
+#include "backing_internal.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -34,6 +36,7 @@ struct gfa_backing {
 	_Atomic uint64_t *dirty;        /* one bit per pool pfn */
 	_Atomic uint64_t nr_dirty;
 	struct gfa_host_return *_Atomic hr;
+	pthread_mutex_t hr_lock;        /* a kick through the backing against detach */
 };
 
 /* mmap the memfd at a 2 MiB aligned address so every order-9 block can be a PMD. */
@@ -110,6 +113,7 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 	if (!b)
 		return NULL;
 	b->pool = pool;
+	pthread_mutex_init(&b->hr_lock, NULL);
 	b->nr_zones = gfa_pool_nr_zones(pool);
 	for (unsigned int z = 0; z < b->nr_zones; z++)
 		b->fd[z] = -1;
@@ -141,6 +145,7 @@ void gfa_backing_destroy(struct gfa_backing *b)
 			close(b->fd[z]);
 	}
 	free((void *)b->dirty);
+	pthread_mutex_destroy(&b->hr_lock);
 	free(b);
 }
 
@@ -324,10 +329,35 @@ void gfa_backing_mark_clean_range(struct gfa_backing *b, uint64_t pfn, uint64_t 
 	atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, nr, false));
 }
 
-void gfa_backing_set_host_return(struct gfa_backing *b, struct gfa_host_return *hr)
+int backing_attach_host_return(struct gfa_backing *b, struct gfa_host_return *hr)
 {
-	if (b)
+	int err = 0;
+
+	pthread_mutex_lock(&b->hr_lock);
+	if (atomic_load(&b->hr))
+		err = -EBUSY;
+	else
 		atomic_store(&b->hr, hr);
+	pthread_mutex_unlock(&b->hr_lock);
+	return err;
+}
+
+void backing_detach_host_return(struct gfa_backing *b, struct gfa_host_return *hr)
+{
+	pthread_mutex_lock(&b->hr_lock);
+	if (atomic_load(&b->hr) == hr)
+		atomic_store(&b->hr, NULL);
+	pthread_mutex_unlock(&b->hr_lock);
+}
+
+/* Under hr_lock, so the host return cannot be stopped and freed while we kick it. */
+void gfa_backing_kick_host_return(struct gfa_backing *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&b->hr_lock);
+	gfa_host_return_kick(atomic_load(&b->hr));
+	pthread_mutex_unlock(&b->hr_lock);
 }
 
 struct gfa_host_return *gfa_backing_host_return(const struct gfa_backing *b)

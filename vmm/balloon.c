@@ -146,7 +146,7 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	pthread_mutex_unlock(&g->lock);
 	if (err)
 		return err;
-	gfa_host_return_kick(gfa_backing_host_return(g->b));
+	gfa_backing_kick_host_return(g->b);
 	return taken;
 }
 

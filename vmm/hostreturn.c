@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <gfa/vmm.h>
+#include "backing_internal.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -324,10 +325,6 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 		errno = EFAULT;
 		return NULL;
 	}
-	if (gfa_backing_host_return(b)) {
-		errno = EBUSY;  /* one per backing: a second would release the same frames */
-		return NULL;
-	}
 	hr = calloc(1, sizeof(*hr));
 	if (!hr)
 		return NULL;
@@ -347,6 +344,12 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 	hr->nr_zones = gfa_pool_nr_zones(pool);
 	pthread_mutex_init(&hr->lock, NULL);
 	pthread_cond_init(&hr->cond, NULL);
+	/* one per backing: a second would release the same frames */
+	if (backing_attach_host_return(b, hr)) {
+		gfa_host_return_stop(hr);
+		errno = EBUSY;
+		return NULL;
+	}
 	for (unsigned int z = 0; z < hr->nr_zones; z++) {
 		struct gfa_release_config rc = hr->cfg.engine;
 
@@ -365,7 +368,6 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 		errno = EAGAIN;
 		return NULL;
 	}
-	gfa_backing_set_host_return(b, hr);
 	return hr;
 }
 
@@ -416,6 +418,8 @@ int gfa_host_return_stop(struct gfa_host_return *hr)
 {
 	if (!hr)
 		return 0;
+	if (hr->b)      /* first: no kick through the backing reaches hr after this */
+		backing_detach_host_return(hr->b, hr);
 	pthread_mutex_lock(&hr->lock);
 	hr->stop = true;
 	pthread_cond_broadcast(&hr->cond);
@@ -424,8 +428,6 @@ int gfa_host_return_stop(struct gfa_host_return *hr)
 		pthread_join(hr->thread, NULL);
 	for (unsigned int z = 0; z < hr->nr_zones; z++)
 		gfa_release_destroy(hr->engine[z]);   /* finishes what is queued */
-	if (gfa_backing_host_return(hr->b) == hr)       /* not set if start failed */
-		gfa_backing_set_host_return(hr->b, NULL);
 	pthread_mutex_destroy(&hr->lock);
 	pthread_cond_destroy(&hr->cond);
 	free(hr);

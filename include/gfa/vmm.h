@@ -169,9 +169,12 @@ struct gfa_host_return_stat {
 	const char *mode, *mode_why;    /* "io_uring" or "sync", and why */
 };
 int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat *st);
-/* Internal link so a balloon can kick the backing's host-return thread. */
-void gfa_backing_set_host_return(struct gfa_backing *b, struct gfa_host_return *hr);
+/* The host return started on b, or NULL (none, or b is NULL).  The pointer is only as
+ * good as the caller's knowledge that nobody stops it meanwhile. */
 struct gfa_host_return *gfa_backing_host_return(const struct gfa_backing *b);
+/* gfa_host_return_kick() on b's host return if it has one: safe from any thread, also
+ * while another stops it (the balloon kicks this way).  NULL is a no-op. */
+void gfa_backing_kick_host_return(struct gfa_backing *b);
 
 /* ---- guests ---- */
 

@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: MIT */
+/* The backing's link to its host-return thread, shared by vmm/backing.c and
+ * vmm/hostreturn.c.  Not installed. */
+#ifndef GFA_VMM_BACKING_INTERNAL_H
+#define GFA_VMM_BACKING_INTERNAL_H
+#include <gfa/vmm.h>
+
+/* Link hr to b: 0, or -EBUSY when b has a host return already. */
+int backing_attach_host_return(struct gfa_backing *b, struct gfa_host_return *hr);
+/* Unlink hr if it is b's; once this returns no kick through b can reach hr. */
+void backing_detach_host_return(struct gfa_backing *b, struct gfa_host_return *hr);
+#endif
