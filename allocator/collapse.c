@@ -79,13 +79,14 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
  * Undo one move of a failed collapse.  The owner may refuse for a moment (-EAGAIN,
  * -EBUSY: a vCPU is touching the page); it is asked again, a bounded number of times.
  */
-static int collapse_move_back(const struct gfa_owner_ops *ops, void *ctx, uint64_t owner,
-			      uint64_t from, uint64_t to, unsigned int order)
+static int collapse_move_back(struct gfa_pool *pool, const struct gfa_owner_ops *ops,
+			      void *ctx, uint64_t owner, uint64_t from, uint64_t to,
+			      unsigned int order)
 {
 	int err = 0;
 
 	for (int tries = 0; tries < COLLAPSE_BACK_TRIES; tries++) {
-		err = ops->migrate(ctx, owner, from, to, order);
+		err = owner_migrate(pool, ops, ctx, owner, from, to, order);
 		if (err != -EAGAIN && err != -EBUSY)
 			break;
 		sched_yield();
@@ -130,7 +131,8 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 			 __atomic_load_n(&pool->frames[pfns[0]].spare, __ATOMIC_RELAXED) - offs[0],
 			 __ATOMIC_RELAXED);
 	for (i = 0; i < n; i++) {
-		err = ops->migrate(ctx, owner, pfns[i], (uint64_t)dst + offs[i], orders[i]);
+		err = owner_migrate(pool, ops, ctx, owner, pfns[i], (uint64_t)dst + offs[i],
+				    orders[i]);
 		if (err)
 			break;
 	}
@@ -139,7 +141,7 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 		bool stuck = false;
 
 		while (i--)
-			stuck |= collapse_move_back(ops, ctx, owner, (uint64_t)dst + offs[i],
+			stuck |= collapse_move_back(pool, ops, ctx, owner, (uint64_t)dst + offs[i],
 						    pfns[i], orders[i]) != 0;
 		pthread_mutex_lock(&z->lock);
 		collapse_putback(pool, pfns, n);

@@ -728,7 +728,8 @@ static void migrate_pages(struct compact_control *cc)
 			putback_block(cc, b);   /* no owner, or no target left: next round */
 			continue;
 		}
-		err = ref.ops->migrate(ref.ctx, b->owner, b->pfn, (uint64_t)dst, b->order);
+		err = owner_migrate(z->pool, ref.ops, ref.ctx, b->owner, b->pfn, (uint64_t)dst,
+				    b->order);
 		owner_put(z->pool, &ref);
 		pthread_mutex_lock(&z->lock);
 		if (err) {

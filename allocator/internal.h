@@ -195,6 +195,8 @@ struct gfa_pool {
 	bool compactd_stop;             /* __atomic accessed */
 	pthread_mutex_t compactd_lock;  /* serializes gfa_compactd_start/stop */
 	struct gfa_pool *fork_next;     /* pools whose caches fork() holds (pcp_owner.c) */
+	gfa_moved_fn moved_fn;          /* __atomic: told of every block moved away */
+	void *moved_ctx;
 };
 
 /* Error counter slots in pool->err (match the err_* vmstat order). */
@@ -320,6 +322,9 @@ const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, 
  */
 bool owner_get(struct gfa_pool *pool, uint64_t owner, struct owner_ref *r);
 void owner_put(struct gfa_pool *pool, struct owner_ref *r);
+/* ops->migrate(), and on success the pool's moved hook on the source it left. */
+int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *ctx,
+		  uint64_t owner, uint64_t src, uint64_t dst, unsigned int order);
 int owner_registry_init(struct gfa_pool *pool);
 void owner_registry_destroy(struct gfa_pool *pool);
 

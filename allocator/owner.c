@@ -162,6 +162,40 @@ void owner_put(struct gfa_pool *pool, struct owner_ref *r)
 	pthread_mutex_unlock(&pool->owner_wait_lock);
 }
 
+int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *ctx,
+		  uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
+{
+	int err = ops->migrate(ctx, owner, src, dst, order);
+	gfa_moved_fn fn;
+
+	if (err)
+		return err;
+	/* the source still holds a copy of the owner's data: the backing marks it dirty */
+	fn = __atomic_load_n(&pool->moved_fn, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn(__atomic_load_n(&pool->moved_ctx, __ATOMIC_RELAXED), src, order);
+	return 0;
+}
+
+int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	if (!fn) {
+		__atomic_store_n(&pool->moved_fn, NULL, __ATOMIC_RELEASE);
+		return 0;
+	}
+	pthread_mutex_lock(&pool->owner_wait_lock);     /* one setter at a time */
+	if (__atomic_load_n(&pool->moved_fn, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_unlock(&pool->owner_wait_lock);
+		return pool_err(pool, GFA_EBUSY);
+	}
+	__atomic_store_n(&pool->moved_ctx, ctx, __ATOMIC_RELAXED);
+	__atomic_store_n(&pool->moved_fn, fn, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&pool->owner_wait_lock);
+	return 0;
+}
+
 const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, void **ctx)
 {
 	const struct gfa_owner_ops *ops = NULL;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "tests/test_util.h"
+#include "tests/canary_owner.h"
 
 #define MiB (1UL << 20)
 
@@ -719,5 +720,51 @@ Test(balloon, concurrent_host_return_starts_on_one_backing_one_wins, .timeout = 
 	}
 	pthread_barrier_destroy(&bar);
 	h.hr = NULL;
+	bhost_done(&h);
+}
+
+/*
+ * An owner that is not a guest: compaction's move leaves a copy of its data in the
+ * source, which must count as dirty so the next owner gets it zeroed (the guest marked
+ * its sources itself; other owners did not, and the data reached the next owner).
+ */
+static void no_moved(void *ctx, uint64_t pfn, unsigned int order)
+{
+	(void)ctx, (void)pfn, (void)order;
+}
+
+Test(balloon, blocks_moved_away_by_compaction_are_dirty_for_any_owner, .timeout = 60)
+{
+	struct bhost h = bhost_new(8 * MiB, NULL, 0);
+	struct canary_owner *o = co_create(h.pool, 77, 2048, true);
+	uint64_t moved = 0, *before;
+
+	cr_assert_not_null(o);
+	for (uint64_t p = 0; p < 2048; p++)
+		cr_assert_eq(co_alloc(o, NULL, 0, p, 0), 0);
+	for (uint64_t p = 0; p < 2048; p += 2)          /* holes everywhere */
+		cr_assert_eq(co_free(o, NULL, p), 0);
+	/* clean slate: what the frees dirtied does not count, only what moves leave */
+	gfa_backing_mark_clean_range(h.b, 0, 4096);
+	before = malloc(2048 * sizeof(*before));
+	for (uint64_t p = 0; p < 2048; p++)
+		before[p] = o->pfn[p];
+	cr_assert_eq(gfa_compact_zone(h.pool, 0, -1, GFA_COMPACT_SYNC), GFA_COMPACT_COMPLETE);
+	for (uint64_t p = 1; p < 2048; p += 2) {
+		if (o->pfn[p] == before[p])
+			continue;
+		moved++;
+		cr_assert(gfa_backing_block_dirty(h.b, before[p], 0),
+			  "page %lu moved from pfn %lu, which holds its data but reads clean",
+			  (unsigned long)p, (unsigned long)before[p]);
+	}
+	cr_assert_gt(moved, 100, "compaction moved only %lu blocks", (unsigned long)moved);
+	cr_assert_eq(co_verify_all(o, NULL), 0);
+	/* one hook per pool: the backing holds it */
+	cr_assert_eq(gfa_pool_set_moved_fn(h.pool, no_moved, NULL), GFA_EBUSY);
+	free(before);
+	for (uint64_t p = 1; p < 2048; p += 2)
+		cr_assert_eq(co_free(o, NULL, p), 0);
+	co_destroy(o);
 	bhost_done(&h);
 }

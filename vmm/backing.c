@@ -37,6 +37,7 @@ struct gfa_backing {
 	_Atomic uint64_t nr_dirty;
 	struct gfa_host_return *_Atomic hr;
 	pthread_mutex_t hr_lock;        /* a kick through the backing against detach */
+	bool moved_fn_set;              /* our backing_moved() is the pool's moved hook */
 };
 
 /* mmap the memfd at a 2 MiB aligned address so every order-9 block can be a PMD. */
@@ -56,6 +57,12 @@ static void *map_aligned(int fd, size_t len, void **reserve, size_t *reserve_len
 	*reserve = r;
 	*reserve_len = rlen;
 	return a;
+}
+
+/* The pool's moved hook: a block an owner moved away still holds its data. */
+static void backing_moved(void *ctx, uint64_t src_pfn, unsigned int order)
+{
+	gfa_backing_mark_dirty(ctx, src_pfn, order);
 }
 
 static int populate(void *base, size_t len)
@@ -124,6 +131,10 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 		err = -ENOMEM;
 	for (unsigned int z = 0; z < b->nr_zones && !err; z++)
 		err = backing_zone(b, z, cfg);
+	if (!err)
+		err = gfa_pool_set_moved_fn(pool, backing_moved, b);
+	if (!err)
+		b->moved_fn_set = true;
 	if (err) {
 		gfa_backing_destroy(b);
 		errno = -err;
@@ -136,6 +147,8 @@ void gfa_backing_destroy(struct gfa_backing *b)
 {
 	if (!b)
 		return;
+	if (b->moved_fn_set)
+		gfa_pool_set_moved_fn(b->pool, NULL, NULL);
 	for (unsigned int z = 0; z < b->nr_zones; z++) {
 		if (b->base[z])
 			gfa_zone_set_backing(b->pool, z, NULL, -1);

@@ -147,7 +147,6 @@ static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, 
 	err = guest_map(g, gfn, dst, order);
 	if (!err) {
 		guest_record(g, gfn, dst, order);
-		gfa_backing_mark_dirty(g->b, src, order);  /* src is freed right after */
 		g->st.moves++;
 	}
 	if (g->ops.resume)

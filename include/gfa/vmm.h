@@ -41,7 +41,8 @@ struct gfa_backing_config {
  * Back every zone of pool with a memfd of its own ("gfa-zone<N>"), sized to the zone,
  * mapped once MAP_SHARED at a 2 MiB aligned address with MADV_HUGEPAGE, and hand the
  * mappings to the pool (gfa_zone_set_backing).  Returns NULL with errno: EFAULT,
- * EBUSY (the pool already has backing), or the memfd/ftruncate/mmap error.
+ * EBUSY (the pool already has backing or a moved hook: gfa_pool_set_moved_fn), or the
+ * memfd/ftruncate/mmap error.
  * Thread rules: create/destroy while no guest uses the pool.
  */
 struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg);
@@ -54,8 +55,9 @@ int gfa_backing_zone_fd(const struct gfa_backing *b, unsigned int zone);
 void *gfa_backing_zone_base(const struct gfa_backing *b, unsigned int zone);
 
 /*
- * Clean and dirty frames.  A frame freed by a guest is dirty until zeroed or released to
- * the host; gfa_backing_prepare zeroes the dirty frames of a block before it reaches a
+ * Clean and dirty frames.  A frame freed through the backing (a guest's) or left behind
+ * by a move (compaction, collapse: any owner, through the pool's moved hook) is dirty
+ * until zeroed or released to the host; gfa_backing_prepare zeroes the dirty frames of a block before it reaches a
  * new owner and returns how many it zeroed, or GFA_EFAULT (b NULL, or a block not
  * inside one zone).  The mark calls ignore such blocks.  Any thread (bitmap updated
  * atomically).
