@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "tests/test_util.h"
@@ -766,5 +767,91 @@ Test(balloon, blocks_moved_away_by_compaction_are_dirty_for_any_owner, .timeout 
 	for (uint64_t p = 1; p < 2048; p += 2)
 		cr_assert_eq(co_free(o, NULL, p), 0);
 	co_destroy(o);
+	bhost_done(&h);
+}
+
+/*
+ * A whole block inflated, one page of it deflated: the other 511 gfns are still holes,
+ * and collapse (which looks at block heads) must not back them again.
+ */
+Test(balloon, collapse_after_partial_deflate_keeps_ballooned_pages_out)
+{
+	struct bhost h = bhost_new(32 * MiB, NULL, 0);
+	struct gfa_guest *g = bguest(&h, 8 * MiB);
+	struct gfa_gpa_range whole = { 2 * MiB, 2 * MiB }, first = { 2 * MiB, 4096 };
+	struct gfa_gpa_range second = { 2 * MiB + 4096, 4096 };
+	struct gfa_guest_stat st;
+	uint64_t pfn;
+
+	cr_assert_eq(gfa_balloon_inflate(g, &whole, 1), 512);
+	cr_assert_eq(gfa_balloon_deflate(g, &first, 1), 1);
+	gfa_guest_collapse(g, 4);
+	gfa_guest_stat(g, &st);
+	cr_expect_eq(st.ballooned_frames, 511);
+	cr_expect_eq(gfa_guest_gpa_to_pfn(g, second.gpa, &pfn), -ENOENT,
+		     "ballooned gfn is backed again (pfn %lu)", (unsigned long)pfn);
+	cr_expect_eq(gfa_balloon_inflate(g, &second, 1), -EALREADY,
+		     "a ballooned page can be inflated a second time");
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}
+
+/* Fill the process's map count (vm.max_map_count) with alternating one-page mappings. */
+static unsigned int fill_vmas(void **pages, unsigned int max)
+{
+	unsigned int n = 0;
+
+	while (n < max) {
+		void *p = mmap(NULL, 4096, n & 1 ? PROT_READ : PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			break;
+		pages[n++] = p;
+	}
+	return n;
+}
+
+/*
+ * Inflating a page in the middle of a block needs two more VMAs; with none left the
+ * window cannot be unmapped, and the frame must not be freed while the guest still maps
+ * it (it was: the guest kept reading and writing a free frame).
+ */
+Test(balloon, inflate_with_no_vma_left_frees_nothing_still_mapped, .timeout = 60)
+{
+	struct bhost h = bhost_new(32 * MiB, NULL, 0);
+	struct gfa_guest *g = bguest(&h, 8 * MiB);
+	struct gfa_gpa_range mid[2] = { { 2 * MiB, 4096 }, { 4 * MiB + 64 * 1024, 4096 } };
+	unsigned int max = 1u << 20, n;
+	void **pages = malloc(max * sizeof(*pages));
+	volatile uint64_t *w = (uint64_t *)((char *)gfa_guest_hva(g) + mid[1].gpa);
+	uint64_t pfn, now;
+	struct gfa_guest_stat st;
+	int64_t ret;
+
+	cr_assert_not_null(pages);
+	w[0] = 0x1111;
+	cr_assert_eq(gfa_guest_gpa_to_pfn(g, mid[1].gpa, &pfn), 0);
+	n = fill_vmas(pages, max);
+	cr_assert(n < max, "mmap never failed");
+	/* the first range goes (the limit lets one split through), the second cannot */
+	munmap(pages[--n], 4096);
+	ret = gfa_balloon_inflate(g, mid, 2);
+	for (unsigned int i = 0; i < n; i++)
+		munmap(pages[i], 4096);
+	free(pages);
+	cr_assert_eq(ret, -ENOMEM, "inflate returned %ld", (long)ret);
+	/* nothing changed: both pages still the guest's and mapped */
+	cr_assert_eq(gfa_guest_gpa_to_pfn(g, mid[1].gpa, &now), 0);
+	cr_assert_eq(now, pfn);
+	cr_assert_eq(gfa_guest_gpa_to_pfn(g, mid[0].gpa, &now), 0);
+	cr_assert_eq(w[0], 0x1111);
+	w[0] = 0x2222;
+	cr_assert_eq(*(volatile uint64_t *)gfa_pfn_to_addr(h.pool, pfn), 0x2222,
+		     "the window no longer maps the guest's frame");
+	gfa_guest_stat(g, &st);
+	cr_assert_eq(st.ballooned_frames, 0);
+	cr_assert_eq(gfa_balloon_inflate(g, mid, 2), 2, "with room it works");
+	gfa_guest_destroy(g);
 	bhost_done(&h);
 }

@@ -131,16 +131,23 @@ Test(guest, backing_refuses_ranges_that_wrap)
 	host_done(&h);
 }
 
-/* A free the allocator refuses leaves the block's dirty state as it was. */
-Test(guest, refused_backing_free_changes_nothing)
+/*
+ * A free the allocator refuses leaves the block where it was, and its frames dirty: the
+ * block could be a move's source, freed holding the data just after the refusal.
+ */
+Test(guest, refused_backing_free_keeps_the_block_and_never_cleans)
 {
 	struct host h = host_new(16 * MiB, false);
 	int64_t pfn = gfa_backing_alloc(h.b, NULL, 0, 2, GFA_MT_MOVABLE, 5, GFA_BACKING_ZERO);
+	struct gfa_frame_info fi;
 
 	cr_assert_geq(pfn, 0);
 	cr_assert_eq(gfa_backing_nr_dirty(h.b), 0);
 	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)pfn, 2, 6), GFA_EOWNER);
-	cr_assert_eq(gfa_backing_nr_dirty(h.b), 0);
+	cr_assert_eq(gfa_frame_lookup(h.pool, (uint64_t)pfn, &fi), 0);
+	cr_assert_eq(fi.state, GFA_FRAME_ALLOCATED);
+	cr_assert_eq(fi.owner, 5);
+	cr_assert(gfa_backing_block_dirty(h.b, (uint64_t)pfn, 2));
 	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)pfn, 2, 5), 0);
 	cr_assert_eq(gfa_backing_nr_dirty(h.b), 4);
 	host_done(&h);

@@ -406,25 +406,18 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
 int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 		     unsigned int order, uint64_t owner)
 {
-	uint64_t newly = 0;
-	int err;
-
 	if (!b)
 		return GFA_EFAULT;
 	/*
 	 * Dirty before the free: once freed, another thread may allocate the block and
 	 * prepare it, and must see it dirty (zero it) or it reads the old owner's data.
+	 * A refused free keeps the marks: the block may be changing hands meanwhile (a
+	 * move in flight frees its source, which holds the data), and a mark costs at
+	 * most one zeroing more, where a cleared one would hand the data out.
 	 */
-	if (backing_range_ok(b, pfn, order)) {
-		newly = dirty_update(b, pfn, 1UL << order, true);
-		atomic_fetch_add(&b->nr_dirty, newly);
-	}
-	err = pcp ? gfa_pcp_free(pcp, pfn, order, owner) : gfa_free(b->pool, pfn, order, owner);
-	/* a refused free changes nothing: clear what this call set (all of it, or keep
-	 * all - a block partly dirty before is only zeroed once more, never leaked) */
-	if (err && newly == 1UL << order)
-		atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, newly, false));
-	return err;
+	if (backing_range_ok(b, pfn, order))
+		atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, true));
+	return pcp ? gfa_pcp_free(pcp, pfn, order, owner) : gfa_free(b->pool, pfn, order, owner);
 }
 
 struct dirty_walk {

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -83,27 +84,44 @@ static void split_around(struct gfa_guest *g, uint64_t head, uint64_t lo, uint64
 		g->order[k] = 0;
 }
 
-/* The guest window over [lo, hi) reads zero and maps no frame any more. */
-static void unmap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
+/*
+ * The guest window over [lo, hi) reads zero and maps no frame any more.  0, or -errno
+ * when the mmap fails (vm.max_map_count: replacing part of a block's mapping takes two
+ * more VMAs), and then the window still maps the frames.
+ */
+static int unmap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
-	if (hi > lo)
-		mmap(g->win + (lo << GFA_FRAME_SHIFT), (hi - lo) << GFA_FRAME_SHIFT,
-		     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-		     -1, 0);
+	if (hi > lo &&
+	    mmap(g->win + (lo << GFA_FRAME_SHIFT), (hi - lo) << GFA_FRAME_SHIFT,
+		 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+		 -1, 0) == MAP_FAILED)
+		return -errno;
+	return 0;
 }
 
-static uint64_t inflate_range(struct gfa_guest *g, const struct gfa_gpa_range *r)
+/* Map the guest's blocks over [lo, hi) again (undoing unmap_window); frees nothing. */
+static void remap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
-	uint64_t lo = r->gpa >> GFA_FRAME_SHIFT, hi = (r->gpa + r->len) >> GFA_FRAME_SHIFT, taken = 0;
+	for (uint64_t gfn = lo; gfn < hi; gfn += 1UL << g->order[gfn])
+		if (g->pfn[gfn] != NO_PFN && guest_map(g, gfn, g->pfn[gfn], g->order[gfn]))
+			/* the guest gave these pages up: it reads zero there, as ballooned */
+			fprintf(stderr, "gfa: balloon: cannot map gfn %lu back (%s)\n",
+				(unsigned long)gfn, strerror(errno));
+}
 
+/* Split the end blocks so [lo, hi) is whole blocks, then unmap it (frames kept). */
+static int unmap_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
+{
 	split_around(g, block_head(g, lo), lo, hi);
 	split_around(g, block_head(g, hi - 1), lo, hi);
-	/*
-	 * The guest reads zero there from now on; it owns no frame behind it.  Unmapped
-	 * before the frames are freed: a frame freed first could be another owner's
-	 * while this guest's window still maps it.
-	 */
-	unmap_window(g, lo, hi);
+	return unmap_window(g, lo, hi);
+}
+
+/* Free every block of [lo, hi), already unmapped; returns the frames freed. */
+static uint64_t release_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
+{
+	uint64_t taken = 0;
+
 	for (uint64_t gfn = lo; gfn < hi;) {
 		uint64_t size = 1UL << g->order[gfn];
 
@@ -114,9 +132,34 @@ static uint64_t inflate_range(struct gfa_guest *g, const struct gfa_gpa_range *r
 	return taken;
 }
 
+#define RANGE_LO(r)     ((r)->gpa >> GFA_FRAME_SHIFT)
+#define RANGE_HI(r)     (((r)->gpa + (r)->len) >> GFA_FRAME_SHIFT)
+
+/*
+ * Take the frames of ranges r[0..n) from the guest.  Every window is unmapped before
+ * any frame is freed (a frame freed first could be another owner's while this window
+ * still maps it), so a failed unmap can still be undone: 0 or -errno, nothing freed.
+ */
+static int inflate_ranges(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n,
+			  uint64_t *taken)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		int err = unmap_range(g, RANGE_LO(&r[i]), RANGE_HI(&r[i]));
+
+		if (err) {
+			while (i--)
+				remap_window(g, RANGE_LO(&r[i]), RANGE_HI(&r[i]));
+			return err;
+		}
+	}
+	for (unsigned int i = 0; i < n; i++)
+		*taken += release_range(g, RANGE_LO(&r[i]), RANGE_HI(&r[i]));
+	return 0;
+}
+
 int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
 {
-	int64_t taken = 0;
+	uint64_t taken = 0;
 	int err = check_shape(g, r, n);
 
 	if (err)
@@ -138,20 +181,22 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	}
 	pthread_mutex_lock(&g->lock);
 	err = check_state(g, m, k, true);
-	for (unsigned int i = 0; i < k && !err; i++)
-		taken += (int64_t)inflate_range(g, &m[i]);
-	free(m);
 	if (!err)
-		g->st.ballooned_frames += (uint64_t)taken;
+		err = inflate_ranges(g, m, k, &taken);
+	free(m);
+	g->st.ballooned_frames += taken;
 	pthread_mutex_unlock(&g->lock);
 	if (err)
 		return err;
 	gfa_backing_kick_host_return(g->b);
-	return taken;
+	return (int64_t)taken;
 }
 
-/* Back [lo, hi) with the largest aligned blocks; on failure undo and say so. */
-static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
+/*
+ * Back [lo, hi) with the largest aligned blocks.  On failure undo and say so; should
+ * the window not unmap for the undo, the blocks taken stay the guest's (*kept frames).
+ */
+static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi, uint64_t *kept)
 {
 	for (uint64_t gfn = lo; gfn < hi;) {
 		unsigned int order = GFA_PAGEBLOCK_ORDER;
@@ -163,10 +208,10 @@ static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 		while ((err = guest_take(g, NULL, gfn, order, order ? GFA_ALLOC_NOCOMPACT : 0)) && order)
 			order--;
 		if (err) {
-			unmap_window(g, lo, gfn);       /* before the frees, as in inflate */
-			for (uint64_t k = lo; k < gfn; k++)
-				if (g->order[k] != NOT_HEAD && g->pfn[k] != NO_PFN)
-					guest_release_block(g, k);
+			if (unmap_window(g, lo, gfn))   /* before the frees, as in inflate */
+				*kept += gfn - lo;
+			else
+				release_range(g, lo, gfn);
 			return err;
 		}
 		gfn += 1UL << order;
@@ -176,7 +221,7 @@ static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 
 int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
 {
-	int64_t given = 0;
+	uint64_t given = 0, kept = 0;
 	unsigned int done = 0;
 	int err = check_shape(g, r, n);
 
@@ -185,19 +230,20 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	pthread_mutex_lock(&g->lock);
 	err = check_state(g, r, n, false);
 	for (; done < n && !err; done++) {
-		uint64_t lo = r[done].gpa >> GFA_FRAME_SHIFT, hi = lo + (r[done].len >> GFA_FRAME_SHIFT);
-
-		err = deflate_range(g, lo, hi);
+		err = deflate_range(g, RANGE_LO(&r[done]), RANGE_HI(&r[done]), &kept);
 		if (!err)
-			given += (int64_t)(hi - lo);
+			given += RANGE_HI(&r[done]) - RANGE_LO(&r[done]);
 	}
-	if (err) {
-		/* all or nothing: balloon the ranges that were deflated again */
-		for (unsigned int i = 0; i + 1 < done; i++)
-			inflate_range(g, &r[i]);
+	if (err && done > 1) {
+		/* all or nothing: balloon the ranges that were deflated again (those the
+		 * window cannot be unmapped for stay the guest's) */
+		uint64_t taken = 0;
+
+		if (inflate_ranges(g, r, done - 1, &taken))
+			kept += given;
 		given = 0;
 	}
-	g->st.ballooned_frames -= (uint64_t)given;
+	g->st.ballooned_frames -= given + kept;
 	pthread_mutex_unlock(&g->lock);
-	return err ? err : given;
+	return err ? err : (int64_t)given;
 }

@@ -109,8 +109,11 @@ void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 	unsigned int order = g->order[gfn];
 	uint64_t pfn = g->pfn[gfn];
 
-	for (uint64_t i = 0; i < (1UL << order); i++)
+	/* every gfn a hole of its own: a NOT_HEAD left behind would hide it from collapse */
+	for (uint64_t i = 0; i < (1UL << order); i++) {
 		g->pfn[gfn + i] = NO_PFN;
+		g->order[gfn + i] = 0;
+	}
 	/* dirty before the free: the next owner must zero what this guest wrote */
 	gfa_backing_mark_dirty(g->b, pfn, order);
 	while (gfa_free(g->pool, pfn, order, g->id) == GFA_EBUSY)

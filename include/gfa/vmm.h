@@ -83,9 +83,10 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
 			  unsigned int flags);
 /*
  * Free as gfa_pcp_free / gfa_free and mark the frames dirty (they held owner data), before
- * the free: the next owner must see them dirty.  A refused free unmarks them, except for
- * a block partly dirty before, which stays marked (zeroed once more on hand-out, never
- * handed out unzeroed).  Returns the allocator's result, or GFA_EFAULT (b NULL).
+ * the free: the next owner must see them dirty.  A refused free changes no frame's owner
+ * or state but keeps the marks: the block may change hands meanwhile (a move in flight
+ * frees its source, which holds the data), and a mark costs at most one more zeroing.
+ * Returns the allocator's result, or GFA_EFAULT (b NULL).
  */
 int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 		     unsigned int order, uint64_t owner);
@@ -257,13 +258,18 @@ struct gfa_gpa_range {
  * first; one bad range rejects the whole request and changes nothing:
  *   -EFAULT NULL, -EINVAL zero length or misaligned, -ERANGE outside the guest,
  *   -EALREADY already ballooned, -ENOTUNIQ ranges overlap each other.
+ * -ENOMEM (or another mmap errno) when the window cannot be remapped (vm.max_map_count:
+ * a page inside a block's mapping takes two more VMAs): nothing is freed then, the
+ * guest keeps every frame mapped (end blocks of a range may be left split).
  * Returns frames taken, or the error.  Thread rules: any thread (the guest's lock).
  */
 int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
 /*
  * Deflate: give the guest memory again for ranges that are ballooned out (fresh zeroed
  * frames mapped back).  Errors as inflate, with -ENOENT for a range that is not (wholly)
- * ballooned, and -ENOMEM when frames cannot be had (nothing changes then).
+ * ballooned, and -ENOMEM when frames cannot be had (nothing changes then, except that
+ * frames whose window could not be unmapped again stay the guest's, counted out of
+ * ballooned_frames).
  */
 int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
 
