@@ -36,7 +36,12 @@ bool claim_allows(struct gfa_zone *z, uint64_t owner, unsigned int order)
 
 /* what claim_consume() took from claim_watched's claim in this thread (direct
  * compaction runs in it too, and migrate ops that allocate for other owners) */
-static __thread uint64_t claim_taken, claim_watched = UINT64_MAX;
+static __thread uint64_t claim_taken, claim_watched = UINT64_MAX, claim_taken_gen;
+
+uint64_t claim_watched_gen(void)
+{
+	return claim_taken_gen;
+}
 
 void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 {
@@ -49,8 +54,10 @@ void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 		take = z->claims[i].frames;
 	z->claims[i].frames -= take;
 	z->claimed -= take;
-	if (owner == claim_watched)
+	if (owner == claim_watched) {
 		claim_taken += take;
+		claim_taken_gen = z->claims[i].gen;
+	}
 }
 
 uint64_t claim_watch(uint64_t owner, uint64_t *saved_taken)
@@ -72,11 +79,12 @@ uint64_t claim_unwatch(uint64_t saved_owner, uint64_t saved_taken)
 	return taken;
 }
 
-void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames)
+void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames, uint64_t gen)
 {
 	int i = frames ? claim_find(z, owner) : -1;
 
-	if (i < 0)
+	/* a claim dropped meanwhile, or dropped and made again, is owed nothing */
+	if (i < 0 || z->claims[i].gen != gen)
 		return;         /* dropped meanwhile: nothing is promised any more */
 	z->claims[i].frames += frames;
 	z->claimed += frames;
@@ -109,6 +117,7 @@ static int claim_try(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner,
 	if (!err) {
 		z->claims[z->nr_claims].owner = owner;
 		z->claims[z->nr_claims].frames = nr_frames;
+		z->claims[z->nr_claims].gen = ++z->claim_gen;
 		__atomic_store_n(&z->nr_claims, z->nr_claims + 1, __ATOMIC_RELAXED);
 		z->claimed += nr_frames;
 	}

@@ -4,6 +4,7 @@
  * owner into a single order-9 block, all or nothing, through the owner's migrate op.
  */
 #include <sched.h>
+#include <string.h>
 #include "allocator/internal.h"
 
 #define COLLAPSE_BACK_TRIES 1000
@@ -41,11 +42,64 @@ static void collapse_putback(struct gfa_pool *pool, const uint64_t *pfns, unsign
 		fstate_set(&pool->frames[pfns[i]], GFA_FRAME_ALLOCATED);
 }
 
+/* Is pfns[i] listed before i? */
+static bool collapse_listed(const uint64_t *pfns, unsigned int i)
+{
+	for (unsigned int k = 0; k < i; k++)
+		if (pfns[k] == pfns[i])
+			return true;
+	return false;
+}
+
+/*
+ * Pieces the owner would not take back stay moved, as compaction leaves a moved block:
+ * each becomes a block of its order inside dst (the owner maps it there), the rest of
+ * dst is freed, and so are the stuck pieces' sources (the owner no longer maps them);
+ * the other sources are the owner's again.  Zone lock held.
+ */
+static void collapse_keep_stuck(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner,
+				uint64_t dst, const uint64_t *pfns, const unsigned int *orders,
+				const unsigned int *offs, unsigned int n, const bool *stuck)
+{
+	uint8_t kept[GFA_PAGEBLOCK_FRAMES] = { 0 };
+	uint32_t index = __atomic_load_n(&pool->frames[dst].spare, __ATOMIC_RELAXED);
+
+	for (unsigned int i = 0; i < n; i++) {
+		struct gfa_frame *f = &pool->frames[dst + offs[i]];
+
+		if (!stuck[i]) {
+			fstate_set(&pool->frames[pfns[i]], GFA_FRAME_ALLOCATED);
+			continue;
+		}
+		memset(kept + offs[i], 1, 1U << orders[i]);
+		f->order = (uint8_t)orders[i];
+		f->mt = GFA_MT_MOVABLE;
+		__atomic_store_n(&f->spare, index + offs[i], __ATOMIC_RELAXED);
+		frame_set_owner(f, owner);
+		fstate_set(f, GFA_FRAME_ALLOCATED);
+		zone_free_locked(z, pfns[i], orders[i]);
+	}
+	/* the gaps as the largest aligned blocks holding no kept frame */
+	for (unsigned int off = 0; off < GFA_PAGEBLOCK_FRAMES;) {
+		unsigned int o = 0;
+
+		if (kept[off]) {
+			off += 1U << pool->frames[dst + off].order;
+			continue;
+		}
+		while (o < GFA_PAGEBLOCK_ORDER && !(off & (1U << o)) &&
+		       !memchr(kept + off, 1, 2U << o))
+			o++;
+		zone_free_locked(z, dst + off, o);
+		off += 1U << o;
+	}
+}
+
 /* Isolate every source block; on failure put back what was taken. */
 static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner,
 			    const uint64_t *pfns, const unsigned int *orders, unsigned int n)
 {
-	unsigned int i;
+	unsigned int i, st;
 	int err = 0;
 
 	pthread_mutex_lock(&z->lock);
@@ -58,14 +112,19 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 			break;
 		}
 		f = &pool->frames[pfns[i]];
-		if (fstate(f) != GFA_FRAME_ALLOCATED)
-			err = fstate(f) == GFA_FRAME_ISOLATED ? GFA_EBUSY : GFA_ENOTHEAD;
-		else if (f->order != orders[i])
-			err = GFA_EWRONGORDER;
-		else if (frame_owner(f) != owner || f->mt != GFA_MT_MOVABLE)
-			err = GFA_EOWNER;
+		st = fstate(f);
+		if (st == GFA_FRAME_ISOLATED && collapse_listed(pfns, i))
+			err = GFA_EALIGN;       /* the same block twice: overlapping sources */
+		else if (st != GFA_FRAME_ALLOCATED)
+			err = st == GFA_FRAME_ISOLATED ? GFA_EBUSY : GFA_ENOTHEAD;
 		else if (!fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED))
 			err = GFA_EBUSY;
+		/* checked once isolated: until then its cache could free it and hand it out */
+		else if (f->order != orders[i] || frame_owner(f) != owner ||
+			 f->mt != GFA_MT_MOVABLE) {
+			err = f->order != orders[i] ? GFA_EWRONGORDER : GFA_EOWNER;
+			fstate_set(f, GFA_FRAME_ALLOCATED);
+		}
 		if (err)
 			break;
 	}
@@ -103,7 +162,7 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 			     const uint64_t *pfns, const unsigned int *orders,
 			     const unsigned int *offs, unsigned int n)
 {
-	uint64_t taken, watched;
+	uint64_t taken, watched, gen;
 	int64_t dst;
 	unsigned int i;
 	int err = collapse_isolate(pool, z, owner, pfns, orders, n);
@@ -115,6 +174,7 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 	/* what the target takes from owner's claim (not migrate ops' own allocations) */
 	watched = claim_watch(owner, &taken);
 	dst = gfa_alloc(pool, z->id, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, owner, 0);
+	gen = claim_watched_gen();
 	taken = claim_unwatch(watched, taken);
 	if (dst < 0) {
 		pthread_mutex_lock(&z->lock);
@@ -138,20 +198,27 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 	}
 	if (err) {
 		/* all or nothing: move the pieces back, the sources were kept isolated */
-		bool stuck = false;
+		bool stuck[GFA_PAGEBLOCK_FRAMES] = { false }, any = false;
 
-		while (i--)
-			stuck |= collapse_move_back(pool, ops, ctx, owner, (uint64_t)dst + offs[i],
-						    pfns[i], orders[i]) != 0;
+		while (i--) {
+			stuck[i] = collapse_move_back(pool, ops, ctx, owner, (uint64_t)dst + offs[i],
+						      pfns[i], orders[i]) != 0;
+			any |= stuck[i];
+		}
 		pthread_mutex_lock(&z->lock);
-		collapse_putback(pool, pfns, n);
 		z->c.vm.thp_collapse_alloc_failed++;
 		z->c.vm.pgmigrate_fail++;
-		/* a piece the owner would not take back still lives in dst: keep it (and
-		 * its charge); else all or nothing, the claim too */
-		if (!stuck && !frame_claim_free(pool, z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner, 0)) {
-			zone_free_locked(z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER);
-			claim_refund(z, owner, taken);
+		if (any) {
+			/* the owner holds as many frames as before: the target's charge back */
+			collapse_keep_stuck(pool, z, owner, (uint64_t)dst, pfns, orders, offs, n,
+					    stuck);
+			claim_refund(z, owner, taken, gen);
+		} else {
+			collapse_putback(pool, pfns, n);
+			if (!frame_claim_free(pool, z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner, 0)) {
+				zone_free_locked(z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER);
+				claim_refund(z, owner, taken, gen);
+			}
 		}
 		pthread_mutex_unlock(&z->lock);
 		return err;

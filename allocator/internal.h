@@ -138,7 +138,8 @@ struct gfa_zone {
 	uint64_t nr_released, nr_inflight;
 	struct gfa_release_policy rp;
 	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
-	struct { uint64_t owner, frames; } claims[GFA_MAX_CLAIMS];
+	struct { uint64_t owner, frames, gen; } claims[GFA_MAX_CLAIMS];
+	uint64_t claim_gen;              /* numbers claims, so a refund finds its own */
 	unsigned int nr_claims;
 	uint64_t claimed;
 	/* isolation gate (pcp_owner.c): while up, cache frees compare-and-swap; raised in
@@ -297,7 +298,9 @@ void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order);
 uint64_t claim_watch(uint64_t owner, uint64_t *saved_taken);
 uint64_t claim_unwatch(uint64_t saved_owner, uint64_t saved_taken);
 /* Give back frames charged to owner's claim, if the claim is still there (zone lock). */
-void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames);
+void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames, uint64_t gen);
+/* The generation of the claim this thread's last watched charge went to. */
+uint64_t claim_watched_gen(void);
 /* Frames a pcp refill may take without touching claims (zone lock held). */
 uint64_t claim_unclaimed_free(struct gfa_zone *z);
 

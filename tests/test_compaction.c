@@ -438,13 +438,20 @@ static int stubborn_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, u
 	return -EAGAIN;         /* the next forward move, and every move back */
 }
 
-Test(compaction, kept_collapse_block_stays_charged_to_the_claim, .timeout = 60)
+/*
+ * The owner takes two pieces and then refuses everything, moves back included: the two
+ * pieces stay moved, each a block of its own inside the new 2 MiB block, the rest of it
+ * and their old blocks are freed, the claim is as before, and the owner can free every
+ * page where it now maps it (it could not: they lay inside one order-9 block).
+ */
+Test(compaction, stuck_collapse_leaves_blocks_the_owner_can_free, .timeout = 60)
 {
 	struct gfa_pool *p = tu_pool(8 * GFA_PAGEBLOCK_FRAMES);
-	struct canary_owner *o = co_create(p, 6, 4, false);
+	void *mem = co_back_pool(p);
+	struct canary_owner *o = co_create(p, 6, 4, true);
 	struct co_stubborn m = { o, 2 };
 	struct gfa_owner_ops ops = { .migrate = stubborn_migrate };
-	uint64_t pfns[4], free0, claim0;
+	uint64_t pfns[4], free0, claim0, bad = UINT64_MAX;
 	unsigned int orders[4] = { 0, 0, 0, 0 }, offs[4] = { 0, 1, 2, 3 };
 
 	gfa_owner_register(p, 6, NULL, NULL);
@@ -457,13 +464,85 @@ Test(compaction, kept_collapse_block_stays_charged_to_the_claim, .timeout = 60)
 	free0 = tu_free_frames(p);
 	claim0 = gfa_zone_claimed(p, 0);
 	cr_assert_eq(gfa_collapse(p, 0, 6, pfns, orders, offs, 4), -EAGAIN);
-	cr_assert_eq(tu_free_frames(p), free0 - 512, "the new block is kept");
-	cr_assert_eq(gfa_zone_claimed(p, 0), claim0 - 512,
-		     "claim %lu after the block was kept (was %lu)",
-		     (unsigned long)gfa_zone_claimed(p, 0), (unsigned long)claim0);
 	ASSERT_POOL_OK(p);
+	cr_assert_eq(co_verify_all(o, &bad), 0, "page %lu is not a block of the owner's",
+		     (unsigned long)bad);
+	cr_assert_neq(o->pfn[0], pfns[0], "page 0 stayed moved");
+	cr_assert_eq(o->pfn[2], pfns[2], "page 2 never moved");
+	cr_assert_eq(tu_free_frames(p), free0, "the owner holds as many frames as before");
+	cr_assert_eq(gfa_zone_claimed(p, 0), claim0, "claim %lu (was %lu)",
+		     (unsigned long)gfa_zone_claimed(p, 0), (unsigned long)claim0);
+	for (unsigned int i = 0; i < 4; i++)
+		cr_assert_eq(co_free(o, NULL, i), 0, "page %u", i);
+	cr_assert_eq(tu_free_frames(p), 8 * GFA_PAGEBLOCK_FRAMES);
+	ASSERT_POOL_OK(p);
+	gfa_zone_unclaim(p, 0, 6);
 	gfa_pool_destroy(p);
+	free(mem);
 	free(o->pfn); free(o->rev); free(o->order); free(o);
+}
+
+struct reclaimer {
+	struct gfa_pool *pool;
+	bool done;
+};
+
+/* Refuses, after dropping the owner's claim and making a new one (a VM rebuilt). */
+static int reclaim_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
+{
+	struct reclaimer *r = ctx;
+
+	(void)s, (void)d, (void)o;
+	if (!r->done) {
+		r->done = true;
+		cr_assert_geq(gfa_zone_unclaim(r->pool, 0, owner), 0);
+		cr_assert_eq(gfa_zone_claim(r->pool, 0, owner, 100), 0);
+	}
+	return -EAGAIN;
+}
+
+Test(compaction, failed_collapse_refunds_only_the_claim_it_charged, .timeout = 60)
+{
+	struct gfa_pool *p = tu_pool(8 * GFA_PAGEBLOCK_FRAMES);
+	struct reclaimer r = { p, false };
+	struct gfa_owner_ops ops = { .migrate = reclaim_migrate };
+	int64_t a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 6, 0);
+	uint64_t pfns[1];
+	unsigned int orders[1] = { 0 }, offs[1] = { 0 };
+
+	cr_assert_geq(a, 0);
+	pfns[0] = (uint64_t)a;
+	cr_assert_eq(gfa_owner_register(p, 6, &ops, &r), 0);
+	cr_assert_eq(gfa_zone_claim(p, 0, 6, 2048), 0);
+	cr_assert_eq(gfa_collapse(p, 0, 6, pfns, orders, offs, 1), -EAGAIN);
+	cr_assert(r.done);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(gfa_zone_claimed(p, 0), 100,
+		     "a claim of 100 made during the collapse is now %lu",
+		     (unsigned long)gfa_zone_claimed(p, 0));
+	gfa_zone_unclaim(p, 0, 6);
+	gfa_owner_register(p, 6, NULL, NULL);
+	gfa_pool_destroy(p);
+}
+
+/* The same block listed twice overlaps itself: bad input, not "busy" forever. */
+Test(compaction, collapse_of_one_block_twice_is_ealign)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	int64_t a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 5, 0);
+	uint64_t pfns[2], busy0 = VMS(p, err_busy);
+	unsigned int orders[2] = { 0, 0 }, offs[2] = { 0, 1 };
+
+	cr_assert_geq(a, 0);
+	pfns[0] = pfns[1] = (uint64_t)a;
+	cr_assert_eq(gfa_owner_register(p, 5, &co_ops, NULL), 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(gfa_collapse(p, 0, 5, pfns, orders, offs, 2), GFA_EALIGN);
+	cr_assert_eq(VMS(p, err_busy), busy0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(gfa_free(p, (uint64_t)a, 0, 5), 0);
+	gfa_owner_register(p, 5, NULL, NULL);
+	gfa_pool_destroy(p);
 }
 
 /* A misaligned pfn is GFA_EALIGN (counted so), as everywhere else. */

@@ -594,8 +594,11 @@ int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int
  * the collapse as a whole succeeds: if the owner refuses a piece, the pieces already
  * moved go back to their old blocks through the same op (asked again while it answers
  * -EAGAIN/-EBUSY, a bounded number of times), the new block is freed and the claim it
- * was charged to (gfa_zone_claim) gets its frames back.  An owner that will not take a
- * piece back keeps the new block as well: nothing is freed under its mapping.
+ * was charged to (gfa_zone_claim) gets its frames back.  A piece the owner will not
+ * take back stays moved, as compaction leaves a block: it becomes a block of its order
+ * inside the new one (where the owner maps it, freeable there), its old block and the
+ * rest of the new one are freed, and the claim gets the new block's frames back.  The
+ * same pfn listed twice is GFA_EALIGN (overlapping pieces).
  * Returns the new block's pfn, or GFA_EFAULT, GFA_ERANGE (zone, or a block outside
  * it), GFA_EALIGN (n, or offsets that overlap, are misaligned or out of the block),
  * GFA_EORDER (a piece of order >= 9), GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER (a
