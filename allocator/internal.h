@@ -352,8 +352,11 @@ int pcp_check_locked(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t le
 /* With pcp_lock_all held: frames the caches of zone z hold, by their counters. */
 uint64_t pcp_zone_frames(struct gfa_pool *pool, struct gfa_zone *z);
 void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks);
-void pcp_add_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs);
-/* Only the caches of zone (all when zone < 0). */
+/*
+ * Add the counters of zone's caches (all when zone < 0), with pool->pcp_lock held from
+ * before the zone counters were read: a cache destroyed in between would fold its
+ * counts into a zone already read and leave the list, and the sum would go down.
+ */
 void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs);
 /* ---- pcp_owner.c ---- */
 void pcp_owner_init(void);

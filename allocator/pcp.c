@@ -995,20 +995,13 @@ int gfa_pcp_zone(const struct gfa_pcp *pcp)
 	return pcp ? (int)pcp->zone->id : GFA_EFAULT;
 }
 
-void pcp_add_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
-{
-	pcp_add_vmstat_zone(pool, -1, vs);
-}
-
 void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs)
 {
-	pthread_mutex_lock(&pool->pcp_lock);
 	pcp_remote_lock_zone(pool, zone);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
 		if (zone < 0 || pcp->zone->id == (unsigned int)zone)
 			pcp_add_counters(pcp, vs);
 	pcp_remote_unlock_zone(pool, zone);
-	pthread_mutex_unlock(&pool->pcp_lock);
 }
 
 static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)

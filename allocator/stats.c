@@ -79,10 +79,12 @@ int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat 
 	if (zone >= pool->nr_zones)
 		return pool_err(pool, GFA_ERANGE);
 	z = &pool->zones[zone];
+	pthread_mutex_lock(&pool->pcp_lock);    /* no cache folds into z meanwhile */
 	pthread_mutex_lock(&z->lock);
 	*vs = z->c.vm;
 	pthread_mutex_unlock(&z->lock);
 	pcp_add_vmstat_zone(pool, (int)zone, vs);
+	pthread_mutex_unlock(&pool->pcp_lock);
 	return 0;
 }
 
@@ -103,6 +105,7 @@ int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 		return GFA_EFAULT;
 	}
 	memset(vs, 0, sizeof(*vs));
+	pthread_mutex_lock(&pool->pcp_lock);    /* no cache folds into a zone meanwhile */
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {
 		struct gfa_zone *z = &pool->zones[i];
 		const uint64_t *src = (const uint64_t *)&z->c.vm;
@@ -112,7 +115,8 @@ int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 			dst[k] += src[k];
 		pthread_mutex_unlock(&z->lock);
 	}
-	pcp_add_vmstat(pool, vs);
+	pcp_add_vmstat_zone(pool, -1, vs);
+	pthread_mutex_unlock(&pool->pcp_lock);
 	errs = &vs->err_fault;
 	for (int k = 0; k < ERR_NR; k++)
 		errs[k] += atomic_load_explicit(&pool->err[k], memory_order_relaxed);

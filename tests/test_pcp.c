@@ -1161,3 +1161,60 @@ Test(pcp_stress, fork_while_another_thread_uses_the_zone_path, .timeout = 120)
 {
 	fork_children(fork_zone_churn, tu_sanitizer() ? 20 : 200);
 }
+
+/* A vCPU thread that comes and goes: each life allocates and frees 64 frames. */
+struct cache_churn {
+	struct gfa_pool *pool;
+	atomic_bool stop;
+};
+
+static void *cache_lives(void *arg)
+{
+	struct cache_churn *c = arg;
+
+	while (!atomic_load(&c->stop)) {
+		struct gfa_pcp *pcp = gfa_pcp_create(c->pool, 0);
+		int64_t pfn[64];
+
+		cr_assert_not_null(pcp);
+		for (int i = 0; i < 64; i++)
+			pfn[i] = gfa_pcp_alloc(pcp, 0, GFA_MT_MOVABLE, 1, 0);
+		for (int i = 0; i < 64; i++)
+			if (pfn[i] >= 0)
+				gfa_pcp_free(pcp, (uint64_t)pfn[i], 0, 1);
+		gfa_pcp_destroy(pcp);
+	}
+	return NULL;
+}
+
+/*
+ * vmstat's event counters never go down (rates are computed from them).  The readers
+ * took the zones' counters, then the live caches': a cache destroyed in between folded
+ * its counts into a zone already read and left the list, and they vanished.
+ */
+Test(pcp, vmstat_never_goes_down_while_caches_die, .timeout = 60)
+{
+	struct cache_churn c = { .pool = tu_pool(8192) };
+	uint64_t pool_alloc = 0, pool_free = 0, zone_alloc = 0, drops = 0, reads = 0;
+	struct timespec t0, t;
+	pthread_t th;
+
+	cr_assert_eq(pthread_create(&th, NULL, cache_lives, &c), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		struct gfa_vmstat vs, zs;
+
+		cr_assert_eq(gfa_pool_vmstat(c.pool, &vs), 0);
+		cr_assert_eq(gfa_zone_vmstat(c.pool, 0, &zs), 0);
+		drops += vs.pgalloc < pool_alloc || vs.pgfree < pool_free || zs.pgalloc < zone_alloc;
+		pool_alloc = vs.pgalloc;
+		pool_free = vs.pgfree;
+		zone_alloc = zs.pgalloc;
+		reads++;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (t.tv_sec - t0.tv_sec < 3 && !drops);
+	atomic_store(&c.stop, true);
+	pthread_join(th, NULL);
+	gfa_pool_destroy(c.pool);
+	cr_assert_eq(drops, 0, "pgalloc/pgfree went down after %lu reads", (unsigned long)reads);
+}
