@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <gfa/vmm.h>
 
 #define MIB		(1ULL << 20)
@@ -39,6 +40,9 @@
 #define SEED		0x5eed0f9fa0000001ULL
 #define BALLAST_OWNER	0xba11a57ULL	/* "another tenant": registers no migrate op */
 #define VMM_OWNER	0x7e117ULL	/* the VMM's own pages */
+/* Guest RAM that starts on 4 KiB blocks: each is a mapping of its own in the guest
+ * window, and vm.max_map_count (65530) must hold them; 64 MiB is 16384. */
+#define FRAGMENT_MAX	(64 * MIB)
 
 struct vmm;
 
@@ -70,6 +74,11 @@ struct vmm {
 
 /* ---- host memory ---- */
 
+static uint64_t pool_bytes(uint64_t mem)
+{
+	return mem + (mem < FRAGMENT_MAX ? mem : FRAGMENT_MAX);
+}
+
 static int host_setup(struct vmm *m)
 {
 	struct gfa_pool_config pc;
@@ -77,20 +86,22 @@ static int host_setup(struct vmm *m)
 	 * so that where the host allows shmem THP every 2 MiB block is one huge page */
 	struct gfa_backing_config bc = { .populate = true };
 
-	/* twice the guest plus slack: fragment_pool pins half of the frames */
-	gfa_pool_config_init(&pc, (2 * m->mem + 8 * MIB) >> GFA_FRAME_SHIFT);
+	/* the guest plus slack, and as much again as fragment_pool pins (half of the
+	 * first 2 x FRAGMENT_MAX): the guest fits exactly in what stays free */
+	gfa_pool_config_init(&pc, (pool_bytes(m->mem) + 8 * MIB) >> GFA_FRAME_SHIFT);
 	m->pool = gfa_pool_create(&pc);
 	m->backing = m->pool ? gfa_backing_create(m->pool, &bc) : NULL;
 	return m->backing ? 0 : -errno;
 }
 
 /*
- * Pin every other frame to an owner whose blocks cannot move: no free block above
- * 4 KiB is left.  Returns the pinned pfns; main frees them once the guest exists.
+ * Pin every other frame of the pool's first 2 x FRAGMENT_MAX (all of it for guests up to
+ * FRAGMENT_MAX) to an owner whose blocks cannot move: no free block above 4 KiB is left
+ * there.  Returns the pinned pfns; main frees them once the guest exists.
  */
 static uint64_t *fragment_pool(struct vmm *m, size_t *n)
 {
-	uint64_t start, frames, *pfns;
+	uint64_t start, frames, *pfns, span = 2 * FRAGMENT_MAX >> GFA_FRAME_SHIFT;
 	size_t all = 0;
 	int64_t pfn;
 
@@ -101,7 +112,7 @@ static uint64_t *fragment_pool(struct vmm *m, size_t *n)
 		pfns[all++] = (uint64_t)pfn;
 	*n = 0;
 	for (size_t i = 0; i < all; i++) {
-		if (pfns[i] & 1)
+		if ((pfns[i] & 1) && pfns[i] - start < span)
 			pfns[(*n)++] = pfns[i];         /* odd frames stay pinned */
 		else
 			gfa_free(m->pool, pfns[i], 0, BALLAST_OWNER);
@@ -317,7 +328,8 @@ static void teardown(struct vmm *m)
 static int usage(void)
 {
 	fprintf(stderr, "usage: minivmm [--mem MIB] [--vcpus N] [--no-fragment]\n"
-		"  --mem MIB      guest RAM: even, 4..65536 (default 16)\n"
+		"  --mem MIB      guest RAM: even, 4..65536 (default 16), as far as host RAM\n"
+		"                 holds it (the pool takes it plus up to 72 MiB)\n"
 		"  --vcpus N      1..%d (default 2)\n"
 		"  --no-fragment  start on a fresh pool, on 2 MiB blocks\n"
 		"exit status: 0 ok, 1 failure, 2 usage, 77 no usable KVM\n", MAX_VCPUS);
@@ -357,6 +369,16 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc)
 		return usage();
+	/* memfd pages are faulted in at start: a pool the host cannot hold ends in OOM */
+	if (pool_bytes(m.mem) + 8 * MIB >
+	    (uint64_t)sysconf(_SC_PHYS_PAGES) / 4 * 3 * (uint64_t)sysconf(_SC_PAGESIZE)) {
+		fprintf(stderr, "minivmm: --mem %llu needs %llu MiB of host memory; this host "
+			"has %llu MiB\n", (unsigned long long)(m.mem / MIB),
+			(unsigned long long)((pool_bytes(m.mem) + 8 * MIB) / MIB),
+			(unsigned long long)((uint64_t)sysconf(_SC_PHYS_PAGES) *
+					     (uint64_t)sysconf(_SC_PAGESIZE) / MIB));
+		return 1;
+	}
 	if (!gfa_kvm_available(why, sizeof(why))) {
 		fprintf(stderr, "minivmm: no usable KVM: %s\n", why);
 		return 77;
