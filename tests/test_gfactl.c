@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "tests/test_util.h"
@@ -44,13 +46,27 @@ static char out[1 << 16];
 Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180)
 {
 	const char *g = gfactl();
-	char stat_file[] = "/tmp/gfactl-test-XXXXXX";
+	char stat_file[] = "/tmp/gfactl-test-XXXXXX", victim[] = "/tmp/gfactl-victim-XXXXXX";
+	char planted[PATH_MAX];
 	int fd = mkstemp(stat_file), rc;
+	struct stat st;
 
 	close(fd);
+	/* a link planted where the temporary file used to be (<file>.tmp) is not followed */
+	fd = mkstemp(victim);
+	cr_assert_eq(write(fd, "keep", 4), 4);
+	close(fd);
+	snprintf(planted, sizeof(planted), "%s.tmp", stat_file);
+	cr_assert_eq(symlink(victim, planted), 0);
 	rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 16M --rounds 1 --kvm off "
 		 "--host-thp keep --stat-file %s --csv %s.csv", g, stat_file, stat_file);
 	cr_assert_eq(rc, 0, "%s", out);
+	cr_assert_eq(stat(victim, &st), 0);
+	cr_assert_eq(st.st_size, 4, "the stat file was written through a planted link");
+	cr_assert_eq(lstat(stat_file, &st), 0);
+	cr_assert(S_ISREG(st.st_mode), "the stat file is a link now");
+	unlink(planted);
+	unlink(victim);
 	cr_assert_not_null(strstr(out, "vCPUs: host threads (KVM turned off"), "%s", out);
 	cr_assert_not_null(strstr(out, "RESULT vmstart vs_kernel_4k="), "%s", out);
 	cr_assert_not_null(strstr(out, "huge_share="));

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "tools/gfactl.h"
@@ -128,28 +129,41 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-int write_stat_json(const char *path, struct gfa_pool *pool, const char *phase,
-		    const char *extra_json)
+/* The whole text of buddyinfo or pagetypeinfo (malloc'd), or NULL. */
+static char *pool_text(struct gfa_pool *pool, int (*fn)(struct gfa_pool *, char *, size_t))
 {
-	char tmp[PATH_MAX], text[16384];
+	int need = fn(pool, NULL, 0);
+	char *text;
+
+	/* (a zone may change between the two calls: then the text is cut, never overrun) */
+	if (need < 0 || !(text = malloc((size_t)need + 256)))
+		return NULL;
+	fn(pool, text, (size_t)need + 256);
+	return text;
+}
+
+/* Write f's JSON body; 0 or -errno. */
+static int stat_json_body(FILE *f, struct gfa_pool *pool, const char *phase,
+			  const char *extra_json)
+{
+	char *buddy = pool_text(pool, gfa_pool_buddyinfo);
+	char *types = pool_text(pool, gfa_pool_pagetypeinfo);
 	const char *sep = "";
 	struct gfa_vmstat vs;
-	FILE *f;
 
-	/* a cut name would write (and rename away) some other file */
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	f = fopen(tmp, "w");
-	if (!f)
-		return -errno;
+	if (!buddy || !types) {
+		free(buddy);
+		free(types);
+		return -ENOMEM;
+	}
 	fprintf(f, "{\n  \"pid\": %d,\n  \"phase\": ", (int)getpid());
 	json_str(f, phase);
-	gfa_pool_buddyinfo(pool, text, sizeof(text));
 	fputs(",\n  \"buddyinfo\": ", f);
-	json_str(f, text);
-	gfa_pool_pagetypeinfo(pool, text, sizeof(text));
+	json_str(f, buddy);
 	fputs(",\n  \"pagetypeinfo\": ", f);
-	json_str(f, text);
+	json_str(f, types);
+	free(buddy);
+	free(types);
 	gfa_pool_vmstat(pool, &vs);
 	fputs(",\n  \"vmstat\": {", f);
 #define GFA_JSON_FIELD(name) \
@@ -157,9 +171,43 @@ int write_stat_json(const char *path, struct gfa_pool *pool, const char *phase,
 	GFA_VMSTAT_ITEMS(GFA_JSON_FIELD)
 #undef GFA_JSON_FIELD
 	fprintf(f, "}%s%s\n}\n", extra_json ? ",\n  " : "", extra_json ? extra_json : "");
-	if (fclose(f))
+	return ferror(f) ? -EIO : 0;
+}
+
+/*
+ * Write the stat file whole or not at all: a fresh temporary file of our own next to
+ * it (mkstemp: never an existing file, a symlink planted in /tmp, or another run's
+ * temporary), renamed over path when complete.
+ */
+int write_stat_json(const char *path, struct gfa_pool *pool, const char *phase,
+		    const char *extra_json)
+{
+	char tmp[PATH_MAX];
+	FILE *f;
+	int fd, err;
+
+	/* a cut name would write (and rename away) some other file */
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = mkstemp(tmp);
+	if (fd < 0)
 		return -errno;
-	return rename(tmp, path) ? -errno : 0;
+	fchmod(fd, 0644);       /* readable as a plain fopen() would leave it */
+	f = fdopen(fd, "w");
+	if (!f) {
+		err = -errno;
+		close(fd);
+		unlink(tmp);
+		return err;
+	}
+	err = stat_json_body(f, pool, phase, extra_json);
+	if (fclose(f) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
 }
 
 int main(int argc, char **argv)
