@@ -127,8 +127,14 @@ static int pause_vcpus(void *ctx)
 {
 	struct vmm *m = ctx;
 
-	for (unsigned int i = 0; i < m->nr_vcpus; i++)
-		gfa_kvm_vcpu_pause(m->vcpu[i].kvcpu);   /* returns once out of the guest */
+	for (unsigned int i = 0; i < m->nr_vcpus; i++) {
+		/* returns once out of the guest */
+		if (!gfa_kvm_vcpu_pause(m->vcpu[i].kvcpu))
+			continue;
+		while (i--)             /* refuse the move; resume stays matched */
+			gfa_kvm_vcpu_resume(m->vcpu[i].kvcpu);
+		return -EBUSY;
+	}
 	atomic_fetch_add(&m->pauses, 1);
 	return 0;
 }

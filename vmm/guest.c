@@ -275,8 +275,16 @@ void gfa_guest_destroy(struct gfa_guest *g)
 	/* the window maps no frame before the frames are freed (as the balloon does);
 	 * the address range stays reserved until the munmap below */
 	if (g->win && mmap(g->win, g->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
-			   MAP_NORESERVE, -1, 0) == MAP_FAILED)
-		munmap(g->win, g->size);        /* no moves map it again: gfns say "none" */
+			   MAP_NORESERVE, -1, 0) == MAP_FAILED) {
+		/*
+		 * No VMA left for it (vm.max_map_count): give the whole reservation back at
+		 * once.  Unmapping only the window left a hole another thread could map into
+		 * before the reservation's munmap below took that mapping away too.  No move
+		 * maps into it: we hold the lock, and after the loop the gfns say "none".
+		 */
+		munmap(g->reserve, g->reserve_len);
+		g->reserve = NULL;
+	}
 	for (uint64_t gfn = 0; g->pfn && gfn < g->nr_frames; gfn++)
 		if (g->order && g->order[gfn] != NOT_HEAD && g->pfn[gfn] != NO_PFN)
 			guest_release_block(g, gfn);

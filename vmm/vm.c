@@ -50,8 +50,15 @@ static int vm_pause(void *ctx)
 	struct gfa_vm *vm = ctx;
 
 	if (vm->kvm) {
-		for (unsigned int i = 0; i < vm->nr_vcpus; i++)
-			gfa_kvm_vcpu_pause(vm->vcpu[i].kvcpu);
+		for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+			if (!gfa_kvm_vcpu_pause(vm->vcpu[i].kvcpu))
+				continue;
+			/* (a vCPU's own thread, or too many pauses): refuse the move, and
+			 * resume only what this call paused, so resume stays matched */
+			while (i--)
+				gfa_kvm_vcpu_resume(vm->vcpu[i].kvcpu);
+			return -EBUSY;
+		}
 		return 0;
 	}
 	pthread_mutex_lock(&vm->lock);
