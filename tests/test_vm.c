@@ -825,6 +825,11 @@ Test(vm, run_part_with_huge_byte_count_covers_the_slice, .timeout = 60)
 		     (unsigned long long)w[0]);
 	cr_assert_eq(gfa_vm_run_part(vm, GFA_KVM_TEST_VERIFY, seed, UINT64_MAX - 4095, &bad), 0);
 	cr_assert_eq(bad, 0);
+	/* a byte count under one word covers that word (it covered nothing) */
+	w[0] ^= 1;
+	cr_assert_eq(gfa_vm_run_part(vm, GFA_KVM_TEST_VERIFY, seed, 1, &bad), 0);
+	cr_assert_eq(bad, 1, "a run of 1 byte checked %llu bad words, not the first",
+		     (unsigned long long)bad);
 	gfa_vm_destroy(vm);
 	vmt_host_done(&h);
 }

@@ -207,9 +207,12 @@ int gfa_vm_run_part(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t b
 		v->flags = flags;
 		v->seed = seed;
 		v->end = v->slice_end;
-		/* lengths, not ends: start + bytes may wrap (then the whole slice) */
-		if (bytes && (bytes & ~7ULL) < v->slice_end - v->start)
-			v->end = v->start + (bytes & ~7ULL);
+		/* lengths, not ends: start + bytes may wrap (then the whole slice); whole
+		 * words, rounded up (bytes < slice, so + 7 cannot wrap) */
+		if (bytes && bytes < v->slice_end - v->start)
+			v->end = v->start + ((bytes + 7) & ~7ULL);
+		if (v->end > v->slice_end)
+			v->end = v->slice_end;
 		v->sum = v->mismatches = 0;
 		v->err = 0;
 		if (pthread_create(&t[i], NULL, vcpu_main, v)) {

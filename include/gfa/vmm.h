@@ -325,7 +325,8 @@ bool gfa_vm_is_kvm(const struct gfa_vm *vm, const char **why);
  */
 int gfa_vm_run(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t *mismatches);
 /*
- * The same on the first `bytes` of each vCPU's slice (0 = all of it): software KVM
+ * The same on the first `bytes` of each vCPU's slice, rounded up to whole 8-byte words
+ * (0 = all of it): software KVM
  * (kvm_pvm) emulates guests at about a million instructions a second, so callers keep
  * guest-side work small there.
  */
