@@ -678,6 +678,159 @@ static void kvmt_qemu_preconditions(void)
 	}
 }
 
+/* ---- findings of a review: vCPU ids, kicks in IO handlers, entries after MMIO ---- */
+
+#define KVMX_RAM		(4ULL << 20)
+#define KVMX_CODE	0x10000ULL
+#define KVMX_DATA	(2ULL << 20)
+
+
+static struct gfa_kvm_vm *kvmx_vm(char **ram)
+{
+	struct gfa_kvm_vm *vm;
+
+	*ram = mmap(NULL, KVMX_RAM, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(*ram, MAP_FAILED);
+	vm = gfa_kvm_vm_create();
+	cr_assert_not_null(vm, "vm_create: %s", strerror(errno));
+	cr_assert_eq(gfa_kvm_set_memslot(vm, 0, 0, *ram, KVMX_RAM, 0), 0);
+	cr_assert_eq(gfa_kvm_vm_build_page_tables(vm, 0, KVMX_RAM), 0);
+	cr_assert_eq(gfa_kvm_test_guest_load(vm, KVMX_CODE), 0);
+	return vm;
+}
+
+/* gfa_kvm_vcpu_destroy() "destroyed" the vCPU, but KVM keeps it until the VM dies:
+ * the id could not be used again (EEXIST), although no gfa vCPU had it. */
+Test(kvm, destroyed_vcpu_id_can_be_created_again)
+{
+	struct gfa_kvm_vcpu *vcpu;
+	struct gfa_kvm_vm *vm;
+	char *ram;
+
+	kvmt_require_kvm();
+	vm = kvmx_vm(&ram);
+	vcpu = gfa_kvm_vcpu_create(vm, 0);
+	cr_assert_not_null(vcpu);
+	cr_assert_eq(gfa_kvm_vcpu_destroy(vcpu), 0);
+	errno = 0;
+	vcpu = gfa_kvm_vcpu_create(vm, 0);
+	cr_assert_not_null(vcpu, "vcpu id 0 again after destroying it: %s", strerror(errno));
+	cr_assert_eq(gfa_kvm_test_guest_enter(vcpu, KVMX_CODE, KVMX_DATA, KVMX_DATA + 64, 1,
+					      GFA_KVM_TEST_FILL), 0);
+	cr_assert_eq(gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io,
+				      &(struct gfa_kvm_test_ctx){ 0 }), GFA_KVM_RUN_HLT);
+	cr_assert_eq(gfa_kvm_vcpu_destroy(vcpu), 0);
+	cr_assert_eq(gfa_kvm_vm_destroy(vm), 0);
+	munmap(ram, KVMX_RAM);
+}
+
+/* The kick signal must only interrupt KVM_RUN (kvm.h): an IO handler blocked in
+ * read(2) must not see EINTR when another thread kicks or pauses the vCPU. */
+struct kvmx_io {
+	struct gfa_kvm_vcpu *vcpu;
+	struct gfa_kvm_test_ctx ctx;
+	int pipe[2];
+	int in_handler;		/* atomic */
+	ssize_t n;
+	int err;
+	int rc;
+};
+
+static int kvmx_blocking_checkpoint(struct gfa_kvm_vcpu *vcpu, uint32_t id, void *arg)
+{
+	struct kvmx_io *s = arg;
+	char c;
+
+	(void)vcpu, (void)id;
+	__atomic_store_n(&s->in_handler, 1, __ATOMIC_SEQ_CST);
+	errno = 0;
+	s->n = read(s->pipe[0], &c, 1);		/* e.g. a device backend's socket */
+	s->err = errno;
+	return GFA_KVM_IO_STOP;
+}
+
+static void *kvmx_run_thread(void *arg)
+{
+	struct kvmx_io *s = arg;
+
+	s->rc = gfa_kvm_vcpu_run(s->vcpu, gfa_kvm_test_io, &s->ctx);
+	return NULL;
+}
+
+Test(kvm, kick_does_not_interrupt_io_handler_syscalls)
+{
+	struct timespec ms100 = { 0, 100 * 1000000 };
+	struct gfa_kvm_vm *vm;
+	struct kvmx_io s = { 0 };
+	pthread_t th;
+	char *ram;
+
+	kvmt_require_kvm();
+	vm = kvmx_vm(&ram);
+	cr_assert_eq(pipe(s.pipe), 0);
+	s.vcpu = gfa_kvm_vcpu_create(vm, 0);
+	cr_assert_not_null(s.vcpu);
+	cr_assert_eq(gfa_kvm_test_guest_enter(s.vcpu, KVMX_CODE, KVMX_DATA, KVMX_DATA + 64, 1,
+					      GFA_KVM_TEST_VERIFY), 0);
+	s.ctx.on_checkpoint = kvmx_blocking_checkpoint;
+	s.ctx.arg = &s;
+	cr_assert_eq(pthread_create(&th, NULL, kvmx_run_thread, &s), 0);
+	for (int i = 0; i < 3000 && !__atomic_load_n(&s.in_handler, __ATOMIC_SEQ_CST); i++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	cr_assert(__atomic_load_n(&s.in_handler, __ATOMIC_SEQ_CST), "guest never reached the checkpoint");
+	nanosleep(&ms100, NULL);	/* the handler is blocked in read() now */
+	cr_assert_eq(gfa_kvm_vcpu_kick(s.vcpu), 0);
+	nanosleep(&ms100, NULL);
+	cr_assert_eq(write(s.pipe[1], "x", 1), 1);
+	pthread_join(th, NULL);
+	cr_assert_eq(s.n, 1, "read() in the IO handler returned %zd (%s) after a kick",
+		     s.n, strerror(s.err));
+	cr_assert_eq(s.rc, GFA_KVM_RUN_STOPPED);
+	close(s.pipe[0]);
+	close(s.pipe[1]);
+	cr_assert_eq(gfa_kvm_vcpu_destroy(s.vcpu), 0);
+	cr_assert_eq(gfa_kvm_vm_destroy(vm), 0);
+	munmap(ram, KVMX_RAM);
+}
+
+/* After a run ended on an MMIO exit (-EFAULT), gfa_kvm_test_guest_enter() /
+ * gfa_kvm_vcpu_enter_long_mode() must start the guest at the new entry. */
+Test(kvm, enter_after_mmio_error_starts_at_new_entry)
+{
+	const uint64_t seed = 0x77;
+	struct gfa_kvm_test_ctx ctx = { 0 };
+	struct gfa_kvm_vcpu *vcpu;
+	struct gfa_kvm_vm *vm;
+	char *ram;
+	int r;
+
+	kvmt_require_kvm();
+	vm = kvmx_vm(&ram);
+	/* map twice the slot: VERIFY reads past the end of RAM (an MMIO read exit) */
+	cr_assert_eq(gfa_kvm_vm_build_page_tables(vm, 0, 2 * KVMX_RAM), 0);
+	vcpu = gfa_kvm_vcpu_create(vm, 0);
+	cr_assert_not_null(vcpu);
+	cr_assert_eq(gfa_kvm_test_guest_enter(vcpu, KVMX_CODE, KVMX_RAM - 64, KVMX_RAM + 64, 1,
+					      GFA_KVM_TEST_VERIFY), 0);
+	r = gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io, &ctx);
+	cr_assert_eq(r, GFA_KVM_RUN_STOPPED);	/* checkpoint 1 */
+	r = gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io, &ctx);
+	cr_assert_eq(r, -EFAULT, "run: %d (%s)", r, gfa_kvm_vcpu_error(vcpu));
+
+	/* start over, inside RAM */
+	memset(&ctx, 0, sizeof(ctx));
+	cr_assert_eq(gfa_kvm_test_guest_enter(vcpu, KVMX_CODE, KVMX_DATA, KVMX_DATA + 4096, seed,
+					      GFA_KVM_TEST_FILL), 0);
+	r = gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io, &ctx);
+	cr_assert_eq(r, GFA_KVM_RUN_HLT, "second run: %d (%s)", r, gfa_kvm_vcpu_error(vcpu));
+	cr_assert_eq(ctx.nr_results, 1);
+	cr_assert_eq(ctx.results[0], gfa_kvm_test_pattern_sum(KVMX_DATA, KVMX_DATA + 4096, seed),
+		     "the guest did not run the new entry");
+	cr_assert_eq(gfa_kvm_vcpu_destroy(vcpu), 0);
+	cr_assert_eq(gfa_kvm_vm_destroy(vm), 0);
+	munmap(ram, KVMX_RAM);
+}
+
 static void kvmt_self_exe(char *exe, size_t len)
 {
 	ssize_t n = readlink("/proc/self/exe", exe, len - 1);

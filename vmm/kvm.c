@@ -76,6 +76,10 @@ struct gfa_kvm_vm {
 	struct kvm_cpuid2 *cpuid;	/* KVM_GET_SUPPORTED_CPUID, fetched once */
 	bool boot_valid;
 	uint64_t boot_gpa;
+	/* vCPUs destroyed: KVM keeps a vCPU until its VM goes, so the fd is parked and
+	 * taken again by a create of the same id (QEMU's kvm_park_vcpu) */
+	struct parked_vcpu { unsigned int id; int fd; struct kvm_run *run; } *parked;
+	unsigned int nr_parked, cap_parked;
 };
 
 struct gfa_kvm_vcpu {
@@ -259,6 +263,11 @@ int gfa_kvm_vm_destroy(struct gfa_kvm_vm *vm)
 		return -EBUSY;
 	}
 	pthread_mutex_unlock(&vm->lock);
+	for (unsigned int i = 0; i < vm->nr_parked; i++) {
+		munmap(vm->parked[i].run, vm->run_size);
+		close(vm->parked[i].fd);
+	}
+	free(vm->parked);
 	/* Closing the VM fd drops every memslot; guest memory stays the caller's. */
 	close(vm->fd);
 	close(vm->kvm_fd);
@@ -584,11 +593,54 @@ static void install_kick_handler(void)
 		return;	/* the application handles it: any handler interrupts KVM_RUN */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = kick_handler;
+	/* restart the IO handlers' own system calls; KVM_RUN still returns -EINTR (the
+	 * kernel does not restart it), which is all the signal is for */
+	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	sigaction(GFA_KVM_KICK_SIGNAL, &sa, NULL);
 }
 
 static pthread_once_t kick_once = PTHREAD_ONCE_INIT;
+
+/* Park a vCPU's fd and kvm_run for a later create of the same id (or, if the list
+ * cannot grow, let them go: the id is then used up). */
+static void park_vcpu(struct gfa_kvm_vm *vm, unsigned int id, int fd, struct kvm_run *run)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (vm->nr_parked == vm->cap_parked) {
+		unsigned int cap = vm->cap_parked ? 2 * vm->cap_parked : 8;
+		struct parked_vcpu *p = realloc(vm->parked, cap * sizeof(*p));
+
+		if (!p) {
+			pthread_mutex_unlock(&vm->lock);
+			munmap(run, vm->run_size);
+			close(fd);
+			return;
+		}
+		vm->parked = p;
+		vm->cap_parked = cap;
+	}
+	vm->parked[vm->nr_parked++] = (struct parked_vcpu){ id, fd, run };
+	pthread_mutex_unlock(&vm->lock);
+}
+
+/* Take id's parked vCPU: its fd (and *run), or -ENOENT. */
+static int unpark_vcpu(struct gfa_kvm_vm *vm, unsigned int id, struct kvm_run **run)
+{
+	int fd = -ENOENT;
+
+	pthread_mutex_lock(&vm->lock);
+	for (unsigned int i = 0; i < vm->nr_parked; i++) {
+		if (vm->parked[i].id != id)
+			continue;
+		fd = vm->parked[i].fd;
+		*run = vm->parked[i].run;
+		vm->parked[i] = vm->parked[--vm->nr_parked];
+		break;
+	}
+	pthread_mutex_unlock(&vm->lock);
+	return fd;
+}
 
 /* KVM_GET_SUPPORTED_CPUID, growing the buffer until it fits.  Caller holds vm->lock. */
 static int fetch_supported_cpuid(struct gfa_kvm_vm *vm)
@@ -654,7 +706,7 @@ static int set_cpuid(struct gfa_kvm_vcpu *vcpu)
 struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
 {
 	struct gfa_kvm_vcpu *vcpu;
-	void *run;
+	struct kvm_run *run;
 	int r;
 
 	if (!vm) {
@@ -674,15 +726,18 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
 	vcpu->vm = vm;
 	vcpu->id = id;
 	vcpu->run_size = vm->run_size;
-	vcpu->fd = kvm_ioctl(vm->fd, KVM_CREATE_VCPU, id);
+	vcpu->fd = unpark_vcpu(vm, id, &run);
 	if (vcpu->fd < 0) {
-		r = vcpu->fd;
-		goto fail_free;
-	}
-	run = mmap(NULL, vcpu->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu->fd, 0);
-	if (run == MAP_FAILED) {
-		r = -errno;
-		goto fail_close;
+		vcpu->fd = kvm_ioctl(vm->fd, KVM_CREATE_VCPU, id);
+		if (vcpu->fd < 0) {
+			r = vcpu->fd;
+			goto fail_free;
+		}
+		run = mmap(NULL, vcpu->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu->fd, 0);
+		if (run == MAP_FAILED) {
+			r = -errno;
+			goto fail_close;
+		}
 	}
 	vcpu->run = run;
 	r = set_cpuid(vcpu);
@@ -703,7 +758,8 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
 fail_mutex:
 	pthread_mutex_destroy(&vcpu->lock);
 fail_unmap:
-	munmap(vcpu->run, vcpu->run_size);
+	park_vcpu(vm, id, vcpu->fd, vcpu->run);    /* KVM keeps it: the id stays usable */
+	goto fail_free;
 fail_close:
 	close(vcpu->fd);
 fail_free:
@@ -725,8 +781,7 @@ int gfa_kvm_vcpu_destroy(struct gfa_kvm_vcpu *vcpu)
 	}
 	pthread_mutex_unlock(&vcpu->lock);
 	vm = vcpu->vm;
-	munmap(vcpu->run, vcpu->run_size);
-	close(vcpu->fd);
+	park_vcpu(vm, vcpu->id, vcpu->fd, vcpu->run);
 	pthread_cond_destroy(&vcpu->cond);
 	pthread_mutex_destroy(&vcpu->lock);
 	free(vcpu);
@@ -822,6 +877,18 @@ int gfa_kvm_vcpu_enter_long_mode(struct gfa_kvm_vcpu *vcpu,
 		return -ENOENT;
 	if (running_elsewhere(vcpu))
 		return -EBUSY;
+	/*
+	 * A run that ended on an IO or MMIO exit leaves the instruction half done: the
+	 * next KVM_RUN completes it and writes its registers and RIP back over ours.  Let
+	 * KVM finish it now (immediate_exit: it returns at once, EINTR).
+	 */
+	if (vcpu->run->exit_reason == KVM_EXIT_IO || vcpu->run->exit_reason == KVM_EXIT_MMIO) {
+		__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+		r = ioctl(vcpu->fd, KVM_RUN, 0) < 0 && errno != EINTR ? -errno : 0;
+		__atomic_store_n(&vcpu->run->immediate_exit, 0, __ATOMIC_SEQ_CST);
+		if (r)
+			return r;
+	}
 
 	/* Start from KVM's sregs to keep fields we do not set (APIC base, ...). */
 	r = kvm_ioctl_ptr(vcpu->fd, KVM_GET_SREGS, &sregs);

@@ -150,8 +150,11 @@ uint64_t gfa_kvm_boot_area_size(uint64_t map_size);
 struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id);
 
 /*
- * Destroy a vCPU.  NULL is a no-op returning 0.  Errors: -EBUSY while a thread is
- * inside gfa_kvm_vcpu_run() for it (kick it and wait for run to return first).
+ * Destroy a vCPU.  KVM keeps a vCPU until its VM is destroyed, so its fd is parked
+ * (as QEMU parks unplugged vCPUs) and a later create of the same id takes it again,
+ * registers as the last run left them.  NULL is a no-op returning 0.  Errors: -EBUSY
+ * while a thread is inside gfa_kvm_vcpu_run() for it (kick it and wait for run to
+ * return first).
  */
 int gfa_kvm_vcpu_destroy(struct gfa_kvm_vcpu *vcpu);
 
