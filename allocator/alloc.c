@@ -137,12 +137,17 @@ void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	buddy_free_block(z, pfn, order);
 }
 
-void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+void zone_count_free(struct gfa_zone *z, unsigned int order)
 {
-	zone_return_locked(z, pfn, order);
 	z->c.vm.pgfree++;
 	z->c.vm.pgfree_frames += 1UL << order;
 	z->c.vm.free_order[order]++;
+}
+
+void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	zone_return_locked(z, pfn, order);
+	zone_count_free(z, order);
 }
 
 int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)

@@ -91,7 +91,7 @@ static bool compaction_capture(struct gfa_zone *z, uint64_t pfn, unsigned int or
 
 	if (!capc || capc->zone != z || capc->pfn >= 0 || (int)order != capc->order)
 		return false;
-	if (mt == GFA_MT_ISOLATE)
+	if (mt == GFA_MT_ISOLATE || (capc->nofallback && mt != capc->mt))
 		return false;
 	if (order < GFA_PAGEBLOCK_ORDER && mt == GFA_MT_MOVABLE && capc->mt != GFA_MT_MOVABLE)
 		return false;

@@ -77,8 +77,11 @@ static void collapse_keep_stuck(struct gfa_pool *pool, struct gfa_zone *z, uint6
 		__atomic_store_n(&f->spare, index + offs[i], __ATOMIC_RELAXED);
 		frame_set_owner(f, owner);
 		fstate_set(f, GFA_FRAME_ALLOCATED);
-		zone_free_locked(z, pfns[i], orders[i]);
+		zone_return_locked(z, pfns[i], orders[i]);     /* moved, as compaction does */
 	}
+	/* the counters see the target allocated and freed again: the owner holds its
+	 * blocks as before (moves are no caller's allocation or free) */
+	zone_count_free(z, GFA_PAGEBLOCK_ORDER);
 	/* the gaps as the largest aligned blocks holding no kept frame */
 	for (unsigned int off = 0; off < GFA_PAGEBLOCK_FRAMES;) {
 		unsigned int o = 0;
@@ -90,7 +93,7 @@ static void collapse_keep_stuck(struct gfa_pool *pool, struct gfa_zone *z, uint6
 		while (o < GFA_PAGEBLOCK_ORDER && !(off & (1U << o)) &&
 		       !memchr(kept + off, 1, 2U << o))
 			o++;
-		zone_free_locked(z, dst + off, o);
+		zone_return_locked(z, dst + off, o);
 		off += 1U << o;
 	}
 }

@@ -11,11 +11,13 @@
  * captured block (ISOLATED, to be marked allocated by the caller) or -1.
  */
 static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned int mt,
-			      enum gfa_compact_mode mode)
+			      enum gfa_compact_mode mode, unsigned int flags)
 {
-	struct capture_control capc = { z, (int)order, mt, -1 }, *outer = gfa_capc;
-	bool capture = !z->pool->compact.linear_only;
-	unsigned int how = COMPACT_DIRECT | (mode == GFA_COMPACT_SYNC ? COMPACT_IGNORE_SKIP : 0);
+	bool nofb = flags & GFA_ALLOC_NOFALLBACK;
+	struct capture_control capc = { z, (int)order, mt, -1, nofb }, *outer = gfa_capc;
+	bool capture = !__atomic_load_n(&z->pool->compact.linear_only, __ATOMIC_RELAXED);
+	unsigned int how = COMPACT_DIRECT | (mode == GFA_COMPACT_SYNC ? COMPACT_IGNORE_SKIP : 0) |
+			   (nofb ? COMPACT_NOFALLBACK : 0);
 
 	if (capture)
 		gfa_capc = &capc;
@@ -54,13 +56,18 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 	pcp_isolate_begin(z);
 	for (unsigned int i = 0; i < 3; i++) {
 		int64_t cap;
+		bool allowed;
 
 		pthread_mutex_lock(&z->lock);
 		z->c.vm.compact_stall++;
 		pthread_mutex_unlock(&z->lock);
-		cap = try_to_compact(z, order, mt, modes[i]);
+		cap = try_to_compact(z, order, mt, modes[i], flags);
 		pthread_mutex_lock(&z->lock);
-		if (cap >= 0 && !claim_allows(z, owner, order)) {
+		/* the captured block is off the lists: count it as the free frames it is */
+		z->nr_free += cap >= 0 ? 1UL << order : 0;
+		allowed = claim_allows(z, owner, order);
+		z->nr_free -= cap >= 0 ? 1UL << order : 0;
+		if (cap >= 0 && !allowed) {
 			/* captured, but the frames are promised to a VM being built */
 			fstate_set(&z->pool->frames[cap], 0);
 			buddy_free_block(z, (uint64_t)cap, order);

@@ -31,7 +31,7 @@ struct compact_control {
 	int order;                      /* -1: full compaction */
 	unsigned int mt;                /* migratetype of the request */
 	enum gfa_compact_mode mode;
-	bool direct, linear, proactive, whole_zone;
+	bool direct, linear, proactive, whole_zone, daemon, nofallback;
 	bool ignore_skip;               /* last-resort priority: skip hints off, no fast find */
 	uint64_t migrate_pfn, free_pfn;
 	uint64_t zone_start, zone_end;
@@ -86,9 +86,9 @@ int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config
 		return pool_err(pool, GFA_EFAULT);
 	if (cfg->proactiveness > 100)
 		return pool_err(pool, GFA_EALIGN);
-	pthread_mutex_lock(&pool->zones[0].lock);
-	pool->compact = *cfg;
-	pthread_mutex_unlock(&pool->zones[0].lock);
+	/* read without a common lock (each zone's compaction, kcompactd): per field */
+	__atomic_store_n(&pool->compact.linear_only, cfg->linear_only, __ATOMIC_RELAXED);
+	__atomic_store_n(&pool->compact.proactiveness, cfg->proactiveness, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -742,7 +742,7 @@ static void migrate_pages(struct compact_control *cc)
 					 __atomic_load_n(&FR(cc, b->pfn)->spare, __ATOMIC_RELAXED),
 					 __ATOMIC_RELAXED);
 			frame_mark_allocated(FR(cc, (uint64_t)dst), GFA_MT_MOVABLE, b->owner);
-			zone_free_locked(z, b->pfn, b->order);
+			zone_return_locked(z, b->pfn, b->order);  /* no caller's free */
 			z->c.vm.pgmigrate_success++;
 		}
 		pthread_mutex_unlock(&z->lock);
@@ -782,13 +782,14 @@ static void release_freepages(struct compact_control *cc)
 }
 
 /* Is a block of the order free now (zone lock held)? */
-static bool zone_has_free_order(struct gfa_zone *z, int order, unsigned int mt)
+static bool zone_has_free_order(struct gfa_zone *z, int order, unsigned int mt,
+				bool nofallback)
 {
 	for (int o = order; o <= GFA_MAX_ORDER; o++) {
 		if (z->area[o].list[mt].nr)
 			return true;
 		/* fallback can claim blocks of pageblock_order/2 and up */
-		if (o >= GFA_PAGEBLOCK_ORDER / 2 && z->area[o].nr_free)
+		if (!nofallback && o >= GFA_PAGEBLOCK_ORDER / 2 && z->area[o].nr_free)
 			return true;
 	}
 	return false;
@@ -821,7 +822,8 @@ static int compact_finished(struct compact_control *cc)
 		z->compact_blockskip_flush = true;
 		ret = GFA_COMPACT_COMPLETE;
 	} else if (cc->proactive) {
-		int wmark_low = 100 - (int)z->pool->compact.proactiveness;
+		int wmark_low = 100 - (int)__atomic_load_n(&z->pool->compact.proactiveness,
+							   __ATOMIC_RELAXED);
 
 		if (fragmentation_score_locked(z) <= wmark_low)
 			ret = GFA_COMPACT_SUCCESS;
@@ -829,7 +831,7 @@ static int compact_finished(struct compact_control *cc)
 		ret = GFA_COMPACT_CONTINUE;
 	} else if (!cc->linear && (cc->migrate_pfn & (GFA_PAGEBLOCK_FRAMES - 1))) {
 		ret = GFA_COMPACT_CONTINUE;     /* patch 08: finish the pageblock first */
-	} else if (zone_has_free_order(z, cc->order, cc->mt)) {
+	} else if (zone_has_free_order(z, cc->order, cc->mt, cc->nofallback)) {
 		ret = GFA_COMPACT_SUCCESS;
 	}
 	pthread_mutex_unlock(&z->lock);
@@ -878,7 +880,7 @@ static void compact_zone_setup(struct compact_control *cc)
 
 	cc->zone_start = z->start_pfn;
 	cc->zone_end = z->start_pfn + z->nr_frames;
-	cc->linear = z->pool->compact.linear_only;
+	cc->linear = __atomic_load_n(&z->pool->compact.linear_only, __ATOMIC_RELAXED);
 	cc->free_stride = cc->mode == GFA_COMPACT_ASYNC ? COMPACT_CLUSTER_MAX : 1;
 	cc->search_order = cc->order > 0 ? cc->order - 1 : 0;
 	cc->last_block = GFA_NIL;
@@ -907,7 +909,7 @@ static void compact_account(struct compact_control *cc)
 	z->c.vm.compact_migrate_scanned += cc->migrate_scanned;
 	z->c.vm.compact_migrate_blocks += cc->migrate_blocks;
 	z->c.vm.compact_free_scanned += cc->free_scanned;
-	if (cc->proactive) {
+	if (cc->daemon) {
 		z->c.vm.compact_daemon_migrate_scanned += cc->migrate_scanned;
 		z->c.vm.compact_daemon_free_scanned += cc->free_scanned;
 	}
@@ -922,7 +924,7 @@ static int compact_zone(struct compact_control *cc)
 	compact_zone_setup(cc);
 	if (cc->order > 0 && !cc->proactive) {
 		pthread_mutex_lock(&cc->zone->lock);
-		ret = zone_has_free_order(cc->zone, cc->order, cc->mt);
+		ret = zone_has_free_order(cc->zone, cc->order, cc->mt, cc->nofallback);
 		pthread_mutex_unlock(&cc->zone->lock);
 		if (ret && !cc->capc)
 			return GFA_COMPACT_SKIPPED;
@@ -942,7 +944,8 @@ static int compact_zone(struct compact_control *cc)
 	return ret;
 }
 
-static int compact_args(struct gfa_pool *pool, unsigned int zone, int order)
+static int compact_args(struct gfa_pool *pool, unsigned int zone, int order,
+			enum gfa_compact_mode mode)
 {
 	if (!pool)
 		return GFA_EFAULT;
@@ -950,6 +953,8 @@ static int compact_args(struct gfa_pool *pool, unsigned int zone, int order)
 		return GFA_ERANGE;
 	if (order < -1 || order > GFA_MAX_ORDER)
 		return GFA_EORDER;
+	if ((unsigned int)mode > GFA_COMPACT_SYNC)
+		return GFA_EALIGN;
 	return 0;
 }
 
@@ -957,7 +962,7 @@ int gfa_compact_zone(struct gfa_pool *pool, unsigned int zone, int order,
 		     enum gfa_compact_mode mode)
 {
 	struct compact_control *cc;
-	int err = compact_args(pool, zone, order);
+	int err = compact_args(pool, zone, order, mode);
 
 	if (err) {
 		pool_count_err(pool, err);
@@ -992,6 +997,7 @@ int compact_run(struct gfa_zone *z, int order, unsigned int mt, enum gfa_compact
 	cc->mt = mt;
 	cc->mode = mode;
 	cc->direct = how & COMPACT_DIRECT;
+	cc->nofallback = how & COMPACT_NOFALLBACK;
 	cc->ignore_skip = cc->whole_zone = how & COMPACT_IGNORE_SKIP;
 	cc->capc = capc;
 	pcp_isolate_begin(z);
@@ -1013,6 +1019,7 @@ void compact_zone_background(struct gfa_zone *z, int order)
 	cc->mode = GFA_COMPACT_SYNC_LIGHT;
 	/* proactive passes cover the whole zone, skip hints off (proactive_compact_node) */
 	cc->proactive = cc->ignore_skip = cc->whole_zone = order < 0;
+	cc->daemon = true;
 	pcp_isolate_begin(z);
 	compact_zone(cc);
 	pcp_isolate_end(z);

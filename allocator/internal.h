@@ -223,6 +223,7 @@ struct capture_control {
 	int order;
 	unsigned int mt;
 	int64_t pfn;            /* captured block, or -1 */
+	bool nofallback;        /* only from pageblocks of type mt (GFA_ALLOC_NOFALLBACK) */
 };
 extern __thread struct capture_control *gfa_capc;
 /* Take a block of exactly `order` and type mt (with fallback unless nofallback). */
@@ -272,6 +273,8 @@ void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
 /* A block back to the buddy lists, not counted as a free: a cache's drain (its
  * owner's free was counted when the block entered the cache). */
 void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
+/* Count a caller's free of a block of order (pgfree and the like); zone lock held. */
+void zone_count_free(struct gfa_zone *z, unsigned int order);
 
 /* ---- release.c ---- */
 int release_zone_init(struct gfa_zone *z);
@@ -312,6 +315,7 @@ void compaction_zone_init(struct gfa_zone *z);
 /* One compaction run of zone z (compaction.c); how: COMPACT_* bits. */
 #define COMPACT_DIRECT      0x1u  /* direct compaction for an allocation */
 #define COMPACT_IGNORE_SKIP 0x2u  /* last resort: whole zone, skip hints ignored */
+#define COMPACT_NOFALLBACK  0x4u  /* the request takes its own migratetype only */
 int compact_run(struct gfa_zone *z, int order, unsigned int mt, enum gfa_compact_mode mode,
 		unsigned int how, struct capture_control *capc);
 /* kcompactd's pass: order -1 = proactive (score-driven), else for that order. */

@@ -470,6 +470,8 @@ Test(compaction, stuck_collapse_leaves_blocks_the_owner_can_free, .timeout = 60)
 	cr_assert_neq(o->pfn[0], pfns[0], "page 0 stayed moved");
 	cr_assert_eq(o->pfn[2], pfns[2], "page 2 never moved");
 	cr_assert_eq(tu_free_frames(p), free0, "the owner holds as many frames as before");
+	cr_assert_eq(VMS(p, pgalloc) - VMS(p, pgfree), 4, "pgalloc - pgfree = %ld, held 4",
+		     (long)(VMS(p, pgalloc) - VMS(p, pgfree)));
 	cr_assert_eq(gfa_zone_claimed(p, 0), claim0, "claim %lu (was %lu)",
 		     (unsigned long)gfa_zone_claimed(p, 0), (unsigned long)claim0);
 	for (unsigned int i = 0; i < 4; i++)
@@ -806,4 +808,111 @@ Test(compaction, kcompactd_sleeps_between_checks, .timeout = 60)
 		  (unsigned long)wakes);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
+}
+
+/* ---- rev13f ---- */
+
+/* A kcompactd run woken by a failed huge allocation is a daemon run: its scans count. */
+Test(compaction, woken_kcompactd_scans_are_daemon_scans, .timeout = 60)
+{
+	struct frag f = fragment(false, true);  /* proactiveness 0: only wakes run */
+
+	cr_assert_eq(gfa_compactd_start(f.pool), 0);
+	gfa_compactd_wake(f.pool, 0);
+	for (int i = 0; i < 500 && !VMS(f.pool, compact_migrate_scanned); i++)
+		usleep(10 * 1000);
+	cr_assert_eq(gfa_compactd_stop(f.pool), 0);
+	cr_assert_eq(VMS(f.pool, compact_daemon_wake), 1);
+	cr_assert_gt(VMS(f.pool, compact_migrate_scanned), 0, "the woken run did not scan");
+	cr_assert_eq(VMS(f.pool, compact_daemon_migrate_scanned),
+		     VMS(f.pool, compact_migrate_scanned),
+		     "daemon_migrate_scanned %lu, but only kcompactd ran and scanned %lu",
+		     (unsigned long)VMS(f.pool, compact_daemon_migrate_scanned),
+		     (unsigned long)VMS(f.pool, compact_migrate_scanned));
+	frag_done(&f);
+}
+
+/* pgfree counts blocks callers freed: compaction moving a block frees nothing of theirs. */
+Test(compaction, migration_is_not_a_caller_free, .timeout = 120)
+{
+	struct frag f = fragment(false, true);
+	int64_t h = gfa_alloc(f.pool, 0, 9, GFA_MT_MOVABLE, 99, 0);
+	uint64_t live = 1, held;
+
+	cr_assert_geq(h, 0);
+	cr_assert_gt(f.o->moves, 0);
+	for (uint64_t i = 0; i < f.o->npages; i++)
+		live += f.o->pfn[i] != UINT64_MAX;
+	held = VMS(f.pool, pgalloc) - VMS(f.pool, pgfree);
+	cr_assert_eq(held, live, "pgalloc - pgfree = %ld but callers hold %lu blocks (%lu moves)",
+		     (long)held, (unsigned long)live, (unsigned long)f.o->moves);
+	cr_assert_eq(gfa_free(f.pool, (uint64_t)h, 9, 99), 0);
+	frag_done(&f);
+}
+
+/* A free UNMOVABLE order-9 block must not stop direct compaction for a NOFALLBACK one. */
+Test(compaction, nofallback_request_is_compacted_for, .timeout = 120)
+{
+	struct frag f = fragment(false, true);
+	uint64_t start, span;
+	int64_t u, r;
+
+	gfa_zone_span(f.pool, 0, &start, &span);
+	/* empty pageblock 5, give it to an UNMOVABLE allocation (steals it), free it */
+	for (uint64_t i = 0; i < f.o->npages; i++)
+		if (f.o->pfn[i] != UINT64_MAX && (f.o->pfn[i] - start) / GFA_PAGEBLOCK_FRAMES == 5)
+			cr_assert_eq(co_free(f.o, NULL, i), 0);
+	u = gfa_alloc(f.pool, 0, 9, GFA_MT_UNMOVABLE, 5, GFA_ALLOC_NOCOMPACT);
+	cr_assert_eq(u, (int64_t)(start + 5 * GFA_PAGEBLOCK_FRAMES));
+	cr_assert_eq(gfa_free(f.pool, (uint64_t)u, 9, 5), 0);
+
+	r = gfa_alloc(f.pool, 0, 9, GFA_MT_MOVABLE, 99, GFA_ALLOC_NOFALLBACK);
+	cr_assert_geq(r, 0, "NOFALLBACK order-9 MOVABLE: %ld after %lu moves, %lu stalls",
+		      (long)r, (unsigned long)f.o->moves,
+		      (unsigned long)VMS(f.pool, compact_stall));
+	cr_assert_eq(gfa_free(f.pool, (uint64_t)r, 9, 99), 0);
+	frag_done(&f);
+}
+
+/* NOFALLBACK: never from another migratetype, capture included. */
+Test(compaction, capture_keeps_nofallback, .timeout = 120)
+{
+	struct frag f = fragment(false, true);
+	struct gfa_zone_stat st;
+	int64_t r = gfa_alloc(f.pool, 0, 9, GFA_MT_UNMOVABLE, 99, GFA_ALLOC_NOFALLBACK);
+
+	cr_assert_eq(gfa_zone_stat(f.pool, 0, &st), 0);
+	cr_assert_eq(r, GFA_ENOMEM, "UNMOVABLE NOFALLBACK got block %ld; UNMOVABLE pageblocks: %lu,"
+		     " captures %lu", (long)r, (unsigned long)st.nr_pageblocks[GFA_MT_UNMOVABLE],
+		     (unsigned long)VMS(f.pool, compact_capture));
+	frag_done(&f);
+}
+
+/* A mode that is none of enum gfa_compact_mode is bad input: it must change nothing. */
+Test(compaction, bad_mode_changes_nothing, .timeout = 120)
+{
+	struct frag f = fragment(false, true);
+	int ret = gfa_compact_zone(f.pool, 0, 9, (enum gfa_compact_mode)42);
+
+	cr_assert_lt(ret, 0, "mode 42 returned %d after %lu moves", ret, (unsigned long)f.o->moves);
+	cr_assert_eq(f.o->moves, 0);
+	frag_done(&f);
+}
+
+/* A capture that leaves exactly the unclaimed frames the request needs is allowed. */
+Test(compaction, capture_within_unclaimed_frames, .timeout = 120)
+{
+	struct frag f = fragment(false, true);
+	uint64_t nfree = tu_free_frames(f.pool);
+	int64_t r;
+
+	cr_assert_eq(gfa_zone_claim(f.pool, 0, 5, nfree - GFA_PAGEBLOCK_FRAMES), 0);
+	r = gfa_alloc(f.pool, 0, 9, GFA_MT_MOVABLE, 99, 0);
+	cr_assert_geq(r, 0);
+	cr_assert_eq(VMS(f.pool, compact_capture), 1, "the block formed was captured then thrown back"
+		     " (captures %lu, successes %lu)", (unsigned long)VMS(f.pool, compact_capture),
+		     (unsigned long)VMS(f.pool, compact_success));
+	cr_assert_eq(gfa_free(f.pool, (uint64_t)r, 9, 99), 0);
+	gfa_zone_unclaim(f.pool, 0, 5);
+	frag_done(&f);
 }
