@@ -406,7 +406,9 @@ int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms)
 		/* keep the thread passing until it finds nothing, settled or not */
 		hr->kicked = hr->urgent = true;
 		pthread_cond_broadcast(&hr->cond);
-		if (pthread_cond_timedwait(&hr->cond, &hr->lock, &ts) == ETIMEDOUT)
+		/* (the pass may have landed as the wait timed out: the loop looks again) */
+		if (pthread_cond_timedwait(&hr->cond, &hr->lock, &ts) == ETIMEDOUT &&
+		    hr->idle_passes < seen + 2)
 			err = -ETIMEDOUT;
 	}
 	hr->quiescing--;

@@ -439,6 +439,12 @@ static void ring_degrade(struct gfa_release_engine *e, int err)
 			idx = e->sq_fifo[e->sq_head];
 			e->sq_head = (e->sq_head + 1) % e->ring_entries;
 			e->sq_count--;
+			/* prepared, never taken by the kernel: no ring op, and the fault it
+			 * was to carry is not applied to the synchronous redo either */
+			STAT_SUB(e, ring_ops, 1);
+			if (e->slots[idx].method == METHOD_MADVISE)
+				STAT_SUB(e, madvise_ops, 1);
+			e->slots[idx].inject_err = 0;
 		}
 		STAT_ADD(e, sync_fallbacks, 1);
 		punch_result(e, &e->slots[idx], punch_sync(e, &e->slots[idx]), true);
@@ -757,7 +763,11 @@ fail:
 
 /* ---- public calls -------------------------------------------------------- */
 
-/* Is [off, off+len) inside the file?  Re-reads the size only when it is not. */
+/*
+ * Is [off, off+len) inside the file?  Re-reads the size only when it is not, so the
+ * check is against the largest size seen: a file shrunk under the engine (never by gfa,
+ * whose backing owns it) is not noticed, and a punch past its end changes nothing.
+ */
 static int range_check(struct gfa_release_engine *e, uint64_t off, uint64_t len)
 {
 	struct stat sb;

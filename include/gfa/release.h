@@ -148,9 +148,12 @@ struct gfa_release_engine *gfa_release_create(int memfd, void *map_base,
  * Returns 0, or (nothing queued, done never called):
  *   -EINVAL     engine or done is NULL, len == 0, offset or len not a multiple
  *               of the page size
- *   -ERANGE     offset + len overflows or exceeds the memfd's size
+ *   -ERANGE     offset + len overflows or exceeds the memfd's size (the largest
+ *               size seen: a file shrunk under the engine is not noticed, and a
+ *               punch past its end changes nothing)
  *   -ESHUTDOWN  gfa_release_destroy() has started
  *   -ENOMEM     no memory for the queue entry
+ *   -errno      of fstat() on the memfd (e.g. -EBADF)
  * Thread rules: any thread, concurrently; also from a done callback.
  */
 int gfa_release_submit(struct gfa_release_engine *engine, uint64_t offset,
