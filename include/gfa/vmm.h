@@ -169,7 +169,7 @@ struct gfa_host_return_stat {
 	uint64_t bytes_scrubbed;        /* dirty free memory zeroed while idle */
 	uint64_t pcp_frames_drained;    /* frames taken back from idle vCPU caches */
 	uint64_t inflight_ranges;
-	const char *mode, *mode_why;    /* "io_uring" or "sync", and why */
+	const char *mode, *mode_why;    /* "io_uring" or "sync" (any zone's engine), and why */
 };
 int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat *st);
 /* The host return started on b, or NULL (none, or b is NULL).  The pointer is only as
