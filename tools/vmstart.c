@@ -58,6 +58,7 @@ struct run {
 	uint64_t unmovable[4096];
 	size_t nr_unmovable;
 	bool kvm;
+	bool too_big;                   /* refused: more than the host has available */
 	const char *why_not_kvm;
 };
 
@@ -83,7 +84,9 @@ static void vm_help(void)
 	       "  --plot FILE.png     draw start latency per VM and 2 MiB share over time\n"
 	       "  --stat-file FILE    where snapshots for 'gfactl stat' go (default %s)\n"
 	       "  --json              print the final statistics as JSON too\n"
-	       "  --quiet             only the summary and the RESULT line\n",
+	       "  --quiet             only the summary and the RESULT line\n"
+	       "exit status: 0 ok, 1 failure, 2 bad usage or more memory than the host has\n"
+	       "available (the pool, and the kernel baselines' VMs beside it, within 80%%)\n",
 	       default_stat_file());
 }
 
@@ -636,14 +639,29 @@ static uint64_t mem_available(void)
 	return kb * 1024;
 }
 
-/* One zone per NUMA node (libnuma), bound with MPOL_BIND and verified; else one zone. */
-static int make_zones(struct run *r, uint64_t pool, struct gfa_pool_config *pc)
+/*
+ * One zone per NUMA node (libnuma), bound with MPOL_BIND and verified; else one zone.
+ * VMs go round-robin over the zones (start_vm) and the VMM's own unmovable frames to
+ * zone 0, so each zone is sized for what lands on it, not 1/nodes of the pool.
+ */
+static int make_zones(struct run *r, uint64_t pool, uint64_t unmov, struct gfa_pool_config *pc)
 {
+	uint64_t frames[GFA_MAX_ZONES], per_vm = (pool > unmov ? pool - unmov : 0) / r->o.vms;
+	unsigned int n;
+
 	r->topo = gfa_numa_topology_discover();
-	if (r->topo && r->topo->nr_nodes > 1 &&
-	    !gfa_numa_pool_config(pc, r->topo, (pool >> GFA_FRAME_SHIFT) / r->topo->nr_nodes &
-				  ~(GFA_PAGEBLOCK_FRAMES - 1)))
-		return (int)r->topo->nr_nodes;
+	n = r->topo ? r->topo->nr_nodes : 0;
+	if (n > 1 && n <= GFA_MAX_ZONES) {
+		for (unsigned int i = 0; i < n; i++) {
+			uint64_t vms = i < r->o.vms ? (r->o.vms - i + n - 1) / n : 0;
+			uint64_t bytes = per_vm * vms + (i ? 0 : unmov);
+
+			bytes = (bytes + 2 * MiB - 1) & ~(2 * MiB - 1);
+			frames[i] = bytes ? bytes >> GFA_FRAME_SHIFT : GFA_PAGEBLOCK_FRAMES;
+		}
+		if (!gfa_numa_pool_config_nodes(pc, r->topo, frames))
+			return (int)n;
+	}
 	gfa_numa_topology_free(r->topo);
 	r->topo = NULL;
 	gfa_pool_config_init(pc, pool >> GFA_FRAME_SHIFT);
@@ -691,17 +709,24 @@ static struct gfa_pool *make_pool(struct run *r)
 				  : (r->o.vms * r->o.mem * 5 / 4 + unmov + 2 * MiB - 1) & ~(2 * MiB - 1);
 	double t0 = now_ms();
 	uint64_t avail = mem_available();
-	/* the kernel baselines map VMs x RAM more while the pool is gone again */
-	uint64_t need = r->o.no_baseline ? pool : (pool > r->o.vms * r->o.mem ? pool : r->o.vms * r->o.mem);
+	/* the kernel baselines run while the pool and its VMs are still there: VMs x RAM
+	 * (and a guard page each) on top of the pool */
+	uint64_t need = pool + (r->o.no_baseline ? 0 : r->o.vms * (r->o.mem + KERNEL_GUARD));
+	uint64_t total = 0;
 
 	if (avail && need > avail / 10 * 8) {
-		fprintf(stderr, "gfactl vmstart: --vms %lu x --mem %lu MiB needs a %lu MiB pool, more "
-			"than 80%% of the %lu MiB available; use fewer or smaller VMs\n",
+		fprintf(stderr, "gfactl vmstart: --vms %lu x --mem %lu MiB needs %lu MiB (a %lu MiB "
+			"pool, and the kernel baselines' VMs beside it), more than 80%% of the "
+			"%lu MiB available; use fewer or smaller VMs (or --no-baseline)\n",
 			(unsigned long)r->o.vms, (unsigned long)(r->o.mem / MiB),
-			(unsigned long)(pool / MiB), (unsigned long)(avail / MiB));
+			(unsigned long)(need / MiB), (unsigned long)(pool / MiB),
+			(unsigned long)(avail / MiB));
+		r->too_big = true;
 		return NULL;
 	}
-	r->nr_zones = (unsigned int)make_zones(r, pool, &pc);
+	r->nr_zones = (unsigned int)make_zones(r, pool, unmov, &pc);
+	for (unsigned int z = 0; z < pc.nr_zones; z++)
+		total += pc.zones[z].nr_frames << GFA_FRAME_SHIFT;
 	r->pool = gfa_pool_create(&pc);
 	if (!r->pool) {
 		fprintf(stderr, "gfactl vmstart: pool of %lu MiB: %s\n", (unsigned long)(pool / MiB),
@@ -720,7 +745,7 @@ static struct gfa_pool *make_pool(struct run *r)
 		r->zone_pcp[z] = gfa_pcp_create(r->pool, z);
 	r->pcp = r->zone_pcp[0];
 	printf("pool: %lu MiB in %u zone(s), memfd-backed, populated in %.0f ms (resident before "
-	       "any VM starts; not part of start latency)\n", (unsigned long)(pool / MiB),
+	       "any VM starts; not part of start latency)\n", (unsigned long)(total / MiB),
 	       gfa_pool_nr_zones(r->pool), now_ms() - t0);
 	return r->pool;
 }
@@ -863,7 +888,7 @@ static int scenario(struct run *r)
 	shmem_thp_advise(r);
 	print_host(r);
 	if (!make_pool(r))
-		return -1;
+		return r->too_big ? -2 : -1;   /* too big for this host: exit 2, as bad usage */
 	/* the first snapshot now: a --stat-file that cannot be written is an error */
 	if (stat_snapshot(r, "created"))
 		return -1;
@@ -990,5 +1015,5 @@ int cmd_vmstart(int argc, char **argv)
 	if (r->csv)
 		fclose(r->csv);
 	free(r);
-	return ret ? 1 : 0;
+	return ret == -2 ? 2 : ret ? 1 : 0;
 }
