@@ -238,15 +238,19 @@ static void touch_all(char *p, uint64_t len, unsigned int threads)
 {
 	pthread_t th[64];
 	struct toucher t[64];
+	bool started[64];
 	uint64_t per = (len / threads) & ~(GFA_FRAME_SIZE - 1);
 
 	for (unsigned int i = 0; i < threads; i++) {
 		t[i].p = p + per * i;
 		t[i].len = i + 1 == threads ? len - per * i : per;
-		pthread_create(&th[i], NULL, touch_main, &t[i]);
+		started[i] = !pthread_create(&th[i], NULL, touch_main, &t[i]);
+		if (!started[i])
+			touch_main(&t[i]);      /* no thread to be had: touch it here */
 	}
 	for (unsigned int i = 0; i < threads; i++)
-		pthread_join(th[i], NULL);
+		if (started[i])
+			pthread_join(th[i], NULL);
 }
 
 static void sample(struct samples *s, double v)
@@ -341,13 +345,13 @@ static void record_share(struct run *r)
 {
 	uint64_t h, t;
 
-	if (r->ts_n < 1024) {
-		r->ts_t[r->ts_n] = now_ms() - r->t0;
-		r->ts_huge[r->ts_n] = huge_share(r, &h, &t);
-		if (r->csv)
-			fprintf(r->csv, "share,gfa,,,,%.1f,%.1f\n", r->ts_t[r->ts_n], r->ts_huge[r->ts_n]);
-		r->ts_n++;
-	}
+	/* full: the last slot follows the run, so the share printed is the current one */
+	size_t i = r->ts_n < 1024 ? r->ts_n++ : 1023;
+
+	r->ts_t[i] = now_ms() - r->t0;
+	r->ts_huge[i] = huge_share(r, &h, &t);
+	if (r->csv)
+		fprintf(r->csv, "share,gfa,,,,%.1f,%.1f\n", r->ts_t[i], r->ts_huge[i]);
 }
 
 /* VMM-internal unmovable allocations (virtio rings, page tables) between starts. */
@@ -691,7 +695,7 @@ static int place_zones(struct run *r)
 	err = gfa_numa_verify_pool(r->np, pl);
 	for (unsigned int z = 0; z < r->nr_zones; z++) {
 		gfa_numa_placement_text(&pl[z], line, sizeof(line));
-		printf("NUMA: %s\n", line);
+		printf("NUMA: %s", line);   /* the text ends its line */
 	}
 	if (err)
 		fprintf(stderr, "gfactl vmstart: zones are not where they should be (%s)\n", strerror(-err));
