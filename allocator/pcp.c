@@ -995,6 +995,11 @@ int gfa_pcp_zone(const struct gfa_pcp *pcp)
 	return pcp ? (int)pcp->zone->id : GFA_EFAULT;
 }
 
+struct gfa_pool *gfa_pcp_pool(const struct gfa_pcp *pcp)
+{
+	return pcp ? pcp->pool : NULL;
+}
+
 void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs)
 {
 	pcp_remote_lock_zone(pool, zone);

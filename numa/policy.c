@@ -89,15 +89,19 @@ struct gfa_pcp *gfa_numa_pcp_create(struct gfa_numa_pool *np, int node)
 	return gfa_pcp_create(np->pool, (unsigned int)zone);
 }
 
-/* Zone index a cache serves, checked against the topology. */
+/*
+ * Zone index a cache serves, checked against the pool and the topology.  Lock-free
+ * (gfa_pcp_stat would hold the cache remotely: a membarrier per allocation).
+ */
 static int pcp_zone(struct gfa_numa_pool *np, struct gfa_pcp *pcp)
 {
-	struct gfa_pcp_stat st;
-	int err = gfa_pcp_stat(pcp, &st);
+	int zone = gfa_pcp_zone(pcp);
 
-	if (err)
-		return err;
-	return st.zone < np->topo.nr_nodes ? (int)st.zone : -EINVAL;
+	if (zone < 0)
+		return zone;
+	if (gfa_pcp_pool(pcp) != np->pool)
+		return GFA_EALIGN;      /* another pool's cache: not this requester's */
+	return (unsigned int)zone < np->topo.nr_nodes ? zone : -EINVAL;
 }
 
 int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp)

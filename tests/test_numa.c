@@ -727,6 +727,24 @@ Test(numa, bad_requests_change_nothing)
 		     GFA_EORDER);
 	cr_assert_eq(gfa_numa_alloc(e.np, NULL, 0, 0, GFA_MT_ISOLATE, 1, 0, &got), GFA_EMIGRATE);
 	cr_assert_eq(gfa_numa_alloc(NULL, NULL, 0, 0, GFA_MT_MOVABLE, 1, 0, &got), GFA_EFAULT);
+	/* another pool's cache (zone 0 too): it allocated from that pool, counted here */
+	struct gfa_pool_config oc;
+	struct gfa_pool *other;
+	struct gfa_pcp *alien;
+	struct gfa_zone_stat o0;
+
+	gfa_pool_config_init(&oc, 4096);
+	other = gfa_pool_create(&oc);
+	alien = gfa_pcp_create(other, 0);
+	cr_assert_not_null(alien);
+
+	cr_assert_eq(gfa_numa_alloc(e.np, alien, -1, 0, GFA_MT_MOVABLE, 1, 0, &got), GFA_EALIGN,
+		     "another pool's cache was taken");
+	cr_assert_eq(gfa_numa_pcp_node(e.np, alien), GFA_EALIGN);
+	cr_assert_eq(gfa_zone_stat(other, 0, &o0), 0);
+	cr_assert_eq(o0.nr_free, 4096);
+	gfa_pcp_destroy(alien);
+	gfa_pool_destroy(other);
 	cr_assert_eq(got, 99);
 	numat_zone_snapshot(e.pool, 0, &z0b);
 	cr_assert_eq(memcmp(&z0, &z0b, sizeof(z0)), 0);

@@ -348,6 +348,8 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone);
 const char *gfa_pcp_sync_mode(void);
 /* The zone a cache serves (fixed at creation; no lock), or GFA_EFAULT. */
 int gfa_pcp_zone(const struct gfa_pcp *pcp);
+/* The pool a cache belongs to (fixed at creation; no lock), or NULL for NULL. */
+struct gfa_pool *gfa_pcp_pool(const struct gfa_pcp *pcp);
 /* Drain the cache back to its zone and free it.  NULL is a no-op. */
 void gfa_pcp_destroy(struct gfa_pcp *pcp);
 

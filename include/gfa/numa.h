@@ -260,7 +260,7 @@ int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp);
  * flags may also hold GFA_ALLOC_NOFALLBACK (passed on) and GFA_ALLOC_NOCOMPACT (no
  * compaction anywhere).  *order_out (may be NULL) gets the order obtained.
  * Returns the first pfn, or GFA_EFAULT, GFA_EORDER, GFA_EMIGRATE, GFA_EALIGN (unknown
- * flags, or node and pcp disagree), GFA_ENONODE, GFA_ENOCPU, GFA_ENOMEM (nothing found),
+ * flags, node and pcp disagree, or pcp is another pool's), GFA_ENONODE, GFA_ENOCPU, GFA_ENOMEM (nothing found),
  * GFA_ETHREAD.  Counts per node: numa_hit, numa_miss, numa_foreign, ...
  * Thread rules: any thread; pcp as gfa_pcp_alloc (its owner thread only).
  */
