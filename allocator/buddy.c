@@ -109,6 +109,22 @@ static bool block_released(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	return release_bits_any(z, pfn, 1UL << order);
 }
 
+/* Give the pageblocks of a block type mt; returns how many changed type. */
+static uint64_t set_pageblocks_mt(struct gfa_zone *z, uint64_t pfn, unsigned int order,
+				  unsigned int mt)
+{
+	uint64_t n = order >= GFA_PAGEBLOCK_ORDER ? 1UL << (order - GFA_PAGEBLOCK_ORDER) : 1;
+	uint64_t changed = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		struct gfa_pageblock *pb = pfn_pageblock(z, pfn + (i << GFA_PAGEBLOCK_ORDER));
+
+		changed += pb->mt != mt;
+		pageblock_set_mt(pb, mt);
+	}
+	return changed;
+}
+
 /*
  * __free_one_page: merge with the buddy while it is free and of the same order, then
  * put the result on the list of its pageblock's migratetype.  Merging never crosses
@@ -134,13 +150,18 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 		     pfn_pageblock(z, pfn)->mt == GFA_MT_ISOLATE))
 			break;
 		buddy_list_del(z->pool, z, buddy);
+		/*
+		 * Linux 6.10's __free_one_page: the buddy's pageblocks take the freed
+		 * block's type, so the merged block's pageblocks agree with its list (a
+		 * wholly free pageblock of another type went to this type's requests).
+		 */
+		if (order >= GFA_PAGEBLOCK_ORDER && pfn_pageblock(z, buddy)->mt != mt)
+			set_pageblocks_mt(z, buddy, order, mt);
 		fstate_set(bf, 0);
 		fstate_set(F(z, pfn), 0);
 		pfn &= ~(1UL << order);
 		order++;
 	}
-	if (order >= GFA_PAGEBLOCK_ORDER)
-		mt = pfn_pageblock(z, pfn)->mt;
 	if (compaction_capture(z, pfn, order, mt))
 		return true;
 	/* blocks with released frames are reused last: a host fault costs more */
@@ -256,14 +277,6 @@ static uint64_t pageblock_movable_frames(struct gfa_zone *z, uint64_t start)
 	return n;
 }
 
-static void set_pageblocks_mt(struct gfa_zone *z, uint64_t pfn, unsigned int order,
-			      unsigned int mt)
-{
-	uint64_t n = order >= GFA_PAGEBLOCK_ORDER ? 1UL << (order - GFA_PAGEBLOCK_ORDER) : 1;
-
-	for (uint64_t i = 0; i < n; i++)
-		pageblock_set_mt(pfn_pageblock(z, pfn + (i << GFA_PAGEBLOCK_ORDER)), mt);
-}
 
 /*
  * steal_suitable_fallback: claim the free block's pageblock for start_mt when the block
@@ -278,8 +291,7 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 	uint64_t pb_start = pfn & ~(GFA_PAGEBLOCK_FRAMES - 1), free_frames, alike;
 
 	if (order >= GFA_PAGEBLOCK_ORDER) {
-		set_pageblocks_mt(z, pfn, order, start_mt);
-		z->c.vm.pageblock_steal += 1UL << (order - GFA_PAGEBLOCK_ORDER);
+		z->c.vm.pageblock_steal += set_pageblocks_mt(z, pfn, order, start_mt);
 		buddy_list_del(z->pool, z, pfn);
 		buddy_list_add(z->pool, z, pfn, order, start_mt, block_released(z, pfn, order));
 		return;
@@ -298,10 +310,8 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 		alike = GFA_PAGEBLOCK_FRAMES - free_frames - pageblock_movable_frames(z, pb_start);
 	else
 		alike = 0;
-	if (free_frames + alike >= GFA_PAGEBLOCK_FRAMES / 2) {
-		pageblock_set_mt(pfn_pageblock(z, pb_start), start_mt);
-		z->c.vm.pageblock_steal++;
-	}
+	if (free_frames + alike >= GFA_PAGEBLOCK_FRAMES / 2)
+		z->c.vm.pageblock_steal += set_pageblocks_mt(z, pb_start, 0, start_mt);
 }
 
 static bool rmqueue_fallback(struct gfa_zone *z, unsigned int order, unsigned int start_mt)

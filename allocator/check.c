@@ -112,6 +112,14 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 				FAIL("zone %u: free buddies at pfn %lu and %lu (order %u) not merged",
 				     z->id, (unsigned long)pfn,
 				     (unsigned long)(pfn ^ (1UL << order)), order);
+			/* a block of pageblocks is on its pageblocks' list (merges retype) */
+			for (uint64_t q = pfn; order >= GFA_PAGEBLOCK_ORDER &&
+			     q < pfn + (1UL << order); q += GFA_PAGEBLOCK_FRAMES)
+				if (pfn_pageblock(z, q)->mt != f->mt)
+					FAIL("zone %u: free order-%u block at pfn %lu on the %s "
+					     "list spans a %s pageblock", z->id, order,
+					     (unsigned long)pfn, gfa_migratetype_name(f->mt),
+					     gfa_migratetype_name(pfn_pageblock(z, q)->mt));
 		}
 		pfn += 1UL << order;
 	}

@@ -136,6 +136,9 @@ struct gfa_zone {
 	/* host release (zone lock) */
 	uint64_t *released;             /* bit per frame: free and released to the host */
 	uint64_t nr_released, nr_inflight;
+	/* bumped (zone lock) when frames move between the buddy lists and a cache, so
+	 * gfa_zone_stat can tell its two reads apart from such a move */
+	uint64_t pcp_xfer_seq;
 	struct gfa_release_policy rp;
 	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
 	struct { uint64_t owner, frames, gen; } claims[GFA_MAX_CLAIMS];

@@ -189,6 +189,7 @@ static int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 		return 0;
 	pindex = pindex - 1;
 	pthread_mutex_lock(&z->lock);
+	z->pcp_xfer_seq++;
 	while (count > 0) {
 		struct pcp_list *l;
 		unsigned int order;
@@ -249,6 +250,7 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 		plist_push_bottom(l, (uint32_t)pfn);
 		pcp->count += 1 << order;
 	}
+	z->pcp_xfer_seq += got != 0;
 	pthread_mutex_unlock(&z->lock);
 	pcp->vs.pcp_refill++;
 	return got;

@@ -523,3 +523,60 @@ Test(buddy, fallback_in_a_partial_last_pageblock_before_another_zone)
 {
 	steal_from_partial_pageblock(2);
 }
+
+/* pageblock_steal counts pageblocks whose type changed, not every claim. */
+Test(buddy, pageblock_steal_counts_only_changed_pageblocks)
+{
+	struct gfa_pool *p = tu_pool(512);
+	struct gfa_vmstat vs0, vs1;
+	struct gfa_zone_stat st;
+
+	cr_assert_eq(gfa_alloc(p, 0, 8, GFA_MT_MOVABLE, 1, 0), 0);
+	cr_assert_eq(gfa_alloc(p, 0, 7, GFA_MT_MOVABLE, 1, 0), 256);
+	cr_assert_eq(gfa_alloc(p, 0, 6, GFA_MT_MOVABLE, 1, 0), 384);
+	/* 64 free + 0 alike < 256: the pageblock stays MOVABLE, its free blocks move */
+	cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 2, GFA_ALLOC_NOCOMPACT), 448);
+	gfa_pool_vmstat(p, &vs0);
+	cr_assert_eq(vs0.pageblock_steal, 0);
+	/* a MOVABLE fallback "claims" the pageblock that was MOVABLE all along */
+	cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), 449);
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_eq(st.nr_pageblocks[GFA_MT_MOVABLE], 1, "the pageblock was MOVABLE all along");
+	gfa_pool_vmstat(p, &vs1);
+	cr_assert_eq(vs1.pageblock_steal, 0, "no pageblock changed type, pageblock_steal is %lu",
+		     (unsigned long)vs1.pageblock_steal);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+/*
+ * A MOVABLE order-9 block merging with a free UNMOVABLE order-9 buddy: the order-10
+ * block went on the MOVABLE list with pageblock 1 still UNMOVABLE, so that wholly free
+ * UNMOVABLE pageblock went to MOVABLE NOFALLBACK requests (Linux 6.10 retypes the
+ * buddy); gfa_pool_check did not notice.
+ */
+Test(buddy, merge_across_pageblock_types_retypes_the_buddy)
+{
+	struct gfa_pool *p = tu_pool(1024);
+	struct gfa_frame_info fi;
+	int64_t a, u, m0, m1;
+
+	a = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 1, 0);
+	u = gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 2, 0);     /* claims pageblock 1 */
+	cr_assert(a == 0 && u == 512);
+	cr_assert_eq(gfa_free(p, (uint64_t)u, 0, 2), 0);
+	cr_assert_eq(gfa_free(p, (uint64_t)a, 9, 1), 0);     /* one order-10 block */
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(gfa_frame_lookup(p, 512, &fi), 0);
+	cr_assert_eq(fi.state, GFA_FRAME_FREE);
+	cr_assert_eq(fi.order, 10);
+	cr_assert_eq(fi.block_mt, fi.mt, "free order-10 block on the %s list spans a %s pageblock",
+		     gfa_migratetype_name(fi.mt), gfa_migratetype_name(fi.block_mt));
+	m0 = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 3, GFA_ALLOC_NOFALLBACK | GFA_ALLOC_NOCOMPACT);
+	m1 = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 3, GFA_ALLOC_NOFALLBACK | GFA_ALLOC_NOCOMPACT);
+	cr_assert(m0 >= 0 && m1 >= 0);
+	cr_assert_eq(gfa_frame_lookup(p, (uint64_t)m1, &fi), 0);
+	cr_assert_eq(fi.block_mt, GFA_MT_MOVABLE, "NOFALLBACK MOVABLE request got pfn %ld of a %s pageblock",
+		     (long)m1, gfa_migratetype_name(fi.block_mt));
+	gfa_pool_destroy(p);
+}

@@ -107,3 +107,18 @@ Test(check, pageblock_flags_and_cached_positions)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/* A free block of pageblocks on a list its pageblocks' type disagrees with. */
+Test(check, a_free_block_spanning_a_pageblock_of_another_type)
+{
+	struct gfa_pool *p = tu_pool(1024);      /* one free order-10 block, MOVABLE */
+	struct gfa_zone *z = &p->zones[0];
+
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(p->frames[z->start_pfn].order, 10);
+	pageblock_set_mt(&z->pageblocks[1], GFA_MT_UNMOVABLE);
+	cr_assert_eq(check_says(p, "free block over a pageblock of another type"), -EUCLEAN);
+	pageblock_set_mt(&z->pageblocks[1], p->frames[z->start_pfn].mt);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

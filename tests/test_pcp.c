@@ -1218,3 +1218,48 @@ Test(pcp, vmstat_never_goes_down_while_caches_die, .timeout = 60)
 	gfa_pool_destroy(c.pool);
 	cr_assert_eq(drops, 0, "pgalloc/pgfree went down after %lu reads", (unsigned long)reads);
 }
+
+/*
+ * gfa_zone_stat read the buddy lists, then the caches: a refill or drain in between was
+ * counted twice or not at all (8194 free frames of 8192).  At most 2 frames are
+ * allocated here at any time: nr_free must stay in [n - 2, n].
+ */
+static atomic_int zs_stop;
+
+static void *zs_churn(void *arg)
+{
+	struct gfa_pool *p = arg;
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t b[2];
+
+	while (!atomic_load(&zs_stop)) {
+		b[0] = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0);
+		b[1] = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0);
+		gfa_pcp_free(c, (uint64_t)b[0], 0, 1);
+		gfa_pcp_free(c, (uint64_t)b[1], 0, 1);
+		gfa_pcp_drain(c);
+	}
+	gfa_pcp_destroy(c);
+	return NULL;
+}
+
+Test(pcp, zone_stat_nr_free_is_a_possible_value, .timeout = 60)
+{
+	struct gfa_pool *p = tu_pool(8192);
+	struct gfa_zone_stat st;
+	pthread_t t;
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	atomic_store(&zs_stop, 0);
+	cr_assert_eq(pthread_create(&t, NULL, zs_churn, p), 0);
+	for (int i = 0; i < 200000; i++) {
+		gfa_zone_stat(p, 0, &st);
+		lo = st.nr_free < lo ? st.nr_free : lo;
+		hi = st.nr_free > hi ? st.nr_free : hi;
+	}
+	atomic_store(&zs_stop, 1);
+	pthread_join(t, NULL);
+	cr_assert(hi <= 8192 && lo >= 8190, "nr_free ranged %lu..%lu of 8192 frames",
+		  (unsigned long)lo, (unsigned long)hi);
+	gfa_pool_destroy(p);
+}
