@@ -505,3 +505,76 @@ Test(guest, a_cache_of_another_zone_is_refused)
 	gfa_pcp_destroy(pcp);
 	host_done(&h);
 }
+
+/*
+ * A backing of another pool is refused: its dirty marks and zeroing go by pfn, so a
+ * guest of pool A zeroed pool B's live guest and never zeroed A's own dirty frames.
+ */
+Test(guest, a_backing_of_another_pool_is_refused)
+{
+	struct host a = host_new(16 * MiB, false), b = host_new(16 * MiB, false);
+	struct gfa_guest_config cfg = { .mem_bytes = 8 * MiB };
+	struct gfa_guest *gb = gfa_guest_create(b.pool, b.b, &cfg), *gx;
+	uint64_t *w, bad = 0;
+
+	cr_assert_not_null(gb);
+	w = gfa_guest_hva(gb);
+	memset(w, 0x5a, cfg.mem_bytes);
+	gx = gfa_guest_create(a.pool, b.b, &cfg);       /* pool A's frames, B's backing */
+	if (gx) {
+		memset(gfa_guest_hva(gx), 0x77, cfg.mem_bytes);
+		gfa_guest_destroy(gx);  /* marks B's frames dirty, those of B's guest */
+		gx = gfa_guest_create(a.pool, b.b, &cfg);       /* zeroes them */
+		gfa_guest_destroy(gx);
+		gx = (void *)1;
+	}
+	for (uint64_t i = 0; i < cfg.mem_bytes / 8; i += 512)
+		bad += w[i] != 0x5a5a5a5a5a5a5a5aULL;
+	cr_expect_eq(bad, 0, "%lu pages of pool B's guest zeroed by guests of pool A",
+		     (unsigned long)bad);
+	cr_expect_null(gx, "a guest of pool A was created with pool B's backing");
+	cr_expect_eq(errno, EINVAL);
+	gfa_guest_destroy(gb);
+	host_done(&a);
+	host_done(&b);
+}
+
+/* A collapse that is refused half-way and undone moved no block: moves stays 0. */
+static int stat_pauses;
+static int stat_pause_refuses_third(void *ctx)
+{
+	(void)ctx;
+	return ++stat_pauses == 3 ? -1 : 0;
+}
+
+Test(guest, undone_collapse_counts_no_moves, .timeout = 60)
+{
+	const uint64_t F = 5, nr = 2048;
+	struct host h = host_new(nr * GFA_FRAME_SIZE, false);
+	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true };
+	struct gfa_guest_vcpu_ops ops = { stat_pause_refuses_third, resume_ok };
+	struct gfa_guest_stat st;
+	struct gfa_guest *g;
+
+	for (uint64_t i = 0; i < nr; i++)
+		cr_assert_eq(gfa_alloc(h.pool, 0, 0, GFA_MT_MOVABLE, F, 0), (int64_t)i);
+	for (uint64_t base = 0; base < 1024; base += 256)    /* four order-7 pieces */
+		for (uint64_t q = base; q < base + 128; q++)
+			cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
+	g = gfa_guest_create(h.pool, h.b, &cfg);
+	cr_assert_not_null(g);
+	for (uint64_t q = 1024; q < 1536; q++)
+		cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
+	gfa_guest_set_vcpu_ops(g, &ops, NULL);
+	cr_assert_eq(gfa_guest_collapse(g, 1), 0, "the third move is refused");
+	gfa_guest_stat(g, &st);
+	cr_expect_eq(st.moves, 0, "%lu moves counted, %lu collapses, nothing moved",
+		     (unsigned long)st.moves, (unsigned long)st.collapses);
+	gfa_guest_destroy(g);
+	for (uint64_t q = 1536; q < nr; q++)
+		cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
+	for (uint64_t base = 128; base < 1024; base += 256)
+		for (uint64_t q = base; q < base + 128; q++)
+			cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
+	host_done(&h);
+}

@@ -63,7 +63,9 @@ int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn,
 	gfa_block_set_index(g->pool, (uint64_t)pfn, g->id, (uint32_t)gfn);
 	err = guest_map(g, gfn, (uint64_t)pfn, order);
 	if (err) {
-		gfa_free(g->pool, (uint64_t)pfn, order, g->id);
+		/* compaction may hold it isolated (its move is refused: we hold g->lock) */
+		while (gfa_free(g->pool, (uint64_t)pfn, order, g->id) == GFA_EBUSY)
+			sched_yield();
 		return err;
 	}
 	guest_record(g, gfn, (uint64_t)pfn, order);
@@ -150,7 +152,10 @@ static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, 
 	err = guest_map(g, gfn, dst, order);
 	if (!err) {
 		guest_record(g, gfn, dst, order);
-		g->st.moves++;
+		/* a collapse's moves (and its undo) are no compaction moves */
+		if (g->collapse_lo == NO_PFN || gfn < g->collapse_lo ||
+		    gfn >= g->collapse_lo + RANGE_FRAMES)
+			g->st.moves++;
 	}
 	if (g->ops.resume)
 		g->ops.resume(g->ops_ctx);
@@ -203,6 +208,9 @@ static int guest_reserve(struct gfa_guest *g)
 static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 			      const struct gfa_guest_config *cfg)
 {
+	uint64_t start, nr, off;
+	int fd;
+
 	if (!pool || !b || !cfg)
 		return EFAULT;
 	if (!cfg->mem_bytes || cfg->mem_bytes % RANGE_BYTES ||
@@ -215,6 +223,12 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return EINVAL;
 	if (gfa_backing_zone_fd(b, cfg->zone) < 0)
 		return ENODEV;
+	/* b must be this pool's backing: its dirty marks and zeroing go by pfn */
+	if (gfa_zone_span(pool, cfg->zone, &start, &nr) ||
+	    gfa_pfn_to_fd(pool, start, &fd, &off))
+		return ENODEV;
+	if (fd != gfa_backing_zone_fd(b, cfg->zone))
+		return EINVAL;
 	return 0;
 }
 
@@ -238,6 +252,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	g->size = g->st.mem_bytes = cfg->mem_bytes;
 	g->nr_frames = cfg->mem_bytes >> GFA_FRAME_SHIFT;
 	g->id = cfg->id ? cfg->id : atomic_fetch_add(&next_guest_id, 1);
+	g->collapse_lo = NO_PFN;
 	pthread_mutexattr_init(&attr);
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&g->lock, &attr);
@@ -379,7 +394,9 @@ static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
 		orders[n] = g->order[i];
 		offs[n++] = (unsigned int)(i - gfn);
 	}
+	g->collapse_lo = gfn;
 	dst = gfa_collapse(g->pool, g->zone, g->id, pfns, orders, offs, n);
+	g->collapse_lo = NO_PFN;
 	if (dst < 0)
 		return (int)dst;
 	g->st.collapses++;

@@ -25,6 +25,7 @@ struct gfa_guest {
 	struct gfa_guest_vcpu_ops ops;
 	void *ops_ctx;
 	struct gfa_guest_stat st;
+	uint64_t collapse_lo;   /* first gfn of the range being collapsed, or NO_PFN */
 	bool registered;        /* our owner ops are in the pool: destroy removes them */
 };
 

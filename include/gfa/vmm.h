@@ -206,9 +206,10 @@ struct gfa_guest_vcpu_ops {
  * available, map each block into the window (MAP_SHARED | MAP_FIXED of the zone memfd)
  * and zero any dirty frame first.  Registers the guest as the owner of its frames so
  * compaction can move them (pausing vCPUs through the ops, once set).
- * Returns NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, or a pcp of another
- * zone), ERANGE (zone), ENODEV (pool without backing), ENOMEM (not enough frames; nothing
- * is kept), EEXIST (cfg->id is an owner of the pool already), ENOSPC (owner registry
+ * Returns NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, a pcp of another
+ * zone, or a backing of another pool), ERANGE (zone), ENODEV (pool without backing),
+ * ENOMEM (not enough frames; no frame is kept, but what the blocks taken drew from the
+ * owner's claim stays drawn: unclaim and claim again before retrying), EEXIST (cfg->id is an owner of the pool already), ENOSPC (owner registry
  * full), or the error of mmap for the window.
  * Thread rules: any thread; one guest's calls are serialised by the guest's lock.
  */

@@ -1,0 +1,106 @@
+/*
+ * guest_take's error path: the window cannot map a new block (mmap fails: the
+ * vm.max_map_count limit, a small block on a hugetlb memfd) while compaction holds that
+ * block isolated in its batch: guest_take's single gfa_free gets GFA_EBUSY and the block
+ * is never freed.  mmap is interposed for the whole binary; it passes through unless armed.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <gfa/vmm.h>
+#include "tests/test_util.h"
+
+#define MiB (1UL << 20)
+
+static atomic_int gmf_armed;
+static atomic_bool gmf_d_in;
+static struct gfa_pool *gmf_pool;
+#define GMF_NR 4096UL                  /* frames of the pool */
+#define GMF_TOP (GMF_NR / 2)          /* [GMF_TOP, GMF_NR) freed as compaction targets */
+static pthread_t gmf_th;
+
+/* another owner whose move takes a while (its vCPUs are slow to pause): 100 ms */
+static int gmf_slow_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
+{
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+
+	(void)ctx; (void)owner; (void)src; (void)dst; (void)order;
+	atomic_store(&gmf_d_in, true);
+	nanosleep(&ts, NULL);
+	return -EAGAIN;
+}
+static const struct gfa_owner_ops gmf_slow_ops = { .migrate = gmf_slow_migrate };
+
+static void *gmf_compact(void *arg)
+{
+	(void)arg;
+	gfa_compact_zone(gmf_pool, 0, -1, GFA_COMPACT_SYNC);
+	return NULL;
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	static void *(*real)(void *, size_t, int, int, int, off_t);
+
+	if (!real)
+		real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+	if ((flags & MAP_SHARED) && (flags & MAP_FIXED) && atomic_exchange(&gmf_armed, 0)) {
+		struct gfa_frame_info fi = { 0 };
+
+		/* compaction starts: its batch holds pfn 0 (slow owner) and pfn 1 (this block) */
+		for (uint64_t p = GMF_TOP; p < GMF_NR; p++)
+			gfa_free(gmf_pool, p, 0, 5);
+		pthread_create(&gmf_th, NULL, gmf_compact, NULL);
+		while (!atomic_load(&gmf_d_in) ||
+		       gfa_frame_lookup(gmf_pool, (uint64_t)off >> GFA_FRAME_SHIFT, &fi) ||
+		       fi.state != GFA_FRAME_ISOLATED)
+			sched_yield();
+		errno = ENOMEM;         /* as at vm.max_map_count */
+		return MAP_FAILED;
+	}
+	return real(addr, len, prot, flags, fd, off);
+}
+
+Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame, .timeout = 60)
+{
+	const uint64_t F = 5, D = 6, nr = GMF_NR;
+	struct gfa_backing_config bc = { 0 };
+	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true, .id = 4321 };
+	struct gfa_backing *b;
+	struct gfa_frame_info fi;
+
+	gmf_pool = tu_pool(nr);
+	b = gfa_backing_create(gmf_pool, &bc);
+	cr_assert_not_null(b);
+	for (uint64_t i = 0; i < nr; i++)
+		cr_assert_eq(gfa_alloc(gmf_pool, 0, 0, GFA_MT_MOVABLE, F, 0), (int64_t)i);
+	cr_assert_eq(gfa_owner_register(gmf_pool, D, &gmf_slow_ops, NULL), 0);
+	cr_assert_eq(gfa_free(gmf_pool, 0, 0, F), 0);
+	cr_assert_eq(gfa_alloc(gmf_pool, 0, 0, GFA_MT_MOVABLE, D, 0), 0);
+	cr_assert_eq(gfa_free(gmf_pool, 1, 0, F), 0);  /* the guest's first block */
+	atomic_store(&gmf_armed, 1);
+	cr_assert_null(gfa_guest_create(gmf_pool, b, &cfg));
+	cr_assert_eq(errno, ENOMEM);
+	pthread_join(gmf_th, NULL);
+	cr_assert_eq(gfa_frame_lookup(gmf_pool, 1, &fi), 0);
+	cr_expect_neq(fi.state == GFA_FRAME_ALLOCATED && fi.owner == cfg.id, 1,
+		      "pfn 1 is still allocated to guest %lu, which no longer exists",
+		      (unsigned long)cfg.id);
+	cr_assert_eq(gfa_owner_register(gmf_pool, D, NULL, NULL), 0);
+	for (uint64_t p = 2; p < GMF_NR; p++) {
+		cr_assert_eq(gfa_frame_lookup(gmf_pool, p, &fi), 0);
+		if (fi.head_pfn == p && fi.state == GFA_FRAME_ALLOCATED)
+			cr_assert_eq(gfa_free(gmf_pool, p, fi.order, fi.owner), 0);
+	}
+	cr_assert_eq(gfa_frame_lookup(gmf_pool, 0, &fi), 0);
+	cr_assert_eq(gfa_free(gmf_pool, 0, 0, D), 0);
+	cr_assert_eq(tu_free_frames(gmf_pool), GMF_NR, "frames lost: %lu free of %lu",
+		     (unsigned long)tu_free_frames(gmf_pool), GMF_NR);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(gmf_pool);
+}
