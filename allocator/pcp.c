@@ -252,7 +252,7 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 	}
 	z->pcp_xfer_seq += got != 0;
 	pthread_mutex_unlock(&z->lock);
-	pcp->vs.pcp_refill++;
+	pcp->vs.pcp_refill += got != 0;        /* batches taken, not attempts */
 	return got;
 }
 
@@ -362,6 +362,10 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pcp->free_high_threshold = pool->cfg.pcp_free_high_old
 		? (unsigned int)pcp->batch
 		: (unsigned int)(pcp->batch + pcp->high_min / 2);
+	/* seed part B invariant 4: reachable by free_count, which stops at the cap (with
+	 * high_min >= 1024 for order-9 caching, zones of 64-350 MiB were past it) */
+	if (pcp->free_high_threshold > (unsigned int)pcp->free_count_cap)
+		pcp->free_high_threshold = (unsigned int)pcp->free_count_cap;
 	pcp->idle_since_ms = now_ms();
 	pthread_mutex_lock(&pool->pcp_lock);
 	pcp_claims_changed_one(pcp);
@@ -917,13 +921,16 @@ int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone)
 
 int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
 {
-	uint64_t now = now_ms();
+	uint64_t now;
 	int64_t n = 0;
 
 	if (!pool)
 		return GFA_EFAULT;
 	pthread_mutex_lock(&pool->pcp_lock);
 	pcp_remote_lock_zone(pool, -1);
+	/* read under the lock: a concurrent caller's later stamp must not lie ahead of
+	 * ours (now - idle_since wrapped to a huge idle time and drained active caches) */
+	now = now_ms();
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
 		uint64_t ops = pcp_nr_alloc(pcp) + pcp_nr_free(pcp);
 
@@ -942,8 +949,11 @@ int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
 
 int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st)
 {
-	if (!pcp || !st)
+	if (!pcp || !st) {
+		if (pcp)                /* counted where the pool is known */
+			pool_count_err(pcp->pool, GFA_EFAULT);
 		return GFA_EFAULT;
+	}
 	memset(st, 0, sizeof(*st));
 	pcp_remote_lock(pcp);
 	st->zone = pcp->zone->id;

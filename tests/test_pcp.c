@@ -1263,3 +1263,135 @@ Test(pcp, zone_stat_nr_free_is_a_possible_value, .timeout = 60)
 		  (unsigned long)lo, (unsigned long)hi);
 	gfa_pool_destroy(p);
 }
+
+static uint64_t pcpx_vm(struct gfa_pool *p, size_t off)
+{
+	struct gfa_vmstat vs;
+
+	gfa_pool_vmstat(p, &vs);
+	return *(uint64_t *)((char *)&vs + off);
+}
+#define PCPX_VM(p, field) pcpx_vm(p, offsetof(struct gfa_vmstat, field))
+
+/*
+ * seed-depopulation.md part B invariant 4: the free_high threshold must stay reachable,
+ * T <= cap + (1 << order) - 1 with cap = batch << 5.  With the default sizing, a zone of
+ * 64 MiB .. ~350 MiB gets batch 3..15 and high_min 1024, so T = batch + 512 > cap + 7:
+ * consecutive order-3 frees never fire free_high.
+ */
+Test(pcp, free_high_threshold_reachable_with_default_sizing)
+{
+	struct gfa_pool *p = tu_pool(1UL << 16); /* 256 MiB zone, default config */
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	struct gfa_pcp_stat st;
+	int64_t b[120];
+
+	cr_assert_eq(gfa_pcp_stat(c, &st), 0);
+	for (int i = 0; i < 120; i++)
+		cr_assert_geq(b[i] = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 5, 0), 0);
+	/* 120 consecutive order-3 frees: 960 frames, below high (no ordinary bulk free) */
+	for (int i = 0; i < 120; i++)
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[i], 3, 5), 0);
+	cr_assert_eq(gfa_pcp_stat(c, &st), 0);
+	cr_assert_gt(PCPX_VM(p, pcp_free_high), 0,
+		     "120 consecutive order-3 frees never fired free_high (count %d, free_count %d)",
+		     st.count, st.free_count);
+	cr_assert_leq(st.free_high_threshold, (unsigned int)(st.batch << 5) + 7,
+		      "threshold %u unreachable: free_count is capped at %d + 7 (batch %d, high_min %d)",
+		      st.free_high_threshold, st.batch << 5, st.batch, st.high_min);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+/* pcp_refill counts "refill batches taken from the zone": an empty zone gives none. */
+Test(pcp, failed_refill_is_not_a_refill)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+
+	for (int i = 0; i < 4; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 10, GFA_MT_MOVABLE, 5, 0), 0);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), GFA_ENOMEM);
+	cr_assert_eq(PCPX_VM(p, pcp_refill), 0, "pcp_refill %lu after 10 refills that took nothing",
+		     (unsigned long)PCPX_VM(p, pcp_refill));
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+/*
+ * gfa_pool_drain_idle reads the clock before it takes pool->pcp_lock.  Two callers: the
+ * one that read the clock later may get the lock first and stamp idle_since_ms with its
+ * later time; the other then computes now - idle_since_ms < 0, which wraps (uint64_t)
+ * to a huge idle time, and drains a cache that was active a moment ago.  No cache here
+ * is ever idle for 60 s, so nothing may be drained.
+ */
+static atomic_int idle_stop;
+static atomic_long idle_drained;
+static struct gfa_pool *idle_pool;
+
+static void *idle_drainer(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&idle_stop)) {
+		int64_t n = gfa_pool_drain_idle(idle_pool, 60000);
+
+		if (n > 0)
+			atomic_fetch_add(&idle_drained, n);
+	}
+	return NULL;
+}
+
+static void *idle_owner(void *arg)
+{
+	struct gfa_pcp *c = arg;
+	struct timespec ts = { 0, 150 * 1000 };
+
+	while (!atomic_load(&idle_stop)) {
+		int64_t a = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0);
+
+		if (a >= 0)
+			gfa_pcp_free(c, (uint64_t)a, 0, 1);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+Test(pcp, concurrent_idle_drains_never_drain_an_active_cache, .timeout = 60)
+{
+	pthread_t d[2], o;
+	struct gfa_pcp *c;
+
+	idle_pool = tu_pool(1UL << 14);
+	c = gfa_pcp_create(idle_pool, 0);
+	atomic_store(&idle_stop, 0);
+	atomic_store(&idle_drained, 0);
+	pthread_create(&o, NULL, idle_owner, c);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&d[i], NULL, idle_drainer, NULL);
+	for (int i = 0; i < 40 && !atomic_load(&idle_drained); i++)
+		usleep(100 * 1000);
+	atomic_store(&idle_stop, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(d[i], NULL);
+	pthread_join(o, NULL);
+	cr_assert_eq(atomic_load(&idle_drained), 0,
+		     "drain_idle(60000 ms) drained %ld frames of a cache active within the last ms",
+		     atomic_load(&idle_drained));
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(idle_pool);
+}
+
+/* Bad input is counted where the pool is known (as gfa_zone_stat and gfa_pool_vmstat do). */
+Test(pcp, pcp_stat_null_result_is_counted)
+{
+	struct gfa_pool *p = tu_pool(1UL << 14);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	uint64_t before = PCPX_VM(p, err_fault);
+
+	cr_assert_eq(gfa_pcp_stat(c, NULL), GFA_EFAULT);
+	cr_assert_eq(PCPX_VM(p, err_fault), before + 1, "err_fault %lu -> %lu",
+		     (unsigned long)before, (unsigned long)PCPX_VM(p, err_fault));
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
