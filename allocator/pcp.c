@@ -265,11 +265,14 @@ static int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order)
 {
 	int batch = pcp->batch;
 
+	if (pcp->high < batch)
+		return 1;               /* the kernel's "PCP disabled": one block at a time */
 	/* saturating: high + batch may not fit an int when high_max is near INT_MAX */
 	if (!pcp->free_count && pcp->high < pcp->high_max)
 		pcp->high = pcp->high_max - pcp->high > batch ? pcp->high + batch : pcp->high_max;
-	batch >>= order;
-	return batch < 2 ? 2 : batch;
+	if (batch > 1)
+		batch = (batch >> order) < 2 ? 2 : batch >> order;
+	return batch;
 }
 
 /*
@@ -594,12 +597,13 @@ static __attribute__((noinline)) void pcp_free_commit_slow(struct gfa_pcp *pcp, 
 	} else if (high < pcp->batch) {
 		nr = 1;
 	} else {
-		/* nr_pcp_free(): keep a batch, free at least a batch, more while freeing */
+		/* nr_pcp_free(): clamp(free_count, batch, high - batch), the upper bound
+		 * last (keep a batch on the list even when high < 2 * batch) */
 		nr = pcp->free_count;
-		if (nr > high - pcp->batch)
-			nr = high - pcp->batch;
 		if (nr < pcp->batch)
 			nr = pcp->batch;
+		if (nr > high - pcp->batch)
+			nr = high - pcp->batch;
 	}
 	pcp_free_bulk(pcp, nr, pindex);
 }
@@ -879,7 +883,7 @@ int gfa_pcp_drain(struct gfa_pcp *pcp)
 	if (err)
 		return err;
 	err = pcp_free_bulk(pcp, pcp->count, 0);
-	pcp->vs.pcp_drain++;
+	pcp->vs.pcp_drain += err != 0;         /* as drain_all: caches that gave frames */
 	pcp_exit();
 	return err;
 }

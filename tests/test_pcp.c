@@ -1395,3 +1395,45 @@ Test(pcp, pcp_stat_null_result_is_counted)
 	gfa_pcp_destroy(c);
 	gfa_pool_destroy(p);
 }
+
+/*
+ * nr_pcp_free() is clamp(free_count, batch, high - batch): with high < 2 * batch the
+ * upper bound wins and a batch stays on the list (gfa freed a whole batch, leaving 4).
+ */
+Test(pcp, bulk_free_keeps_a_batch_when_high_is_under_two_batches)
+{
+	struct gfa_pool *p = pcp_pool(4096, 8, 12, 0);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t b[12];
+
+	for (int i = 0; i < 12; i++)
+		cr_assert_geq(b[i] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0);
+	for (int i = 0; i < 12; i++)
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[i], 0, 1), 0);
+	/* the 12th free reached high: high - batch = 4 frames go, a batch stays */
+	cr_assert_eq(pcp_count(c), 8, "count %d after the flush at high 12, batch 8",
+		     pcp_count(c));
+	gfa_pcp_destroy(c);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+/* nr_pcp_alloc(): high below batch is the kernel's "PCP disabled": refill one block. */
+Test(pcp, refill_takes_one_block_when_high_is_under_batch)
+{
+	struct gfa_pool *p = pcp_pool(4096, 8, 4, 0);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	int64_t a = gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0);
+
+	cr_assert_geq(a, 0);
+	cr_assert_eq(pcp_count(c), 0, "refilled %d frames more than asked with high 4 < batch 8",
+		     pcp_count(c));
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 0, 1), 0);
+	cr_assert_eq(gfa_pcp_drain(c), 1);
+	cr_assert_eq(gfa_pcp_drain(c), 0);
+	cr_assert_eq(vm(p, offsetof(struct gfa_vmstat, pcp_drain)), 1,
+		     "an empty cache's drain counted");
+	gfa_pcp_destroy(c);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
