@@ -180,6 +180,12 @@ static inline int bench_rate(bench_round_fn fn, void *ctx, double secs, double *
 
 static inline long bench_cores(void)
 {
+#ifdef CPU_SETSIZE      /* the CPUs this process may run on (taskset, cgroups) */
+	cpu_set_t allowed;
+
+	if (!sched_getaffinity(0, sizeof(allowed), &allowed) && CPU_COUNT(&allowed) > 0)
+		return CPU_COUNT(&allowed);
+#endif
 	return sysconf(_SC_NPROCESSORS_ONLN);
 }
 

@@ -600,7 +600,12 @@ static void bench_bulkfree(const struct bench_opts *o, struct bf_results *res)
 
 /* ================= c. producer/consumer ================= */
 
-#define RING_SIZE 256           /* blocks in flight between A and B */
+/*
+ * Blocks in flight between A and B, as a socket buffer's worth in the seed's netperf.
+ * A is faster than B, so it runs the ring full: with 256 the reuse counts measured
+ * the ring (capped near blocks / 256 for every configuration), not the allocator.
+ */
+#define RING_SIZE 32
 #define PC_MAX_PAIRS 2
 #define PC_MIXED_EVERY 8        /* mixed mode: B allocates once per this many frees */
 
@@ -613,7 +618,7 @@ struct ring {
 enum pc_cfg { PC_OLD, PC_NEW, PC_NOHIGH, NR_PC_CFGS };
 static const char *const pc_cfg_name[NR_PC_CFGS] = { "old", "new", "nohigh" };
 static const char *const pc_cfg_what[NR_PC_CFGS] = {
-	"free_high at batch (6.6..6.14)",
+	"free_high at batch (6ccdcb6d3a74..6.14)",
 	"free_high at batch + high_min/2 (6.15)",
 	"high-order caching off (reference)",
 };
@@ -635,8 +640,10 @@ struct pc_pair {
 	enum pc_mode mode;
 	uint32_t *counts;               /* allocations per pfn, written by A only */
 	pthread_barrier_t *start;
-	int err_a, err_b;
+	int idx, err_a, err_b;
 	pthread_t ta, tb;
+	uint64_t depth_sum;             /* blocks in the ring, summed over A's pushes */
+	uint64_t t_start[2], t_end[2];  /* ns, A and B */
 };
 
 static void *pc_producer(void *arg)
@@ -644,7 +651,11 @@ static void *pc_producer(void *arg)
 	struct pc_pair *p = arg;
 	uint64_t head = 0, tail = 0;
 
+	/* A and B on different CPUs: on one CPU they take turns filling and emptying the
+	 * whole ring, a one-CPU batch job, not the cross-vCPU case */
+	bench_pin_self(2 * p->idx);
 	pthread_barrier_wait(p->start);
+	p->t_start[0] = bench_now_ns();
 	for (uint64_t i = 0; i < p->n; i++) {
 		unsigned int order = 1 + (unsigned int)(bench_rand(&p->rng) % 3), spins = 0;
 		int64_t pfn = gfa_pcp_alloc(p->pa, order, GFA_MT_UNMOVABLE, p->owner, 0);
@@ -660,11 +671,13 @@ static void *pc_producer(void *arg)
 			if (head - tail >= RING_SIZE)
 				backoff(&spins);
 		}
+		p->depth_sum += head - tail;
 		p->ring.slot[head % RING_SIZE] = pfn < 0 ? UINT64_MAX : (uint64_t)pfn << 4 | order;
 		atomic_store_explicit(&p->ring.head, ++head, memory_order_release);
 		if (pfn < 0)
 			break;
 	}
+	p->t_end[0] = bench_now_ns();
 	return NULL;
 }
 
@@ -683,7 +696,9 @@ static void *pc_consumer(void *arg)
 	struct pc_pair *p = arg;
 	uint64_t tail = 0, head = 0;
 
+	bench_pin_self(2 * p->idx + 1);
 	pthread_barrier_wait(p->start);
+	p->t_start[1] = bench_now_ns();
 	for (uint64_t i = 0; i < p->n; i++) {
 		unsigned int spins = 0;
 		uint64_t e;
@@ -704,6 +719,7 @@ static void *pc_consumer(void *arg)
 		if (err && !p->err_b)
 			p->err_b = err; /* keep draining so the producer never waits forever */
 	}
+	p->t_end[1] = bench_now_ns();
 	return NULL;
 }
 
@@ -713,6 +729,7 @@ struct pc_sample {
 	uint64_t distinct;              /* pfns allocated at least once */
 	uint64_t free_high;             /* free_high flushes */
 	uint64_t bulkfree;              /* zone-lock sections of bulk frees */
+	double depth;                   /* mean blocks in the ring when A pushes */
 };
 
 static int cmp_u64_desc(const void *a, const void *b)
@@ -750,7 +767,7 @@ static void pc_once(enum pc_cfg cfg, enum pc_mode mode, int npairs, uint64_t n, 
 	struct gfa_pool *pool = make_pool(POOL_FRAMES, cfg == PC_NOHIGH, cfg == PC_OLD);
 	static struct pc_pair pairs[PC_MAX_PAIRS];
 	pthread_barrier_t start;
-	uint64_t t0;
+	uint64_t first = UINT64_MAX, last = 0, depth = 0;
 
 	pthread_barrier_init(&start, NULL, (unsigned int)(2 * npairs + 1));
 	for (int i = 0; i < npairs; i++) {
@@ -760,6 +777,7 @@ static void pc_once(enum pc_cfg cfg, enum pc_mode mode, int npairs, uint64_t n, 
 		p->pa = make_pcp(pool);
 		p->pb = make_pcp(pool);
 		p->owner = 0xc0 + (uint64_t)i;
+		p->idx = i;
 		p->rng = seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
 		p->n = n;
 		p->mode = mode;
@@ -772,12 +790,18 @@ static void pc_once(enum pc_cfg cfg, enum pc_mode mode, int npairs, uint64_t n, 
 			bench_die("pthread_create failed");
 	}
 	pthread_barrier_wait(&start);
-	t0 = bench_now_ns();
 	for (int i = 0; i < npairs; i++) {
 		pthread_join(pairs[i].ta, NULL);
 		pthread_join(pairs[i].tb, NULL);
+		for (int k = 0; k < 2; k++) {
+			first = pairs[i].t_start[k] < first ? pairs[i].t_start[k] : first;
+			last = pairs[i].t_end[k] > last ? pairs[i].t_end[k] : last;
+		}
+		depth += pairs[i].depth_sum;
 	}
-	out->mops = (double)n * npairs / bench_sec_since(t0) / 1e6;
+	/* timed by the threads themselves: the main thread may leave the barrier late */
+	out->mops = (double)n * npairs / ((double)(last - first) / 1e9) / 1e6;
+	out->depth = (double)depth / (double)(n * (uint64_t)npairs);
 	out->free_high = VM(pool, pcp_free_high);
 	out->bulkfree = VM(pool, pcp_bulkfree);
 	for (int i = 0; i < npairs; i++)
@@ -816,7 +840,7 @@ static void bench_prodcons(const struct bench_opts *o, struct pc_results *res)
 {
 	static struct pc_sample s[NR_PC_MODES][NR_PC_CFGS][PC_MAX_PAIRS + 1][MAX_REPS];
 	int reps = o->reps_set ? o->reps : o->quick ? 3 : 7;
-	uint64_t n = o->quick ? 50000 : 400000;
+	uint64_t n = o->quick ? 200000 : 800000;        /* quick: a run lasts >= 20 ms */
 	double d[MAX_REPS];
 	struct bench_load load;
 
@@ -845,8 +869,10 @@ static void bench_prodcons(const struct bench_opts *o, struct pc_results *res)
 						1000 + (uint64_t)rep, &s[m][c][np][rep]);
 	bench_print_load(&load, "part c");
 
-	printf("%-5s %-7s %-38s %5s %9s %8s %8s %9s %9s %8s  %s\n", "mode", "config", "what",
-	       "pairs", "Mblocks/s", "min", "max", "free_high", "bulkfree", "distinct",
+	printf("# depth: mean blocks in the ring when A pushes (near %d: A waits for B, and\n"
+	       "# reuse counts are capped near blocks / %d)\n", RING_SIZE, RING_SIZE);
+	printf("%-5s %-7s %-38s %5s %9s %8s %8s %9s %9s %8s %6s  %s\n", "mode", "config", "what",
+	       "pairs", "Mblocks/s", "min", "max", "free_high", "bulkfree", "distinct", "depth",
 	       "top-5 reuse counts");
 	for (int m = 0; m < NR_PC_MODES; m++) {
 		for (int np = 1; np <= PC_MAX_PAIRS; np++) {
@@ -871,11 +897,14 @@ static void bench_prodcons(const struct bench_opts *o, struct pc_results *res)
 				for (int r = 0; r < reps; r++)
 					d[r] = (double)v[r].bulkfree;
 				bk = median_u64(d, reps);
-				printf("%-5s %-7s %-38s %5d %9.3f %8.3f %8.3f %9lu %9lu %8lu  "
+				for (int r = 0; r < reps; r++)
+					d[r] = v[r].depth;
+				printf("%-5s %-7s %-38s %5d %9.3f %8.3f %8.3f %9lu %9lu %8lu %6.1f  "
 				       "%lu %lu %lu %lu %lu\n", pc_mode_name[m], pc_cfg_name[c],
 				       pc_cfg_what[c], np, res->mops[m][c][np].median,
 				       res->mops[m][c][np].min, res->mops[m][c][np].max,
 				       (unsigned long)fh, (unsigned long)bk, (unsigned long)dist,
+				       bench_stat_of(d, reps).median,
 				       (unsigned long)top[0], (unsigned long)top[1],
 				       (unsigned long)top[2], (unsigned long)top[3],
 				       (unsigned long)top[4]);
@@ -1012,6 +1041,7 @@ static void report_prodcons(const struct pc_results *c)
 			add_top5(&r, "top5_old", c->top[m][PC_OLD][np]);
 			add_top5(&r, "top5_nohigh", c->top[m][PC_NOHIGH][np]);
 			bench_result_add(&r, "reuse_new_vs_nohigh", "%.3f", reuse_new);
+			bench_result_add(&r, "reuse_old_vs_nohigh", "%.3f", reuse_old);
 			bench_result_add(&r, "new_mops", "%.3f", c->mops[m][PC_NEW][np].median);
 			bench_result_add(&r, "old_mops", "%.3f", c->mops[m][PC_OLD][np].median);
 			bench_result_add(&r, "nohigh_mops", "%.3f", c->mops[m][PC_NOHIGH][np].median);
