@@ -166,15 +166,16 @@ int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *
 		  uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
 {
 	int err = ops->migrate(ctx, owner, src, dst, order);
-	gfa_moved_fn fn;
+	gfa_moved_fn fn = __atomic_load_n(&pool->moved_fn, __ATOMIC_ACQUIRE);
 
-	if (err)
-		return err;
-	/* the source still holds a copy of the owner's data: the backing marks it dirty */
-	fn = __atomic_load_n(&pool->moved_fn, __ATOMIC_ACQUIRE);
+	/*
+	 * Moved: the source still holds a copy of the owner's data.  Refused or failed:
+	 * the target may (an owner copies before it remaps, and the remap can fail).
+	 * Either goes back to the free lists; the backing marks it dirty.
+	 */
 	if (fn)
-		fn(__atomic_load_n(&pool->moved_ctx, __ATOMIC_RELAXED), src, order);
-	return 0;
+		fn(__atomic_load_n(&pool->moved_ctx, __ATOMIC_RELAXED), err ? dst : src, order);
+	return err;
 }
 
 int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx)

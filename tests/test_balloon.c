@@ -855,3 +855,42 @@ Test(balloon, inflate_with_no_vma_left_frees_nothing_still_mapped, .timeout = 60
 	gfa_guest_destroy(g);
 	bhost_done(&h);
 }
+
+/*
+ * A move that fails after the owner copied (the guest's remap at vm.max_map_count)
+ * leaves the guest's bytes in the target, which goes back to the free lists: it must
+ * count as dirty (it did not: another owner got the guest's data unzeroed).
+ */
+Test(balloon, a_failed_move_leaves_no_guest_data_for_the_next_owner, .timeout = 60)
+{
+	struct bhost h = bhost_new(8 * MiB, NULL, 0);
+	struct gfa_guest *g = bguest(&h, 2 * MiB);
+	struct gfa_gpa_range one = { 4096, 4096 };
+	unsigned int max = 1u << 20, n;
+	void **pages = malloc(max * sizeof(*pages));
+	uint64_t leaked = 0, allocated = 0;
+	int64_t p;
+
+	cr_assert_not_null(pages);
+	memset(gfa_guest_hva(g), 0xa5, 2 * MiB);
+	cr_assert_eq(gfa_balloon_inflate(g, &one, 1), 1);     /* order-0 pieces */
+	n = fill_vmas(pages, max);      /* no VMA left: every remap of a move fails */
+	cr_assert(n < max, "mmap never failed");
+	gfa_compact_zone(h.pool, 0, -1, GFA_COMPACT_SYNC);
+	for (unsigned int i = 0; i < n; i++)
+		munmap(pages[i], 4096);
+	free(pages);
+	/* another owner takes every free frame through the backing, zeroed where dirty */
+	while ((p = gfa_backing_alloc(h.b, NULL, 0, 0, GFA_MT_MOVABLE, 77,
+				      GFA_ALLOC_NOCOMPACT | GFA_BACKING_ZERO)) >= 0) {
+		const uint8_t *m = gfa_pfn_to_addr(h.pool, (uint64_t)p);
+
+		allocated++;
+		leaked += m[0] == 0xa5;
+	}
+	cr_assert_gt(allocated, 0);
+	cr_assert_eq(leaked, 0, "%lu of %lu frames handed to owner 77 hold the guest's bytes",
+		     (unsigned long)leaked, (unsigned long)allocated);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}

@@ -282,3 +282,24 @@ Test(gfactl_numa, memory_check_counts_the_baselines, .timeout = 900)
 	/* 0: it fits after all; 2: refused up front as too large.  Never killed. */
 	cr_assert(rc == 0 || rc == 2, "gfactl vmstart in a 1 GiB guest: exit %d", rc);
 }
+
+/* The stat file is created as fopen() would: the umask decides (mkstemp's 0600 and a
+ * fixed 0644 after it made it world-readable under umask 077). */
+Test(gfactl, stat_file_honours_the_umask, .timeout = 120)
+{
+	const char *g = gfactl();
+	char stat_file[] = "/tmp/gfactl-umask-XXXXXX";
+	struct stat st;
+	int fd = mkstemp(stat_file), rc;
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	unlink(stat_file);
+	rc = run(out, sizeof(out), "umask 077; %s vmstart --vms 1 --mem 4M --rounds 1 --kvm off "
+		 "--host-thp keep --no-baseline --quiet --stat-file %s", g, stat_file);
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_assert_eq(stat(stat_file, &st), 0);
+	unlink(stat_file);
+	cr_assert_eq(st.st_mode & 0777, 0600, "stat file mode %o under umask 077",
+		     (unsigned)(st.st_mode & 0777));
+}

@@ -544,3 +544,35 @@ Test(guest, a_backing_of_another_pool_is_refused)
 	host_done(&a);
 	host_done(&b);
 }
+
+/* Another pool's backing without the zone at all: EINVAL too (it said ENODEV). */
+Test(guest, backing_of_a_smaller_pool_is_einval)
+{
+	struct gfa_pool_config pc;
+	struct gfa_pool *a, *b;
+	struct gfa_backing *ba, *bb;
+	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .zone = 1 };
+	struct gfa_guest *g;
+
+	gfa_pool_config_init(&pc, 4 * MiB >> GFA_FRAME_SHIFT);
+	pc.nr_zones = 2;
+	pc.zones[1] = pc.zones[0];
+	a = gfa_pool_create(&pc);
+	cr_assert_not_null(a);
+	b = tu_pool(4 * MiB >> GFA_FRAME_SHIFT);        /* one zone */
+	ba = gfa_backing_create(a, NULL);
+	bb = gfa_backing_create(b, NULL);
+	cr_assert_not_null(ba);
+	cr_assert_not_null(bb);
+	g = gfa_guest_create(a, ba, &cfg);              /* A's own backing works */
+	cr_assert_not_null(g, "%s", strerror(errno));
+	gfa_guest_destroy(g);
+	errno = 0;
+	g = gfa_guest_create(a, bb, &cfg);              /* B's backing, zone 1 */
+	cr_assert_null(g);
+	cr_assert_eq(errno, EINVAL, "errno %d (%s), want EINVAL", errno, strerror(errno));
+	gfa_backing_destroy(ba);
+	gfa_backing_destroy(bb);
+	gfa_pool_destroy(a);
+	gfa_pool_destroy(b);
+}

@@ -129,6 +129,24 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+/*
+ * The umask, read without changing it (umask(2) would, for a moment, for every thread
+ * of the process: vmstart's VMs run while it writes snapshots).  022 if unknown.
+ */
+static mode_t process_umask(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[128];
+	unsigned int um = 022;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Umask: %o", &um) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (mode_t)um;
+}
+
 /* The whole text of buddyinfo or pagetypeinfo (malloc'd), or NULL. */
 static char *pool_text(struct gfa_pool *pool, int (*fn)(struct gfa_pool *, char *, size_t))
 {
@@ -192,7 +210,7 @@ int write_stat_json(const char *path, struct gfa_pool *pool, const char *phase,
 	fd = mkstemp(tmp);
 	if (fd < 0)
 		return -errno;
-	fchmod(fd, 0644);       /* readable as a plain fopen() would leave it */
+	fchmod(fd, 0666 & ~process_umask());    /* what a plain fopen() would leave */
 	f = fdopen(fd, "w");
 	if (!f) {
 		err = -errno;

@@ -59,10 +59,10 @@ static void *map_aligned(int fd, size_t len, void **reserve, size_t *reserve_len
 	return a;
 }
 
-/* The pool's moved hook: a block an owner moved away still holds its data. */
-static void backing_moved(void *ctx, uint64_t src_pfn, unsigned int order)
+/* The pool's moved hook: a move's source (or failed target) holds the owner's data. */
+static void backing_moved(void *ctx, uint64_t pfn, unsigned int order)
 {
-	gfa_backing_mark_dirty(ctx, src_pfn, order);
+	gfa_backing_mark_dirty(ctx, pfn, order);
 }
 
 static int populate(void *base, size_t len)

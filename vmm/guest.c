@@ -221,12 +221,11 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 	/* the frames come from cfg->zone: a cache of another zone would hand out its own */
 	if (cfg->pcp && gfa_pcp_zone(cfg->pcp) != (int)cfg->zone)
 		return EINVAL;
-	if (gfa_backing_zone_fd(b, cfg->zone) < 0)
-		return ENODEV;
-	/* b must be this pool's backing: its dirty marks and zeroing go by pfn */
 	if (gfa_zone_span(pool, cfg->zone, &start, &nr) ||
 	    gfa_pfn_to_fd(pool, start, &fd, &off))
-		return ENODEV;
+		return ENODEV;          /* the pool has no backing */
+	/* b must be this pool's backing (its dirty marks and zeroing go by pfn); one
+	 * without the zone at all is another pool's too */
 	if (fd != gfa_backing_zone_fd(b, cfg->zone))
 		return EINVAL;
 	return 0;
@@ -297,8 +296,10 @@ void gfa_guest_destroy(struct gfa_guest *g)
 		 * before the reservation's munmap below took that mapping away too.  No move
 		 * maps into it: we hold the lock, and after the loop the gfns say "none".
 		 */
-		munmap(g->reserve, g->reserve_len);
-		g->reserve = NULL;
+		if (!munmap(g->reserve, g->reserve_len))
+			g->reserve = NULL;
+		else    /* (its edges merged with a neighbour's: that split found no VMA either) */
+			munmap(g->win, g->size);
 	}
 	for (uint64_t gfn = 0; g->pfn && gfn < g->nr_frames; gfn++)
 		if (g->order && g->order[gfn] != NOT_HEAD && g->pfn[gfn] != NO_PFN)

@@ -448,7 +448,8 @@ int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat
 	st->inflight_ranges = atomic_load(&hr->inflight);
 	/* the first zone that fell back to sync, if any: one sync zone is news */
 	st->mode = gfa_release_mode(hr->engine[0], &st->mode_why);
-	for (unsigned int z = 1; z < hr->nr_zones && strcmp(st->mode, "sync"); z++)
-		st->mode = gfa_release_mode(hr->engine[z], &st->mode_why);
+	for (unsigned int z = 1; z < hr->nr_zones && st->mode && strcmp(st->mode, "sync"); z++)
+		if (hr->engine[z])      /* (all there once gfa_host_return_start returned) */
+			st->mode = gfa_release_mode(hr->engine[z], &st->mode_why);
 	return 0;
 }

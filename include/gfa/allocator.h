@@ -210,14 +210,15 @@ int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *ar
  */
 int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, int memfd);
 /*
- * Be told of every block an owner's migrate op moved away (compaction, collapse and a
- * collapse's moves back): fn(ctx, src_pfn, order) runs in the moving thread right after
- * the op succeeded, no pool lock held, before src is freed.  The source still holds a
- * copy of the owner's data, so a backing marks it dirty here (gfa_backing_create sets
- * the hook).  fn NULL removes the hook; set or remove it while nothing compacts.
+ * Be told of every block a migrate op leaves behind with the owner's data in it
+ * (compaction, collapse and a collapse's moves back): fn(ctx, pfn, order) runs in the
+ * moving thread right after the op returned, no pool lock held, before the block is
+ * freed: the source when the op succeeded (it still holds a copy), the target when it
+ * refused or failed (it may have copied before its remap failed).  A backing marks the
+ * block dirty here (gfa_backing_create sets the hook).  fn NULL removes the hook; set or remove it while nothing compacts.
  * Returns 0, GFA_EFAULT, GFA_EBUSY (a hook is set already).
  */
-typedef void (*gfa_moved_fn)(void *ctx, uint64_t src_pfn, unsigned int order);
+typedef void (*gfa_moved_fn)(void *ctx, uint64_t pfn, unsigned int order);
 int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx);
 /* Host address of pfn, or NULL when the zone has no backing or pfn is out of range. */
 void *gfa_pfn_to_addr(const struct gfa_pool *pool, uint64_t pfn);
