@@ -1041,5 +1041,7 @@ int gfa_zone_fragmentation_score(struct gfa_pool *pool, unsigned int zone)
 		for (int t = 0; t < GFA_MT_TYPES; t++)
 			huge += st.nr_free_blocks[o][t] << o;
 	huge += st.nr_pcp_blocks[GFA_PAGEBLOCK_ORDER] << GFA_PAGEBLOCK_ORDER;
+	if (huge > st.nr_free)
+		huge = st.nr_free;      /* (a snapshot taken while frames kept moving) */
 	return (int)(100 * (st.nr_free - huge) / st.nr_free);
 }

@@ -594,8 +594,8 @@ static __attribute__((noinline)) void pcp_free_commit_slow(struct gfa_pcp *pcp, 
 	if (free_high) {
 		nr = pcp->count < cap ? pcp->count : cap;
 		pcp->vs.pcp_free_high++;
-	} else if (high < pcp->batch) {
-		nr = 1;
+	} else if (high <= pcp->batch) {
+		nr = 1;         /* (high == batch: the clamp below would free nothing) */
 	} else {
 		/* nr_pcp_free(): clamp(free_count, batch, high - batch), the upper bound
 		 * last (keep a batch on the list even when high < 2 * batch) */

@@ -1437,3 +1437,24 @@ Test(pcp, refill_takes_one_block_when_high_is_under_batch)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/* high == batch: clamp(free_count, batch, high - batch) is 0; one frame per overflow. */
+Test(pcp, high_equal_to_batch_still_flushes)
+{
+	struct gfa_pool *p = pcp_pool(4096, 8, 8, 0);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	struct gfa_pcp_stat st;
+
+	for (int i = 0; i < 100; i++) {
+		int64_t b = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+
+		cr_assert_geq(b, 0);
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)b, 0, 1), 0);
+	}
+	cr_assert_eq(gfa_pcp_stat(c, &st), 0);
+	cr_assert_leq(st.count, st.high, "cache holds %d frames, high %d batch %d",
+		      st.count, st.high, st.batch);
+	gfa_pcp_destroy(c);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
