@@ -43,7 +43,8 @@ struct gfa_backing_config {
  * mappings to the pool (gfa_zone_set_backing).  Returns NULL with errno: EFAULT,
  * EBUSY (the pool already has backing or a moved hook: gfa_pool_set_moved_fn), or the
  * memfd/ftruncate/mmap error.
- * Thread rules: create/destroy while no guest uses the pool.
+ * Thread rules: create/destroy while no guest uses the pool and nothing compacts it
+ * (gfa_compactd_stop first): a move's hook marks frames dirty in the backing.
  */
 struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg);
 void gfa_backing_destroy(struct gfa_backing *b);
