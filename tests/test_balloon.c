@@ -819,6 +819,9 @@ static unsigned int fill_vmas(void **pages, unsigned int max)
  */
 Test(balloon, inflate_with_no_vma_left_frees_nothing_still_mapped, .timeout = 60)
 {
+	if (tu_sanitizer())     /* their allocators need the mappings this test uses up */
+		cr_skip_test("fills vm.max_map_count: not under %s", getenv("GFA_SANITIZER"));
+
 	struct bhost h = bhost_new(32 * MiB, NULL, 0);
 	struct gfa_guest *g = bguest(&h, 8 * MiB);
 	struct gfa_gpa_range mid[2] = { { 2 * MiB, 4096 }, { 4 * MiB + 64 * 1024, 4096 } };
@@ -863,6 +866,9 @@ Test(balloon, inflate_with_no_vma_left_frees_nothing_still_mapped, .timeout = 60
  */
 Test(balloon, a_failed_move_leaves_no_guest_data_for_the_next_owner, .timeout = 60)
 {
+	if (tu_sanitizer())     /* their allocators need the mappings this test uses up */
+		cr_skip_test("fills vm.max_map_count: not under %s", getenv("GFA_SANITIZER"));
+
 	struct bhost h = bhost_new(8 * MiB, NULL, 0);
 	struct gfa_guest *g = bguest(&h, 2 * MiB);
 	struct gfa_gpa_range one = { 4096, 4096 };

@@ -17,6 +17,8 @@
 
 #define MiB (1UL << 20)
 
+/* TSan's runtime maps its shadow through mmap before dlsym can work: no interposer there */
+#ifndef __SANITIZE_THREAD__
 static atomic_int gmf_armed;
 static atomic_bool gmf_d_in;
 static struct gfa_pool *gmf_pool;
@@ -88,7 +90,7 @@ Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame, .timeout = 6
 	cr_assert_eq(errno, ENOMEM);
 	pthread_join(gmf_th, NULL);
 	cr_assert_eq(gfa_frame_lookup(gmf_pool, 1, &fi), 0);
-	cr_expect_neq(fi.state == GFA_FRAME_ALLOCATED && fi.owner == cfg.id, 1,
+	cr_assert_neq(fi.state == GFA_FRAME_ALLOCATED && fi.owner == cfg.id, 1,
 		      "pfn 1 is still allocated to guest %lu, which no longer exists",
 		      (unsigned long)cfg.id);
 	cr_assert_eq(gfa_owner_register(gmf_pool, D, NULL, NULL), 0);
@@ -104,3 +106,9 @@ Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame, .timeout = 6
 	gfa_backing_destroy(b);
 	gfa_pool_destroy(gmf_pool);
 }
+#else
+Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame)
+{
+	cr_skip_test("interposes mmap: not under ThreadSanitizer");
+}
+#endif
