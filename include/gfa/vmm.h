@@ -210,14 +210,21 @@ struct gfa_guest_vcpu_ops {
  * Returns NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, a pcp of another
  * zone, or a backing of another pool), ERANGE (zone), ENODEV (pool without backing),
  * ENOMEM (not enough frames; no frame is kept, but what the blocks taken drew from the
- * owner's claim stays drawn: unclaim and claim again before retrying), EEXIST (cfg->id is an owner of the pool already), ENOSPC (owner registry
- * full), or the error of mmap for the window.
+ * owner's claim stays drawn: unclaim and claim again before retrying), EEXIST (cfg->id
+ * is an owner of the pool already), ENOSPC (owner registry full), or the error of mmap
+ * for the window.
  * Thread rules: any thread; one guest's calls are serialised by the guest's lock.
  */
 struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 				   const struct gfa_guest_config *cfg);
 /* Unmap the window, free every frame (marked dirty) and unregister.  NULL is a no-op. */
 void gfa_guest_destroy(struct gfa_guest *g);
+/*
+ * Set the ops that stop and restart the guest's vCPUs around a move of its frames (NULL:
+ * none).  Compaction may move the guest's frames as soon as gfa_guest_create returns:
+ * set them before anything writes guest memory, or a write racing a move (copy, then
+ * remap) is lost.  Any thread (the guest's lock).
+ */
 void gfa_guest_set_vcpu_ops(struct gfa_guest *g, const struct gfa_guest_vcpu_ops *ops, void *ctx);
 /* Host address of guest physical address 0, and the guest's size. */
 void *gfa_guest_hva(const struct gfa_guest *g);
