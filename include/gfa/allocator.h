@@ -602,8 +602,8 @@ int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int
  * inside the new one (where the owner maps it, freeable there), its old block and the
  * rest of the new one are freed, and the claim gets the new block's frames back.  The
  * same pfn listed twice is GFA_EALIGN (overlapping pieces).  Frames of the new block no
- * piece covers keep what they held: an owner that does not cover the whole 2 MiB zeroes
- * them (gfa_backing_prepare before the collapse is not possible: zero after it).
+ * piece covers keep what they held, possibly another owner's data: an owner covers the
+ * whole 2 MiB (as the guest does) or zeroes those frames itself.
  * Returns the new block's pfn, or GFA_EFAULT, GFA_ERANGE (zone, or a block outside
  * it), GFA_EALIGN (n, or offsets that overlap, are misaligned or out of the block),
  * GFA_EORDER (a piece of order >= 9), GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER (a
