@@ -136,9 +136,6 @@ struct gfa_zone {
 	/* host release (zone lock) */
 	uint64_t *released;             /* bit per frame: free and released to the host */
 	uint64_t nr_released, nr_inflight;
-	/* bumped (zone lock) when frames move between the buddy lists and a cache, so
-	 * gfa_zone_stat can tell its two reads apart from such a move */
-	uint64_t pcp_xfer_seq;
 	struct gfa_release_policy rp;
 	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
 	struct { uint64_t owner, frames, gen; } claims[GFA_MAX_CLAIMS];
@@ -358,7 +355,9 @@ void pcp_pool_unregister(struct gfa_pool *pool);
 int pcp_check_locked(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len);
 /* With pcp_lock_all held: frames the caches of zone z hold, by their counters. */
 uint64_t pcp_zone_frames(struct gfa_pool *pool, struct gfa_zone *z);
-void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks);
+/* Blocks per order on zone's caches (relaxed list lengths); pcp_lock held (and the zone
+ * lock, for a snapshot refills and drains cannot cut). */
+void pcp_stat_blocks_locked(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks);
 /*
  * Add the counters of zone's caches (all when zone < 0), with pool->pcp_lock held from
  * before the zone counters were read: a cache destroyed in between would fold its

@@ -189,7 +189,6 @@ static int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 		return 0;
 	pindex = pindex - 1;
 	pthread_mutex_lock(&z->lock);
-	z->pcp_xfer_seq++;
 	while (count > 0) {
 		struct pcp_list *l;
 		unsigned int order;
@@ -250,7 +249,6 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 		plist_push_bottom(l, (uint32_t)pfn);
 		pcp->count += 1 << order;
 	}
-	z->pcp_xfer_seq += got != 0;
 	pthread_mutex_unlock(&z->lock);
 	pcp->vs.pcp_refill += got != 0;        /* batches taken, not attempts */
 	return got;
@@ -994,16 +992,14 @@ void pcp_unlock_all(struct gfa_pool *pool)
  * an IPI (membarrier).  A snapshot while owners run, exact when they are quiet;
  * pool->pcp_lock keeps the caches from being destroyed meanwhile.
  */
-void pcp_stat_blocks(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks)
+void pcp_stat_blocks_locked(struct gfa_pool *pool, unsigned int zone, uint64_t *blocks)
 {
-	pthread_mutex_lock(&pool->pcp_lock);
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
 		if (pcp->zone->id != zone)
 			continue;
 		for (int i = 0; i < NR_PCP_LISTS; i++)
 			blocks[pindex_to_order(i)] += plist_nr_racy(&pcp->lists[i]);
 	}
-	pthread_mutex_unlock(&pool->pcp_lock);
 }
 
 int gfa_pcp_zone(const struct gfa_pcp *pcp)

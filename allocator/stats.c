@@ -36,36 +36,6 @@ const char *gfa_migratetype_name(enum gfa_migratetype mt)
 	return (unsigned int)mt < GFA_MT_TYPES ? names[mt] : "Unknown";
 }
 
-/* One snapshot; true when a refill or drain ran between the two reads. */
-static bool zone_stat_once(struct gfa_pool *pool, struct gfa_zone *z, struct gfa_zone_stat *st)
-{
-	uint64_t seq;
-
-	memset(st, 0, sizeof(*st));
-	pthread_mutex_lock(&z->lock);
-	seq = z->pcp_xfer_seq;
-	st->nr_frames = z->nr_frames;
-	st->nr_free_buddy = z->nr_free;
-	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
-		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
-			st->nr_free_blocks[o][t] = z->area[o].list[t].nr;
-	for (uint64_t i = 0; i < z->nr_pageblocks; i++) {
-		st->nr_pageblocks[z->pageblocks[i].mt]++;
-		st->nr_sidelined += z->pageblocks[i].nr_released != 0;
-	}
-	st->nr_released = z->nr_released;
-	st->nr_inflight = z->nr_inflight;
-	pthread_mutex_unlock(&z->lock);
-	pcp_stat_blocks(pool, z->id, st->nr_pcp_blocks);
-	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
-		st->nr_pcp += st->nr_pcp_blocks[o] << o;
-	st->nr_free = st->nr_free_buddy + st->nr_pcp;
-	pthread_mutex_lock(&z->lock);
-	seq = z->pcp_xfer_seq != seq;
-	pthread_mutex_unlock(&z->lock);
-	return seq;
-}
-
 int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat *st)
 {
 	struct gfa_zone *z;
@@ -79,15 +49,34 @@ int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat
 		return GFA_ERANGE;
 	}
 	z = &pool->zones[zone];
-	/* buddy lists, then caches: again if frames moved between them meanwhile */
-	for (int tries = 0; tries < 4 && zone_stat_once(pool, z, st); tries++)
-		;
-	/* (still moving: a value that can exist, not one counted twice) */
-	if (st->nr_free > st->nr_frames)
-		st->nr_free = st->nr_frames;
+	memset(st, 0, sizeof(*st));
+	/*
+	 * Buddy lists and caches in one snapshot: frames move between them (refill,
+	 * drain) only under the zone lock, and caches come and go under pcp_lock (lock
+	 * order pcp_lock -> zone lock).  The owners' own allocations and frees are read
+	 * as they stand: no remote hold, so no membarrier for the vCPUs.
+	 */
+	pthread_mutex_lock(&pool->pcp_lock);
+	pthread_mutex_lock(&z->lock);
+	st->nr_frames = z->nr_frames;
+	st->nr_free_buddy = z->nr_free;
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
+			st->nr_free_blocks[o][t] = z->area[o].list[t].nr;
+	for (uint64_t i = 0; i < z->nr_pageblocks; i++) {
+		st->nr_pageblocks[z->pageblocks[i].mt]++;
+		st->nr_sidelined += z->pageblocks[i].nr_released != 0;
+	}
+	st->nr_released = z->nr_released;
+	st->nr_inflight = z->nr_inflight;
+	pcp_stat_blocks_locked(pool, zone, st->nr_pcp_blocks);
+	pthread_mutex_unlock(&z->lock);
+	pthread_mutex_unlock(&pool->pcp_lock);
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+		st->nr_pcp += st->nr_pcp_blocks[o] << o;
+	st->nr_free = st->nr_free_buddy + st->nr_pcp;
 	return 0;
 }
-
 
 int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat *vs)
 {
