@@ -837,7 +837,7 @@ Test(balloon, inflate_with_no_vma_left_frees_nothing_still_mapped, .timeout = 60
 	cr_assert_eq(gfa_guest_gpa_to_pfn(g, mid[1].gpa, &pfn), 0);
 	n = fill_vmas(pages, max);
 	cr_assert(n < max, "mmap never failed");
-	/* the first range goes (the limit lets one split through), the second cannot */
+	/* one slot: no range gets its two VMAs (the undo is failed_inflate_leaves_...) */
 	munmap(pages[--n], 4096);
 	ret = gfa_balloon_inflate(g, mid, 2);
 	for (unsigned int i = 0; i < n; i++)
@@ -897,6 +897,63 @@ Test(balloon, a_failed_move_leaves_no_guest_data_for_the_next_owner, .timeout = 
 	cr_assert_gt(allocated, 0);
 	cr_assert_eq(leaked, 0, "%lu of %lu frames handed to owner 77 hold the guest's bytes",
 		     (unsigned long)leaked, (unsigned long)allocated);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}
+
+/*
+ * With a little room at the map limit the first range unmaps, the second cannot, and
+ * the first is mapped back - or, if that fails too, ballooned after all.  Either way a
+ * gfn the guest owns is mapped to its frame and one it gave up reads zero (the undo
+ * used to leave an owned frame behind an anonymous window).  Tries 1..8 free slots.
+ */
+Test(balloon, failed_inflate_leaves_owned_gfns_mapped_and_the_rest_zero, .timeout = 60)
+{
+	if (tu_sanitizer())     /* their allocators need the mappings this test uses up */
+		cr_skip_test("fills vm.max_map_count: not under %s", getenv("GFA_SANITIZER"));
+
+	struct bhost h = bhost_new(32 * MiB, NULL, 0);
+	struct gfa_guest *g = bguest(&h, 8 * MiB);
+	struct gfa_gpa_range mid[2] = { { 2 * MiB, 4096 }, { 4 * MiB + 64 * 1024, 4096 } };
+	unsigned int max = 1u << 20, n, undone = 0;
+	void **pages = malloc(max * sizeof(*pages));
+	struct gfa_guest_stat st;
+	int64_t ret = -ENOMEM;
+
+	cr_assert_not_null(pages);
+	for (unsigned int k = 1; k <= 8 && ret == -ENOMEM; k++) {
+		n = fill_vmas(pages, max);
+		cr_assert(n < max && n >= k);
+		for (unsigned int j = 0; j < k; j++)
+			munmap(pages[--n], 4096);
+		ret = gfa_balloon_inflate(g, mid, 2);
+		for (unsigned int i = 0; i < n; i++)
+			munmap(pages[i], 4096);
+		for (int i = 0; i < 2 && ret == -ENOMEM; i++) {
+			volatile uint64_t *w = (uint64_t *)((char *)gfa_guest_hva(g) + mid[i].gpa);
+			uint64_t pfn;
+
+			if (gfa_guest_gpa_to_pfn(g, mid[i].gpa, &pfn)) {
+				cr_assert_eq(w[0], 0, "%u slots: range %d given up but not zero", k, i);
+				undone++;
+				continue;
+			}
+			w[0] = 0x3333 + k + i;
+			cr_assert_eq(*(volatile uint64_t *)gfa_pfn_to_addr(h.pool, pfn),
+				     0x3333 + k + i,
+				     "%u slots free: range %d's window no longer maps its frame", k, i);
+		}
+		if (ret == -ENOMEM && undone)
+			break;  /* a range was ballooned by the undo: inflate again would be EALREADY */
+	}
+	free(pages);
+	gfa_guest_stat(g, &st);
+	if (!undone) {
+		cr_assert_eq(ret, 2, "inflate with room: %ld", (long)ret);
+		cr_assert_eq(st.ballooned_frames, 2);
+	} else {
+		cr_assert_eq(st.ballooned_frames, undone);
+	}
 	gfa_guest_destroy(g);
 	bhost_done(&h);
 }

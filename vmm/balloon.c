@@ -99,14 +99,28 @@ static int unmap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 	return 0;
 }
 
-/* Map the guest's blocks over [lo, hi) again (undoing unmap_window); frees nothing. */
-static void remap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
+/*
+ * Map the guest's blocks over [lo, hi) again (undoing unmap_window).  A block whose
+ * mapping fails too (the same map limit) is ballooned after all: its window is
+ * anonymous already, and a guest that owned a frame it no longer maps would write
+ * past it (and a move would copy the stale frame over its writes).  Returns the frames
+ * so ballooned.
+ */
+static uint64_t remap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
-	for (uint64_t gfn = lo; gfn < hi; gfn += 1UL << g->order[gfn])
-		if (g->pfn[gfn] != NO_PFN && guest_map(g, gfn, g->pfn[gfn], g->order[gfn]))
-			/* the guest gave these pages up: it reads zero there, as ballooned */
-			fprintf(stderr, "gfa: balloon: cannot map gfn %lu back (%s)\n",
-				(unsigned long)gfn, strerror(errno));
+	uint64_t taken = 0;
+
+	for (uint64_t gfn = lo; gfn < hi; gfn += 1UL << g->order[gfn]) {
+		unsigned int order = g->order[gfn];
+
+		if (g->pfn[gfn] == NO_PFN || !guest_map(g, gfn, g->pfn[gfn], order))
+			continue;
+		fprintf(stderr, "gfa: balloon: cannot map gfn %lu back (%s): ballooned\n",
+			(unsigned long)gfn, strerror(errno));
+		guest_release_block(g, gfn);
+		taken += 1UL << order;
+	}
+	return taken;
 }
 
 /* Split the end blocks so [lo, hi) is whole blocks, then unmap it (frames kept). */
@@ -138,7 +152,8 @@ static uint64_t release_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 /*
  * Take the frames of ranges r[0..n) from the guest.  Every window is unmapped before
  * any frame is freed (a frame freed first could be another owner's while this window
- * still maps it), so a failed unmap can still be undone: 0 or -errno, nothing freed.
+ * still maps it), so a failed unmap can still be undone: 0 or -errno with the earlier
+ * ranges mapped again, except blocks that could not be (ballooned, in *taken).
  */
 static int inflate_ranges(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n,
 			  uint64_t *taken)
@@ -148,7 +163,7 @@ static int inflate_ranges(struct gfa_guest *g, const struct gfa_gpa_range *r, un
 
 		if (err) {
 			while (i--)
-				remap_window(g, RANGE_LO(&r[i]), RANGE_HI(&r[i]));
+				*taken += remap_window(g, RANGE_LO(&r[i]), RANGE_HI(&r[i]));
 			return err;
 		}
 	}
@@ -240,7 +255,7 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 		uint64_t taken = 0;
 
 		if (inflate_ranges(g, r, done - 1, &taken))
-			kept += given;
+			kept += given - taken;
 		given = 0;
 	}
 	g->st.ballooned_frames -= given + kept;

@@ -268,8 +268,10 @@ struct gfa_gpa_range {
  *   -EFAULT NULL, -EINVAL zero length or misaligned, -ERANGE outside the guest,
  *   -EALREADY already ballooned, -ENOTUNIQ ranges overlap each other.
  * -ENOMEM (or another mmap errno) when the window cannot be remapped (vm.max_map_count:
- * a page inside a block's mapping takes two more VMAs): nothing is freed then, the
- * guest keeps every frame mapped (end blocks of a range may be left split).
+ * a page inside a block's mapping takes two more VMAs): the ranges already unmapped are
+ * mapped again (end blocks may be left split); a block that cannot be mapped again
+ * either is ballooned after all (counted in ballooned_frames): a gfn the guest owns is
+ * always mapped, one it does not always reads zero.
  * Returns frames taken, or the error.  Thread rules: any thread (the guest's lock).
  */
 int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
