@@ -64,8 +64,9 @@ $(BUILD)/bench/%.o: bench/%.c $(LIB_HDRS) $(wildcard bench/*.h tests/*.h)
 $(A): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-$(SO): $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libgfa.so.$(SOVERSION) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(SO): $(LIB_OBJ) libgfa.map
+	$(CC) -shared -Wl,-soname,libgfa.so.$(SOVERSION) -Wl,--version-script=libgfa.map \
+	    $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS)
 	ln -sf libgfa.so.$(VERSION) $(BUILD)/libgfa.so.$(SOVERSION)
 	ln -sf libgfa.so.$(SOVERSION) $(BUILD)/libgfa.so
 
