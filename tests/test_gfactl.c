@@ -45,10 +45,25 @@ static const char *gfactl(void)
 
 static char out[1 << 16];
 
-Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180)
+/* The scenario's files, removed even when an assertion ends the test early. */
+static char stat_file[] = "/tmp/gfactl-test-XXXXXX", victim[] = "/tmp/gfactl-victim-XXXXXX";
+
+static void scenario_files_gone(void)
+{
+	char p[PATH_MAX];
+
+	unlink(stat_file);
+	unlink(victim);
+	snprintf(p, sizeof(p), "%s.tmp", stat_file);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s.csv", stat_file);
+	unlink(p);
+}
+
+Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180,
+     .fini = scenario_files_gone)
 {
 	const char *g = gfactl();
-	char stat_file[] = "/tmp/gfactl-test-XXXXXX", victim[] = "/tmp/gfactl-victim-XXXXXX";
 	char planted[PATH_MAX];
 	int fd = mkstemp(stat_file), rc;
 	struct stat st;
@@ -225,9 +240,12 @@ static int vmstart_on_two_nodes(const char *args)
 	if (san && *san)
 		cr_skip_test("QEMU cases skip under sanitizers");
 	t = gfa_numa_topology_discover();
-	snprintf(cmd, sizeof(cmd), "%s/gfactl vmstart %s --kvm off --host-thp keep "
-		 "--no-baseline --quiet --stat-file /tmp/gfactl-numa-test.json",
-		 getenv("GFA_BUILD") ? getenv("GFA_BUILD") : "build", args);
+	/* a stat file of its own (pid), removed whatever the exit */
+	snprintf(cmd, sizeof(cmd), "sh -c '%s/gfactl vmstart %s --kvm off --host-thp keep "
+		 "--no-baseline --quiet --stat-file /tmp/gfactl-numa-%d.json; rc=$?; "
+		 "rm -f /tmp/gfactl-numa-%d.json; exit $rc'",
+		 getenv("GFA_BUILD") ? getenv("GFA_BUILD") : "build", args, (int)getpid(),
+		 (int)getpid());
 	if (t && t->nr_nodes >= 2) {            /* a NUMA host: run it here */
 		gfa_numa_topology_free(t);
 		rc = system(cmd);
@@ -273,14 +291,17 @@ Test(gfactl_numa, memory_check_counts_the_baselines, .timeout = 900)
 		cr_skip_test("QEMU cases skip under sanitizers");
 	if (getenv("GFA_IN_QEMU"))
 		cr_skip_test("already inside the QEMU harness");
-	snprintf(cmd, sizeof(cmd), "%s/gfactl vmstart --vms 4 --mem 128M --rounds 1 --kvm off "
-		 "--host-thp keep --quiet --stat-file /tmp/gfactl-numa-test.json",
-		 getenv("GFA_BUILD") ? getenv("GFA_BUILD") : "build");
+	/* exit 3 stands for "refused up front for memory" (2 alone is also bad usage) */
+	snprintf(cmd, sizeof(cmd), "sh -c '%s/gfactl vmstart --vms 4 --mem 128M --rounds 1 "
+		 "--kvm off --host-thp keep --quiet --stat-file /tmp/gfactl-numa-test.json "
+		 "2>/tmp/gfactl-numa-test.err; rc=$?; rm -f /tmp/gfactl-numa-test.json; "
+		 "[ $rc = 2 ] && grep -q \"of the .* MiB available\" /tmp/gfactl-numa-test.err "
+		 "&& exit 3; exit $rc'", getenv("GFA_BUILD") ? getenv("GFA_BUILD") : "build");
 	rc = tu_run_in_qemu("--mem 1024 --timeout 600", cmd, &secs);
 	if (rc == 77)
 		cr_skip_test("the QEMU harness cannot run here");
-	/* 0: it fits after all; 2: refused up front as too large.  Never killed. */
-	cr_assert(rc == 0 || rc == 2, "gfactl vmstart in a 1 GiB guest: exit %d", rc);
+	/* 0: it fits after all; 3: refused up front as too large.  Never killed. */
+	cr_assert(rc == 0 || rc == 3, "gfactl vmstart in a 1 GiB guest: exit %d", rc);
 }
 
 /* The stat file is created as fopen() would: the umask decides (mkstemp's 0600 and a
@@ -301,5 +322,13 @@ Test(gfactl, stat_file_honours_the_umask, .timeout = 120)
 	cr_assert_eq(stat(stat_file, &st), 0);
 	unlink(stat_file);
 	cr_assert_eq(st.st_mode & 0777, 0600, "stat file mode %o under umask 077",
+		     (unsigned)(st.st_mode & 0777));
+	/* and readable by all under 022 (mkstemp alone leaves 0600 either way) */
+	rc = run(out, sizeof(out), "umask 022; %s vmstart --vms 1 --mem 4M --rounds 1 --kvm off "
+		 "--host-thp keep --no-baseline --quiet --stat-file %s", g, stat_file);
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_assert_eq(stat(stat_file, &st), 0);
+	unlink(stat_file);
+	cr_assert_eq(st.st_mode & 0777, 0644, "stat file mode %o under umask 022",
 		     (unsigned)(st.st_mode & 0777));
 }

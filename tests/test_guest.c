@@ -576,3 +576,24 @@ Test(guest, backing_of_a_smaller_pool_is_einval)
 	gfa_pool_destroy(a);
 	gfa_pool_destroy(b);
 }
+
+/* A cache of another pool hands out that pool's frames: refused (it was taken, and the
+ * guest mapped pfns its own pool held free). */
+Test(guest, a_cache_of_another_pool_is_refused)
+{
+	struct host a = host_new(16 * MiB, false), b = host_new(16 * MiB, false);
+	struct gfa_pcp *alien = gfa_pcp_create(b.pool, 0);
+	struct gfa_guest_config cfg = { .mem_bytes = 4 * MiB, .pcp = alien, .small_only = true };
+	struct gfa_guest *g;
+
+	cr_assert_not_null(alien);
+	errno = 0;
+	g = gfa_guest_create(a.pool, a.b, &cfg);
+	cr_assert_null(g, "a guest of pool A was created with pool B's cache");
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(tu_free_frames(a.pool), 16 * MiB >> GFA_FRAME_SHIFT);
+	cr_assert_eq(tu_free_frames(b.pool), 16 * MiB >> GFA_FRAME_SHIFT);
+	gfa_pcp_destroy(alien);
+	host_done(&a);
+	host_done(&b);
+}

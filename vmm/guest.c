@@ -218,8 +218,9 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return EINVAL;
 	if (cfg->zone >= gfa_pool_nr_zones(pool))
 		return ERANGE;
-	/* the frames come from cfg->zone: a cache of another zone would hand out its own */
-	if (cfg->pcp && gfa_pcp_zone(cfg->pcp) != (int)cfg->zone)
+	/* the frames come from cfg->zone of pool: another zone's or pool's cache would
+	 * hand out its own */
+	if (cfg->pcp && (gfa_pcp_pool(cfg->pcp) != pool || gfa_pcp_zone(cfg->pcp) != (int)cfg->zone))
 		return EINVAL;
 	if (gfa_zone_span(pool, cfg->zone, &start, &nr) ||
 	    gfa_pfn_to_fd(pool, start, &fd, &off))

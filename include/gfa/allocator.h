@@ -215,8 +215,9 @@ int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, i
  * moving thread right after the op returned, no pool lock held, before the block is
  * freed: the source when the op succeeded (it still holds a copy), the target when it
  * refused or failed (it may have copied before its remap failed).  A backing marks the
- * block dirty here (gfa_backing_create sets the hook).  fn NULL removes the hook; set or remove it while nothing compacts.
- * Returns 0, GFA_EFAULT, GFA_EBUSY (a hook is set already).
+ * block dirty here (gfa_backing_create sets the hook).  fn NULL removes the hook.  Set
+ * or remove it while no migrate op can run (no compaction, kcompactd stopped, no
+ * gfa_collapse).  Returns 0, GFA_EFAULT, GFA_EBUSY (a hook is set already).
  */
 typedef void (*gfa_moved_fn)(void *ctx, uint64_t pfn, unsigned int order);
 int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx);

@@ -43,8 +43,9 @@ struct gfa_backing_config {
  * mappings to the pool (gfa_zone_set_backing).  Returns NULL with errno: EFAULT,
  * EBUSY (the pool already has backing or a moved hook: gfa_pool_set_moved_fn), or the
  * memfd/ftruncate/mmap error.
- * Thread rules: create/destroy while no guest uses the pool and nothing compacts it
- * (gfa_compactd_stop first): a move's hook marks frames dirty in the backing.
+ * Thread rules: create/destroy while no guest uses the pool and no migrate op can run
+ * (no compaction or collapse; gfa_compactd_stop first): a move's hook marks frames
+ * dirty in the backing.
  */
 struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg);
 void gfa_backing_destroy(struct gfa_backing *b);
@@ -208,7 +209,7 @@ struct gfa_guest_vcpu_ops {
  * and zero any dirty frame first.  Registers the guest as the owner of its frames so
  * compaction can move them (pausing vCPUs through the ops, once set).
  * Returns NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, a pcp of another
- * zone, or a backing of another pool), ERANGE (zone), ENODEV (pool without backing),
+ * zone or pool, or a backing of another pool), ERANGE (zone), ENODEV (pool without backing),
  * ENOMEM (not enough frames; no frame is kept, but what the blocks taken drew from the
  * owner's claim stays drawn: unclaim and claim again before retrying), EEXIST (cfg->id
  * is an owner of the pool already), ENOSPC (owner registry full), or the error of mmap
