@@ -797,6 +797,13 @@ Test(balloon, collapse_after_partial_deflate_keeps_ballooned_pages_out)
 	bhost_done(&h);
 }
 
+/* The sanitizers' allocators need the mappings the map-limit tests use up. */
+static void skip_under_sanitizers_at_the_map_limit(void)
+{
+	if (tu_sanitizer())
+		cr_skip_test("fills vm.max_map_count: not under %s", getenv("GFA_SANITIZER"));
+}
+
 /* Fill the process's map count (vm.max_map_count) with alternating one-page mappings. */
 static unsigned int fill_vmas(void **pages, unsigned int max)
 {
@@ -820,8 +827,7 @@ static unsigned int fill_vmas(void **pages, unsigned int max)
  */
 Test(balloon, inflate_with_no_vma_left_frees_nothing_still_mapped, .timeout = 60)
 {
-	if (tu_sanitizer())     /* their allocators need the mappings this test uses up */
-		cr_skip_test("fills vm.max_map_count: not under %s", getenv("GFA_SANITIZER"));
+	skip_under_sanitizers_at_the_map_limit();
 
 	struct bhost h = bhost_new(32 * MiB, NULL, 0);
 	struct gfa_guest *g = bguest(&h, 8 * MiB);
@@ -867,8 +873,7 @@ Test(balloon, inflate_with_no_vma_left_frees_nothing_still_mapped, .timeout = 60
  */
 Test(balloon, a_failed_move_leaves_no_guest_data_for_the_next_owner, .timeout = 60)
 {
-	if (tu_sanitizer())     /* their allocators need the mappings this test uses up */
-		cr_skip_test("fills vm.max_map_count: not under %s", getenv("GFA_SANITIZER"));
+	skip_under_sanitizers_at_the_map_limit();
 
 	struct bhost h = bhost_new(8 * MiB, NULL, 0);
 	struct gfa_guest *g = bguest(&h, 2 * MiB);
@@ -910,8 +915,7 @@ Test(balloon, a_failed_move_leaves_no_guest_data_for_the_next_owner, .timeout = 
  */
 Test(balloon, failed_inflate_leaves_owned_gfns_mapped_and_the_rest_zero, .timeout = 60)
 {
-	if (tu_sanitizer())     /* their allocators need the mappings this test uses up */
-		cr_skip_test("fills vm.max_map_count: not under %s", getenv("GFA_SANITIZER"));
+	skip_under_sanitizers_at_the_map_limit();
 
 	struct bhost h = bhost_new(32 * MiB, NULL, 0);
 	struct gfa_guest *g = bguest(&h, 8 * MiB);
