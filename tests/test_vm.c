@@ -833,3 +833,40 @@ Test(vm, run_part_with_huge_byte_count_covers_the_slice, .timeout = 60)
 	gfa_vm_destroy(vm);
 	vmt_host_done(&h);
 }
+
+/* An unknown cfg->kvm is bad input: EINVAL, and nothing is created (7 made a KVM VM). */
+Test(vm, create_rejects_an_unknown_kvm_mode, .timeout = 60)
+{
+	struct vmt_host h = vmt_host_new(64ULL << 20, false);
+	struct gfa_vm_config cfg = { .mem_bytes = 4ULL << 20, .vcpus = 1,
+				     .kvm = (enum gfa_vm_kvm)7 };
+	struct gfa_vm *vm;
+
+	errno = 0;
+	vm = gfa_vm_create(h.pool, h.b, &cfg);
+	cr_assert_null(vm, "gfa_vm_create accepted kvm mode 7");
+	cr_assert_eq(errno, EINVAL);
+	vmt_host_done(&h);
+}
+
+/*
+ * The identity map and the test guest go below GFA_VM_RAM_START, where vCPU 0's slice
+ * starts: from 509 GiB they no longer fit (FILL overwrote the guest's own code and page
+ * tables).  KVM_ON refuses such a size before it takes any frame (a small pool here: it
+ * used to fail later, with ENOMEM, or run a corrupt guest where the memory existed).
+ */
+Test(vm, kvm_refuses_sizes_whose_firmware_would_not_fit, .timeout = 60)
+{
+	struct vmt_host h = vmt_host_new(64ULL << 20, false);
+	struct gfa_vm_config cfg = { .mem_bytes = 509ULL << 30, .vcpus = 1,
+				     .kvm = GFA_VM_KVM_ON };
+
+	for (uint64_t gib = 1; gib < 509; gib++)
+		cr_assert_leq(((gfa_kvm_boot_area_size(gib << 30) + 4095) & ~4095ULL) +
+			      gfa_kvm_test_guest_size, GFA_VM_RAM_START, "%llu GiB",
+			      (unsigned long long)gib);
+	errno = 0;
+	cr_assert_null(gfa_vm_create(h.pool, h.b, &cfg));
+	cr_assert_eq(errno, EFBIG, "errno %d (%s)", errno, strerror(errno));
+	vmt_host_done(&h);
+}

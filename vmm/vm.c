@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <gfa/vmm.h>
+#include "vmm/guest_internal.h"
 
 #define MAX_VCPUS 64
 
@@ -239,6 +240,17 @@ int gfa_vm_run_part(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t b
 
 /* ---- creation ---- */
 
+/*
+ * The identity map and the test guest live below GFA_VM_RAM_START, where vCPU 0's slice
+ * starts: from 509 GiB on they would not fit (FILL would overwrite them).
+ */
+static bool vm_kvm_fits(uint64_t size)
+{
+	uint64_t boot = gfa_kvm_boot_area_size(size);
+
+	return boot && ((boot + 4095) & ~4095ULL) + gfa_kvm_test_guest_size <= GFA_VM_RAM_START;
+}
+
 static int vm_setup_kvm(struct gfa_vm *vm, uint64_t size)
 {
 	char why[128];
@@ -250,15 +262,28 @@ static int vm_setup_kvm(struct gfa_vm *vm, uint64_t size)
 		vm->why_not_kvm = vm->why_buf;
 		return -ENODEV;
 	}
+	if (!vm_kvm_fits(size)) {
+		snprintf(vm->why_buf, sizeof(vm->why_buf), "%llu MiB is too large for the test "
+			 "guest's identity map below %llu MiB", (unsigned long long)(size >> 20),
+			 (unsigned long long)(GFA_VM_RAM_START >> 20));
+		vm->why_not_kvm = vm->why_buf;
+		return -EFBIG;
+	}
 	vm->kvm = gfa_kvm_vm_create();
 	if (!vm->kvm)
 		return -errno;
 	vm->code_gpa = (boot + 4095) & ~4095ULL;
 	err = gfa_kvm_set_memslot(vm->kvm, 0, 0, gfa_guest_hva(vm->guest), size, 0);
+	/*
+	 * Page tables and code are written through the guest window: under the guest's
+	 * lock, so no move (copy, then remap) runs meanwhile and loses them.
+	 */
+	pthread_mutex_lock(&vm->guest->lock);
 	if (!err)
 		err = gfa_kvm_vm_build_page_tables(vm->kvm, 0, size);
 	if (!err)
 		err = gfa_kvm_test_guest_load(vm->kvm, vm->code_gpa);
+	pthread_mutex_unlock(&vm->guest->lock);
 	if (err)
 		return err;
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
@@ -294,8 +319,13 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 		errno = EFAULT;
 		return NULL;
 	}
-	if (cfg->mem_bytes < 2 * GFA_VM_RAM_START || !cfg->vcpus || cfg->vcpus > MAX_VCPUS) {
+	if (cfg->mem_bytes < 2 * GFA_VM_RAM_START || !cfg->vcpus || cfg->vcpus > MAX_VCPUS ||
+	    (unsigned int)cfg->kvm > GFA_VM_KVM_OFF) {
 		errno = EINVAL;
+		return NULL;
+	}
+	if (cfg->kvm == GFA_VM_KVM_ON && !vm_kvm_fits(cfg->mem_bytes)) {
+		errno = EFBIG;          /* before any frame is taken */
 		return NULL;
 	}
 	vm = calloc(1, sizeof(*vm));
@@ -318,7 +348,7 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 	vm_split_slices(vm, cfg->mem_bytes);
 	if (cfg->kvm != GFA_VM_KVM_OFF) {
 		err = vm_setup_kvm(vm, cfg->mem_bytes);
-		if (err == -ENODEV && cfg->kvm == GFA_VM_KVM_AUTO) {
+		if ((err == -ENODEV || err == -EFBIG) && cfg->kvm == GFA_VM_KVM_AUTO) {
 			gfa_kvm_vm_destroy(vm->kvm);
 			vm->kvm = NULL;
 			err = 0;

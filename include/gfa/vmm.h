@@ -318,8 +318,10 @@ struct gfa_vm_config {
  * as memslot 0, identity page tables with 2 MiB pages, the test guest's code and one
  * KVM vCPU per vCPU; or (thread mode) host threads that stand in for vCPUs.  Every vCPU
  * gets a gfa cache of its own.  Compaction moves of the VM's frames pause its vCPUs.
- * Returns NULL with errno: EFAULT, EINVAL (size or vcpus), ENODEV (KVM required but
- * unavailable), ENOMEM, or a KVM error.  Thread rules: one thread drives a VM.
+ * Returns NULL with errno: EFAULT, EINVAL (size, vcpus or kvm mode), ENODEV (KVM required
+ * but unavailable), EFBIG (KVM required, but from 509 GiB the test guest's identity map
+ * does not fit below GFA_VM_RAM_START; AUTO falls back to threads), ENOMEM, or a KVM
+ * error.  Thread rules: one thread drives a VM.
  */
 struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 			     const struct gfa_vm_config *cfg);
