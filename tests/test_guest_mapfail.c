@@ -45,12 +45,20 @@ static void *gmf_compact(void *arg)
 	return NULL;
 }
 
+static void *_Atomic gmf_fail_anon_at;  /* an anonymous MAP_FIXED mmap here fails once */
+
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	static void *(*real)(void *, size_t, int, int, int, off_t);
 
 	if (!real)
 		real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+	if ((flags & MAP_ANONYMOUS) && (flags & MAP_FIXED) && addr &&
+	    addr == atomic_load(&gmf_fail_anon_at)) {
+		atomic_store(&gmf_fail_anon_at, NULL);
+		errno = ENOMEM;         /* as at vm.max_map_count */
+		return MAP_FAILED;
+	}
 	if ((flags & MAP_SHARED) && (flags & MAP_FIXED) && atomic_exchange(&gmf_armed, 0)) {
 		struct gfa_frame_info fi = { 0 };
 
@@ -106,9 +114,86 @@ Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame, .timeout = 6
 	gfa_backing_destroy(b);
 	gfa_pool_destroy(gmf_pool);
 }
+
+/*
+ * Destroy at the map limit: the PROT_NONE remap of the window fails, and so does the
+ * reservation's munmap (an edge merged with a neighbour needs a split).  The fallback
+ * unmapped the window, then the whole reservation again once VMAs were free: a mapping
+ * another thread made in the hole meanwhile went with it.
+ */
+static char *_Atomic gdm_win;
+static size_t gdm_size;
+static atomic_int gdm_reserve_fails;
+static void *_Atomic gdm_foreign;
+static atomic_bool gdm_clobbered;
+
+int munmap(void *addr, size_t len)
+{
+	static int (*real)(void *, size_t);
+	char *w = atomic_load(&gdm_win), *a = addr, *f = atomic_load(&gdm_foreign);
+	int ret;
+
+	if (!real)
+		real = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
+	if (f && a <= f && f < a + len)
+		atomic_store(&gdm_clobbered, true);
+	if (w && a <= w && w + gdm_size <= a + len && len > gdm_size &&
+	    atomic_exchange(&gdm_reserve_fails, 0)) {
+		errno = ENOMEM;         /* splitting the merged edge needs a VMA */
+		return -1;
+	}
+	ret = real(addr, len);
+	if (!ret && w && a == w && len == gdm_size) {
+		/* another thread's mmap lands in the hole just left */
+		void *p = mmap(w, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+			       -1, 0);
+
+		if (p == w)
+			atomic_store(&gdm_foreign, p);
+		atomic_store(&gdm_win, NULL);
+	}
+	return ret;
+}
+
+Test(guest_mapfail, destroy_fallback_never_unmaps_what_another_thread_mapped_in_the_hole,
+     .timeout = 60)
+{
+	struct gfa_pool *pool = tu_pool(4096);
+	struct gfa_backing_config bc = { 0 };
+	struct gfa_guest_config cfg = { .mem_bytes = 4 * MiB, .id = 777 };
+	struct gfa_backing *b = gfa_backing_create(pool, &bc);
+	struct gfa_guest *g;
+	void *f;
+
+	cr_assert_not_null(b);
+	g = gfa_guest_create(pool, b, &cfg);
+	cr_assert_not_null(g);
+	gdm_size = cfg.mem_bytes;
+	atomic_store(&gdm_reserve_fails, 1);
+	atomic_store(&gmf_fail_anon_at, gfa_guest_hva(g));
+	atomic_store(&gdm_win, (char *)gfa_guest_hva(g));
+	gfa_guest_destroy(g);
+	atomic_store(&gdm_win, NULL);
+	atomic_store(&gmf_fail_anon_at, NULL);
+	f = atomic_load(&gdm_foreign);
+	atomic_store(&gdm_foreign, NULL);
+	cr_assert_not_null(f, "the fallback path was not taken");
+	cr_assert_not(atomic_load(&gdm_clobbered),
+		      "gfa_guest_destroy unmapped another thread's mapping at %p (in the hole "
+		      "the window left)", f);
+	munmap(f, 4096);
+	cr_assert_eq(tu_free_frames(pool), 4096);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(pool);
+}
 #else
 Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame)
 {
 	cr_skip_test("interposes mmap: not under ThreadSanitizer");
+}
+
+Test(guest_mapfail, destroy_fallback_never_unmaps_what_another_thread_mapped_in_the_hole)
+{
+	cr_skip_test("interposes munmap: not under ThreadSanitizer");
 }
 #endif

@@ -110,10 +110,9 @@ static uint64_t remap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
 	uint64_t taken = 0;
 
-	for (uint64_t gfn = lo; gfn < hi; gfn += 1UL << g->order[gfn]) {
-		unsigned int order = g->order[gfn];
-
-		if (g->pfn[gfn] == NO_PFN || !guest_map(g, gfn, g->pfn[gfn], order))
+	for (uint64_t gfn = lo, order; gfn < hi; gfn += 1UL << order) {
+		order = g->order[gfn];  /* (before a release makes each gfn a hole) */
+		if (g->pfn[gfn] == NO_PFN || !guest_map(g, gfn, g->pfn[gfn], (unsigned int)order))
 			continue;
 		fprintf(stderr, "gfa: balloon: cannot map gfn %lu back (%s): ballooned\n",
 			(unsigned long)gfn, strerror(errno));

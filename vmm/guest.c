@@ -297,10 +297,20 @@ void gfa_guest_destroy(struct gfa_guest *g)
 		 * before the reservation's munmap below took that mapping away too.  No move
 		 * maps into it: we hold the lock, and after the loop the gfns say "none".
 		 */
-		if (!munmap(g->reserve, g->reserve_len))
-			g->reserve = NULL;
-		else    /* (its edges merged with a neighbour's: that split found no VMA either) */
+		if (munmap(g->reserve, g->reserve_len)) {
+			/* its edges merged with a neighbour's and that split found no VMA
+			 * either: the window, then each edge - never the whole range again,
+			 * which would unmap what another thread mapped in the hole (an edge
+			 * that cannot go leaks, nothing is clobbered) */
+			char *end = (char *)g->reserve + g->reserve_len;
+
 			munmap(g->win, g->size);
+			if (g->win > (char *)g->reserve)
+				munmap(g->reserve, (size_t)(g->win - (char *)g->reserve));
+			if (g->win + g->size < end)
+				munmap(g->win + g->size, (size_t)(end - (g->win + g->size)));
+		}
+		g->reserve = NULL;
 	}
 	for (uint64_t gfn = 0; g->pfn && gfn < g->nr_frames; gfn++)
 		if (g->order && g->order[gfn] != NOT_HEAD && g->pfn[gfn] != NO_PFN)
