@@ -38,6 +38,7 @@ struct gfa_host_return {
 	struct gfa_release_engine *engine[GFA_MAX_ZONES];
 	/* a zone whose releases fail backs off: 1, 2, 4 .. 64 idle passes */
 	_Atomic bool failed[GFA_MAX_ZONES];
+	_Atomic bool released[GFA_MAX_ZONES];  /* a punch succeeded since the last pass */
 	unsigned int backoff[GFA_MAX_ZONES], skip[GFA_MAX_ZONES];
 	double above_since[GFA_MAX_ZONES];   /* ms since populated free > high; 0: not */
 	bool urgent;                    /* a kick: release now, without settling */
@@ -61,10 +62,12 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 	struct gfa_host_return *hr = r->hr;
 
 	(void)offset;
-	if (!result)
+	if (!result) {
 		gfa_backing_mark_clean_range(hr->b, r->pfn, r->nr);   /* zero from now on */
-	else
+		atomic_store(&hr->released[r->zone], true);
+	} else {
 		atomic_store(&hr->failed[r->zone], true);
+	}
 	gfa_zone_release_done(hr->pool, r->pfn, r->nr, result == 0);
 	atomic_fetch_add(result ? &hr->bytes_failed : &hr->bytes_released, len);
 	free(r);
@@ -123,7 +126,12 @@ static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone, struc
 /* After failed releases, wait a growing number of passes before trying again. */
 static bool hr_backing_off(struct gfa_host_return *hr, unsigned int zone)
 {
-	if (atomic_exchange(&hr->failed[zone], false)) {
+	bool released = atomic_exchange(&hr->released[zone], false);
+
+	if (!atomic_exchange(&hr->failed[zone], false)) {
+		if (released)
+			hr->backoff[zone] = 0;  /* releases work again: start over at 1 */
+	} else {
 		hr->backoff[zone] = hr->backoff[zone] ? hr->backoff[zone] * 2 : 1;
 		if (hr->backoff[zone] > 64)
 			hr->backoff[zone] = 64;
@@ -173,7 +181,10 @@ static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, str
 {
 	int n;
 
-	if (hr_backing_off(hr, zone) || !hr_settled(hr, zone, urgent))
+	/* the settle clock runs on every pass, backing off or not */
+	bool settled = hr_settled(hr, zone, urgent);
+
+	if (hr_backing_off(hr, zone) || !settled)
 		return 0;
 	n = gfa_zone_release_isolate(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
 	if (n <= 0) {
@@ -200,6 +211,7 @@ static unsigned int hr_pass(struct gfa_host_return *hr, bool urgent)
 		if (grown) {
 			hr->pass.grows++;
 			work += grown;
+			hr->above_since[z] = 0;         /* below low: the settle clock restarts */
 			continue;   /* never grow and shrink in one pass */
 		}
 		grown = hr_shrink(hr, z, fr, urgent);
