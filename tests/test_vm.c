@@ -851,7 +851,7 @@ Test(vm, create_rejects_an_unknown_kvm_mode, .timeout = 60)
 
 /*
  * The identity map and the test guest go below GFA_VM_RAM_START, where vCPU 0's slice
- * starts: from 509 GiB they no longer fit (FILL overwrote the guest's own code and page
+ * starts: above 508 GiB they no longer fit (FILL overwrote the guest's own code and page
  * tables).  KVM_ON refuses such a size before it takes any frame (a small pool here: it
  * used to fail later, with ENOMEM, or run a corrupt guest where the memory existed).
  */
@@ -868,5 +868,22 @@ Test(vm, kvm_refuses_sizes_whose_firmware_would_not_fit, .timeout = 60)
 	errno = 0;
 	cr_assert_null(gfa_vm_create(h.pool, h.b, &cfg));
 	cr_assert_eq(errno, EFBIG, "errno %d (%s)", errno, strerror(errno));
+	vmt_host_done(&h);
+}
+
+/* A size that is no multiple of 2 MiB is EINVAL in every mode (KVM_ON said EFBIG). */
+Test(vm, a_misaligned_size_is_einval_in_every_mode, .timeout = 60)
+{
+	struct vmt_host h = vmt_host_new(64ULL << 20, false);
+	struct gfa_vm_config cfg = { .mem_bytes = (4ULL << 20) + 4096, .vcpus = 1 };
+	static const enum gfa_vm_kvm modes[] = { GFA_VM_KVM_ON, GFA_VM_KVM_OFF, GFA_VM_KVM_AUTO };
+
+	for (int i = 0; i < 3; i++) {
+		cfg.kvm = modes[i];
+		errno = 0;
+		cr_assert_null(gfa_vm_create(h.pool, h.b, &cfg));
+		cr_assert_eq(errno, EINVAL, "mode %d: errno %d (%s)", modes[i], errno,
+			     strerror(errno));
+	}
 	vmt_host_done(&h);
 }

@@ -242,7 +242,7 @@ int gfa_vm_run_part(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t b
 
 /*
  * The identity map and the test guest live below GFA_VM_RAM_START, where vCPU 0's slice
- * starts: from 509 GiB on they would not fit (FILL would overwrite them).
+ * starts: above 508 GiB they would not fit (FILL would overwrite them).
  */
 static bool vm_kvm_fits(uint64_t size)
 {
@@ -319,8 +319,8 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 		errno = EFAULT;
 		return NULL;
 	}
-	if (cfg->mem_bytes < 2 * GFA_VM_RAM_START || !cfg->vcpus || cfg->vcpus > MAX_VCPUS ||
-	    (unsigned int)cfg->kvm > GFA_VM_KVM_OFF) {
+	if (cfg->mem_bytes < 2 * GFA_VM_RAM_START || cfg->mem_bytes % (2ULL << 20) ||
+	    !cfg->vcpus || cfg->vcpus > MAX_VCPUS || (unsigned int)cfg->kvm > GFA_VM_KVM_OFF) {
 		errno = EINVAL;
 		return NULL;
 	}

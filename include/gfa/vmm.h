@@ -319,7 +319,7 @@ struct gfa_vm_config {
  * KVM vCPU per vCPU; or (thread mode) host threads that stand in for vCPUs.  Every vCPU
  * gets a gfa cache of its own.  Compaction moves of the VM's frames pause its vCPUs.
  * Returns NULL with errno: EFAULT, EINVAL (size, vcpus or kvm mode), ENODEV (KVM required
- * but unavailable), EFBIG (KVM required, but from 509 GiB the test guest's identity map
+ * but unavailable), EFBIG (KVM required, but above 508 GiB the test guest's identity map
  * does not fit below GFA_VM_RAM_START; AUTO falls back to threads), ENOMEM, or a KVM
  * error.  Thread rules: one thread drives a VM.
  */
