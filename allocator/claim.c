@@ -103,17 +103,37 @@ static int claim_zone(struct gfa_pool *pool, unsigned int zone, struct gfa_zone 
 	return 0;
 }
 
+/* Frames parked on the zone's caches (pcp_lock and the zone lock held). */
+static uint64_t claim_cached_frames(struct gfa_pool *pool, struct gfa_zone *z)
+{
+	uint64_t blocks[GFA_NR_ORDERS] = { 0 }, frames = 0;
+
+	pcp_stat_blocks_locked(pool, z->id, blocks);
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+		frames += blocks[o] << o;
+	return frames;
+}
+
+/*
+ * Add owner's claim.  -ENOSPC sets *drain_helps when the caches hold enough frames to
+ * make up the difference (a full table, or too few frames even with them, does not).
+ */
 static int claim_try(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner,
-		     uint64_t nr_frames)
+		     uint64_t nr_frames, bool *drain_helps)
 {
 	int err = 0;
 
+	*drain_helps = false;
 	pthread_mutex_lock(&pool->pcp_lock);
 	pthread_mutex_lock(&z->lock);
-	if (claim_find(z, owner) >= 0)
+	if (claim_find(z, owner) >= 0) {
 		err = -EEXIST;
-	else if (z->nr_claims == GFA_MAX_CLAIMS || nr_frames > claim_unclaimed_free(z))
+	} else if (z->nr_claims == GFA_MAX_CLAIMS) {
 		err = -ENOSPC;
+	} else if (nr_frames > claim_unclaimed_free(z)) {
+		err = -ENOSPC;
+		*drain_helps = nr_frames <= claim_unclaimed_free(z) + claim_cached_frames(pool, z);
+	}
 	if (!err) {
 		z->claims[z->nr_claims].owner = owner;
 		z->claims[z->nr_claims].frames = nr_frames;
@@ -130,14 +150,16 @@ static int claim_try(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner,
 int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uint64_t nr_frames)
 {
 	struct gfa_zone *z;
+	bool drain_helps;
 	int err = claim_zone(pool, zone, &z);
 
 	if (err)
 		return err;
-	err = claim_try(pool, z, owner, nr_frames);
-	/* free frames parked in vCPU caches count too: give them back, try once more */
-	if (err == -ENOSPC && gfa_pool_drain_all(pool, (int)zone) > 0)
-		err = claim_try(pool, z, owner, nr_frames);
+	err = claim_try(pool, z, owner, nr_frames, &drain_helps);
+	/* free frames parked in vCPU caches count too: give them back when they make the
+	 * difference, try once more (a drain for a claim that fails anyway changed things) */
+	if (err == -ENOSPC && drain_helps && gfa_pool_drain_all(pool, (int)zone) > 0)
+		err = claim_try(pool, z, owner, nr_frames, &drain_helps);
 	return err;
 }
 

@@ -429,8 +429,8 @@ int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
  * other owners fail with GFA_ENOMEM rather than eat into it, and owner's allocations
  * consume it.  Returns 0, GFA_EFAULT, GFA_ERANGE, -EEXIST (owner already has a claim on
  * this zone), -ENOSPC (more than the zone's unclaimed free frames, counting those parked
- * in vCPU caches, which it drains when it needs them; or the claim table is full).
- * Nothing changes on error but such a drain.  Any thread.
+ * in vCPU caches, which it drains when they make up the difference; or the claim table
+ * is full, which drains nothing).  Nothing changes on error but such a drain.  Any thread.
  */
 int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uint64_t nr_frames);
 /*

@@ -274,7 +274,8 @@ int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
  * Reserve nr_frames free frames of node's zone for owner (gfa_zone_claim).  Returns 0,
  * or GFA_EFAULT, GFA_ENONODE, GFA_ETOOBIG (more frames than the node's zone has at
  * all), -EEXIST (owner already claims on that node), -ENOSPC (more than the node's
- * unclaimed free frames now, or the claim table is full).  Nothing changes on error.
+ * unclaimed free frames now, or the claim table is full).  Nothing changes on error but
+ * a drain of the zone's caches when their frames would have made up the difference.
  */
 int gfa_numa_claim(struct gfa_numa_pool *np, int node, uint64_t owner, uint64_t nr_frames);
 /*
