@@ -74,7 +74,7 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			cap = -1;
 		}
 		if (cap >= 0) {
-			release_clear(z, (uint64_t)cap, 1UL << order);
+			/* (its released bits went when compaction_capture took it) */
 			claim_consume(z, owner, order);
 			frame_mark_allocated(&z->pool->frames[cap], mt, owner);
 			z->c.vm.compact_capture++;
