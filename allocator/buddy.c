@@ -22,6 +22,31 @@ static void pb_account_free(struct gfa_zone *z, uint64_t pfn, unsigned int order
 		pfn_pageblock(z, p)->nr_free += (uint16_t)(sign * (int)GFA_PAGEBLOCK_FRAMES);
 }
 
+static void free_head_mark(struct gfa_zone *z, uint64_t pfn, bool set)
+{
+	uint64_t i = pfn - z->start_pfn, bit = 1ULL << (i % 64);
+
+	if (set)
+		z->free_heads[i / 64] |= bit;
+	else
+		z->free_heads[i / 64] &= ~bit;
+}
+
+uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end)
+{
+	while (pfn < end) {
+		uint64_t i = pfn - z->start_pfn;
+		uint64_t w = z->free_heads[i / 64] & (~0ULL << (i % 64));
+
+		if (w) {
+			pfn += (uint64_t)__builtin_ctzll(w) - i % 64;
+			return pfn < end ? pfn : end;
+		}
+		pfn += 64 - i % 64;
+	}
+	return end;
+}
+
 void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 		    unsigned int order, unsigned int mt, bool tail)
 {
@@ -49,6 +74,7 @@ void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 	z->area[order].nr_free++;
 	z->nr_free += 1UL << order;
 	pb_account_free(z, pfn, order, 1);
+	free_head_mark(z, pfn, true);
 }
 
 void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
@@ -69,6 +95,7 @@ void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 	z->area[f->order].nr_free--;
 	z->nr_free -= 1UL << f->order;
 	pb_account_free(z, pfn, f->order, -1);
+	free_head_mark(z, pfn, false);
 }
 
 static bool pfn_in_zone(const struct gfa_zone *z, uint64_t pfn, unsigned int order)

@@ -95,7 +95,15 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 		if (f->mt >= (st == GFA_FRAME_FREE ? GFA_MT_TYPES : GFA_MT_PCPTYPES))
 			FAIL("zone %u: block at pfn %lu (state %u) has bad migratetype %u", z->id,
 			     (unsigned long)pfn, st, f->mt);
-		/* frame_find_head() relies on tail frames having no state */
+		/* the free scanner finds free blocks by their bit: exactly the free heads */
+		if (free_head_test(z, pfn) != (st == GFA_FRAME_FREE))
+			FAIL("zone %u: block at pfn %lu (state %u) has free-head bit %d", z->id,
+			     (unsigned long)pfn, st, free_head_test(z, pfn));
+		/* frame_find_head() relies on tail frames having no state (and no free bit) */
+		for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
+			if (free_head_test(z, p))
+				FAIL("zone %u: pfn %lu inside the block at %lu has a free-head bit",
+				     z->id, (unsigned long)p, (unsigned long)pfn);
 		for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
 			if (fstate(&z->pool->frames[p]))
 				FAIL("zone %u: pfn %lu inside the block at %lu (order %u) has state %u",
@@ -208,6 +216,9 @@ static int check_zone_extras(struct gfa_zone *z, char *msg, size_t len)
 	}
 	if (tailbits && (z->released[z->nr_frames / 64] >> tailbits))
 		FAIL("zone %u: released bits set beyond the zone's last frame", z->id);
+	for (uint64_t p = end; p < z->start_pfn + (z->nr_pageblocks << GFA_PAGEBLOCK_ORDER); p++)
+		if (free_head_test(z, p))
+			FAIL("zone %u: free-head bit set beyond the zone's last frame", z->id);
 	return 0;
 }
 

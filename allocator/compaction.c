@@ -3,8 +3,9 @@
  * Compaction: assemble free 2 MiB blocks by moving MOVABLE blocks from the low end of
  * a zone (migrate scanner, low -> high) into free frames at the high end (free scanner,
  * high -> low), as mm/compaction.c does, with the 2019 series' free-list-guided fast
- * searches, skip-bit ownership, adaptive stride, selective skip reset and capture
- * (seed-compaction.md).  Moving a block = the owner's migrate op copies it and repoints
+ * searches, skip-bit ownership, selective skip reset and capture (seed-compaction.md);
+ * the free scanner finds free blocks through a bitmap of free-block heads where the
+ * series sampled pageblocks with an adaptive stride.  Moving a block = the owner's migrate op copies it and repoints
  * its mapping; the allocator never touches frame contents itself.
  *
  * Locking: scanning and isolation hold the zone lock in short sections; the owner's
@@ -42,7 +43,6 @@ struct compact_control {
 	uint64_t nr_free_frames;
 	unsigned int fast_search_fail;
 	int search_order;
-	unsigned int free_stride;
 	uint64_t last_block;            /* previous migrate source block, for rescan */
 	bool rescan, fast_found;
 	uint64_t migrate_scanned, free_scanned;
@@ -144,62 +144,87 @@ static bool cc_enough_free(const struct compact_control *cc)
 	return cc->nr_free_frames >= need || cc_free_full(cc);
 }
 
-/*
- * isolate_freepages_block(): probe the pageblock with the adaptive stride (patch 22)
- * and isolate whole free blocks.  The stride is constant inside a block and adapts
- * per block, as in the kernel's isolate_freepages(): doubling it on every miss inside
- * the block would probe only ~20 frames of 512 and miss scattered free frames even in
- * sync mode.  A block head that is not free is stepped over by its order (the kernel
- * skips compound pages the same way), so an allocated 2 MiB block costs one probe.
- * Full mode reads the pageblock's count of free frames first: a block with none costs
- * one look instead of a probe walk (the fast search empties blocks the linear scanner
- * then walked again), and the walk ends once every free frame in it is isolated.
- * Linear-only mode probes every frame as the kernel did before the series, from *start
- * (which may lie inside the block: the pfn where the previous call stopped), and stops
- * as soon as the targets cover the isolated sources (the pre-series
- * isolate_freepages_block() broke out once cc->nr_freepages >= cc->nr_migratepages).
- * *start is set to where the walk stopped.  Returns blocks isolated.
- */
-static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t *start)
+/* The end of the pageblock holding pfn, or of the zone (a partial last pageblock). */
+static uint64_t pb_end(const struct compact_control *cc, uint64_t pfn)
 {
-	uint64_t end = pb_start(*start) + GFA_PAGEBLOCK_FRAMES, pfn = *start;
-	unsigned int stride = cc->linear ? 1 : cc->free_stride, got = 0;
-	unsigned int left = pfn_pageblock(cc->zone, pfn)->nr_free;
+	uint64_t end = pb_start(pfn) + GFA_PAGEBLOCK_FRAMES;
 
-	if (end > cc->zone_end)
-		end = cc->zone_end;     /* a partial last pageblock */
-	if (!cc->linear && !left) {
-		cc->free_scanned++;     /* one look at the count */
-		*start = end;
-		return 0;
-	}
-	while (pfn < end && !cc_free_full(cc) && (cc->linear || left)) {
+	return end < cc->zone_end ? end : cc->zone_end;
+}
+
+/*
+ * isolate_freepages_block(), linear-only mode: probe every frame as the kernel did
+ * before the series, from *start (which may lie inside the block: the pfn where the
+ * previous call stopped), stepping over a block head by its order (the kernel skips
+ * compound pages the same way), and stop as soon as the targets cover the isolated
+ * sources (the pre-series isolate_freepages_block() broke out once cc->nr_freepages >=
+ * cc->nr_migratepages).  *start is set to where the walk stopped.  Returns blocks
+ * isolated.
+ */
+static unsigned int isolate_freepages_block_linear(struct compact_control *cc, uint64_t *start)
+{
+	uint64_t end = pb_end(cc, *start), pfn = *start;
+	unsigned int got = 0;
+
+	while (pfn < end && !cc_free_full(cc)) {
 		struct gfa_frame *f = FR(cc, pfn);
+		unsigned int o = f->order;
 
 		cc->free_scanned++;
-		if (fstate(f) == GFA_FRAME_FREE && f->order <= GFA_MAX_ORDER &&
-		    pfn + (1UL << f->order) <= cc->zone_end) {
-			unsigned int o = f->order;
-
+		if (fstate(f) == GFA_FRAME_FREE && o <= GFA_MAX_ORDER &&
+		    pfn + (1UL << o) <= cc->zone_end) {
 			isolate_free_block(cc, pfn);
-			left -= left < (1U << o) ? left : 1U << o;
 			got++;
 			pfn += 1UL << o;
-			if (cc->linear && cc_enough_free(cc))
+			if (cc_enough_free(cc))
 				break;
 			continue;
 		}
-		if (fstate(f) && f->order <= GFA_MAX_ORDER && (1UL << f->order) > stride) {
-			pfn += 1UL << f->order;
-			continue;
-		}
-		pfn += stride;
+		pfn += fstate(f) && o <= GFA_MAX_ORDER ? 1UL << o : 1;
 	}
-	if (!cc->linear)
-		cc->free_stride = got ? 1 : stride << 1 < COMPACT_CLUSTER_MAX ?
-				  stride << 1 : COMPACT_CLUSTER_MAX;
 	*start = pfn < end ? pfn : end;
 	return got;
+}
+
+/*
+ * isolate_freepages_block(), full mode: the pageblock's free blocks come from the
+ * zone's free-head bitmap, so the walk examines only frames that head a free block and
+ * isolates all of them (finish the pageblock).  This replaces patch 22's adaptive
+ * stride: the kernel samples a block because it cannot find the free pages in it
+ * without probing, and sampling can miss them (seed-compaction.md section 3); the
+ * bitmap misses none and probes nothing else.  compact_free_scanned counts one look
+ * per pageblock (at its count of free frames: a block with none ends there) and one per
+ * free-block head examined.  *start is set to where the walk stopped.  Returns blocks
+ * isolated.
+ */
+static unsigned int isolate_freepages_block_map(struct compact_control *cc, uint64_t *start)
+{
+	uint64_t end = pb_end(cc, *start), pfn = *start;
+	unsigned int got = 0;
+
+	cc->free_scanned++;
+	if (!pfn_pageblock(cc->zone, pfn)->nr_free)
+		pfn = end;
+	while (!cc_free_full(cc) && (pfn = free_head_next(cc->zone, pfn, end)) < end) {
+		unsigned int o = FR(cc, pfn)->order;
+
+		cc->free_scanned++;
+		if (o > GFA_MAX_ORDER || pfn + (1UL << o) > cc->zone_end) {
+			pfn++;  /* never on a consistent pool (gfa_pool_check) */
+			continue;
+		}
+		isolate_free_block(cc, pfn);
+		got++;
+		pfn += 1UL << o;
+	}
+	*start = pfn < end ? pfn : end;
+	return got;
+}
+
+static unsigned int isolate_freepages_block(struct compact_control *cc, uint64_t *start)
+{
+	return cc->linear ? isolate_freepages_block_linear(cc, start) :
+			    isolate_freepages_block_map(cc, start);
 }
 
 static bool suitable_migration_target(struct compact_control *cc, uint64_t pfn)
@@ -881,7 +906,6 @@ static void compact_zone_setup(struct compact_control *cc)
 	cc->zone_start = z->start_pfn;
 	cc->zone_end = z->start_pfn + z->nr_frames;
 	cc->linear = __atomic_load_n(&z->pool->compact.linear_only, __ATOMIC_RELAXED);
-	cc->free_stride = cc->mode == GFA_COMPACT_ASYNC ? COMPACT_CLUSTER_MAX : 1;
 	cc->search_order = cc->order > 0 ? cc->order - 1 : 0;
 	cc->last_block = GFA_NIL;
 	pthread_mutex_lock(&z->lock);

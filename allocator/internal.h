@@ -135,6 +135,12 @@ struct gfa_zone {
 	bool compact_blockskip_flush;            /* scanners met: reset skip bits next time */
 	/* host release (zone lock) */
 	uint64_t *released;             /* bit per frame: free and released to the host */
+	/*
+	 * Bit per frame: the head of a block on a buddy list (zone lock).  The full-mode
+	 * free scanner finds a pageblock's free blocks from it instead of probing frames;
+	 * whole words, 8 per pageblock (zones start MAX_ORDER-aligned).
+	 */
+	uint64_t *free_heads;
 	uint64_t nr_released, nr_inflight;
 	struct gfa_release_policy rp;
 	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
@@ -288,6 +294,16 @@ static inline bool release_test(const struct gfa_zone *z, uint64_t pfn)
 
 	return z->released[i / 64] & (1ULL << (i % 64));
 }
+
+/* ---- buddy.c: the free-head bitmap ---- */
+static inline bool free_head_test(const struct gfa_zone *z, uint64_t pfn)
+{
+	uint64_t i = pfn - z->start_pfn;
+
+	return z->free_heads[i / 64] & (1ULL << (i % 64));
+}
+/* The first free-block head in [pfn, end), or end (zone lock held). */
+uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end);
 
 /* ---- claim.c ---- */
 /* May owner take 2^order frames without eating others' claims?  (zone lock held) */

@@ -82,6 +82,9 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	z->pageblocks = calloc(z->nr_pageblocks, sizeof(*z->pageblocks));
 	if (!z->pageblocks)
 		return -ENOMEM;
+	z->free_heads = calloc(z->nr_pageblocks << (GFA_PAGEBLOCK_ORDER - 6), sizeof(uint64_t));
+	if (!z->free_heads)
+		return -ENOMEM;
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
 		pageblock_set_mt(&z->pageblocks[i], GFA_MT_MOVABLE);
 	if (release_zone_init(z))
@@ -157,6 +160,7 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 		}
 		free(pool->zones[i].pageblocks);
 		free(pool->zones[i].released);
+		free(pool->zones[i].free_heads);
 	}
 	free(pool->frames);
 	free(pool);

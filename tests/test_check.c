@@ -122,3 +122,38 @@ Test(check, a_free_block_spanning_a_pageblock_of_another_type)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/* The full-mode free scanner trusts the free-head bitmap: every way out of step shows. */
+Test(check, free_head_bits_out_of_step)
+{
+	struct gfa_pool *p = tu_pool(4096 + 100);      /* a partial last pageblock */
+	struct gfa_zone *z = &p->zones[0];
+	int64_t a = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 1, 0);
+	uint64_t end = z->start_pfn + z->nr_frames, fhead = end - 4;   /* order-2 free head */
+	uint64_t *w;
+
+	cr_assert_geq(a, 0);
+	ASSERT_POOL_OK(p);
+	cr_assert(free_head_test(z, fhead) && fstate(&p->frames[fhead]) == GFA_FRAME_FREE);
+	/* an allocated block marked free */
+	w = &z->free_heads[((uint64_t)a - z->start_pfn) / 64];
+	*w ^= 1ULL << (((uint64_t)a - z->start_pfn) % 64);
+	cr_assert_eq(check_says(p, "allocated head with a bit"), -EUCLEAN);
+	*w ^= 1ULL << (((uint64_t)a - z->start_pfn) % 64);
+	ASSERT_POOL_OK(p);
+	/* a free block without its bit: the scanner would never find it */
+	w = &z->free_heads[(fhead - z->start_pfn) / 64];
+	*w ^= 1ULL << ((fhead - z->start_pfn) % 64);
+	cr_assert_eq(check_says(p, "free head without a bit"), -EUCLEAN);
+	/* a bit on a tail frame of that free block */
+	*w ^= 3ULL << ((fhead - z->start_pfn) % 64);
+	cr_assert_eq(check_says(p, "tail with a bit"), -EUCLEAN);
+	*w ^= 2ULL << ((fhead - z->start_pfn) % 64);
+	ASSERT_POOL_OK(p);
+	/* a bit past the zone's last frame, in its last pageblock's words */
+	z->free_heads[(end - z->start_pfn) / 64] |= 1ULL << ((end - z->start_pfn) % 64);
+	cr_assert_eq(check_says(p, "bit beyond the zone"), -EUCLEAN);
+	z->free_heads[(end - z->start_pfn) / 64] &= ~(1ULL << ((end - z->start_pfn) % 64));
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

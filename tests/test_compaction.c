@@ -916,3 +916,50 @@ Test(compaction, capture_within_unclaimed_frames, .timeout = 120)
 	gfa_zone_unclaim(f.pool, 0, 5);
 	frag_done(&f);
 }
+
+/*
+ * The free scanner finds every free block of a pageblock from the free-head bitmap, in
+ * async mode too (the adaptive stride sampled every 32nd frame there and missed free
+ * frames between its probes), and examines nothing else: free scanned is one look at
+ * the block plus one per free block, not one per frame.
+ */
+Test(compaction, async_free_scanner_finds_every_scattered_free_block, .timeout = 60)
+{
+	struct gfa_pool *p = tu_pool(2 * GFA_PAGEBLOCK_FRAMES);
+	void *mem = co_back_pool(p);
+	struct canary_owner *o = co_create(p, 7, 2 * GFA_PAGEBLOCK_FRAMES, true);
+	uint64_t heads = 0, fs;
+	int ret;
+
+	cr_assert_not_null(o);
+	cr_assert_eq(gfa_compact_configure(p, &(struct gfa_compact_config){ 0 }), 0);
+	for (uint64_t i = 0; i < 2 * GFA_PAGEBLOCK_FRAMES; i++)
+		cr_assert_eq(co_alloc(o, NULL, 0, i, 0), 0);
+	/* pageblock 0 keeps its upper half (the sources); pageblock 1 frees two frames of
+	 * every four: 128 order-1 free blocks, exactly the 256 targets the sources need */
+	for (uint64_t i = 0; i < 2 * GFA_PAGEBLOCK_FRAMES; i++) {
+		uint64_t off = o->pfn[i] & (2 * GFA_PAGEBLOCK_FRAMES - 1);
+
+		if (off < GFA_PAGEBLOCK_FRAMES / 2 || (off >= GFA_PAGEBLOCK_FRAMES && off % 4 < 2)) {
+			cr_assert_eq(co_free(o, NULL, i), 0);
+			heads += off >= GFA_PAGEBLOCK_FRAMES && off % 4 == 0;
+		}
+	}
+	cr_assert_eq(heads, 128);
+	ASSERT_POOL_OK(p);
+	ret = gfa_compact_zone(p, 0, GFA_PAGEBLOCK_ORDER, GFA_COMPACT_ASYNC);
+	fs = VMS(p, compact_free_scanned);
+	cr_log_info("async compaction: result %d, free scanned %lu", ret, fs);
+	/* the scanners meet as pageblock 0 empties: COMPLETE comes first, as in the kernel */
+	cr_assert(ret == GFA_COMPACT_SUCCESS || ret == GFA_COMPACT_COMPLETE, "result %d", ret);
+	cr_assert_eq(VMS(p, pgmigrate_success), 256, "every source moved");
+	cr_assert_eq(gfa_alloc(p, 0, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, 99, GFA_ALLOC_NOCOMPACT), 0);
+	/* the 128 heads, a look per pageblock, and the fast search's few list entries */
+	cr_assert_geq(fs, heads);
+	cr_assert_leq(fs, heads + 16, "free scanned %lu for %lu free blocks", fs, heads);
+	{
+		struct frag f = { p, o, mem };
+
+		frag_done(&f);
+	}
+}
