@@ -311,7 +311,7 @@ int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_wa
 			  uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
-	uint64_t heads[RELEASE_MAX_LOCAL], got = 0;
+	uint64_t heads[RELEASE_MAX_LOCAL], got = 0, room;
 	struct gfa_zone *z;
 	int err = host_step_begin(pool, zone, out, max_ranges, &z);
 
@@ -321,6 +321,11 @@ int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_wa
 		pthread_mutex_unlock(&z->lock);
 		return pool_err(pool, GFA_EFAULT);
 	}
+	/* keep the low reserve on the lists, as page reporting keeps the low watermark:
+	 * an allocation must not fail for frames that are only being scrubbed */
+	room = z->nr_free > z->rp.low ? z->nr_free - z->rp.low : 0;
+	if (max_frames > room)
+		max_frames = room;
 	for (uint64_t pb = 0; pb < z->nr_pageblocks && got < max_frames && ro.n < ro.max; pb++) {
 		unsigned int n;
 
@@ -330,7 +335,8 @@ int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_wa
 		for (unsigned int i = 0; i < n && got < max_frames && ro.n < ro.max; i++) {
 			unsigned int order = z->pool->frames[heads[i]].order;
 
-			if (release_bits_any(z, heads[i], 1UL << order) || !want(ctx, heads[i], order))
+			if ((1UL << order) > max_frames - got ||
+			    release_bits_any(z, heads[i], 1UL << order) || !want(ctx, heads[i], order))
 				continue;
 			got += isolate_for_host(z, heads[i]);
 			range_add(&ro, heads[i], 1UL << order);

@@ -424,3 +424,42 @@ Test(depop, capture_keeps_no_released_bits_off_the_lists, .timeout = 120)
 		     "after %d rounds (%lu captures): zone showed %lu released frames but only %lu free",
 		     rounds, captures, o.worst_rel, o.worst_free);
 }
+
+static bool want_any(void *ctx, uint64_t pfn, unsigned int order)
+{
+	(void)ctx, (void)pfn, (void)order;
+	return true;
+}
+
+/*
+ * Scrubbing takes free frames off the lists for a while: never below the low reserve,
+ * so an allocation that fits in the reserve does not fail meanwhile (page reporting
+ * keeps the low watermark the same way).
+ */
+Test(depop, scrubbing_keeps_the_low_reserve_on_the_lists)
+{
+	struct gfa_pool *p = depop_pool(4, 300, 600);
+	struct gfa_frame_range r[64];
+	uint64_t taken = 0;
+	int n;
+
+	for (uint64_t i = 0; i < 4 * PB - 400; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0);
+	cr_assert_eq(zst(p).nr_free_buddy, 400);
+	n = gfa_zone_isolate_free(p, 0, want_any, NULL, r, 64, UINT64_MAX);
+	cr_assert_geq(n, 0);
+	for (int i = 0; i < n; i++)
+		taken += r[i].nr;
+	cr_log_info("scrub took %lu of 400 free frames", (unsigned long)taken);
+	cr_assert_leq(taken, 100, "took %lu: below the reserve of 300", (unsigned long)taken);
+	cr_assert_gt(taken, 0);
+	for (int i = 0; i < 300; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 2, GFA_ALLOC_NOCOMPACT), 0,
+			      "allocation %d failed while frames were being scrubbed", i);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
+	/* at the reserve: nothing more is taken */
+	cr_assert_eq(gfa_zone_isolate_free(p, 0, want_any, NULL, r, 64, UINT64_MAX), 0);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

@@ -494,7 +494,9 @@ int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool
 /*
  * Background work on free frames (scrubbing): take up to max_frames populated free
  * frames whose block want() accepts off the free lists (INFLIGHT), as ranges; the
- * caller works on them and hands each back with gfa_zone_populate_done.  want() runs
+ * caller works on them and hands each back with gfa_zone_populate_done.  Never more
+ * than leaves the zone's release policy `low` of free frames on the lists (blocks
+ * that do not fit are passed over), so allocations do not fail for frames in work.  want() runs
  * with the zone lock held and must not call into the pool.  Returns ranges filled,
  * GFA_EFAULT or GFA_ERANGE.
  */
