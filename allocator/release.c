@@ -272,6 +272,31 @@ int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gf
 	return (int)ro.n;
 }
 
+/*
+ * The grow side's isolate_populated(): of a free block (off the lists), only wholly
+ * released pieces go in flight, while the budget lasts; populated pieces, and pieces
+ * the budget or the output has no room for, stay free and merge again.  Putting the
+ * whole block in flight took its populated frames away from allocations for the
+ * length of the populate, and a block larger than the budget went whole.  Returns
+ * released frames isolated.
+ */
+static uint64_t isolate_released(struct gfa_zone *z, uint64_t pfn, unsigned int order,
+				 unsigned int mt, struct range_out *ro, uint64_t budget)
+{
+	uint64_t nr = 1UL << order, rel = release_count(z, pfn, nr), got;
+
+	if (order && rel && (rel < nr || nr > budget)) {
+		got = isolate_released(z, pfn, order - 1, mt, ro, budget);     /* lowest first */
+		return got + isolate_released(z, pfn + nr / 2, order - 1, mt, ro, budget - got);
+	}
+	if (!rel || nr > budget || !range_add(ro, pfn, nr)) {
+		buddy_free_block(z, pfn, order);
+		return 0;
+	}
+	buddy_list_add(z->pool, z, pfn, order, mt, true);
+	return nr - isolate_for_host(z, pfn);
+}
+
 int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			      unsigned int max_ranges, uint64_t max_frames)
 {
@@ -293,12 +318,12 @@ int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct g
 			continue;
 		n = pageblock_free_blocks(z, z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER), heads);
 		for (unsigned int i = 0; i < n && got < budget && ro.n < ro.max; i++) {
-			uint64_t nr = 1UL << z->pool->frames[heads[i]].order;
+			struct gfa_frame *f = &z->pool->frames[heads[i]];
 
-			if (!release_bits_any(z, heads[i], nr))
+			if (!release_bits_any(z, heads[i], 1UL << f->order))
 				continue;
-			got += nr - isolate_for_host(z, heads[i]);
-			range_add(&ro, heads[i], nr);
+			buddy_list_del(z->pool, z, heads[i]);
+			got += isolate_released(z, heads[i], f->order, f->mt, &ro, budget - got);
 		}
 	}
 	z->c.vm.release_populated += got;

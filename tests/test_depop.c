@@ -463,3 +463,41 @@ Test(depop, scrubbing_keeps_the_low_reserve_on_the_lists)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/*
+ * Populating back (grow) puts in flight only released frames, and no more than its
+ * budget: a free order-10 block with one populated frame and 1023 released ones gives
+ * the host path a budget-sized released piece, and its populated frame stays free.
+ */
+Test(depop, grow_takes_released_pieces_within_its_budget)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_release_policy rp = { .low = 16, .high = 16, .min_empty_frac = 4 };
+	struct gfa_frame_range r[16];
+	uint64_t inflight = 0;
+	int64_t a;
+	int n;
+
+	release_everything(p);
+	a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	cr_assert_geq(a, 0);
+	cr_assert_eq(gfa_free(p, (uint64_t)a, 0, 1), 0);
+	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
+	n = gfa_zone_populate_isolate(p, 0, r, 16, UINT64_MAX);
+	cr_assert_gt(n, 0);
+	for (int i = 0; i < n; i++) {
+		inflight += r[i].nr;
+		cr_assert((uint64_t)a < r[i].pfn || (uint64_t)a >= r[i].pfn + r[i].nr,
+			  "the populated frame %ld went in flight", (long)a);
+	}
+	cr_assert_leq(inflight, 15, "%lu frames in flight for a budget of 15",
+		      (unsigned long)inflight);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(populated_free(p), 1, "the populated frame left the lists");
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
+	cr_assert_eq(zst(p).nr_released, 4 * PB - 1 - inflight);
+	cr_assert_eq(populated_free(p), 1 + inflight);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

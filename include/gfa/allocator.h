@@ -479,8 +479,10 @@ int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gf
 			     unsigned int max_ranges, uint64_t max_frames);
 /*
  * One grow step: when the zone has fewer than `low` populated free frames, take
- * released free frames (lowest first) up to `high`, to be populated by the caller and
- * reported with gfa_zone_populate_done.  Same returns as above.
+ * released free frames (lowest first) up to `high` and max_frames, to be populated by
+ * the caller and reported with gfa_zone_populate_done.  Only released frames go:
+ * a free block that mixes them with populated ones is split, and its populated
+ * pieces stay on the lists.  Same returns as above.
  */
 int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			      unsigned int max_ranges, uint64_t max_frames);
@@ -496,9 +498,9 @@ int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool
  * frames whose block want() accepts off the free lists (INFLIGHT), as ranges; the
  * caller works on them and hands each back with gfa_zone_populate_done.  Never more
  * than leaves the zone's release policy `low` of free frames on the lists (blocks
- * that do not fit are passed over), so allocations do not fail for frames in work.  want() runs
- * with the zone lock held and must not call into the pool.  Returns ranges filled,
- * GFA_EFAULT or GFA_ERANGE.
+ * that do not fit are passed over), so allocations do not fail for frames in work.
+ * want() runs with the zone lock held and must not call into the pool.  Returns ranges
+ * filled, GFA_EFAULT or GFA_ERANGE.
  */
 typedef bool (*gfa_block_want_fn)(void *ctx, uint64_t pfn, unsigned int order);
 int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
