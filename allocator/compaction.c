@@ -945,6 +945,10 @@ static int compact_zone(struct compact_control *cc)
 {
 	int ret;
 
+	/* any free frame is an order-0 block: nothing to compact for (the header's "order
+	 * too small"); it would walk the zone for nothing when none is free */
+	if (cc->order == 0 && !cc->proactive)
+		return GFA_COMPACT_SKIPPED;
 	compact_zone_setup(cc);
 	if (cc->order > 0 && !cc->proactive) {
 		pthread_mutex_lock(&cc->zone->lock);

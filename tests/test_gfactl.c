@@ -329,3 +329,99 @@ Test(gfactl, stat_file_honours_the_umask, .timeout = 120)
 			     (unsigned)(st.st_mode & 0777), umasks[i]);
 	}
 }
+
+/* ---- operator mistakes: --pool too small for churn, --plot names, signals ---- */
+
+/* A --pool that passes the "--pool must hold --vms x --mem" check must also run: churn
+ * keeps 32 unmovable frames a round (the default pool adds room for them, --pool not). */
+Test(gfactl, pool_flag_leaves_room_for_churn, .timeout = 120)
+{
+	const char *g = gfactl();
+	int rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 8M --pool 16M --rounds 1 "
+		     "--kvm off --host-thp keep --no-baseline --quiet "
+		     "--stat-file /tmp/gfactl-test-pool.json", g);
+
+	unlink("/tmp/gfactl-test-pool.json");
+	cr_assert(rc == 0 || (rc == 2 && strstr(out, "--pool")),
+		  "accepted --pool failed mid-run, exit %d: %s", rc, out);
+}
+
+/* --plot's data file is a fixed name next to the plot, opened with fopen("w"): a link
+ * planted there is followed (the stat file is guarded against exactly this). */
+Test(gfactl, plot_data_file_does_not_follow_a_planted_link, .timeout = 120)
+{
+	const char *g = gfactl();
+	char plot[] = "/tmp/gfactl-plot-XXXXXX", victim[] = "/tmp/gfactl-pvictim-XXXXXX";
+	char dat[PATH_MAX], buf[16] = "";
+	int fd, rc;
+	FILE *f;
+
+	if (system("command -v gnuplot >/dev/null 2>&1"))
+		cr_skip_test("gnuplot is not installed");
+	fd = mkstemp(plot);
+	close(fd);
+	fd = mkstemp(victim);
+	cr_assert_eq(write(fd, "keep", 4), 4);
+	close(fd);
+	snprintf(dat, sizeof(dat), "%s.dat", plot);
+	cr_assert_eq(symlink(victim, dat), 0);
+	rc = run(out, sizeof(out), "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off "
+		 "--host-thp keep --no-baseline --quiet --stat-file %s.json --plot %s",
+		 g, plot, plot);
+	f = fopen(victim, "r");
+	cr_assert_not_null(f);
+	cr_assert(fgets(buf, sizeof(buf), f) || 1);
+	fclose(f);
+	unlink(dat);
+	unlink(victim);
+	unlink(plot);
+	snprintf(dat, sizeof(dat), "%s.json", plot);
+	unlink(dat);
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_assert_str_eq(buf, "keep", "--plot wrote through the link planted at <plot>.dat: "
+			 "the victim now starts with '%s'", buf);
+}
+
+/* A --plot name that cannot be used is bad usage, found before the run (not exit 1 after
+ * it), and an empty name never sends the PNG to stdout. */
+Test(gfactl, unusable_plot_name_is_refused_up_front, .timeout = 120)
+{
+	const char *g = gfactl();
+	int rc = run(out, sizeof(out), "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off "
+		     "--host-thp keep --no-baseline --quiet --stat-file /tmp/gfactl-test-pl.json "
+		     "--plot ''", g);
+
+	unlink("/tmp/gfactl-test-pl.json");
+	for (size_t k = 0; k + 4 < sizeof(out); k++)   /* (binary: strstr stops at a NUL) */
+		cr_assert(memcmp(out + k, "\x89PNG", 4), "--plot '': PNG data on stdout");
+	cr_assert_eq(rc, 2, "--plot '': exit %d after the whole run", rc);
+	cr_assert_null(strstr(out, "RESULT"), "--plot '' checked only after the run");
+}
+
+/* vmstart sets shmem_enabled to advise "for this run (restored at exit)": a SIGTERM or
+ * Ctrl-C must restore it too.  Runs on a fake sysfs in a private mount namespace. */
+Test(gfactl, host_thp_restored_when_killed, .timeout = 120)
+{
+	const char *g = gfactl();
+	char *last;
+	int rc;
+
+	if (getuid())
+		cr_skip_test("needs root (vmstart changes shmem_enabled only as root)");
+	rc = run(out, sizeof(out),
+		 "unshare -m --propagation private sh -c '"
+		 "T=/sys/kernel/mm/transparent_hugepage; mount -t tmpfs none $T || exit 77; "
+		 "echo \"always [madvise] never\" > $T/enabled; "
+		 "echo \"always within_size advise [never] deny force\" > $T/shmem_enabled; "
+		 "O=$(mktemp); %s vmstart --vms 2 --mem 8M --rounds 1000 --kvm off --no-baseline "
+		 "--quiet --stat-file $O.json >$O 2>&1 & p=$!; i=0; "
+		 "while [ ! -e $O.json ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
+		 "kill -TERM $p; wait $p; rm -f $O $O.json; echo; echo \"after: $(cat $T/shmem_enabled)\"'",
+		 g);
+	if (rc == 77)
+		cr_skip_test("cannot mount a fake sysfs here");
+	last = strstr(out, "after: ");
+	cr_assert_not_null(last, "%s", out);
+	cr_assert_not_null(strstr(last, "never"), "killed vmstart left the host's shmem_enabled "
+			   "changed: %s", last);
+}

@@ -74,7 +74,11 @@ int cmd_stat(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(argv[i], "--json")) {
 			json = true;
-		} else if (!strcmp(argv[i], "--file") && i + 1 < argc) {
+		} else if (!strcmp(argv[i], "--file")) {
+			if (i + 1 == argc) {
+				fprintf(stderr, "gfactl stat: --file needs a value\n");
+				return 2;
+			}
 			file = argv[++i];
 		} else {
 			fprintf(stderr, "gfactl stat: unknown option '%s' (see --help)\n", argv[i]);

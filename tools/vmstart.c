@@ -15,7 +15,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -92,6 +94,21 @@ static void vm_help(void)
 
 /* ---- options ---- */
 
+/* The options that take a value (the rest are flags). */
+static bool takes_value(const char *a)
+{
+	static const char *const with_value[] = {
+		"--vms", "--vcpus", "--mem", "--pool", "--rounds", "--proactiveness", "--kvm",
+		"--libvirt", "--domain", "--domain-xml", "--host-thp", "--csv", "--plot",
+		"--stat-file",
+	};
+
+	for (size_t i = 0; i < sizeof(with_value) / sizeof(with_value[0]); i++)
+		if (!strcmp(a, with_value[i]))
+			return true;
+	return false;
+}
+
 static int parse_kvm(const char *v, enum gfa_vm_kvm *out)
 {
 	if (v && !strcmp(v, "auto"))
@@ -118,6 +135,9 @@ static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			vm_help();
 			return 1;
+		} else if (!v && takes_value(a)) {
+			fprintf(stderr, "gfactl vmstart: %s needs a value\n", a);
+			return -1;
 		} else if (!strcmp(a, "--vms")) {
 			ok = parse_u64(a, v, 1, MAX_VMS, &o->vms);
 		} else if (!strcmp(a, "--vcpus")) {
@@ -164,10 +184,6 @@ static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
 				fprintf(stderr, "gfactl vmstart: unknown option '%s' (see --help)\n", a);
 				return -1;
 			}
-		}
-		if (takes && !v) {
-			fprintf(stderr, "gfactl vmstart: %s needs a value\n", a);
-			return -1;
 		}
 		if (!ok)
 			return -1;
@@ -586,11 +602,11 @@ static int plot(struct run *r)
 {
 	char dat[PATH_MAX];
 	FILE *f;
-	int ret;
+	int ret, fd;
 
 	/* the paths go into gnuplot strings (no shell sees them): no quotes, no newlines */
 	if (strpbrk(r->o.plot, "'\"\n\\") ||
-	    (size_t)snprintf(dat, sizeof(dat), "%s.dat", r->o.plot) >= sizeof(dat)) {
+	    (size_t)snprintf(dat, sizeof(dat), "%s.XXXXXX", r->o.plot) >= sizeof(dat)) {
 		fprintf(stderr, "gfactl vmstart: --plot: unusable file name\n");
 		return -1;
 	}
@@ -599,9 +615,14 @@ static int plot(struct run *r)
 			"(apt-get install gnuplot-nox)\n", r->o.plot);
 		return -1;
 	}
-	f = fopen(dat, "w");
+	fd = mkstemp(dat);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
 		fprintf(stderr, "gfactl vmstart: --plot %s: %s\n", dat, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			unlink(dat);
+		}
 		return -1;
 	}
 	for (size_t i = 0; i < r->gfa.n || i < r->ts_n; i++)
@@ -702,15 +723,23 @@ static int place_zones(struct run *r)
 	return err;
 }
 
+/* The VMM-internal frames churn keeps (32 a round, at most 4096), in whole 2 MiB blocks. */
+static uint64_t churn_room(const struct vmstart_opts *o)
+{
+	uint64_t b = (o->rounds * 32 < 4096 ? o->rounds * 32 : 4096) * GFA_FRAME_SIZE;
+
+	return (b + 2 * MiB - 1) & ~(2 * MiB - 1);
+}
+
 static struct gfa_pool *make_pool(struct run *r)
 {
 	struct gfa_pool_config pc;
 	struct gfa_compact_config cc = { .proactiveness = (unsigned int)r->o.proactiveness };
 	struct gfa_backing_config bc = { .populate = false };
-	/* churn keeps 32 unmovable frames a round, at most 4096: room for them too */
-	uint64_t unmov = (r->o.rounds * 32 < 4096 ? r->o.rounds * 32 : 4096) * GFA_FRAME_SIZE;
+	/* room for what churn keeps beside the VMs (checked against --pool too) */
 	uint64_t pool = r->o.pool ? r->o.pool
-				  : (r->o.vms * r->o.mem * 5 / 4 + unmov + 2 * MiB - 1) & ~(2 * MiB - 1);
+				  : ((r->o.vms * r->o.mem * 5 / 4 + 2 * MiB - 1) & ~(2 * MiB - 1)) +
+				    churn_room(&r->o);
 	double t0 = now_ms();
 	uint64_t avail = mem_available();
 	/* the kernel baselines run while the pool and its VMs are still there: VMs x RAM
@@ -720,15 +749,15 @@ static struct gfa_pool *make_pool(struct run *r)
 
 	if (avail && need > avail / 10 * 8) {
 		fprintf(stderr, "gfactl vmstart: --vms %lu x --mem %lu MiB needs %lu MiB (a %lu MiB "
-			"pool, and the kernel baselines' VMs beside it), more than 80%% of the "
-			"%lu MiB available; use fewer or smaller VMs (or --no-baseline)\n",
-			(unsigned long)r->o.vms, (unsigned long)(r->o.mem / MiB),
+			"pool%s), more than 80%% of the %lu MiB available; use fewer or smaller "
+			"VMs%s\n", (unsigned long)r->o.vms, (unsigned long)(r->o.mem / MiB),
 			(unsigned long)(need / MiB), (unsigned long)(pool / MiB),
-			(unsigned long)(avail / MiB));
+			r->o.no_baseline ? "" : ", and the kernel baselines' VMs beside it",
+			(unsigned long)(avail / MiB), r->o.no_baseline ? "" : " (or --no-baseline)");
 		r->too_big = true;
 		return NULL;
 	}
-	r->nr_zones = (unsigned int)make_zones(r, pool, unmov, &pc);
+	r->nr_zones = (unsigned int)make_zones(r, pool, churn_room(&r->o), &pc);
 	for (unsigned int z = 0; z < pc.nr_zones; z++)
 		total += pc.zones[z].nr_frames << GFA_FRAME_SHIFT;
 	r->pool = gfa_pool_create(&pc);
@@ -756,6 +785,7 @@ static struct gfa_pool *make_pool(struct run *r)
 
 #define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 static char shmem_thp_saved[32];
+static size_t shmem_thp_saved_len;  /* for the signal handler: no strlen there */
 
 static void shmem_thp_restore(void)
 {
@@ -769,6 +799,21 @@ static void shmem_thp_restore(void)
 		fclose(f);
 	}
 	shmem_thp_saved[0] = '\0';
+}
+
+/* A fatal signal restores shmem_enabled too (async-signal-safe calls only), then kills. */
+static void shmem_thp_signal(int sig)
+{
+	int fd = open(SHMEM_THP, O_WRONLY);
+
+	if (fd >= 0) {
+		ssize_t n = write(fd, shmem_thp_saved, shmem_thp_saved_len);
+
+		(void)n;
+		close(fd);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
 }
 
 /* shmem_enabled=never keeps memfd blocks on 4 KiB host pages: lift it for this run. */
@@ -787,7 +832,16 @@ static void shmem_thp_advise(struct run *r)
 		return;
 	}
 	snprintf(shmem_thp_saved, sizeof(shmem_thp_saved), "%s", thp.shmem_enabled);
+	shmem_thp_saved_len = strlen(shmem_thp_saved);
 	atexit(shmem_thp_restore);
+	{
+		struct sigaction sa = { .sa_handler = shmem_thp_signal, .sa_flags = SA_RESETHAND };
+
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
+		sigaction(SIGQUIT, &sa, NULL);
+	}
 	printf("host: shmem_enabled %s -> advise for this run (restored at exit; --host-thp keep "
 	       "leaves it)\n", thp.shmem_enabled);
 }
@@ -976,6 +1030,21 @@ static void teardown(struct run *r)
 	gfa_pool_destroy(r->pool);
 }
 
+/* --plot is checked before the run, not after it. */
+static bool plot_usable(const char *plot)
+{
+	if (!*plot || strpbrk(plot, "'\"\n\\") || strlen(plot) + 8 >= PATH_MAX) {
+		fprintf(stderr, "gfactl vmstart: --plot: unusable file name '%s'\n", plot);
+		return false;
+	}
+	if (system("command -v gnuplot >/dev/null 2>&1")) {
+		fprintf(stderr, "gfactl vmstart: --plot %s: gnuplot is not installed "
+			"(apt-get install gnuplot-nox)\n", plot);
+		return false;
+	}
+	return true;
+}
+
 int cmd_vmstart(int argc, char **argv)
 {
 	struct run *r = calloc(1, sizeof(*r));
@@ -997,9 +1066,15 @@ int cmd_vmstart(int argc, char **argv)
 		free(r);
 		return 2;
 	}
-	if (r->o.pool && (r->o.pool < r->o.vms * r->o.mem || r->o.pool % (2 * MiB))) {
+	if (r->o.pool && (r->o.pool < r->o.vms * r->o.mem + churn_room(&r->o) ||
+			  r->o.pool % (2 * MiB))) {
 		fprintf(stderr, "gfactl vmstart: --pool must be a multiple of 2 MiB and hold --vms x "
-			"--mem (%lu MiB)\n", (unsigned long)(r->o.vms * r->o.mem / MiB));
+			"--mem and the frames churn keeps (%lu MiB)\n",
+			(unsigned long)((r->o.vms * r->o.mem + churn_room(&r->o)) / MiB));
+		free(r);
+		return 2;
+	}
+	if (r->o.plot && !plot_usable(r->o.plot)) {
 		free(r);
 		return 2;
 	}

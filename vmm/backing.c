@@ -378,6 +378,11 @@ struct gfa_host_return *gfa_backing_host_return(const struct gfa_backing *b)
 	return b ? atomic_load(&((struct gfa_backing *)b)->hr) : NULL;
 }
 
+struct gfa_pool *backing_pool(const struct gfa_backing *b)
+{
+	return b->pool;
+}
+
 int gfa_backing_populate(struct gfa_backing *b)
 {
 	if (!b)
@@ -396,6 +401,9 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
 
 	if (!b)
 		return GFA_EFAULT;
+	/* another pool's cache would hand out its frames, and we would zero ours */
+	if (pcp && gfa_pcp_pool(pcp) != b->pool)
+		return GFA_EALIGN;
 	pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, owner, aflags)
 		  : gfa_alloc(b->pool, zone, order, mt, owner, aflags);
 	if (pfn >= 0 && (flags & GFA_BACKING_ZERO))
@@ -408,6 +416,8 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 {
 	if (!b)
 		return GFA_EFAULT;
+	if (pcp && gfa_pcp_pool(pcp) != b->pool)
+		return GFA_EALIGN;      /* its free would mark our frames dirty */
 	/*
 	 * Dirty before the free: once freed, another thread may allocate the block and
 	 * prepare it, and must see it dirty (zero it) or it reads the old owner's data.

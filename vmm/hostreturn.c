@@ -337,6 +337,11 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 		errno = EFAULT;
 		return NULL;
 	}
+	/* the frames to release come from pool, the holes are punched in b's memfds */
+	if (backing_pool(b) != pool) {
+		errno = EINVAL;
+		return NULL;
+	}
 	hr = calloc(1, sizeof(*hr));
 	if (!hr)
 		return NULL;

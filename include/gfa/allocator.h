@@ -574,8 +574,9 @@ int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config
 /*
  * Compact zone `zone` for a block of `order` (-1: the whole zone, "full compaction",
  * which ignores the pageblock skip hints as the kernel's compact_node() does).
- * Runs in the calling thread.  Returns a gfa_compact_result, or GFA_EFAULT,
- * GFA_ERANGE, GFA_EORDER, GFA_EALIGN (mode is no gfa_compact_mode), -ENOMEM.  Any thread; several may compact one zone at once (pageblock
+ * Order 0 is GFA_COMPACT_SKIPPED.  Runs in the calling thread.  Returns a
+ * gfa_compact_result, or GFA_EFAULT, GFA_ERANGE, GFA_EORDER, GFA_EALIGN (mode is no
+ * gfa_compact_mode), -ENOMEM.  Any thread; several may compact one zone at once (pageblock
  * skip bits give each source pageblock a single owner; full compactions share blocks,
  * each frame is still isolated by one of them only).
  */

@@ -78,7 +78,8 @@ bool gfa_backing_block_dirty(const struct gfa_backing *b, uint64_t pfn, unsigned
 /*
  * Allocate as gfa_pcp_alloc (pcp non-NULL) or gfa_alloc on `zone`; with GFA_BACKING_ZERO
  * every dirty frame of the block is zeroed first (clean and released frames already
- * read as zero).  Returns the pfn or the allocator's error.  Any thread.
+ * read as zero).  Returns the pfn, the allocator's error, GFA_EFAULT (b NULL) or
+ * GFA_EALIGN (pcp is another pool's cache).  Any thread.
  */
 int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned int zone,
 			  unsigned int order, enum gfa_migratetype mt, uint64_t owner,
@@ -88,7 +89,8 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
  * the free: the next owner must see them dirty.  A refused free changes no frame's owner
  * or state but keeps the marks: the block may change hands meanwhile (a move in flight
  * frees its source, which holds the data), and a mark costs at most one more zeroing.
- * Returns the allocator's result, or GFA_EFAULT (b NULL).
+ * Returns the allocator's result, GFA_EFAULT (b NULL) or GFA_EALIGN (pcp is another
+ * pool's cache: nothing marked).
  */
 int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 		     unsigned int order, uint64_t owner);
@@ -147,7 +149,8 @@ struct gfa_host_return_config {
  * otherwise runs the allocator's depopulation policy (gfa_zone_set_release_policy: LOW/HIGH
  * reserve, quarter-empty pageblocks, highest first, released blocks reused last).
  * Frames released are zero when next touched and count as clean.  Returns NULL with
- * errno: EFAULT, EBUSY (the backing has a host return already), or the engine's error (ring setup failures fall back to synchronous
+ * errno: EFAULT, EINVAL (b backs another pool), EBUSY (the backing has a host return
+ * already), or the engine's error (ring setup failures fall back to synchronous
  * release inside the engine, with a warning).  Thread rules: start/stop once per
  * backing; kick and quiesce from any thread.
  */
