@@ -864,10 +864,10 @@ static int compact_finished(struct compact_control *cc)
 }
 
 /*
- * Selective skip reset (patch 23): walk inwards from both ends sampling one frame in 8
- * and clear a block's bit only if it can serve as a source (a movable allocated block)
- * or a target (a free block in a MOVABLE pageblock).  Linear mode clears all, as the
- * kernel did before.
+ * Selective skip reset (patch 23): clear a block's bit only if it can serve as a target
+ * (a MOVABLE pageblock with free frames: its count says so exactly, where the kernel
+ * samples) or as a source (a movable allocated block, sampled one frame in 8 as the
+ * kernel does).  Linear mode clears all, as the kernel did before.
  */
 static void reset_isolation_suitable(struct compact_control *cc)
 {
@@ -879,17 +879,15 @@ static void reset_isolation_suitable(struct compact_control *cc)
 
 		if (!(b->flags & PB_SKIP))
 			continue;
-		if (cc->linear) {
+		if (cc->linear || (b->mt == GFA_MT_MOVABLE && b->nr_free)) {
 			b->flags &= ~PB_SKIP;
 			continue;
 		}
 		for (uint64_t pfn = start; pfn < start + GFA_PAGEBLOCK_FRAMES && pfn < cc->zone_end;
 		     pfn += 8) {
 			struct gfa_frame *f = FR(cc, pfn);
-			unsigned int st = fstate(f);
 
-			if ((st == GFA_FRAME_ALLOCATED && f->mt == GFA_MT_MOVABLE) ||
-			    (st == GFA_FRAME_FREE && b->mt == GFA_MT_MOVABLE)) {
+			if (fstate(f) == GFA_FRAME_ALLOCATED && f->mt == GFA_MT_MOVABLE) {
 				b->flags &= ~PB_SKIP;
 				break;
 			}
