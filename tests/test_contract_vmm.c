@@ -11,10 +11,10 @@
 Test(contract_vmm, host_return_rejects_a_backing_of_another_pool, .timeout = 60)
 {
 	struct gfa_pool_config cfg;
-	struct gfa_backing_config bc = { .populate = true };
-	struct gfa_host_return_config hc = { .force_sync = true, .no_settle = true,
-					     .no_scrub = true, .no_pcp_drain = true };
-	struct gfa_release_policy rp = { 0, 0, 4 };
+	struct gfa_backing_config bc = {.populate = true};
+	struct gfa_host_return_config hc = {
+		.force_sync = true, .no_settle = true, .no_scrub = true, .no_pcp_drain = true};
+	struct gfa_release_policy rp = {0, 0, 4};
 
 	gfa_pool_config_init(&cfg, 4096);
 	struct gfa_pool *a = gfa_pool_create(&cfg), *b = gfa_pool_create(&cfg);
@@ -34,8 +34,10 @@ Test(contract_vmm, host_return_rejects_a_backing_of_another_pool, .timeout = 60)
 		gfa_host_return_kick(hr);
 		gfa_host_return_quiesce(hr, 5000);
 	}
-	cr_expect_eq((unsigned char)mem[0], 0xab, "pool B's allocated frame %ld was punched "
-		     "out by pool A's host return (now %#x)", (long)pfn, (unsigned char)mem[0]);
+	cr_expect_eq((unsigned char)mem[0], 0xab,
+		     "pool B's allocated frame %ld was punched "
+		     "out by pool A's host return (now %#x)",
+		     (long)pfn, (unsigned char)mem[0]);
 	cr_assert_null(hr, "a backing of another pool is accepted");
 	gfa_host_return_stop(hr);
 	cr_assert_eq(gfa_free(b, (uint64_t)pfn, 9, 42), 0);
@@ -52,7 +54,7 @@ Test(contract_vmm, host_return_rejects_a_backing_of_another_pool, .timeout = 60)
 Test(contract_vmm, backing_alloc_with_a_cache_of_another_pool, .timeout = 60)
 {
 	struct gfa_pool_config cfg;
-	struct gfa_backing_config bc = { .populate = true };
+	struct gfa_backing_config bc = {.populate = true};
 
 	gfa_pool_config_init(&cfg, 4096);
 	struct gfa_pool *a = gfa_pool_create(&cfg), *b = gfa_pool_create(&cfg);
@@ -63,7 +65,7 @@ Test(contract_vmm, backing_alloc_with_a_cache_of_another_pool, .timeout = 60)
 	int64_t x = gfa_backing_alloc(ba, NULL, 0, 9, GFA_MT_MOVABLE, 1, 0);
 	cr_assert_eq(x, 0);
 	cr_assert_eq(gfa_backing_free(ba, NULL, 0, 9, 1), 0);
-	x = gfa_alloc(a, 0, 9, GFA_MT_MOVABLE, 1, 0);   /* no zeroing: owner 1 writes it all */
+	x = gfa_alloc(a, 0, 9, GFA_MT_MOVABLE, 1, 0); /* no zeroing: owner 1 writes it all */
 	cr_assert_eq(x, 0);
 	char *mem = gfa_pfn_to_addr(a, 0);
 	memset(mem, 0xcd, 4096);

@@ -425,3 +425,38 @@ Test(gfactl, host_thp_restored_when_killed, .timeout = 120)
 	cr_assert_not_null(strstr(last, "never"), "killed vmstart left the host's shmem_enabled "
 			   "changed: %s", last);
 }
+
+/*
+ * A signal the caller ignores stays ignored: `nohup gfactl vmstart ...` (SIGHUP ignored)
+ * must survive the terminal hanging up, and a background job of a script (SIGINT and
+ * SIGQUIT ignored) a Ctrl-C: the shmem_enabled handlers are installed only where the
+ * caller did not ignore the signal.
+ */
+Test(gfactl, host_thp_handler_keeps_ignored_signals_ignored, .timeout = 120)
+{
+	const char *g = gfactl();
+	char *last;
+	int rc;
+
+	if (getuid())
+		cr_skip_test("needs root (vmstart changes shmem_enabled only as root)");
+	rc = run(out, sizeof(out),
+		 "unshare -m --propagation private sh -c '"
+		 "T=/sys/kernel/mm/transparent_hugepage; mount -t tmpfs none $T || exit 77; "
+		 "echo \"always [madvise] never\" > $T/enabled; "
+		 "echo \"always within_size advise [never] deny force\" > $T/shmem_enabled; "
+		 "trap \"\" HUP; "
+		 "O=$(mktemp); %s vmstart --vms 2 --mem 8M --rounds 1000 --kvm off --no-baseline "
+		 "--quiet --stat-file $O.json >$O 2>&1 & p=$!; i=0; "
+		 "while [ ! -e $O.json ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
+		 "kill -HUP $p; sleep 1; "
+		 "if kill -0 $p 2>/dev/null; then echo \"after: alive\"; kill -TERM $p; "
+		 "else echo \"after: dead\"; fi; wait $p; rm -f $O $O.json'",
+		 g);
+	if (rc == 77)
+		cr_skip_test("cannot mount a fake sysfs here");
+	last = strstr(out, "after: ");
+	cr_assert_not_null(last, "%s", out);
+	cr_assert_not_null(strstr(last, "alive"), "vmstart started with SIGHUP ignored (nohup) "
+			   "was killed by a SIGHUP: %s", last);
+}

@@ -799,12 +799,13 @@ static void shmem_thp_restore(void)
 		fclose(f);
 	}
 	shmem_thp_saved[0] = '\0';
+	shmem_thp_saved_len = 0;
 }
 
 /* A fatal signal restores shmem_enabled too (async-signal-safe calls only), then kills. */
 static void shmem_thp_signal(int sig)
 {
-	int fd = open(SHMEM_THP, O_WRONLY);
+	int fd = shmem_thp_saved_len ? open(SHMEM_THP, O_WRONLY) : -1;   /* (restored already) */
 
 	if (fd >= 0) {
 		ssize_t n = write(fd, shmem_thp_saved, shmem_thp_saved_len);
@@ -837,10 +838,13 @@ static void shmem_thp_advise(struct run *r)
 	{
 		struct sigaction sa = { .sa_handler = shmem_thp_signal, .sa_flags = SA_RESETHAND };
 
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGHUP, &sa, NULL);
-		sigaction(SIGQUIT, &sa, NULL);
+		static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+		struct sigaction old;
+
+		/* a signal the caller ignores stays ignored (nohup, background jobs) */
+		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+			if (!sigaction(sigs[i], NULL, &old) && old.sa_handler != SIG_IGN)
+				sigaction(sigs[i], &sa, NULL);
 	}
 	printf("host: shmem_enabled %s -> advise for this run (restored at exit; --host-thp keep "
 	       "leaves it)\n", thp.shmem_enabled);
