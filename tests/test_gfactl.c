@@ -398,11 +398,14 @@ Test(gfactl, unusable_plot_name_is_refused_up_front, .timeout = 120)
 	cr_assert_null(strstr(out, "RESULT"), "--plot '' checked only after the run");
 }
 
-/* vmstart sets shmem_enabled to advise "for this run (restored at exit)": a SIGTERM or
- * Ctrl-C must restore it too.  Runs on a fake sysfs in a private mount namespace. */
-Test(gfactl, host_thp_restored_when_killed, .timeout = 120)
+/*
+ * Start `gfactl vmstart` (a long churn) in the background as root on a fake THP sysfs
+ * (a private mount namespace, so the host's setting is never touched), with `setup` run
+ * before it, wait for its stat file, then run `then` ($p: its pid, $T: the fake sysfs).
+ * Returns what `then` printed from "after: " on; skips where this cannot run.
+ */
+static const char *vmstart_on_fake_sysfs(const char *setup, const char *then)
 {
-	const char *g = gfactl();
 	char *last;
 	int rc;
 
@@ -412,18 +415,27 @@ Test(gfactl, host_thp_restored_when_killed, .timeout = 120)
 		 "unshare -m --propagation private sh -c '"
 		 "T=/sys/kernel/mm/transparent_hugepage; mount -t tmpfs none $T || exit 77; "
 		 "echo \"always [madvise] never\" > $T/enabled; "
-		 "echo \"always within_size advise [never] deny force\" > $T/shmem_enabled; "
+		 "echo \"always within_size advise [never] deny force\" > $T/shmem_enabled; %s "
 		 "O=$(mktemp); %s vmstart --vms 2 --mem 8M --rounds 1000 --kvm off --no-baseline "
 		 "--quiet --stat-file $O.json >$O 2>&1 & p=$!; i=0; "
 		 "while [ ! -e $O.json ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
-		 "kill -TERM $p; wait $p; rm -f $O $O.json; echo; echo \"after: $(cat $T/shmem_enabled)\"'",
-		 g);
+		 "%s; rm -f $O $O.json'", setup, gfactl(), then);
 	if (rc == 77)
 		cr_skip_test("cannot mount a fake sysfs here");
 	last = strstr(out, "after: ");
 	cr_assert_not_null(last, "%s", out);
-	cr_assert_not_null(strstr(last, "never"), "killed vmstart left the host's shmem_enabled "
-			   "changed: %s", last);
+	return last;
+}
+
+/* vmstart sets shmem_enabled to advise "for this run (restored at exit)": a SIGTERM or
+ * Ctrl-C must restore it too. */
+Test(gfactl, host_thp_restored_when_killed, .timeout = 120)
+{
+	const char *after = vmstart_on_fake_sysfs("", "kill -TERM $p; wait $p; echo; "
+						  "echo \"after: $(cat $T/shmem_enabled)\"");
+
+	cr_assert_not_null(strstr(after, "never"), "killed vmstart left the host's "
+			   "shmem_enabled changed: %s", after);
 }
 
 /*
@@ -434,29 +446,10 @@ Test(gfactl, host_thp_restored_when_killed, .timeout = 120)
  */
 Test(gfactl, host_thp_handler_keeps_ignored_signals_ignored, .timeout = 120)
 {
-	const char *g = gfactl();
-	char *last;
-	int rc;
+	const char *after = vmstart_on_fake_sysfs("trap \"\" HUP;",
+		"kill -HUP $p; sleep 1; if kill -0 $p 2>/dev/null; then echo \"after: alive\"; "
+		"kill -TERM $p; else echo \"after: dead\"; fi; wait $p");
 
-	if (getuid())
-		cr_skip_test("needs root (vmstart changes shmem_enabled only as root)");
-	rc = run(out, sizeof(out),
-		 "unshare -m --propagation private sh -c '"
-		 "T=/sys/kernel/mm/transparent_hugepage; mount -t tmpfs none $T || exit 77; "
-		 "echo \"always [madvise] never\" > $T/enabled; "
-		 "echo \"always within_size advise [never] deny force\" > $T/shmem_enabled; "
-		 "trap \"\" HUP; "
-		 "O=$(mktemp); %s vmstart --vms 2 --mem 8M --rounds 1000 --kvm off --no-baseline "
-		 "--quiet --stat-file $O.json >$O 2>&1 & p=$!; i=0; "
-		 "while [ ! -e $O.json ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
-		 "kill -HUP $p; sleep 1; "
-		 "if kill -0 $p 2>/dev/null; then echo \"after: alive\"; kill -TERM $p; "
-		 "else echo \"after: dead\"; fi; wait $p; rm -f $O $O.json'",
-		 g);
-	if (rc == 77)
-		cr_skip_test("cannot mount a fake sysfs here");
-	last = strstr(out, "after: ");
-	cr_assert_not_null(last, "%s", out);
-	cr_assert_not_null(strstr(last, "alive"), "vmstart started with SIGHUP ignored (nohup) "
-			   "was killed by a SIGHUP: %s", last);
+	cr_assert_not_null(strstr(after, "alive"), "vmstart started with SIGHUP ignored (nohup) "
+			   "was killed by a SIGHUP: %s", after);
 }
