@@ -501,3 +501,35 @@ Test(depop, grow_takes_released_pieces_within_its_budget)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/*
+ * Frames a claim promises stay on the lists while the host path works: an owner
+ * building a VM on its claim never finds them in flight (released or scrubbed).
+ */
+Test(depop, claimed_frames_never_go_in_flight)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_frame_range r[16], s[16];
+	uint64_t inflight = 0;
+	int n, m;
+
+	cr_assert_eq(gfa_zone_claim(p, 0, 7, 1000), 0);
+	n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+	m = gfa_zone_isolate_free(p, 0, want_any, NULL, s, 16, UINT64_MAX);
+	cr_assert(n >= 0 && m >= 0);
+	for (int i = 0; i < n; i++)
+		inflight += r[i].nr;
+	for (int i = 0; i < m; i++)
+		inflight += s[i].nr;
+	cr_assert_gt(inflight, 0, "the unclaimed frames may go");
+	cr_assert_leq(inflight, 4 * PB - 1000, "%lu frames in flight, the claim keeps 1000",
+		      (unsigned long)inflight);
+	for (int i = 0; i < 1000; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 7, GFA_ALLOC_NOCOMPACT), 0,
+			      "claimed allocation %d failed while the host path worked", i);
+	done_all(p, r, n, true);
+	for (int i = 0; i < m; i++)
+		cr_assert_eq(gfa_zone_populate_done(p, s[i].pfn, s[i].nr), 0);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

@@ -471,9 +471,10 @@ struct gfa_frame_range {
 /*
  * One shrink step: take up to max_frames populated free frames that the policy says
  * to release off the free lists (state INFLIGHT: never handed out), as up to
- * max_ranges coalesced ranges, highest first.  Returns ranges filled (0: nothing to do
- * - the zone is at or below its high mark), GFA_EFAULT, GFA_ERANGE.  The caller
- * releases them and reports each with gfa_zone_release_done.
+ * max_ranges coalesced ranges, highest first.  Frames claimed (gfa_zone_claim) stay on
+ * the lists, so a claim's owner never finds them in flight.  Returns ranges filled (0:
+ * nothing to do - the zone is at or below its high mark), GFA_EFAULT, GFA_ERANGE.  The
+ * caller releases them and reports each with gfa_zone_release_done.
  */
 int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			     unsigned int max_ranges, uint64_t max_frames);
@@ -497,7 +498,7 @@ int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool
  * Background work on free frames (scrubbing): take up to max_frames populated free
  * frames whose block want() accepts off the free lists (INFLIGHT), as ranges; the
  * caller works on them and hands each back with gfa_zone_populate_done.  Never more
- * than leaves the zone's release policy `low` of free frames on the lists (blocks
+ * than leaves the claimed frames plus the zone's release policy `low` on the lists (blocks
  * that do not fit are passed over), so allocations do not fail for frames in work.
  * want() runs with the zone lock held and must not call into the pool.  Returns ranges
  * filled, GFA_EFAULT or GFA_ERANGE.
