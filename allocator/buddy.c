@@ -124,8 +124,9 @@ static bool compaction_capture(struct gfa_zone *z, uint64_t pfn, unsigned int or
 		return false;
 	capc->pfn = (int64_t)pfn;
 	/* off the lists under this lock hold: no released bits (only free frames carry
-	 * them; nr_free - nr_released would wrap for whoever looks before the caller) */
-	release_clear(z, pfn, 1UL << order);
+	 * them; nr_free - nr_released would wrap for whoever looks before the caller);
+	 * saved, for the caller may throw the block back unwritten (claims) */
+	release_take(z, pfn, 1UL << order);
 	F(z, pfn)->order = (uint8_t)order;
 	fstate_set(F(z, pfn), GFA_FRAME_ISOLATED);
 	return true;

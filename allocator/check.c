@@ -100,6 +100,11 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 			FAIL("zone %u: block at pfn %lu (state %u) has free-head bit %d", z->id,
 			     (unsigned long)pfn, st, free_head_test(z, pfn));
 		/* frame_find_head() relies on tail frames having no state (and no free bit) */
+		for (uint64_t p = pfn; p < pfn + (1UL << order); p++)
+			if ((z->pool->frames[p].flags & FRAME_F_WAS_RELEASED) &&
+			    st != GFA_FRAME_ISOLATED)
+				FAIL("zone %u: pfn %lu of a block in state %u is marked released "
+				     "when isolated", z->id, (unsigned long)p, st);
 		for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
 			if (free_head_test(z, p))
 				FAIL("zone %u: pfn %lu inside the block at %lu has a free-head bit",

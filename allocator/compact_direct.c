@@ -8,23 +8,27 @@
 
 /*
  * Direct compaction for one request, with capture unless linear-only.  Returns the
- * captured block (ISOLATED, to be marked allocated by the caller) or -1.
+ * captured block (ISOLATED, to be marked allocated by the caller; capc->released holds
+ * its released frames) or -1.
  */
 static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned int mt,
-			      enum gfa_compact_mode mode, unsigned int flags)
+			      enum gfa_compact_mode mode, unsigned int flags,
+			      struct capture_control *capc)
 {
 	bool nofb = flags & GFA_ALLOC_NOFALLBACK;
-	struct capture_control capc = { z, (int)order, mt, -1, nofb }, *outer = gfa_capc;
+	struct capture_control *outer = gfa_capc;
 	bool capture = !__atomic_load_n(&z->pool->compact.linear_only, __ATOMIC_RELAXED);
 	unsigned int how = COMPACT_DIRECT | (mode == GFA_COMPACT_SYNC ? COMPACT_IGNORE_SKIP : 0) |
 			   (nofb ? COMPACT_NOFALLBACK : 0);
 
+	*capc = (struct capture_control){ .zone = z, .order = (int)order, .mt = mt, .pfn = -1,
+					  .nofallback = nofb };
 	if (capture)
-		gfa_capc = &capc;
-	compact_run(z, (int)order, mt, mode, how, capture ? &capc : NULL);
+		gfa_capc = capc;
+	compact_run(z, (int)order, mt, mode, how, capture ? capc : NULL);
 	/* a migrate op may allocate and compact in this thread: the outer request's again */
 	gfa_capc = outer;
-	return capc.pfn;
+	return capc->pfn;
 }
 
 /*
@@ -55,26 +59,30 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 	/* one isolation gate for all three runs below: one grace period, not three */
 	pcp_isolate_begin(z);
 	for (unsigned int i = 0; i < 3; i++) {
+		struct capture_control capc;
 		int64_t cap;
 		bool allowed;
 
 		pthread_mutex_lock(&z->lock);
 		z->c.vm.compact_stall++;
 		pthread_mutex_unlock(&z->lock);
-		cap = try_to_compact(z, order, mt, modes[i], flags);
+		cap = try_to_compact(z, order, mt, modes[i], flags, &capc);
 		pthread_mutex_lock(&z->lock);
 		/* the captured block is off the lists: count it as the free frames it is */
 		z->nr_free += cap >= 0 ? 1UL << order : 0;
 		allowed = claim_allows(z, owner, order);
 		z->nr_free -= cap >= 0 ? 1UL << order : 0;
 		if (cap >= 0 && !allowed) {
-			/* captured, but the frames are promised to a VM being built */
+			/* captured, but the frames are promised to a VM being built: back
+			 * unwritten, with the released frames it had */
 			fstate_set(&z->pool->frames[cap], 0);
+			release_restore(z, (uint64_t)cap, 1UL << order);
 			buddy_free_block(z, (uint64_t)cap, order);
 			cap = -1;
 		}
 		if (cap >= 0) {
 			/* (its released bits went when compaction_capture took it) */
+			release_forget(z, (uint64_t)cap, 1UL << order);
 			claim_consume(z, owner, order);
 			frame_mark_allocated(&z->pool->frames[cap], mt, owner);
 			z->c.vm.compact_capture++;

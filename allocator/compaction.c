@@ -125,7 +125,7 @@ static void isolate_free_block(struct compact_control *cc, uint64_t pfn)
 	unsigned int order = FR(cc, pfn)->order;
 
 	buddy_list_del(cc->zone->pool, cc->zone, pfn);
-	release_clear(cc->zone, pfn, 1UL << order);   /* a target gets written */
+	release_take(cc->zone, pfn, 1UL << order);    /* written if used (compaction_alloc) */
 	cc_add_free(cc, pfn, order);
 	cc->zone->c.vm.compact_isolated++;
 }
@@ -465,6 +465,7 @@ static int64_t compaction_alloc(struct compact_control *cc, unsigned int order)
 				cc_add_free(cc, b.pfn + (1UL << b.order), b.order);
 			}
 			FR(cc, b.pfn)->order = (uint8_t)order;
+			release_forget(cc->zone, b.pfn, 1UL << order);    /* to be written */
 			pthread_mutex_unlock(&cc->zone->lock);
 			return (int64_t)b.pfn;
 		}
@@ -791,6 +792,8 @@ static void release_freepages(struct compact_control *cc)
 		if (pfn > highest)
 			highest = pfn;
 		fstate_set(FR(cc, pfn), 0);
+		/* unwritten: frames released when isolated are released still */
+		release_restore(z, pfn, 1UL << cc->freepages[i].order);
 		if (buddy_free_block(z, pfn, cc->freepages[i].order))
 			continue; /* captured by our own request: fine */
 	}

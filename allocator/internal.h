@@ -9,7 +9,7 @@
  *   state       u8   GFA_FRAME_* for a block head, 0 for a frame inside a block
  *   order       u8   block order (head only)
  *   mt          u8   free-list migratetype (free/pcp) or allocation migratetype
- *   flags       u8   FRAME_F_* bits for the release layer (dirty/clean/released)
+ *   flags       u8   FRAME_F_* bits, per frame (heads and tails)
  *   spare       u32  the owner's index for an allocated block (page->index), keeps
  *                    the descriptor 16 bytes and aligned
  * Why so small: a 1 TiB host has 2^28 frames; 16 bytes a frame is 0.4% overhead, like
@@ -24,6 +24,12 @@
 #include <gfa/allocator.h>
 
 #define GFA_NIL UINT32_MAX
+/*
+ * A frame of an isolated free block (a compaction target, a capture) that was released
+ * to the host when the block left the lists: its released bit comes back if the block
+ * returns to the lists unwritten (release_take/release_restore).
+ */
+#define FRAME_F_WAS_RELEASED 0x1u
 #define MAX_ORDER_FRAMES (1UL << GFA_MAX_ORDER)
 
 struct gfa_frame {
@@ -286,6 +292,16 @@ void zone_count_free(struct gfa_zone *z, unsigned int order);
 int release_zone_init(struct gfa_zone *z);
 /* A block leaves the free lists for an owner: its frames are populated from now on. */
 void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
+/*
+ * release_clear() for a free block leaving the lists isolated, which may come back
+ * unwritten (a compaction target, a capture): its released frames get
+ * FRAME_F_WAS_RELEASED.  release_restore() gives them their bits back (the block is
+ * about to be freed), release_forget() drops the marks (the frames get written).
+ * All with the zone lock held.
+ */
+void release_take(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
+void release_restore(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
+void release_forget(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
 /* Any released frame in [pfn, pfn + nr)?  (zone lock held) */
 bool release_bits_any(const struct gfa_zone *z, uint64_t pfn, uint64_t nr);
 static inline bool release_test(const struct gfa_zone *z, uint64_t pfn)

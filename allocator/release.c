@@ -6,8 +6,11 @@
  *
  * State: a bit per frame says "free and released" (the host memory is gone; it reads
  * as zero when touched).  Only free frames carry the bit: taking a block off the free
- * lists clears it (release_clear), so `populated free = nr_free - nr_released`.  Frames
- * being released or populated are INFLIGHT: off the lists, never handed out.
+ * lists clears it (release_clear), so `populated free = nr_free - nr_released`.  A block
+ * isolated by compaction (a target, a capture) may come back unwritten: its released
+ * frames keep a mark in their descriptors meanwhile (release_take) and get their bits
+ * back (release_restore).  Frames being released or populated are INFLIGHT: off the
+ * lists, never handed out.
  */
 #include <stdlib.h>
 #include "allocator/internal.h"
@@ -74,6 +77,34 @@ void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 			z->nr_released -= release_bits(z, p, end - p, false);
 		p = end - GFA_PAGEBLOCK_FRAMES;
 	}
+}
+
+void release_take(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
+{
+	if (!z->nr_released)
+		return;
+	for (uint64_t p = pfn; p < pfn + nr; p++)
+		if (release_test(z, p))
+			z->pool->frames[p].flags |= FRAME_F_WAS_RELEASED;
+	release_clear(z, pfn, nr);
+}
+
+void release_restore(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
+{
+	for (uint64_t p = pfn; p < pfn + nr; p++) {
+		struct gfa_frame *f = &z->pool->frames[p];
+
+		if (f->flags & FRAME_F_WAS_RELEASED) {
+			f->flags &= (uint8_t)~FRAME_F_WAS_RELEASED;
+			z->nr_released += release_bits(z, p, 1, true);
+		}
+	}
+}
+
+void release_forget(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
+{
+	for (uint64_t p = pfn; p < pfn + nr; p++)
+		z->pool->frames[p].flags &= (uint8_t)~FRAME_F_WAS_RELEASED;
 }
 
 int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,

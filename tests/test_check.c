@@ -157,3 +157,18 @@ Test(check, free_head_bits_out_of_step)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/* A frame marked "released when isolated" outside an isolated block would get a released
+ * bit back on its next free while it holds data. */
+Test(check, a_was_released_mark_outside_an_isolated_block)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	int64_t a = gfa_alloc(p, 0, 2, GFA_MT_MOVABLE, 1, 0);
+
+	cr_assert_geq(a, 0);
+	p->frames[a + 3].flags |= FRAME_F_WAS_RELEASED;
+	cr_assert_eq(check_says(p, "mark on an allocated block"), -EUCLEAN);
+	p->frames[a + 3].flags = 0;
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

@@ -533,3 +533,42 @@ Test(depop, claimed_frames_never_go_in_flight)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/*
+ * A capture that claims make the requester give back goes back with the released
+ * frames it had: they were never written, so they still count as released (counted
+ * populated, the host return would punch them again and populate-back would skip them).
+ */
+Test(depop, a_refused_capture_keeps_its_released_frames, .timeout = 60)
+{
+	const struct gfa_owner_ops ops = { .migrate = cap_migrate };
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_frame_range r[256];
+	struct gfa_vmstat v;
+	uint64_t claim;
+	int n;
+
+	cr_assert_eq(gfa_owner_register(p, 1, &ops, NULL), 0);
+	for (uint64_t i = 0; i < 4 * PB; i++)
+		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
+	for (uint64_t pfn = 1; pfn < 4 * PB; pfn += 2)
+		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
+	while ((n = gfa_zone_release_isolate(p, 0, r, 256, UINT64_MAX)) > 0)
+		done_all(p, r, n, true);      /* (odd frames: one range each) */
+	cr_assert_eq(zst(p).nr_released, 2 * PB);
+	/* every free frame claimed by owner 5: a block owner 1's compaction forms (a moved
+	 * frame's slot and its released buddy) is captured, then refused */
+	claim = zst(p).nr_free_buddy;
+	cr_assert_eq(gfa_zone_claim(p, 0, 5, claim), 0);
+	cr_assert_lt(gfa_alloc(p, 0, 1, GFA_MT_MOVABLE, 1, 0), 0);
+	gfa_pool_vmstat(p, &v);
+	cr_assert_gt(v.pgmigrate_success, 0, "no capture was tried");
+	/* each move wrote one released target; nothing else was written */
+	cr_assert_eq(zst(p).nr_released, 2 * PB - v.pgmigrate_success,
+		     "%lu released after %lu moves into released frames",
+		     (unsigned long)zst(p).nr_released, (unsigned long)v.pgmigrate_success);
+	ASSERT_POOL_OK(p);
+	gfa_zone_unclaim(p, 0, 5);
+	gfa_owner_register(p, 1, NULL, NULL);
+	gfa_pool_destroy(p);
+}
