@@ -8,8 +8,8 @@
 
 /*
  * Direct compaction for one request, with capture unless linear-only.  Returns the
- * captured block (ISOLATED, to be marked allocated by the caller; capc->released holds
- * its released frames) or -1.
+ * captured block (ISOLATED, to be marked allocated by the caller; its frames that were
+ * released carry FRAME_F_WAS_RELEASED) or -1.
  */
 static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			      enum gfa_compact_mode mode, unsigned int flags,
@@ -81,7 +81,8 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			cap = -1;
 		}
 		if (cap >= 0) {
-			/* (its released bits went when compaction_capture took it) */
+			/* (its released bits went when compaction_capture took it: the new
+			 * owner writes the frames) */
 			release_forget(z, (uint64_t)cap, 1UL << order);
 			claim_consume(z, owner, order);
 			frame_mark_allocated(&z->pool->frames[cap], mt, owner);

@@ -5,8 +5,9 @@
  * high -> low), as mm/compaction.c does, with the 2019 series' free-list-guided fast
  * searches, skip-bit ownership, selective skip reset and capture (seed-compaction.md);
  * the free scanner finds free blocks through a bitmap of free-block heads where the
- * series sampled pageblocks with an adaptive stride.  Moving a block = the owner's migrate op copies it and repoints
- * its mapping; the allocator never touches frame contents itself.
+ * series sampled pageblocks with an adaptive stride.  Moving a block = the owner's
+ * migrate op copies it and repoints its mapping; the allocator never touches frame
+ * contents itself.
  *
  * Locking: scanning and isolation hold the zone lock in short sections; the owner's
  * migrate op runs with no lock held.  Isolated blocks (both sides) have their own state
