@@ -12,23 +12,20 @@
  * released carry FRAME_F_WAS_RELEASED) or -1.
  */
 static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned int mt,
-			      enum gfa_compact_mode mode, unsigned int flags,
-			      struct capture_control *capc)
+			      enum gfa_compact_mode mode, unsigned int flags)
 {
 	bool nofb = flags & GFA_ALLOC_NOFALLBACK;
-	struct capture_control *outer = gfa_capc;
+	struct capture_control capc = { z, (int)order, mt, -1, nofb }, *outer = gfa_capc;
 	bool capture = !__atomic_load_n(&z->pool->compact.linear_only, __ATOMIC_RELAXED);
 	unsigned int how = COMPACT_DIRECT | (mode == GFA_COMPACT_SYNC ? COMPACT_IGNORE_SKIP : 0) |
 			   (nofb ? COMPACT_NOFALLBACK : 0);
 
-	*capc = (struct capture_control){ .zone = z, .order = (int)order, .mt = mt, .pfn = -1,
-					  .nofallback = nofb };
 	if (capture)
-		gfa_capc = capc;
-	compact_run(z, (int)order, mt, mode, how, capture ? capc : NULL);
+		gfa_capc = &capc;
+	compact_run(z, (int)order, mt, mode, how, capture ? &capc : NULL);
 	/* a migrate op may allocate and compact in this thread: the outer request's again */
 	gfa_capc = outer;
-	return capc->pfn;
+	return capc.pfn;
 }
 
 /*
@@ -59,14 +56,13 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 	/* one isolation gate for all three runs below: one grace period, not three */
 	pcp_isolate_begin(z);
 	for (unsigned int i = 0; i < 3; i++) {
-		struct capture_control capc;
 		int64_t cap;
 		bool allowed;
 
 		pthread_mutex_lock(&z->lock);
 		z->c.vm.compact_stall++;
 		pthread_mutex_unlock(&z->lock);
-		cap = try_to_compact(z, order, mt, modes[i], flags, &capc);
+		cap = try_to_compact(z, order, mt, modes[i], flags);
 		pthread_mutex_lock(&z->lock);
 		/* the captured block is off the lists: count it as the free frames it is */
 		z->nr_free += cap >= 0 ? 1UL << order : 0;
