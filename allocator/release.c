@@ -345,6 +345,9 @@ int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct g
 	budget = populated < z->rp.low ? z->rp.high - populated : 0;
 	if (budget > max_frames)
 		budget = max_frames;
+	/* released frames in flight are off the lists too: leave the claimed ones */
+	if (budget > claim_unclaimed_free(z))
+		budget = claim_unclaimed_free(z);
 	for (uint64_t pb = 0; pb < z->nr_pageblocks && got < budget && ro.n < ro.max; pb++) {
 		unsigned int n;
 

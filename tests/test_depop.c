@@ -572,3 +572,27 @@ Test(depop, a_refused_capture_keeps_its_released_frames, .timeout = 60)
 	gfa_owner_register(p, 1, NULL, NULL);
 	gfa_pool_destroy(p);
 }
+
+/* The grow side leaves claimed frames on the lists too (populating takes released
+ * frames off them for a while). */
+Test(depop, populate_isolate_leaves_claimed_frames_on_the_lists)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_release_policy rp = { .low = 3 * PB, .high = 3 * PB, .min_empty_frac = 4 };
+	struct gfa_frame_range r[64];
+	int n;
+
+	release_everything(p);
+	cr_assert_eq(zst(p).nr_released, 4 * PB);
+	cr_assert_eq(gfa_zone_claim(p, 0, 7, 1000), 0);
+	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
+	n = gfa_zone_populate_isolate(p, 0, r, 64, UINT64_MAX);
+	cr_assert_gt(n, 0);
+	for (int i = 0; i < 1000; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 7, GFA_ALLOC_NOCOMPACT), 0,
+			      "claimed allocation %d failed while the grow step worked", i);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

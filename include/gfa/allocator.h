@@ -483,7 +483,8 @@ int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gf
  * released free frames (lowest first) up to `high` and max_frames, to be populated by
  * the caller and reported with gfa_zone_populate_done.  Only released frames go:
  * a free block that mixes them with populated ones is split, and its populated
- * pieces stay on the lists.  Same returns as above.
+ * pieces stay on the lists; claimed frames stay on the lists too.  Same returns as
+ * above.
  */
 int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			      unsigned int max_ranges, uint64_t max_frames);
