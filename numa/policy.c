@@ -240,15 +240,16 @@ int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
 
 	if (!np)
 		return GFA_EFAULT;
+	/* bad arguments are counted as the allocator counts its own */
 	if (order > GFA_MAX_ORDER)
-		return GFA_EORDER;
+		return gfa_pool_count_error(np->pool, GFA_EORDER);
 	if ((unsigned int)mt >= GFA_MT_PCPTYPES)
-		return GFA_EMIGRATE;
+		return gfa_pool_count_error(np->pool, GFA_EMIGRATE);
 	if (flags & ~NUMA_FLAGS)
-		return GFA_EALIGN;
+		return gfa_pool_count_error(np->pool, GFA_EALIGN);
 	local = requester_zone(np, pcp, node);
 	if (local < 0)
-		return local;
+		return gfa_pool_count_error(np->pool, local);
 	r.local = (unsigned int)local;
 	r.aflags = flags & (GFA_ALLOC_NOFALLBACK | GFA_ALLOC_NOCOMPACT);
 	pfn = numa_place(&r, order, flags, &zone, &got);
@@ -335,7 +336,7 @@ int gfa_numa_node_stat(struct gfa_numa_pool *np, int node, struct gfa_numa_node_
 	if (zone < 0)
 		return zone;
 	if (!st)
-		return GFA_EFAULT;
+		return gfa_pool_count_error(np->pool, GFA_EFAULT);
 	err = gfa_zone_stat(np->pool, (unsigned int)zone, &zs);
 	if (err)
 		return err;

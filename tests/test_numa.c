@@ -1242,3 +1242,38 @@ Test(numa_qemu, numa_real_in_two_node_guest, .timeout = 3200)
 	cr_assert_eq(rc, 0, "suite numa_real failed in the guest (exit %d; 3: fewer than %d "
 		     "tests ran unskipped)", rc, NUMAT_REAL_TESTS);
 }
+
+/* Bad arguments of gfa_numa_alloc are allocator errors: counted in err_* like gfa_alloc's. */
+Test(numa, bad_alloc_args_are_counted)
+{
+	struct gfa_numa_topology *t = gfa_numa_topology_fake(2, NULL);
+	struct gfa_pool_config cfg;
+	struct gfa_numa_node_stat ns;
+	struct gfa_numa_pool *np;
+	struct gfa_vmstat a, b;
+	struct gfa_pool *pool;
+
+	cr_assert_not_null(t);
+	cr_assert_eq(gfa_numa_pool_config(&cfg, t, 4 * GFA_PAGEBLOCK_FRAMES), 0);
+	pool = gfa_pool_create(&cfg);
+	cr_assert_not_null(pool);
+	np = gfa_numa_attach(pool, t);
+	cr_assert_not_null(np);
+	cr_assert_eq(gfa_pool_vmstat(pool, &b), 0);
+	cr_assert_eq(gfa_numa_alloc(np, NULL, 0, GFA_MAX_ORDER + 1, GFA_MT_MOVABLE, 1, 0, NULL),
+		     GFA_EORDER);
+	cr_assert_eq(gfa_numa_alloc(np, NULL, 0, 0, GFA_MT_ISOLATE, 1, 0, NULL), GFA_EMIGRATE);
+	cr_assert_eq(gfa_numa_alloc(np, NULL, 0, 0, GFA_MT_MOVABLE, 1, 0x8000, NULL), GFA_EALIGN);
+	cr_assert_eq(gfa_numa_node_stat(np, 0, NULL), GFA_EFAULT);
+	cr_assert_eq(gfa_pool_vmstat(pool, &a), 0);
+	cr_assert_eq(a.err_order, b.err_order + 1, "EORDER counted %lu -> %lu",
+		     (unsigned long)b.err_order, (unsigned long)a.err_order);
+	cr_assert_eq(a.err_migratetype, b.err_migratetype + 1, "EMIGRATE not counted");
+	cr_assert_eq(a.err_align, b.err_align + 1, "EALIGN not counted");
+	cr_assert_eq(a.err_fault, b.err_fault + 1, "EFAULT not counted");
+	cr_assert_eq(gfa_numa_node_stat(np, 0, &ns), 0);
+	cr_assert_eq(ns.nr_free, ns.nr_frames, "nothing allocated");
+	gfa_numa_detach(np);
+	gfa_pool_destroy(pool);
+	gfa_numa_topology_free(t);
+}

@@ -297,6 +297,12 @@ int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat 
 int gfa_zone_node(const struct gfa_pool *pool, unsigned int zone);
 /* Sum of all zones' counters plus pool-wide error counters.  0 or GFA_EFAULT. */
 int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs);
+/*
+ * For the layers above (numa, vmm): count err, one of the GFA_E* errors above, in the
+ * pool's err_* counters as if the allocator had returned it, and return it.  Other
+ * values and a NULL pool are returned uncounted.  Any thread.
+ */
+int gfa_pool_count_error(struct gfa_pool *pool, int err);
 /* Name of a migratetype ("Unmovable", ...) as /proc/pagetypeinfo prints it. */
 const char *gfa_migratetype_name(enum gfa_migratetype mt);
 
