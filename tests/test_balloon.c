@@ -962,3 +962,33 @@ Test(balloon, failed_inflate_leaves_owned_gfns_mapped_and_the_rest_zero, .timeou
 	gfa_guest_destroy(g);
 	bhost_done(&h);
 }
+
+/*
+ * A small_only guest "never uses order-9 blocks": deflating a whole 2 MiB range must
+ * not back it with one (deflate_range takes the largest aligned block it can).
+ */
+Test(balloon, deflate_of_a_small_only_guest_takes_no_order9_block)
+{
+	struct bhost h = bhost_new(16 * MiB, NULL, 0);
+	struct gfa_guest_config cfg = { .mem_bytes = 4 * MiB, .small_only = true };
+	struct gfa_guest *g = gfa_guest_create(h.pool, h.b, &cfg);
+	struct gfa_gpa_range whole = { 2 * MiB, 2 * MiB };
+	struct gfa_guest_stat st;
+	struct gfa_frame_info fi;
+	uint64_t pfn;
+
+	cr_assert_not_null(g);
+	gfa_guest_stat(g, &st);
+	cr_assert_eq(st.huge_ranges, 0);
+	cr_assert_eq(gfa_balloon_inflate(g, &whole, 1), 512);
+	cr_assert_eq(gfa_balloon_deflate(g, &whole, 1), 512);
+	cr_assert_eq(gfa_guest_gpa_to_pfn(g, whole.gpa, &pfn), 0);
+	cr_assert_eq(gfa_frame_lookup(h.pool, pfn, &fi), 0);
+	gfa_guest_stat(g, &st);
+	cr_expect_eq(st.huge_ranges, 0, "small_only guest got %lu huge range(s)",
+		     (unsigned long)st.huge_ranges);
+	cr_assert_lt(fi.order, GFA_PAGEBLOCK_ORDER, "deflate backed gpa %#lx with an order-%u block",
+		     (unsigned long)whole.gpa, fi.order);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}

@@ -46,6 +46,7 @@ static void *gmf_compact(void *arg)
 }
 
 static void *_Atomic gmf_fail_anon_at;  /* an anonymous MAP_FIXED mmap here fails once */
+static void *_Atomic gmf_fail_2m_at;    /* a 2 MiB MAP_SHARED MAP_FIXED mmap here fails once */
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -56,6 +57,12 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	if ((flags & MAP_ANONYMOUS) && (flags & MAP_FIXED) && addr &&
 	    addr == atomic_load(&gmf_fail_anon_at)) {
 		atomic_store(&gmf_fail_anon_at, NULL);
+		errno = ENOMEM;         /* as at vm.max_map_count */
+		return MAP_FAILED;
+	}
+	if ((flags & MAP_SHARED) && (flags & MAP_FIXED) && addr && len == (2UL << 20) &&
+	    addr == atomic_load(&gmf_fail_2m_at)) {
+		atomic_store(&gmf_fail_2m_at, NULL);
 		errno = ENOMEM;         /* as at vm.max_map_count */
 		return MAP_FAILED;
 	}
@@ -186,6 +193,60 @@ Test(guest_mapfail, destroy_fallback_never_unmaps_what_another_thread_mapped_in_
 	gfa_backing_destroy(b);
 	gfa_pool_destroy(pool);
 }
+/*
+ * A collapse whose final one-mapping remap (guest_collapsed) fails: the pieces are all
+ * in the new order-9 block and the pool holds one block, but the guest keeps the
+ * pieces' orders.  Its frees then name blocks the pool does not have (wrong order, not
+ * a head) and are dropped: the 2 MiB stay allocated to a guest that no longer exists.
+ */
+Test(guest_mapfail, collapse_whose_huge_remap_fails_loses_no_frame, .timeout = 60)
+{
+	const uint64_t F = 5, nr = 2048;        /* 8 MiB: four pageblocks */
+	struct gfa_pool *pool = tu_pool(nr);
+	struct gfa_backing_config bc = { 0 };
+	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true, .id = 999 };
+	struct gfa_backing *b = gfa_backing_create(pool, &bc);
+	struct gfa_gpa_range one = { 4096, 4096 };
+	struct gfa_guest *g;
+	struct gfa_frame_info fi;
+	uint64_t pfn;
+	int n;
+
+	cr_assert_not_null(b);
+	for (uint64_t i = 0; i < nr; i++)
+		cr_assert_eq(gfa_alloc(pool, 0, 0, GFA_MT_MOVABLE, F, 0), (int64_t)i);
+	/* four order-7 holes whose buddies are taken: the guest gets four order-7 pieces */
+	for (uint64_t base = 0; base < 1024; base += 256)
+		for (uint64_t q = base; q < base + 128; q++)
+			cr_assert_eq(gfa_free(pool, q, 0, F), 0);
+	g = gfa_guest_create(pool, b, &cfg);
+	cr_assert_not_null(g);
+	for (uint64_t q = 1024; q < 1536; q++)  /* an empty pageblock for the new block */
+		cr_assert_eq(gfa_free(pool, q, 0, F), 0);
+	atomic_store(&gmf_fail_2m_at, gfa_guest_hva(g));
+	n = gfa_guest_collapse(g, 1);
+	cr_assert_null(atomic_load(&gmf_fail_2m_at), "the huge remap was not attempted");
+	cr_assert_eq(n, 1);
+	cr_assert_eq(gfa_guest_gpa_to_pfn(g, 0, &pfn), 0);
+	cr_assert_eq(gfa_frame_lookup(pool, pfn, &fi), 0);
+	cr_assert_eq(fi.order, 9, "the pool holds one order-9 block");
+	/* balloon one page of it: the frame must leave the guest */
+	cr_expect_eq(gfa_balloon_inflate(g, &one, 1), 1);
+	cr_assert_eq(gfa_frame_lookup(pool, pfn + 1, &fi), 0);
+	cr_assert_neq(fi.state == GFA_FRAME_ALLOCATED && fi.owner == cfg.id, 1,
+		      "ballooned pfn %lu is still allocated to the guest (block %lu order %u)",
+		      (unsigned long)(pfn + 1), (unsigned long)fi.head_pfn, fi.order);
+	gfa_guest_destroy(g);
+	for (uint64_t q = 1536; q < nr; q++)
+		cr_assert_eq(gfa_free(pool, q, 0, F), 0);
+	for (uint64_t base = 128; base < 1024; base += 256)
+		for (uint64_t q = base; q < base + 128; q++)
+			cr_assert_eq(gfa_free(pool, q, 0, F), 0);
+	cr_assert_eq(tu_free_frames(pool), nr, "frames lost: %lu free of %lu",
+		     (unsigned long)tu_free_frames(pool), (unsigned long)nr);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(pool);
+}
 #else
 Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame)
 {
@@ -195,5 +256,10 @@ Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame)
 Test(guest_mapfail, destroy_fallback_never_unmaps_what_another_thread_mapped_in_the_hole)
 {
 	cr_skip_test("interposes munmap: not under ThreadSanitizer");
+}
+
+Test(guest_mapfail, collapse_whose_huge_remap_fails_loses_no_frame)
+{
+	cr_skip_test("interposes mmap: not under ThreadSanitizer");
 }
 #endif

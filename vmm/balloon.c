@@ -213,7 +213,7 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi, uint64_t *kept)
 {
 	for (uint64_t gfn = lo; gfn < hi;) {
-		unsigned int order = GFA_PAGEBLOCK_ORDER;
+		unsigned int order = g->small_only ? GFA_PAGEBLOCK_ORDER - 1 : GFA_PAGEBLOCK_ORDER;
 		int err;
 
 		while (order > 0 && ((gfn & ((1UL << order) - 1)) || gfn + (1UL << order) > hi))

@@ -179,7 +179,10 @@ static void guest_collapsed(void *ctx, uint64_t owner, uint64_t dst)
 				gfn = r;
 				break;
 			}
-		if (gfn < g->nr_frames && !guest_map(g, gfn, dst, GFA_PAGEBLOCK_ORDER)) {
+		if (gfn < g->nr_frames) {
+			/* the pieces' mappings already map dst + i at gfn + i: a failed
+			 * single mapping only costs the PMD, the index must say one block */
+			guest_map(g, gfn, dst, GFA_PAGEBLOCK_ORDER);
 			guest_record(g, gfn, dst, GFA_PAGEBLOCK_ORDER);
 			gfa_block_set_index(g->pool, dst, g->id, (uint32_t)gfn);
 		}
@@ -253,6 +256,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	g->nr_frames = cfg->mem_bytes >> GFA_FRAME_SHIFT;
 	g->id = cfg->id ? cfg->id : atomic_fetch_add(&next_guest_id, 1);
 	g->collapse_lo = NO_PFN;
+	g->small_only = cfg->small_only;
 	pthread_mutexattr_init(&attr);
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&g->lock, &attr);

@@ -27,6 +27,7 @@ struct gfa_guest {
 	struct gfa_guest_stat st;
 	uint64_t collapse_lo;   /* first gfn of the range being collapsed, or NO_PFN */
 	bool registered;        /* our owner ops are in the pool: destroy removes them */
+	bool small_only;       /* never an order-9 block (cfg->small_only; collapse aside) */
 };
 
 /* All with g->lock held. */

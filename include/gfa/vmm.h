@@ -193,8 +193,9 @@ struct gfa_guest_config {
 	unsigned int zone;      /* zone (NUMA node) its frames come from */
 	struct gfa_pcp *pcp;    /* the creating thread's cache (of `zone`), or NULL for the
 				 * zone path */
-	bool small_only;        /* never use order-9 blocks (the host may still merge
-				 * contiguous small blocks into a PMD mapping) */
+	bool small_only;        /* never use order-9 blocks, at creation or on deflate (the
+				 * host may still merge contiguous small blocks into a PMD
+				 * mapping; gfa_guest_collapse still collapses when asked) */
 	uint64_t id;            /* owner cookie; 0 = pick a unique one */
 };
 
