@@ -218,7 +218,11 @@ struct gfa_guest_vcpu_ops {
  * owner's claim stays drawn: unclaim and claim again before retrying), EEXIST (cfg->id
  * is an owner of the pool already), ENOSPC (owner registry full), or the error of mmap
  * for the window.
- * Thread rules: any thread; one guest's calls are serialised by the guest's lock.
+ * Thread rules: any thread; one guest's calls are serialised by the guest's lock.  Not
+ * from a thread the vCPU ops wait for (a vCPU's own IO handler, e.g. a virtio-balloon
+ * device): a move holds the guest's lock while it pauses the vCPUs, so that thread
+ * would wait for the lock and the move for that thread.  Hand such work to another
+ * thread.
  */
 struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 				   const struct gfa_guest_config *cfg);
@@ -277,7 +281,8 @@ struct gfa_gpa_range {
  * mapped again (end blocks may be left split); a block that cannot be mapped again
  * either is ballooned after all (counted in ballooned_frames): a gfn the guest owns is
  * always mapped, one it does not always reads zero.
- * Returns frames taken, or the error.  Thread rules: any thread (the guest's lock).
+ * Returns frames taken, or the error.  Thread rules: any thread (the guest's lock) but a
+ * vCPU's own IO handler (see gfa_guest_create).
  */
 int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
 /*
