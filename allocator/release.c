@@ -422,19 +422,27 @@ static bool range_inflight(struct gfa_zone *z, uint64_t pfn, uint64_t end)
 	return true;
 }
 
-static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released, bool failure);
+/* How an in-flight range comes back. */
+enum host_outcome { HOST_RELEASED, HOST_RELEASE_FAILED, HOST_POPULATED, HOST_POPULATE_FAILED };
+
+static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host_outcome how);
 
 int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released)
 {
-	return host_done(pool, pfn, nr, released, !released);
+	return host_done(pool, pfn, nr, released ? HOST_RELEASED : HOST_RELEASE_FAILED);
 }
 
 int gfa_zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
 {
-	return host_done(pool, pfn, nr, false, false);
+	return host_done(pool, pfn, nr, HOST_POPULATED);
 }
 
-static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released, bool failure)
+int gfa_zone_populate_failed(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
+{
+	return host_done(pool, pfn, nr, HOST_POPULATE_FAILED);
+}
+
+static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host_outcome how)
 {
 	struct gfa_zone *z;
 	uint64_t end = pfn + nr;
@@ -456,12 +464,14 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool rele
 		unsigned int order = f->order;
 
 		z->nr_inflight -= 1UL << order;
-		if (released) {
+		if (how == HOST_RELEASED || how == HOST_POPULATE_FAILED)
 			z->nr_released += release_bits(z, pfn, 1UL << order, true);
+		if (how == HOST_RELEASED)
 			z->c.vm.release_done += 1UL << order;
-		} else if (failure) {
+		else if (how == HOST_RELEASE_FAILED)
 			z->c.vm.release_failed += 1UL << order;
-		}
+		else if (how == HOST_POPULATE_FAILED)
+			z->c.vm.release_populate_failed += 1UL << order;
 		fstate_set(f, 0);
 		buddy_free_block(z, pfn, order);
 		pfn += 1UL << order;

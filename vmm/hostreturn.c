@@ -40,6 +40,8 @@ struct gfa_host_return {
 	_Atomic bool failed[GFA_MAX_ZONES];
 	_Atomic bool released[GFA_MAX_ZONES];  /* a punch succeeded since the last pass */
 	unsigned int backoff[GFA_MAX_ZONES], skip[GFA_MAX_ZONES];
+	/* a zone the host cannot populate (memory limits) stops growing the same way */
+	unsigned int grow_backoff[GFA_MAX_ZONES], grow_skip[GFA_MAX_ZONES];
 	double above_since[GFA_MAX_ZONES];   /* ms since populated free > high; 0: not */
 	bool urgent;                    /* a kick: release now, without settling */
 	unsigned int quiescing;         /* quiesce waiters: every pass is urgent meanwhile */
@@ -105,22 +107,57 @@ static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct
 	return err;
 }
 
-/* Grow: fault released frames back in ahead of allocations. */
+/*
+ * Fault one released range back in.  Only a kernel without MADV_POPULATE_WRITE (before
+ * 5.14: EINVAL) gets the frames written instead; any other failure (ENOMEM at a memory
+ * limit, EFAULT on a hugetlbfs pool out of pages) would fault the same way on a write,
+ * fatally (SIGBUS, the OOM killer), so the range goes back released.
+ */
+static bool hr_populate(void *addr, uint64_t len)
+{
+	if (!madvise(addr, len, MADV_POPULATE_WRITE))
+		return true;
+	if (errno != EINVAL)
+		return false;
+	for (uint64_t off = 0; off < len; off += GFA_FRAME_SIZE)
+		((volatile char *)addr)[off] = 0;
+	return true;
+}
+
+/* Grow: fault released frames back in ahead of allocations.  Returns ranges populated. */
 static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone, struct gfa_frame_range *fr)
 {
-	int n = gfa_zone_populate_isolate(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
+	unsigned int done = 0;
+	bool failed = false;
+	int n;
 
+	if (hr->grow_skip[zone]) {
+		hr->grow_skip[zone]--;
+		return 0;
+	}
+	n = gfa_zone_populate_isolate(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
 	for (int i = 0; i < n; i++) {
-		void *addr = gfa_pfn_to_addr(hr->pool, fr[i].pfn);
 		uint64_t len = fr[i].nr << GFA_FRAME_SHIFT;
 
-		if (madvise(addr, len, MADV_POPULATE_WRITE))
-			for (uint64_t off = 0; off < len; off += GFA_FRAME_SIZE)
-				((volatile char *)addr)[off] = 0;
+		if (!hr_populate(gfa_pfn_to_addr(hr->pool, fr[i].pfn), len)) {
+			gfa_zone_populate_failed(hr->pool, fr[i].pfn, fr[i].nr);
+			failed = true;
+			continue;
+		}
 		gfa_zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
 		hr->pass.bytes_populated += len;
+		done++;
 	}
-	return n > 0 ? (unsigned int)n : 0;
+	if (failed) {
+		hr->grow_backoff[zone] = hr->grow_backoff[zone] ? hr->grow_backoff[zone] * 2 : 1;
+		if (hr->grow_backoff[zone] > 64)
+			hr->grow_backoff[zone] = 64;
+		hr->grow_skip[zone] = hr->grow_backoff[zone];
+		hr->pass.backoffs++;
+	} else if (done) {
+		hr->grow_backoff[zone] = 0;
+	}
+	return done;
 }
 
 /* After failed releases, wait a growing number of passes before trying again. */

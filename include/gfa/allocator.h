@@ -261,7 +261,8 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	X(release_isolated)        /* frames taken out for release to the host */ \
 	X(release_done)            /* frames the host took back */ \
 	X(release_failed)          /* frames that came back still populated */ \
-	X(release_populated)       /* released frames populated again ahead of use */ \
+	X(release_populated)       /* released frames taken to be populated ahead of use */ \
+	X(release_populate_failed) /* of those, frames the host could not populate */ \
 	X(thp_collapse_alloc) X(thp_collapse_alloc_failed) \
 	X(err_fault) X(err_range) X(err_align) X(err_order) X(err_migratetype) \
 	X(err_double_free) X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) \
@@ -487,7 +488,7 @@ int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gf
 /*
  * One grow step: when the zone has fewer than `low` populated free frames, take
  * released free frames (lowest first) up to `high` and max_frames, to be populated by
- * the caller and reported with gfa_zone_populate_done.  Only released frames go:
+ * the caller and reported with gfa_zone_populate_done (or gfa_zone_populate_failed).  Only released frames go:
  * a free block that mixes them with populated ones is split, and its populated
  * pieces stay on the lists; claimed frames stay on the lists too.  Same returns as
  * above.
@@ -516,6 +517,12 @@ int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_wa
 			  uint64_t max_frames);
 /* The same for a range taken by gfa_zone_populate_isolate, now populated. */
 int gfa_zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
+/*
+ * A range taken by gfa_zone_populate_isolate that the host could not populate (memory
+ * pressure): back on the lists released, counted in release_populate_failed.  Same
+ * returns as gfa_zone_release_done.
+ */
+int gfa_zone_populate_failed(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
 
 /* ---- moving frames: owners and compaction ---- */
 
