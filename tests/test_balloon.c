@@ -992,3 +992,82 @@ Test(balloon, deflate_of_a_small_only_guest_takes_no_order9_block)
 	gfa_guest_destroy(g);
 	bhost_done(&h);
 }
+
+struct hrq_churn {
+	struct gfa_pool *pool;
+	atomic_bool stop;
+};
+
+/* Keeps the host return busy: every free leaves populated memory above its reserve. */
+static void *hrq_churn_main(void *arg)
+{
+	struct hrq_churn *c = arg;
+
+	while (!atomic_load(&c->stop)) {
+		int64_t pfn = gfa_alloc(c->pool, 0, 0, GFA_MT_MOVABLE, 3, GFA_ALLOC_NOCOMPACT);
+
+		if (pfn >= 0)
+			gfa_free(c->pool, (uint64_t)pfn, 0, 3);
+	}
+	return NULL;
+}
+
+struct hrq_waiter {
+	struct gfa_host_return *hr;
+	atomic_int ret;
+	atomic_bool in;
+	double ms;
+};
+
+static void *hrq_quiesce_main(void *arg)
+{
+	struct hrq_waiter *w = arg;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	atomic_store(&w->in, true);
+	atomic_store(&w->ret, gfa_host_return_quiesce(w->hr, 5000));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	w->ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	return NULL;
+}
+
+/*
+ * gfa_host_return_stop while a quiesce waits on another thread (shutdown paths do
+ * both): the waiter returns -ECANCELED at once and stop frees hr only after it left.
+ * Before, stop freed hr under the waiter, which woke at its timeout in freed memory.
+ */
+Test(balloon, stop_while_another_thread_quiesces, .timeout = 120)
+{
+	struct gfa_host_return_config hc = { .force_sync = true, .no_settle = true,
+					     .no_scrub = true, .no_pcp_drain = true };
+	int canceled = 0;
+
+	for (int attempt = 0; attempt < 20 && !canceled; attempt++) {
+		struct bhost h = bhost_new(16 * MiB, &hc, 0);
+		struct hrq_churn c = { .pool = h.pool };
+		struct hrq_waiter w = { .ret = 1 };
+		pthread_t ct, wt;
+
+		bhost_start(&h);
+		cr_assert_eq(pthread_create(&ct, NULL, hrq_churn_main, &c), 0);
+		w.hr = h.hr;
+		cr_assert_eq(pthread_create(&wt, NULL, hrq_quiesce_main, &w), 0);
+		while (!atomic_load(&w.in))
+			sched_yield();
+		usleep(20000);
+		gfa_host_return_stop(h.hr);
+		h.hr = NULL;
+		pthread_join(wt, NULL);
+		atomic_store(&c.stop, true);
+		pthread_join(ct, NULL);
+		cr_assert(w.ret == 0 || w.ret == -ECANCELED, "quiesce returned %d after %.0f ms",
+			  w.ret, w.ms);
+		if (w.ret == -ECANCELED) {
+			canceled++;
+			cr_assert_lt(w.ms, 2000, "the waiter stayed %.0f ms past the stop", w.ms);
+		}
+		bhost_done(&h);
+	}
+	cr_assert_gt(canceled, 0, "no quiesce was still waiting when stop came");
+}

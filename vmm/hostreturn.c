@@ -456,7 +456,7 @@ int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms)
 	hr->kicked = true;
 	pthread_cond_broadcast(&hr->cond);
 	/* two idle passes after the kick: the work the first one saw has completed */
-	while (hr->idle_passes < seen + 2 && !err) {
+	while (hr->idle_passes < seen + 2 && !err && !hr->stop) {
 		/* keep the thread passing until it finds nothing, settled or not */
 		hr->kicked = hr->urgent = true;
 		pthread_cond_broadcast(&hr->cond);
@@ -465,7 +465,10 @@ int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms)
 		    hr->idle_passes < seen + 2)
 			err = -ETIMEDOUT;
 	}
-	hr->quiescing--;
+	if (hr->stop && !err)
+		err = -ECANCELED;       /* a stop overlapped: it waits for us to leave */
+	if (!--hr->quiescing && hr->stop)
+		pthread_cond_broadcast(&hr->cond);
 	pthread_mutex_unlock(&hr->lock);
 	return err;
 }
@@ -482,6 +485,13 @@ int gfa_host_return_stop(struct gfa_host_return *hr)
 	pthread_mutex_unlock(&hr->lock);
 	if (hr->thread)
 		pthread_join(hr->thread, NULL);
+	/* a quiesce still waiting on another thread leaves before hr goes */
+	pthread_mutex_lock(&hr->lock);
+	while (hr->quiescing) {
+		pthread_cond_broadcast(&hr->cond);
+		pthread_cond_wait(&hr->cond, &hr->lock);
+	}
+	pthread_mutex_unlock(&hr->lock);
 	for (unsigned int z = 0; z < hr->nr_zones; z++)
 		gfa_release_destroy(hr->engine[z]);   /* finishes what is queued */
 	pthread_mutex_destroy(&hr->lock);

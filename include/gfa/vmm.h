@@ -161,7 +161,8 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 void gfa_host_return_kick(struct gfa_host_return *hr);
 /*
  * Wait until a pass finds nothing to do and no release is in flight (tests, benchmarks,
- * shutdown), at most timeout_ms (negative: 0).  0, -EFAULT, -ETIMEDOUT.
+ * shutdown), at most timeout_ms (negative: 0).  0, -EFAULT, -ETIMEDOUT, -ECANCELED (a
+ * gfa_host_return_stop on another thread overlapped; it waits for this call to return).
  */
 int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms);
 /* Stop the thread, let the engines finish what is queued, free.  NULL is a no-op. */
