@@ -108,6 +108,10 @@ Test(guest, bad_config)
 	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));
 	cr_assert_eq(errno, ENOMEM);
 	cr_assert_eq(tu_free_frames(h.pool), 16 * MiB / GFA_FRAME_SIZE, "a failed create keeps nothing");
+	/* the largest size, 16 TiB, on a 16 MiB pool */
+	cfg.mem_bytes = (uint64_t)UINT32_MAX << GFA_FRAME_SHIFT & ~(2 * MiB - 1);
+	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));
+	cr_assert_eq(errno, ENOMEM);
 	host_done(&h);
 }
 

@@ -232,6 +232,10 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 	 * without the zone at all is another pool's too */
 	if (fd != gfa_backing_zone_fd(b, cfg->zone))
 		return EINVAL;
+	/* more than the whole zone can never be backed: fail before sizing tables for it
+	 * (16 TiB of guest would mean 32 GiB of them) */
+	if ((cfg->mem_bytes >> GFA_FRAME_SHIFT) > nr)
+		return ENOMEM;
 	return 0;
 }
 
