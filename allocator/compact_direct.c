@@ -39,6 +39,7 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 	static const enum gfa_compact_mode modes[] = {
 		GFA_COMPACT_ASYNC, GFA_COMPACT_SYNC_LIGHT, GFA_COMPACT_SYNC
 	};
+	bool promised;
 	int64_t pfn;
 
 	/* free lists only: never wait on other vCPUs' caches or compact (remote zones) */
@@ -50,8 +51,11 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 	gfa_pool_drain_all(z->pool, (int)z->id);
 	pthread_mutex_lock(&z->lock);
 	pfn = zone_alloc_locked(z, order, mt, owner, flags);
+	/* the free frames are promised to claims: moving frames cannot change that (the
+	 * kernel skips compaction below the order-0 watermark, counting no stall) */
+	promised = pfn < 0 && !claim_allows(z, owner, order);
 	pthread_mutex_unlock(&z->lock);
-	if (pfn >= 0 || !order)
+	if (pfn >= 0 || !order || promised)
 		goto out;
 	/* one isolation gate for all three runs below: one grace period, not three */
 	pcp_isolate_begin(z);

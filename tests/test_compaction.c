@@ -963,3 +963,22 @@ Test(compaction, async_free_scanner_finds_every_scattered_free_block, .timeout =
 		frag_done(&f);
 	}
 }
+
+/*
+ * Every free frame is claimed by another owner: no compaction can give this owner a
+ * block (moves conserve free frames), so none runs: no stall, no moves of other
+ * owners' memory, no capture handed back (before: 3 stalls and 256 moves for nothing).
+ */
+Test(compaction, no_compaction_when_claims_refuse_the_request, .timeout = 60)
+{
+	struct frag f = fragment(false, true);
+	uint64_t moves = f.o->moves, stall = VMS(f.pool, compact_stall);
+
+	cr_assert_eq(gfa_zone_claim(f.pool, 0, 55, tu_free_frames(f.pool)), 0);
+	cr_assert_eq(gfa_alloc(f.pool, 0, 9, GFA_MT_MOVABLE, 99, 0), GFA_ENOMEM);
+	cr_assert_eq(f.o->moves - moves, 0, "%lu blocks moved for nothing",
+		     (unsigned long)(f.o->moves - moves));
+	cr_assert_eq(VMS(f.pool, compact_stall) - stall, 0);
+	gfa_zone_unclaim(f.pool, 0, 55);
+	frag_done(&f);
+}
