@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -834,4 +835,98 @@ Test(domain_xml, caller_built_spec_with_counts_too_large)
 	s->nr_pages = 0;
 	cr_assert_gt(gfa_domain_format(s, buf, sizeof(buf)), 0);
 	free(s);
+}
+
+static long maxrss_kib(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+/*
+ * ~70 KB of XML: one 64 KiB internal entity referenced 2000 times.  libxml2
+ * keeps the references (no XML_PARSE_NOENT) and xmlNodeGetContent() expands
+ * them all, so this costs 128+ MiB; a 16 MiB document costs terabytes.
+ */
+Test(domain_xml, entity_expansion_is_refused)
+{
+	const size_t ent = 64 * 1024, refs = 2000;
+	char *xml = malloc(ent + refs * 3 + 256), *p = xml, err[256] = "";
+	struct gfa_domain_spec s;
+	long before, grew;
+	size_t i;
+	int rc;
+
+	cr_assert_not_null(xml);
+	p += sprintf(p, "<!DOCTYPE domain [<!ENTITY a \"");
+	memset(p, '7', ent);
+	p += ent;
+	p += sprintf(p, "\">]><domain><name>q</name><memory>");
+	for (i = 0; i < refs; i++, p += 3)
+		memcpy(p, "&a;", 3);
+	strcpy(p, "</memory></domain>");
+	before = maxrss_kib();
+	rc = gfa_domain_from_xml_string(xml, &s, err, sizeof(err));
+	grew = maxrss_kib() - before;
+	cr_assert_neq(rc, 0);
+	cr_assert_lt(grew, 32 * 1024, "%zu bytes of XML raised peak RSS by %ld KiB "
+		     "(rc %d)", strlen(xml), grew, rc);
+	free(xml);
+}
+
+/* libvirt reads only the first <numa> of a <cpu> (./cpu/numa[1]/cell). */
+Test(domain_libvirt, a_second_numa_block_is_read_as_libvirt_reads_it)
+{
+	static const char xml[] =
+		"<domain type='test'><name>twonuma</name><os><type>hvm</type></os>"
+		"<memory unit='GiB'>2</memory><vcpu>4</vcpu><cpu>"
+		"<numa><cell id='0' cpus='0-1' memory='1' unit='GiB'/></numa>"
+		"<numa><cell id='1' cpus='2-3' memory='1' unit='GiB'/></numa>"
+		"</cpu></domain>";
+	struct gfa_domain_spec from_file, from_virt;
+	char err[256] = "", err2[256] = "";
+	virConnectPtr conn;
+	virDomainPtr dom;
+	int rf, rv;
+
+	conn = virConnectOpen("test:///default");
+	cr_assert_not_null(conn);
+	dom = virDomainDefineXML(conn, xml);
+	cr_assert_not_null(dom);
+	rf = gfa_domain_from_xml_string(xml, &from_file, err, sizeof(err));
+	rv = gfa_domain_from_libvirt("test:///default", "twonuma", &from_virt, err2,
+				     sizeof(err2));
+	virDomainUndefine(dom);
+	virDomainFree(dom);
+	virConnectClose(conn);
+	cr_assert_eq(rf, rv, "file: %d '%s'; libvirt: %d '%s'", rf, err, rv, err2);
+}
+
+/* All of <memory> in memory devices leaves no boot RAM; libvirt refuses it. */
+Test(domain_xml, memory_all_in_devices_leaves_no_boot_ram)
+{
+	struct gfa_domain_spec s;
+	char err[256] = "";
+
+	cr_assert_eq(gfa_domain_from_xml_string(
+			     "<domain><name>x</name><memory>2048</memory><devices>"
+			     "<memory model='dimm'><target><size>2048</size></target>"
+			     "</memory></devices></domain>", &s, err, sizeof(err)),
+		     -EINVAL, "boot RAM 0 accepted: memory %llu, devices %llu",
+		     (unsigned long long)s.memory_bytes,
+		     (unsigned long long)s.device_memory_bytes);
+}
+
+/* The header promises a one-line message. */
+Test(domain_xml, message_is_one_line)
+{
+	struct gfa_domain_spec s;
+	char err[256] = "";
+
+	cr_assert_eq(gfa_domain_from_xml_string(
+			     "<domain><name>x</name><memory unit='GiB'>\n  2.5\n</memory>"
+			     "</domain>", &s, err, sizeof(err)), -EINVAL);
+	cr_assert_null(strchr(err, '\n'), "message spans lines: [%s]", err);
 }

@@ -46,6 +46,9 @@ fail(char *err, size_t errlen, int rc, const char *what, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err + n, errlen - n, fmt, ap);
 	va_end(ap);
+	for (char *c = err; *c; c++)	/* one line, whatever the XML held */
+		if (*c == '\n' || *c == '\r')
+			*c = ' ';
 	return rc;
 }
 
@@ -468,9 +471,9 @@ static int parse_cells(struct xml_in *in, struct gfa_domain_spec *s)
 	xmlXPathObjectPtr cells;
 	int i, n, rc = 0;
 
-	if (!xml_first(in, "/domain/cpu/numa"))
+	if (!xml_first(in, "/domain/cpu/numa[1]"))
 		return 0;
-	cells = xml_find(in, "/domain/cpu/numa/cell");
+	cells = xml_find(in, "/domain/cpu/numa[1]/cell");
 	n = xml_count(cells);
 	if (n == 0)
 		rc = fail(in->err, in->errlen, -EINVAL, in->what,
@@ -678,6 +681,9 @@ static int check_spec(struct gfa_domain_spec *s, const char *what, char *err,
 		return fail(err, errlen, -EINVAL, what,
 			    "current vCPUs (%u) exceed the maximum (%u)",
 			    s->current_vcpus, s->vcpus);
+	if (s->device_memory_bytes == s->memory_bytes)
+		return fail(err, errlen, -EINVAL, what,
+			    "all memory is in memory devices, no boot RAM");
 	if (s->device_memory_bytes > s->memory_bytes)
 		return fail(err, errlen, -EINVAL, what,
 			    "memory devices (%" PRIu64 " bytes) exceed <memory> (%"
@@ -730,6 +736,12 @@ static int parse_doc(const char *xml, size_t len, const char *what,
 	}
 	xmlFreeParserCtxt(ctxt);
 
+	/* Entity references stay in the tree and expand in xmlNodeGetContent(). */
+	if (in.doc->intSubset && (in.doc->intSubset->entities ||
+				  in.doc->intSubset->pentities)) {
+		rc = fail(err, errlen, -EBADMSG, what, "entity declarations are not allowed");
+		goto out_doc;
+	}
 	root = xmlDocGetRootElement(in.doc);
 	if (!root || strcmp((const char *)root->name, "domain")) {
 		rc = fail(err, errlen, -EBADMSG, what,

@@ -19,7 +19,8 @@
  *      -EINVAL   NULL argument, or content that is inconsistent (NUMA cells not
  *                adding up to <memory>, zero vCPUs, unknown memory unit,
  *                malformed number or cpu list, overlapping cells, ...)
- *      -EBADMSG  not well-formed XML, root element is not <domain>, no <name>
+ *      -EBADMSG  not well-formed XML, root element is not <domain>, no <name>, or entity
+ *                declarations (domain XML has none; expanding them is unbounded)
  *      -ERANGE   a value overflows 64 bits or exceeds a limit below
  *      -ENOMEM   out of memory
  *  - Thread rules: all functions are reentrant and may be called from several
@@ -138,7 +139,7 @@ int gfa_domain_from_libvirt(const char *uri, const char *name,
 
 /*
  * gfa_domain_from_xml_file - parse the domain XML file @path (libxml2 only,
- * no network, no entity expansion from outside).  Any readable file works,
+ * no network, no entity declarations).  Any readable file works,
  * including pipes such as /dev/stdin.
  *
  * Return: 0 and *out filled, or
