@@ -202,6 +202,7 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 	if (err) {
 		/* all or nothing: move the pieces back, the sources were kept isolated */
 		bool stuck[GFA_PAGEBLOCK_FRAMES] = { false }, any = false;
+		uint64_t refused = 1UL << orders[i];
 
 		while (i--) {
 			stuck[i] = collapse_move_back(pool, ops, ctx, owner, (uint64_t)dst + offs[i],
@@ -209,8 +210,10 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 			any |= stuck[i];
 		}
 		pthread_mutex_lock(&z->lock);
-		z->c.vm.thp_collapse_alloc_failed++;
-		z->c.vm.pgmigrate_fail++;
+		/* the huge allocation itself succeeded (thp_collapse_alloc counts those, as
+		 * khugepaged does); the frames of the piece the owner refused failed */
+		z->c.vm.thp_collapse_alloc++;
+		z->c.vm.pgmigrate_fail += refused;
 		if (any) {
 			/* the owner holds as many frames as before: the target's charge back */
 			collapse_keep_stuck(pool, z, owner, (uint64_t)dst, pfns, orders, offs, n,
@@ -227,10 +230,11 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 		return err;
 	}
 	pthread_mutex_lock(&z->lock);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		zone_free_locked(z, pfns[i], orders[i]);
+		z->c.vm.pgmigrate_success += 1UL << orders[i];      /* pages, as the kernel */
+	}
 	z->c.vm.thp_collapse_alloc++;
-	z->c.vm.pgmigrate_success += n;
 	pthread_mutex_unlock(&z->lock);
 	if (ops->collapsed)
 		ops->collapsed(ctx, owner, (uint64_t)dst);

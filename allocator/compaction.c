@@ -128,7 +128,7 @@ static void isolate_free_block(struct compact_control *cc, uint64_t pfn)
 	buddy_list_del(cc->zone->pool, cc->zone, pfn);
 	release_take(cc->zone, pfn, 1UL << order);    /* written if used (compaction_alloc) */
 	cc_add_free(cc, pfn, order);
-	cc->zone->c.vm.compact_isolated++;
+	cc->zone->c.vm.compact_isolated += 1UL << order;     /* pages, as the kernel */
 }
 
 static bool cc_free_full(const struct compact_control *cc)
@@ -510,11 +510,18 @@ static bool skip_on_failure(const struct compact_control *cc, enum iso_fail why)
 	return why == ISO_PERMANENT || cc->mode != GFA_COMPACT_SYNC;
 }
 
-/* Put back the sources isolated since index `from` (zone lock held). */
+/*
+ * Put back the sources isolated since index `from` (zone lock held).  They leave
+ * compact_isolated too: the kernel counts what a block scan kept isolated.
+ */
 static void putback_since(struct compact_control *cc, unsigned int from)
 {
-	while (cc->nr_migrate > from)
-		fstate_set(FR(cc, cc->migrate[--cc->nr_migrate].pfn), GFA_FRAME_ALLOCATED);
+	while (cc->nr_migrate > from) {
+		struct iso_block *b = &cc->migrate[--cc->nr_migrate];
+
+		fstate_set(FR(cc, b->pfn), GFA_FRAME_ALLOCATED);
+		cc->zone->c.vm.compact_isolated -= 1UL << b->order;
+	}
 }
 
 /*
@@ -556,7 +563,7 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 			 fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED)) {
 			cc->migrate[cc->nr_migrate++] =
 				(struct iso_block){ pfn, order, frame_owner(f) };
-			z->c.vm.compact_isolated++;
+			z->c.vm.compact_isolated += 1UL << order;
 		} else if (st == GFA_FRAME_ALLOCATED || st == GFA_FRAME_ISOLATED) {
 			why = ISO_TRANSIENT;
 		}
@@ -762,7 +769,7 @@ static void migrate_pages(struct compact_control *cc)
 		if (err) {
 			cc_add_free(cc, (uint64_t)dst, b->order);
 			putback_block(cc, b);
-			z->c.vm.pgmigrate_fail++;
+			z->c.vm.pgmigrate_fail += 1UL << b->order;
 		} else {
 			/* the owner's index (page->index) travels with the block */
 			__atomic_store_n(&FR(cc, (uint64_t)dst)->spare,
@@ -770,7 +777,7 @@ static void migrate_pages(struct compact_control *cc)
 					 __ATOMIC_RELAXED);
 			frame_mark_allocated(FR(cc, (uint64_t)dst), GFA_MT_MOVABLE, b->owner);
 			zone_return_locked(z, b->pfn, b->order);  /* no caller's free */
-			z->c.vm.pgmigrate_success++;
+			z->c.vm.pgmigrate_success += 1UL << b->order;
 		}
 		pthread_mutex_unlock(&z->lock);
 	}

@@ -331,8 +331,12 @@ Test(compaction, collapse_moves_a_range_into_one_block, .timeout = 120)
 	cr_assert_eq(collapsed_at, (uint64_t)dst);
 	for (unsigned int i = 0; i < 512; i++)
 		cr_assert_eq(o->pfn[2 * i], (uint64_t)dst + i);
-	cr_assert_eq(VMS(p, thp_collapse_alloc), 1);
-	cr_assert_eq(VMS(p, thp_collapse_alloc_failed), 1);
+	/* as khugepaged counts: two huge allocations (the refused collapse had one too),
+	 * none failed; the refused piece's frame failed to move, 512 moved */
+	cr_assert_eq(VMS(p, thp_collapse_alloc), 2);
+	cr_assert_eq(VMS(p, thp_collapse_alloc_failed), 0);
+	cr_assert_eq(VMS(p, pgmigrate_fail), 1);
+	cr_assert_eq(VMS(p, pgmigrate_success), 512);
 	cr_assert_eq(co_verify_page(o, 0), 0);
 	ASSERT_POOL_OK(p);
 	free(mem);
@@ -981,4 +985,77 @@ Test(compaction, no_compaction_when_claims_refuse_the_request, .timeout = 60)
 	cr_assert_eq(VMS(f.pool, compact_stall) - stall, 0);
 	gfa_zone_unclaim(f.pool, 0, 55);
 	frag_done(&f);
+}
+
+/*
+ * Counted in pages, as /proc/vmstat: one order-2 block moved is pgmigrate_success +4,
+ * compact_isolated +8 (4 source, 4 target frames) — not +1 and +2 (blocks).
+ */
+Test(compaction, migration_counters_count_pages, .timeout = 60)
+{
+	const uint64_t frames = 4 * GFA_PAGEBLOCK_FRAMES;
+	struct gfa_pool *p = tu_pool(frames);
+	struct canary_owner *o = co_create(p, 7, frames / 4, false);
+	uint64_t keep = UINT64_MAX, hole = UINT64_MAX, ok, iso;
+
+	cr_assert_not_null(o);
+	for (uint64_t i = 0; i < frames / 4; i++)
+		cr_assert_eq(co_alloc(o, NULL, 0, i, 2), 0);
+	for (uint64_t i = 0; i < frames / 4; i++) {
+		keep = o->pfn[i] == 0 ? i : keep;
+		hole = o->pfn[i] == frames - 4 ? i : hole;
+	}
+	cr_assert(keep != UINT64_MAX && hole != UINT64_MAX);
+	/* pageblock 0 keeps one order-2 block; pageblock 3 has one order-2 hole */
+	for (uint64_t i = 0; i < frames / 4; i++)
+		if (i != keep && o->pfn[i] < GFA_PAGEBLOCK_FRAMES)
+			cr_assert_eq(co_free(o, NULL, i), 0);
+	cr_assert_eq(co_free(o, NULL, hole), 0);
+	ok = VMS(p, pgmigrate_success);
+	iso = VMS(p, compact_isolated);
+	cr_assert_geq(gfa_compact_zone(p, 0, 9, GFA_COMPACT_SYNC), 0);
+	cr_assert_eq(o->moves, 1, "layout: one block moves (moved %lu)", (unsigned long)o->moves);
+	cr_assert_eq(VMS(p, pgmigrate_success) - ok, 4);
+	cr_assert_eq(VMS(p, compact_isolated) - iso, 8);
+	ASSERT_POOL_OK(p);
+	co_destroy(o);
+	gfa_pool_destroy(p);
+}
+
+/*
+ * skip_on_failure puts a window's sources back when a frame in it can never move: what
+ * was put back was not kept isolated and is not counted (the kernel resets nr_isolated
+ * after putback_movable_pages).
+ */
+Test(compaction, sources_put_back_are_not_counted_isolated, .timeout = 60)
+{
+	const uint64_t frames = 4 * GFA_PAGEBLOCK_FRAMES;
+	struct gfa_pool *p = tu_pool(frames);
+	struct canary_owner *o = co_create(p, 7, frames, false);
+	uint64_t iso;
+
+	cr_assert_not_null(o);
+	for (uint64_t i = 0; i < frames; i++)
+		cr_assert_eq(co_alloc(o, NULL, 0, i, 0), 0);
+	/* offset 1 of every pageblock: an owner without a migrate op (never moves) */
+	for (uint64_t i = 0; i < frames; i++) {
+		uint64_t at = o->pfn[i];
+
+		if ((at & (GFA_PAGEBLOCK_FRAMES - 1)) != 1)
+			continue;
+		cr_assert_eq(co_free(o, NULL, i), 0);
+		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 0, GFA_ALLOC_NOCOMPACT), (int64_t)at);
+	}
+	for (uint64_t i = 0; i < frames; i++)
+		if (o->pfn[i] != UINT64_MAX &&
+		    (o->pfn[i] & (GFA_PAGEBLOCK_FRAMES - 1)) >= GFA_PAGEBLOCK_FRAMES / 2)
+			cr_assert_eq(co_free(o, NULL, i), 0);
+	iso = VMS(p, compact_isolated);
+	cr_assert_eq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 99, 0), GFA_ENOMEM);
+	cr_assert_eq(VMS(p, pgmigrate_success), 0);
+	cr_assert_eq(VMS(p, compact_isolated) - iso, 0, "%lu isolations counted, all put back",
+		     (unsigned long)(VMS(p, compact_isolated) - iso));
+	ASSERT_POOL_OK(p);
+	co_destroy(o);
+	gfa_pool_destroy(p);
 }

@@ -250,14 +250,15 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	X(compact_migrate_scanned) /* frames (and free-list entries) the migrate side read */ \
 	X(compact_migrate_blocks)  /* the same counting one per block (4.20's way), gfa's own */ \
 	X(compact_free_scanned)    /* frames (and free-list entries) the free side read */ \
-	X(compact_isolated)        /* blocks isolated, both sides */ \
+	X(compact_isolated)        /* frames isolated as sources and targets (sources put \
+				    * back at once not counted), as the kernel */ \
 	X(compact_stall)           /* direct compactions started */ \
 	X(compact_fail)            /* direct compactions that gave no block */ \
 	X(compact_success)         /* direct compactions that gave a block */ \
 	X(compact_capture)         /* blocks handed over by capture */ \
 	X(compact_daemon_wake)     /* background compaction runs */ \
 	X(compact_daemon_migrate_scanned) X(compact_daemon_free_scanned) \
-	X(pgmigrate_success) X(pgmigrate_fail) \
+	X(pgmigrate_success) X(pgmigrate_fail)     /* frames moved / not moved */ \
 	X(release_isolated)        /* frames taken out for release to the host */ \
 	X(release_done)            /* frames the host took back */ \
 	X(release_failed)          /* frames that came back still populated */ \
