@@ -131,6 +131,24 @@ int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 	return 0;
 }
 
+/*
+ * Zone i's name in the kernel's files: "Normal", and "Normal1", "Normal2" .. for the
+ * further zones of one node, so (node, zone) stays a unique key for their parsers.
+ */
+static const char *zone_name(const struct gfa_pool *pool, unsigned int i, char *buf, size_t len,
+			     const char *suffix)
+{
+	unsigned int k = 0;
+
+	for (unsigned int j = 0; j < i; j++)
+		k += pool->zones[j].node == pool->zones[i].node;
+	if (k)
+		snprintf(buf, len, "Normal%u%s", k, suffix);
+	else
+		snprintf(buf, len, "Normal%s", suffix);
+	return buf;
+}
+
 int gfa_pool_buddyinfo(struct gfa_pool *pool, char *buf, size_t len)
 {
 	struct strbuf sb = { buf, len, 0 };
@@ -141,8 +159,11 @@ int gfa_pool_buddyinfo(struct gfa_pool *pool, char *buf, size_t len)
 		return GFA_EFAULT;
 	}
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		char name[32];
+
 		gfa_zone_stat(pool, i, &st);
-		sb_printf(&sb, "Node %d, zone %8s ", pool->zones[i].node, "Normal");
+		sb_printf(&sb, "Node %d, zone %8s ", pool->zones[i].node,
+			  zone_name(pool, i, name, sizeof(name), ""));
 		for (unsigned int o = 0; o < GFA_NR_ORDERS; o++) {
 			uint64_t n = 0;
 
@@ -150,7 +171,10 @@ int gfa_pool_buddyinfo(struct gfa_pool *pool, char *buf, size_t len)
 				n += st.nr_free_blocks[o][t];
 			sb_printf(&sb, "%6lu ", (unsigned long)n);
 		}
-		sb_printf(&sb, "\nNode %d, pcp  %8s ", pool->zones[i].node, "Normal");
+		/* the caches' blocks as a zone line of their own: a parser of the kernel
+		 * file reads it as another (node, zone) key, never as this zone again */
+		sb_printf(&sb, "\nNode %d, zone %8s ", pool->zones[i].node,
+			  zone_name(pool, i, name, sizeof(name), "-pcp"));
 		for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 			sb_printf(&sb, "%6lu ", (unsigned long)st.nr_pcp_blocks[o]);
 		sb_printf(&sb, "\n");
@@ -174,10 +198,13 @@ int gfa_pool_pagetypeinfo(struct gfa_pool *pool, char *buf, size_t len)
 		sb_printf(&sb, "%6u ", o);
 	sb_printf(&sb, "\n");
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		char name[32];
+
 		gfa_zone_stat(pool, i, &st);
+		zone_name(pool, i, name, sizeof(name), "");
 		for (unsigned int t = 0; t < GFA_MT_TYPES; t++) {
 			sb_printf(&sb, "Node %4d, zone %8s, type %12s ", pool->zones[i].node,
-				  "Normal", gfa_migratetype_name(t));
+				  name, gfa_migratetype_name(t));
 			for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 				sb_printf(&sb, "%6lu ", (unsigned long)st.nr_free_blocks[o][t]);
 			sb_printf(&sb, "\n");
@@ -188,8 +215,11 @@ int gfa_pool_pagetypeinfo(struct gfa_pool *pool, char *buf, size_t len)
 		sb_printf(&sb, "%12s ", gfa_migratetype_name(t));
 	sb_printf(&sb, "\n");
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {
+		char name[32];
+
 		gfa_zone_stat(pool, i, &st);
-		sb_printf(&sb, "Node %d, zone %8s ", pool->zones[i].node, "Normal");
+		sb_printf(&sb, "Node %d, zone %8s ", pool->zones[i].node,
+			  zone_name(pool, i, name, sizeof(name), ""));
 		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
 			sb_printf(&sb, "%12lu ", (unsigned long)st.nr_pageblocks[t]);
 		sb_printf(&sb, "\n");

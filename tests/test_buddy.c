@@ -580,3 +580,40 @@ Test(buddy, merge_across_pageblock_types_retypes_the_buddy)
 		     (long)m1, gfa_migratetype_name(fi.block_mt));
 	gfa_pool_destroy(p);
 }
+
+/*
+ * Parsers of /proc/buddyinfo (prometheus procfs, node_exporter) key a line by its node
+ * and zone fields, whatever the first word says: each (node, zone) appears once, the
+ * caches' line under a name of its own, and two zones of one node differ.
+ */
+Test(buddy, buddyinfo_keys_are_unique_for_kernel_parsers)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+	struct gfa_pcp *pcp;
+	char buf[4096], *save = NULL, keys[8][48];
+	int nkeys = 0;
+
+	gfa_pool_config_init(&cfg, 2048);
+	cfg.nr_zones = 2;
+	cfg.zones[1].nr_frames = 2048;
+	cfg.zones[1].node = 0;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	pcp = gfa_pcp_create(p, 0);
+	cr_assert_geq(gfa_pcp_alloc(pcp, 0, GFA_MT_MOVABLE, 1, 0), 0);
+	cr_assert_gt(gfa_pool_buddyinfo(p, buf, sizeof(buf)), 0);
+	for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char f0[16], node[16], f2[16], zone[24];
+
+		cr_assert_eq(sscanf(l, "%15s %15s %15s %23s", f0, node, f2, zone), 4, "%s", l);
+		cr_assert_lt(nkeys, 8);
+		snprintf(keys[nkeys], sizeof(keys[0]), "%s %s", node, zone);
+		for (int k = 0; k < nkeys; k++)
+			cr_assert_str_neq(keys[k], keys[nkeys], "key '%s' twice", keys[k]);
+		nkeys++;
+	}
+	cr_assert_eq(nkeys, 4, "two zones, each with its caches' line");
+	gfa_pcp_destroy(pcp);
+	gfa_pool_destroy(p);
+}

@@ -340,7 +340,7 @@ Test(pcp, cached_frames_count_as_free_and_show_in_buddyinfo)
 	gfa_pcp_free(c, (uint64_t)a, 0, 1);
 	cr_assert_eq(tu_free_frames(p), 1UL << 14);
 	gfa_pool_buddyinfo(p, buf, sizeof(buf));
-	cr_assert_not_null(strstr(buf, "Node 0, pcp    Normal     15 "), "%s", buf);
+	cr_assert_not_null(strstr(buf, "Node 0, zone Normal-pcp     15 "), "%s", buf);
 	gfa_pcp_destroy(c);
 	gfa_pool_destroy(p);
 }

@@ -310,7 +310,9 @@ const char *gfa_migratetype_name(enum gfa_migratetype mt);
 
 /*
  * Text in the format of /proc/buddyinfo ("Node 0, zone   Normal  n0 n1 ... n10"), one
- * line per zone, followed by a "pcp" line per zone with the cached blocks per order.
+ * line per zone, each followed by one for its vCPU caches' blocks per order, as a zone
+ * of its own name ("Normal-pcp").  The further zones of a node are "Normal1", "Normal2"
+ * .. here and in gfa_pool_pagetypeinfo, so (node, zone) stays a unique key.
  * Writes at most len bytes (NUL-terminated) and returns the length the full text needs
  * (as snprintf), or GFA_EFAULT.  Any thread.
  */
