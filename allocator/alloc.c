@@ -40,8 +40,8 @@ int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int m
 		return GFA_ENOMEM;  /* counted as pgalloc_fail once the slow path gives up */
 	claim_consume(z, owner, order);
 	frame_mark_allocated(&z->pool->frames[pfn], mt, owner);
-	z->c.vm.pgalloc++;
-	z->c.vm.pgalloc_frames += 1UL << order;
+	z->c.vm.pgalloc_blocks++;
+	z->c.vm.pgalloc += 1UL << order;
 	z->c.vm.alloc_order[order]++;
 	return pfn;
 }
@@ -139,8 +139,8 @@ void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 
 void zone_count_free(struct gfa_zone *z, unsigned int order)
 {
-	z->c.vm.pgfree++;
-	z->c.vm.pgfree_frames += 1UL << order;
+	z->c.vm.pgfree_blocks++;
+	z->c.vm.pgfree += 1UL << order;
 	z->c.vm.free_order[order]++;
 }
 

@@ -88,8 +88,8 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			frame_mark_allocated(&z->pool->frames[cap], mt, owner);
 			z->c.vm.compact_capture++;
 			z->c.vm.compact_success++;
-			z->c.vm.pgalloc++;
-			z->c.vm.pgalloc_frames += 1UL << order;
+			z->c.vm.pgalloc_blocks++;
+			z->c.vm.pgalloc += 1UL << order;
 			z->c.vm.alloc_order[order]++;
 			pfn = cap;
 		} else {

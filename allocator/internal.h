@@ -285,7 +285,7 @@ void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
 /* A block back to the buddy lists, not counted as a free: a cache's drain (its
  * owner's free was counted when the block entered the cache). */
 void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
-/* Count a caller's free of a block of order (pgfree and the like); zone lock held. */
+/* Count a caller's free of a block of order (pgfree_blocks and the like); zone lock held. */
 void zone_count_free(struct gfa_zone *z, unsigned int order);
 
 /* ---- release.c ---- */

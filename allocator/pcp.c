@@ -403,8 +403,8 @@ static uint64_t pcp_nr_free(const struct gfa_pcp *pcp)
 /*
  * Add a cache's counters to dst (held remotely or dying).  The hot paths count an
  * allocation only in alloc_order[] and a free only in free_order[]; pcp_alloc/free,
- * pgalloc/free and their frames follow from them here instead of costing three more
- * adds per call.  Like the kernel's PGALLOC/PGFREE these count what callers allocate
+ * pgalloc/pgfree (frames) and their _blocks follow from them here instead of costing
+ * three more adds per call.  Like the kernel's PGALLOC/PGFREE these count what callers allocate
  * and free; refills and drains between a cache and the zone are neither.
  */
 static void pcp_add_counters(const struct gfa_pcp *pcp, struct gfa_vmstat *dst)
@@ -416,12 +416,12 @@ static void pcp_add_counters(const struct gfa_pcp *pcp, struct gfa_vmstat *dst)
 	for (size_t k = 0; k < sizeof(pcp->vs) / sizeof(uint64_t); k++)
 		d[k] += src[k];
 	dst->pcp_alloc += n;
-	dst->pgalloc += n;
+	dst->pgalloc_blocks += n;
 	dst->pcp_free += m;
-	dst->pgfree += m;
+	dst->pgfree_blocks += m;
 	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++) {
-		dst->pgalloc_frames += pcp->vs.alloc_order[o] << o;
-		dst->pgfree_frames += pcp->vs.free_order[o] << o;
+		dst->pgalloc += pcp->vs.alloc_order[o] << o;
+		dst->pgfree += pcp->vs.free_order[o] << o;
 	}
 }
 

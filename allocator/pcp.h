@@ -128,7 +128,7 @@ struct gfa_pcp {
 	struct gfa_zone *zone;
 	uint64_t idle_seen_ops; /* allocations + frees when the idle drain last looked */
 	uint64_t idle_since_ms;
-	/* this cache's share of the counters; pcp_alloc, pgalloc and pgalloc_frames follow
+	/* this cache's share of the counters; pcp_alloc, pgalloc_blocks and pgalloc follow
 	 * from alloc_order[] when read (pcp_add_counters) */
 	struct gfa_vmstat vs;
 	struct pcp_list lists[NR_PCP_LISTS];

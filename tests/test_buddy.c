@@ -202,7 +202,7 @@ Test(buddy, stats_text_formats)
 	cr_assert_not_null(strstr(buf, "Number of blocks type     Unmovable      Movable"));
 	cr_assert_not_null(strstr(buf, "type    Unmovable      1"), "%s", buf);
 	n = gfa_pool_vmstat_text(p, buf, sizeof(buf));
-	cr_assert_not_null(strstr(buf, "pgalloc 1\n"));
+	cr_assert_not_null(strstr(buf, "pgalloc_blocks 1\n"));
 	cr_assert_not_null(strstr(buf, "pageblock_steal 2\n"), "%s", buf);
 	/* truncation behaves like snprintf */
 	cr_assert_eq(gfa_pool_vmstat_text(p, buf, 10), n);
@@ -615,5 +615,25 @@ Test(buddy, buddyinfo_keys_are_unique_for_kernel_parsers)
 	}
 	cr_assert_eq(nkeys, 4, "two zones, each with its caches' line");
 	gfa_pcp_destroy(pcp);
+	gfa_pool_destroy(p);
+}
+
+/* pgalloc and pgfree count pages, as /proc/vmstat does; the _blocks lines count calls. */
+Test(buddy, pgalloc_and_pgfree_count_pages)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	struct gfa_vmstat a, b;
+	int64_t pfn;
+
+	gfa_pool_vmstat(p, &a);
+	pfn = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 1, 0);
+	cr_assert_geq(pfn, 0);
+	cr_assert_eq(gfa_free(p, (uint64_t)pfn, 3, 1), 0);
+	gfa_pool_vmstat(p, &b);
+	cr_assert_eq(b.pgalloc - a.pgalloc, 8);
+	cr_assert_eq(b.pgfree - a.pgfree, 8, "pgfree +%lu for one order-3 free (kernel: +8)",
+		     (unsigned long)(b.pgfree - a.pgfree));
+	cr_assert_eq(b.pgalloc_blocks - a.pgalloc_blocks, 1);
+	cr_assert_eq(b.pgfree_blocks - a.pgfree_blocks, 1);
 	gfa_pool_destroy(p);
 }

@@ -474,8 +474,9 @@ Test(compaction, stuck_collapse_leaves_blocks_the_owner_can_free, .timeout = 60)
 	cr_assert_neq(o->pfn[0], pfns[0], "page 0 stayed moved");
 	cr_assert_eq(o->pfn[2], pfns[2], "page 2 never moved");
 	cr_assert_eq(tu_free_frames(p), free0, "the owner holds as many frames as before");
-	cr_assert_eq(VMS(p, pgalloc) - VMS(p, pgfree), 4, "pgalloc - pgfree = %ld, held 4",
-		     (long)(VMS(p, pgalloc) - VMS(p, pgfree)));
+	cr_assert_eq(VMS(p, pgalloc_blocks) - VMS(p, pgfree_blocks), 4,
+		     "pgalloc_blocks - pgfree_blocks = %ld, held 4",
+		     (long)(VMS(p, pgalloc_blocks) - VMS(p, pgfree_blocks)));
 	cr_assert_eq(gfa_zone_claimed(p, 0), claim0, "claim %lu (was %lu)",
 		     (unsigned long)gfa_zone_claimed(p, 0), (unsigned long)claim0);
 	for (unsigned int i = 0; i < 4; i++)
@@ -836,7 +837,7 @@ Test(compaction, woken_kcompactd_scans_are_daemon_scans, .timeout = 60)
 	frag_done(&f);
 }
 
-/* pgfree counts blocks callers freed: compaction moving a block frees nothing of theirs. */
+/* pgfree_blocks counts blocks callers freed: compaction moving a block frees nothing of theirs. */
 Test(compaction, migration_is_not_a_caller_free, .timeout = 120)
 {
 	struct frag f = fragment(false, true);
@@ -847,8 +848,9 @@ Test(compaction, migration_is_not_a_caller_free, .timeout = 120)
 	cr_assert_gt(f.o->moves, 0);
 	for (uint64_t i = 0; i < f.o->npages; i++)
 		live += f.o->pfn[i] != UINT64_MAX;
-	held = VMS(f.pool, pgalloc) - VMS(f.pool, pgfree);
-	cr_assert_eq(held, live, "pgalloc - pgfree = %ld but callers hold %lu blocks (%lu moves)",
+	held = VMS(f.pool, pgalloc_blocks) - VMS(f.pool, pgfree_blocks);
+	cr_assert_eq(held, live,
+		     "pgalloc_blocks - pgfree_blocks = %ld but callers hold %lu blocks (%lu moves)",
 		     (long)held, (unsigned long)live, (unsigned long)f.o->moves);
 	cr_assert_eq(gfa_free(f.pool, (uint64_t)h, 9, 99), 0);
 	frag_done(&f);

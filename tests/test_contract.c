@@ -541,9 +541,9 @@ Test(contract, random_contract, .timeout = 300)
 		struct gfa_vmstat vs;
 		gfa_pool_vmstat(p, &vs);
 		fprintf(stderr,
-			"rn %d pgalloc %lu pgfree %lu migr %lu fail %lu compact_stall %lu rel %lu "
+			"rn %d pgalloc_blocks %lu pgfree_blocks %lu migr %lu fail %lu compact_stall %lu rel %lu "
 			"errs o%lu n%lu w%lu r%lu a%lu\n",
-			rn, (unsigned long)vs.pgalloc, (unsigned long)vs.pgfree,
+			rn, (unsigned long)vs.pgalloc_blocks, (unsigned long)vs.pgfree_blocks,
 			(unsigned long)vs.pgmigrate_success, (unsigned long)vs.pgalloc_fail,
 			(unsigned long)vs.compact_stall, (unsigned long)vs.release_done,
 			(unsigned long)vs.err_owner, (unsigned long)vs.err_not_head,

@@ -950,7 +950,7 @@ Test(pcp_stress, destructor_using_a_cache_after_the_record_is_released, .timeout
 	gfa_pool_destroy(p);
 }
 
-/* pgalloc and pgfree count what callers do; a cache's refill and drain are neither. */
+/* pgalloc/pgfree count what callers do; a cache's refill and drain are neither. */
 Test(pcp, pgalloc_and_pgfree_balance_across_a_cache)
 {
 	struct gfa_pool *p = pcp_pool(1UL << 14, 15, 1000, 0);
@@ -963,14 +963,15 @@ Test(pcp, pgalloc_and_pgfree_balance_across_a_cache)
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)b, 2, 1), 0);
 	cr_assert_gt(gfa_pcp_drain(c), 0);
 	cr_assert_eq(tu_free_frames(p), 1UL << 14);
-	cr_assert_eq(VM(p, pgalloc), 2);
-	cr_assert_eq(VM(p, pgfree), 2, "pgfree %lu", (unsigned long)VM(p, pgfree));
-	cr_assert_eq(VM(p, pgalloc_frames), 5);
-	cr_assert_eq(VM(p, pgfree_frames), 5, "pgfree_frames %lu",
-		     (unsigned long)VM(p, pgfree_frames));
+	cr_assert_eq(VM(p, pgalloc_blocks), 2);
+	cr_assert_eq(VM(p, pgfree_blocks), 2, "pgfree_blocks %lu",
+		     (unsigned long)VM(p, pgfree_blocks));
+	cr_assert_eq(VM(p, pgalloc), 5);
+	cr_assert_eq(VM(p, pgfree), 5, "pgfree %lu",
+		     (unsigned long)VM(p, pgfree));
 	cr_assert_eq(VM(p, pcp_free), 2);
 	gfa_pcp_destroy(c);
-	cr_assert_eq(VM(p, pgfree), 2, "destroying the cache changes no count");
+	cr_assert_eq(VM(p, pgfree_blocks), 2, "destroying the cache changes no count");
 	gfa_pool_destroy(p);
 }
 
@@ -1223,10 +1224,11 @@ Test(pcp, vmstat_never_goes_down_while_caches_die, .timeout = 60)
 
 		cr_assert_eq(gfa_pool_vmstat(c.pool, &vs), 0);
 		cr_assert_eq(gfa_zone_vmstat(c.pool, 0, &zs), 0);
-		drops += vs.pgalloc < pool_alloc || vs.pgfree < pool_free || zs.pgalloc < zone_alloc;
-		pool_alloc = vs.pgalloc;
-		pool_free = vs.pgfree;
-		zone_alloc = zs.pgalloc;
+		drops += vs.pgalloc_blocks < pool_alloc || vs.pgfree_blocks < pool_free ||
+			 zs.pgalloc_blocks < zone_alloc;
+		pool_alloc = vs.pgalloc_blocks;
+		pool_free = vs.pgfree_blocks;
+		zone_alloc = zs.pgalloc_blocks;
 		reads++;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1000 &&
@@ -1234,7 +1236,8 @@ Test(pcp, vmstat_never_goes_down_while_caches_die, .timeout = 60)
 	atomic_store(&c.stop, true);
 	pthread_join(th, NULL);
 	gfa_pool_destroy(c.pool);
-	cr_assert_eq(drops, 0, "pgalloc/pgfree went down after %lu reads", (unsigned long)reads);
+	cr_assert_eq(drops, 0, "pgalloc_blocks/pgfree_blocks went down after %lu reads",
+		     (unsigned long)reads);
 }
 
 /*

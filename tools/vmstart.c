@@ -590,9 +590,10 @@ static void print_counters(struct gfa_pool *pool)
 	       (unsigned long)v.compact_migrate_scanned, (unsigned long)v.compact_free_scanned,
 	       (unsigned long)v.compact_daemon_wake, (unsigned long)v.pgmigrate_success,
 	       (unsigned long)v.thp_collapse_alloc);
-	printf("allocator: pgalloc %lu pgfree %lu pcp_alloc %lu pcp_free %lu pgalloc_fallback %lu "
-	       "pageblock_steal %lu pgalloc_fail %lu (vCPU caches ordered by %s)\n",
-	       (unsigned long)v.pgalloc, (unsigned long)v.pgfree, (unsigned long)v.pcp_alloc,
+	printf("allocator: pgalloc_blocks %lu pgfree_blocks %lu pcp_alloc %lu pcp_free %lu "
+	       "pgalloc_fallback %lu pageblock_steal %lu pgalloc_fail %lu (vCPU caches ordered by %s)\n",
+	       (unsigned long)v.pgalloc_blocks, (unsigned long)v.pgfree_blocks,
+	       (unsigned long)v.pcp_alloc,
 	       (unsigned long)v.pcp_free, (unsigned long)v.pgalloc_fallback,
 	       (unsigned long)v.pageblock_steal, (unsigned long)v.pgalloc_fail,
 	       gfa_pcp_sync_mode());

@@ -234,10 +234,10 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
  * keeps them per zone; gfa_pool_vmstat sums them.  Any thread (values are a snapshot).
  */
 #define GFA_VMSTAT_ITEMS(X) \
-	X(pgalloc)              /* blocks callers allocated (zone path and caches) */ \
-	X(pgfree)               /* blocks callers freed (a cache's refills and drains are neither) */ \
-	X(pgalloc_frames)       /* frames allocated */ \
-	X(pgfree_frames)        /* frames freed */ \
+	X(pgalloc)              /* frames allocated (pages, as /proc/vmstat) */ \
+	X(pgfree)               /* frames freed (a cache's refills and drains are neither) */ \
+	X(pgalloc_blocks)       /* blocks callers allocated (zone path and caches) */ \
+	X(pgfree_blocks)        /* blocks callers freed */ \
 	X(pgalloc_fail)         /* allocations that found nothing */ \
 	X(pgalloc_fallback)     /* allocations served from another migratetype */ \
 	X(pageblock_steal)      /* pageblocks whose migratetype changed to the requester's */ \
