@@ -361,8 +361,10 @@ int gfa_numa_stat_text(struct gfa_numa_pool *np, char *buf, size_t len)
 	struct numa_sb sb = { buf, len, 0 };
 	const struct gfa_numa_topology *t;
 
-	if (!np || (!buf && len))
+	if (!np)
 		return GFA_EFAULT;
+	if (!buf && len)
+		return gfa_pool_count_error(np->pool, GFA_EFAULT);
 	t = &np->topo;
 	if (t->fake)
 		numa_sb_printf(&sb, "numa: fake topology, %u nodes carved from real node %d\n",
