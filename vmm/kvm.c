@@ -101,6 +101,7 @@ struct gfa_kvm_vcpu {
 	bool kick;
 
 	char err[256];			/* last run error, in words */
+	sigset_t saved_mask;		/* run thread's mask before run (run thread only) */
 };
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -264,7 +265,8 @@ int gfa_kvm_vm_destroy(struct gfa_kvm_vm *vm)
 	}
 	pthread_mutex_unlock(&vm->lock);
 	for (unsigned int i = 0; i < vm->nr_parked; i++) {
-		munmap(vm->parked[i].run, vm->run_size);
+		if (vm->parked[i].run)
+			munmap(vm->parked[i].run, vm->run_size);
 		close(vm->parked[i].fd);
 	}
 	free(vm->parked);
@@ -613,7 +615,8 @@ static void park_vcpu(struct gfa_kvm_vm *vm, unsigned int id, int fd, struct kvm
 
 		if (!p) {
 			pthread_mutex_unlock(&vm->lock);
-			munmap(run, vm->run_size);
+			if (run)
+				munmap(run, vm->run_size);
 			close(fd);
 			return;
 		}
@@ -726,6 +729,7 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
 	vcpu->vm = vm;
 	vcpu->id = id;
 	vcpu->run_size = vm->run_size;
+	run = NULL;
 	vcpu->fd = unpark_vcpu(vm, id, &run);
 	if (vcpu->fd < 0) {
 		vcpu->fd = kvm_ioctl(vm->fd, KVM_CREATE_VCPU, id);
@@ -733,10 +737,14 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
 			r = vcpu->fd;
 			goto fail_free;
 		}
+	}
+	if (!run) {
 		run = mmap(NULL, vcpu->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu->fd, 0);
 		if (run == MAP_FAILED) {
 			r = -errno;
-			goto fail_close;
+			run = NULL;
+			vcpu->run = NULL;
+			goto fail_unmap;	/* KVM keeps the vCPU: park the fd */
 		}
 	}
 	vcpu->run = run;
@@ -760,8 +768,6 @@ fail_mutex:
 fail_unmap:
 	park_vcpu(vm, id, vcpu->fd, vcpu->run);    /* KVM keeps it: the id stays usable */
 	goto fail_free;
-fail_close:
-	close(vcpu->fd);
 fail_free:
 	free(vcpu);
 	errno = -r;
@@ -1097,7 +1103,9 @@ static bool handle_requests(struct gfa_kvm_vcpu *vcpu)
 
 static int run_enter(struct gfa_kvm_vcpu *vcpu)
 {
-	sigset_t set;
+	struct { struct kvm_signal_mask m; uint8_t set[8]; } km;
+	sigset_t set, in_guest;
+	int r;
 
 	pthread_mutex_lock(&vcpu->lock);
 	if (vcpu->in_run) {
@@ -1110,15 +1118,45 @@ static int run_enter(struct gfa_kvm_vcpu *vcpu)
 	vcpu->err[0] = '\0';
 	pthread_mutex_unlock(&vcpu->lock);
 
-	/* A blocked kick signal would never interrupt KVM_RUN. */
+	/*
+	 * The kick signal must only interrupt KVM_RUN: block it in this thread (so IO
+	 * handlers never see it: poll/nanosleep are not restarted even with SA_RESTART)
+	 * and let KVM unblock it just while it runs the guest (KVM_SET_SIGNAL_MASK).
+	 */
 	sigemptyset(&set);
 	sigaddset(&set, GFA_KVM_KICK_SIGNAL);
-	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-	return 0;
+	pthread_sigmask(SIG_BLOCK, &set, &vcpu->saved_mask);
+	in_guest = vcpu->saved_mask;
+	sigdelset(&in_guest, GFA_KVM_KICK_SIGNAL);
+	km.m.len = 8;
+	memcpy(km.set, &in_guest, 8);
+	r = kvm_ioctl_ptr(vcpu->fd, KVM_SET_SIGNAL_MASK, &km);
+	if (r) {
+		pthread_sigmask(SIG_SETMASK, &vcpu->saved_mask, NULL);
+		pthread_mutex_lock(&vcpu->lock);
+		vcpu->in_run = false;
+		pthread_cond_broadcast(&vcpu->cond);
+		pthread_mutex_unlock(&vcpu->lock);
+	}
+	return r;
+}
+
+/* A kick signal that made KVM_RUN return is left pending (blocked): consume it. */
+static void drain_kick_signal(void)
+{
+	struct timespec zero = { 0, 0 };
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, GFA_KVM_KICK_SIGNAL);
+	while (sigtimedwait(&set, NULL, &zero) >= 0)
+		;
 }
 
 static void run_leave(struct gfa_kvm_vcpu *vcpu)
 {
+	drain_kick_signal();
+	pthread_sigmask(SIG_SETMASK, &vcpu->saved_mask, NULL);
 	pthread_mutex_lock(&vcpu->lock);
 	vcpu->in_run = false;
 	vcpu->parked = false;
@@ -1141,8 +1179,10 @@ int gfa_kvm_vcpu_run(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn io, void *ctx)
 			break;
 		}
 		if (ioctl(vcpu->fd, KVM_RUN, 0) < 0) {
-			if (errno == EINTR || errno == EAGAIN)
+			if (errno == EINTR || errno == EAGAIN) {
+				drain_kick_signal();
 				continue;	/* kicked or another signal */
+			}
 			r = vcpu_fail(vcpu, -errno, "KVM_RUN failed: %s", strerror(errno));
 			break;
 		}

@@ -25,9 +25,11 @@
  *
  * Pausing and kicking use a signal: the first gfa_kvm_vcpu_create() installs a no-op
  * handler for GFA_KVM_KICK_SIGNAL (SIGRTMIN) unless the process already handles that
- * signal, and gfa_kvm_vcpu_run() unblocks it in the calling thread.  The signal only
- * interrupts KVM_RUN; kvm_run->immediate_exit closes the race with a vCPU thread
- * that is just about to enter the guest.
+ * signal.  gfa_kvm_vcpu_run() keeps it blocked in the calling thread and has KVM
+ * unblock it only inside KVM_RUN (KVM_SET_SIGNAL_MASK, as QEMU does), so the signal only
+ * interrupts KVM_RUN, never a poll() or nanosleep() of an IO handler; a kick that
+ * arrives is consumed there (sigtimedwait), not handled.  kvm_run->immediate_exit
+ * closes the race with a vCPU thread that is just about to enter the guest.
  */
 #ifndef GFA_KVM_H
 #define GFA_KVM_H
