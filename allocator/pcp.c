@@ -256,8 +256,8 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 
 /*
  * nr_pcp_alloc(): refill max(batch >> order, 2) blocks.  A cache that has to refill
- * while it is not freeing (free_count == 0) is allocation-heavy: let high grow toward
- * high_max by a batch, as Linux 6.7's auto-tuning does.
+ * could have kept more: high grows by a batch toward high_max on every refill, as
+ * Linux 6.7's auto-tuning does (gfa_pool_drain_idle decays it again).
  */
 static int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order)
 {
@@ -266,7 +266,7 @@ static int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order)
 	if (pcp->high < batch)
 		return 1;               /* the kernel's "PCP disabled": one block at a time */
 	/* saturating: high + batch may not fit an int when high_max is near INT_MAX */
-	if (!pcp->free_count && pcp->high < pcp->high_max)
+	if (pcp->high < pcp->high_max)
 		pcp->high = pcp->high_max - pcp->high > batch ? pcp->high + batch : pcp->high_max;
 	if (batch > 1)
 		batch = (batch >> order) < 2 ? 2 : batch >> order;
@@ -585,8 +585,18 @@ static __attribute__((noinline)) void pcp_free_commit_slow(struct gfa_pcp *pcp, 
 	int cap = pcp->batch << PCP_BATCH_SCALE_MAX, high = pcp->high, nr;
 	bool free_high = pcp_free_high_update(pcp, order, pcp->count);
 
-	if (free_high)
+	if (free_high) {
 		high = 0;
+	} else if (pcp->count >= high && pcp->high_min != pcp->high_max) {
+		/* nr_pcp_high() of Linux 6.7: high must hold a batch more than the frees
+		 * lately seen (free_count), up to high_max */
+		int need = pcp->free_count + pcp->batch;
+
+		if (high < need) {
+			high = need < pcp->high_max ? need : pcp->high_max;
+			pcp->high = high;
+		}
+	}
 	if (pcp->count < high)
 		return;
 	if (free_high) {
@@ -921,6 +931,25 @@ int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone)
 	return n;
 }
 
+/*
+ * decay_pcp_high() of Linux 6.7, run by the kernel's vmstat worker every second: high
+ * falls back toward high_min by an eighth a call (at most to a cap below count), and
+ * what the cache holds above high goes back to the zone.  Returns frames returned.
+ */
+static int64_t pcp_decay_high(struct gfa_pcp *pcp)
+{
+	int cap = pcp->batch << PCP_BATCH_SCALE_MAX, high = pcp->high;
+
+	if (high > pcp->high_min) {
+		int keep = pcp->count - cap;
+
+		high -= high >> 3;
+		high = keep > high ? keep : high;
+		pcp->high = high > pcp->high_min ? high : pcp->high_min;
+	}
+	return pcp->count > pcp->high ? pcp_free_bulk(pcp, pcp->count - pcp->high, 0) : 0;
+}
+
 int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
 {
 	uint64_t now;
@@ -942,7 +971,9 @@ int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
 		} else if (pcp->count && now - pcp->idle_since_ms >= idle_ms) {
 			n += pcp_free_bulk(pcp, pcp->count, 0);
 			pcp->vs.pcp_drain++;
+			continue;
 		}
+		n += pcp_decay_high(pcp);
 	}
 	pcp_remote_unlock_zone(pool, -1);
 	pthread_mutex_unlock(&pool->pcp_lock);

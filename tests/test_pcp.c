@@ -1482,3 +1482,63 @@ Test(pcp, high_equal_to_batch_still_flushes)
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+static struct gfa_pcp_stat pcp_st(struct gfa_pcp *c)
+{
+	struct gfa_pcp_stat st;
+
+	cr_assert_eq(gfa_pcp_stat(c, &st), 0);
+	return st;
+}
+
+/*
+ * Linux 6.7's auto-tuning of high between high_min and high_max: a free-heavy cache
+ * raises high to hold a batch more than its recent frees (nr_pcp_high) instead of
+ * flushing at high_min; every refill raises it by a batch (nr_pcp_alloc); the periodic
+ * pass decays it by an eighth toward high_min and returns what is held above it
+ * (decay_pcp_high).
+ */
+Test(pcp, high_auto_tunes_between_high_min_and_high_max)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pcp_stat st;
+	struct gfa_pool *p;
+	struct gfa_pcp *c;
+	int64_t v[100];
+	int high;
+
+	gfa_pool_config_init(&cfg, 1UL << 14);
+	cfg.pcp_batch = 8;
+	cfg.pcp_high = 64;
+	cfg.pcp_high_max = 512;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	c = gfa_pcp_create(p, 0);
+	cr_assert_not_null(c);
+	for (int i = 0; i < 100; i++)
+		cr_assert_geq(v[i] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0);
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)v[i], 0, 1), 0);
+	st = pcp_st(c);
+	cr_assert_eq(st.count, 100, "a free-heavy cache flushed at high_min (count %d)", st.count);
+	cr_assert_geq(st.high, 100);
+	cr_assert_leq(st.high, st.free_count + st.batch);
+	/* the periodic pass: an eighth of high goes, and what is held above it */
+	high = st.high;
+	cr_assert_geq(gfa_pool_drain_idle(p, 60000), 0);
+	st = pcp_st(c);
+	cr_assert_eq(st.high, high - (high >> 3) > 64 ? high - (high >> 3) : 64);
+	cr_assert_leq(st.count, st.high);
+	for (int i = 0; i < 40; i++)
+		cr_assert_geq(gfa_pool_drain_idle(p, 60000), 0);
+	st = pcp_st(c);
+	cr_assert_eq(st.high, 64, "high decays to high_min (%d)", st.high);
+	cr_assert_leq(st.count, 64);
+	/* a refill raises high by a batch */
+	cr_assert_eq(gfa_pcp_drain(c) >= 0, 1);
+	cr_assert_geq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0), 0);
+	cr_assert_eq(pcp_st(c).high, 64 + 8);
+	ASSERT_POOL_OK(p);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}

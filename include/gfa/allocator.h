@@ -414,7 +414,9 @@ int gfa_pcp_drain_partial(struct gfa_pcp *pcp);
 int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone);
 /*
  * Drain caches that have not allocated or freed for at least idle_ms milliseconds (the
- * kernel's vmstat-worker drain).  Returns frames returned, or GFA_EFAULT.
+ * kernel's vmstat-worker drain), and decay the high of the others toward high_min as
+ * the kernel's decay_pcp_high() does (an eighth a call; what is held above the new high
+ * goes back).  Meant to run about once a second.  Returns frames returned, or GFA_EFAULT.
  */
 int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms);
 
