@@ -1103,7 +1103,9 @@ static bool handle_requests(struct gfa_kvm_vcpu *vcpu)
 
 static int run_enter(struct gfa_kvm_vcpu *vcpu)
 {
-	struct { struct kvm_signal_mask m; uint8_t set[8]; } km;
+	/* struct kvm_signal_mask ends in a flexible sigset: 8 bytes (the kernel's sigset) */
+	uint8_t kbuf[sizeof(struct kvm_signal_mask) + 8] __attribute__((aligned(8)));
+	struct kvm_signal_mask *km = (struct kvm_signal_mask *)kbuf;
 	sigset_t set, in_guest;
 	int r;
 
@@ -1128,9 +1130,9 @@ static int run_enter(struct gfa_kvm_vcpu *vcpu)
 	pthread_sigmask(SIG_BLOCK, &set, &vcpu->saved_mask);
 	in_guest = vcpu->saved_mask;
 	sigdelset(&in_guest, GFA_KVM_KICK_SIGNAL);
-	km.m.len = 8;
-	memcpy(km.set, &in_guest, 8);
-	r = kvm_ioctl_ptr(vcpu->fd, KVM_SET_SIGNAL_MASK, &km);
+	km->len = 8;
+	memcpy(km->sigset, &in_guest, 8);
+	r = kvm_ioctl_ptr(vcpu->fd, KVM_SET_SIGNAL_MASK, km);
 	if (r) {
 		pthread_sigmask(SIG_SETMASK, &vcpu->saved_mask, NULL);
 		pthread_mutex_lock(&vcpu->lock);
