@@ -177,6 +177,34 @@ static void release_everything(struct gfa_pool *p)
 	done_all(p, r, n, true);
 }
 
+/* Everything released, then one frame used and freed: a free block mixing 1 populated
+ * and 1023 released frames.  Returns the populated frame. */
+static int64_t release_all_but_one(struct gfa_pool *p)
+{
+	int64_t a;
+
+	release_everything(p);
+	a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
+	cr_assert_geq(a, 0);
+	cr_assert_eq(gfa_free(p, (uint64_t)a, 0, 1), 0);
+	return a;
+}
+
+/* Every frame allocated to owner 1, the odd ones freed and released (one range each):
+ * no free block above order 0, every free frame released. */
+static void odd_frames_released(struct gfa_pool *p, uint64_t frames)
+{
+	struct gfa_frame_range r[256];
+	int n;
+
+	for (uint64_t i = 0; i < frames; i++)
+		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
+	for (uint64_t pfn = 1; pfn < frames; pfn += 2)
+		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
+	while ((n = gfa_zone_release_isolate(p, 0, r, 256, UINT64_MAX)) > 0)
+		done_all(p, r, n, true);
+}
+
 /*
  * One frame of a released block is used and freed: the merged free block holds 1
  * populated and 1023 released frames.  Only the populated frame goes to the host; a
@@ -188,13 +216,9 @@ Test(depop, mixed_block_sends_only_its_populated_frames)
 	struct gfa_frame_range r[16];
 	struct gfa_vmstat v0, v1;
 	uint64_t before;
-	int64_t a;
 	int n;
 
-	release_everything(p);
-	a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
-	cr_assert_geq(a, 0);
-	cr_assert_eq(gfa_free(p, (uint64_t)a, 0, 1), 0);
+	release_all_but_one(p);
 	before = zst(p).nr_released;
 	cr_assert_eq(before, 4 * PB - 1);
 	gfa_pool_vmstat(p, &v0);
@@ -378,7 +402,6 @@ Test(depop, capture_keeps_no_released_bits_off_the_lists, .timeout = 120)
 	const struct gfa_owner_ops ops = { .migrate = cap_migrate };
 	struct gfa_release_policy rp = { .low = 0, .high = 0, .min_empty_frac = 4 };
 	struct cap_obs o = { 0 };
-	struct gfa_frame_range r[256];
 	unsigned long captures = 0;
 	struct timespec t0, now;
 	int rounds;
@@ -392,17 +415,10 @@ Test(depop, capture_keeps_no_released_bits_off_the_lists, .timeout = 120)
 		struct gfa_pool *p = tu_pool(4 * CAP_PB);
 		struct gfa_vmstat v;
 		pthread_t t;
-		int n;
 
 		cr_assert_eq(gfa_owner_register(p, 1, &ops, NULL), 0);
 		cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
-		for (uint64_t i = 0; i < 4 * CAP_PB; i++)
-			cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
-		for (uint64_t pfn = 1; pfn < 4 * CAP_PB; pfn += 2)
-			cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
-		while ((n = gfa_zone_release_isolate(p, 0, r, 256, UINT64_MAX)) > 0)
-			for (int i = 0; i < n; i++)
-				cr_assert_eq(gfa_zone_release_done(p, r[i].pfn, r[i].nr, true), 0);
+		odd_frames_released(p, 4 * CAP_PB);
 		ASSERT_POOL_OK(p);
 		o.p = p;
 		atomic_store(&o.stop, false);
@@ -478,10 +494,7 @@ Test(depop, grow_takes_released_pieces_within_its_budget)
 	int64_t a;
 	int n;
 
-	release_everything(p);
-	a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
-	cr_assert_geq(a, 0);
-	cr_assert_eq(gfa_free(p, (uint64_t)a, 0, 1), 0);
+	a = release_all_but_one(p);
 	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
 	n = gfa_zone_populate_isolate(p, 0, r, 16, UINT64_MAX);
 	cr_assert_gt(n, 0);
@@ -544,17 +557,10 @@ Test(depop, unused_compaction_targets_stay_released, .timeout = 60)
 {
 	const struct gfa_owner_ops ops = { .migrate = cap_migrate };
 	struct gfa_pool *p = depop_pool(4, 0, 0);
-	struct gfa_frame_range r[256];
 	struct gfa_vmstat v;
-	int n;
 
 	cr_assert_eq(gfa_owner_register(p, 1, &ops, NULL), 0);
-	for (uint64_t i = 0; i < 4 * PB; i++)
-		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
-	for (uint64_t pfn = 1; pfn < 4 * PB; pfn += 2)
-		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
-	while ((n = gfa_zone_release_isolate(p, 0, r, 256, UINT64_MAX)) > 0)
-		done_all(p, r, n, true);      /* (odd frames: one range each) */
+	odd_frames_released(p, 4 * PB);
 	cr_assert_eq(zst(p).nr_released, 2 * PB);
 	/* no order-1 block anywhere: direct compaction moves a frame, captures the block */
 	cr_assert_geq(gfa_alloc(p, 0, 1, GFA_MT_MOVABLE, 1, 0), 0);
