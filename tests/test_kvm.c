@@ -12,12 +12,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -725,7 +727,8 @@ Test(kvm, destroyed_vcpu_id_can_be_created_again)
 }
 
 /* The kick signal must only interrupt KVM_RUN (kvm.h): an IO handler blocked in
- * read(2) must not see EINTR when another thread kicks or pauses the vCPU. */
+ * poll(2) or read(2) must not see EINTR when another thread kicks or pauses the vCPU.
+ * SA_RESTART covers read() only: poll, nanosleep, epoll_wait are never restarted. */
 struct kvmx_io {
 	struct gfa_kvm_vcpu *vcpu;
 	struct gfa_kvm_test_ctx ctx;
@@ -744,7 +747,10 @@ static int kvmx_blocking_checkpoint(struct gfa_kvm_vcpu *vcpu, uint32_t id, void
 	(void)vcpu, (void)id;
 	__atomic_store_n(&s->in_handler, 1, __ATOMIC_SEQ_CST);
 	errno = 0;
-	s->n = read(s->pipe[0], &c, 1);		/* e.g. a device backend's socket */
+	/* e.g. a device backend waiting on its socket */
+	s->n = poll(&(struct pollfd){ .fd = s->pipe[0], .events = POLLIN }, 1, 5000);
+	if (s->n == 1)
+		s->n = read(s->pipe[0], &c, 1);
 	s->err = errno;
 	return GFA_KVM_IO_STOP;
 }
@@ -778,17 +784,67 @@ Test(kvm, kick_does_not_interrupt_io_handler_syscalls)
 	for (int i = 0; i < 3000 && !__atomic_load_n(&s.in_handler, __ATOMIC_SEQ_CST); i++)
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	cr_assert(__atomic_load_n(&s.in_handler, __ATOMIC_SEQ_CST), "guest never reached the checkpoint");
-	nanosleep(&ms100, NULL);	/* the handler is blocked in read() now */
+	nanosleep(&ms100, NULL);	/* the handler is blocked in poll() now */
 	cr_assert_eq(gfa_kvm_vcpu_kick(s.vcpu), 0);
 	nanosleep(&ms100, NULL);
 	cr_assert_eq(write(s.pipe[1], "x", 1), 1);
 	pthread_join(th, NULL);
-	cr_assert_eq(s.n, 1, "read() in the IO handler returned %zd (%s) after a kick",
+	cr_assert_eq(s.n, 1, "poll()/read() in the IO handler returned %zd (%s) after a kick",
 		     s.n, strerror(s.err));
 	cr_assert_eq(s.rc, GFA_KVM_RUN_STOPPED);
 	close(s.pipe[0]);
 	close(s.pipe[1]);
 	cr_assert_eq(gfa_kvm_vcpu_destroy(s.vcpu), 0);
+	cr_assert_eq(gfa_kvm_vm_destroy(vm), 0);
+	munmap(ram, KVMX_RAM);
+}
+
+/* A create whose kvm_run mmap fails closes the vCPU fd; KVM keeps the vCPU, so the id
+ * is gone for good: the next create of it says EEXIST although no gfa vCPU has it. */
+static unsigned long kvmx_vm_size(void)
+{
+	char line[256];
+	unsigned long kb = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %lu kB", &kb) == 1)
+			break;
+	fclose(f);
+	cr_assert_gt(kb, 0);
+	return kb << 10;
+}
+
+Test(kvm, failed_create_does_not_use_up_the_vcpu_id)
+{
+	struct gfa_kvm_vcpu *vcpu;
+	struct gfa_kvm_vm *vm;
+	struct rlimit old, lim;
+	char *ram;
+	int err;
+
+	kvmt_require_kvm();
+	if (getenv("GFA_SANITIZER"))
+		cr_skip_test("RLIMIT_AS and sanitizers do not mix");
+	vm = kvmx_vm(&ram);
+	/* warm the allocator up so the create's calloc needs no new mapping */
+	free(calloc(1, 4096));
+	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	lim = old;
+	lim.rlim_cur = kvmx_vm_size() + 4096;	/* kvm_run (3+ pages) cannot be mapped */
+	cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+	errno = 0;
+	vcpu = gfa_kvm_vcpu_create(vm, 5);
+	err = errno;
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	cr_assert_null(vcpu, "create succeeded under the address-space limit");
+	cr_assert_eq(err, ENOMEM, "first create: %s", strerror(err));
+
+	errno = 0;
+	vcpu = gfa_kvm_vcpu_create(vm, 5);
+	cr_assert_not_null(vcpu, "vcpu id 5 after a failed create: %s", strerror(errno));
+	cr_assert_eq(gfa_kvm_vcpu_destroy(vcpu), 0);
 	cr_assert_eq(gfa_kvm_vm_destroy(vm), 0);
 	munmap(ram, KVMX_RAM);
 }
