@@ -78,7 +78,8 @@ void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z)
 	z->pcp_batch = (int)batch;
 	z->pcp_high_min = (int)high;
 	z->pcp_high_max = cfg->pcp_high_max ? (int)cfg->pcp_high_max : (int)(high * 8);
-	if (z->pcp_high_max < z->pcp_high_min)
+	/* high below a batch is the kernel's disabled pcp: no auto-tuning lifts it */
+	if (z->pcp_high_max < z->pcp_high_min || high < batch)
 		z->pcp_high_max = z->pcp_high_min;
 }
 
@@ -266,7 +267,7 @@ static int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order)
 	if (pcp->high < batch)
 		return 1;               /* the kernel's "PCP disabled": one block at a time */
 	/* saturating: high + batch may not fit an int when high_max is near INT_MAX */
-	if (pcp->high < pcp->high_max)
+	if (pcp->high_min != pcp->high_max && pcp->high < pcp->high_max)
 		pcp->high = pcp->high_max - pcp->high > batch ? pcp->high + batch : pcp->high_max;
 	if (batch > 1)
 		batch = (batch >> order) < 2 ? 2 : batch >> order;
@@ -945,6 +946,7 @@ static int64_t pcp_decay_high(struct gfa_pcp *pcp)
 
 		high -= high >> 3;
 		high = keep > high ? keep : high;
+		high = high < pcp->high_max ? high : pcp->high_max;
 		pcp->high = high > pcp->high_min ? high : pcp->high_min;
 	}
 	return pcp->count > pcp->high ? pcp_free_bulk(pcp, pcp->count - pcp->high, 0) : 0;

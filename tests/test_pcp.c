@@ -1542,3 +1542,59 @@ Test(pcp, high_auto_tunes_between_high_min_and_high_max)
 	gfa_pcp_destroy(c);
 	gfa_pool_destroy(p);
 }
+
+/* The decay's floor (count - batch << 5) can lie above high_max after an order-9
+ * refill: high stays within [high_min, high_max] whatever the cache holds. */
+Test(pcp, decay_keeps_high_within_high_max)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pcp_stat st;
+	struct gfa_pool *p;
+	struct gfa_pcp *c;
+
+	gfa_pool_config_init(&cfg, 1UL << 15);
+	cfg.pcp_batch = 8;
+	cfg.pcp_high = 32;
+	cfg.pcp_high_max = 64;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	c = gfa_pcp_create(p, 0);
+	cr_assert_not_null(c);
+	cr_assert_geq(gfa_pcp_alloc(c, 9, GFA_MT_MOVABLE, 1, 0), 0);    /* refill: 2 blocks */
+	cr_assert_geq(gfa_pool_drain_idle(p, 60000), 0);               /* one decay pass */
+	st = pcp_st(c);
+	cr_assert_leq(st.high, st.high_max, "high %d above high_max %d after a decay (count %d)",
+		      st.high, st.high_max, st.count);
+	cr_assert_leq(st.count, st.high);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
+
+/* high below batch is the kernel's disabled pcp (one block per refill): frees do not
+ * tune it back up to whole batches. */
+Test(pcp, a_disabled_cache_stays_disabled_after_frees)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pcp_stat st;
+	struct gfa_pool *p;
+	struct gfa_pcp *c;
+	int64_t v[40];
+
+	gfa_pool_config_init(&cfg, 4096);
+	cfg.pcp_batch = 8;
+	cfg.pcp_high = 4;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	c = gfa_pcp_create(p, 0);
+	for (int i = 0; i < 40; i++)
+		cr_assert_geq(v[i] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0);
+	for (int i = 0; i < 40; i++)
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)v[i], 0, 1), 0);
+	cr_assert_geq(gfa_pcp_drain(c), 0);
+	cr_assert_geq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0), 0);
+	st = pcp_st(c);
+	cr_assert_eq(st.count, 0, "refilled %d more frames with high_min %d < batch %d (high %d)",
+		     st.count, st.high_min, st.batch, st.high);
+	gfa_pcp_destroy(c);
+	gfa_pool_destroy(p);
+}
