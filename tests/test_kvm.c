@@ -849,6 +849,74 @@ Test(kvm, failed_create_does_not_use_up_the_vcpu_id)
 	munmap(ram, KVMX_RAM);
 }
 
+/*
+ * kvm.h lets the application handle SIGRTMIN itself.  The vCPU thread keeps the signal
+ * blocked outside KVM_RUN and consumes it: the application's handler must still run
+ * for each one that reaches the thread.
+ */
+struct kvmx_loop {
+	struct gfa_kvm_vcpu *vcpu;
+	struct gfa_kvm_test_ctx ctx;
+	int rc;
+};
+
+static int kvmx_continue(struct gfa_kvm_vcpu *v, uint32_t id, void *a)
+{
+	(void)v, (void)id, (void)a;
+	return GFA_KVM_IO_CONTINUE;
+}
+
+static void *kvmx_loop_thread(void *arg)
+{
+	struct kvmx_loop *l = arg;
+
+	l->rc = gfa_kvm_vcpu_run(l->vcpu, gfa_kvm_test_io, &l->ctx);
+	return NULL;
+}
+
+static volatile sig_atomic_t kvmx_app_hits;
+
+static void kvmx_app_handler(int sig)
+{
+	(void)sig;
+	kvmx_app_hits++;
+}
+
+Test(kvm, application_sigrtmin_handler_still_runs_on_a_vcpu_thread)
+{
+	struct sigaction sa = { .sa_handler = kvmx_app_handler }, old;
+	struct kvmx_loop l = { 0 };
+	struct gfa_kvm_vm *vm;
+	pthread_t th;
+	char *ram;
+
+	kvmt_require_kvm();
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGRTMIN, &sa, &old), 0);       /* the application's own */
+	vm = kvmx_vm(&ram);
+	l.vcpu = gfa_kvm_vcpu_create(vm, 0);
+	cr_assert_not_null(l.vcpu);
+	cr_assert_eq(gfa_kvm_test_guest_enter(l.vcpu, KVMX_CODE, KVMX_DATA, KVMX_DATA + 4096, 3,
+		     GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY | GFA_KVM_TEST_LOOP), 0);
+	l.ctx.on_checkpoint = kvmx_continue;
+	cr_assert_eq(pthread_create(&th, NULL, kvmx_loop_thread, &l), 0);
+	for (int i = 0; i < 10000 && __atomic_load_n(&l.ctx.nr_results, __ATOMIC_ACQUIRE) < 2; i++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	for (int i = 0; i < 20; i++) {
+		pthread_kill(th, SIGRTMIN);     /* the application's signal, not a kick */
+		nanosleep(&(struct timespec){ 0, 5 * 1000000 }, NULL);
+	}
+	cr_assert_eq(gfa_kvm_vcpu_kick(l.vcpu), 0);
+	pthread_join(th, NULL);
+	cr_assert_eq(l.rc, GFA_KVM_RUN_KICKED);
+	cr_assert_gt(kvmx_app_hits, 0, "20 application SIGRTMIN sent to the vCPU thread, its "
+		     "handler ran %d times", (int)kvmx_app_hits);
+	cr_assert_eq(gfa_kvm_vcpu_destroy(l.vcpu), 0);
+	cr_assert_eq(gfa_kvm_vm_destroy(vm), 0);
+	munmap(ram, KVMX_RAM);
+	sigaction(SIGRTMIN, &old, NULL);
+}
+
 /* After a run ended on an MMIO exit (-EFAULT), gfa_kvm_test_guest_enter() /
  * gfa_kvm_vcpu_enter_long_mode() must start the guest at the new entry. */
 Test(kvm, enter_after_mmio_error_starts_at_new_entry)

@@ -1143,16 +1143,30 @@ static int run_enter(struct gfa_kvm_vcpu *vcpu)
 	return r;
 }
 
-/* A kick signal that made KVM_RUN return is left pending (blocked): consume it. */
+/*
+ * A kick signal that made KVM_RUN return is left pending (blocked): consume it.  When
+ * the application handles the signal itself (kvm.h allows it: it may be its own signal
+ * to this thread, or a process-wide one the kernel routed here), its handler runs for
+ * each one taken, as it did when the signal was delivered.
+ */
 static void drain_kick_signal(void)
 {
 	struct timespec zero = { 0, 0 };
+	struct sigaction cur;
+	siginfo_t si;
 	sigset_t set;
 
 	sigemptyset(&set);
 	sigaddset(&set, GFA_KVM_KICK_SIGNAL);
-	while (sigtimedwait(&set, NULL, &zero) >= 0)
-		;
+	while (sigtimedwait(&set, &si, &zero) >= 0) {
+		if (sigaction(GFA_KVM_KICK_SIGNAL, NULL, &cur))
+			continue;
+		if (cur.sa_flags & SA_SIGINFO)
+			cur.sa_sigaction(si.si_signo, &si, NULL);
+		else if (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN &&
+			 cur.sa_handler != kick_handler)
+			cur.sa_handler(si.si_signo);
+	}
 }
 
 static void run_leave(struct gfa_kvm_vcpu *vcpu)

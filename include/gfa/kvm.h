@@ -27,8 +27,9 @@
  * handler for GFA_KVM_KICK_SIGNAL (SIGRTMIN) unless the process already handles that
  * signal.  gfa_kvm_vcpu_run() keeps it blocked in the calling thread and has KVM
  * unblock it only inside KVM_RUN (KVM_SET_SIGNAL_MASK, as QEMU does), so the signal only
- * interrupts KVM_RUN, never a poll() or nanosleep() of an IO handler; a kick that
- * arrives is consumed there (sigtimedwait), not handled.  kvm_run->immediate_exit
+ * interrupts KVM_RUN, never a poll() or nanosleep() of an IO handler; a signal that
+ * arrives is consumed there (sigtimedwait), and an application's own handler for it
+ * is called for each one (a process-wide SIGRTMIN routed to a vCPU thread included).  kvm_run->immediate_exit
  * closes the race with a vCPU thread that is just about to enter the guest.
  */
 #ifndef GFA_KVM_H
