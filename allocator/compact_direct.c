@@ -52,8 +52,10 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 	pthread_mutex_lock(&z->lock);
 	pfn = zone_alloc_locked(z, order, mt, owner, flags);
 	/* the free frames are promised to claims: moving frames cannot change that (the
-	 * kernel skips compaction below the order-0 watermark, counting no stall) */
-	promised = pfn < 0 && !claim_allows(z, owner, order);
+	 * kernel skips compaction below the order-0 watermark, counting no stall) - unless
+	 * another compaction holds free frames as targets, which it gives back */
+	promised = pfn < 0 && !claim_allows(z, owner, order) &&
+		   !__atomic_load_n(&z->isolate_users, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&z->lock);
 	if (pfn >= 0 || !order || promised)
 		goto out;

@@ -157,7 +157,7 @@ struct gfa_zone {
 	/* isolation gate (pcp_owner.c): while up, cache frees compare-and-swap; raised in
 	 * each cache of the zone (gfa_pcp.cas_free), isolating changes under pcp_lock */
 	pthread_mutex_t isolate_lock;
-	unsigned int isolate_users;
+	unsigned int isolate_users;     /* isolate_lock; read racily as a hint (atomics) */
 	_Atomic int isolating;
 	/* kcompactd */
 	pthread_t compactd __attribute__((aligned(64)));

@@ -372,7 +372,7 @@ void pcp_isolate_begin(struct gfa_zone *z)
 
 	/* raisers queue here, so a second one starts only after the first's grace period */
 	pthread_mutex_lock(&z->isolate_lock);
-	if (!z->isolate_users++) {
+	if (!__atomic_fetch_add(&z->isolate_users, 1, __ATOMIC_RELAXED)) {
 		/*
 		 * In each cache's own line: the owner reads it with the rest of its state.
 		 * Then a remote hold of the zone's caches (one membarrier) waits out calls
@@ -390,7 +390,7 @@ void pcp_isolate_begin(struct gfa_zone *z)
 void pcp_isolate_end(struct gfa_zone *z)
 {
 	pthread_mutex_lock(&z->isolate_lock);
-	if (!--z->isolate_users) {
+	if (!__atomic_sub_fetch(&z->isolate_users, 1, __ATOMIC_RELAXED)) {
 		pthread_mutex_lock(&z->pool->pcp_lock);
 		pcp_gate_add(z, -1);
 		pthread_mutex_unlock(&z->pool->pcp_lock);
