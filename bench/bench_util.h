@@ -334,7 +334,7 @@ static inline void bench_print_load(const struct bench_load *l, const char *what
 	else
 		printf("# load during %s: other processes used %.2f of %ld CPUs%s\n", what, other,
 		       bench_cores(), other > 0.2 ? "  ** WARNING: machine was not idle; "
-		       "multi-thread results are pessimistic **" : "");
+		       "timings and their ratios are unreliable **" : "");
 }
 
 /*
