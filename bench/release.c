@@ -687,7 +687,7 @@ static void report_inflate(const struct p1_results *r)
 
 	bench_goal("release", "inflate_caller_ratio", async / s4k, "<=", 0.10,
 		   "caller time, async one-call inflate / sync 4 KiB punch loop");
-	bench_goal("release", "inflate_caller_vs_2m", async / s2m, "info", 0,
+	bench_goal("release", "caller_vs_2m", async / s2m, "info", 0,
 		   "caller time, async one-call inflate / sync 2 MiB punch loop");
 	bench_goal("release", "inflate_1mib_caller_ratio", r->caller[V_REQ].median / s4k, "info",
 		   0, "caller time, async per 1 MiB request (one range) / sync 4 KiB loop");
@@ -708,6 +708,10 @@ static void report_inflate(const struct p1_results *r)
 	bench_result_add(&res, "caller_4kranges_ms", "%.2f", r->caller[V_PAGES].median * 1e3);
 	bench_result_add(&res, "drop_1mib_ms", "%.1f", r->drop[V_REQ].median * 1e3);
 	bench_result_add(&res, "drop_4kranges_ms", "%.1f", r->drop[V_PAGES].median * 1e3);
+	bench_result_add(&res, "inflate_1mib_caller_ratio", "%.4f", r->caller[V_REQ].median / s4k);
+	bench_result_add(&res, "inflate_4kranges_caller_ratio", "%.4f",
+			 r->caller[V_PAGES].median / s4k);
+	bench_result_add(&res, "drop_vs_sync2m", "%.3f", r->drop[V_ONE].median / s2m);
 	bench_result_add(&res, "mode", "%s", r->last[V_ONE].mode);
 	bench_result_print(&res);
 }
@@ -741,6 +745,8 @@ static void report_t1(const struct t1_results *r)
 	bench_result_add(&res, "after_kib", "%ld", (long)(r->s[T_ON].after >> 10));
 	bench_result_add(&res, "off_after_kib", "%ld", (long)(r->s[T_OFF].after >> 10));
 	bench_result_add(&res, "after_all_kib", "%ld", (long)(r->s[T_ON].after_all >> 10));
+	bench_result_add(&res, "after_all_vs_base_kib", "%.0f",
+			 (double)(r->s[T_ON].after_all - r->s[T_ON].base) / 1024);
 	bench_result_add(&res, "quiesce_ms", "%.1f", r->quiesce_ms[T_ON]);
 	bench_result_add(&res, "high_frames", "%u", T1_HIGH);
 	bench_result_print(&res);
