@@ -637,3 +637,24 @@ Test(buddy, pgalloc_and_pgfree_count_pages)
 	cr_assert_eq(b.pgfree_blocks - a.pgfree_blocks, 1);
 	gfa_pool_destroy(p);
 }
+
+/* Beyond its claim an owner competes like everyone else: what is left of its claim plus
+ * the unclaimed frames, and an outsider never the claimed ones. */
+Test(buddy, an_allocation_larger_than_the_remaining_claim_uses_claim_plus_unclaimed)
+{
+	struct gfa_pool *p = tu_pool(4096);     /* 8 pageblocks */
+
+	cr_assert_eq(gfa_zone_claim(p, 0, 100, 3800), 0);
+	for (int i = 0; i < 7; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 100, 0), 0);
+	cr_assert_eq(gfa_zone_claimed(p, 0), 3800 - 7 * 512);          /* 216 */
+	cr_assert_eq(tu_free_frames(p), 512);                            /* 296 unclaimed */
+	cr_assert_eq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 7, 0), GFA_ENOMEM,
+		     "an outsider may not take claimed frames");
+	cr_assert_geq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 100, 0), 0,
+		      "216 claimed + 296 unclaimed frames cover 512");
+	cr_assert_eq(gfa_zone_claimed(p, 0), 0);
+	cr_assert_eq(gfa_zone_unclaim(p, 0, 100), 0);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}

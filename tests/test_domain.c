@@ -930,3 +930,18 @@ Test(domain_xml, message_is_one_line)
 			     "</domain>", &s, err, sizeof(err)), -EINVAL);
 	cr_assert_null(strchr(err, '\n'), "message spans lines: [%s]", err);
 }
+
+Test(domain_xml, memory_device_sizes_whose_sum_overflows_are_erange)
+{
+	struct gfa_domain_spec s;
+	char err[256] = "";
+
+	cr_assert_eq(gfa_domain_from_xml_string(
+			     "<domain><name>x</name><memory>2048</memory><devices>"
+			     "<memory model='dimm'><target><size unit='EiB'>8</size></target></memory>"
+			     "<memory model='dimm'><target><size unit='EiB'>8</size></target></memory>"
+			     "</devices></domain>", &s, err, sizeof(err)),
+		     -ERANGE, "accepted: devices %llu bytes (%s)",
+		     (unsigned long long)s.device_memory_bytes, err);
+	cr_assert_not_null(strstr(err, "overflow"), "%s", err);
+}

@@ -1235,6 +1235,7 @@ Test(pcp, vmstat_never_goes_down_while_caches_die, .timeout = 60)
 		 !drops);
 	atomic_store(&c.stop, true);
 	pthread_join(th, NULL);
+	ASSERT_POOL_OK(c.pool);
 	gfa_pool_destroy(c.pool);
 	cr_assert_eq(drops, 0, "pgalloc_blocks/pgfree_blocks went down after %lu reads",
 		     (unsigned long)reads);
@@ -1285,6 +1286,7 @@ Test(pcp, zone_stat_nr_free_is_a_possible_value, .timeout = 60)
 	pthread_join(t, NULL);
 	cr_assert(hi <= 4096 && lo >= 4094, "nr_free ranged %lu..%lu, 4096 frames free",
 		  (unsigned long)lo, (unsigned long)hi);
+	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
 
@@ -1403,6 +1405,7 @@ Test(pcp, concurrent_idle_drains_never_drain_an_active_cache, .timeout = 60)
 		     "drain_idle(60000 ms) drained %ld frames of a cache active within the last ms",
 		     atomic_load(&idle_drained));
 	gfa_pcp_destroy(c);
+	ASSERT_POOL_OK(idle_pool);
 	gfa_pool_destroy(idle_pool);
 }
 
@@ -1417,6 +1420,7 @@ Test(pcp, pcp_stat_null_result_is_counted)
 	cr_assert_eq(PCPX_VM(p, err_fault), before + 1, "err_fault %lu -> %lu",
 		     (unsigned long)before, (unsigned long)PCPX_VM(p, err_fault));
 	gfa_pcp_destroy(c);
+	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
 
