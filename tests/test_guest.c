@@ -601,3 +601,41 @@ Test(guest, a_cache_of_another_pool_is_refused)
 	host_done(&a);
 	host_done(&b);
 }
+
+/*
+ * An unpopulated backing: the 2 MiB blocks fault in when the guest first writes them,
+ * through the window's own mapping, which must ask for huge pages (shmem_enabled=advise
+ * allocates huge folios only for VM_HUGEPAGE mappings).  Before, the windows got 4 KiB
+ * pages although every range was one order-9 block.
+ */
+Test(guest, unpopulated_backing_maps_order9_blocks_with_pmds, .timeout = 60, .fini = shmem_thp_fini)
+{
+	char *old = shmem_saved;
+	struct host h;
+	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
+	struct gfa_guest *g;
+	struct gfa_guest_stat st;
+	int64_t pmd;
+	int lock = tu_shmem_thp_lock();
+
+	if (shmem_thp_advise(old, sizeof(shmem_saved))) {
+		old[0] = '\0';
+		tu_shmem_thp_unlock(lock);
+		cr_skip_test("cannot set shmem_enabled=advise (not root?): PMD backing not checked");
+	}
+	h = host_new(32 * MiB, false);
+	g = gfa_guest_create(h.pool, h.b, &cfg);
+	cr_assert_not_null(g);
+	fill(g, 5);
+	pmd = gfa_smaps_pmd_bytes(gfa_guest_hva(g), cfg.mem_bytes);
+	shmem_thp_restore(old);
+	old[0] = '\0';
+	tu_shmem_thp_unlock(lock);
+	gfa_guest_stat(g, &st);
+	cr_assert_eq(st.huge_ranges, 8);
+	cr_assert_eq(pmd, (int64_t)cfg.mem_bytes,
+		     "huge_ranges says 8/8 but only %ld of %lu bytes are PMD-mapped", (long)pmd,
+		     cfg.mem_bytes);
+	gfa_guest_destroy(g);
+	host_done(&h);
+}

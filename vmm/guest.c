@@ -34,6 +34,14 @@ int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int orde
 	if (mmap(g->win + (gfn << GFA_FRAME_SHIFT), GFA_FRAME_SIZE << order,
 		 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
 		return -errno;
+	/*
+	 * A new mapping has no VM_HUGEPAGE: with shmem_enabled=advise a 2 MiB block whose
+	 * memfd range is not populated yet (or was released to the host) would fault in
+	 * 4 KiB pages.  Advise it; failure only costs the PMD (THP off on this host).
+	 */
+	if (order >= GFA_PAGEBLOCK_ORDER)
+		(void)madvise(g->win + (gfn << GFA_FRAME_SHIFT), GFA_FRAME_SIZE << order,
+			      MADV_HUGEPAGE);
 	return 0;
 }
 
