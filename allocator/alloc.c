@@ -200,6 +200,12 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
 			frame_set_owner(p, owner);
 			fstate_set(p, GFA_FRAME_ALLOCATED);
 		}
+		/* the caller holds the pieces instead of the block: pgalloc_blocks -
+		 * pgfree_blocks stays what callers hold when they free the pieces */
+		z->c.vm.pgfree_blocks++;
+		z->c.vm.free_order[order]++;
+		z->c.vm.pgalloc_blocks += (1UL << order) >> new_order;
+		z->c.vm.alloc_order[new_order] += (1UL << order) >> new_order;
 	}
 	pthread_mutex_unlock(&z->lock);
 out:

@@ -310,9 +310,12 @@ static uint64_t pageblock_movable_frames(struct gfa_zone *z, uint64_t start)
 
 
 /*
- * steal_suitable_fallback: claim the free block's pageblock for start_mt when the block
- * is a pageblock or more, or when free plus compatible frames make up half of it;
- * otherwise only the free block itself moves to start_mt's list.
+ * steal_suitable_fallback (before Linux 6.10): claim the free block's pageblock for
+ * start_mt when the block is a pageblock or more, or when free plus compatible frames
+ * make up half of it.  A stealing request (whole_block) moves every free block of the
+ * pageblock to start_mt's lists either way, as the kernel did before 6.10 (6.10+
+ * moves them only when it claims the pageblock); one that does not steal moves only
+ * the free block itself.
  */
 static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned int start_mt,
 				    bool whole_block)

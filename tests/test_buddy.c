@@ -658,3 +658,34 @@ Test(buddy, an_allocation_larger_than_the_remaining_claim_uses_claim_plus_unclai
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
+
+/*
+ * pgalloc_blocks - pgfree_blocks is the number of blocks callers hold (the collapse and
+ * compaction tests rely on it).  A split turns one held block into 2^(order-new_order):
+ * freeing the pieces must not drive the difference below zero.
+ */
+Test(buddy, split_keeps_block_counters_consistent)
+{
+	struct gfa_pool *p = tu_pool(2048);
+	int64_t a = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 3, 0);
+	struct gfa_vmstat vs;
+
+	cr_assert_geq(a, 0);
+	cr_assert_eq(gfa_block_split(p, (uint64_t)a, 9, 3, 0), 0);
+	gfa_pool_vmstat(p, &vs);
+	cr_assert_eq((int64_t)(vs.pgalloc_blocks - vs.pgfree_blocks), 512,
+		     "after the split the caller holds 512 blocks, counters say %ld",
+		     (long)(vs.pgalloc_blocks - vs.pgfree_blocks));
+	for (uint64_t k = 0; k < 512; k++)
+		cr_assert_eq(gfa_free(p, (uint64_t)a + k, 0, 3), 0);
+	gfa_pool_vmstat(p, &vs);
+	cr_assert_eq((int64_t)(vs.pgalloc_blocks - vs.pgfree_blocks), 0,
+		     "nothing held, pgalloc_blocks - pgfree_blocks = %ld",
+		     (long)(vs.pgalloc_blocks - vs.pgfree_blocks));
+	cr_assert_eq(vs.alloc_order[0], vs.free_order[0], "order-0: %lu allocated, %lu freed",
+		     (unsigned long)vs.alloc_order[0], (unsigned long)vs.free_order[0]);
+	cr_assert_eq(vs.pgalloc, vs.pgfree, "pages: %lu allocated, %lu freed",
+		     (unsigned long)vs.pgalloc, (unsigned long)vs.pgfree);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
