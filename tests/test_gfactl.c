@@ -98,7 +98,8 @@ Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180,
 		cr_assert(got >= 0 && got <= of && of == 32, "PMD-mapped %ld of %ld MiB", got, of);
 		lines++;
 	}
-	cr_assert_eq(lines, 2, "both kernel baselines print their PMD figure: %s", out);
+	cr_assert_eq(lines, 3, "the three kernel baselines print their PMD figure: %s", out);
+	cr_assert_not_null(strstr(out, " vs_prefaulted="), "%s", out);
 	/* gfactl stat reads what vmstart wrote */
 	rc = run(out, sizeof(out), "%s stat --file %s", g, stat_file);
 	cr_assert_eq(rc, 0, "%s", out);
