@@ -405,8 +405,8 @@ static uint64_t pcp_nr_free(const struct gfa_pcp *pcp)
  * Add a cache's counters to dst (held remotely or dying).  The hot paths count an
  * allocation only in alloc_order[] and a free only in free_order[]; pcp_alloc/free,
  * pgalloc/pgfree (frames) and their _blocks follow from them here instead of costing
- * three more adds per call.  Like the kernel's PGALLOC/PGFREE these count what callers allocate
- * and free; refills and drains between a cache and the zone are neither.
+ * three more adds per call.  Like the kernel's PGALLOC/PGFREE these count what callers
+ * allocate and free; refills and drains between a cache and the zone are neither.
  */
 static void pcp_add_counters(const struct gfa_pcp *pcp, struct gfa_vmstat *dst)
 {

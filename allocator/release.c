@@ -287,8 +287,8 @@ int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gf
 	if (budget > max_frames)
 		budget = max_frames;
 	/* frames in flight are off the lists: claimed frames stay where their owner gets them */
-	if (budget > (z->nr_free > z->claimed ? z->nr_free - z->claimed : 0))
-		budget = z->nr_free > z->claimed ? z->nr_free - z->claimed : 0;
+	if (budget > claim_unclaimed_free(z))
+		budget = claim_unclaimed_free(z);
 	/* fully free pageblocks first (whole 2 MiB punches), then eligible ones */
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint64_t pb = z->nr_pageblocks; pb-- && got < budget && ro.n < ro.max;) {
@@ -386,7 +386,8 @@ int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_wa
 	/* keep the low reserve and the claimed frames on the lists, as page reporting
 	 * keeps the low watermark: an allocation must not fail for frames that are only
 	 * being scrubbed */
-	room = z->nr_free > z->rp.low + z->claimed ? z->nr_free - z->rp.low - z->claimed : 0;
+	room = claim_unclaimed_free(z);
+	room = room > z->rp.low ? room - z->rp.low : 0;
 	if (max_frames > room)
 		max_frames = room;
 	for (uint64_t pb = 0; pb < z->nr_pageblocks && got < max_frames && ro.n < ro.max; pb++) {

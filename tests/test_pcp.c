@@ -26,6 +26,22 @@ static struct gfa_pool *pcp_pool(uint64_t frames, unsigned int batch, unsigned i
 	return p;
 }
 
+/* A pool whose caches auto-tune high between high and high_max (0: the default 8x). */
+static struct gfa_pool *tuned_pool(uint64_t frames, unsigned int batch, unsigned int high,
+				   unsigned int high_max)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+
+	gfa_pool_config_init(&cfg, frames);
+	cfg.pcp_batch = batch;
+	cfg.pcp_high = high;
+	cfg.pcp_high_max = high_max;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	return p;
+}
+
 static int pcp_count(struct gfa_pcp *c)
 {
 	struct gfa_pcp_stat st;
@@ -1504,19 +1520,12 @@ static struct gfa_pcp_stat pcp_st(struct gfa_pcp *c)
  */
 Test(pcp, high_auto_tunes_between_high_min_and_high_max)
 {
-	struct gfa_pool_config cfg;
+	struct gfa_pool *p = tuned_pool(1UL << 14, 8, 64, 512);
 	struct gfa_pcp_stat st;
-	struct gfa_pool *p;
 	struct gfa_pcp *c;
 	int64_t v[100];
 	int high;
 
-	gfa_pool_config_init(&cfg, 1UL << 14);
-	cfg.pcp_batch = 8;
-	cfg.pcp_high = 64;
-	cfg.pcp_high_max = 512;
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
 	c = gfa_pcp_create(p, 0);
 	cr_assert_not_null(c);
 	for (int i = 0; i < 100; i++)
@@ -1551,17 +1560,10 @@ Test(pcp, high_auto_tunes_between_high_min_and_high_max)
  * refill: high stays within [high_min, high_max] whatever the cache holds. */
 Test(pcp, decay_keeps_high_within_high_max)
 {
-	struct gfa_pool_config cfg;
+	struct gfa_pool *p = tuned_pool(1UL << 15, 8, 32, 64);
 	struct gfa_pcp_stat st;
-	struct gfa_pool *p;
 	struct gfa_pcp *c;
 
-	gfa_pool_config_init(&cfg, 1UL << 15);
-	cfg.pcp_batch = 8;
-	cfg.pcp_high = 32;
-	cfg.pcp_high_max = 64;
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
 	c = gfa_pcp_create(p, 0);
 	cr_assert_not_null(c);
 	cr_assert_geq(gfa_pcp_alloc(c, 9, GFA_MT_MOVABLE, 1, 0), 0);    /* refill: 2 blocks */
@@ -1578,17 +1580,11 @@ Test(pcp, decay_keeps_high_within_high_max)
  * tune it back up to whole batches. */
 Test(pcp, a_disabled_cache_stays_disabled_after_frees)
 {
-	struct gfa_pool_config cfg;
+	struct gfa_pool *p = tuned_pool(4096, 8, 4, 0);
 	struct gfa_pcp_stat st;
-	struct gfa_pool *p;
 	struct gfa_pcp *c;
 	int64_t v[40];
 
-	gfa_pool_config_init(&cfg, 4096);
-	cfg.pcp_batch = 8;
-	cfg.pcp_high = 4;
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
 	c = gfa_pcp_create(p, 0);
 	for (int i = 0; i < 40; i++)
 		cr_assert_geq(v[i] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0);

@@ -107,6 +107,16 @@ static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct
 	return err;
 }
 
+/* A failure: skip the next 1, 2, 4 .. 64 passes of that work. */
+static void hr_back_off(struct gfa_host_return *hr, unsigned int *backoff, unsigned int *skip)
+{
+	*backoff = *backoff ? *backoff * 2 : 1;
+	if (*backoff > 64)
+		*backoff = 64;
+	*skip = *backoff;
+	hr->pass.backoffs++;
+}
+
 /*
  * Fault one released range back in.  Only a kernel without MADV_POPULATE_WRITE (before
  * 5.14: EINVAL) gets the frames written instead; any other failure (ENOMEM at a memory
@@ -149,11 +159,7 @@ static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone, struc
 		done++;
 	}
 	if (failed) {
-		hr->grow_backoff[zone] = hr->grow_backoff[zone] ? hr->grow_backoff[zone] * 2 : 1;
-		if (hr->grow_backoff[zone] > 64)
-			hr->grow_backoff[zone] = 64;
-		hr->grow_skip[zone] = hr->grow_backoff[zone];
-		hr->pass.backoffs++;
+		hr_back_off(hr, &hr->grow_backoff[zone], &hr->grow_skip[zone]);
 	} else if (done) {
 		hr->grow_backoff[zone] = 0;
 	}
@@ -169,11 +175,7 @@ static bool hr_backing_off(struct gfa_host_return *hr, unsigned int zone)
 		if (released)
 			hr->backoff[zone] = 0;  /* releases work again: start over at 1 */
 	} else {
-		hr->backoff[zone] = hr->backoff[zone] ? hr->backoff[zone] * 2 : 1;
-		if (hr->backoff[zone] > 64)
-			hr->backoff[zone] = 64;
-		hr->skip[zone] = hr->backoff[zone];
-		hr->pass.backoffs++;
+		hr_back_off(hr, &hr->backoff[zone], &hr->skip[zone]);
 	}
 	if (hr->skip[zone]) {
 		hr->skip[zone]--;
