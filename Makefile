@@ -1,15 +1,20 @@
 # gfa — guest frame allocator.  `make` builds libgfa.{so,a}, gfactl, examples, benchmarks.
 # `make run` runs the main job (gfactl vmstart); `make test` runs the Criterion suite.
-VERSION   := 0.1.0
+VERSION   := 0.2.0
 SOVERSION := 0
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 BUILD     ?= build
 CC        ?= cc
 SAN       ?=
-PKGS      := numa liburing libvirt libxml-2.0
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# libgfa needs libnuma and liburing only; the reference VMM (refvmm/) adds libvirt and
+# libxml2, and so do the tools, tests and benchmarks that link it.
+LIB_PKGS   := numa liburing
+REF_PKGS   := libvirt libxml-2.0
+PKG_CFLAGS := $(shell pkg-config --cflags $(LIB_PKGS) 2>/dev/null)
+LIB_LIBS   := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null)
+REF_CFLAGS := $(shell pkg-config --cflags $(REF_PKGS) 2>/dev/null)
+REF_LIBS   := $(shell pkg-config --libs $(REF_PKGS) 2>/dev/null)
 # Criterion cannot start under TSan (Snaipe/Criterion#274): `make tsan` sets SHIM=1 to
 # build the same tests against tests/shim, a minimal runner with Criterion's macros.
 ifeq ($(SHIM),1)
@@ -23,10 +28,14 @@ endif
 OPT     ?= -O2 -g
 CFLAGS  += $(OPT) -std=gnu11 -Wall -Wextra -Werror -fPIC -pthread -Iinclude -I. $(SAN) $(PKG_CFLAGS)
 LDFLAGS += -pthread $(SAN)
-LDLIBS  += $(PKG_LIBS) -lm
+LDLIBS  += $(LIB_LIBS) -lm
+# what links the reference VMM: it, then libgfa, then both's libraries
+REF_LDLIBS := $(REF_LIBS) $(LDLIBS)
 
 LIB_SRC   := $(sort $(wildcard allocator/*.c numa/*.c vmm/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+REF_SRC   := $(sort $(wildcard refvmm/*.c))
+REF_OBJ   := $(REF_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC  := $(sort $(wildcard tests/*.c)) $(if $(filter 1,$(SHIM)),tests/shim/shim_main.c)
 TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
@@ -34,54 +43,65 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EX_SRC    := $(sort $(wildcard examples/*.c))
 EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
-HEADERS   := $(wildcard include/gfa/*.h)
+HEADERS   := $(filter-out include/gfa/refvmm.h,$(wildcard include/gfa/*.h))
 
 SO      := $(BUILD)/libgfa.so.$(VERSION)
 A       := $(BUILD)/libgfa.a
+REF_A   := $(BUILD)/libgfa-refvmm.a
 GFACTL  := $(BUILD)/gfactl
 TESTBIN := $(BUILD)/tests/gfa-tests
 
-.PHONY: all deps deps-test run test check asan tsan bench install clean tidy cppcheck \
+.PHONY: all deps deps-test run test check asan tsan bench install install-refvmm clean tidy cppcheck \
         sanitized-test bench-buddy bench-pcp bench-thpscale bench-release
-all: $(SO) $(A) $(GFACTL) $(EX_BIN) $(BENCH_BIN)
+all: $(SO) $(A) $(REF_A) $(GFACTL) $(EX_BIN) $(BENCH_BIN)
 
 deps:
 	@tools/deps.sh build
 deps-test:
 	@tools/deps.sh test
 
-LIB_HDRS := $(HEADERS) $(wildcard allocator/*.h numa/*.h vmm/*.h)
+LIB_HDRS := $(wildcard include/gfa/*.h allocator/*.h numa/*.h vmm/*.h refvmm/*.h)
 $(BUILD)/%.o: %.c $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/refvmm/%.o: refvmm/%.c $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
 $(BUILD)/tools/%.o: tools/%.c $(LIB_HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
 $(BUILD)/bench/%.o: bench/%.c $(LIB_HDRS) $(wildcard bench/*.h tests/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
+$(BUILD)/examples/%.o: examples/%.c $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
 
 $(A): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+$(REF_A): $(REF_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+# -z defs: every symbol libgfa uses is its own or its listed libraries' (libnuma, liburing)
 $(SO): $(LIB_OBJ) libgfa.map
 	$(CC) -shared -Wl,-soname,libgfa.so.$(SOVERSION) -Wl,--version-script=libgfa.map \
-	    $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS)
+	    -Wl,-z,defs -Wl,--as-needed $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS)
 	ln -sf libgfa.so.$(VERSION) $(BUILD)/libgfa.so.$(SOVERSION)
 	ln -sf libgfa.so.$(SOVERSION) $(BUILD)/libgfa.so
 
-$(GFACTL): $(TOOL_SRC:%.c=$(BUILD)/%.o) $(A)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/examples/%: $(BUILD)/examples/%.o $(A)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(A)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(GFACTL): $(TOOL_SRC:%.c=$(BUILD)/%.o) $(REF_A) $(A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
+$(BUILD)/examples/%: $(BUILD)/examples/%.o $(REF_A) $(A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(REF_A) $(A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
 
 $(BUILD)/tests/%.o: tests/%.c $(LIB_HDRS) $(wildcard tests/*.h tests/shim/criterion/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(TEST_CFLAGS) -c $< -o $@
-$(TESTBIN): $(TEST_OBJ) $(A)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(REF_CFLAGS) $(TEST_CFLAGS) -c $< -o $@
+$(TESTBIN): $(TEST_OBJ) $(REF_A) $(A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS) $(TEST_LIBS)
 
 # The README's test command.  Installs missing packages, builds everything, runs the suite.
 test: deps-test
@@ -126,11 +146,17 @@ install: $(SO) $(A)
 	install -m 644 $(A) $(DESTDIR)$(PREFIX)/lib/
 	[ ! -x $(GFACTL) ] || install -m 755 $(GFACTL) $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' gfa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gfa.pc
+# The reference VMM, for a VMM author who wants gfa's KVM wrapper or libvirt import too.
+install-refvmm: install $(REF_A)
+	install -m 644 include/gfa/refvmm.h $(DESTDIR)$(PREFIX)/include/gfa/
+	install -m 644 $(REF_A) $(DESTDIR)$(PREFIX)/lib/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' refvmm/gfa-refvmm.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gfa-refvmm.pc
 
 tidy:
-	clang-tidy $(LIB_SRC) -- -std=gnu11 -Iinclude -I. $(PKG_CFLAGS)
+	clang-tidy $(LIB_SRC) $(REF_SRC) -- -std=gnu11 -Iinclude -I. $(PKG_CFLAGS) $(REF_CFLAGS)
 cppcheck:
-	cppcheck --quiet --inline-suppr --enable=warning,performance,portability --error-exitcode=1 -Iinclude -I. $(LIB_SRC) $(TOOL_SRC)
+	cppcheck --quiet --inline-suppr --enable=warning,performance,portability --error-exitcode=1 -Iinclude -I. $(LIB_SRC) $(REF_SRC) $(TOOL_SRC)
 
 clean:
 	rm -rf build

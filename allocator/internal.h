@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <gfa/allocator.h>
+#include "allocator/layers.h"
 
 #define GFA_NIL UINT32_MAX
 /*

@@ -42,7 +42,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include <gfa/vmm.h>
+#include <gfa/refvmm.h>
 #include "bench/bench_util.h"
 
 #ifndef MADV_POPULATE_WRITE

@@ -45,6 +45,7 @@
 #include <gfa/allocator.h>
 #include "bench/bench_util.h"
 #include "tests/canary_owner.h"
+#include "allocator/layers.h"
 
 #define FILL_PCT        80      /* of the pool, in whole pageblocks, owner A */
 #define B_FILL_PCT      30      /* of the hole frames, owner B, before reclaim */

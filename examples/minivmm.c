@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <gfa/vmm.h>
+#include <gfa/refvmm.h>
 
 #define MIB		(1ULL << 20)
 #define MAX_VCPUS	16
@@ -68,6 +68,7 @@ struct vmm {
 	struct gfa_kvm_vm *kvm;
 	uint64_t mem, code_gpa;
 	unsigned int nr_vcpus;
+	_Atomic bool vcpus_ready;       /* every vCPU exists; until then moves are refused */
 	_Atomic unsigned long pauses;
 	struct vcpu vcpu[MAX_VCPUS];
 };
@@ -127,6 +128,10 @@ static int pause_vcpus(void *ctx)
 {
 	struct vmm *m = ctx;
 
+	/* while kvm_setup writes page tables and code through the window, and the vcpu
+	 * array, gfa must not move the frames under it: refuse */
+	if (!atomic_load(&m->vcpus_ready))
+		return -EBUSY;
 	for (unsigned int i = 0; i < m->nr_vcpus; i++) {
 		/* returns once out of the guest */
 		if (!gfa_kvm_vcpu_pause(m->vcpu[i].kvcpu))
@@ -152,7 +157,8 @@ static const struct gfa_guest_vcpu_ops vcpu_ops = { pause_vcpus, resume_vcpus };
 
 static int kvm_setup(struct vmm *m, uint64_t work)
 {
-	struct gfa_guest_config gc = { .mem_bytes = m->mem };
+	/* the ops come with the guest: gfa may move its frames from the moment it exists */
+	struct gfa_guest_config gc = { .mem_bytes = m->mem, .vcpu_ops = &vcpu_ops, .vcpu_ctx = m };
 	uint64_t per;
 
 	m->guest = gfa_guest_create(m->pool, m->backing, &gc);
@@ -180,7 +186,7 @@ static int kvm_setup(struct vmm *m, uint64_t work)
 		if (!v->kvcpu)
 			return -errno;
 	}
-	gfa_guest_set_vcpu_ops(m->guest, &vcpu_ops, m);
+	atomic_store(&m->vcpus_ready, true);
 	return 0;
 }
 
@@ -322,7 +328,7 @@ static void teardown(struct vmm *m)
 {
 	/* no more pauses first (a move in flight finishes before this returns), then
 	 * the vCPUs, the VM with its memslot, and only then the RAM */
-	gfa_guest_set_vcpu_ops(m->guest, NULL, NULL);
+	gfa_guest_forget_vcpus(m->guest);
 	for (unsigned int i = 0; i < m->nr_vcpus; i++)
 		gfa_kvm_vcpu_destroy(m->vcpu[i].kvcpu);
 	gfa_kvm_vm_destroy(m->kvm);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "numa/internal.h"
+#include "allocator/layers.h"
 
 #define NUMA_FLAGS (GFA_NUMA_REMOTE | GFA_NUMA_SMALLER | GFA_ALLOC_NOFALLBACK | \
 		    GFA_ALLOC_NOCOMPACT)

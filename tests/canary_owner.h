@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <string.h>
 #include <gfa/allocator.h>
+#include "allocator/layers.h"
 
 struct canary {
 	uint64_t owner, page, frame, magic;

@@ -4,9 +4,10 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <gfa/vmm.h>
+#include <gfa/refvmm.h>
 #include "tests/test_util.h"
 #include "tests/canary_owner.h"
+#include "allocator/layers.h"
 
 #define MiB (1UL << 20)
 

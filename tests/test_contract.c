@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include "tests/test_util.h"
+#include "allocator/layers.h"
 
 static uint64_t errsum(struct gfa_pool *p, const char *which)
 {
@@ -111,9 +112,9 @@ Test(contract, zone_index_edges)
 	EXPECT_ERR(p, gfa_zone_set_release_policy(p, 0, &rp), GFA_EALIGN, "err_align");
 	EXPECT_ERR(p, gfa_zone_get_release_policy(p, 1, &rp), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_zone_get_release_policy(p, 0, NULL), GFA_EFAULT, "err_fault");
-	EXPECT_ERR(p, gfa_zone_release_isolate(p, 1, r, 4, 100), GFA_ERANGE, "err_range");
-	EXPECT_ERR(p, gfa_zone_release_isolate(p, 0, NULL, 4, 100), GFA_EFAULT, "err_fault");
-	EXPECT_ERR(p, gfa_zone_populate_isolate(p, 1, r, 4, 100), GFA_ERANGE, "err_range");
+	EXPECT_ERR(p, gfa_zone_release_take(p, 1, r, 4, 100), GFA_ERANGE, "err_range");
+	EXPECT_ERR(p, gfa_zone_release_take(p, 0, NULL, 4, 100), GFA_EFAULT, "err_fault");
+	EXPECT_ERR(p, gfa_zone_populate_take(p, 1, r, 4, 100), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_zone_release_done(p, UINT64_MAX, 1, true), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_zone_release_done(p, 0, 0, true), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_zone_release_done(p, 0, UINT64_MAX, true), GFA_ERANGE, "err_range");
@@ -505,7 +506,7 @@ Test(contract, random_contract, .timeout = 300)
 			struct gfa_frame_range fr[4];
 			struct gfa_release_policy rp = {0, tu_rand(&s) % 3000, 4};
 			gfa_zone_set_release_policy(p, zone, &rp);
-			int n = gfa_zone_release_isolate(p, zone, fr, 4, tu_rand(&s) % 4000);
+			int n = gfa_zone_release_take(p, zone, fr, 4, tu_rand(&s) % 4000);
 			cr_assert_geq(n, 0);
 			for (int k = 0; k < n; k++)
 				cr_assert_eq(gfa_zone_release_done(p, fr[k].pfn, fr[k].nr,
@@ -513,7 +514,7 @@ Test(contract, random_contract, .timeout = 300)
 					     0);
 			rp.low = rp.high = tu_rand(&s) % 4000;
 			gfa_zone_set_release_policy(p, zone, &rp);
-			n = gfa_zone_populate_isolate(p, zone, fr, 4, tu_rand(&s) % 4000);
+			n = gfa_zone_populate_take(p, zone, fr, 4, tu_rand(&s) % 4000);
 			cr_assert_geq(n, 0);
 			for (int k = 0; k < n; k++)
 				cr_assert_eq(gfa_zone_populate_done(p, fr[k].pfn, fr[k].nr), 0);

@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <time.h>
 #include "tests/test_util.h"
+#include "allocator/layers.h"
 
 #define PB GFA_PAGEBLOCK_FRAMES
 
@@ -40,7 +41,7 @@ Test(depop, whole_pageblocks_highest_first_down_to_the_reserve)
 {
 	struct gfa_pool *p = depop_pool(16, 256, 512);
 	struct gfa_frame_range r[64];
-	int n = gfa_zone_release_isolate(p, 0, r, 64, UINT64_MAX);
+	int n = gfa_zone_release_take(p, 0, r, 64, UINT64_MAX);
 	struct gfa_zone_stat st;
 
 	cr_assert_eq(n, 1, "adjacent blocks coalesce into one range");
@@ -62,7 +63,7 @@ Test(depop, whole_pageblocks_highest_first_down_to_the_reserve)
 	st = zst(p);
 	cr_assert_eq(st.nr_released, 14 * PB);
 	cr_assert_eq(st.nr_sidelined, 14);
-	cr_assert_eq(gfa_zone_release_isolate(p, 0, r, 64, UINT64_MAX), 0, "nothing populated left");
+	cr_assert_eq(gfa_zone_release_take(p, 0, r, 64, UINT64_MAX), 0, "nothing populated left");
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -71,7 +72,7 @@ Test(depop, released_frames_are_reused_last_and_come_back_populated)
 {
 	struct gfa_pool *p = depop_pool(8, 0, 2 * PB);
 	struct gfa_frame_range r[16];
-	int n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+	int n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
 	struct gfa_vmstat vs;
 
 	cr_assert_gt(n, 0);
@@ -103,11 +104,11 @@ Test(depop, quarter_empty_rule_and_failure_keeps_frames_populated)
 		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0);
 	for (int i = 0; i < 100; i++)
 		cr_assert_eq(gfa_free(p, (uint64_t)i * 2, 0, 1), 0);
-	cr_assert_eq(gfa_zone_release_isolate(p, 0, r, 64, UINT64_MAX), 0,
+	cr_assert_eq(gfa_zone_release_take(p, 0, r, 64, UINT64_MAX), 0,
 		     "100 of 512 empty is under a quarter");
 	for (int i = 100; i < 140; i++)
 		gfa_free(p, (uint64_t)i * 2, 0, 1);
-	n = gfa_zone_release_isolate(p, 0, r, 64, UINT64_MAX);
+	n = gfa_zone_release_take(p, 0, r, 64, UINT64_MAX);
 	cr_assert_gt(n, 0, "140 of 512 empty qualifies");
 	cr_assert_eq(r[0].pfn, 278, "highest first");
 	done_all(p, r, n, false);
@@ -122,13 +123,13 @@ Test(depop, grow_populates_when_below_low)
 {
 	struct gfa_pool *p = depop_pool(8, PB, 2 * PB);
 	struct gfa_frame_range r[16];
-	int n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+	int n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
 
 	done_all(p, r, n, true);
-	cr_assert_eq(gfa_zone_populate_isolate(p, 0, r, 16, UINT64_MAX), 0, "at high: no grow");
+	cr_assert_eq(gfa_zone_populate_take(p, 0, r, 16, UINT64_MAX), 0, "at high: no grow");
 	for (int i = 0; i < (int)(PB + PB / 2); i++)
 		gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
-	n = gfa_zone_populate_isolate(p, 0, r, 16, UINT64_MAX);
+	n = gfa_zone_populate_take(p, 0, r, 16, UINT64_MAX);
 	cr_assert_gt(n, 0);
 	for (int i = 0; i < n; i++)
 		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
@@ -142,7 +143,7 @@ Test(depop, bad_completions_change_nothing)
 	struct gfa_pool *p = depop_pool(4, 0, 0);
 	struct gfa_frame_range r[4];
 	struct gfa_release_policy bad = { .low = 5, .high = 4, .min_empty_frac = 4 };
-	int n = gfa_zone_release_isolate(p, 0, r, 4, UINT64_MAX);
+	int n = gfa_zone_release_take(p, 0, r, 4, UINT64_MAX);
 
 	struct gfa_vmstat vs0, vs1;
 
@@ -153,7 +154,7 @@ Test(depop, bad_completions_change_nothing)
 	/* pfn + nr wraps: once "in flight" by an empty range, and accepted */
 	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn + 1, UINT64_MAX, true), GFA_ERANGE);
 	cr_assert_eq(gfa_zone_populate_done(p, r[0].pfn + 1, UINT64_MAX - 2), GFA_ERANGE);
-	cr_assert_eq(gfa_zone_release_isolate(p, 7, r, 4, 100), GFA_ERANGE);
+	cr_assert_eq(gfa_zone_release_take(p, 7, r, 4, 100), GFA_ERANGE);
 	cr_assert_eq(gfa_zone_release_done(NULL, 0, 1, true), GFA_EFAULT);
 	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &bad), GFA_EALIGN);
 	cr_assert_eq(gfa_zone_vmstat(p, 7, &vs1), GFA_ERANGE);
@@ -171,7 +172,7 @@ Test(depop, bad_completions_change_nothing)
 static void release_everything(struct gfa_pool *p)
 {
 	struct gfa_frame_range r[16];
-	int n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+	int n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
 
 	cr_assert_gt(n, 0);
 	done_all(p, r, n, true);
@@ -201,7 +202,7 @@ static void odd_frames_released(struct gfa_pool *p, uint64_t frames)
 		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
 	for (uint64_t pfn = 1; pfn < frames; pfn += 2)
 		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
-	while ((n = gfa_zone_release_isolate(p, 0, r, 256, UINT64_MAX)) > 0)
+	while ((n = gfa_zone_release_take(p, 0, r, 256, UINT64_MAX)) > 0)
 		done_all(p, r, n, true);
 }
 
@@ -222,14 +223,14 @@ Test(depop, mixed_block_sends_only_its_populated_frames)
 	before = zst(p).nr_released;
 	cr_assert_eq(before, 4 * PB - 1);
 	gfa_pool_vmstat(p, &v0);
-	n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+	n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(r[0].nr, 1, "one populated frame put %lu frames in flight",
 		     (unsigned long)r[0].nr);
 	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn, r[0].nr, false), 0);
 	ASSERT_POOL_OK(p);
 	cr_assert_eq(zst(p).nr_released, before, "a failed punch made released frames populated");
-	n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
+	n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
 	cr_assert_eq(n, 1);
 	done_all(p, r, n, true);
 	gfa_pool_vmstat(p, &v1);
@@ -278,7 +279,7 @@ Test(depop, split_pieces_that_stay_free_merge_again)
 	cr_assert_eq(gfa_free(p, (uint64_t)x + 2, 0, 1), 0);
 	ASSERT_POOL_OK(p);
 	/* one range only: x+2 fits, x does not */
-	cr_assert_eq(gfa_zone_release_isolate(p, 0, r, 1, UINT64_MAX), 1);
+	cr_assert_eq(gfa_zone_release_take(p, 0, r, 1, UINT64_MAX), 1);
 	ASSERT_POOL_OK(p);
 	done_all(p, r, 1, true);
 	ASSERT_POOL_OK(p);
@@ -300,7 +301,7 @@ static int tgt_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsign
 	cr_assert_eq(gfa_zone_stat(tgt_pool, 0, &st), 0);
 	tgt_bad_stat = st.nr_released > st.nr_free_buddy;
 	/* the reserve (high) is the whole zone: nothing may be released */
-	tgt_released_in_op = gfa_zone_release_isolate(tgt_pool, 0, r, 8, UINT64_MAX);
+	tgt_released_in_op = gfa_zone_release_take(tgt_pool, 0, r, 8, UINT64_MAX);
 	for (int i = 0; i < tgt_released_in_op; i++)
 		gfa_zone_release_done(tgt_pool, r[i].pfn, r[i].nr, false);
 	return -EAGAIN;
@@ -344,7 +345,7 @@ Test(depop, a_steal_keeps_released_blocks_last)
 		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
 	for (uint64_t pfn = 256; pfn < 384; pfn++)
 		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
-	cr_assert_eq(gfa_zone_release_isolate(p, 0, r, 8, UINT64_MAX), 1);
+	cr_assert_eq(gfa_zone_release_take(p, 0, r, 8, UINT64_MAX), 1);
 	done_all(p, r, 1, true);
 	for (uint64_t pfn = 0; pfn < 128; pfn++)
 		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
@@ -462,7 +463,7 @@ Test(depop, scrubbing_keeps_the_low_reserve_on_the_lists)
 	for (uint64_t i = 0; i < 4 * PB - 400; i++)
 		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0);
 	cr_assert_eq(zst(p).nr_free_buddy, 400);
-	n = gfa_zone_isolate_free(p, 0, want_any, NULL, r, 64, UINT64_MAX);
+	n = gfa_zone_scrub_take(p, 0, want_any, NULL, r, 64, UINT64_MAX);
 	cr_assert_geq(n, 0);
 	for (int i = 0; i < n; i++)
 		taken += r[i].nr;
@@ -475,7 +476,7 @@ Test(depop, scrubbing_keeps_the_low_reserve_on_the_lists)
 	for (int i = 0; i < n; i++)
 		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
 	/* at the reserve: nothing more is taken */
-	cr_assert_eq(gfa_zone_isolate_free(p, 0, want_any, NULL, r, 64, UINT64_MAX), 0);
+	cr_assert_eq(gfa_zone_scrub_take(p, 0, want_any, NULL, r, 64, UINT64_MAX), 0);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -496,7 +497,7 @@ Test(depop, grow_takes_released_pieces_within_its_budget)
 
 	a = release_all_but_one(p);
 	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
-	n = gfa_zone_populate_isolate(p, 0, r, 16, UINT64_MAX);
+	n = gfa_zone_populate_take(p, 0, r, 16, UINT64_MAX);
 	cr_assert_gt(n, 0);
 	for (int i = 0; i < n; i++) {
 		inflight += r[i].nr;
@@ -527,8 +528,8 @@ Test(depop, claimed_frames_never_go_in_flight)
 	int n, m;
 
 	cr_assert_eq(gfa_zone_claim(p, 0, 7, 1000), 0);
-	n = gfa_zone_release_isolate(p, 0, r, 16, UINT64_MAX);
-	m = gfa_zone_isolate_free(p, 0, want_any, NULL, s, 16, UINT64_MAX);
+	n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
+	m = gfa_zone_scrub_take(p, 0, want_any, NULL, s, 16, UINT64_MAX);
 	cr_assert(n >= 0 && m >= 0);
 	for (int i = 0; i < n; i++)
 		inflight += r[i].nr;
@@ -590,7 +591,7 @@ Test(depop, populate_isolate_leaves_claimed_frames_on_the_lists)
 	cr_assert_eq(zst(p).nr_released, 4 * PB);
 	cr_assert_eq(gfa_zone_claim(p, 0, 7, 1000), 0);
 	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
-	n = gfa_zone_populate_isolate(p, 0, r, 64, UINT64_MAX);
+	n = gfa_zone_populate_take(p, 0, r, 64, UINT64_MAX);
 	cr_assert_gt(n, 0);
 	for (int i = 0; i < 1000; i++)
 		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 7, GFA_ALLOC_NOCOMPACT), 0,

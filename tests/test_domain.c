@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for vmm/domain.c: libvirt domain import.
+ * Tests for refvmm/domain.c: libvirt domain import.
  *
  * Fixtures live in tests/data/ (found from the working directory, or from
  * $GFA_SRCDIR when the suite runs elsewhere).  libvirt is used only through
@@ -21,7 +21,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
-#include "gfa/domain.h"
+#include <gfa/refvmm.h>
 
 #define GIB (1ull << 30)
 #define MIB (1ull << 20)

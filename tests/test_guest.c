@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <gfa/vmm.h>
+#include <gfa/refvmm.h>
 #include "tests/test_util.h"
 
 #define MiB (1UL << 20)
@@ -239,9 +239,10 @@ static int count_resume(void *ctx) { (void)ctx; return 0; }
 Test(guest, compaction_moves_guest_frames_and_collapse_restores_huge, .timeout = 120)
 {
 	struct host h = host_new(64 * MiB, false);
-	struct gfa_guest_config small = { .mem_bytes = 16 * MiB, .small_only = true };
-	struct gfa_guest_config filler = { .mem_bytes = 2 * MiB, .small_only = true };
 	struct gfa_guest_vcpu_ops ops = { count_pause, count_resume };
+	struct gfa_guest_config small = { .mem_bytes = 16 * MiB, .small_only = true,
+					  .vcpu_ops = &ops };
+	struct gfa_guest_config filler = { .mem_bytes = 2 * MiB, .small_only = true };
 	struct gfa_guest *fill_g[24], *g;
 	struct gfa_guest_stat st;
 	int n = 0, collapsed;
@@ -251,7 +252,6 @@ Test(guest, compaction_moves_guest_frames_and_collapse_restores_huge, .timeout =
 		cr_assert_not_null(fill_g[n] = gfa_guest_create(h.pool, h.b, &filler));
 	g = gfa_guest_create(h.pool, h.b, &small);
 	cr_assert_not_null(g);
-	gfa_guest_set_vcpu_ops(g, &ops, NULL);
 	fill(g, 77);
 	for (n = 0; n < 24; n += 2)
 		gfa_guest_destroy(fill_g[n]);
@@ -409,8 +409,9 @@ Test(guest, failed_collapse_puts_every_piece_back, .timeout = 60)
 {
 	const uint64_t F = 5, nr = 2048;        /* 8 MiB: four pageblocks */
 	struct host h = host_new(nr * GFA_FRAME_SIZE, false);
-	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true };
 	struct gfa_guest_vcpu_ops ops = { pause_refuses_third, resume_ok };
+	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true,
+					.vcpu_ops = &ops };
 	struct gfa_guest_stat st;
 	struct gfa_guest *g;
 	uint64_t before[4], after;
@@ -427,7 +428,6 @@ Test(guest, failed_collapse_puts_every_piece_back, .timeout = 60)
 		cr_assert_eq(gfa_guest_gpa_to_pfn(g, (uint64_t)i * 128 * GFA_FRAME_SIZE, &before[i]), 0);
 	for (uint64_t q = 1024; q < 1536; q++)  /* an empty pageblock for the new block */
 		cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
-	gfa_guest_set_vcpu_ops(g, &ops, NULL);
 	cr_assert_eq(gfa_guest_collapse(g, 1), 0, "the third move is refused");
 	for (unsigned int i = 0; i < 4; i++) {
 		cr_assert_eq(gfa_guest_gpa_to_pfn(g, (uint64_t)i * 128 * GFA_FRAME_SIZE, &after), 0);

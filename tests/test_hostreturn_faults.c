@@ -8,7 +8,7 @@
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
-#include <gfa/vmm.h>
+#include <gfa/refvmm.h>
 #include "tests/test_util.h"
 
 #ifndef MADV_POPULATE_WRITE

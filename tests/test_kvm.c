@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for the KVM plumbing (vmm/kvm.c, vmm/kvm_guestcode.c) with real guests.
+ * Tests for the KVM plumbing (refvmm/kvm.c, refvmm/kvm_guestcode.c) with real guests.
  *
  * Suite "kvm" needs a working /dev/kvm.  Where there is none, suite "kvm_qemu"
  * boots a QEMU TCG guest with tools/kvm-in-qemu.sh and runs suite "kvm" inside it
@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gfa/kvm.h"
+#include <gfa/refvmm.h>
 #include "tests/qemu_util.h"
 
 extern char **environ;

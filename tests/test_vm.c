@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * KVM guests on gfa-managed RAM: vmm/vm.c (gfa_vm_*), vmm/guest.c, examples/minivmm.
+ * KVM guests on gfa-managed RAM: refvmm/vm.c (gfa_vm_*), vmm/guest.c, examples/minivmm.
  *
  * Suite "vm" runs wherever /dev/kvm works: real KVM, nested KVM, or the software
  * kvm_pvm (about a million guest instructions a second, so guest work stays small
@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <gfa/vmm.h>
+#include <gfa/refvmm.h>
 #include "tests/test_util.h"
 #include "tests/qemu_util.h"
 

@@ -14,7 +14,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
-#include <gfa/vmm.h>
+#include <gfa/refvmm.h>
 #include "tests/test_util.h"
 
 #define XS_MiB          (1UL << 20)
@@ -194,9 +194,15 @@ static void xs_guest_create(struct xs_gthread *t, struct xs_guest *x)
 		.zone = zone,
 		.pcp = tu_rand(&t->rnd) & 1 ? t->pcp[zone] : NULL,
 		.small_only = (tu_rand(&t->rnd) % 3) == 0,
+		.vcpu_ops = &xs_vcpu_ops,
+		.vcpu_ctx = x,
 	};
 
 	bool claimed = false;
+
+	/* compaction may move the guest from its creation on: the ops pause this thread's
+	 * accesses, so their lock exists first */
+	pthread_mutex_init(&x->access, NULL);
 
 	if (tu_rand(&t->rnd) % 3 == 0) {
 		cfg.id = 0x7000000 + ((uint64_t)t->idx << 20) + t->creates * 2 + (uint64_t)(x - t->gs);
@@ -213,14 +219,12 @@ static void xs_guest_create(struct xs_gthread *t, struct xs_guest *x)
 	if (!x->g) {
 		if (errno != ENOMEM)
 			xs_fail(t->s, "guest create: %s", strerror(errno));
+		pthread_mutex_destroy(&x->access);
 		return;
 	}
 	x->nr = cfg.mem_bytes >> GFA_FRAME_SHIFT;
 	x->seed = tu_rand(&t->rnd);
 	x->balloon = calloc(x->nr, 1);
-	pthread_mutex_init(&x->access, NULL);
-	/* compaction may move the guest from here on: pause this thread's accesses */
-	gfa_guest_set_vcpu_ops(x->g, &xs_vcpu_ops, x);
 	pthread_mutex_lock(&x->access);
 	/* a new guest reads zero everywhere: no other owner's data */
 	for (uint64_t gfn = 0; gfn < x->nr; gfn++)

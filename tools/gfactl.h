@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <gfa/vmm.h>
+#include <gfa/refvmm.h>
 
 #define MiB (1ULL << 20)
 

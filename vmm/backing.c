@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "backing_internal.h"
+#include "allocator/layers.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -286,53 +287,6 @@ int gfa_host_thp_report(struct gfa_thp_report *r)
 				!strcmp(r->shmem_enabled, "within_size") ||
 				!strcmp(r->shmem_enabled, "force");
 	return 0;
-}
-
-/* Sum smaps fields (kB) of the VMAs overlapping [addr, addr + len). */
-static int64_t smaps_sum(const void *addr, size_t len, const char *const *fields, int nfields)
-{
-	uintptr_t lo = (uintptr_t)addr, hi = lo + len;
-	char line[512];
-	bool in = false;
-	int64_t kb = 0;
-	FILE *f = fopen("/proc/self/smaps", "r");
-
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long a, b;
-		long v;
-
-		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-			in = a < hi && b > lo;
-			continue;
-		}
-		if (!in)
-			continue;
-		for (int i = 0; i < nfields; i++) {
-			size_t fl = strlen(fields[i]);
-
-			if (!strncmp(line, fields[i], fl) && line[fl] == ':' &&
-			    sscanf(line + fl + 1, "%ld", &v) == 1)
-				kb += v;
-		}
-	}
-	fclose(f);
-	return kb * 1024;
-}
-
-int64_t gfa_smaps_pmd_bytes(const void *addr, size_t len)
-{
-	static const char *const f[] = { "ShmemPmdMapped", "FilePmdMapped", "AnonHugePages" };
-
-	return smaps_sum(addr, len, f, 3);
-}
-
-int64_t gfa_smaps_rss_bytes(const void *addr, size_t len)
-{
-	static const char *const f[] = { "Rss" };
-
-	return smaps_sum(addr, len, f, 1);
 }
 
 void gfa_backing_mark_clean_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr)

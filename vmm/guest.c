@@ -227,6 +227,8 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 	if (!cfg->mem_bytes || cfg->mem_bytes % RANGE_BYTES ||
 	    (cfg->mem_bytes >> GFA_FRAME_SHIFT) > UINT32_MAX)
 		return EINVAL;
+	if (cfg->vcpu_ops && (!cfg->vcpu_ops->pause || !cfg->vcpu_ops->resume))
+		return EINVAL;          /* a pause without its resume would stop them for good */
 	if (cfg->zone >= gfa_pool_nr_zones(pool))
 		return ERANGE;
 	/* the frames come from cfg->zone of pool: another zone's or pool's cache would
@@ -269,6 +271,9 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	g->id = cfg->id ? cfg->id : atomic_fetch_add(&next_guest_id, 1);
 	g->collapse_lo = NO_PFN;
 	g->small_only = cfg->small_only;
+	if (cfg->vcpu_ops)
+		g->ops = *cfg->vcpu_ops;
+	g->ops_ctx = cfg->vcpu_ctx;
 	pthread_mutexattr_init(&attr);
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&g->lock, &attr);
@@ -343,16 +348,13 @@ void gfa_guest_destroy(struct gfa_guest *g)
 	free(g);
 }
 
-void gfa_guest_set_vcpu_ops(struct gfa_guest *g, const struct gfa_guest_vcpu_ops *ops, void *ctx)
+void gfa_guest_forget_vcpus(struct gfa_guest *g)
 {
 	if (!g)
 		return;
-	pthread_mutex_lock(&g->lock);
-	if (ops)
-		g->ops = *ops;
-	else
-		memset(&g->ops, 0, sizeof(g->ops));
-	g->ops_ctx = ctx;
+	pthread_mutex_lock(&g->lock);   /* a move holds it while the vCPUs are paused */
+	memset(&g->ops, 0, sizeof(g->ops));
+	g->ops_ctx = NULL;
 	pthread_mutex_unlock(&g->lock);
 }
 

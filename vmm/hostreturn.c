@@ -18,6 +18,7 @@
 #include <time.h>
 #include <gfa/vmm.h>
 #include "backing_internal.h"
+#include "allocator/layers.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -145,7 +146,7 @@ static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone, struc
 		hr->grow_skip[zone]--;
 		return 0;
 	}
-	n = gfa_zone_populate_isolate(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
+	n = gfa_zone_populate_take(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
 	for (int i = 0; i < n; i++) {
 		uint64_t len = fr[i].nr << GFA_FRAME_SHIFT;
 
@@ -225,7 +226,7 @@ static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, str
 
 	if (hr_backing_off(hr, zone) || !settled)
 		return 0;
-	n = gfa_zone_release_isolate(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
+	n = gfa_zone_release_take(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
 	if (n <= 0) {
 		hr->backoff[zone] = 0;
 		return 0;
@@ -281,7 +282,7 @@ static uint64_t hr_scrub(struct gfa_host_return *hr)
 	if (hr->cfg.no_scrub)
 		return 0;
 	for (unsigned int z = 0; z < hr->nr_zones; z++) {
-		int n = gfa_zone_isolate_free(hr->pool, z, hr_want_dirty, hr->b, fr, PASS_RANGES,
+		int n = gfa_zone_scrub_take(hr->pool, z, hr_want_dirty, hr->b, fr, PASS_RANGES,
 					      hr->cfg.scrub_frames_per_pass);
 
 		for (int i = 0; i < n; i++) {

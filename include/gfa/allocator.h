@@ -200,27 +200,8 @@ typedef int (*gfa_block_fn)(void *arg, uint64_t pfn, unsigned int order,
 			    enum gfa_migratetype mt, uint64_t owner);
 int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *arg);
 
-/* ---- host backing (filled in by the vmm layer) ---- */
+/* ---- host memory behind the frames (the vmm layer's backing sets it) ---- */
 
-/*
- * Tell the pool where zone z's frames live in host memory (base maps frame
- * start_pfn of the zone) and the memfd behind them (-1 if none).  The allocator itself
- * never touches frame memory except through gfa_pfn_to_addr callers.
- * Returns 0, GFA_EFAULT, GFA_ERANGE.
- */
-int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, int memfd);
-/*
- * Be told of every block a migrate op leaves behind with the owner's data in it
- * (compaction, collapse and a collapse's moves back): fn(ctx, pfn, order) runs in the
- * moving thread right after the op returned, no pool lock held, before the block is
- * freed: the source when the op succeeded (it still holds a copy), the target when it
- * refused or failed (it may have copied before its remap failed).  A backing marks the
- * block dirty here (gfa_backing_create sets the hook).  fn NULL removes the hook.  Set
- * or remove it while no migrate op can run (no compaction, kcompactd stopped, no
- * gfa_collapse).  Returns 0, GFA_EFAULT, GFA_EBUSY (a hook is set already).
- */
-typedef void (*gfa_moved_fn)(void *ctx, uint64_t pfn, unsigned int order);
-int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx);
 /* Host address of pfn, or NULL when the zone has no backing or pfn is out of range. */
 void *gfa_pfn_to_addr(const struct gfa_pool *pool, uint64_t pfn);
 /* memfd of zone z and byte offset of pfn in it; GFA_EFAULT, GFA_ERANGE, or -ENODEV when
@@ -299,12 +280,6 @@ int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat 
 int gfa_zone_node(const struct gfa_pool *pool, unsigned int zone);
 /* Sum of all zones' counters plus pool-wide error counters.  0 or GFA_EFAULT. */
 int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs);
-/*
- * For the layers above (numa, vmm): count err, one of the GFA_E* errors above, in the
- * pool's err_* counters as if the allocator had returned it, and return it.  Other
- * values and a NULL pool are returned uncounted.  Any thread.
- */
-int gfa_pool_count_error(struct gfa_pool *pool, int err);
 /* Name of a migratetype ("Unmovable", ...) as /proc/pagetypeinfo prints it. */
 const char *gfa_migratetype_name(enum gfa_migratetype mt);
 
@@ -474,60 +449,6 @@ int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
 /* The zone's policy now.  0, GFA_EFAULT, GFA_ERANGE. */
 int gfa_zone_get_release_policy(struct gfa_pool *pool, unsigned int zone,
 				struct gfa_release_policy *p);
-
-struct gfa_frame_range {
-	uint64_t pfn;
-	uint64_t nr;                    /* frames */
-};
-
-/*
- * One shrink step: take up to max_frames populated free frames that the policy says
- * to release off the free lists (state INFLIGHT: never handed out), as up to
- * max_ranges coalesced ranges, highest first.  Frames claimed (gfa_zone_claim) stay on
- * the lists, so a claim's owner never finds them in flight.  Returns ranges filled (0:
- * nothing to do - the zone is at or below its high mark), GFA_EFAULT, GFA_ERANGE.  The
- * caller releases them and reports each with gfa_zone_release_done.
- */
-int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
-			     unsigned int max_ranges, uint64_t max_frames);
-/*
- * One grow step: when the zone has fewer than `low` populated free frames, take
- * released free frames (lowest first) up to `high` and max_frames, to be populated by
- * the caller and reported with gfa_zone_populate_done (or gfa_zone_populate_failed).  Only released frames go:
- * a free block that mixes them with populated ones is split, and its populated
- * pieces stay on the lists; claimed frames stay on the lists too.  Same returns as
- * above.
- */
-int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
-			      unsigned int max_ranges, uint64_t max_frames);
-/*
- * Put an isolated range back on the free lists: released (the host memory is gone and
- * reads as zero) or not (the frames are populated: a failed release, or a grow).
- * Returns 0, GFA_EFAULT, GFA_ERANGE, GFA_EBUSY (part of the range is not in flight:
- * nothing changes).  Any thread (release engines call it from their threads).
- */
-int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released);
-/*
- * Background work on free frames (scrubbing): take up to max_frames populated free
- * frames whose block want() accepts off the free lists (INFLIGHT), as ranges; the
- * caller works on them and hands each back with gfa_zone_populate_done.  Never more
- * than leaves the claimed frames plus the zone's release policy `low` on the lists (blocks
- * that do not fit are passed over), so allocations do not fail for frames in work.
- * want() runs with the zone lock held and must not call into the pool.  Returns ranges
- * filled, GFA_EFAULT or GFA_ERANGE.
- */
-typedef bool (*gfa_block_want_fn)(void *ctx, uint64_t pfn, unsigned int order);
-int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
-			  void *ctx, struct gfa_frame_range *out, unsigned int max_ranges,
-			  uint64_t max_frames);
-/* The same for a range taken by gfa_zone_populate_isolate, now populated. */
-int gfa_zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
-/*
- * A range taken by gfa_zone_populate_isolate that the host could not populate (memory
- * pressure): back on the lists released, counted in release_populate_failed.  Same
- * returns as gfa_zone_release_done.
- */
-int gfa_zone_populate_failed(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
 
 /* ---- moving frames: owners and compaction ---- */
 

@@ -1,8 +1,33 @@
 /* SPDX-License-Identifier: MIT */
-/* gfa, the guest frame allocator: every layer's public header. */
+/*
+ * gfa, the guest frame allocator: every layer of libgfa (allocator, numa, vmm) and the
+ * library's version.  The reference VMM (gfa/refvmm.h, libgfa-refvmm) is not included:
+ * it is gfa's own test and tool harness, not part of the library.
+ */
 #ifndef GFA_GFA_H
 #define GFA_GFA_H
 #include <gfa/allocator.h>
 #include <gfa/numa.h>
 #include <gfa/vmm.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of the headers a caller is built against (the Makefile's VERSION). */
+#define GFA_VERSION_MAJOR 0
+#define GFA_VERSION_MINOR 2
+#define GFA_VERSION_PATCH 0
+#define GFA_VERSION_NUMBER(maj, min, pat) (((maj) << 16) | ((min) << 8) | (pat))
+#define GFA_VERSION GFA_VERSION_NUMBER(GFA_VERSION_MAJOR, GFA_VERSION_MINOR, GFA_VERSION_PATCH)
+
+/*
+ * The version of the library linked at run time, as GFA_VERSION encodes it: compare it
+ * with GFA_VERSION to tell headers and library apart.  Never fails; any thread.
+ */
+unsigned int gfa_version(void);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

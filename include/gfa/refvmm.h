@@ -1,6 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gfa KVM plumbing: a small, readable wrapper around the KVM API for x86-64 hosts.
+ * gfa reference VMM (libgfa-refvmm): what gfa's own tests, benchmarks, examples and
+ * gfactl use to run guests on gfa memory.  It is not part of libgfa: a VMM that links
+ * libgfa brings its own KVM code and configuration, and none of libvirt, libxml2 or
+ * GLib comes with libgfa.  Sections:
+ *   KVM        a small wrapper around the KVM API for x86-64 hosts
+ *   VMs        a gfa_guest plus vCPUs running gfa's test guest (or host threads)
+ *   domains    a guest's memory layout imported from libvirt
+ *   host memory  PMD-mapped, resident and memfd-backed bytes, as the host reports them
+ */
+#ifndef GFA_REFVMM_H
+#define GFA_REFVMM_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <gfa/vmm.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- KVM ---- */
+
+/*
+ * KVM plumbing: a small, readable wrapper around the KVM API for x86-64 hosts.
  *
  *   VM        gfa_kvm_vm_create / _destroy, memslots (the caller owns guest RAM: it
  *             passes host virtual addresses, and may later replace what backs them
@@ -13,7 +38,7 @@
  *   vCPU      gfa_kvm_vcpu_create (mmaps kvm_run, sets CPUID from
  *             KVM_GET_SUPPORTED_CPUID), gfa_kvm_vcpu_run (KVM_RUN + exit dispatch),
  *             and, from other threads, gfa_kvm_vcpu_pause/_resume/_kick.
- *   test      a tiny hand-assembled guest (vmm/kvm_guestcode.c) that writes and
+ *   test      a tiny hand-assembled guest (refvmm/kvm_guestcode.c) that writes and
  *             verifies a pattern over a GPA range and reports through port IO, plus
  *             the host side of that protocol.
  *
@@ -32,17 +57,6 @@
  * is called for each one (a process-wide SIGRTMIN routed to a vCPU thread included).  kvm_run->immediate_exit
  * closes the race with a vCPU thread that is just about to enter the guest.
  */
-#ifndef GFA_KVM_H
-#define GFA_KVM_H
-
-#include <signal.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 struct gfa_kvm_vm;
 struct gfa_kvm_vcpu;
@@ -342,8 +356,285 @@ struct gfa_kvm_test_ctx {
  */
 int gfa_kvm_test_io(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io *io, void *ctx);
 
+/* ---- VMs: a guest plus its vCPUs ---- */
+
+struct gfa_vm;
+
+enum gfa_vm_kvm {
+	GFA_VM_KVM_AUTO = 0,    /* KVM when /dev/kvm works, else host threads */
+	GFA_VM_KVM_ON,          /* KVM or fail (ENODEV) */
+	GFA_VM_KVM_OFF,         /* host threads run the workload on the guest window */
+};
+
+struct gfa_vm_config {
+	uint64_t mem_bytes;     /* guest RAM, a multiple of 2 MiB, at least 4 MiB */
+	unsigned int vcpus;     /* 1..64 */
+	unsigned int zone;
+	enum gfa_vm_kvm kvm;
+	bool small_only;        /* back with blocks below order 9 only.  Note: adjacent
+				 * blocks at adjacent memfd offsets still merge into one host
+				 * mapping, which the host may map with PMDs anyway */
+	struct gfa_pcp *pcp;    /* cache of the creating thread, or NULL */
+};
+
+/*
+ * The first 2 MiB of a VM's RAM is its "firmware" range: GDT, page tables and the test
+ * guest's code live there; vCPU workloads use [GFA_VM_RAM_START, mem_bytes), split
+ * evenly between the vCPUs.
+ */
+#define GFA_VM_RAM_START (2ULL << 20)
+
+/*
+ * Create a VM: a gfa_guest for its RAM, then (KVM mode) a KVM VM with the guest window
+ * as memslot 0, identity page tables with 2 MiB pages, the test guest's code and one
+ * KVM vCPU per vCPU; or (thread mode) host threads that stand in for vCPUs.  Every vCPU
+ * gets a gfa cache of its own.  Compaction moves of the VM's frames pause its vCPUs.
+ * Returns NULL with errno: EFAULT, EINVAL (size, vcpus or kvm mode), ENODEV (KVM required
+ * but unavailable), EFBIG (KVM required, but above 508 GiB the test guest's identity map
+ * does not fit below GFA_VM_RAM_START; AUTO falls back to threads), ENOMEM, or a KVM
+ * error.  Thread rules: one thread drives a VM.
+ */
+struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
+			     const struct gfa_vm_config *cfg);
+void gfa_vm_destroy(struct gfa_vm *vm);
+struct gfa_guest *gfa_vm_guest(struct gfa_vm *vm);
+/* Whether the vCPUs are KVM vCPUs; why not (if not) in *why. */
+bool gfa_vm_is_kvm(const struct gfa_vm *vm, const char **why);
+
+/*
+ * Run the test workload on every vCPU at once (each on its slice) and wait: FILL
+ * writes the pattern (gpa ^ seed) and checks each vCPU's reported checksum against the
+ * host's expectation; VERIFY counts words that differ.  Returns 0 when the checksums
+ * match and *mismatches (if non-NULL) gets the words that differed (VERIFY), -EIO on a
+ * checksum mismatch, or a KVM run error.
+ */
+int gfa_vm_run(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t *mismatches);
+/*
+ * The same on the first `bytes` of each vCPU's slice, rounded up to whole 8-byte words
+ * (0 = all of it): software KVM
+ * (kvm_pvm) emulates guests at about a million instructions a second, so callers keep
+ * guest-side work small there.
+ */
+int gfa_vm_run_part(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t bytes,
+		    uint64_t *mismatches);
+/* 1 when /dev/kvm is a software KVM (kvm_pvm): correct but not fast. */
+int gfa_kvm_is_software(void);
+
+/* KVM's pages_4k / pages_2m for the VM (-EOPNOTSUPP in thread mode). */
+int gfa_vm_kvm_pages(struct gfa_vm *vm, uint64_t *pages_4k, uint64_t *pages_2m);
+
+/* ---- domains ---- */
+
+/*
+ * Domains: import a guest's memory layout from a libvirt domain.
+ *
+ * gfactl and VMMs describe a guest the way libvirt does: total memory, vCPUs,
+ * guest NUMA cells and hugepage backing.  This module reads that description
+ * either from a libvirt connection (any URI libvirt understands, including the
+ * daemon-less test driver: "test:///default" or "test:///abs/path/node.xml")
+ * or from a domain XML document, and returns it as a plain struct.
+ *
+ * Conventions shared by every function here:
+ *  - Sizes are bytes.  Like libvirt, memory sizes read from XML are rounded up
+ *    to a whole KiB, so a file and the same domain defined in libvirt give the
+ *    same numbers.
+ *  - On error the function returns a negative errno, leaves *out untouched and,
+ *    when err is non-NULL and errlen > 0, writes a NUL-terminated one-line
+ *    message to err naming the file, URI or domain involved.  err may be NULL.
+ *  - Errors used (beyond those listed per function):
+ *      -EINVAL   NULL argument, or content that is inconsistent (NUMA cells not
+ *                adding up to <memory>, zero vCPUs, unknown memory unit,
+ *                malformed number or cpu list, overlapping cells, ...)
+ *      -EBADMSG  not well-formed XML, root element is not <domain>, no <name>, or entity
+ *                declarations (domain XML has none; expanding them is unbounded)
+ *      -ERANGE   a value overflows 64 bits or exceeds a limit below
+ *      -ENOMEM   out of memory
+ *  - Thread rules: all functions are reentrant and may be called from several
+ *    threads at once; they share no state except the one-time library set-up
+ *    described at gfa_domain_from_libvirt().
+ */
+
+/* Limits of struct gfa_domain_spec; larger domains are refused with -ERANGE. */
+#define GFA_DOMAIN_NAME_MAX	256	/* name bytes including the NUL */
+#define GFA_DOMAIN_MAX_CELLS	64	/* guest NUMA cells (ids 0..63) */
+#define GFA_DOMAIN_MAX_VCPUS	1024	/* vCPUs (= x86 KVM_MAX_VCPUS default) */
+#define GFA_DOMAIN_MAX_PAGES	8	/* <hugepages><page> entries */
+#define GFA_DOMAIN_XML_MAX	(16u << 20)	/* XML document bytes (-EFBIG) */
+
+/* <memoryBacking><source type=.../>: where libvirt would take guest RAM from. */
+enum gfa_domain_source {
+	GFA_DOMAIN_SOURCE_DEFAULT = 0,	/* no <source>: hypervisor default */
+	GFA_DOMAIN_SOURCE_ANONYMOUS,
+	GFA_DOMAIN_SOURCE_FILE,
+	GFA_DOMAIN_SOURCE_MEMFD,
+};
+
+/* <memoryBacking><access mode=.../>. */
+enum gfa_domain_access {
+	GFA_DOMAIN_ACCESS_DEFAULT = 0,	/* no <access> */
+	GFA_DOMAIN_ACCESS_SHARED,
+	GFA_DOMAIN_ACCESS_PRIVATE,
+};
+
+/* One guest NUMA cell (<cpu><numa><cell>). */
+struct gfa_domain_cell {
+	uint64_t memory_bytes;
+	unsigned int id;		/* always equal to its index in cells[] */
+	unsigned int nr_cpus;		/* number of bits set in cpus */
+	/* vCPU ids of this cell, bit i of cpus[i / 64] = vCPU i.  May be empty. */
+	uint64_t cpus[GFA_DOMAIN_MAX_VCPUS / 64];
+};
+
+/* One <hugepages><page size=... nodeset=.../>. */
+struct gfa_domain_page {
+	uint64_t size_bytes;		/* > 0, power of two */
+	/*
+	 * Bit i set: this size backs guest cell i.  0: no nodeset attribute, the
+	 * size backs every cell that no other page names (at most one such page).
+	 */
+	uint64_t nodeset;
+};
+
+struct gfa_domain_spec {
+	char name[GFA_DOMAIN_NAME_MAX];
+	/*
+	 * Guest memory as libvirt's <memory> / virDomainGetMaxMemory(): boot RAM
+	 * (the NUMA cells, if any) plus memory devices (DIMMs, virtio-mem sizes).
+	 */
+	uint64_t memory_bytes;
+	/* <currentMemory> (balloon target); equals memory_bytes if absent. */
+	uint64_t current_memory_bytes;
+	/* Sum of <devices><memory><target><size>; part of memory_bytes. */
+	uint64_t device_memory_bytes;
+	unsigned int vcpus;		/* maximum vCPUs (<vcpu>), >= 1 */
+	unsigned int current_vcpus;	/* <vcpu current=...>, 1..vcpus */
+	/* Guest NUMA cells, cells[i].id == i.  0: no guest NUMA topology. */
+	unsigned int nr_cells;
+	struct gfa_domain_cell cells[GFA_DOMAIN_MAX_CELLS];
+	/*
+	 * <memoryBacking><hugepages> present.  With hugepages and nr_pages == 0
+	 * (a bare <hugepages/>) the host's default hugepage size is meant.
+	 */
+	bool hugepages;
+	unsigned int nr_pages;
+	struct gfa_domain_page pages[GFA_DOMAIN_MAX_PAGES];
+	enum gfa_domain_source source;
+	enum gfa_domain_access access;
+};
+
+/*
+ * gfa_domain_from_libvirt - import domain @name from the libvirt connection @uri.
+ * @uri:   libvirt URI, e.g. "qemu:///system", "test:///default" or
+ *         "test:///abs/path/node.xml"; NULL means libvirt's default URI.
+ *         The connection is opened read-only and closed before returning.
+ *
+ * Name, memory, current memory and vCPU counts come from the libvirt API
+ * (virDomainGetMaxMemory, virDomainGetInfo, virDomainGetVcpusFlags); NUMA
+ * cells, hugepages and the memory backing come from virDomainGetXMLDesc().
+ * The result is validated like gfa_domain_from_xml_string().
+ *
+ * Note on "test:///default": its state lives as long as some connection to it
+ * in this process is open, so a domain defined there on a connection the
+ * caller keeps open is visible here; once all are closed it resets.
+ *
+ * One-time, process-wide set-up on first call: virInitialize() and a no-op
+ * libvirt error handler (virSetErrorFunc) so libvirt does not print to stderr;
+ * the message goes to @err instead.  A program that wants its own libvirt
+ * handler should install it after the first call.  During the connect, this
+ * thread's libxml2 generic error handler is silenced and then restored.
+ *
+ * Return: 0 and *out filled, or
+ *   -ECONNREFUSED  the URI could not be opened (invalid URI, no such driver,
+ *                  daemon not running, unreadable test driver file)
+ *   -ENOENT        no domain called @name there (message says "no domain")
+ *   -EIO           another libvirt call failed (message has libvirt's text)
+ *   -EBADMSG, -EINVAL, -ERANGE, -ENOMEM as in the header comment.
+ */
+int gfa_domain_from_libvirt(const char *uri, const char *name,
+			    struct gfa_domain_spec *out, char *err, size_t errlen);
+
+/*
+ * gfa_domain_from_xml_file - parse the domain XML file @path (libxml2 only,
+ * no network, no entity declarations).  Any readable file works,
+ * including pipes such as /dev/stdin.
+ *
+ * Return: 0 and *out filled, or
+ *   -ENOENT        @path does not exist (message names the file)
+ *   -EFBIG         the file is larger than GFA_DOMAIN_XML_MAX
+ *   other -errno   from open()/read() (-EACCES, -EISDIR, ...)
+ *   -EBADMSG, -EINVAL, -ERANGE, -ENOMEM as in the header comment.
+ */
+int gfa_domain_from_xml_file(const char *path, struct gfa_domain_spec *out,
+			     char *err, size_t errlen);
+
+/*
+ * gfa_domain_from_xml_string - parse the NUL-terminated domain XML @xml.
+ * Return: as gfa_domain_from_xml_file() minus the file errors; -EFBIG if
+ * longer than GFA_DOMAIN_XML_MAX.
+ */
+int gfa_domain_from_xml_string(const char *xml, struct gfa_domain_spec *out,
+			       char *err, size_t errlen);
+
+/*
+ * gfa_domain_parse_size - libvirt's scaled integer: @value (decimal digits,
+ * optional surrounding blanks) times @unit.  Units, case-insensitive:
+ * "b"/"bytes"; "KB","MB","GB","TB","PB","EB" (powers of 1000); "k","KiB",
+ * "M","MiB","G","GiB","T","TiB","P","PiB","E","EiB" (powers of 1024).  NULL or
+ * "" means KiB (libvirt's default for memory).  No rounding is done.
+ * Return: 0 and *bytes set; -EINVAL bad number or unknown unit; -ERANGE the
+ * result does not fit in 64 bits.
+ */
+int gfa_domain_parse_size(const char *value, const char *unit, uint64_t *bytes);
+
+/*
+ * gfa_domain_cell_page_size - the hugepage size backing guest cell @cell, the
+ * way libvirt picks it: the page whose nodeset names the cell, else the page
+ * without nodeset, else the host's default hugepage size (reported as 0).
+ * A domain without NUMA cells has one implicit cell 0.
+ * Return: 0 and *bytes set; -ENODATA not hugepage-backed (*bytes untouched);
+ * -ENOENT no such cell; -EINVAL NULL argument, or nr_cells/nr_pages beyond the arrays.
+ */
+int gfa_domain_cell_page_size(const struct gfa_domain_spec *spec,
+			      unsigned int cell, uint64_t *bytes);
+
+/*
+ * gfa_domain_format - one-line human summary of @spec into @buf, e.g.
+ * "numa2: memory 4 GiB, 4 vCPUs, 2 NUMA cells [0: cpus 0-1, 2 GiB; 1: cpus
+ * 2-3, 2 GiB], hugepages 1 GiB (cells 0-1), source memfd, access shared".
+ * Sizes are shown in the largest binary unit that divides them exactly.
+ * Return: length written (without the NUL); -ENOSPC if @len was too small
+ * (buf then holds a truncated NUL-terminated line); -EINVAL NULL, len 0, or
+ * nr_cells/nr_pages beyond the arrays.
+ */
+int gfa_domain_format(const struct gfa_domain_spec *spec, char *buf, size_t len);
+
+/* gfa_domain_cell_has_cpu - whether vCPU @cpu belongs to @cell. */
+static inline bool gfa_domain_cell_has_cpu(const struct gfa_domain_cell *cell,
+					   unsigned int cpu)
+{
+	if (cpu >= GFA_DOMAIN_MAX_VCPUS)
+		return false;
+	return (cell->cpus[cpu / 64] >> (cpu % 64)) & 1;
+}
+
+/* ---- host memory ---- */
+
+/*
+ * Bytes mapped with PMDs (ShmemPmdMapped + FilePmdMapped + AnonHugePages in
+ * /proc/self/smaps: memfd windows and the anonymous kernel baselines alike) over the
+ * mappings that overlap [addr, addr + len).  Returns bytes or a negative errno.
+ */
+int64_t gfa_smaps_pmd_bytes(const void *addr, size_t len);
+/* Resident bytes (Rss) of the mappings overlapping [addr, addr + len). */
+int64_t gfa_smaps_rss_bytes(const void *addr, size_t len);
+/*
+ * Host-backed bytes of @fd: st_blocks * 512 from fstat(2).  For benchmarks and
+ * tests.  Returns the byte count or a negative errno (-EBADF, ...).
+ * Thread rules: any thread.
+ */
+int64_t gfa_memfd_allocated_bytes(int fd);
+
 #ifdef __cplusplus
 }
 #endif
-
-#endif /* GFA_KVM_H */
+#endif /* GFA_REFVMM_H */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * vmm/domain.c - libvirt domain import (see include/gfa/domain.h).
+ * refvmm/domain.c - libvirt domain import (see include/gfa/refvmm.h).
  *
  * One parser (libxml2 + XPath) turns a <domain> document into a
  * struct gfa_domain_spec; one validator checks it the way libvirt would.
@@ -27,7 +27,7 @@
 #include <libxml/tree.h>
 #include <libxml/xpath.h>
 
-#include "gfa/domain.h"
+#include <gfa/refvmm.h>
 
 #define KIB 1024ull
 

@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <gfa/vmm.h>
-#include "vmm/guest_internal.h"
+#include <gfa/refvmm.h>
 
 #define MAX_VCPUS 64
 
@@ -36,6 +35,9 @@ struct gfa_vm {
 	const char *why_not_kvm;
 	char why_buf[160];
 	unsigned int nr_vcpus;
+	/* set once every KVM vCPU exists: until then a move is refused (the vcpu array
+	 * is still being written), after gfa_guest_forget_vcpus nothing pauses */
+	atomic_bool vcpus_ready;
 	uint64_t code_gpa;
 	struct vm_vcpu vcpu[MAX_VCPUS];
 	/* thread-mode pause: workers check `paused` between chunks */
@@ -50,6 +52,8 @@ static int vm_pause(void *ctx)
 {
 	struct gfa_vm *vm = ctx;
 
+	if (!atomic_load_explicit(&vm->vcpus_ready, memory_order_acquire))
+		return -EBUSY;  /* still being created: its page tables are being written */
 	if (vm->kvm) {
 		for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 			if (!gfa_kvm_vcpu_pause(vm->vcpu[i].kvcpu))
@@ -275,15 +279,14 @@ static int vm_setup_kvm(struct gfa_vm *vm, uint64_t size)
 	vm->code_gpa = (boot + 4095) & ~4095ULL;
 	err = gfa_kvm_set_memslot(vm->kvm, 0, 0, gfa_guest_hva(vm->guest), size, 0);
 	/*
-	 * Page tables and code are written through the guest window: under the guest's
-	 * lock, so no move (copy, then remap) runs meanwhile and loses them.
+	 * Page tables and code are written through the guest window while the vCPU ops
+	 * refuse every move (vcpus_ready is not set yet), so no move (copy, then remap)
+	 * runs meanwhile and loses them.
 	 */
-	pthread_mutex_lock(&vm->guest->lock);
 	if (!err)
 		err = gfa_kvm_vm_build_page_tables(vm->kvm, 0, size);
 	if (!err)
 		err = gfa_kvm_test_guest_load(vm->kvm, vm->code_gpa);
-	pthread_mutex_unlock(&vm->guest->lock);
 	if (err)
 		return err;
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
@@ -339,6 +342,8 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 	gc.mem_bytes = cfg->mem_bytes;
 	gc.zone = cfg->zone;
 	gc.pcp = cfg->pcp;
+	gc.vcpu_ops = &vm_vcpu_ops;
+	gc.vcpu_ctx = vm;
 	gc.small_only = cfg->small_only;
 	vm->guest = gfa_guest_create(pool, b, &gc);
 	if (!vm->guest) {
@@ -366,7 +371,7 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 			goto fail;
 		}
 	}
-	gfa_guest_set_vcpu_ops(vm->guest, &vm_vcpu_ops, vm);
+	atomic_store_explicit(&vm->vcpus_ready, true, memory_order_release);
 	return vm;
 fail:
 	gfa_vm_destroy(vm);
@@ -379,7 +384,7 @@ void gfa_vm_destroy(struct gfa_vm *vm)
 	if (!vm)
 		return;
 	/* first: a compaction moving one of our blocks must not pause freed vCPUs */
-	gfa_guest_set_vcpu_ops(vm->guest, NULL, NULL);
+	gfa_guest_forget_vcpus(vm->guest);
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		gfa_kvm_vcpu_destroy(vm->vcpu[i].kvcpu);
 		gfa_pcp_destroy(vm->vcpu[i].pcp);

@@ -272,7 +272,7 @@ static int host_step_begin(struct gfa_pool *pool, unsigned int zone, const struc
 	return 0;
 }
 
-int gfa_zone_release_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+int gfa_zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			     unsigned int max_ranges, uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
@@ -331,7 +331,7 @@ static uint64_t isolate_released(struct gfa_zone *z, uint64_t pfn, unsigned int 
 	return nr - isolate_for_host(z, pfn);
 }
 
-int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+int gfa_zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			      unsigned int max_ranges, uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
@@ -368,7 +368,7 @@ int gfa_zone_populate_isolate(struct gfa_pool *pool, unsigned int zone, struct g
 	return (int)ro.n;
 }
 
-int gfa_zone_isolate_free(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
+int gfa_zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
 			  void *ctx, struct gfa_frame_range *out, unsigned int max_ranges,
 			  uint64_t max_frames)
 {

@@ -2,7 +2,7 @@
 /*
  * The gfa test guest: 64-bit machine code that writes and verifies a pattern over
  * a guest-physical range and reports over port IO, and the host side of its
- * protocol (see "The test guest" in include/gfa/kvm.h).
+ * protocol (see "The test guest" in include/gfa/refvmm.h).
  *
  * The bytes were assembled from the listing in the comments (GNU as, Intel
  * syntax, .code64) and are position independent, so the code runs at any GPA the
@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gfa/kvm.h"
+#include <gfa/refvmm.h>
 
 const uint8_t gfa_kvm_test_guest_code[] = {
 	/* 0x00 */ 0x49, 0x89, 0xd0,		/* mov  r8, rdx       ; seed        */

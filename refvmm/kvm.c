@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * KVM plumbing for gfa: VMs, memslots, long-mode vCPUs, the run loop with
- * pause/kick, and KVM binary statistics.  See include/gfa/kvm.h for the contract.
+ * pause/kick, and KVM binary statistics.  See include/gfa/refvmm.h for the contract.
  *
  * Guest RAM is never allocated here: memslots point at caller memory, so the VMM
  * can swap the frames behind a window with mmap(MAP_FIXED) and KVM picks the change
@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "gfa/kvm.h"
+#include <gfa/refvmm.h>
 
 #define KVM_PATH	"/dev/kvm"
 #define PAGE_SIZE_4K	4096ULL

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The io_uring release engine: punches free frame ranges out of a zone memfd,
- * asynchronously, on a thread of its own.  See include/gfa/release.h for the
+ * asynchronously, on a thread of its own.  See include/gfa/vmm.h for the
  * contract; this comment explains the machinery.
  *
  * Queue.  Submitters append a node to a FIFO under e->lock and signal the engine;
@@ -28,7 +28,7 @@
  * down, finishes the pass synchronously and stays in synchronous mode.
  */
 #define _GNU_SOURCE
-#include "gfa/release.h"
+#include "gfa/vmm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -950,13 +950,4 @@ int gfa_release_stats(const struct gfa_release_engine *e,
 	out->inflight_bytes = STAT_GET(e, inflight_bytes);
 	out->mode = __atomic_load_n(&e->mode, __ATOMIC_ACQUIRE);
 	return 0;
-}
-
-int64_t gfa_memfd_allocated_bytes(int fd)
-{
-	struct stat sb;
-
-	if (fstat(fd, &sb))
-		return -errno;
-	return (int64_t)sb.st_blocks * 512;
 }

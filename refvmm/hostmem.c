@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+/*
+ * refvmm/hostmem.c - what the host holds of a memory range, as tests, benchmarks and
+ * gfactl measure it: PMD-mapped and resident bytes from /proc/self/smaps, and the
+ * host-backed bytes of a memfd (st_blocks).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gfa/refvmm.h"
+
+/* Sum smaps fields (kB) of the VMAs overlapping [addr, addr + len). */
+static int64_t smaps_sum(const void *addr, size_t len, const char *const *fields, int nfields)
+{
+	uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+	char line[512];
+	bool in = false;
+	int64_t kb = 0;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b;
+		long v;
+
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = a < hi && b > lo;
+			continue;
+		}
+		if (!in)
+			continue;
+		for (int i = 0; i < nfields; i++) {
+			size_t fl = strlen(fields[i]);
+
+			if (!strncmp(line, fields[i], fl) && line[fl] == ':' &&
+			    sscanf(line + fl + 1, "%ld", &v) == 1)
+				kb += v;
+		}
+	}
+	fclose(f);
+	return kb * 1024;
+}
+
+int64_t gfa_smaps_pmd_bytes(const void *addr, size_t len)
+{
+	static const char *const f[] = { "ShmemPmdMapped", "FilePmdMapped", "AnonHugePages" };
+
+	return smaps_sum(addr, len, f, 3);
+}
+
+int64_t gfa_smaps_rss_bytes(const void *addr, size_t len)
+{
+	static const char *const f[] = { "Rss" };
+
+	return smaps_sum(addr, len, f, 1);
+}
+
+int64_t gfa_memfd_allocated_bytes(int fd)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb))
+		return -errno;
+	return (int64_t)sb.st_blocks * 512;
+}
