@@ -109,7 +109,7 @@ static int classify_bad_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t
 	return GFA_ENOTHEAD;
 }
 
-int frame_claim_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 		     unsigned int order, uint64_t owner, unsigned int new_state)
 {
 	struct gfa_frame *f = &pool->frames[pfn];
@@ -160,7 +160,7 @@ int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t o
 		return err;
 	}
 	pthread_mutex_lock(&z->lock);
-	err = frame_claim_free(pool, z, pfn, order, owner, 0);
+	err = frame_begin_free(pool, z, pfn, order, owner, 0);
 	if (!err)
 		zone_free_locked(z, pfn, order);
 	pthread_mutex_unlock(&z->lock);
@@ -184,19 +184,19 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
 		goto out;
 	pthread_mutex_lock(&z->lock);
 	/* hold the block as ISOLATED while the pieces are written, like a free would */
-	err = frame_claim_free(pool, z, pfn, order, owner, GFA_FRAME_ISOLATED);
+	err = frame_begin_free(pool, z, pfn, order, owner, GFA_FRAME_ISOLATED);
 	if (err == GFA_EDOUBLEFREE)
 		err = GFA_ENOTHEAD;     /* a free block has no allocated head to split */
 	if (!err) {
 		f = &pool->frames[pfn];
 		mt = f->mt;
-		index = __atomic_load_n(&f->spare, __ATOMIC_RELAXED);
+		index = __atomic_load_n(&f->index, __ATOMIC_RELAXED);
 		for (uint64_t k = (1UL << order) >> new_order; k-- > 0;) {
 			struct gfa_frame *p = &pool->frames[pfn + (k << new_order)];
 
 			p->order = (uint8_t)new_order;
 			p->mt = (uint8_t)mt;
-			__atomic_store_n(&p->spare, index + (uint32_t)(k << new_order), __ATOMIC_RELAXED);
+			__atomic_store_n(&p->index, index + (uint32_t)(k << new_order), __ATOMIC_RELAXED);
 			frame_set_owner(p, owner);
 			fstate_set(p, GFA_FRAME_ALLOCATED);
 		}

@@ -310,7 +310,7 @@ static uint64_t pageblock_movable_frames(struct gfa_zone *z, uint64_t start)
 
 
 /*
- * steal_suitable_fallback (before Linux 6.10): claim the free block's pageblock for
+ * steal_suitable_fallback (before Linux 6.10): steal the free block's pageblock for
  * start_mt when the block is a pageblock or more, or when free plus compatible frames
  * make up half of it.  A stealing request (whole_block) moves every free block of the
  * pageblock to start_mt's lists either way, as the kernel did before 6.10 (6.10+
@@ -359,7 +359,7 @@ static bool rmqueue_fallback(struct gfa_zone *z, unsigned int order, unsigned in
 		fmt = find_suitable_fallback(z, (unsigned int)o, start_mt, &can_steal);
 		if (fmt < 0)
 			continue;
-		/* A movable request that cannot claim the block splits the smallest one. */
+		/* A movable request that cannot steal the block splits the smallest one. */
 		if (!can_steal && start_mt == GFA_MT_MOVABLE && o > (int)order) {
 			for (o = (int)order; o <= GFA_MAX_ORDER; o++) {
 				fmt = find_suitable_fallback(z, (unsigned int)o, start_mt, &can_steal);

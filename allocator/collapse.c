@@ -62,7 +62,7 @@ static void collapse_keep_stuck(struct gfa_pool *pool, struct gfa_zone *z, uint6
 				const unsigned int *offs, unsigned int n, const bool *stuck)
 {
 	uint8_t kept[GFA_PAGEBLOCK_FRAMES] = { 0 };
-	uint32_t index = __atomic_load_n(&pool->frames[dst].spare, __ATOMIC_RELAXED);
+	uint32_t index = __atomic_load_n(&pool->frames[dst].index, __ATOMIC_RELAXED);
 
 	for (unsigned int i = 0; i < n; i++) {
 		struct gfa_frame *f = &pool->frames[dst + offs[i]];
@@ -74,7 +74,7 @@ static void collapse_keep_stuck(struct gfa_pool *pool, struct gfa_zone *z, uint6
 		memset(kept + offs[i], 1, 1U << orders[i]);
 		f->order = (uint8_t)orders[i];
 		f->mt = GFA_MT_MOVABLE;
-		__atomic_store_n(&f->spare, index + offs[i], __ATOMIC_RELAXED);
+		__atomic_store_n(&f->index, index + offs[i], __ATOMIC_RELAXED);
 		frame_set_owner(f, owner);
 		fstate_set(f, GFA_FRAME_ALLOCATED);
 		zone_return_locked(z, pfns[i], orders[i]);     /* moved, as compaction does */
@@ -190,8 +190,8 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 	 * The owner's index of the new block, as if split from it (gfa_block_split: piece
 	 * k has index + k), so a move back finds its page from a frame inside dst.
 	 */
-	__atomic_store_n(&pool->frames[dst].spare,
-			 __atomic_load_n(&pool->frames[pfns[0]].spare, __ATOMIC_RELAXED) - offs[0],
+	__atomic_store_n(&pool->frames[dst].index,
+			 __atomic_load_n(&pool->frames[pfns[0]].index, __ATOMIC_RELAXED) - offs[0],
 			 __ATOMIC_RELAXED);
 	for (i = 0; i < n; i++) {
 		err = owner_migrate(pool, ops, ctx, owner, pfns[i], (uint64_t)dst + offs[i],
@@ -221,7 +221,7 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 			claim_refund(z, owner, taken, gen);
 		} else {
 			collapse_putback(pool, pfns, n);
-			if (!frame_claim_free(pool, z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner, 0)) {
+			if (!frame_begin_free(pool, z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner, 0)) {
 				zone_free_locked(z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER);
 				claim_refund(z, owner, taken, gen);
 			}

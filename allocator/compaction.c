@@ -772,8 +772,8 @@ static void migrate_pages(struct compact_control *cc)
 			z->c.vm.pgmigrate_fail += 1UL << b->order;
 		} else {
 			/* the owner's index (page->index) travels with the block */
-			__atomic_store_n(&FR(cc, (uint64_t)dst)->spare,
-					 __atomic_load_n(&FR(cc, b->pfn)->spare, __ATOMIC_RELAXED),
+			__atomic_store_n(&FR(cc, (uint64_t)dst)->index,
+					 __atomic_load_n(&FR(cc, b->pfn)->index, __ATOMIC_RELAXED),
 					 __ATOMIC_RELAXED);
 			frame_mark_allocated(FR(cc, (uint64_t)dst), GFA_MT_MOVABLE, b->owner);
 			zone_return_locked(z, b->pfn, b->order);  /* no caller's free */
@@ -824,7 +824,7 @@ static bool zone_has_free_order(struct gfa_zone *z, int order, unsigned int mt,
 	for (int o = order; o <= GFA_MAX_ORDER; o++) {
 		if (z->area[o].list[mt].nr)
 			return true;
-		/* fallback can claim blocks of pageblock_order/2 and up */
+		/* fallback can steal blocks of pageblock_order/2 and up */
 		if (!nofallback && o >= GFA_PAGEBLOCK_ORDER / 2 && z->area[o].nr_free)
 			return true;
 	}

@@ -10,7 +10,7 @@
  *   order       u8   block order (head only)
  *   mt          u8   free-list migratetype (free/pcp) or allocation migratetype
  *   flags       u8   FRAME_F_* bits, per frame (heads and tails)
- *   spare       u32  the owner's index for an allocated block (page->index), keeps
+ *   index       u32  the owner's index for an allocated block (page->index), keeps
  *                    the descriptor 16 bytes and aligned
  * Why so small: a 1 TiB host has 2^28 frames; 16 bytes a frame is 0.4% overhead, like
  * the kernel's struct page at 64 bytes per 4 KiB is 1.6%.  Tail frames are never
@@ -45,7 +45,7 @@ struct gfa_frame {
 	uint8_t order;
 	uint8_t mt;
 	uint8_t flags;
-	uint32_t spare;
+	uint32_t index;
 };
 _Static_assert(sizeof(struct gfa_frame) == 16, "frame descriptor must stay 16 bytes");
 
@@ -155,7 +155,7 @@ struct gfa_zone {
 	uint64_t claim_gen;              /* numbers claims, so a refund finds its own */
 	unsigned int nr_claims;
 	uint64_t claimed;
-	/* isolation gate (pcp_owner.c): while up, cache frees compare-and-swap; raised in
+	/* isolation gate (pcp_holder.c): while up, cache frees compare-and-swap; raised in
 	 * each cache of the zone (gfa_pcp.cas_free), isolating changes under pcp_lock */
 	pthread_mutex_t isolate_lock;
 	unsigned int isolate_users;     /* isolate_lock; read racily as a hint (atomics) */
@@ -208,7 +208,7 @@ struct gfa_pool {
 	struct gfa_compact_config compact;
 	bool compactd_stop;             /* __atomic accessed */
 	pthread_mutex_t compactd_lock;  /* serializes gfa_compactd_start/stop */
-	struct gfa_pool *fork_next;     /* pools whose caches fork() holds (pcp_owner.c) */
+	struct gfa_pool *fork_next;     /* pools whose caches fork() holds (pcp_holder.c) */
 	gfa_moved_fn moved_fn;          /* __atomic: told of every block moved away */
 	void *moved_ctx;
 };
@@ -274,7 +274,7 @@ static inline int pool_err(const struct gfa_pool *pool, int err)
  * lock unless new_state is GFA_FRAME_PCP (a cache's free); then only the fast case is
  * decided without it, and a tail takes it (frame_find_head).
  */
-int frame_claim_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 		     unsigned int order, uint64_t owner, unsigned int new_state);
 /* Mark a block allocated (zone lock or owning pcp lock held). */
 void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner);
@@ -397,8 +397,8 @@ void pcp_stat_blocks_locked(struct gfa_pool *pool, unsigned int zone, uint64_t *
  * counts into a zone already read and leave the list, and the sum would go down.
  */
 void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs);
-/* ---- pcp_owner.c ---- */
-void pcp_owner_init(void);
+/* ---- pcp_holder.c ---- */
+void pcp_holder_init(void);
 /* The claims of zone z changed (pool->pcp_lock held): its caches route allocations. */
 void pcp_claims_changed(struct gfa_zone *z);
 /*

@@ -7,7 +7,7 @@
  * max(batch >> order, 2) blocks in one zone-lock section.  free_high (Linux 6.15,
  * seed 003) flushes high-order frames when a cache keeps freeing without allocating.
  *
- * Exclusion: the owner protocol of allocator/pcp.h (plain stores on the owner's side,
+ * Exclusion: the holder protocol of allocator/pcp.h (plain stores on the owner's side,
  * membarrier on the rare remote side).  Remote drainers (compaction, shutdown, idle
  * drain, statistics, the checker) hold the cache remotely; its owner waits for them.
  * Lock order: pool->pcp_lock -> remote hold of a cache -> zone lock.
@@ -717,14 +717,14 @@ PCP_HOT bool pcp_frame_freeable(const struct gfa_frame *f, unsigned int order, u
 }
 
 /*
- * frame_claim_free() in line for the common case: the head is ALLOCATED with this
+ * frame_begin_free() in line for the common case: the head is ALLOCATED with this
  * order and owner.  Then, while nobody isolates blocks of this zone (the gate of
- * pcp_owner.c is down) and the pool is not strict, no other thread may change this
+ * pcp_holder.c is down) and the pool is not strict, no other thread may change this
  * frame's state, so a plain release store moves it to PCP; otherwise the compare-and-swap
  * decides against compaction's isolation or a racing free.  Anything else re-runs the
  * full version, which classifies the error.
  */
-PCP_HOT int pcp_claim_free(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn,
+PCP_HOT int pcp_begin_free(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn,
 			   unsigned int order, uint64_t owner)
 {
 	struct gfa_frame *f = &pcp->frames[pfn];
@@ -737,7 +737,7 @@ PCP_HOT int pcp_claim_free(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn
 		if (fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_PCP))
 			return 0;
 	}
-	return frame_claim_free(pcp->pool, z, pfn, order, owner, GFA_FRAME_PCP);
+	return frame_begin_free(pcp->pool, z, pfn, order, owner, GFA_FRAME_PCP);
 }
 
 /* One free inside an entered call, every case (gfa_pcp_free_many, the slow free). */
@@ -754,7 +754,7 @@ static int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, u
 	}
 	if (unlikely(z != pcp->zone || !pcp_order_cached(pcp, order)))
 		return gfa_free(pool, pfn, order, owner);
-	err = pcp_claim_free(pcp, z, pfn, order, owner);
+	err = pcp_begin_free(pcp, z, pfn, order, owner);
 	if (unlikely(err))
 		goto fail;
 	pcp_free_claimed(pcp, pfn, order);
@@ -768,7 +768,7 @@ fail:
  * The fast path's tails for the rarer cases, which then leave the call: as tail calls
  * they keep the fast path itself free of a stack frame.
  */
-static __attribute__((noinline)) int pcp_free_claimed_exit(struct gfa_pcp *pcp, uint64_t pfn,
+static __attribute__((noinline)) int pcp_free_begun_exit(struct gfa_pcp *pcp, uint64_t pfn,
 							   unsigned int order,
 							   struct pcp_thread *me)
 {
@@ -848,7 +848,7 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	}
 	fstate_set(f, GFA_FRAME_PCP);
 	if (unlikely(order || f->mt != mt || l->top - l->bottom > l->mask))
-		return pcp_free_claimed_exit(pcp, pfn, order, me);
+		return pcp_free_begun_exit(pcp, pfn, order, me);
 	plist_push_top(l, (uint32_t)pfn);
 	pcp->vs.free_order[0]++;
 	if (unlikely(++pcp->count >= pcp->high))

@@ -1,28 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Per-vCPU caches: the structure and the owner protocol's fast half (pcp_owner.c has
+ * Per-vCPU caches: the structure and the holder protocol's fast half (pcp_holder.c has
  * the slow half).  Not installed.
  *
- * The owner protocol: no atomic read-modify-write on the hot path.
+ * The holder protocol: no atomic read-modify-write on the hot path.
  * A cache is owned by one thread, named by that thread's record (struct pcp_thread) in
- * the cache's owner word.  The owner marks "inside a call" by storing the cache's
+ * the cache's holder word.  The holder marks "inside a call" by storing the cache's
  * address in its record's `in`, a plain store on a line only it writes; then, after a
- * compiler barrier, it reads the owner word and enters only if it is exactly its record.
+ * compiler barrier, it reads the holder word and enters only if it is exactly its record.
  * Another thread (a drainer, the checker, a thread taking the cache over, compaction
- * raising a zone's isolation gate) first sets the word's PCP_OWNER_REMOTE tag, then
+ * raising a zone's isolation gate) first sets the word's PCP_HOLDER_REMOTE tag, then
  * issues membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full memory barrier
- * on every thread of the process that is running, and only then reads the owner's `in`.
- * This is the asymmetric Dekker pattern of userspace RCU: either the owner sees the tag
- * and backs off, or the remote side sees the owner inside and waits for it to leave;
- * since every later entry backs off while the tag is set, that wait ends.  The owner
+ * on every thread of the process that is running, and only then reads the holder's `in`.
+ * This is the asymmetric Dekker pattern of userspace RCU: either the holder sees the tag
+ * and backs off, or the remote side sees the holder inside and waits for it to leave;
+ * since every later entry backs off while the tag is set, that wait ends.  The holder
  * pays two plain stores and one load per call instead of a locked instruction; the rare
  * side pays a membarrier (about 9 us on the 2-CPU test machine).  Without membarrier
- * (old kernels, seccomp) owner words carry PCP_OWNER_FENCE: the entry's first compare
- * fails, and the owner fences before the decisive load.
+ * (old kernels, seccomp) holder words carry PCP_HOLDER_FENCE: the entry's first compare
+ * fails, and the holder fences before the decisive load.
  *
  * Records are per thread, never freed (reused after a thread exits), so a remote reader
  * never touches freed memory, and only their thread writes them: a thread that has lost
- * a cache and backs off can never overwrite the new owner's state.
+ * a cache and backs off can never overwrite the new holder's state.
  */
 #ifndef GFA_ALLOCATOR_PCP_H
 #define GFA_ALLOCATOR_PCP_H
@@ -61,12 +61,12 @@ struct pcp_thread {
 
 /*
  * This thread's record; until it has one, a shared record that owns no cache, so the
- * fast entry fails on its owner check and no call needs a NULL test.
+ * fast entry fails on its holder check and no call needs a NULL test.
  */
 extern __thread struct pcp_thread *pcp_self __attribute__((tls_model("initial-exec")));
 extern struct pcp_thread pcp_nobody;
-/* membarrier is missing: owners pay a full fence on entry instead */
-extern bool pcp_owner_fence;
+/* membarrier is missing: holders pay a full fence on entry instead */
+extern bool pcp_holder_fence;
 
 /*
  * A pcp list: a deque of block pfns in a ring that grows by doubling, newest at `top`
@@ -95,25 +95,25 @@ struct pcp_slot {
 	uint32_t mask;          /* (1 << order) - 1: alignment */
 	int16_t base;           /* GFA_MT_PCPTYPES * list row; -1: the cache keeps no such order */
 	/* base for allocations: -1 also while the zone has claims (they are decided per
-	 * owner under the zone lock), set under pool->pcp_lock, read racily by the owner */
+	 * owner under the zone lock), set under pool->pcp_lock, read racily by the holder */
 	_Atomic int16_t alloc_base;
 };
 
 struct gfa_pcp {
 	/*
-	 * Read by the owner on every call, written by others only on the slow side: the
-	 * owner's record, tagged PCP_OWNER_FENCE in fence mode (so the membarrier-mode
-	 * entry, one compare with the caller's record, fails there and the owner fences
+	 * Read by the holder on every call, written by others only on the slow side: the
+	 * holder's record, tagged PCP_HOLDER_FENCE in fence mode (so the membarrier-mode
+	 * entry, one compare with the caller's record, fails there and the holder fences
 	 * before checking again), with
-	 * PCP_OWNER_REMOTE set while a remote holder or a taker holds the cache.
+	 * PCP_HOLDER_REMOTE set while a remote holder or a taker holds the cache.
 	 */
-	_Atomic uintptr_t owner_word;
-	_Atomic int owner_waiting;  /* the owner waits to enter: takers let it in first */
+	_Atomic uintptr_t holder_word;
+	_Atomic int holder_waiting;  /* the holder waits to enter: takers let it in first */
 	bool no_high_order;
 	bool prev_free_high;    /* the previous free was of order 1..3 (free_high streak) */
 	/* copies of what every call needs, so a call reads one line of its own */
-	/* frees claim by compare-and-swap while non-zero: 1 for a pcp_free_strict pool,
-	 * plus 1 while the zone's isolation gate is up (pcp_owner.c) */
+	/* frees take the frame state by compare-and-swap while non-zero: 1 for a pcp_free_strict pool,
+	 * plus 1 while the zone's isolation gate is up (pcp_holder.c) */
 	_Atomic int cas_free;
 	struct gfa_frame *frames;
 	struct gfa_pageblock *pageblocks;   /* the zone's */
@@ -136,18 +136,18 @@ struct gfa_pcp {
 	struct pcp_slot slots[PCP_ORDER_SLOTS];
 };
 
-#define PCP_OWNER_REMOTE 0x1UL
-#define PCP_OWNER_FENCE  0x2UL
-#define PCP_OWNER_TAGS   (PCP_OWNER_REMOTE | PCP_OWNER_FENCE)
+#define PCP_HOLDER_REMOTE 0x1UL
+#define PCP_HOLDER_FENCE  0x2UL
+#define PCP_HOLDER_TAGS   (PCP_HOLDER_REMOTE | PCP_HOLDER_FENCE)
 
-/* The owner's record, tags off (any thread; a snapshot). */
-static inline struct pcp_thread *pcp_owner(const struct gfa_pcp *pcp)
+/* The holder's record, tags off (any thread; a snapshot). */
+static inline struct pcp_thread *pcp_holder(const struct gfa_pcp *pcp)
 {
-	return (struct pcp_thread *)(atomic_load_explicit(&pcp->owner_word, memory_order_acquire) &
-				     ~PCP_OWNER_TAGS);
+	return (struct pcp_thread *)(atomic_load_explicit(&pcp->holder_word, memory_order_acquire) &
+				     ~PCP_HOLDER_TAGS);
 }
 
-/* ---- pcp_owner.c ---- */
+/* ---- pcp_holder.c ---- */
 /* The whole entry when the fast one fails: record, takeover, waits; the error counted. */
 int pcp_enter_slow(struct gfa_pcp *pcp);
 /* Remote side: hold one cache (with its own membarrier) / every cache of a zone. */
@@ -159,10 +159,10 @@ void pcp_remote_unlock_zone(struct gfa_pool *pool, int zone);
 
 /*
  * The entry of the two hot calls, for a thread that has a record: mark the record
- * inside pcp, then check that the owner word is this record, untagged (no remote
+ * inside pcp, then check that the holder word is this record, untagged (no remote
  * holder, not fence mode).  The check comes after the store: a thread that is not the
- * owner may mark itself inside for a moment, which no one reads (remote sides look only
- * at the owner's record).  False after backing off (the caller then takes the slow
+ * holder may mark itself inside for a moment, which no one reads (remote sides look only
+ * at the holder's record).  False after backing off (the caller then takes the slow
  * entry).
  */
 PCP_HOT bool pcp_enter_fast(struct gfa_pcp *pcp, struct pcp_thread *me)
@@ -171,14 +171,14 @@ PCP_HOT bool pcp_enter_fast(struct gfa_pcp *pcp, struct pcp_thread *me)
 
 	atomic_store_explicit(&me->in, pcp, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
-	w = atomic_load_explicit(&pcp->owner_word, memory_order_acquire);
+	w = atomic_load_explicit(&pcp->holder_word, memory_order_acquire);
 	/* ours, untagged: no remote holder and not fence mode */
 	if (likely(w == (uintptr_t)me))
 		return true;
 	/* fence mode, ours, no remote holder: the full fence, then the same check again */
-	if (w == ((uintptr_t)me | PCP_OWNER_FENCE)) {
+	if (w == ((uintptr_t)me | PCP_HOLDER_FENCE)) {
 		pcp_full_fence();
-		if (atomic_load_explicit(&pcp->owner_word, memory_order_acquire) == w)
+		if (atomic_load_explicit(&pcp->holder_word, memory_order_acquire) == w)
 			return true;
 	}
 	atomic_store_explicit(&me->in, NULL, memory_order_release);
@@ -191,7 +191,7 @@ PCP_HOT void pcp_exit_fast(struct pcp_thread *me)
 	atomic_store_explicit(&me->in, NULL, memory_order_release);
 }
 
-/* Enter a call on pcp as its owner: the fast entry, else the slow one.  0 or an error. */
+/* Enter a call on pcp as its holder: the fast entry, else the slow one.  0 or an error. */
 PCP_HOT int pcp_enter(struct gfa_pcp *pcp)
 {
 	struct pcp_thread *me = pcp_self;

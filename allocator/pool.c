@@ -114,7 +114,7 @@ struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
 	if (!pool)
 		goto nomem;
 	pool->cfg = *cfg;
-	pcp_owner_init();
+	pcp_holder_init();
 	pool->nr_zones = cfg->nr_zones;
 	for (unsigned int i = 0; i < cfg->nr_zones; i++) {
 		pfn = (pfn + MAX_ORDER_FRAMES - 1) & ~(MAX_ORDER_FRAMES - 1);
@@ -285,7 +285,7 @@ int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info 
 		info->block_mt = (enum gfa_migratetype)pfn_pageblock(z, pfn)->mt;
 		info->owner = (st == GFA_FRAME_ALLOCATED || st == GFA_FRAME_ISOLATED)
 			      ? frame_owner(f) : 0;
-		info->index = __atomic_load_n(&f->spare, __ATOMIC_RELAXED);
+		info->index = __atomic_load_n(&f->index, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&z->lock);
 	return ret;
@@ -376,7 +376,7 @@ int gfa_block_set_index(struct gfa_pool *pool, uint64_t pfn, uint64_t owner, uin
 	else if (frame_owner(f) != owner)
 		err = GFA_EOWNER;
 	else
-		__atomic_store_n(&f->spare, index, __ATOMIC_RELAXED);
+		__atomic_store_n(&f->index, index, __ATOMIC_RELAXED);
 out:
 	if (err)
 		pool_count_err(pool, err);

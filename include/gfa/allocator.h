@@ -105,7 +105,7 @@ struct gfa_pool_config {
 	/* disable caching of orders 1..3 and 9 (baseline for benchmarks) */
 	bool pcp_no_high_order;
 	/*
-	 * Cache frees claim the block with compare-and-swap even while nothing isolates:
+	 * Cache frees take the block's state with compare-and-swap even while nothing isolates:
 	 * two threads freeing one block at the same instant then get one GFA_EDOUBLEFREE
 	 * instead of undefined behaviour, at ~1 locked instruction per free.  A debugging
 	 * aid for callers that may race on one block; off by default (see gfa_pcp_free).

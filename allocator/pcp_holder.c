@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The slow half of the cache owner protocol (see allocator/pcp.h): thread records,
+ * The slow half of the cache holder protocol (see allocator/pcp.h): thread records,
  * membarrier, taking a cache over, remote holds, and the zone isolation gate that lets
  * cache frees skip the compare-and-swap on the frame state while nobody isolates.
  */
@@ -14,7 +14,7 @@
 
 struct pcp_thread pcp_nobody;
 __thread struct pcp_thread *pcp_self __attribute__((tls_model("initial-exec"))) = &pcp_nobody;
-bool pcp_owner_fence;
+bool pcp_holder_fence;
 
 static pthread_mutex_t pcp_threads_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pcp_thread *pcp_threads;
@@ -45,15 +45,15 @@ static void pcp_thread_exit(void *arg)
 
 /*
  * Register for private expedited membarrier.  If the kernel lacks it (or GFA_PCP_FENCE
- * asks), the owners fence instead: correct, just as slow as a lock.  Called once, from
+ * asks), the holders fence instead: correct, just as slow as a lock.  Called once, from
  * pthread_once before the first pool exists; the mode is fixed for the process.
  */
-static void pcp_owner_register(void)
+static void pcp_holder_register(void)
 {
 	const char *force = getenv("GFA_PCP_FENCE");
 	long q = sys_membarrier(MEMBARRIER_CMD_QUERY);
 
-	pcp_owner_fence = (force && *force && strcmp(force, "0")) ||
+	pcp_holder_fence = (force && *force && strcmp(force, "0")) ||
 			  q < 0 || !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
 			  sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) < 0;
 }
@@ -81,11 +81,11 @@ void pcp_pool_unregister(struct gfa_pool *pool)
 }
 
 /*
- * fork() with every cache of every pool held remotely (its owner out of any call), every
+ * fork() with every cache of every pool held remotely (its holder out of any call), every
  * zone locked and the registry locked, in the pool's lock order (isolate_lock, pcp_lock
  * and the caches, zone lock): the child's copy has no call half done (one caught
  * between popping a block and marking it gave the child a torn cache), no zone lock
- * held by a thread it does not have, and no remote tag or owner's wait flag that nobody
+ * held by a thread it does not have, and no remote tag or holder's wait flag that nobody
  * in the child would ever clear.
  */
 static void pcp_fork_prepare(void)
@@ -107,9 +107,9 @@ static void pcp_fork_release(bool child)
 	for (struct gfa_pool *p = pcp_pools; p; p = p->fork_next) {
 		for (unsigned int i = 0; i < p->nr_zones; i++)
 			pthread_mutex_unlock(&p->zones[i].lock);
-		if (child)      /* the parent's waiting owners do not exist here */
+		if (child)      /* the parent's waiting holders do not exist here */
 			for (struct gfa_pcp *c = p->pcps; c; c = c->next)
-				atomic_store_explicit(&c->owner_waiting, 0, memory_order_relaxed);
+				atomic_store_explicit(&c->holder_waiting, 0, memory_order_relaxed);
 		pcp_unlock_all(p);
 		for (unsigned int i = 0; i < p->nr_zones; i++)
 			pthread_mutex_unlock(&p->zones[i].isolate_lock);
@@ -137,51 +137,51 @@ static void pcp_fork_child(void)
 	pcp_fork_release(true);
 	/*
 	 * The child's mm starts unregistered.  The mode stays the parent's (the caches'
-	 * owner words carry it); should registering fail here, pcp_barrier() falls back
+	 * holder words carry it); should registering fail here, pcp_barrier() falls back
 	 * to the global command, which needs none.
 	 */
-	if (!pcp_owner_fence)
+	if (!pcp_holder_fence)
 		sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
 }
 
-static void pcp_owner_once(void)
+static void pcp_holder_once(void)
 {
-	pcp_owner_register();
+	pcp_holder_register();
 	pthread_key_create(&pcp_thread_key, pcp_thread_exit);
 	pthread_atfork(pcp_fork_prepare, pcp_fork_parent, pcp_fork_child);
 }
 
-void pcp_owner_init(void)
+void pcp_holder_init(void)
 {
-	pthread_once(&pcp_once, pcp_owner_once);
+	pthread_once(&pcp_once, pcp_holder_once);
 }
 
 const char *gfa_pcp_sync_mode(void)
 {
-	pcp_owner_init();
-	return pcp_owner_fence ? "fence" : "membarrier";
+	pcp_holder_init();
+	return pcp_holder_fence ? "fence" : "membarrier";
 }
 
 /*
  * Make every running thread's earlier stores visible to our later loads and ours to
- * theirs.  In fence mode the owners fence themselves and a local fence suffices.  The
+ * theirs.  In fence mode the holders fence themselves and a local fence suffices.  The
  * private command cannot fail once registered; should it, the global one (no
  * registration, milliseconds) still gives the guarantee.
  */
 static void pcp_barrier(void)
 {
 	pcp_full_fence();
-	if (pcp_owner_fence)
+	if (pcp_holder_fence)
 		return;
 	if (sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) < 0)
 		sys_membarrier(MEMBARRIER_CMD_GLOBAL);
 	pcp_full_fence();
 }
 
-/* The owner word naming t as owner: tagged in fence mode, so its fast entry fails. */
-static uintptr_t pcp_owner_tag(struct pcp_thread *t)
+/* The holder word naming t as holder: tagged in fence mode, so its fast entry fails. */
+static uintptr_t pcp_holder_tag(struct pcp_thread *t)
 {
-	return (uintptr_t)t | (pcp_owner_fence ? PCP_OWNER_FENCE : 0);
+	return (uintptr_t)t | (pcp_holder_fence ? PCP_HOLDER_FENCE : 0);
 }
 
 /* This thread's record: reuse one whose thread exited, else a new one (never freed). */
@@ -191,7 +191,7 @@ static struct pcp_thread *pcp_thread_get(void)
 
 	if (pcp_self != &pcp_nobody)
 		return pcp_self;
-	pcp_owner_init();
+	pcp_holder_init();
 	pthread_mutex_lock(&pcp_threads_lock);
 	for (t = pcp_threads; t && !t->unused; t = t->next)
 		;
@@ -219,12 +219,12 @@ static bool pcp_thread_inside(struct pcp_thread *t, struct gfa_pcp *pcp)
 }
 
 /*
- * Wait until the owner of pcp is not inside a call on it (after a barrier, with
- * `remote` held: every entry after the barrier backs off, so the owner leaves for good).
+ * Wait until the holder of pcp is not inside a call on it (after a barrier, with
+ * `remote` held: every entry after the barrier backs off, so the holder leaves for good).
  */
 static void pcp_wait_owner(struct gfa_pcp *pcp)
 {
-	struct pcp_thread *t = pcp_owner(pcp);
+	struct pcp_thread *t = pcp_holder(pcp);
 
 	if (!t || t == pcp_self)
 		return;
@@ -235,17 +235,17 @@ static void pcp_wait_owner(struct gfa_pcp *pcp)
 static void pcp_remote_take(struct gfa_pcp *pcp)
 {
 	/*
-	 * An owner backed off by a remote holder waits for the remote tag to clear;
+	 * A holder backed off by a remote holder waits for the remote tag to clear;
 	 * without this a taker in a loop (statistics, drains) could take the cache again
-	 * before the owner ever sees it free, and starve the vCPU.
+	 * before the holder ever sees it free, and starve the vCPU.
 	 */
-	while (atomic_load_explicit(&pcp->owner_waiting, memory_order_acquire))
+	while (atomic_load_explicit(&pcp->holder_waiting, memory_order_acquire))
 		sched_yield();
 	for (;;) {
-		uintptr_t v = atomic_load_explicit(&pcp->owner_word, memory_order_relaxed);
+		uintptr_t v = atomic_load_explicit(&pcp->holder_word, memory_order_relaxed);
 
-		if (!(v & PCP_OWNER_REMOTE) &&
-		    atomic_compare_exchange_weak_explicit(&pcp->owner_word, &v, v | PCP_OWNER_REMOTE,
+		if (!(v & PCP_HOLDER_REMOTE) &&
+		    atomic_compare_exchange_weak_explicit(&pcp->holder_word, &v, v | PCP_HOLDER_REMOTE,
 							  memory_order_acquire,
 							  memory_order_relaxed))
 			return;
@@ -262,7 +262,7 @@ void pcp_remote_lock(struct gfa_pcp *pcp)
 
 void pcp_remote_unlock(struct gfa_pcp *pcp)
 {
-	atomic_fetch_and_explicit(&pcp->owner_word, ~PCP_OWNER_REMOTE, memory_order_release);
+	atomic_fetch_and_explicit(&pcp->holder_word, ~PCP_HOLDER_REMOTE, memory_order_release);
 }
 
 void pcp_remote_lock_zone(struct gfa_pool *pool, int zone)
@@ -286,7 +286,7 @@ void pcp_remote_unlock_zone(struct gfa_pool *pool, int zone)
 }
 
 /*
- * Take pcp over for this thread, which is not its owner.  The owner may be between
+ * Take pcp over for this thread, which is not its holder.  The holder may be between
  * calls (or gone): then the cache changes hands.  If it is inside a call on this very
  * cache, two threads use one cache at once: GFA_ETHREAD, and nothing changes.
  */
@@ -297,22 +297,22 @@ static int pcp_take_over(struct gfa_pcp *pcp, struct pcp_thread *me)
 
 	pcp_remote_take(pcp);
 	pcp_barrier();
-	t = pcp_owner(pcp);
+	t = pcp_holder(pcp);
 	if (t && t != me && pcp_thread_inside(t, pcp))
 		err = GFA_ETHREAD;
 	else    /* still held: the tag stays until the unlock below */
-		atomic_store_explicit(&pcp->owner_word, pcp_owner_tag(me) | PCP_OWNER_REMOTE,
+		atomic_store_explicit(&pcp->holder_word, pcp_holder_tag(me) | PCP_HOLDER_REMOTE,
 				      memory_order_relaxed);
 	pcp_remote_unlock(pcp);
 	return err;
 }
 
-/* The entry proper, for the owner, after any remote holder has gone: 0 or -EAGAIN. */
+/* The entry proper, for the holder, after any remote holder has gone: 0 or -EAGAIN. */
 static int pcp_try_enter(struct gfa_pcp *pcp, struct pcp_thread *me)
 {
 	atomic_store_explicit(&me->in, pcp, memory_order_relaxed);
 	pcp_full_fence();
-	if (atomic_load_explicit(&pcp->owner_word, memory_order_acquire) == pcp_owner_tag(me))
+	if (atomic_load_explicit(&pcp->holder_word, memory_order_acquire) == pcp_holder_tag(me))
 		return 0;
 	atomic_store_explicit(&me->in, NULL, memory_order_release);
 	return -EAGAIN;
@@ -331,17 +331,17 @@ int pcp_enter_slow(struct gfa_pcp *pcp)
 		goto out;
 	}
 	for (;;) {
-		if (pcp_owner(pcp) != me) {
+		if (pcp_holder(pcp) != me) {
 			err = pcp_take_over(pcp, me);
 			if (err)
 				break;
 		}
 		/* ours: wait out a remote holder while new takers wait for us, then enter */
-		atomic_store_explicit(&pcp->owner_waiting, 1, memory_order_release);
-		while (atomic_load_explicit(&pcp->owner_word, memory_order_acquire) & PCP_OWNER_REMOTE)
+		atomic_store_explicit(&pcp->holder_waiting, 1, memory_order_release);
+		while (atomic_load_explicit(&pcp->holder_word, memory_order_acquire) & PCP_HOLDER_REMOTE)
 			sched_yield();
-		err = pcp_owner(pcp) == me ? pcp_try_enter(pcp, me) : -EAGAIN;
-		atomic_store_explicit(&pcp->owner_waiting, 0, memory_order_release);
+		err = pcp_holder(pcp) == me ? pcp_try_enter(pcp, me) : -EAGAIN;
+		atomic_store_explicit(&pcp->holder_waiting, 0, memory_order_release);
 		if (!err)
 			return 0;
 	}
@@ -374,7 +374,7 @@ void pcp_isolate_begin(struct gfa_zone *z)
 	pthread_mutex_lock(&z->isolate_lock);
 	if (!__atomic_fetch_add(&z->isolate_users, 1, __ATOMIC_RELAXED)) {
 		/*
-		 * In each cache's own line: the owner reads it with the rest of its state.
+		 * In each cache's own line: the holder reads it with the rest of its state.
 		 * Then a remote hold of the zone's caches (one membarrier) waits out calls
 		 * that started before it; later ones see the gate.
 		 */
