@@ -28,6 +28,7 @@
 #include <libxml/xpath.h>
 
 #include <gfa/refvmm.h>
+#include "allocator/strbuf.h"
 
 #define KIB 1024ull
 
@@ -35,17 +36,16 @@
 static int __attribute__((format(printf, 5, 6)))
 fail(char *err, size_t errlen, int rc, const char *what, const char *fmt, ...)
 {
+	struct strbuf sb = { err, errlen, 0 };
 	va_list ap;
-	int n;
 
 	if (!err || !errlen)
 		return rc;
-	n = snprintf(err, errlen, "%s: ", what);
-	if (n < 0 || (size_t)n >= errlen)
-		return rc;
+	sb_printf(&sb, "%s: ", what);
 	va_start(ap, fmt);
-	vsnprintf(err + n, errlen - n, fmt, ap);
+	sb_vprintf(&sb, fmt, ap);
 	va_end(ap);
+	sb_finish(&sb);
 	for (char *c = err; *c; c++)	/* one line, whatever the XML held */
 		if (*c == '\n' || *c == '\r')
 			*c = ' ';
@@ -198,9 +198,8 @@ static int parse_bitmap(const char *s, uint64_t *bits, unsigned int nbits)
 static int format_bitmap(const uint64_t *bits, unsigned int nbits, char *buf,
 			 size_t len)
 {
+	struct strbuf sb = { buf, len, 0 };
 	unsigned int i = 0;
-	size_t off = 0;
-	int n;
 
 	buf[0] = '\0';
 	while (i < nbits) {
@@ -212,16 +211,13 @@ static int format_bitmap(const uint64_t *bits, unsigned int nbits, char *buf,
 		}
 		for (j = i; j + 1 < nbits && ((bits[(j + 1) / 64] >> ((j + 1) % 64)) & 1); j++)
 			;
-		if (j == i)
-			n = snprintf(buf + off, len - off, "%s%u", off ? "," : "", i);
-		else
-			n = snprintf(buf + off, len - off, "%s%u-%u", off ? "," : "", i, j);
-		if (n < 0 || (size_t)n >= len - off)
-			return -ENOSPC;
-		off += n;
+		sb_printf(&sb, "%s%u", sb.pos ? "," : "", i);
+		if (j > i)
+			sb_printf(&sb, "-%u", j);
 		i = j + 1;
 	}
-	return 0;
+	sb_finish(&sb);
+	return sb_overflowed(&sb) ? -ENOSPC : 0;
 }
 
 static unsigned int popcount_bits(const uint64_t *bits, unsigned int nwords)
@@ -1047,75 +1043,50 @@ static void format_size(uint64_t b, char *buf, size_t len)
 	snprintf(buf, len, "%" PRIu64 " %s", b, units[u]);
 }
 
-struct out_buf {
-	char *buf;
-	size_t len, off;
-	bool full;
-};
-
-static void __attribute__((format(printf, 2, 3)))
-put(struct out_buf *o, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (o->full)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(o->buf + o->off, o->len - o->off, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= o->len - o->off) {
-		o->full = true;
-		o->off = o->len - 1;
-		return;
-	}
-	o->off += n;
-}
-
-static void put_cells(struct out_buf *o, const struct gfa_domain_spec *s)
+static void put_cells(struct strbuf *o, const struct gfa_domain_spec *s)
 {
 	char list[GFA_DOMAIN_MAX_VCPUS * 6], size[32];
 	unsigned int i;
 
 	if (!s->nr_cells) {
-		put(o, ", no NUMA cells");
+		sb_printf(o, ", no NUMA cells");
 		return;
 	}
-	put(o, ", %u NUMA cell%s [", s->nr_cells, s->nr_cells == 1 ? "" : "s");
+	sb_printf(o, ", %u NUMA cell%s [", s->nr_cells, s->nr_cells == 1 ? "" : "s");
 	for (i = 0; i < s->nr_cells; i++) {
 		const struct gfa_domain_cell *c = &s->cells[i];
 
 		format_bitmap(c->cpus, GFA_DOMAIN_MAX_VCPUS, list, sizeof(list));
 		format_size(c->memory_bytes, size, sizeof(size));
-		put(o, "%s%u: cpus %s, %s", i ? "; " : "", i,
+		sb_printf(o, "%s%u: cpus %s, %s", i ? "; " : "", i,
 		    c->nr_cpus ? list : "none", size);
 	}
-	put(o, "]");
+	sb_printf(o, "]");
 }
 
-static void put_pages(struct out_buf *o, const struct gfa_domain_spec *s)
+static void put_pages(struct strbuf *o, const struct gfa_domain_spec *s)
 {
 	char list[GFA_DOMAIN_MAX_CELLS * 4], size[32];
 	unsigned int i;
 
 	if (!s->hugepages) {
-		put(o, ", no hugepages");
+		sb_printf(o, ", no hugepages");
 		return;
 	}
 	if (!s->nr_pages) {
-		put(o, ", hugepages host default size");
+		sb_printf(o, ", hugepages host default size");
 		return;
 	}
-	put(o, ", hugepages");
+	sb_printf(o, ", hugepages");
 	for (i = 0; i < s->nr_pages; i++) {
 		const struct gfa_domain_page *p = &s->pages[i];
 
 		format_size(p->size_bytes, size, sizeof(size));
 		if (p->nodeset) {
 			format_bitmap(&p->nodeset, GFA_DOMAIN_MAX_CELLS, list, sizeof(list));
-			put(o, "%s %s (cells %s)", i ? "," : "", size, list);
+			sb_printf(o, "%s %s (cells %s)", i ? "," : "", size, list);
 		} else {
-			put(o, "%s %s (default)", i ? "," : "", size);
+			sb_printf(o, "%s %s (default)", i ? "," : "", size);
 		}
 	}
 }
@@ -1130,32 +1101,33 @@ int gfa_domain_format(const struct gfa_domain_spec *s, char *buf, size_t len)
 {
 	static const char *const sources[] = { "default", "anonymous", "file", "memfd" };
 	static const char *const access[] = { "default", "shared", "private" };
-	struct out_buf o = { .buf = buf, .len = len };
+	struct strbuf o = { .buf = buf, .len = len };
 	char size[32];
 
 	if (!s || !buf || !len || !spec_counts_ok(s))
 		return -EINVAL;
 	buf[0] = '\0';
 	format_size(s->memory_bytes, size, sizeof(size));
-	put(&o, "%s: memory %s", s->name, size);
+	sb_printf(&o, "%s: memory %s", s->name, size);
 	if (s->current_memory_bytes != s->memory_bytes) {
 		format_size(s->current_memory_bytes, size, sizeof(size));
-		put(&o, " (current %s)", size);
+		sb_printf(&o, " (current %s)", size);
 	}
 	if (s->device_memory_bytes) {
 		format_size(s->device_memory_bytes, size, sizeof(size));
-		put(&o, " incl. %s memory devices", size);
+		sb_printf(&o, " incl. %s memory devices", size);
 	}
-	put(&o, ", %u vCPU%s", s->vcpus, s->vcpus == 1 ? "" : "s");
+	sb_printf(&o, ", %u vCPU%s", s->vcpus, s->vcpus == 1 ? "" : "s");
 	if (s->current_vcpus != s->vcpus)
-		put(&o, " (%u current)", s->current_vcpus);
+		sb_printf(&o, " (%u current)", s->current_vcpus);
 	put_cells(&o, s);
 	put_pages(&o, s);
 	if (s->source != GFA_DOMAIN_SOURCE_DEFAULT && (unsigned int)s->source < 4)
-		put(&o, ", source %s", sources[s->source]);
+		sb_printf(&o, ", source %s", sources[s->source]);
 	if (s->access != GFA_DOMAIN_ACCESS_DEFAULT && (unsigned int)s->access < 3)
-		put(&o, ", access %s", access[s->access]);
-	return o.full ? -ENOSPC : (int)o.off;
+		sb_printf(&o, ", access %s", access[s->access]);
+	sb_finish(&o);
+	return sb_overflowed(&o) ? -ENOSPC : (int)o.pos;
 }
 
 int gfa_domain_cell_page_size(const struct gfa_domain_spec *s, unsigned int cell,

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include "tools/gfactl.h"
 
@@ -22,14 +21,6 @@ static void usage(FILE *f)
 		"            of guest RAM on 2 MiB blocks and compare with the kernel's own memory\n"
 		"  stat      buddyinfo, pagetypeinfo and vmstat of a vmstart run (--json too)\n\n"
 		"gfactl <command> --help shows the command's options.\n");
-}
-
-double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 bool parse_u64(const char *flag, const char *val, uint64_t min, uint64_t max, uint64_t *out)

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <gfa/refvmm.h>
+#include "allocator/ktime.h"
 
 #define MiB (1ULL << 20)
 
@@ -13,7 +14,11 @@ int cmd_vmstart(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 
 /* Helpers shared by the commands (gfactl.c). */
-double now_ms(void);
+/* Milliseconds on the monotonic clock. */
+static inline double now_ms(void)
+{
+	return (double)ktime_get_ns() / 1e6;
+}
 /* Parse a non-negative integer flag value; prints "gfactl: --flag: ..." on error. */
 bool parse_u64(const char *flag, const char *val, uint64_t min, uint64_t max, uint64_t *out);
 /* A size like "256", "256M", "1G", "512MiB"; a bare number is MiB. */
