@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <gfa/gfa.h>
 #include <gfa/refvmm.h>
 #include "allocator/ktime.h"
 
@@ -27,9 +28,22 @@ int cmp_double(const void *a, const void *b);
 /* Percentile p (0..100) of n sorted values. */
 double percentile(const double *sorted, size_t n, double p);
 
+/* ---- snapshots (snapshot.c, json-c) ---- */
+struct json_object;
+/* How snapshots are written and printed (json-c's json_object_to_json_string_ext). */
+#define SNAPSHOT_JSON_FLAGS (JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE)
 /* Where vmstart writes its snapshots and gfactl stat reads them. */
 const char *default_stat_file(void);
-/* Write pool statistics as JSON to path (atomically: temp file + rename). */
+/*
+ * Write pool statistics as JSON to path, whole or not at all (temp file + rename);
+ * extra_json, if not NULL, is a JSON object whose members are added.  0, -EINVAL (extra
+ * is not an object), -ENOMEM, or the -errno of the file calls.
+ */
 int write_stat_json(const char *path, struct gfa_pool *pool, const char *phase,
 		    const char *extra_json);
+/*
+ * The snapshot at path, checked to be one whole object with phase, buddyinfo,
+ * pagetypeinfo and vmstat (the caller puts it); NULL with a one-line reason in why.
+ */
+struct json_object *read_stat_json(const char *path, char *why, size_t len);
 #endif
