@@ -163,12 +163,12 @@ static int add_extra(struct json_object *obj, const char *extra)
 		json_object_put(x);
 		return -EINVAL;
 	}
-	json_object_object_foreach(x, key, val) {
-		if (!add(obj, key, json_object_get(val))) {
+	for (struct json_object_iterator it = json_object_iter_begin(x),
+	     end = json_object_iter_end(x); !err && !json_object_iter_equal(&it, &end);
+	     json_object_iter_next(&it))
+		if (!add(obj, json_object_iter_peek_name(&it),
+			 json_object_get(json_object_iter_peek_value(&it))))
 			err = -ENOMEM;
-			break;
-		}
-	}
 	json_object_put(x);
 	return err;
 }

@@ -42,8 +42,11 @@ static void print_text(struct json_object *o)
 	printf("\n# pagetypeinfo\n%s", str_of(o, "pagetypeinfo"));
 	printf("\n# vmstat\n");
 	json_object_object_get_ex(o, "vmstat", &vmstat);
-	json_object_object_foreach(vmstat, name, v)
-		printf("%s %" PRIu64 "\n", name, json_object_get_uint64(v));
+	for (struct json_object_iterator it = json_object_iter_begin(vmstat),
+	     end = json_object_iter_end(vmstat); !json_object_iter_equal(&it, &end);
+	     json_object_iter_next(&it))
+		printf("%s %" PRIu64 "\n", json_object_iter_peek_name(&it),
+		       json_object_get_uint64(json_object_iter_peek_value(&it)));
 }
 
 int cmd_stat(int argc, char **argv)
