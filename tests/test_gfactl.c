@@ -164,6 +164,59 @@ Test(gfactl, vmstart_from_a_libvirt_domain, .timeout = 120)
 	unlink("/tmp/gfactl-test-domain.json");
 }
 
+/*
+ * What a domain asks for, said as the domain said it: a hugepage size no host has is
+ * refused at start (as libvirt's QEMU driver does), more vCPUs than the test VM runs
+ * is said, and size errors name the file and the domain's memory, not a --mem never
+ * given.
+ */
+Test(gfactl, domain_figures_are_said, .timeout = 120)
+{
+	const char *g = gfactl(), *src = getenv("GFA_SRCDIR");
+	const char *opts = "--vms 1 --rounds 0 --kvm off --host-thp keep --no-baseline --quiet "
+			   "--stat-file /tmp/gfactl-test-f.json";
+	char dir[PATH_MAX];
+	FILE *f;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/tests/data", src ? src : getcwd(out, sizeof(out)));
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-hugepage-5m.xml", g,
+		 opts, dir);
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "domain-hugepage-5m.xml: domain 'hugepage-5m': hugepage "
+				  "size 5 MiB (cells 0) is not a page size of this host"), "%s", out);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-vcpus-288.xml", g, opts,
+		 dir);
+	cr_assert_eq(rc, 0, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "domain has 288 vCPUs, more than the 64 of gfactl's test "
+				  "VM: each VM runs 64 vCPU threads"), "%s", out);
+	cr_assert_not_null(strstr(out, "1 VMs x 64 vCPUs x 8 MiB"), "%s", out);
+	/* (--pool 4M: the domain line is all this run is for) */
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-inconsistent.xml "
+		 "--pool 4M", g, opts, dir);
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "memory 4 GiB (the NUMA cells, as libvirt's QEMU driver "
+				  "sizes it; <memory> says 8 GiB)"), "%s", out);
+	f = fopen("/tmp/gfactl-test-f.xml", "w");
+	cr_assert_not_null(f);
+	fputs("<domain><name>big</name><memory unit='TiB'>15</memory></domain>", f);
+	fclose(f);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml /tmp/gfactl-test-f.xml", g, opts);
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "--vms 1 x the domain's 15 TiB needs "), "%s", out);
+	cr_assert_null(strstr(out, "--mem"), "%s", out);
+	f = fopen("/tmp/gfactl-test-f.xml", "w");
+	cr_assert_not_null(f);
+	fputs("<domain><name>bigger</name><memory unit='TiB'>17</memory></domain>", f);
+	fclose(f);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml /tmp/gfactl-test-f.xml", g, opts);
+	unlink("/tmp/gfactl-test-f.xml");
+	unlink("/tmp/gfactl-test-f.json");
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "--domain-xml /tmp/gfactl-test-f.xml: the domain's memory, "
+				  "17 TiB, is more than the 16 TiB"), "%s", out);
+}
+
 /* A --stat-file that cannot be written is an error that names it (it was ignored). */
 Test(gfactl, unwritable_stat_file_is_an_error, .timeout = 120)
 {
