@@ -197,13 +197,23 @@ Test(gfactl, domain_figures_are_said, .timeout = 120)
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "memory 4 GiB (the NUMA cells, as libvirt's QEMU driver "
 				  "sizes it; <memory> says 8 GiB)"), "%s", out);
+	cr_assert_not_null(strstr(out, "--pool must be a multiple of 2 MiB and hold --vms x the "
+				  "domain's memory and"), "%s", out);
+	f = fopen("/tmp/gfactl-test-f.xml", "w");
+	cr_assert_not_null(f);
+	fputs("<domain><name>tiny</name><memory unit='MiB'>2</memory></domain>", f);
+	fclose(f);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml /tmp/gfactl-test-f.xml", g, opts);
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "the domain's memory must be a multiple of 2 MiB, at least "
+				  "4 MiB"), "%s", out);
 	f = fopen("/tmp/gfactl-test-f.xml", "w");
 	cr_assert_not_null(f);
 	fputs("<domain><name>big</name><memory unit='TiB'>15</memory></domain>", f);
 	fclose(f);
 	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml /tmp/gfactl-test-f.xml", g, opts);
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
-	cr_assert_not_null(strstr(out, "--vms 1 x the domain's 15 TiB needs "), "%s", out);
+	cr_assert_not_null(strstr(out, "--vms 1 x the domain's memory 15 TiB needs "), "%s", out);
 	cr_assert_null(strstr(out, "--mem"), "%s", out);
 	f = fopen("/tmp/gfactl-test-f.xml", "w");
 	cr_assert_not_null(f);

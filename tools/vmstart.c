@@ -194,6 +194,12 @@ static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
 	return 0;
 }
 
+/* What sized each VM's RAM, for messages: never a --mem the user did not give. */
+static const char *mem_source(const struct vmstart_opts *o)
+{
+	return o->domain_xml || o->domain ? "the domain's memory" : "--mem";
+}
+
 /* RAM and vCPUs from a libvirt domain, if asked. */
 static int apply_domain(struct vmstart_opts *o)
 {
@@ -837,8 +843,7 @@ static struct gfa_pool *make_pool(struct run *r)
 		gfa_domain_format_size(r->o.mem, mem, sizeof(mem));
 		fprintf(stderr, "gfactl vmstart: --vms %lu x %s %s needs %lu MiB (a %lu MiB "
 			"pool%s), more than 80%% of the %lu MiB available; use fewer or smaller "
-			"VMs%s\n", (unsigned long)r->o.vms,
-			r->o.domain_xml || r->o.domain ? "the domain's" : "--mem", mem,
+			"VMs%s\n", (unsigned long)r->o.vms, mem_source(&r->o), mem,
 			(unsigned long)(need / MiB), (unsigned long)(pool / MiB),
 			r->o.no_baseline ? "" : ", and the kernel baselines' VMs beside it",
 			(unsigned long)(avail / MiB), r->o.no_baseline ? "" : " (or --no-baseline)");
@@ -1163,14 +1168,15 @@ int cmd_vmstart(int argc, char **argv)
 		return 2;
 	}
 	if (r->o.mem % (2 * MiB) || r->o.mem < 4 * MiB) {
-		fprintf(stderr, "gfactl vmstart: --mem must be a multiple of 2 MiB, at least 4 MiB\n");
+		fprintf(stderr, "gfactl vmstart: %s must be a multiple of 2 MiB, at least 4 MiB\n",
+			mem_source(&r->o));
 		free(r);
 		return 2;
 	}
 	if (r->o.pool && (r->o.pool < r->o.vms * r->o.mem + churn_room(&r->o) ||
 			  r->o.pool % (2 * MiB))) {
 		fprintf(stderr, "gfactl vmstart: --pool must be a multiple of 2 MiB and hold --vms x "
-			"--mem and the frames churn keeps (%lu MiB)\n",
+			"%s and the frames churn keeps (%lu MiB)\n", mem_source(&r->o),
 			(unsigned long)((r->o.vms * r->o.mem + churn_room(&r->o)) / MiB));
 		free(r);
 		return 2;

@@ -612,7 +612,10 @@ int gfa_domain_cell_page_size(const struct gfa_domain_spec *spec,
  * gfa_domain_format - one-line human summary of @spec into @buf, e.g.
  * "numa2: memory 4 GiB, 4 vCPUs, 2 NUMA cells [0: cpus 0-1, 2 GiB; 1: cpus
  * 2-3, 2 GiB], hugepages 1 GiB (cells 0-1), source memfd, access shared".
- * Sizes are shown in the largest binary unit that divides them exactly.
+ * Sizes are shown in the largest binary unit that divides them exactly.  Where the
+ * NUMA cells gave another size than <memory>, the line says which was used and why:
+ * "memory 4 GiB (the NUMA cells, as libvirt's QEMU driver sizes it; <memory> says
+ * 8 GiB)".
  * Return: length written (without the NUL); -ENOSPC if @len was too small
  * (buf then holds a truncated NUL-terminated line); -EINVAL NULL, len 0, or
  * nr_cells/nr_pages beyond the arrays.
