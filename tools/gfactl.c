@@ -116,6 +116,7 @@ int main(int argc, char **argv)
 	int c;
 
 	/* '+': stop at the command, whose options are its own */
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
@@ -125,6 +126,7 @@ int main(int argc, char **argv)
 			printf("gfactl (libgfa %u.%u.%u)\n", v >> 16, (v >> 8) & 0xff, v & 0xff);
 			return 0;
 		}
+		fprintf(stderr, "gfactl: '%s': unknown option\n", argv[optind - 1]);
 		usage(stderr);
 		return 2;
 	}
@@ -142,6 +144,7 @@ int main(int argc, char **argv)
 			int cargc = argc - optind;
 
 			optind = 1;     /* the command parses its own argv from its start */
+			opterr = 1;
 			return commands[i].fn(cargc, cargv);
 		}
 	}

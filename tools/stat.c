@@ -63,6 +63,7 @@ int cmd_stat(int argc, char **argv)
 	char why[256];
 	int c;
 
+	opterr = 0;     /* our messages name the command */
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			stat_help();
@@ -72,7 +73,8 @@ int cmd_stat(int argc, char **argv)
 		} else if (c == 'f') {
 			file = optarg;
 		} else {
-			fprintf(stderr, "gfactl stat: see --help\n");
+			fprintf(stderr, "gfactl stat: '%s': unknown option or missing value (see "
+				"--help)\n", argv[optind - 1]);
 			return 2;
 		}
 	}
