@@ -194,12 +194,6 @@ static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
 	return 0;
 }
 
-/* What sized each VM's RAM, for messages: never a --mem the user did not give. */
-static const char *mem_source(const struct vmstart_opts *o)
-{
-	return o->domain_xml || o->domain ? "the domain's memory" : "--mem";
-}
-
 /* RAM and vCPUs from a libvirt domain, if asked. */
 static int apply_domain(struct vmstart_opts *o)
 {
@@ -253,6 +247,12 @@ static int apply_domain(struct vmstart_opts *o)
 		       "cells are not split across host nodes in this run\n", spec->nr_cells);
 	free(spec);
 	return 0;
+}
+
+/* What sized each VM's RAM, for messages: never a --mem the user did not give. */
+static const char *mem_source(const struct vmstart_opts *o)
+{
+	return o->domain_xml || o->domain ? "the domain's memory" : "--mem";
 }
 
 /* ---- the first touch by vCPU threads ---- */
