@@ -1172,13 +1172,17 @@ int gfa_domain_cell_page_size(const struct gfa_domain_spec *s, unsigned int cell
 	return 0;
 }
 
-/* Whether this host has pages of size bytes: the base page, or <dir>/hugepages-<n>kB. */
+/*
+ * Whether a page of size bytes can back guest RAM here: the base page, gfa's own 2 MiB
+ * block (an order-9 block, host THP, whatever hugetlbfs has), or <dir>/hugepages-<n>kB.
+ */
 static bool host_has_page(const char *dir, uint64_t bytes)
 {
 	char path[PATH_MAX];
 	struct stat st;
 
-	if (bytes == (uint64_t)sysconf(_SC_PAGESIZE))
+	if (bytes == (uint64_t)sysconf(_SC_PAGESIZE) ||
+	    bytes == GFA_PAGEBLOCK_FRAMES * GFA_FRAME_SIZE)
 		return true;
 	if (bytes % KIB || (size_t)snprintf(path, sizeof(path), "%s/hugepages-%" PRIu64 "kB",
 					    dir, (uint64_t)(bytes / KIB)) >= sizeof(path))

@@ -648,9 +648,16 @@ Test(domain_xml, odd_hugepage_size_is_refused_at_start)
 	cr_assert_eq(domain_try(VCPU4, MEM2, CELLS2, "<hugepages><page size='4' unit='KiB'/>"
 				"</hugepages>", &s, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(gfa_domain_check_pages(&s, dir, err, sizeof(err)), 0, "%s", err);
-	/* without the 1 GiB directory the 1 GiB domain is refused, naming the default */
+	/* without the 1 GiB directory the 1 GiB domain is refused, naming the default; 2 MiB
+	 * is gfa's own block, with or without the host's directory for it */
 	snprintf(sub, sizeof(sub), "%s/%s", dir, sizes[1]);
 	rmdir(sub);
+	snprintf(sub, sizeof(sub), "%s/%s", dir, sizes[0]);
+	rmdir(sub);
+	cr_assert_eq(domain_try(VCPU4, MEM2, CELLS2, "<hugepages><page size='2' unit='M'/>"
+				"</hugepages>", &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(gfa_domain_check_pages(&s, dir, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(mkdir(sub, 0755), 0);
 	cr_assert_eq(domain_try(VCPU4, MEM2, CELLS2, "<hugepages><page size='1' unit='G'/>"
 				"</hugepages>", &s, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(gfa_domain_check_pages(&s, dir, err, sizeof(err)), -EOPNOTSUPP);

@@ -632,11 +632,12 @@ int gfa_domain_format_size(uint64_t bytes, char *buf, size_t len);
 
 /*
  * gfa_domain_check_pages - the check libvirt's QEMU driver makes only when it starts
- * a hugepage-backed domain: every page size the domain names is one this host has,
- * the base page (which libvirt treats as no hugepages) or a hugepage size listed
- * under @dir as hugepages-<n>kB (@dir NULL: /sys/kernel/mm/hugepages).  gfa backs
- * guest RAM with 2 MiB blocks whatever the size; a size no host page has (5 MiB) is
- * a definition error the domain meets under QEMU too, so a VMM refuses to start it.
+ * a hugepage-backed domain: every page size the domain names is one this host has:
+ * the base page (which libvirt treats as no hugepages), 2 MiB (gfa's own order-9
+ * block, with or without hugetlbfs), or a hugepage size listed under @dir as
+ * hugepages-<n>kB (@dir NULL: /sys/kernel/mm/hugepages).  gfa backs guest RAM with
+ * 2 MiB blocks whatever the size; a size no host page has (5 MiB) is a definition
+ * error the domain meets under QEMU too, so a VMM refuses to start it.
  * Return: 0; -EOPNOTSUPP (message names the size, its cells and the host's sizes);
  * -EINVAL NULL @spec or counts beyond the arrays.  Reads @dir; any thread.
  */
