@@ -164,6 +164,20 @@ Test(gfactl, vmstart_from_a_libvirt_domain, .timeout = 120)
 	unlink("/tmp/gfactl-test-domain.json");
 }
 
+/* gfactl vmstart opts --domain-xml F, F holding xml; its exit code (output in out). */
+static int run_domain_xml(const char *g, const char *opts, const char *xml)
+{
+	FILE *f = fopen("/tmp/gfactl-test-f.xml", "w");
+	int rc;
+
+	cr_assert_not_null(f);
+	fputs(xml, f);
+	fclose(f);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml /tmp/gfactl-test-f.xml", g, opts);
+	unlink("/tmp/gfactl-test-f.xml");
+	return rc;
+}
+
 /*
  * What a domain asks for, said as the domain said it: a hugepage size no host has is
  * refused at start (as libvirt's QEMU driver does), more vCPUs than the test VM runs
@@ -176,7 +190,6 @@ Test(gfactl, domain_figures_are_said, .timeout = 120)
 	const char *opts = "--vms 1 --rounds 0 --kvm off --host-thp keep --no-baseline --quiet "
 			   "--stat-file /tmp/gfactl-test-f.json";
 	char dir[PATH_MAX];
-	FILE *f;
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/tests/data", src ? src : getcwd(out, sizeof(out)));
@@ -199,28 +212,18 @@ Test(gfactl, domain_figures_are_said, .timeout = 120)
 				  "sizes it; <memory> says 8 GiB)"), "%s", out);
 	cr_assert_not_null(strstr(out, "--pool must be a multiple of 2 MiB and hold --vms x the "
 				  "domain's memory and"), "%s", out);
-	f = fopen("/tmp/gfactl-test-f.xml", "w");
-	cr_assert_not_null(f);
-	fputs("<domain><name>tiny</name><memory unit='MiB'>2</memory></domain>", f);
-	fclose(f);
-	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml /tmp/gfactl-test-f.xml", g, opts);
+	rc = run_domain_xml(g, opts, "<domain><name>tiny</name><memory unit='MiB'>2</memory>"
+			    "</domain>");
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "the domain's memory must be a multiple of 2 MiB, at least "
 				  "4 MiB"), "%s", out);
-	f = fopen("/tmp/gfactl-test-f.xml", "w");
-	cr_assert_not_null(f);
-	fputs("<domain><name>big</name><memory unit='TiB'>15</memory></domain>", f);
-	fclose(f);
-	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml /tmp/gfactl-test-f.xml", g, opts);
+	rc = run_domain_xml(g, opts, "<domain><name>big</name><memory unit='TiB'>15</memory>"
+			    "</domain>");
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "--vms 1 x the domain's memory 15 TiB needs "), "%s", out);
 	cr_assert_null(strstr(out, "--mem"), "%s", out);
-	f = fopen("/tmp/gfactl-test-f.xml", "w");
-	cr_assert_not_null(f);
-	fputs("<domain><name>bigger</name><memory unit='TiB'>17</memory></domain>", f);
-	fclose(f);
-	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml /tmp/gfactl-test-f.xml", g, opts);
-	unlink("/tmp/gfactl-test-f.xml");
+	rc = run_domain_xml(g, opts, "<domain><name>bigger</name><memory unit='TiB'>17</memory>"
+			    "</domain>");
 	unlink("/tmp/gfactl-test-f.json");
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "--domain-xml /tmp/gfactl-test-f.xml: the domain's memory, "
