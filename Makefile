@@ -8,9 +8,10 @@ BUILD     ?= build
 CC        ?= cc
 SAN       ?=
 # libgfa needs libnuma and liburing only; the reference VMM (refvmm/) adds libvirt and
-# libxml2, and so do the tools, tests and benchmarks that link it.
+# libxml2, and so do the tools, tests and benchmarks that link it.  json-c is for
+# gfactl's snapshots (and the tests that read them): never libgfa's.
 LIB_PKGS   := numa liburing
-REF_PKGS   := libvirt libxml-2.0
+REF_PKGS   := libvirt libxml-2.0 json-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(LIB_PKGS) 2>/dev/null)
 LIB_LIBS   := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null)
 REF_CFLAGS := $(shell pkg-config --cflags $(REF_PKGS) 2>/dev/null)

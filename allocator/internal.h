@@ -368,14 +368,6 @@ int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *
 int owner_registry_init(struct gfa_pool *pool);
 void owner_registry_destroy(struct gfa_pool *pool);
 
-/* ---- stats.c: snprintf-style appender ---- */
-struct strbuf {
-	char *buf;
-	size_t len;
-	size_t pos;     /* length the full text needs so far */
-};
-void sb_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* ---- pcp.c ---- */
 void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z);
 /* Take/release every cache's lock (as a remote drainer) for stop-the-world readers. */

@@ -3,30 +3,10 @@
  * Statistics in the formats kernel people read every day: /proc/buddyinfo,
  * /proc/pagetypeinfo and /proc/vmstat.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include "allocator/internal.h"
-
-void sb_printf(struct strbuf *sb, const char *fmt, ...)
-{
-	va_list ap;
-	size_t room = sb->pos < sb->len ? sb->len - sb->pos : 0;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(room ? sb->buf + sb->pos : NULL, room, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		sb->pos += (size_t)n;
-}
-
-static int sb_finish(struct strbuf *sb)
-{
-	if (sb->len && sb->pos >= sb->len)
-		sb->buf[sb->len - 1] = '\0';
-	return (int)sb->pos;
-}
+#include "allocator/strbuf.h"
 
 const char *gfa_migratetype_name(enum gfa_migratetype mt)
 {

@@ -18,6 +18,7 @@
 #define GFA_BENCH_UTIL_H
 
 #include <errno.h>
+#include <getopt.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -29,6 +30,8 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#include "allocator/ktime.h"
+#include "allocator/strbuf.h"
 
 struct bench_opts {
 	bool quick;
@@ -39,39 +42,107 @@ struct bench_opts {
 };
 
 /*
- * Parse the common options: --quick, --reps N, --only NAME, --help.  quick_reps/full_reps
- * and quick_sec/full_sec are the bench's defaults.  Returns 0, 1 after --help (caller
+ * A bench's own options, parsed in the same getopt_long pass as the common ones:
+ * longopts ends with a zero entry and its vals stay below BENCH_OPT_BASE; parse gets
+ * each one's val and argument and returns 0, or -EINVAL after printing why.
+ */
+struct bench_extra_opts {
+	const struct option *longopts;
+	const char *usage;              /* e.g. " [--mib N] [--no-touch]" */
+	int (*parse)(int val, const char *arg, void *ctx);
+	void *ctx;
+};
+
+enum { BENCH_OPT_BASE = 0x100, BENCH_OPT_QUICK = BENCH_OPT_BASE, BENCH_OPT_REPS,
+       BENCH_OPT_ONLY, BENCH_OPT_MAX_EXTRA = 16 };
+
+/* "--reps" wants 1..1000; 0 or -EINVAL (printed). */
+static inline int bench_parse_reps(const char *prog, const char *arg, int *reps)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < 1 || v > 1000) {
+		fprintf(stderr, "%s: --reps wants 1..1000\n", prog);
+		return -EINVAL;
+	}
+	*reps = (int)v;
+	return 0;
+}
+
+/* The common options, then the bench's own (at most BENCH_OPT_MAX_EXTRA). */
+static inline int bench_longopts(struct option *all, const struct bench_extra_opts *extra)
+{
+	static const struct option common[] = {
+		{ "quick", no_argument, NULL, BENCH_OPT_QUICK },
+		{ "reps", required_argument, NULL, BENCH_OPT_REPS },
+		{ "only", required_argument, NULL, BENCH_OPT_ONLY },
+		{ "help", no_argument, NULL, 'h' },
+	};
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof(common) / sizeof(common[0]); i++)
+		all[n++] = common[i];
+	for (int i = 0; extra && extra->longopts[i].name; i++) {
+		if (i == BENCH_OPT_MAX_EXTRA || extra->longopts[i].val >= BENCH_OPT_BASE)
+			return -EINVAL;
+		all[n++] = extra->longopts[i];
+	}
+	all[n] = (struct option){ 0 };
+	return 0;
+}
+
+/*
+ * Parse the common options, --quick, --reps N, --only NAME, --help, and the bench's
+ * own (extra, may be NULL) with getopt_long.  quick_reps/full_reps and
+ * quick_sec/full_sec are the bench's defaults.  Returns 0, 1 after --help (caller
  * exits 0), or -EINVAL after printing the usage to stderr.
  */
-static inline int bench_parse_args(int argc, char **argv, struct bench_opts *o,
-				   int quick_reps, double quick_sec,
-				   int full_reps, double full_sec, const char *what)
+static inline int bench_parse_args_ext(int argc, char **argv, struct bench_opts *o,
+				       int quick_reps, double quick_sec,
+				       int full_reps, double full_sec, const char *what,
+				       const struct bench_extra_opts *extra)
 {
-	int reps = 0;
+	struct option all[4 + BENCH_OPT_MAX_EXTRA + 1];
+	const char *more = extra && extra->usage ? extra->usage : "";
+	int reps = 0, c;
 
 	o->quick = false;
 	o->only = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--quick")) {
-			o->quick = true;
-		} else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-			char *end;
-			long v = strtol(argv[++i], &end, 10);
+	if (bench_longopts(all, extra))
+		return -EINVAL;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", all, NULL)) != -1) {
+		int err = 0;
 
-			if (*end || v < 1 || v > 1000) {
-				fprintf(stderr, "%s: --reps wants 1..1000\n", argv[0]);
-				return -EINVAL;
-			}
-			reps = (int)v;
-		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
-			o->only = argv[++i];
-		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: %s [--quick] [--reps N] [--only PART]\n%s\n", argv[0], what);
+		if (c == BENCH_OPT_QUICK) {
+			o->quick = true;
+		} else if (c == BENCH_OPT_REPS) {
+			err = bench_parse_reps(argv[0], optarg, &reps);
+		} else if (c == BENCH_OPT_ONLY) {
+			o->only = optarg;
+		} else if (c == 'h') {
+			printf("usage: %s [--quick] [--reps N] [--only PART]%s\n%s\n", argv[0], more,
+			       what);
 			return 1;
+		} else if (c != '?' && extra && extra->parse) {
+			err = extra->parse(c, optarg, extra->ctx);
 		} else {
-			fprintf(stderr, "usage: %s [--quick] [--reps N] [--only PART]\n", argv[0]);
+			err = -EINVAL;
+		}
+		if (err) {
+			fprintf(stderr, "usage: %s [--quick] [--reps N] [--only PART]%s\n", argv[0],
+				more);
 			return -EINVAL;
 		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n"
+			"usage: %s [--quick] [--reps N] [--only PART]%s\n", argv[0], argv[optind],
+			argv[0], more);
+		return -EINVAL;
 	}
 	o->reps = o->quick ? quick_reps : full_reps;
 	o->rep_sec = o->quick ? quick_sec : full_sec;
@@ -81,18 +152,25 @@ static inline int bench_parse_args(int argc, char **argv, struct bench_opts *o,
 	return 0;
 }
 
+/* bench_parse_args_ext() for a bench without options of its own. */
+static inline int bench_parse_args(int argc, char **argv, struct bench_opts *o,
+				   int quick_reps, double quick_sec,
+				   int full_reps, double full_sec, const char *what)
+{
+	return bench_parse_args_ext(argc, argv, o, quick_reps, quick_sec, full_reps, full_sec,
+				    what, NULL);
+}
+
 /* Whether part `name` runs (all parts run without --only). */
 static inline bool bench_wants(const struct bench_opts *o, const char *name)
 {
 	return !o->only || !strcmp(o->only, name);
 }
 
+/* The benchmarks' name for the monotonic clock. */
 static inline uint64_t bench_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return ktime_get_ns();
 }
 
 static inline double bench_sec_since(uint64_t t0)
@@ -360,41 +438,32 @@ static inline bool bench_goal(const char *bench, const char *key, double value,
 	return met;
 }
 
-/* A RESULT line under construction. */
+/* A RESULT line under construction (a cut line ends where its buffer does). */
 struct bench_result {
 	char buf[2048];
-	size_t len;
+	struct strbuf sb;
 };
 
 static inline void bench_result_init(struct bench_result *r, const char *bench)
 {
-	r->len = (size_t)snprintf(r->buf, sizeof(r->buf), "RESULT %s", bench);
+	r->sb = (struct strbuf){ r->buf, sizeof(r->buf), 0 };
+	sb_printf(&r->sb, "RESULT %s", bench);
 }
 
 static inline void __attribute__((format(printf, 3, 4)))
 bench_result_add(struct bench_result *r, const char *key, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
-	if (r->len >= sizeof(r->buf) - 1)
-		return;
-	n = snprintf(r->buf + r->len, sizeof(r->buf) - r->len, " %s=", key);
-	if (n > 0)
-		r->len += (size_t)n;
-	if (r->len >= sizeof(r->buf) - 1)
-		return;
+	sb_printf(&r->sb, " %s=", key);
 	va_start(ap, fmt);
-	n = vsnprintf(r->buf + r->len, sizeof(r->buf) - r->len, fmt, ap);
+	sb_vprintf(&r->sb, fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		r->len += (size_t)n;
-	if (r->len > sizeof(r->buf) - 1)
-		r->len = sizeof(r->buf) - 1;
 }
 
 static inline void bench_result_print(struct bench_result *r)
 {
+	sb_finish(&r->sb);
 	printf("%s\n", r->buf);
 	fflush(stdout);
 }

@@ -349,40 +349,53 @@ static void run_requests(struct frag *f, int nthreads, struct run *r)
 
 /* ---- driver ---- */
 
-/* Our own options are taken out of argv before the common parser sees the rest. */
+/* Our own options, parsed with the common ones (bench_parse_args_ext). */
 struct own_opts {
+	const char *prog;
 	bool no_touch;
 	long mib;
 	long b_drop;
 };
 
-static int take_own_opts(int *argc, char **argv, struct own_opts *o)
+enum { OPT_NO_TOUCH = 1, OPT_MIB, OPT_B_DROP };
+
+static const struct option own_longopts[] = {
+	{ "no-touch", no_argument, NULL, OPT_NO_TOUCH },
+	{ "mib", required_argument, NULL, OPT_MIB },
+	{ "b-drop", required_argument, NULL, OPT_B_DROP },
+	{ 0 },
+};
+
+/* A whole decimal number in [min, max] (a multiple of `mult`), or -1. */
+static long own_number(const char *arg, long min, long max, long mult)
 {
-	int out = 1;
+	char *end;
+	long v;
 
-	for (int i = 1; i < *argc; i++) {
-		char *end;
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	return errno || end == arg || *end || v < min || v > max || v % mult ? -1 : v;
+}
 
-		if (!strcmp(argv[i], "--no-touch")) {
-			o->no_touch = true;
-		} else if (!strcmp(argv[i], "--mib") && i + 1 < *argc) {
-			o->mib = strtol(argv[++i], &end, 10);
-			if (*end || o->mib < 16 || o->mib > 65536 || (o->mib & 3)) {
-				fprintf(stderr, "%s: --mib wants a multiple of 4 in 16..65536\n",
-					argv[0]);
-				return -EINVAL;
-			}
-		} else if (!strcmp(argv[i], "--b-drop") && i + 1 < *argc) {
-			o->b_drop = strtol(argv[++i], &end, 10);
-			if (*end || o->b_drop < 0 || o->b_drop > 100) {
-				fprintf(stderr, "%s: --b-drop wants 0..100\n", argv[0]);
-				return -EINVAL;
-			}
-		} else {
-			argv[out++] = argv[i];
+static int parse_own_opt(int val, const char *arg, void *ctx)
+{
+	struct own_opts *o = ctx;
+
+	if (val == OPT_NO_TOUCH) {
+		o->no_touch = true;
+	} else if (val == OPT_MIB) {
+		o->mib = own_number(arg, 16, 65536, 4);
+		if (o->mib < 0) {
+			fprintf(stderr, "%s: --mib wants a multiple of 4 in 16..65536\n", o->prog);
+			return -EINVAL;
+		}
+	} else if (val == OPT_B_DROP) {
+		o->b_drop = own_number(arg, 0, 100, 1);
+		if (o->b_drop < 0) {
+			fprintf(stderr, "%s: --b-drop wants 0..100\n", o->prog);
+			return -EINVAL;
 		}
 	}
-	*argc = out;
 	return 0;
 }
 
@@ -478,7 +491,10 @@ static void print_runs(struct run runs[][NR_N][2], int reps, const bool *want)
 int main(int argc, char **argv)
 {
 	static struct run runs[MAX_REPS][NR_N][2];
-	struct own_opts own = { false, 0, B_DROP_PCT };
+	struct own_opts own = { argv[0], false, 0, B_DROP_PCT };
+	const struct bench_extra_opts extra = {
+		own_longopts, " [--no-touch] [--mib N] [--b-drop P]", parse_own_opt, &own,
+	};
 	struct bench_opts opts;
 	struct bench_load load;
 	struct bench_result res;
@@ -490,14 +506,12 @@ int main(int argc, char **argv)
 	bool want[NR_N];
 	int err, nr_want = 0;
 
-	if (take_own_opts(&argc, argv, &own))
-		return 2;
-	err = bench_parse_args(argc, argv, &opts, 9, 0, 15, 0,
-			       "thpscale: order-9 requests on a fragmented pool, full vs linear-only "
-			       "compaction.\n  --no-touch  metadata-only moves (no frame copies)\n"
-			       "  --mib N     pool size in MiB (default 1024)\n"
-			       "  --b-drop P  % of owner B's frames freed again (default 50)\n"
-			       "  --only N    only the runs with N threads (1, 2, 4, 8)");
+	err = bench_parse_args_ext(argc, argv, &opts, 9, 0, 15, 0,
+				   "thpscale: order-9 requests on a fragmented pool, full vs linear-only "
+				   "compaction.\n  --no-touch  metadata-only moves (no frame copies)\n"
+				   "  --mib N     pool size in MiB (default 1024)\n"
+				   "  --b-drop P  % of owner B's frames freed again (default 50)\n"
+				   "  --only N    only the runs with N threads (1, 2, 4, 8)", &extra);
 	if (err)
 		return err > 0 ? 0 : 2;
 	if (opts.reps > MAX_REPS)

@@ -244,23 +244,23 @@ static const char *mode_name(int mode)
 
 int gfa_numa_placement_text(const struct gfa_numa_placement *p, char *buf, size_t len)
 {
-	struct numa_sb sb = { buf, len, 0 };
+	struct strbuf sb = { buf, len, 0 };
 
 	if (!p || (!buf && len))
 		return GFA_EFAULT;
 	if (p->fake)
-		numa_sb_printf(&sb, "zone %u (fake node %d on real node %d): ", p->zone,
-			       p->zone_node, p->node);
+		sb_printf(&sb, "zone %u (fake node %d on real node %d): ", p->zone,
+			  p->zone_node, p->node);
 	else
-		numa_sb_printf(&sb, "zone %u (node %d): ", p->zone, p->node);
-	numa_sb_printf(&sb, "%lu frames, %lu on node, %lu elsewhere, "
-		       "%lu not present, policy %s%s",
-		       (unsigned long)p->frames, (unsigned long)p->on_node,
-		       (unsigned long)p->elsewhere, (unsigned long)p->not_present,
-		       mode_name(p->policy_mode), p->policy_ok ? "" : " (WRONG)");
+		sb_printf(&sb, "zone %u (node %d): ", p->zone, p->node);
+	sb_printf(&sb, "%lu frames, %lu on node, %lu elsewhere, "
+		  "%lu not present, policy %s%s",
+		  (unsigned long)p->frames, (unsigned long)p->on_node,
+		  (unsigned long)p->elsewhere, (unsigned long)p->not_present,
+		  mode_name(p->policy_mode), p->policy_ok ? "" : " (WRONG)");
 	if (p->elsewhere)
-		numa_sb_printf(&sb, ", first misplaced pfn %ld on node %d",
-			       (long)p->first_wrong_pfn, p->first_wrong_node);
-	numa_sb_printf(&sb, "\n");
-	return numa_sb_finish(&sb);
+		sb_printf(&sb, ", first misplaced pfn %ld on node %d",
+			  (long)p->first_wrong_pfn, p->first_wrong_node);
+	sb_printf(&sb, "\n");
+	return sb_finish(&sb);
 }

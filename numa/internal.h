@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 #include <gfa/numa.h>
+#include "allocator/strbuf.h"      /* the text functions' appender */
 
 /* Per-node counters of gfa_numa_alloc (relaxed atomics: statistics only). */
 struct numa_node_counters {
@@ -25,14 +26,5 @@ struct gfa_numa_pool {
 
 /* Zone z's host address and length; -ENODEV when the pool has no backing for it. */
 int numa_zone_range(struct gfa_numa_pool *np, unsigned int zone, void **addr, size_t *len);
-
-/* snprintf-style appender shared by the text functions. */
-struct numa_sb {
-	char *buf;
-	size_t len;
-	size_t pos;
-};
-void numa_sb_printf(struct numa_sb *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int numa_sb_finish(struct numa_sb *sb);
 
 #endif

@@ -359,7 +359,7 @@ int gfa_numa_node_stat(struct gfa_numa_pool *np, int node, struct gfa_numa_node_
 
 int gfa_numa_stat_text(struct gfa_numa_pool *np, char *buf, size_t len)
 {
-	struct numa_sb sb = { buf, len, 0 };
+	struct strbuf sb = { buf, len, 0 };
 	const struct gfa_numa_topology *t;
 
 	if (!np)
@@ -368,25 +368,25 @@ int gfa_numa_stat_text(struct gfa_numa_pool *np, char *buf, size_t len)
 		return gfa_pool_count_error(np->pool, GFA_EFAULT);
 	t = &np->topo;
 	if (t->fake)
-		numa_sb_printf(&sb, "numa: fake topology, %u nodes carved from real node %d\n",
-			       t->nr_nodes, t->nodes[0].phys_node);
+		sb_printf(&sb, "numa: fake topology, %u nodes carved from real node %d\n",
+			  t->nr_nodes, t->nodes[0].phys_node);
 	else
-		numa_sb_printf(&sb, "numa: %u nodes\n", t->nr_nodes);
+		sb_printf(&sb, "numa: %u nodes\n", t->nr_nodes);
 	for (unsigned int i = 0; i < t->nr_nodes; i++) {
 		struct gfa_numa_node_stat st;
 
 		if (gfa_numa_node_stat(np, t->nodes[i].id, &st))
 			continue;
-		numa_sb_printf(&sb, "Node %d%s: zone %u frames %lu free %lu claimed %lu "
-			       "numa_hit %lu numa_miss %lu numa_foreign %lu thp_local %lu "
-			       "thp_remote %lu order_fallback %lu alloc_fail %lu "
-			       "compact_remote %lu\n", st.node, t->fake ? " (fake)" : "",
-			       st.zone, (unsigned long)st.nr_frames, (unsigned long)st.nr_free,
-			       (unsigned long)st.nr_claimed, (unsigned long)st.numa_hit,
-			       (unsigned long)st.numa_miss, (unsigned long)st.numa_foreign,
-			       (unsigned long)st.thp_local, (unsigned long)st.thp_remote,
-			       (unsigned long)st.order_fallback, (unsigned long)st.alloc_fail,
-			       (unsigned long)st.compact_remote);
+		sb_printf(&sb, "Node %d%s: zone %u frames %lu free %lu claimed %lu "
+			  "numa_hit %lu numa_miss %lu numa_foreign %lu thp_local %lu "
+			  "thp_remote %lu order_fallback %lu alloc_fail %lu "
+			  "compact_remote %lu\n", st.node, t->fake ? " (fake)" : "",
+			  st.zone, (unsigned long)st.nr_frames, (unsigned long)st.nr_free,
+			  (unsigned long)st.nr_claimed, (unsigned long)st.numa_hit,
+			  (unsigned long)st.numa_miss, (unsigned long)st.numa_foreign,
+			  (unsigned long)st.thp_local, (unsigned long)st.thp_remote,
+			  (unsigned long)st.order_fallback, (unsigned long)st.alloc_fail,
+			  (unsigned long)st.compact_remote);
 	}
-	return numa_sb_finish(&sb);
+	return sb_finish(&sb);
 }

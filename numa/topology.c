@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <numa.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +16,6 @@
 
 #define LOCAL_DISTANCE  10
 #define REMOTE_DISTANCE 20
-
-void numa_sb_printf(struct numa_sb *sb, const char *fmt, ...)
-{
-	size_t room = sb->pos < sb->len ? sb->len - sb->pos : 0;
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(room ? sb->buf + sb->pos : NULL, room, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		sb->pos += (size_t)n;
-}
-
-int numa_sb_finish(struct numa_sb *sb)
-{
-	if (sb->len && sb->pos >= sb->len)
-		sb->buf[sb->len - 1] = '\0';
-	return (int)sb->pos;
-}
 
 /*
  * Fallback order of node i: itself, then by distance; equal distances in round-robin
@@ -362,7 +341,7 @@ int gfa_numa_zonelist(const struct gfa_numa_topology *t, int node, int *nodes, u
 /* ---- text ---- */
 
 /* CPU list of node index i as ranges: "0-3,8". */
-static void print_cpus(struct numa_sb *sb, const struct gfa_numa_topology *t, int i)
+static void print_cpus(struct strbuf *sb, const struct gfa_numa_topology *t, int i)
 {
 	unsigned int c = 0;
 	bool first = true;
@@ -377,8 +356,8 @@ static void print_cpus(struct numa_sb *sb, const struct gfa_numa_topology *t, in
 		lo = c;
 		while (c + 1 < t->nr_cpus && t->cpu_node[c + 1] == i)
 			c++;
-		numa_sb_printf(sb, first ? " " : ",");
-		numa_sb_printf(sb, lo == c ? "%u" : "%u-%u", lo, c);
+		sb_printf(sb, first ? " " : ",");
+		sb_printf(sb, lo == c ? "%u" : "%u-%u", lo, c);
 		first = false;
 		c++;
 	}
@@ -386,39 +365,39 @@ static void print_cpus(struct numa_sb *sb, const struct gfa_numa_topology *t, in
 
 int gfa_numa_topology_text(const struct gfa_numa_topology *t, char *buf, size_t len)
 {
-	struct numa_sb sb = { buf, len, 0 };
+	struct strbuf sb = { buf, len, 0 };
 
 	if (!t || (!buf && len))
 		return GFA_EFAULT;
 	if (t->fake)
-		numa_sb_printf(&sb, "fake topology: %u nodes carved from real node %d "
-			       "(for tests, not a real layout)\n", t->nr_nodes,
-			       t->nr_nodes ? t->nodes[0].phys_node : -1);
+		sb_printf(&sb, "fake topology: %u nodes carved from real node %d "
+			  "(for tests, not a real layout)\n", t->nr_nodes,
+			  t->nr_nodes ? t->nodes[0].phys_node : -1);
 	else
-		numa_sb_printf(&sb, "topology: %u nodes with memory (libnuma)\n", t->nr_nodes);
+		sb_printf(&sb, "topology: %u nodes with memory (libnuma)\n", t->nr_nodes);
 	for (unsigned int i = 0; i < t->nr_nodes; i++) {
 		const struct gfa_numa_node *n = &t->nodes[i];
 
-		numa_sb_printf(&sb, "node %d cpus:", n->id);
+		sb_printf(&sb, "node %d cpus:", n->id);
 		print_cpus(&sb, t, (int)i);
-		numa_sb_printf(&sb, "\nnode %d size: %lu MB\nnode %d free: %lu MB\n", n->id,
-			       (unsigned long)(n->mem_bytes >> 20), n->id,
-			       (unsigned long)(n->free_bytes >> 20));
-		numa_sb_printf(&sb, "node %d zonelist:", n->id);
+		sb_printf(&sb, "\nnode %d size: %lu MB\nnode %d free: %lu MB\n", n->id,
+			  (unsigned long)(n->mem_bytes >> 20), n->id,
+			  (unsigned long)(n->free_bytes >> 20));
+		sb_printf(&sb, "node %d zonelist:", n->id);
 		for (unsigned int k = 0; k < t->nr_nodes; k++)
-			numa_sb_printf(&sb, " %d", t->nodes[t->zonelist[i][k]].id);
-		numa_sb_printf(&sb, "\n");
+			sb_printf(&sb, " %d", t->nodes[t->zonelist[i][k]].id);
+		sb_printf(&sb, "\n");
 	}
-	numa_sb_printf(&sb, "node distances:\nnode ");
+	sb_printf(&sb, "node distances:\nnode ");
 	for (unsigned int j = 0; j < t->nr_nodes; j++)
-		numa_sb_printf(&sb, " %3d", t->nodes[j].id);
+		sb_printf(&sb, " %3d", t->nodes[j].id);
 	for (unsigned int i = 0; i < t->nr_nodes; i++) {
-		numa_sb_printf(&sb, "\n%3d: ", t->nodes[i].id);
+		sb_printf(&sb, "\n%3d: ", t->nodes[i].id);
 		for (unsigned int j = 0; j < t->nr_nodes; j++)
-			numa_sb_printf(&sb, " %3u", t->distance[i][j]);
+			sb_printf(&sb, " %3u", t->distance[i][j]);
 	}
-	numa_sb_printf(&sb, "\n");
-	return numa_sb_finish(&sb);
+	sb_printf(&sb, "\n");
+	return sb_finish(&sb);
 }
 
 /* ---- pool configuration ---- */

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <libvirt/libvirt.h>
@@ -28,6 +30,7 @@
 #include <libxml/xpath.h>
 
 #include <gfa/refvmm.h>
+#include "allocator/strbuf.h"
 
 #define KIB 1024ull
 
@@ -35,17 +38,16 @@
 static int __attribute__((format(printf, 5, 6)))
 fail(char *err, size_t errlen, int rc, const char *what, const char *fmt, ...)
 {
+	struct strbuf sb = { err, errlen, 0 };
 	va_list ap;
-	int n;
 
 	if (!err || !errlen)
 		return rc;
-	n = snprintf(err, errlen, "%s: ", what);
-	if (n < 0 || (size_t)n >= errlen)
-		return rc;
+	sb_printf(&sb, "%s: ", what);
 	va_start(ap, fmt);
-	vsnprintf(err + n, errlen - n, fmt, ap);
+	sb_vprintf(&sb, fmt, ap);
 	va_end(ap);
+	sb_finish(&sb);
 	for (char *c = err; *c; c++)	/* one line, whatever the XML held */
 		if (*c == '\n' || *c == '\r')
 			*c = ' ';
@@ -198,9 +200,8 @@ static int parse_bitmap(const char *s, uint64_t *bits, unsigned int nbits)
 static int format_bitmap(const uint64_t *bits, unsigned int nbits, char *buf,
 			 size_t len)
 {
+	struct strbuf sb = { buf, len, 0 };
 	unsigned int i = 0;
-	size_t off = 0;
-	int n;
 
 	buf[0] = '\0';
 	while (i < nbits) {
@@ -212,16 +213,13 @@ static int format_bitmap(const uint64_t *bits, unsigned int nbits, char *buf,
 		}
 		for (j = i; j + 1 < nbits && ((bits[(j + 1) / 64] >> ((j + 1) % 64)) & 1); j++)
 			;
-		if (j == i)
-			n = snprintf(buf + off, len - off, "%s%u", off ? "," : "", i);
-		else
-			n = snprintf(buf + off, len - off, "%s%u-%u", off ? "," : "", i, j);
-		if (n < 0 || (size_t)n >= len - off)
-			return -ENOSPC;
-		off += n;
+		sb_printf(&sb, "%s%u", sb.pos ? "," : "", i);
+		if (j > i)
+			sb_printf(&sb, "-%u", j);
 		i = j + 1;
 	}
-	return 0;
+	sb_finish(&sb);
+	return sb_overflowed(&sb) ? -ENOSPC : 0;
 }
 
 static unsigned int popcount_bits(const uint64_t *bits, unsigned int nwords)
@@ -580,7 +578,6 @@ static int check_cells(const struct gfa_domain_spec *s, const char *what,
 		       char *err, size_t errlen)
 {
 	uint64_t seen[GFA_DOMAIN_MAX_VCPUS / 64] = { 0 };
-	uint64_t sum = s->device_memory_bytes;
 	unsigned int i, w;
 
 	for (i = 0; i < s->nr_cells; i++) {
@@ -593,10 +590,6 @@ static int check_cells(const struct gfa_domain_spec *s, const char *what,
 					    i, w * 64 + __builtin_ctzll(seen[w] & c->cpus[w]));
 			seen[w] |= c->cpus[w];
 		}
-		if (c->memory_bytes > UINT64_MAX - sum)
-			return fail(err, errlen, -ERANGE, what,
-				    "NUMA cell memory overflows 64 bits");
-		sum += c->memory_bytes;
 	}
 	for (w = s->vcpus / 64; w < GFA_DOMAIN_MAX_VCPUS / 64; w++) {
 		uint64_t beyond = seen[w];
@@ -608,13 +601,6 @@ static int check_cells(const struct gfa_domain_spec *s, const char *what,
 				    "NUMA cells name vCPU %d but the domain has %u vCPUs",
 				    w * 64 + __builtin_ctzll(beyond), s->vcpus);
 	}
-	/* Without NUMA cells there is nothing to add up. */
-	if (s->nr_cells && sum != s->memory_bytes)
-		return fail(err, errlen, -EINVAL, what,
-			    "NUMA cells (%" PRIu64 " bytes) plus memory devices (%" PRIu64
-			    " bytes) do not add up to <memory> (%" PRIu64 " bytes)",
-			    sum - s->device_memory_bytes, s->device_memory_bytes,
-			    s->memory_bytes);
 	return 0;
 }
 
@@ -628,10 +614,10 @@ static int check_pages(const struct gfa_domain_spec *s, const char *what,
 	for (i = 0; i < s->nr_pages; i++) {
 		const struct gfa_domain_page *p = &s->pages[i];
 
-		if (!p->size_bytes || (p->size_bytes & (p->size_bytes - 1)))
-			return fail(err, errlen, -EINVAL, what,
-				    "hugepage size %" PRIu64 " bytes is not a power of two",
-				    p->size_bytes);
+		/* any other size is defined, as libvirt does: gfa_domain_check_pages()
+		 * is the start-time check (docs/decisions.md, "A hugepage size no host has") */
+		if (!p->size_bytes)
+			return fail(err, errlen, -EINVAL, what, "hugepage size is zero");
 		if (!p->nodeset && ++masters > 1)
 			return fail(err, errlen, -EINVAL, what,
 				    "more than one hugepage size without nodeset");
@@ -648,28 +634,53 @@ static int check_pages(const struct gfa_domain_spec *s, const char *what,
 	return 0;
 }
 
+/*
+ * Guest memory the way libvirt's QEMU driver sizes it.  Defining or creating a domain
+ * parses it with VIR_DOMAIN_DEF_PARSE_ABI_UPDATE, under which virDomainDefPostParseMemory
+ * sets the total to the NUMA cells' sum plus the memory devices, whatever <memory> said;
+ * QEMU then boots with -m = the total minus the devices (virDomainDefGetMemoryInitial):
+ * the cells' sum.  Without cells <memory> stands and the devices must fit in it.
+ */
+static int size_memory(struct gfa_domain_spec *s, const char *what, char *err,
+		       size_t errlen)
+{
+	char dev[32], mem[32];
+	uint64_t sum = s->device_memory_bytes;
+	unsigned int i;
+
+	s->stated_memory_bytes = s->memory_bytes;
+	for (i = 0; i < s->nr_cells; i++) {
+		if (s->cells[i].memory_bytes > UINT64_MAX - sum)
+			return fail(err, errlen, -ERANGE, what,
+				    "NUMA cells and memory devices overflow 64 bits");
+		sum += s->cells[i].memory_bytes;
+	}
+	if (s->nr_cells)
+		s->memory_bytes = sum;
+	if (!s->memory_bytes)
+		return fail(err, errlen, -EINVAL, what, "domain memory is zero or missing");
+	gfa_domain_format_size(s->device_memory_bytes, dev, sizeof(dev));
+	gfa_domain_format_size(s->memory_bytes, mem, sizeof(mem));
+	if (s->device_memory_bytes == s->memory_bytes)
+		return fail(err, errlen, -EINVAL, what,
+			    "all memory is in memory devices (%s), no boot RAM", dev);
+	if (s->device_memory_bytes > s->memory_bytes)
+		return fail(err, errlen, -EINVAL, what,
+			    "memory devices (%s) exceed <memory> (%s)", dev, mem);
+	/* libvirt clamps a balloon target above the total the same way. */
+	if (!s->current_memory_bytes || s->current_memory_bytes > s->memory_bytes)
+		s->current_memory_bytes = s->memory_bytes;
+	return 0;
+}
+
 static int check_spec(struct gfa_domain_spec *s, const char *what, char *err,
 		      size_t errlen)
 {
-	uint64_t sum = s->device_memory_bytes;
-	unsigned int i;
 	int rc;
 
-	/* libvirt accepts a NUMA domain without <memory>: the cells define it. */
-	if (!s->memory_bytes && s->nr_cells) {
-		for (i = 0; i < s->nr_cells; i++) {
-			if (s->cells[i].memory_bytes > UINT64_MAX - sum)
-				return fail(err, errlen, -ERANGE, what,
-					    "NUMA cell memory overflows 64 bits");
-			sum += s->cells[i].memory_bytes;
-		}
-		s->memory_bytes = sum;
-	}
-	if (!s->memory_bytes)
-		return fail(err, errlen, -EINVAL, what, "domain memory is zero or missing");
-	/* libvirt clamps a balloon target above the maximum the same way. */
-	if (!s->current_memory_bytes || s->current_memory_bytes > s->memory_bytes)
-		s->current_memory_bytes = s->memory_bytes;
+	rc = size_memory(s, what, err, errlen);
+	if (rc)
+		return rc;
 	if (!s->vcpus)
 		return fail(err, errlen, -EINVAL, what, "domain has zero vCPUs");
 	if (s->vcpus > GFA_DOMAIN_MAX_VCPUS)
@@ -681,13 +692,6 @@ static int check_spec(struct gfa_domain_spec *s, const char *what, char *err,
 		return fail(err, errlen, -EINVAL, what,
 			    "current vCPUs (%u) exceed the maximum (%u)",
 			    s->current_vcpus, s->vcpus);
-	if (s->device_memory_bytes == s->memory_bytes)
-		return fail(err, errlen, -EINVAL, what,
-			    "all memory is in memory devices, no boot RAM");
-	if (s->device_memory_bytes > s->memory_bytes)
-		return fail(err, errlen, -EINVAL, what,
-			    "memory devices (%" PRIu64 " bytes) exceed <memory> (%"
-			    PRIu64 " bytes)", s->device_memory_bytes, s->memory_bytes);
 	rc = check_cells(s, what, err, errlen);
 	if (rc)
 		return rc;
@@ -716,8 +720,8 @@ static int parse_doc(const char *xml, size_t len, const char *what,
 	int rc;
 
 	if (len > GFA_DOMAIN_XML_MAX)
-		return fail(err, errlen, -EFBIG, what, "XML is larger than %u bytes",
-			    GFA_DOMAIN_XML_MAX);
+		return fail(err, errlen, -EFBIG, what, "XML is larger than %u MiB",
+			    GFA_DOMAIN_XML_MAX >> 20);
 	pthread_once(&xml_once, xml_init);
 	ctxt = xmlNewParserCtxt();
 	if (!ctxt)
@@ -815,7 +819,7 @@ static int read_file(const char *path, const char *what, char **data,
 			/* One byte past the limit is enough to know it is too big. */
 			if (cap > GFA_DOMAIN_XML_MAX) {
 				rc = fail(err, errlen, -EFBIG, what,
-					  "file is larger than %u bytes", GFA_DOMAIN_XML_MAX);
+					  "file is larger than %u MiB", GFA_DOMAIN_XML_MAX >> 20);
 				break;
 			}
 			cap = cap ? cap * 2 : 16384;
@@ -1033,89 +1037,67 @@ int gfa_domain_from_libvirt(const char *uri, const char *name,
 
 /* ------------------------------------------------------------ formatting */
 
-/* Exact size in the largest binary unit that divides it. */
-static void format_size(uint64_t b, char *buf, size_t len)
+int gfa_domain_format_size(uint64_t bytes, char *buf, size_t len)
 {
 	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB",
 					     "PiB", "EiB" };
 	unsigned int u = 0;
-
-	while (b && u + 1 < sizeof(units) / sizeof(units[0]) && !(b % 1024)) {
-		b /= 1024;
-		u++;
-	}
-	snprintf(buf, len, "%" PRIu64 " %s", b, units[u]);
-}
-
-struct out_buf {
-	char *buf;
-	size_t len, off;
-	bool full;
-};
-
-static void __attribute__((format(printf, 2, 3)))
-put(struct out_buf *o, const char *fmt, ...)
-{
-	va_list ap;
 	int n;
 
-	if (o->full)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(o->buf + o->off, o->len - o->off, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= o->len - o->off) {
-		o->full = true;
-		o->off = o->len - 1;
-		return;
+	if (!buf || !len)
+		return -EINVAL;
+	while (bytes && u + 1 < sizeof(units) / sizeof(units[0]) && !(bytes % 1024)) {
+		bytes /= 1024;
+		u++;
 	}
-	o->off += n;
+	n = snprintf(buf, len, "%" PRIu64 " %s", bytes, units[u]);
+	return (size_t)n >= len ? -ENOSPC : n;
 }
 
-static void put_cells(struct out_buf *o, const struct gfa_domain_spec *s)
+static void put_cells(struct strbuf *o, const struct gfa_domain_spec *s)
 {
 	char list[GFA_DOMAIN_MAX_VCPUS * 6], size[32];
 	unsigned int i;
 
 	if (!s->nr_cells) {
-		put(o, ", no NUMA cells");
+		sb_printf(o, ", no NUMA cells");
 		return;
 	}
-	put(o, ", %u NUMA cell%s [", s->nr_cells, s->nr_cells == 1 ? "" : "s");
+	sb_printf(o, ", %u NUMA cell%s [", s->nr_cells, s->nr_cells == 1 ? "" : "s");
 	for (i = 0; i < s->nr_cells; i++) {
 		const struct gfa_domain_cell *c = &s->cells[i];
 
 		format_bitmap(c->cpus, GFA_DOMAIN_MAX_VCPUS, list, sizeof(list));
-		format_size(c->memory_bytes, size, sizeof(size));
-		put(o, "%s%u: cpus %s, %s", i ? "; " : "", i,
+		gfa_domain_format_size(c->memory_bytes, size, sizeof(size));
+		sb_printf(o, "%s%u: cpus %s, %s", i ? "; " : "", i,
 		    c->nr_cpus ? list : "none", size);
 	}
-	put(o, "]");
+	sb_printf(o, "]");
 }
 
-static void put_pages(struct out_buf *o, const struct gfa_domain_spec *s)
+static void put_pages(struct strbuf *o, const struct gfa_domain_spec *s)
 {
 	char list[GFA_DOMAIN_MAX_CELLS * 4], size[32];
 	unsigned int i;
 
 	if (!s->hugepages) {
-		put(o, ", no hugepages");
+		sb_printf(o, ", no hugepages");
 		return;
 	}
 	if (!s->nr_pages) {
-		put(o, ", hugepages host default size");
+		sb_printf(o, ", hugepages host default size");
 		return;
 	}
-	put(o, ", hugepages");
+	sb_printf(o, ", hugepages");
 	for (i = 0; i < s->nr_pages; i++) {
 		const struct gfa_domain_page *p = &s->pages[i];
 
-		format_size(p->size_bytes, size, sizeof(size));
+		gfa_domain_format_size(p->size_bytes, size, sizeof(size));
 		if (p->nodeset) {
 			format_bitmap(&p->nodeset, GFA_DOMAIN_MAX_CELLS, list, sizeof(list));
-			put(o, "%s %s (cells %s)", i ? "," : "", size, list);
+			sb_printf(o, "%s %s (cells %s)", i ? "," : "", size, list);
 		} else {
-			put(o, "%s %s (default)", i ? "," : "", size);
+			sb_printf(o, "%s %s (default)", i ? "," : "", size);
 		}
 	}
 }
@@ -1130,32 +1112,39 @@ int gfa_domain_format(const struct gfa_domain_spec *s, char *buf, size_t len)
 {
 	static const char *const sources[] = { "default", "anonymous", "file", "memfd" };
 	static const char *const access[] = { "default", "shared", "private" };
-	struct out_buf o = { .buf = buf, .len = len };
+	struct strbuf o = { .buf = buf, .len = len };
 	char size[32];
 
 	if (!s || !buf || !len || !spec_counts_ok(s))
 		return -EINVAL;
 	buf[0] = '\0';
-	format_size(s->memory_bytes, size, sizeof(size));
-	put(&o, "%s: memory %s", s->name, size);
+	gfa_domain_format_size(s->memory_bytes, size, sizeof(size));
+	sb_printf(&o, "%s: memory %s", s->name, size);
+	if (s->stated_memory_bytes && s->stated_memory_bytes != s->memory_bytes) {
+		gfa_domain_format_size(s->stated_memory_bytes, size, sizeof(size));
+		sb_printf(&o, " (the NUMA cells%s, as libvirt's QEMU driver sizes it; "
+			  "<memory> says %s)", s->device_memory_bytes ? " plus memory devices"
+			  : "", size);
+	}
 	if (s->current_memory_bytes != s->memory_bytes) {
-		format_size(s->current_memory_bytes, size, sizeof(size));
-		put(&o, " (current %s)", size);
+		gfa_domain_format_size(s->current_memory_bytes, size, sizeof(size));
+		sb_printf(&o, " (current %s)", size);
 	}
 	if (s->device_memory_bytes) {
-		format_size(s->device_memory_bytes, size, sizeof(size));
-		put(&o, " incl. %s memory devices", size);
+		gfa_domain_format_size(s->device_memory_bytes, size, sizeof(size));
+		sb_printf(&o, " incl. %s memory devices", size);
 	}
-	put(&o, ", %u vCPU%s", s->vcpus, s->vcpus == 1 ? "" : "s");
+	sb_printf(&o, ", %u vCPU%s", s->vcpus, s->vcpus == 1 ? "" : "s");
 	if (s->current_vcpus != s->vcpus)
-		put(&o, " (%u current)", s->current_vcpus);
+		sb_printf(&o, " (%u current)", s->current_vcpus);
 	put_cells(&o, s);
 	put_pages(&o, s);
 	if (s->source != GFA_DOMAIN_SOURCE_DEFAULT && (unsigned int)s->source < 4)
-		put(&o, ", source %s", sources[s->source]);
+		sb_printf(&o, ", source %s", sources[s->source]);
 	if (s->access != GFA_DOMAIN_ACCESS_DEFAULT && (unsigned int)s->access < 3)
-		put(&o, ", access %s", access[s->access]);
-	return o.full ? -ENOSPC : (int)o.off;
+		sb_printf(&o, ", access %s", access[s->access]);
+	sb_finish(&o);
+	return sb_overflowed(&o) ? -ENOSPC : (int)o.pos;
 }
 
 int gfa_domain_cell_page_size(const struct gfa_domain_spec *s, unsigned int cell,
@@ -1180,5 +1169,72 @@ int gfa_domain_cell_page_size(const struct gfa_domain_spec *s, unsigned int cell
 			fallback = s->pages[i].size_bytes;
 	}
 	*bytes = fallback;
+	return 0;
+}
+
+/*
+ * Whether a page of size bytes can back guest RAM here: the base page, gfa's own 2 MiB
+ * block (an order-9 block, host THP, whatever hugetlbfs has), or <dir>/hugepages-<n>kB.
+ */
+static bool host_has_page(const char *dir, uint64_t bytes)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (bytes == (uint64_t)sysconf(_SC_PAGESIZE) ||
+	    bytes == GFA_PAGEBLOCK_FRAMES * GFA_FRAME_SIZE)
+		return true;
+	if (bytes % KIB || (size_t)snprintf(path, sizeof(path), "%s/hugepages-%" PRIu64 "kB",
+					    dir, (uint64_t)(bytes / KIB)) >= sizeof(path))
+		return false;
+	return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+/* The hugepage sizes under dir, "2 MiB, 1 GiB" (in directory order), or "none". */
+static void host_page_list(const char *dir, char *buf, size_t len)
+{
+	struct strbuf sb = { buf, len, 0 };
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char size[32];
+	uint64_t kib;
+
+	while (d && (e = readdir(d))) {
+		if (sscanf(e->d_name, "hugepages-%" SCNu64 "kB", &kib) != 1)
+			continue;
+		gfa_domain_format_size((uint64_t)kib * KIB, size, sizeof(size));
+		sb_printf(&sb, "%s%s", sb.pos ? ", " : "", size);
+	}
+	if (d)
+		closedir(d);
+	if (!sb.pos)
+		sb_printf(&sb, "none");
+	sb_finish(&sb);
+}
+
+int gfa_domain_check_pages(const struct gfa_domain_spec *s, const char *dir, char *err,
+			   size_t errlen)
+{
+	char size[32], cells[GFA_DOMAIN_MAX_CELLS * 4], have[256], what[GFA_DOMAIN_NAME_MAX + 16];
+	unsigned int i;
+
+	if (!s || !spec_counts_ok(s))
+		return fail(err, errlen, -EINVAL, "domain", "NULL argument or counts too large");
+	if (!dir)
+		dir = "/sys/kernel/mm/hugepages";
+	for (i = 0; s->hugepages && i < s->nr_pages; i++) {
+		const struct gfa_domain_page *p = &s->pages[i];
+
+		if (host_has_page(dir, p->size_bytes))
+			continue;
+		gfa_domain_format_size(p->size_bytes, size, sizeof(size));
+		format_bitmap(&p->nodeset, GFA_DOMAIN_MAX_CELLS, cells, sizeof(cells));
+		host_page_list(dir, have, sizeof(have));
+		snprintf(what, sizeof(what), "domain '%s'", s->name);
+		return fail(err, errlen, -EOPNOTSUPP, what,
+			    "hugepage size %s (%s%s) is not a page size of this host (it has %s); "
+			    "libvirt's QEMU driver refuses to start it too", size,
+			    p->nodeset ? "cells " : "default", p->nodeset ? cells : "", have);
+	}
 	return 0;
 }

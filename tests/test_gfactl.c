@@ -105,9 +105,11 @@ Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180,
 	cr_assert_eq(rc, 0, "%s", out);
 	cr_assert_not_null(strstr(out, "Node 0, zone   Normal"), "%s", out);
 	cr_assert_not_null(strstr(out, "compact_migrate_scanned "), "%s", out);
-	rc = run(out, sizeof(out), "%s stat --file %s --json", g, stat_file);
-	cr_assert_eq(rc, 0);
-	cr_assert_not_null(strstr(out, "\"vmstat\": {\"pgalloc\": "), "%s", out);
+	rc = run(out, sizeof(out), "%s stat --file %s --json | python3 -c 'import json, sys; "
+		 "print(\"pgalloc\", json.load(sys.stdin)[\"vmstat\"][\"pgalloc\"])'", g,
+		 stat_file);
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_assert_not_null(strstr(out, "pgalloc "), "%s", out);
 	rc = run(out, sizeof(out), "head -1 %s.csv && grep -c '^start,gfa' %s.csv", stat_file, stat_file);
 	cr_assert_not_null(strstr(out, "kind,memory,phase"), "%s", out);
 	unlink(stat_file);
@@ -162,6 +164,72 @@ Test(gfactl, vmstart_from_a_libvirt_domain, .timeout = 120)
 	unlink("/tmp/gfactl-test-domain.json");
 }
 
+/* gfactl vmstart opts --domain-xml F, F holding xml; its exit code (output in out). */
+static int run_domain_xml(const char *g, const char *opts, const char *xml)
+{
+	FILE *f = fopen("/tmp/gfactl-test-f.xml", "w");
+	int rc;
+
+	cr_assert_not_null(f);
+	fputs(xml, f);
+	fclose(f);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml /tmp/gfactl-test-f.xml", g, opts);
+	unlink("/tmp/gfactl-test-f.xml");
+	return rc;
+}
+
+/*
+ * What a domain asks for, said as the domain said it: a hugepage size no host has is
+ * refused at start (as libvirt's QEMU driver does), more vCPUs than the test VM runs
+ * is said, and size errors name the file and the domain's memory, not a --mem never
+ * given.
+ */
+Test(gfactl, domain_figures_are_said, .timeout = 120)
+{
+	const char *g = gfactl(), *src = getenv("GFA_SRCDIR");
+	const char *opts = "--vms 1 --rounds 0 --kvm off --host-thp keep --no-baseline --quiet "
+			   "--stat-file /tmp/gfactl-test-f.json";
+	char dir[PATH_MAX];
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/tests/data", src ? src : getcwd(out, sizeof(out)));
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-hugepage-5m.xml", g,
+		 opts, dir);
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "domain-hugepage-5m.xml: domain 'hugepage-5m': hugepage "
+				  "size 5 MiB (cells 0) is not a page size of this host"), "%s", out);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-vcpus-288.xml", g, opts,
+		 dir);
+	cr_assert_eq(rc, 0, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "domain has 288 vCPUs, more than the 64 of gfactl's test "
+				  "VM: each VM runs 64 vCPU threads"), "%s", out);
+	cr_assert_not_null(strstr(out, "1 VMs x 64 vCPUs x 8 MiB"), "%s", out);
+	/* (--pool 4M: the domain line is all this run is for) */
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-inconsistent.xml "
+		 "--pool 4M", g, opts, dir);
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "memory 4 GiB (the NUMA cells, as libvirt's QEMU driver "
+				  "sizes it; <memory> says 8 GiB)"), "%s", out);
+	cr_assert_not_null(strstr(out, "--pool must be a multiple of 2 MiB and hold --vms x the "
+				  "domain's memory and"), "%s", out);
+	rc = run_domain_xml(g, opts, "<domain><name>tiny</name><memory unit='MiB'>2</memory>"
+			    "</domain>");
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "the domain's memory must be a multiple of 2 MiB, at least "
+				  "4 MiB"), "%s", out);
+	rc = run_domain_xml(g, opts, "<domain><name>big</name><memory unit='TiB'>15</memory>"
+			    "</domain>");
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "--vms 1 x the domain's memory 15 TiB needs "), "%s", out);
+	cr_assert_null(strstr(out, "--mem"), "%s", out);
+	rc = run_domain_xml(g, opts, "<domain><name>bigger</name><memory unit='TiB'>17</memory>"
+			    "</domain>");
+	unlink("/tmp/gfactl-test-f.json");
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "--domain-xml /tmp/gfactl-test-f.xml: the domain's memory, "
+				  "17 TiB, is more than the 16 TiB"), "%s", out);
+}
+
 /* A --stat-file that cannot be written is an error that names it (it was ignored). */
 Test(gfactl, unwritable_stat_file_is_an_error, .timeout = 120)
 {
@@ -207,6 +275,34 @@ Test(gfactl, pool_and_domain_sizes_are_checked, .timeout = 60)
 	unlink("/tmp/gfactl-test-p.json");
 	cr_assert_null(strstr(out, "pool of 0 MiB"), "%s", out);
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+}
+
+/*
+ * A name with control characters (the stat file's: the snapshot records the command
+ * line) comes out as valid JSON.  Python's json module refuses raw control characters
+ * (json-c's own tokener takes them): it reads vmstart's file and stat --json's output
+ * and finds the name whole.
+ */
+Test(gfactl, snapshot_is_json_whatever_the_names_hold, .timeout = 120)
+{
+	static const char check[] =
+		"python3 -c 'import json, sys; d = json.load(open(sys.argv[1]) if sys.argv[1] != "
+		"\"-\" else sys.stdin); assert sys.argv[2] in d[\"command\"], d[\"command\"]; "
+		"print(\"parsed\", d[\"phase\"], len(d[\"vmstat\"]))'";
+	const char *g = gfactl();
+	char name[] = "/tmp/gfactl-test-\x01\x1f\t\n\r\"\\\x7f.json";
+	int rc;
+
+	rc = run(out, sizeof(out), "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off --quiet "
+		 "--no-baseline --host-thp keep --stat-file '%s'", g, name);
+	cr_assert_eq(rc, 0, "%s", out);
+	rc = run(out, sizeof(out), "%s '%s' '%s'", check, name, name);
+	cr_assert_eq(rc, 0, "vmstart's snapshot is not JSON: %s", out);
+	cr_assert_not_null(strstr(out, "parsed done "), "%s", out);
+	rc = run(out, sizeof(out), "%s stat --json --file '%s' | %s - '%s'", g, name, check, name);
+	unlink(name);
+	cr_assert_eq(rc, 0, "stat --json's output is not JSON: %s", out);
+	cr_assert_not_null(strstr(out, "parsed done "), "%s", out);
 }
 
 /* gfactl stat refuses a snapshot cut short instead of printing broken JSON. */

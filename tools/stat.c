@@ -4,8 +4,11 @@
  * pagetypeinfo, vmstat counters), as text or --json.
  */
 #include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <json.h>
 #include "tools/gfactl.h"
 
 static void stat_help(void)
@@ -16,105 +19,79 @@ static void stat_help(void)
 	       "  --json        print the snapshot as JSON\n", default_stat_file());
 }
 
-/* Print a JSON string value's text with \n and \" unescaped. */
-static void print_unescaped(const char *p)
+static const char *str_of(struct json_object *o, const char *key)
 {
-	for (; *p && *p != '"'; p++) {
-		if (*p == '\\' && p[1]) {
-			p++;
-			putchar(*p == 'n' ? '\n' : *p);
-		} else {
-			putchar(*p);
-		}
-	}
+	struct json_object *v;
+
+	return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
 }
 
-static int print_field(const char *json, const char *name)
+static void print_text(struct json_object *o)
 {
-	char key[64];
-	const char *p;
+	struct json_object *cmd, *vmstat;
 
-	snprintf(key, sizeof(key), "\"%s\": \"", name);
-	p = strstr(json, key);
-	if (!p)
-		return -1;
-	print_unescaped(p + strlen(key));
-	return 0;
-}
-
-static void print_vmstat(const char *json)
-{
-	const char *p = strstr(json, "\"vmstat\": {");
-
-	if (!p)
-		return;
-	for (p += 11; *p && *p != '}'; p++) {
-		char name[64];
-		unsigned long v;
-		int n = 0;
-
-		if (sscanf(p, " \"%63[^\"]\": %lu%n", name, &v, &n) == 2) {
-			printf("%s %lu\n", name, v);
-			p += n - 1;
-		}
+	printf("phase: %s\n", str_of(o, "phase"));
+	if (json_object_object_get_ex(o, "command", &cmd) &&
+	    json_object_is_type(cmd, json_type_array)) {
+		printf("command:");
+		for (size_t i = 0; i < json_object_array_length(cmd); i++)
+			printf(" %s", json_object_get_string(json_object_array_get_idx(cmd, i)));
+		printf("\n");
 	}
+	printf("\n# buddyinfo\n%s", str_of(o, "buddyinfo"));
+	printf("\n# pagetypeinfo\n%s", str_of(o, "pagetypeinfo"));
+	printf("\n# vmstat\n");
+	json_object_object_get_ex(o, "vmstat", &vmstat);
+	for (struct json_object_iterator it = json_object_iter_begin(vmstat),
+	     end = json_object_iter_end(vmstat); !json_object_iter_equal(&it, &end);
+	     json_object_iter_next(&it))
+		printf("%s %" PRIu64 "\n", json_object_iter_peek_name(&it),
+		       json_object_get_uint64(json_object_iter_peek_value(&it)));
 }
 
 int cmd_stat(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "file", required_argument, NULL, 'f' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
 	const char *file = default_stat_file();
+	struct json_object *o;
 	bool json = false;
-	char *buf;
-	size_t n;
-	FILE *f;
+	char why[256];
+	int c;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+	opterr = 0;     /* our messages name the command */
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == 'h') {
 			stat_help();
 			return 0;
-		} else if (!strcmp(argv[i], "--json")) {
+		} else if (c == 'j') {
 			json = true;
-		} else if (!strcmp(argv[i], "--file")) {
-			if (i + 1 == argc) {
-				fprintf(stderr, "gfactl stat: --file needs a value\n");
-				return 2;
-			}
-			file = argv[++i];
+		} else if (c == 'f') {
+			file = optarg;
 		} else {
-			fprintf(stderr, "gfactl stat: unknown option '%s' (see --help)\n", argv[i]);
+			fprintf(stderr, "gfactl stat: '%s': unknown option or missing value (see "
+				"--help)\n", argv[optind - 1]);
 			return 2;
 		}
 	}
-	f = fopen(file, "r");
-	if (!f) {
-		fprintf(stderr, "gfactl stat: --file %s: %s (is 'gfactl vmstart' running?)\n", file,
-			strerror(errno));
+	if (optind < argc) {
+		fprintf(stderr, "gfactl stat: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	o = read_stat_json(file, why, sizeof(why));
+	if (!o) {
+		fprintf(stderr, "gfactl stat: --file %s: %s%s\n", file, why,
+			errno == ENOENT ? " (is 'gfactl vmstart' running?)" : "");
 		return 1;
 	}
-	buf = calloc(1, 1 << 20);
-	n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-	fclose(f);
-	/* write_stat_json() writes the vmstat object and the closing braces last: a cut
-	 * file (or one larger than the buffer) is refused, not printed as JSON */
-	if (!n || n == (1 << 20) - 1 || !strstr(buf, "\"buddyinfo\"") ||
-	    !strstr(buf, "\"vmstat\": {") || n < 4 || strcmp(buf + n - 4, "}\n}\n")) {
-		fprintf(stderr, "gfactl stat: --file %s: not a whole gfactl snapshot (cut short?)\n",
-			file);
-		free(buf);
-		return 1;
-	}
-	if (json) {
-		fwrite(buf, 1, n, stdout);
-	} else {
-		printf("phase: ");
-		print_field(buf, "phase");
-		printf("\n\n# buddyinfo\n");
-		print_field(buf, "buddyinfo");
-		printf("\n# pagetypeinfo\n");
-		print_field(buf, "pagetypeinfo");
-		printf("\n# vmstat\n");
-		print_vmstat(buf);
-	}
-	free(buf);
+	if (json)
+		printf("%s\n", json_object_to_json_string_ext(o, SNAPSHOT_JSON_FLAGS));
+	else
+		print_text(o);
+	json_object_put(o);
 	return 0;
 }

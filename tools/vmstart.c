@@ -198,7 +198,7 @@ static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
 static int apply_domain(struct vmstart_opts *o)
 {
 	struct gfa_domain_spec *spec;
-	char err[512], line[1024];
+	char err[512], line[1024], size[32];
 	int ret;
 
 	if (!o->domain_xml && !o->libvirt && !o->domain)
@@ -217,15 +217,28 @@ static int apply_domain(struct vmstart_opts *o)
 		free(spec);
 		return -1;
 	}
+	gfa_domain_format(spec, line, sizeof(line));
+	printf("domain: %s\n", line);
+	gfa_domain_format_size(spec->memory_bytes, size, sizeof(size));
+	snprintf(line, sizeof(line), "%s %s", o->domain_xml ? "--domain-xml" : "--domain",
+		 o->domain_xml ? o->domain_xml : o->domain);
 	if (spec->memory_bytes > (16ULL << 40)) {      /* as --mem: pool sizes must not wrap */
-		fprintf(stderr, "gfactl vmstart: the domain's memory is larger than 16 TiB\n");
+		fprintf(stderr, "gfactl vmstart: %s: the domain's memory, %s, is more than the "
+			"16 TiB a VM may have here\n", line, size);
+		ret = -1;
+	} else if (gfa_domain_check_pages(spec, NULL, err, sizeof(err))) {
+		fprintf(stderr, "gfactl vmstart: %s: %s\n", line, err);   /* as libvirt at start */
+		ret = -1;
+	}
+	if (ret) {
 		free(spec);
 		return -1;
 	}
-	gfa_domain_format(spec, line, sizeof(line));
-	printf("domain: %s\n", line);
 	o->mem = (spec->memory_bytes + 2 * MiB - 1) & ~(2 * MiB - 1);
 	o->vcpus = spec->vcpus > 64 ? 64 : spec->vcpus;
+	if (spec->vcpus > 64)
+		printf("domain has %u vCPUs, more than the 64 of gfactl's test VM: each VM runs "
+		       "64 vCPU threads over the domain's %s\n", spec->vcpus, size);
 	if (spec->hugepages)
 		printf("domain asks for hugepage backing: gfa backs each 2 MiB range with an "
 		       "order-9 block (host THP / 2 MiB EPT), not hugetlbfs\n");
@@ -234,6 +247,12 @@ static int apply_domain(struct vmstart_opts *o)
 		       "cells are not split across host nodes in this run\n", spec->nr_cells);
 	free(spec);
 	return 0;
+}
+
+/* What sized each VM's RAM, for messages: never a --mem the user did not give. */
+static const char *mem_source(const struct vmstart_opts *o)
+{
+	return o->domain_xml || o->domain ? "the domain's memory" : "--mem";
 }
 
 /* ---- the first touch by vCPU threads ---- */
@@ -819,9 +838,12 @@ static struct gfa_pool *make_pool(struct run *r)
 	uint64_t total = 0;
 
 	if (avail && need > avail / 10 * 8) {
-		fprintf(stderr, "gfactl vmstart: --vms %lu x --mem %lu MiB needs %lu MiB (a %lu MiB "
+		char mem[32];
+
+		gfa_domain_format_size(r->o.mem, mem, sizeof(mem));
+		fprintf(stderr, "gfactl vmstart: --vms %lu x %s %s needs %lu MiB (a %lu MiB "
 			"pool%s), more than 80%% of the %lu MiB available; use fewer or smaller "
-			"VMs%s\n", (unsigned long)r->o.vms, (unsigned long)(r->o.mem / MiB),
+			"VMs%s\n", (unsigned long)r->o.vms, mem_source(&r->o), mem,
 			(unsigned long)(need / MiB), (unsigned long)(pool / MiB),
 			r->o.no_baseline ? "" : ", and the kernel baselines' VMs beside it",
 			(unsigned long)(avail / MiB), r->o.no_baseline ? "" : " (or --no-baseline)");
@@ -1146,14 +1168,15 @@ int cmd_vmstart(int argc, char **argv)
 		return 2;
 	}
 	if (r->o.mem % (2 * MiB) || r->o.mem < 4 * MiB) {
-		fprintf(stderr, "gfactl vmstart: --mem must be a multiple of 2 MiB, at least 4 MiB\n");
+		fprintf(stderr, "gfactl vmstart: %s must be a multiple of 2 MiB, at least 4 MiB\n",
+			mem_source(&r->o));
 		free(r);
 		return 2;
 	}
 	if (r->o.pool && (r->o.pool < r->o.vms * r->o.mem + churn_room(&r->o) ||
 			  r->o.pool % (2 * MiB))) {
 		fprintf(stderr, "gfactl vmstart: --pool must be a multiple of 2 MiB and hold --vms x "
-			"--mem and the frames churn keeps (%lu MiB)\n",
+			"%s and the frames churn keeps (%lu MiB)\n", mem_source(&r->o),
 			(unsigned long)((r->o.vms * r->o.mem + churn_room(&r->o)) / MiB));
 		free(r);
 		return 2;

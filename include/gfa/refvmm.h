@@ -442,9 +442,12 @@ int gfa_vm_kvm_pages(struct gfa_vm *vm, uint64_t *pages_4k, uint64_t *pages_2m);
  *    when err is non-NULL and errlen > 0, writes a NUL-terminated one-line
  *    message to err naming the file, URI or domain involved.  err may be NULL.
  *  - Errors used (beyond those listed per function):
- *      -EINVAL   NULL argument, or content that is inconsistent (NUMA cells not
- *                adding up to <memory>, zero vCPUs, unknown memory unit,
- *                malformed number or cpu list, overlapping cells, ...)
+ *      -EINVAL   NULL argument, or content that is inconsistent (memory devices
+ *                beyond <memory>, zero vCPUs, unknown memory unit, malformed
+ *                number or cpu list, overlapping cells, ...)
+ *  - What libvirt defines is imported, even where it fails only when it starts the
+ *    domain (a hugepage size this host has not: gfa_domain_check_pages() is that
+ *    start-time check).
  *      -EBADMSG  not well-formed XML, root element is not <domain>, no <name>, or entity
  *                declarations (domain XML has none; expanding them is unbounded)
  *      -ERANGE   a value overflows 64 bits or exceeds a limit below
@@ -487,7 +490,7 @@ struct gfa_domain_cell {
 
 /* One <hugepages><page size=... nodeset=.../>. */
 struct gfa_domain_page {
-	uint64_t size_bytes;		/* > 0, power of two */
+	uint64_t size_bytes;		/* > 0, whole KiB (any size libvirt defines) */
 	/*
 	 * Bit i set: this size backs guest cell i.  0: no nodeset attribute, the
 	 * size backs every cell that no other page names (at most one such page).
@@ -498,10 +501,18 @@ struct gfa_domain_page {
 struct gfa_domain_spec {
 	char name[GFA_DOMAIN_NAME_MAX];
 	/*
-	 * Guest memory as libvirt's <memory> / virDomainGetMaxMemory(): boot RAM
-	 * (the NUMA cells, if any) plus memory devices (DIMMs, virtio-mem sizes).
+	 * Guest memory as libvirt's QEMU driver sizes it: boot RAM plus memory devices
+	 * (DIMMs, virtio-mem sizes).  With NUMA cells boot RAM is their sum, whatever
+	 * <memory> says (the driver rewrites <memory> when it defines or starts the
+	 * domain, and boots it with -m = the cells' sum); without, boot RAM is
+	 * <memory> minus the devices.
 	 */
 	uint64_t memory_bytes;
+	/*
+	 * <memory> as written (virDomainGetMaxMemory() on the libvirt path), 0 if absent:
+	 * not memory_bytes when NUMA cells gave the size (gfa_domain_format() says so).
+	 */
+	uint64_t stated_memory_bytes;
 	/* <currentMemory> (balloon target); equals memory_bytes if absent. */
 	uint64_t current_memory_bytes;
 	/* Sum of <devices><memory><target><size>; part of memory_bytes. */
@@ -601,12 +612,37 @@ int gfa_domain_cell_page_size(const struct gfa_domain_spec *spec,
  * gfa_domain_format - one-line human summary of @spec into @buf, e.g.
  * "numa2: memory 4 GiB, 4 vCPUs, 2 NUMA cells [0: cpus 0-1, 2 GiB; 1: cpus
  * 2-3, 2 GiB], hugepages 1 GiB (cells 0-1), source memfd, access shared".
- * Sizes are shown in the largest binary unit that divides them exactly.
+ * Sizes are shown in the largest binary unit that divides them exactly.  Where the
+ * NUMA cells gave another size than <memory>, the line says which was used and why:
+ * "memory 4 GiB (the NUMA cells, as libvirt's QEMU driver sizes it; <memory> says
+ * 8 GiB)".
  * Return: length written (without the NUL); -ENOSPC if @len was too small
  * (buf then holds a truncated NUL-terminated line); -EINVAL NULL, len 0, or
  * nr_cells/nr_pages beyond the arrays.
  */
 int gfa_domain_format(const struct gfa_domain_spec *spec, char *buf, size_t len);
+
+/*
+ * gfa_domain_format_size - @bytes in the largest binary unit that divides it exactly
+ * ("4 GiB", "1464845 KiB", "5 MiB") into @buf.
+ * Return: length written; -ENOSPC if @len was too small (cut, NUL-terminated);
+ * -EINVAL @buf NULL or @len 0.
+ */
+int gfa_domain_format_size(uint64_t bytes, char *buf, size_t len);
+
+/*
+ * gfa_domain_check_pages - the check libvirt's QEMU driver makes only when it starts
+ * a hugepage-backed domain: every page size the domain names is one this host has:
+ * the base page (which libvirt treats as no hugepages), 2 MiB (gfa's own order-9
+ * block, with or without hugetlbfs), or a hugepage size listed under @dir as
+ * hugepages-<n>kB (@dir NULL: /sys/kernel/mm/hugepages).  gfa backs guest RAM with
+ * 2 MiB blocks whatever the size; a size no host page has (5 MiB) is a definition
+ * error the domain meets under QEMU too, so a VMM refuses to start it.
+ * Return: 0; -EOPNOTSUPP (message names the size, its cells and the host's sizes);
+ * -EINVAL NULL @spec or counts beyond the arrays.  Reads @dir; any thread.
+ */
+int gfa_domain_check_pages(const struct gfa_domain_spec *spec, const char *dir,
+			   char *err, size_t errlen);
 
 /* gfa_domain_cell_has_cpu - whether vCPU @cpu belongs to @cell. */
 static inline bool gfa_domain_cell_has_cpu(const struct gfa_domain_cell *cell,
