@@ -132,11 +132,25 @@ static bool compaction_capture(struct gfa_zone *z, uint64_t pfn, unsigned int or
 	return true;
 }
 
-/* Does the block hold a released frame?  The pageblock's count answers most calls. */
+/*
+ * Does the block hold a released frame?  The zone's and the pageblocks' counts answer
+ * without the bits: a pageblock wholly inside the block has its released frames in it,
+ * so only a block smaller than a pageblock whose pageblock has released frames scans.
+ * Merges up to GFA_MAX_ORDER and splits from it run here under the zone lock.
+ */
 static bool block_released(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 {
-	if (order <= GFA_PAGEBLOCK_ORDER && !pfn_pageblock(z, pfn)->nr_released)
+	if (!z->nr_released)
 		return false;
+	if (order >= GFA_PAGEBLOCK_ORDER) {
+		for (uint64_t p = pfn; p < pfn + (1UL << order); p += GFA_PAGEBLOCK_FRAMES)
+			if (pfn_pageblock(z, p)->nr_released)
+				return true;
+		return false;
+	}
+	if (!pfn_pageblock(z, pfn)->nr_released)
+		return false;
+	z->release_scans++;
 	return release_bits_any(z, pfn, 1UL << order);
 }
 

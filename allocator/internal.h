@@ -149,6 +149,7 @@ struct gfa_zone {
 	 */
 	uint64_t *free_heads;
 	uint64_t nr_released, nr_inflight;
+	uint64_t release_scans;         /* block_released() scans of release bits */
 	struct gfa_release_policy rp;
 	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
 	struct { uint64_t owner, frames, gen; } claims[GFA_MAX_CLAIMS];
