@@ -385,8 +385,6 @@ void pcp_unlock_all(struct gfa_pool *pool);
 /* Pools whose caches fork() holds, so no cache call is half done in the child. */
 void pcp_pool_register(struct gfa_pool *pool);
 void pcp_pool_unregister(struct gfa_pool *pool);
-/* With pcp_lock_all held: check caches; add their blocks and counters. */
-int pcp_check_locked(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len);
 /* With pcp_lock_all held: frames the caches of zone z hold, by their counters. */
 uint64_t pcp_zone_frames(struct gfa_pool *pool, struct gfa_zone *z);
 /* Blocks per order on zone's caches (relaxed list lengths); pcp_lock held (and the zone
