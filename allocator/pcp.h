@@ -33,6 +33,7 @@
 #define NR_PCP_THP         1
 #define NR_PCP_LISTS       (GFA_MT_PCPTYPES * (PCP_COSTLY_ORDER + 1 + NR_PCP_THP))
 #define PCP_BATCH_SCALE_MAX 5
+#define PCP_THP_REFILL     8        /* pageblock-order blocks per refill, at most */
 #define PCPF_FREE_HIGH_BATCH 0x2u   /* gfa_pcp_free_many: free_high waits for a batch */
 
 #define likely(x)   __builtin_expect(!!(x), 1)

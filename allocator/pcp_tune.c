@@ -78,6 +78,19 @@ void pcp_tune_init(struct gfa_pcp *pcp, const struct gfa_zone *z)
 }
 
 /*
+ * Pageblock-order blocks stream through a vCPU's cache (a guest's huge pages): the
+ * kernel's max(batch >> order, 2) would take the zone lock for every second one, and at
+ * two threads lock hand-offs are most of the time.  Refill up to PCP_THP_REFILL of them
+ * per lock section, no more than half of what high may grow to.
+ */
+static int pcp_thp_refill_count(const struct gfa_pcp *pcp)
+{
+	int n = pcp->high_max >> (GFA_PAGEBLOCK_ORDER + 1);
+
+	return n < 2 ? 2 : n > PCP_THP_REFILL ? PCP_THP_REFILL : n;
+}
+
+/*
  * nr_pcp_alloc(): refill max(batch >> order, 2) blocks.  A cache that has to refill
  * could have kept more: high grows by a batch toward high_max on every refill, as
  * Linux 6.7's auto-tuning does (gfa_pool_drain_idle decays it again).
@@ -91,6 +104,8 @@ int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order)
 	/* saturating: high + batch may not fit an int when high_max is near INT_MAX */
 	if (pcp->high_min != pcp->high_max && pcp->high < pcp->high_max)
 		pcp->high = pcp->high_max - pcp->high > batch ? pcp->high + batch : pcp->high_max;
+	if (order == GFA_PAGEBLOCK_ORDER)
+		return pcp_thp_refill_count(pcp);
 	if (batch > 1)
 		batch = (batch >> order) < 2 ? 2 : batch >> order;
 	return batch;
