@@ -12,7 +12,7 @@ static struct gfa_frame *F(struct gfa_zone *z, uint64_t pfn)
 }
 
 /* Keep each pageblock's count of free frames (an order-10 block spans two). */
-static void pb_account_free(struct gfa_zone *z, uint64_t pfn, unsigned int order, int sign)
+static inline __attribute__((always_inline)) void pb_account_free(struct gfa_zone *z, uint64_t pfn, unsigned int order, int sign)
 {
 	if (order <= GFA_PAGEBLOCK_ORDER) {
 		pfn_pageblock(z, pfn)->nr_free += (uint16_t)(sign * (1 << order));
@@ -22,7 +22,8 @@ static void pb_account_free(struct gfa_zone *z, uint64_t pfn, unsigned int order
 		pfn_pageblock(z, p)->nr_free += (uint16_t)(sign * (int)GFA_PAGEBLOCK_FRAMES);
 }
 
-static void free_head_mark(struct gfa_zone *z, uint64_t pfn, bool set)
+static inline __attribute__((always_inline)) void free_head_mark(struct gfa_zone *z, uint64_t pfn,
+								  bool set)
 {
 	uint64_t i = pfn - z->start_pfn, bit = 1ULL << (i % 64);
 
@@ -111,11 +112,9 @@ __thread struct capture_control *gfa_capc;
  * from an ISOLATE pageblock; a non-movable sub-pageblock request never captures from a
  * MOVABLE pageblock (that would bypass fallback and pageblock stealing).
  */
-static bool compaction_capture(struct gfa_zone *z, uint64_t pfn, unsigned int order,
-			       unsigned int mt)
+static bool compaction_capture(struct capture_control *capc, struct gfa_zone *z, uint64_t pfn,
+			       unsigned int order, unsigned int mt)
 {
-	struct capture_control *capc = gfa_capc;
-
 	if (!capc || capc->zone != z || capc->pfn >= 0 || (int)order != capc->order)
 		return false;
 	if (mt == GFA_MT_ISOLATE || (capc->nofallback && mt != capc->mt))
@@ -178,12 +177,14 @@ static uint64_t set_pageblocks_mt(struct gfa_zone *z, uint64_t pfn, unsigned int
 bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 {
 	unsigned int mt = pfn_pageblock(z, pfn)->mt;
+	/* read once: a thread-local (a call per read in a shared library), asked per level */
+	struct capture_control *capc = gfa_capc;
 
 	while (order < GFA_MAX_ORDER) {
 		uint64_t buddy = pfn ^ (1UL << order);
 		struct gfa_frame *bf;
 
-		if (compaction_capture(z, pfn, order, mt))
+		if (__builtin_expect(capc != NULL, 0) && compaction_capture(capc, z, pfn, order, mt))
 			return true;
 		if (!pfn_in_zone(z, buddy, order))
 			break;
@@ -207,7 +208,7 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 		pfn &= ~(1UL << order);
 		order++;
 	}
-	if (compaction_capture(z, pfn, order, mt))
+	if (__builtin_expect(capc != NULL, 0) && compaction_capture(capc, z, pfn, order, mt))
 		return true;
 	/* blocks with released frames are reused last: a host fault costs more */
 	buddy_list_add(z->pool, z, pfn, order, mt, block_released(z, pfn, order));
