@@ -11,7 +11,8 @@
  *           in its place, in a loop (ns per operation); afterwards the fully free
  *           2 MiB blocks left are counted (fragmentation)
  * for three allocators: gfa through its per-vCPU cache (gfa_pcp_alloc/free, one cache
- * per thread), gfa through its zone path (gfa_alloc/free, the zone lock every call) and
+ * per thread), gfa through its zone path (gfa_alloc/free, the zone lock every call; the
+ * caches are drained before each of its repetitions, so it runs as gfa without them) and
  * LLFree (llfree_get/put, one per-core reservation slot per thread), over pools of 1, 4
  * and 16 GiB of frames.  Repetitions are interleaved (one of every allocator, then the
  * next) after a warm-up; min and median of the wall time per operation, and the
@@ -324,6 +325,9 @@ static void peer_rep(struct peer_ctl *c, struct peer_worker *w, struct peer_row 
 	c->kind = k;
 	c->order = r->order;
 	c->nactive = r->threads;
+	/* the zone path runs as gfa without caches: none holds frames it could reuse */
+	if (k == K_ZONE && gfa_pool_drain_all(c->pp->pool, -1) < 0)
+		bench_die("gfa_pool_drain_all failed");
 	switch (r->wl) {
 	case WL_REPEAT:
 		c->count = n->repeat;
