@@ -113,6 +113,7 @@ $(BUILD)/bench/peer_llfree.o: bench/peer_llfree.c bench/peer_llfree.h $(LLFREE_L
 	clang -O2 -g -std=gnu11 -Wall -Wextra -Werror -I. -I$(LLFREE_DIR)/include -I$(LLFREE_DIR)/std \
 	    -DSTD -DNO_LOG -c $< -o $@
 $(BUILD)/bench/peer.o: CFLAGS += -DPEER_LLFREE=1 -DPEER_DIR='"$(PEERS)"'
+$(BUILD)/bench/peer.o: $(LLFREE_LIB)
 $(BUILD)/bench/peer: $(BUILD)/bench/peer.o $(BUILD)/bench/peer_llfree.o $(LLFREE_LIB) $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
 else

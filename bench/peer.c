@@ -404,6 +404,10 @@ static void pool_close(struct peer_pool *pp)
 #endif
 }
 
+/* The markdown table printed at the end (bench-all copies it into BENCHMARKS.md). */
+static char md_rows[NR_SIZES * NR_WL * NR_ORDERS_RUN * MAX_THREADS][256];
+static unsigned int nr_md_rows;
+
 static void print_row(const struct peer_row *r, const struct peer_pool *pp, int reps,
 		      unsigned int *met, unsigned int *goals)
 {
@@ -450,6 +454,13 @@ static void print_row(const struct peer_row *r, const struct peer_pool *pp, int 
 		bench_result_add(&res, "possible_2m", "%lu", (unsigned long)r->frag_possible);
 	}
 	bench_result_print(&res);
+	snprintf(md_rows[nr_md_rows++], sizeof(md_rows[0]),
+		 "| %s | %u | %d | %u | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.2f | %.2f | "
+		 "%.1f / %.1f / %.1f |", wl_name[r->wl], r->order, r->threads, gib,
+		 wall[K_CACHE].min, wall[K_CACHE].median, wall[K_ZONE].min, wall[K_ZONE].median,
+		 wall[K_LLFREE].min, wall[K_LLFREE].median, wall[K_CACHE].min / wall[K_LLFREE].min,
+		 wall[K_ZONE].min / wall[K_LLFREE].min, cpu[K_CACHE].median, cpu[K_ZONE].median,
+		 cpu[K_LLFREE].median);
 	snprintf(gkey, sizeof(gkey), "%s_%ug_cache", key, gib);
 	*met += bench_goal("peer_llfree", gkey, wall[K_CACHE].min / wall[K_LLFREE].min, "<=",
 			   1.0, "gfa cache / LLFree, fastest wall sample of each");
@@ -562,6 +573,12 @@ int main(int argc, char **argv)
 		free(w[i].blocks);
 	}
 	bench_print_load(&load, "the run");
+	printf("\n| workload | order | threads | pool GiB | gfa cache ns (min / median) | gfa zone "
+	       "path ns | LLFree ns | cache / LLFree | zone / LLFree | CPU ns: cache / zone / "
+	       "LLFree (median) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+	for (unsigned int i = 0; i < nr_md_rows; i++)
+		printf("%s\n", md_rows[i]);
+	printf("\n");
 	bench_result_add(&sum, "goals_met", "%u", met);
 	bench_result_add(&sum, "goals", "%u", goals);
 	bench_result_print(&sum);
