@@ -48,8 +48,15 @@ uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end)
 	return end;
 }
 
-void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
-		    unsigned int order, unsigned int mt, bool tail)
+/*
+ * A block onto / off its free list: the links, the list's and the order's counts, the
+ * free-head bit.  The frame counts (the zone's nr_free and the pageblocks') are the
+ * callers': a merge or a split moves frames between orders without changing them, so
+ * it accounts once for the frames that really arrive or leave (free_account()).
+ */
+static inline __attribute__((always_inline)) void
+buddy_list_link(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigned int order,
+		unsigned int mt, bool tail)
 {
 	struct gfa_free_list *l = &z->area[order].list[mt];
 	struct gfa_frame *f = &pool->frames[pfn];
@@ -73,15 +80,16 @@ void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 	}
 	l->nr++;
 	z->area[order].nr_free++;
-	z->nr_free += 1UL << order;
-	pb_account_free(z, pfn, order, 1);
 	free_head_mark(z, pfn, true);
 }
 
-void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
+/* Returns the block's order. */
+static inline __attribute__((always_inline)) unsigned int
+buddy_list_unlink(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 {
 	struct gfa_frame *f = &pool->frames[pfn];
-	struct gfa_free_list *l = &z->area[f->order].list[f->mt];
+	unsigned int order = f->order;
+	struct gfa_free_list *l = &z->area[order].list[f->mt];
 
 	if (f->prev == GFA_NIL)
 		l->head = f->next;
@@ -93,10 +101,29 @@ void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 		pool->frames[f->next].prev = f->prev;
 	f->next = f->prev = GFA_NIL;
 	l->nr--;
-	z->area[f->order].nr_free--;
-	z->nr_free -= 1UL << f->order;
-	pb_account_free(z, pfn, f->order, -1);
+	z->area[order].nr_free--;
 	free_head_mark(z, pfn, false);
+	return order;
+}
+
+/* 2^order frames at pfn join (sign 1) or leave (-1) the free lists' frame counts. */
+static inline __attribute__((always_inline)) void free_account(struct gfa_zone *z, uint64_t pfn,
+							       unsigned int order, int sign)
+{
+	z->nr_free += (uint64_t)(int64_t)sign << order;
+	pb_account_free(z, pfn, order, sign);
+}
+
+void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+		    unsigned int order, unsigned int mt, bool tail)
+{
+	buddy_list_link(pool, z, pfn, order, mt, tail);
+	free_account(z, pfn, order, 1);
+}
+
+void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
+{
+	free_account(z, pfn, buddy_list_unlink(pool, z, pfn), -1);
 }
 
 static bool pfn_in_zone(const struct gfa_zone *z, uint64_t pfn, unsigned int order)
@@ -179,13 +206,15 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	unsigned int mt = pfn_pageblock(z, pfn)->mt;
 	/* read once: a thread-local (a call per read in a shared library), asked per level */
 	struct capture_control *capc = gfa_capc;
+	uint64_t freed_pfn = pfn;
+	unsigned int freed_order = order;
 
 	while (order < GFA_MAX_ORDER) {
 		uint64_t buddy = pfn ^ (1UL << order);
 		struct gfa_frame *bf;
 
 		if (__builtin_expect(capc != NULL, 0) && compaction_capture(capc, z, pfn, order, mt))
-			return true;
+			goto captured;
 		if (!pfn_in_zone(z, buddy, order))
 			break;
 		bf = F(z, buddy);
@@ -195,7 +224,8 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 		    (pfn_pageblock(z, buddy)->mt == GFA_MT_ISOLATE ||
 		     pfn_pageblock(z, pfn)->mt == GFA_MT_ISOLATE))
 			break;
-		buddy_list_del(z->pool, z, buddy);
+		/* the buddy's frames stay counted: they are in the merged block */
+		buddy_list_unlink(z->pool, z, buddy);
 		/*
 		 * Linux 6.10's __free_one_page: the buddy's pageblocks take the freed
 		 * block's type, so the merged block's pageblocks agree with its list (a
@@ -209,10 +239,16 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 		order++;
 	}
 	if (__builtin_expect(capc != NULL, 0) && compaction_capture(capc, z, pfn, order, mt))
-		return true;
+		goto captured;
 	/* blocks with released frames are reused last: a host fault costs more */
-	buddy_list_add(z->pool, z, pfn, order, mt, block_released(z, pfn, order));
+	buddy_list_link(z->pool, z, pfn, order, mt, block_released(z, pfn, order));
+	free_account(z, freed_pfn, freed_order, 1);
 	return false;
+captured:
+	/* the merged block is on no list: the buddies merged into it leave the counts */
+	free_account(z, pfn, order, -1);
+	free_account(z, freed_pfn, freed_order, 1);
+	return true;
 }
 
 /* expand(): split a block of order high down to low, giving back the upper halves. */
@@ -221,11 +257,12 @@ static void expand(struct gfa_zone *z, uint64_t pfn, unsigned int low, unsigned 
 {
 	while (high > low) {
 		high--;
-		buddy_list_add(z->pool, z, pfn + (1UL << high), high, mt,
-			       block_released(z, pfn + (1UL << high), high));
+		buddy_list_link(z->pool, z, pfn + (1UL << high), high, mt,
+				block_released(z, pfn + (1UL << high), high));
 	}
 }
 
+/* The halves stay counted as free frames; only the 2^order frames taken leave. */
 static int64_t rmqueue_smallest(struct gfa_zone *z, unsigned int order, unsigned int mt)
 {
 	for (unsigned int o = order; o <= GFA_MAX_ORDER; o++) {
@@ -233,8 +270,9 @@ static int64_t rmqueue_smallest(struct gfa_zone *z, unsigned int order, unsigned
 
 		if (pfn == GFA_NIL)
 			continue;
-		buddy_list_del(z->pool, z, pfn);
+		buddy_list_unlink(z->pool, z, pfn);
 		expand(z, pfn, order, o, mt);
+		free_account(z, pfn, order, -1);
 		F(z, pfn)->order = (uint8_t)order;
 		return pfn;
 	}
