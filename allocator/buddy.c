@@ -160,14 +160,13 @@ static bool compaction_capture(struct capture_control *capc, struct gfa_zone *z,
 
 /*
  * Does the block hold a released frame?  The zone's and the pageblocks' counts answer
- * without the bits: a pageblock wholly inside the block has its released frames in it,
- * so only a block smaller than a pageblock whose pageblock has released frames scans.
- * Merges up to GFA_MAX_ORDER and splits from it run here under the zone lock.
+ * without the bits (the zone's in line, in block_released): a pageblock wholly inside
+ * the block has its released frames in it, so only a block smaller than a pageblock
+ * whose pageblock has released frames scans.  Every level of a merge up to
+ * GFA_MAX_ORDER and of a split from it asks, under the zone lock.
  */
-static bool block_released(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+static bool block_released_slow(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 {
-	if (!z->nr_released)
-		return false;
 	if (order >= GFA_PAGEBLOCK_ORDER) {
 		for (uint64_t p = pfn; p < pfn + (1UL << order); p += GFA_PAGEBLOCK_FRAMES)
 			if (pfn_pageblock(z, p)->nr_released)
@@ -178,6 +177,12 @@ static bool block_released(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 		return false;
 	z->release_scans++;
 	return release_bits_any(z, pfn, 1UL << order);
+}
+
+static inline __attribute__((always_inline)) bool block_released(struct gfa_zone *z, uint64_t pfn,
+								 unsigned int order)
+{
+	return z->nr_released && block_released_slow(z, pfn, order);
 }
 
 /* Give the pageblocks of a block type mt; returns how many changed type. */
