@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * bench/peer: gfa beside LLFree (the lock-free page-frame allocator of "LLFree: Scalable
- * and Optionally-Persistent Page-Frame Allocation", USENIX ATC 2023), in one run.
+ * bench/peer: gfa beside LLFree, a lock-free page-frame allocator with per-core
+ * reservations (its C implementation, built from the shared peers folder), in one run.
  *
  * The workloads of LLFree's kernel benchmark module, at orders 0 and 9 on 1 and 2
  * threads, each thread pinned to its own CPU:
