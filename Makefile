@@ -39,7 +39,7 @@ REF_SRC   := $(sort $(wildcard refvmm/*.c))
 REF_OBJ   := $(REF_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC  := $(sort $(wildcard tests/*.c)) $(if $(filter 1,$(SHIM)),tests/shim/shim_main.c)
 TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
-BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_SRC := $(filter-out bench/peer_llfree.c,$(sort $(wildcard bench/*.c)))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EX_SRC    := $(sort $(wildcard examples/*.c))
 EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
@@ -53,7 +53,7 @@ GFACTL  := $(BUILD)/gfactl
 TESTBIN := $(BUILD)/tests/gfa-tests
 
 .PHONY: all deps deps-test run test check asan tsan bench install install-refvmm clean tidy cppcheck \
-        sanitized-test bench-buddy bench-pcp bench-thpscale bench-release
+        sanitized-test bench-buddy bench-pcp bench-thpscale bench-release bench-peer
 all: $(SO) $(A) $(REF_A) $(GFACTL) $(EX_BIN) $(BENCH_BIN)
 
 deps:
@@ -97,6 +97,29 @@ $(BUILD)/examples/%: $(BUILD)/examples/%.o $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
+
+# bench/peer runs LLFree beside gfa.  LLFree comes from the shared peers folder next to
+# the clone, built with clang (its header needs it) into the build folder, behind the
+# plain interface of bench/peer_llfree.c; without the folder bench/peer only says so.
+PEERS      ?= $(CURDIR)/../shared/peers
+LLFREE_TAR := $(wildcard $(PEERS)/llfree-c-970bb3d.tar.gz)
+LLFREE_DIR := $(BUILD)/peers/llfree-c
+ifneq ($(LLFREE_TAR),)
+LLFREE_LIB := $(LLFREE_DIR)/build/libllc.a
+$(LLFREE_LIB): $(LLFREE_TAR)
+	rm -rf $(LLFREE_DIR) && mkdir -p $(BUILD)/peers && tar xzf $< -C $(BUILD)/peers
+	CFLAGS=-DNO_LOG $(MAKE) -C $(LLFREE_DIR) DEBUG=0 CC=clang
+$(BUILD)/bench/peer_llfree.o: bench/peer_llfree.c bench/peer_llfree.h $(LLFREE_LIB)
+	@mkdir -p $(dir $@)
+	clang -O2 -g -std=gnu11 -Wall -Wextra -Werror -I. -I$(LLFREE_DIR)/include -I$(LLFREE_DIR)/std \
+	    -DSTD -DNO_LOG -c $< -o $@
+$(BUILD)/bench/peer.o: CFLAGS += -DPEER_LLFREE=1 -DPEER_DIR='"$(PEERS)"'
+$(BUILD)/bench/peer.o: $(LLFREE_LIB)
+$(BUILD)/bench/peer: $(BUILD)/bench/peer.o $(BUILD)/bench/peer_llfree.o $(LLFREE_LIB) $(REF_A) $(A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
+else
+$(BUILD)/bench/peer.o: CFLAGS += -DPEER_LLFREE=0 -DPEER_DIR='"$(PEERS)"'
+endif
 
 $(BUILD)/tests/%.o: tests/%.c $(LIB_HDRS) $(wildcard tests/*.h tests/shim/criterion/*.h)
 	@mkdir -p $(dir $@)

@@ -12,7 +12,7 @@ static struct gfa_frame *F(struct gfa_zone *z, uint64_t pfn)
 }
 
 /* Keep each pageblock's count of free frames (an order-10 block spans two). */
-static void pb_account_free(struct gfa_zone *z, uint64_t pfn, unsigned int order, int sign)
+static inline __attribute__((always_inline)) void pb_account_free(struct gfa_zone *z, uint64_t pfn, unsigned int order, int sign)
 {
 	if (order <= GFA_PAGEBLOCK_ORDER) {
 		pfn_pageblock(z, pfn)->nr_free += (uint16_t)(sign * (1 << order));
@@ -22,7 +22,8 @@ static void pb_account_free(struct gfa_zone *z, uint64_t pfn, unsigned int order
 		pfn_pageblock(z, p)->nr_free += (uint16_t)(sign * (int)GFA_PAGEBLOCK_FRAMES);
 }
 
-static void free_head_mark(struct gfa_zone *z, uint64_t pfn, bool set)
+static inline __attribute__((always_inline)) void free_head_mark(struct gfa_zone *z, uint64_t pfn,
+								  bool set)
 {
 	uint64_t i = pfn - z->start_pfn, bit = 1ULL << (i % 64);
 
@@ -47,8 +48,15 @@ uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end)
 	return end;
 }
 
-void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
-		    unsigned int order, unsigned int mt, bool tail)
+/*
+ * A block onto / off its free list: the links, the list's and the order's counts, the
+ * free-head bit.  The frame counts (the zone's nr_free and the pageblocks') are the
+ * callers': a merge or a split moves frames between orders without changing them, so
+ * it accounts once for the frames that really arrive or leave (free_account()).
+ */
+static inline __attribute__((always_inline)) void
+buddy_list_link(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigned int order,
+		unsigned int mt, bool tail)
 {
 	struct gfa_free_list *l = &z->area[order].list[mt];
 	struct gfa_frame *f = &pool->frames[pfn];
@@ -72,15 +80,16 @@ void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 	}
 	l->nr++;
 	z->area[order].nr_free++;
-	z->nr_free += 1UL << order;
-	pb_account_free(z, pfn, order, 1);
 	free_head_mark(z, pfn, true);
 }
 
-void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
+/* Returns the block's order. */
+static inline __attribute__((always_inline)) unsigned int
+buddy_list_unlink(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 {
 	struct gfa_frame *f = &pool->frames[pfn];
-	struct gfa_free_list *l = &z->area[f->order].list[f->mt];
+	unsigned int order = f->order;
+	struct gfa_free_list *l = &z->area[order].list[f->mt];
 
 	if (f->prev == GFA_NIL)
 		l->head = f->next;
@@ -92,10 +101,29 @@ void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 		pool->frames[f->next].prev = f->prev;
 	f->next = f->prev = GFA_NIL;
 	l->nr--;
-	z->area[f->order].nr_free--;
-	z->nr_free -= 1UL << f->order;
-	pb_account_free(z, pfn, f->order, -1);
+	z->area[order].nr_free--;
 	free_head_mark(z, pfn, false);
+	return order;
+}
+
+/* 2^order frames at pfn join (sign 1) or leave (-1) the free lists' frame counts. */
+static inline __attribute__((always_inline)) void free_account(struct gfa_zone *z, uint64_t pfn,
+							       unsigned int order, int sign)
+{
+	z->nr_free += (uint64_t)(int64_t)sign << order;
+	pb_account_free(z, pfn, order, sign);
+}
+
+void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
+		    unsigned int order, unsigned int mt, bool tail)
+{
+	buddy_list_link(pool, z, pfn, order, mt, tail);
+	free_account(z, pfn, order, 1);
+}
+
+void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
+{
+	free_account(z, pfn, buddy_list_unlink(pool, z, pfn), -1);
 }
 
 static bool pfn_in_zone(const struct gfa_zone *z, uint64_t pfn, unsigned int order)
@@ -111,11 +139,9 @@ __thread struct capture_control *gfa_capc;
  * from an ISOLATE pageblock; a non-movable sub-pageblock request never captures from a
  * MOVABLE pageblock (that would bypass fallback and pageblock stealing).
  */
-static bool compaction_capture(struct gfa_zone *z, uint64_t pfn, unsigned int order,
-			       unsigned int mt)
+static bool compaction_capture(struct capture_control *capc, struct gfa_zone *z, uint64_t pfn,
+			       unsigned int order, unsigned int mt)
 {
-	struct capture_control *capc = gfa_capc;
-
 	if (!capc || capc->zone != z || capc->pfn >= 0 || (int)order != capc->order)
 		return false;
 	if (mt == GFA_MT_ISOLATE || (capc->nofallback && mt != capc->mt))
@@ -132,12 +158,31 @@ static bool compaction_capture(struct gfa_zone *z, uint64_t pfn, unsigned int or
 	return true;
 }
 
-/* Does the block hold a released frame?  The pageblock's count answers most calls. */
-static bool block_released(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+/*
+ * Does the block hold a released frame?  The zone's and the pageblocks' counts answer
+ * without the bits (the zone's in line, in block_released): a pageblock wholly inside
+ * the block has its released frames in it, so only a block smaller than a pageblock
+ * whose pageblock has released frames scans.  Every level of a merge up to
+ * GFA_MAX_ORDER and of a split from it asks, under the zone lock.
+ */
+static bool block_released_slow(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 {
-	if (order <= GFA_PAGEBLOCK_ORDER && !pfn_pageblock(z, pfn)->nr_released)
+	if (order >= GFA_PAGEBLOCK_ORDER) {
+		for (uint64_t p = pfn; p < pfn + (1UL << order); p += GFA_PAGEBLOCK_FRAMES)
+			if (pfn_pageblock(z, p)->nr_released)
+				return true;
 		return false;
+	}
+	if (!pfn_pageblock(z, pfn)->nr_released)
+		return false;
+	z->release_scans++;
 	return release_bits_any(z, pfn, 1UL << order);
+}
+
+static inline __attribute__((always_inline)) bool block_released(struct gfa_zone *z, uint64_t pfn,
+								 unsigned int order)
+{
+	return z->nr_released && block_released_slow(z, pfn, order);
 }
 
 /* Give the pageblocks of a block type mt; returns how many changed type. */
@@ -164,13 +209,17 @@ static uint64_t set_pageblocks_mt(struct gfa_zone *z, uint64_t pfn, unsigned int
 bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 {
 	unsigned int mt = pfn_pageblock(z, pfn)->mt;
+	/* read once: a thread-local (a call per read in a shared library), asked per level */
+	struct capture_control *capc = gfa_capc;
+	uint64_t freed_pfn = pfn;
+	unsigned int freed_order = order;
 
 	while (order < GFA_MAX_ORDER) {
 		uint64_t buddy = pfn ^ (1UL << order);
 		struct gfa_frame *bf;
 
-		if (compaction_capture(z, pfn, order, mt))
-			return true;
+		if (__builtin_expect(capc != NULL, 0) && compaction_capture(capc, z, pfn, order, mt))
+			goto captured;
 		if (!pfn_in_zone(z, buddy, order))
 			break;
 		bf = F(z, buddy);
@@ -180,7 +229,8 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 		    (pfn_pageblock(z, buddy)->mt == GFA_MT_ISOLATE ||
 		     pfn_pageblock(z, pfn)->mt == GFA_MT_ISOLATE))
 			break;
-		buddy_list_del(z->pool, z, buddy);
+		/* the buddy's frames stay counted: they are in the merged block */
+		buddy_list_unlink(z->pool, z, buddy);
 		/*
 		 * Linux 6.10's __free_one_page: the buddy's pageblocks take the freed
 		 * block's type, so the merged block's pageblocks agree with its list (a
@@ -193,11 +243,17 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 		pfn &= ~(1UL << order);
 		order++;
 	}
-	if (compaction_capture(z, pfn, order, mt))
-		return true;
+	if (__builtin_expect(capc != NULL, 0) && compaction_capture(capc, z, pfn, order, mt))
+		goto captured;
 	/* blocks with released frames are reused last: a host fault costs more */
-	buddy_list_add(z->pool, z, pfn, order, mt, block_released(z, pfn, order));
+	buddy_list_link(z->pool, z, pfn, order, mt, block_released(z, pfn, order));
+	free_account(z, freed_pfn, freed_order, 1);
 	return false;
+captured:
+	/* the merged block is on no list: the buddies merged into it leave the counts */
+	free_account(z, pfn, order, -1);
+	free_account(z, freed_pfn, freed_order, 1);
+	return true;
 }
 
 /* expand(): split a block of order high down to low, giving back the upper halves. */
@@ -206,11 +262,12 @@ static void expand(struct gfa_zone *z, uint64_t pfn, unsigned int low, unsigned 
 {
 	while (high > low) {
 		high--;
-		buddy_list_add(z->pool, z, pfn + (1UL << high), high, mt,
-			       block_released(z, pfn + (1UL << high), high));
+		buddy_list_link(z->pool, z, pfn + (1UL << high), high, mt,
+				block_released(z, pfn + (1UL << high), high));
 	}
 }
 
+/* The halves stay counted as free frames; only the 2^order frames taken leave. */
 static int64_t rmqueue_smallest(struct gfa_zone *z, unsigned int order, unsigned int mt)
 {
 	for (unsigned int o = order; o <= GFA_MAX_ORDER; o++) {
@@ -218,8 +275,9 @@ static int64_t rmqueue_smallest(struct gfa_zone *z, unsigned int order, unsigned
 
 		if (pfn == GFA_NIL)
 			continue;
-		buddy_list_del(z->pool, z, pfn);
+		buddy_list_unlink(z->pool, z, pfn);
 		expand(z, pfn, order, o, mt);
+		free_account(z, pfn, order, -1);
 		F(z, pfn)->order = (uint8_t)order;
 		return pfn;
 	}

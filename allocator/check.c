@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "allocator/internal.h"
+#include "allocator/pcp.h"
 
 #define FAIL(...) do { snprintf(msg, len, __VA_ARGS__); return -EUCLEAN; } while (0)
 
@@ -249,6 +249,83 @@ static int check_zone(struct gfa_zone *z, char *msg, size_t len)
 	return err;
 }
 
+
+/* ---- the per-vCPU caches (all held remotely: pcp_lock_all) ---- */
+
+static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
+{
+	struct gfa_pool *pool = pcp->pool;
+	int64_t total = 0;
+
+	for (int i = 0; i < NR_PCP_LISTS; i++) {
+		const struct pcp_list *l = &pcp->lists[i];
+		unsigned int order = pindex_to_order(i);
+		uint32_t n = plist_nr(l);
+
+		if (n > l->mask + 1) {
+			snprintf(msg, len, "pcp %p list %d: holds %u blocks in a ring of %u",
+				 (void *)pcp, i, n, l->mask + 1);
+			return -EUCLEAN;
+		}
+		for (uint32_t k = 0; k < n; k++) {
+			uint32_t p = plist_at(l, k);
+			struct gfa_frame *f = p < pool->nr_pfns ? &pool->frames[p] : NULL;
+
+			if (!f || fstate(f) != GFA_FRAME_PCP || f->order != order ||
+			    f->mt != (unsigned int)i % GFA_MT_PCPTYPES ||
+			    pool_pfn_zone(pool, p) != pcp->zone) {
+				snprintf(msg, len, "pcp %p list %d: pfn %u (state %u order %u mt %u) "
+					 "does not belong there", (void *)pcp, i, p,
+					 f ? fstate(f) : 0u, f ? (unsigned int)f->order : 0u,
+					 f ? (unsigned int)f->mt : 0u);
+				return -EUCLEAN;
+			}
+		}
+		total += (int64_t)n << order;
+	}
+	if (total != pcp->count) {
+		snprintf(msg, len, "pcp %p: count %d but lists hold %ld frames", (void *)pcp,
+			 pcp->count, (long)total);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+/*
+ * Each block on a cache list is on exactly one (the sums alone pass a block listed
+ * twice while another is on none).  seen: one bit per pfn, all clear.
+ */
+static int pcp_check_unique(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len)
+{
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
+		for (int i = 0; i < NR_PCP_LISTS; i++) {
+			const struct pcp_list *l = &pcp->lists[i];
+
+			for (uint32_t k = 0; k < plist_nr(l); k++) {
+				uint32_t p = plist_at(l, k);
+
+				if (seen[p / 64] & (1ULL << (p % 64))) {
+					snprintf(msg, len, "pfn %u is on a cache list twice (pcp %p "
+						 "list %d)", p, (void *)pcp, i);
+					return -EUCLEAN;
+				}
+				seen[p / 64] |= 1ULL << (p % 64);
+			}
+		}
+	return 0;
+}
+
+static int pcp_check_locked(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len)
+{
+	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
+		int err = pcp_check_one(pcp, msg, len);
+
+		if (err)
+			return err;
+	}
+	/* every entry is a pfn of the pool now (pcp_check_one) */
+	return pcp_check_unique(pool, seen, msg, len);
+}
 int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen)
 {
 	char dummy[1];

@@ -149,6 +149,7 @@ struct gfa_zone {
 	 */
 	uint64_t *free_heads;
 	uint64_t nr_released, nr_inflight;
+	uint64_t release_scans;         /* block_released() scans of release bits */
 	struct gfa_release_policy rp;
 	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
 	struct { uint64_t owner, frames, gen; } claims[GFA_MAX_CLAIMS];
@@ -376,8 +377,6 @@ void pcp_unlock_all(struct gfa_pool *pool);
 /* Pools whose caches fork() holds, so no cache call is half done in the child. */
 void pcp_pool_register(struct gfa_pool *pool);
 void pcp_pool_unregister(struct gfa_pool *pool);
-/* With pcp_lock_all held: check caches; add their blocks and counters. */
-int pcp_check_locked(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len);
 /* With pcp_lock_all held: frames the caches of zone z hold, by their counters. */
 uint64_t pcp_zone_frames(struct gfa_pool *pool, struct gfa_zone *z);
 /* Blocks per order on zone's caches (relaxed list lengths); pcp_lock held (and the zone

@@ -11,17 +11,12 @@
  * membarrier on the rare remote side).  Remote drainers (compaction, shutdown, idle
  * drain, statistics, the checker) hold the cache remotely; its owner waits for them.
  * Lock order: pool->pcp_lock -> remote hold of a cache -> zone lock.
+ * Sizing and auto-tuning of high: allocator/pcp_tune.c; the checks: allocator/check.c.
  */
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "allocator/pcp.h"
-
-#define PCP_BATCH_SCALE_MAX 5
-
-#define PCPF_FREE_HIGH_BATCH      0x2u
 
 static inline int order_to_pindex(unsigned int mt, unsigned int order)
 {
@@ -30,57 +25,9 @@ static inline int order_to_pindex(unsigned int mt, unsigned int order)
 	return (int)(GFA_MT_PCPTYPES * base + mt);
 }
 
-static inline unsigned int pindex_to_order(int pindex)
-{
-	unsigned int order = (unsigned int)pindex / GFA_MT_PCPTYPES;
-
-	return order > PCP_COSTLY_ORDER ? GFA_PAGEBLOCK_ORDER : order;
-}
-
 PCP_HOT bool pcp_order_cached(const struct gfa_pcp *pcp, unsigned int order)
 {
 	return order < PCP_ORDER_SLOTS && pcp->slots[order].base >= 0;
-}
-
-static unsigned int rounddown_pow2(unsigned int x)
-{
-	unsigned int r = 1;
-
-	while (r * 2 <= x)
-		r *= 2;
-	return r;
-}
-
-/*
- * zone_batchsize(): a quarter of a thousandth of the zone, at most 1 MiB worth, then
- * rounded to 2^n - 1 to avoid cache aliasing between batches (63 on large zones).
- * high_min is at least 4 batches; it also holds two pageblocks so order-9 blocks can
- * be cached at all (the kernel's high is in the thousands on large machines).
- */
-void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z)
-{
-	const struct gfa_pool_config *cfg = &pool->cfg;
-	unsigned int batch = (unsigned int)((z->nr_frames >> 10) < 256 ? z->nr_frames >> 10 : 256) / 4;
-	uint64_t high;
-
-	if (batch < 1)
-		batch = 1;
-	batch = rounddown_pow2(batch + batch / 2) - 1;
-	if (batch < 1)
-		batch = 1;
-	if (cfg->pcp_batch)
-		batch = cfg->pcp_batch;
-	high = batch << 2;
-	if (high < 2 * GFA_PAGEBLOCK_FRAMES && z->nr_frames >= 32 * GFA_PAGEBLOCK_FRAMES)
-		high = 2 * GFA_PAGEBLOCK_FRAMES;
-	if (cfg->pcp_high)
-		high = cfg->pcp_high;
-	z->pcp_batch = (int)batch;
-	z->pcp_high_min = (int)high;
-	z->pcp_high_max = cfg->pcp_high_max ? (int)cfg->pcp_high_max : (int)(high * 8);
-	/* high below a batch is the kernel's disabled pcp: no auto-tuning lifts it */
-	if (z->pcp_high_max < z->pcp_high_min || high < batch)
-		z->pcp_high_max = z->pcp_high_min;
 }
 
 /* ---- lists (inside the owner's call, or held remotely) ---- */
@@ -128,6 +75,16 @@ PCP_HOT void plist_push_top(struct pcp_list *l, uint32_t pfn)
 	__atomic_store_n(&l->top, top + 1, __ATOMIC_RELAXED);
 }
 
+PCP_HOT bool plist_empty(const struct pcp_list *l)
+{
+	return l->top == l->bottom;
+}
+
+PCP_HOT bool plist_full(const struct pcp_list *l)
+{
+	return plist_nr(l) > l->mask;
+}
+
 PCP_HOT uint32_t plist_pop_top(struct pcp_list *l)
 {
 	uint32_t top = l->top - 1;
@@ -167,19 +124,13 @@ static uint32_t plist_nr_racy(const struct pcp_list *l)
 	return top - bottom <= mask + 1 ? top - bottom : 0;
 }
 
-/* The list's i-th block from the oldest (checker and statistics). */
-static uint32_t plist_at(const struct pcp_list *l, uint32_t i)
-{
-	return l->ring[(l->bottom + i) & l->mask];
-}
-
 /*
  * free_pcppages_bulk(): free `count` frames to the zone in one lock section.  The list
  * that overflowed (pindex) goes first and alone if it holds enough; then the others
  * upward with wrap-around, the [min, max] window shrinking past empty edge lists.
  * count is clamped to pcp->count, else the search below could never end.
  */
-static int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
+int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 {
 	struct gfa_zone *z = pcp->zone;
 	int min_pindex = 0, max_pindex = NR_PCP_LISTS - 1, freed = 0;
@@ -256,47 +207,22 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 }
 
 /*
- * nr_pcp_alloc(): refill max(batch >> order, 2) blocks.  A cache that has to refill
- * could have kept more: high grows by a batch toward high_max on every refill, as
- * Linux 6.7's auto-tuning does (gfa_pool_drain_idle decays it again).
- */
-static int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order)
-{
-	int batch = pcp->batch;
-
-	if (pcp->high < batch)
-		return 1;               /* the kernel's "PCP disabled": one block at a time */
-	/* saturating: high + batch may not fit an int when high_max is near INT_MAX */
-	if (pcp->high_min != pcp->high_max && pcp->high < pcp->high_max)
-		pcp->high = pcp->high_max - pcp->high > batch ? pcp->high + batch : pcp->high_max;
-	if (batch > 1)
-		batch = (batch >> order) < 2 ? 2 : batch >> order;
-	return batch;
-}
-
-/*
- * The per-order table of the hot paths.  Every kept order fits in the zone (zones hold
- * at least a pageblock), so last_off never wraps for them.
+ * The per-order table of the hot paths: every valid order (up to GFA_MAX_ORDER, no larger
+ * than the zone) gets its offsets, so pcp_block_in_zone() is the whole argument check of
+ * a free in the cache's zone; the cached ones get their list row too.
  */
 static void pcp_slots_init(struct gfa_pcp *pcp, const struct gfa_zone *z)
 {
 	for (unsigned int o = 0; o < PCP_ORDER_SLOTS; o++) {
 		struct pcp_slot *sl = &pcp->slots[o];
-		bool kept = (o <= PCP_COSTLY_ORDER || o == GFA_PAGEBLOCK_ORDER) &&
-			    (!o || !pcp->no_high_order) && (1UL << o) <= z->nr_frames;
+		bool fits = o <= GFA_MAX_ORDER && (1UL << o) <= z->nr_frames;
+		bool kept = fits && (o <= PCP_COSTLY_ORDER || o == GFA_PAGEBLOCK_ORDER) &&
+			    (!o || !pcp->no_high_order);
 
 		sl->base = (int16_t)(kept ? order_to_pindex(0, o) : -1);
 		sl->mask = (1U << o) - 1;
-		sl->last_off = kept ? z->nr_frames - (1UL << o) : 0;
+		sl->nr_offs = fits ? z->nr_frames - (1UL << o) + 1 : 0;
 	}
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* ---- claims: the zone path for allocations while a zone has any ---- */
@@ -307,8 +233,8 @@ static void pcp_claims_changed_one(struct gfa_pcp *pcp)
 	bool claims = __atomic_load_n(&pcp->zone->nr_claims, __ATOMIC_RELAXED);
 
 	for (unsigned int o = 0; o < PCP_ORDER_SLOTS; o++)
-		atomic_store_explicit(&pcp->slots[o].alloc_base,
-				      claims ? (int16_t)-1 : pcp->slots[o].base, memory_order_relaxed);
+		atomic_store_explicit(&pcp->alloc_base[o],
+				      claims ? (int8_t)-1 : (int8_t)pcp->slots[o].base, memory_order_relaxed);
 }
 
 void pcp_claims_changed(struct gfa_zone *z)
@@ -351,24 +277,13 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	z = &pool->zones[zone];
 	pcp->pool = pool;
 	pcp->zone = z;
-	pcp->batch = z->pcp_batch;
-	pcp->high_min = pcp->high = z->pcp_high_min;
-	pcp->high_max = z->pcp_high_max;
+	pcp_tune_init(pcp, z);
 	pcp->no_high_order = pool->cfg.pcp_no_high_order;
 	pcp_slots_init(pcp, z);
 	pcp->frames = pool->frames;
 	pcp->zone_start = z->start_pfn;
 	pcp->zone_frames = z->nr_frames;
 	pcp->pageblocks = z->pageblocks;
-	pcp->free_count_cap = pcp->batch << PCP_BATCH_SCALE_MAX;
-	pcp->free_high_threshold = pool->cfg.pcp_free_high_old
-		? (unsigned int)pcp->batch
-		: (unsigned int)(pcp->batch + pcp->high_min / 2);
-	/* seed part B invariant 4: reachable by free_count, which stops at the cap (with
-	 * high_min >= 1024 for order-9 caching, zones of 64-350 MiB were past it) */
-	if (pcp->free_high_threshold > (unsigned int)pcp->free_count_cap)
-		pcp->free_high_threshold = (unsigned int)pcp->free_count_cap;
-	pcp->idle_since_ms = now_ms();
 	pthread_mutex_lock(&pool->pcp_lock);
 	pcp_claims_changed_one(pcp);
 	/* the gate changes under pcp_lock: a cache born while it is up starts with it up */
@@ -379,26 +294,6 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pool->pcps = pcp;
 	pthread_mutex_unlock(&pool->pcp_lock);
 	return pcp;
-}
-
-/* Allocations served by this cache: the hot path counts each once, per order. */
-static uint64_t pcp_nr_alloc(const struct gfa_pcp *pcp)
-{
-	uint64_t n = 0;
-
-	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++)
-		n += pcp->vs.alloc_order[o];
-	return n;
-}
-
-/* Frees by this cache's owner: counted once each, per order, as allocations are. */
-static uint64_t pcp_nr_free(const struct gfa_pcp *pcp)
-{
-	uint64_t n = 0;
-
-	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++)
-		n += pcp->vs.free_order[o];
-	return n;
 }
 
 /*
@@ -464,7 +359,7 @@ void gfa_pcp_destroy(struct gfa_pcp *pcp)
  * A block popped from a list goes to its owner: frame_mark_allocated() in line, the
  * owner cookie before the release of the state, and the one counter an allocation costs.
  * Only stores to the descriptor: the block's type is already the list's (list mt holds
- * only blocks of type mt, pcp_check_one), so the call never waits for its line.
+ * only blocks of type mt, checked by gfa_pool_check), so the call never waits for its line.
  */
 PCP_HOT void pcp_mark_allocated(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order,
 				uint64_t owner)
@@ -502,7 +397,7 @@ static __attribute__((noinline)) int64_t pcp_alloc_slow(struct gfa_pcp *pcp, uns
 	pcp->free_count >>= 1;
 	pindex = order_to_pindex(mt, order);
 	l = &pcp->lists[pindex];
-	if (unlikely(!plist_nr(l)) &&
+	if (unlikely(plist_empty(l)) &&
 	    !pcp_refill(pcp, pindex, order, mt, pcp_refill_count(pcp, order), flags)) {
 		/* slow path outside our call: it drains caches, ours included, and compacts */
 		pcp_exit();
@@ -525,96 +420,36 @@ int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratet
 {
 	struct pcp_thread *me = pcp_self;
 	struct pcp_list *l;
-	uint32_t top, pfn;
+	uint32_t pfn;
 	int base;
 
 	if (unlikely(!pcp || order >= PCP_ORDER_SLOTS || (unsigned int)mt >= GFA_MT_PCPTYPES))
 		return pcp_alloc_slow(pcp, order, mt, owner, flags);
-	base = atomic_load_explicit(&pcp->slots[order].alloc_base, memory_order_relaxed);
+	base = atomic_load_explicit(&pcp->alloc_base[order], memory_order_relaxed);
 	if (unlikely(base < 0))
 		return pcp_alloc_slow(pcp, order, mt, owner, flags);
 	if (unlikely(!pcp_enter_fast(pcp, me)))
 		return pcp_alloc_slow(pcp, order, mt, owner, flags);
 	l = &pcp->lists[base + (int)mt];
-	top = l->top;
-	if (unlikely(top == l->bottom)) {
+	if (unlikely(plist_empty(l))) {
 		pcp_exit_fast(me);
 		return pcp_alloc_slow(pcp, order, mt, owner, flags);
 	}
-	pfn = l->ring[--top & l->mask];
-	__atomic_store_n(&l->top, top, __ATOMIC_RELAXED);
+	pfn = plist_pop_top(l);
 	pcp->free_count >>= 1;
 	pcp_mark_allocated(pcp, pfn, order, owner);
 	pcp_exit_fast(me);
 	return (int64_t)pfn;
 }
 
-/*
- * free_unref_page_commit() of Linux 6.15: free_count grows by the block size on every
- * free (capped at batch << 5) and halves on every allocation; free_high fires for
- * orders 1..3 when the previous free was high-order too and free_count, as it was before
- * this free, reached the threshold.  It lowers high toward high_min and flushes up to
- * the cap, starting with this list.
- */
-/*
- * The bookkeeping of free_unref_page_commit() for a free of `order` after which the
- * cache holds count_after frames: the high-order streak, free_count, and, when free_high
- * fires, high lowered toward high_min.  Returns whether free_high fires.
- */
-static bool pcp_free_high_update(struct gfa_pcp *pcp, unsigned int order, int count_after)
+/* free_unref_page_commit(): send back what pcp_free_nr() says, this list first. */
+static __attribute__((noinline)) void pcp_free_commit_slow(struct gfa_pcp *pcp, int pindex,
+							   unsigned int order)
 {
-	int cap = pcp->batch << PCP_BATCH_SCALE_MAX;
-	bool free_high = false;
+	int nr = pcp_free_nr(pcp, order);
 
-	if (order && order <= PCP_COSTLY_ORDER) {
-		free_high = pcp->free_count >= (int)pcp->free_high_threshold &&
-			    pcp->prev_free_high &&
-			    (!(pcp->flags & PCPF_FREE_HIGH_BATCH) || count_after >= pcp->batch);
-		pcp->prev_free_high = true;
-	} else {
-		pcp->prev_free_high = false;
-	}
-	if (pcp->free_count < cap)
-		pcp->free_count += 1 << order;
-	if (free_high)
-		pcp->high = pcp->high - cap > pcp->high_min ? pcp->high - cap : pcp->high_min;
-	return free_high;
-}
-
-static __attribute__((noinline)) void pcp_free_commit_slow(struct gfa_pcp *pcp, int pindex, unsigned int order)
-{
-	int cap = pcp->batch << PCP_BATCH_SCALE_MAX, high = pcp->high, nr;
-	bool free_high = pcp_free_high_update(pcp, order, pcp->count);
-
-	if (free_high) {
-		high = 0;
-	} else if (pcp->count >= high && pcp->high_min != pcp->high_max) {
-		/* nr_pcp_high() of Linux 6.7: high must hold a batch more than the frees
-		 * lately seen (free_count), up to high_max */
-		int need = pcp->free_count + pcp->batch;
-
-		if (high < need) {
-			high = need < pcp->high_max ? need : pcp->high_max;
-			pcp->high = high;
-		}
-	}
-	if (pcp->count < high)
-		return;
-	if (free_high) {
-		nr = pcp->count < cap ? pcp->count : cap;
-		pcp->vs.pcp_free_high++;
-	} else if (high <= pcp->batch) {
-		nr = 1;         /* (high == batch: the clamp below would free nothing) */
-	} else {
-		/* nr_pcp_free(): clamp(free_count, batch, high - batch), the upper bound
-		 * last (keep a batch on the list even when high < 2 * batch) */
-		nr = pcp->free_count;
-		if (nr < pcp->batch)
-			nr = pcp->batch;
-		if (nr > high - pcp->batch)
-			nr = high - pcp->batch;
-	}
-	pcp_free_bulk(pcp, nr, pindex);
+	if (nr)
+		pcp_free_bulk(pcp, nr, pindex);
 }
 
 /*
@@ -625,10 +460,7 @@ static __attribute__((noinline)) void pcp_free_commit_slow(struct gfa_pcp *pcp, 
 static bool pcp_free_high_direct(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn,
 				 unsigned int order)
 {
-	if (pcp->count || !order || order > PCP_COSTLY_ORDER ||
-	    pcp->free_count < (int)pcp->free_high_threshold ||
-	    !pcp->prev_free_high ||
-	    ((pcp->flags & PCPF_FREE_HIGH_BATCH) && (1 << order) < pcp->batch))
+	if (pcp->count || !pcp_free_high_fires(pcp, order, 1 << order))
 		return false;
 	pcp_free_high_update(pcp, order, 1 << order);
 	pthread_mutex_lock(&z->lock);
@@ -641,42 +473,32 @@ static bool pcp_free_high_direct(struct gfa_pcp *pcp, struct gfa_zone *z, uint64
 }
 
 /*
- * The common order-0 case of pcp_free_commit() in line: order 0 never fires free_high,
- * so below high it only ends the high-order streak and grows free_count.  Everything
- * else goes to pcp_free_commit_slow(), which does all of it, nothing done twice.
+ * A begun block (state PCP) onto the head of its list l, which has room, then the
+ * free_high/high bookkeeping.  The common order-0 case below high stays in line: order 0
+ * never fires free_high, so it only ends the high-order streak and grows free_count;
+ * everything else goes to pcp_free_commit_slow(), which does all of it.
  */
-PCP_HOT void pcp_free_commit_order0(struct gfa_pcp *pcp)
-{
-	pcp->prev_free_high = false;
-	if (pcp->free_count < pcp->free_count_cap)
-		pcp->free_count++;
-}
-
-PCP_HOT void pcp_free_commit(struct gfa_pcp *pcp, int pindex, unsigned int order)
-{
-	if (likely(order == 0 && pcp->count < pcp->high))
-		pcp_free_commit_order0(pcp);
-	else
-		pcp_free_commit_slow(pcp, pindex, order);
-}
-
-/* A claimed block (state PCP) onto the head of its list l, which has room. */
 PCP_HOT void pcp_push_commit(struct gfa_pcp *pcp, struct pcp_list *l, uint64_t pfn,
 			     unsigned int order, int pindex)
 {
 	plist_push_top(l, (uint32_t)pfn);
 	pcp->count += 1 << order;
 	pcp->vs.free_order[order]++;
-	pcp_free_commit(pcp, pindex, order);
+	if (likely(order == 0 && pcp->count < pcp->high)) {
+		pcp->prev_free_high = false;
+		if (pcp->free_count < pcp->free_count_cap)
+			pcp->free_count++;
+	} else {
+		pcp_free_commit_slow(pcp, pindex, order);
+	}
 }
 
 /*
- * A claimed block joins the cache: straight to the zone when free_high would flush it
- * at once, or when its list cannot grow; else onto its list, then the free_high/high
- * bookkeeping.
+ * A begun block joins the cache: straight to the zone when free_high would flush it
+ * at once, or when its list cannot grow; else onto its list.
  */
-static __attribute__((noinline)) void pcp_free_claimed(struct gfa_pcp *pcp, uint64_t pfn,
-						       unsigned int order)
+static __attribute__((noinline)) void pcp_free_begun(struct gfa_pcp *pcp, uint64_t pfn,
+						     unsigned int order)
 {
 	struct gfa_zone *z = pcp->zone;
 	struct pcp_list *l;
@@ -686,8 +508,8 @@ static __attribute__((noinline)) void pcp_free_claimed(struct gfa_pcp *pcp, uint
 		return;
 	pindex = order_to_pindex(pcp->frames[pfn].mt, order);
 	l = &pcp->lists[pindex];
-	if (unlikely(plist_nr(l) > l->mask) && plist_grow(l)) {
-		/* no memory for a longer list: this block goes to the zone, claimed already */
+	if (unlikely(plist_full(l)) && plist_grow(l)) {
+		/* no memory for a longer list: this block goes to the zone, begun already */
 		pthread_mutex_lock(&z->lock);
 		zone_return_locked(z, pfn, order);
 		pthread_mutex_unlock(&z->lock);
@@ -698,16 +520,15 @@ static __attribute__((noinline)) void pcp_free_claimed(struct gfa_pcp *pcp, uint
 }
 
 /*
- * free_args() for the cache's own zone in line; anything else (other zone, bad
- * arguments) takes the full check, which also picks the error.
+ * free_args() for the cache's own zone, from the per-order table: a block of a valid
+ * order, aligned, wholly inside the zone.  Anything else (another zone, bad arguments)
+ * takes the full check, which also picks the error.  No pfn + size: it wraps for pfns
+ * near 2^64 and would pass; off wraps for pfns below the zone, and fails.
  */
-PCP_HOT bool pcp_free_args_fast(const struct gfa_pcp *pcp, uint64_t pfn, unsigned int order)
+PCP_HOT bool pcp_block_in_zone(const struct gfa_pcp *pcp, uint64_t pfn, unsigned int order)
 {
-	uint64_t off = pfn - pcp->zone_start;   /* wraps for pfn below the zone: caught */
-
-	/* no pfn + size: it wraps for pfns near 2^64 and would pass */
-	return order <= GFA_MAX_ORDER && off < pcp->zone_frames &&
-	       (1UL << order) <= pcp->zone_frames - off && !(pfn & ((1UL << order) - 1));
+	return order < PCP_ORDER_SLOTS && pfn - pcp->zone_start < pcp->slots[order].nr_offs &&
+	       !(pfn & pcp->slots[order].mask);
 }
 
 /* Is the block at f the head of an allocation of this order by this owner? */
@@ -717,26 +538,36 @@ PCP_HOT bool pcp_frame_freeable(const struct gfa_frame *f, unsigned int order, u
 }
 
 /*
- * frame_begin_free() in line for the common case: the head is ALLOCATED with this
- * order and owner.  Then, while nobody isolates blocks of this zone (the gate of
- * pcp_holder.c is down) and the pool is not strict, no other thread may change this
- * frame's state, so a plain release store moves it to PCP; otherwise the compare-and-swap
- * decides against compaction's isolation or a racing free.  Anything else re-runs the
- * full version, which classifies the error.
+ * The begin of a free in its common case: the head is ALLOCATED with this order and
+ * owner, nobody isolates blocks of this zone (the gate of pcp_holder.c is down) and the
+ * pool is not strict.  Then no other thread may change this frame's state, and a plain
+ * release store moves it to PCP.  False (nothing done) otherwise.
+ */
+PCP_HOT bool pcp_begin_free_plain(struct gfa_pcp *pcp, struct gfa_frame *f, unsigned int order,
+				  uint64_t owner)
+{
+	if (!pcp_frame_freeable(f, order, owner) ||
+	    atomic_load_explicit(&pcp->cas_free, memory_order_acquire))
+		return false;
+	fstate_set(f, GFA_FRAME_PCP);
+	return true;
+}
+
+/*
+ * frame_begin_free() for a cache: the plain case in line; with the gate up (or a strict
+ * pool) a compare-and-swap decides against compaction's isolation or a racing free;
+ * anything else re-runs the full version, which classifies the error.
  */
 PCP_HOT int pcp_begin_free(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn,
 			   unsigned int order, uint64_t owner)
 {
 	struct gfa_frame *f = &pcp->frames[pfn];
 
-	if (likely(pcp_frame_freeable(f, order, owner))) {
-		if (likely(!atomic_load_explicit(&pcp->cas_free, memory_order_acquire))) {
-			fstate_set(f, GFA_FRAME_PCP);
-			return 0;
-		}
-		if (fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_PCP))
-			return 0;
-	}
+	if (likely(pcp_begin_free_plain(pcp, f, order, owner)))
+		return 0;
+	if (pcp_frame_freeable(f, order, owner) &&
+	    fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_PCP))
+		return 0;
 	return frame_begin_free(pcp->pool, z, pfn, order, owner, GFA_FRAME_PCP);
 }
 
@@ -747,7 +578,7 @@ static int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, u
 	struct gfa_zone *z = pcp->zone;
 	int err;
 
-	if (unlikely(!pcp_free_args_fast(pcp, pfn, order))) {
+	if (unlikely(!pcp_block_in_zone(pcp, pfn, order))) {
 		err = free_args(pool, pfn, order, &z);
 		if (err)
 			goto fail;
@@ -757,7 +588,7 @@ static int pcp_free_one(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, u
 	err = pcp_begin_free(pcp, z, pfn, order, owner);
 	if (unlikely(err))
 		goto fail;
-	pcp_free_claimed(pcp, pfn, order);
+	pcp_free_begun(pcp, pfn, order);
 	return 0;
 fail:
 	pool_count_err(pool, err);
@@ -765,22 +596,14 @@ fail:
 }
 
 /*
- * The fast path's tails for the rarer cases, which then leave the call: as tail calls
- * they keep the fast path itself free of a stack frame.
+ * The fast path's tail for the rarer cases, which then leaves the call: as a tail call
+ * it keeps the fast path itself free of a stack frame.
  */
 static __attribute__((noinline)) int pcp_free_begun_exit(struct gfa_pcp *pcp, uint64_t pfn,
-							   unsigned int order,
-							   struct pcp_thread *me)
+							 unsigned int order,
+							 struct pcp_thread *me)
 {
-	pcp_free_claimed(pcp, pfn, order);
-	pcp_exit_fast(me);
-	return 0;
-}
-
-static __attribute__((noinline)) int pcp_free_commit_exit(struct gfa_pcp *pcp, int pindex,
-							  struct pcp_thread *me)
-{
-	pcp_free_commit_slow(pcp, pindex, 0);
+	pcp_free_begun(pcp, pfn, order);
 	pcp_exit_fast(me);
 	return 0;
 }
@@ -792,7 +615,7 @@ static __attribute__((noinline)) int pcp_free_slow(struct gfa_pcp *pcp, uint64_t
 	int err;
 
 	/* arguments wrong in themselves fail before the call takes the cache over */
-	if (pcp && !pcp_free_args_fast(pcp, pfn, order)) {
+	if (pcp && !pcp_block_in_zone(pcp, pfn, order)) {
 		err = free_args(pcp->pool, pfn, order, &z);
 		if (err) {
 			pool_count_err(pcp->pool, err);
@@ -808,26 +631,20 @@ static __attribute__((noinline)) int pcp_free_slow(struct gfa_pcp *pcp, uint64_t
 }
 
 /*
- * The hot path: an order-0 block of the cache's zone back onto its list below high;
- * higher cached orders after the same checks go through pcp_free_claimed().  Anything
- * unusual (gate up, a bad or foreign block, not entered) leaves the call untouched and
- * takes pcp_free_slow(), which decides and counts the error.
+ * The hot path: an order-0 block of the cache's zone back onto its list; higher cached
+ * orders after the same checks go through pcp_free_begun().  Anything unusual (gate up,
+ * a bad or foreign block, not entered) leaves the call untouched and takes
+ * pcp_free_slow(), which decides and counts the error.
  */
 int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner)
 {
 	struct pcp_thread *me = pcp_self;
-	const struct pcp_slot *sl;
 	struct gfa_frame *f;
 	struct pcp_list *l;
-	uint64_t off;
 	unsigned int mt;
 	int pindex;
 
-	if (unlikely(!pcp || order >= PCP_ORDER_SLOTS))
-		return pcp_free_slow(pcp, pfn, order, owner);
-	sl = &pcp->slots[order];
-	off = pfn - pcp->zone_start;
-	if (unlikely(sl->base < 0 || off > sl->last_off || (pfn & sl->mask)))
+	if (unlikely(!pcp || !pcp_block_in_zone(pcp, pfn, order) || pcp->slots[order].base < 0))
 		return pcp_free_slow(pcp, pfn, order, owner);
 	if (unlikely(!pcp_enter_fast(pcp, me)))
 		return pcp_free_slow(pcp, pfn, order, owner);
@@ -837,23 +654,18 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	 * descriptor's is; a wrong guess (a block of another type than its pageblock)
 	 * takes the general path.
 	 */
-	mt = __atomic_load_n(&pcp->pageblocks[off >> GFA_PAGEBLOCK_ORDER].mt, __ATOMIC_RELAXED);
-	pindex = sl->base + (int)mt;
+	mt = __atomic_load_n(&pcp->pageblocks[(pfn - pcp->zone_start) >> GFA_PAGEBLOCK_ORDER].mt,
+			     __ATOMIC_RELAXED);
+	pindex = pcp->slots[order].base + (int)mt;
 	l = &pcp->lists[pindex];
 	f = &pcp->frames[pfn];
-	if (unlikely(!pcp_frame_freeable(f, order, owner) ||
-		     atomic_load_explicit(&pcp->cas_free, memory_order_acquire))) {
+	if (unlikely(!pcp_begin_free_plain(pcp, f, order, owner))) {
 		pcp_exit_fast(me);
 		return pcp_free_slow(pcp, pfn, order, owner);
 	}
-	fstate_set(f, GFA_FRAME_PCP);
-	if (unlikely(order || f->mt != mt || l->top - l->bottom > l->mask))
+	if (unlikely(order || f->mt != mt || plist_full(l)))
 		return pcp_free_begun_exit(pcp, pfn, order, me);
-	plist_push_top(l, (uint32_t)pfn);
-	pcp->vs.free_order[0]++;
-	if (unlikely(++pcp->count >= pcp->high))
-		return pcp_free_commit_exit(pcp, pindex, me);
-	pcp_free_commit_order0(pcp);
+	pcp_push_commit(pcp, l, pfn, 0, pindex);
 	pcp_exit_fast(me);
 	return 0;
 }
@@ -932,56 +744,6 @@ int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone)
 	return n;
 }
 
-/*
- * decay_pcp_high() of Linux 6.7, run by the kernel's vmstat worker every second: high
- * falls back toward high_min by an eighth a call (at most to a cap below count), and
- * what the cache holds above high goes back to the zone.  Returns frames returned.
- */
-static int64_t pcp_decay_high(struct gfa_pcp *pcp)
-{
-	int cap = pcp->batch << PCP_BATCH_SCALE_MAX, high = pcp->high;
-
-	if (high > pcp->high_min) {
-		int keep = pcp->count - cap;
-
-		high -= high >> 3;
-		high = keep > high ? keep : high;
-		high = high < pcp->high_max ? high : pcp->high_max;
-		pcp->high = high > pcp->high_min ? high : pcp->high_min;
-	}
-	return pcp->count > pcp->high ? pcp_free_bulk(pcp, pcp->count - pcp->high, 0) : 0;
-}
-
-int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
-{
-	uint64_t now;
-	int64_t n = 0;
-
-	if (!pool)
-		return GFA_EFAULT;
-	pthread_mutex_lock(&pool->pcp_lock);
-	pcp_remote_lock_zone(pool, -1);
-	/* read under the lock: a concurrent caller's later stamp must not lie ahead of
-	 * ours (now - idle_since wrapped to a huge idle time and drained active caches) */
-	now = now_ms();
-	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
-		uint64_t ops = pcp_nr_alloc(pcp) + pcp_nr_free(pcp);
-
-		if (ops != pcp->idle_seen_ops) {
-			pcp->idle_seen_ops = ops;
-			pcp->idle_since_ms = now;
-		} else if (pcp->count && now - pcp->idle_since_ms >= idle_ms) {
-			n += pcp_free_bulk(pcp, pcp->count, 0);
-			pcp->vs.pcp_drain++;
-			continue;
-		}
-		n += pcp_decay_high(pcp);
-	}
-	pcp_remote_unlock_zone(pool, -1);
-	pthread_mutex_unlock(&pool->pcp_lock);
-	return n;
-}
-
 int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st)
 {
 	if (!pcp || !st) {
@@ -1054,45 +816,6 @@ void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs)
 	pcp_remote_unlock_zone(pool, zone);
 }
 
-static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
-{
-	struct gfa_pool *pool = pcp->pool;
-	int64_t total = 0;
-
-	for (int i = 0; i < NR_PCP_LISTS; i++) {
-		const struct pcp_list *l = &pcp->lists[i];
-		unsigned int order = pindex_to_order(i);
-		uint32_t n = plist_nr(l);
-
-		if (n > l->mask + 1) {
-			snprintf(msg, len, "pcp %p list %d: holds %u blocks in a ring of %u",
-				 (void *)pcp, i, n, l->mask + 1);
-			return -EUCLEAN;
-		}
-		for (uint32_t k = 0; k < n; k++) {
-			uint32_t p = plist_at(l, k);
-			struct gfa_frame *f = p < pool->nr_pfns ? &pool->frames[p] : NULL;
-
-			if (!f || fstate(f) != GFA_FRAME_PCP || f->order != order ||
-			    f->mt != (unsigned int)i % GFA_MT_PCPTYPES ||
-			    pool_pfn_zone(pool, p) != pcp->zone) {
-				snprintf(msg, len, "pcp %p list %d: pfn %u (state %u order %u mt %u) "
-					 "does not belong there", (void *)pcp, i, p,
-					 f ? fstate(f) : 0u, f ? (unsigned int)f->order : 0u,
-					 f ? (unsigned int)f->mt : 0u);
-				return -EUCLEAN;
-			}
-		}
-		total += (int64_t)n << order;
-	}
-	if (total != pcp->count) {
-		snprintf(msg, len, "pcp %p: count %d but lists hold %ld frames", (void *)pcp,
-			 pcp->count, (long)total);
-		return -EUCLEAN;
-	}
-	return 0;
-}
-
 uint64_t pcp_zone_frames(struct gfa_pool *pool, struct gfa_zone *z)
 {
 	uint64_t n = 0;
@@ -1101,40 +824,4 @@ uint64_t pcp_zone_frames(struct gfa_pool *pool, struct gfa_zone *z)
 		if (pcp->zone == z)
 			n += (uint64_t)pcp->count;
 	return n;
-}
-
-/*
- * Each block on a cache list is on exactly one (the sums alone pass a block listed
- * twice while another is on none).  seen: one bit per pfn, all clear.
- */
-static int pcp_check_unique(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len)
-{
-	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next)
-		for (int i = 0; i < NR_PCP_LISTS; i++) {
-			const struct pcp_list *l = &pcp->lists[i];
-
-			for (uint32_t k = 0; k < plist_nr(l); k++) {
-				uint32_t p = plist_at(l, k);
-
-				if (seen[p / 64] & (1ULL << (p % 64))) {
-					snprintf(msg, len, "pfn %u is on a cache list twice (pcp %p "
-						 "list %d)", p, (void *)pcp, i);
-					return -EUCLEAN;
-				}
-				seen[p / 64] |= 1ULL << (p % 64);
-			}
-		}
-	return 0;
-}
-
-int pcp_check_locked(struct gfa_pool *pool, uint64_t *seen, char *msg, size_t len)
-{
-	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
-		int err = pcp_check_one(pcp, msg, len);
-
-		if (err)
-			return err;
-	}
-	/* every entry is a pfn of the pool now (pcp_check_one) */
-	return pcp_check_unique(pool, seen, msg, len);
 }

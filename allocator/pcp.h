@@ -32,6 +32,9 @@
 #define PCP_COSTLY_ORDER   3
 #define NR_PCP_THP         1
 #define NR_PCP_LISTS       (GFA_MT_PCPTYPES * (PCP_COSTLY_ORDER + 1 + NR_PCP_THP))
+#define PCP_BATCH_SCALE_MAX 5
+#define PCP_THP_REFILL     8        /* pageblock-order blocks per refill, at most */
+#define PCPF_FREE_HIGH_BATCH 0x2u   /* gfa_pcp_free_many: free_high waits for a batch */
 
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -86,17 +89,28 @@ static inline uint32_t plist_nr(const struct pcp_list *l)
 	return l->top - l->bottom;
 }
 
+/* The list's i-th block from the oldest (checker and statistics). */
+static inline uint32_t plist_at(const struct pcp_list *l, uint32_t i)
+{
+	return l->ring[(l->bottom + i) & l->mask];
+}
+
+/* The order of the blocks on list pindex. */
+static inline unsigned int pindex_to_order(int pindex)
+{
+	unsigned int order = (unsigned int)pindex / GFA_MT_PCPTYPES;
+
+	return order > PCP_COSTLY_ORDER ? GFA_PAGEBLOCK_ORDER : order;
+}
+
 /* slots[] size: orders 0..15, so one unsigned compare bounds any order */
 #define PCP_ORDER_SLOTS    16
 
 /* What the hot paths need to know of one order, precomputed per cache. */
 struct pcp_slot {
-	uint64_t last_off;      /* highest block offset in the zone: frames - (1 << order) */
+	uint64_t nr_offs;       /* block offsets in the zone: frames - (1 << order) + 1; 0: none */
 	uint32_t mask;          /* (1 << order) - 1: alignment */
 	int16_t base;           /* GFA_MT_PCPTYPES * list row; -1: the cache keeps no such order */
-	/* base for allocations: -1 also while the zone has claims (they are decided per
-	 * owner under the zone lock), set under pool->pcp_lock, read racily by the holder */
-	_Atomic int16_t alloc_base;
 };
 
 struct gfa_pcp {
@@ -108,33 +122,91 @@ struct gfa_pcp {
 	 * PCP_HOLDER_REMOTE set while a remote holder or a taker holds the cache.
 	 */
 	_Atomic uintptr_t holder_word;
-	_Atomic int holder_waiting;  /* the holder waits to enter: takers let it in first */
-	bool no_high_order;
-	bool prev_free_high;    /* the previous free was of order 1..3 (free_high streak) */
-	/* copies of what every call needs, so a call reads one line of its own */
 	/* frees take the frame state by compare-and-swap while non-zero: 1 for a pcp_free_strict pool,
 	 * plus 1 while the zone's isolation gate is up (pcp_holder.c) */
 	_Atomic int cas_free;
-	struct gfa_frame *frames;
-	struct gfa_pageblock *pageblocks;   /* the zone's */
-	uint64_t zone_start, zone_frames;
-	int free_count_cap;     /* batch << PCP_BATCH_SCALE_MAX */
+	/* what every hit reads or writes, in the holder word's line */
 	int count;              /* frames on all lists */
-	int high, batch, high_min, high_max;
+	int high;
 	int free_count;
+	int free_count_cap;     /* batch << PCP_BATCH_SCALE_MAX */
+	bool prev_free_high;    /* the previous free was of order 1..3 (free_high streak) */
+	bool no_high_order;
+	struct gfa_frame *frames;
+	/*
+	 * slots[order].base for allocations: -1 also while the zone has claims (they are
+	 * decided per owner under the zone lock); set under pool->pcp_lock, read racily by
+	 * the holder.  Here and not in the slot, so an allocation hit reads no slot line.
+	 */
+	_Atomic int8_t alloc_base[PCP_ORDER_SLOTS];
+	uint64_t zone_start;
+	/* the free path's: the zone's pageblocks (list guess) and the per-order table */
+	struct gfa_pageblock *pageblocks;
+	struct pcp_slot slots[PCP_ORDER_SLOTS];
+	struct pcp_list lists[NR_PCP_LISTS];
+	/* the slow side's */
+	_Atomic int holder_waiting;  /* the holder waits to enter: takers let it in first */
+	int batch, high_min, high_max;
 	unsigned int flags;
 	unsigned int free_high_threshold;
+	uint64_t zone_frames;
 	struct gfa_pool *pool;
 	struct gfa_zone *zone;
 	uint64_t idle_seen_ops; /* allocations + frees when the idle drain last looked */
 	uint64_t idle_since_ms;
-	/* this cache's share of the counters; pcp_alloc, pgalloc_blocks and pgalloc follow
-	 * from alloc_order[] when read (pcp_add_counters) */
-	struct gfa_vmstat vs;
-	struct pcp_list lists[NR_PCP_LISTS];
 	struct gfa_pcp *next;   /* pool->pcps, under pool->pcp_lock */
-	struct pcp_slot slots[PCP_ORDER_SLOTS];
+	/* this cache's share of the counters, last: a hit touches one line of it.
+	 * pcp_alloc, pgalloc_blocks and pgalloc follow from alloc_order[] when read
+	 * (pcp_add_counters) */
+	struct gfa_vmstat vs;
 };
+
+/* Allocations served by this cache: the hot path counts each once, per order. */
+static inline uint64_t pcp_nr_alloc(const struct gfa_pcp *pcp)
+{
+	uint64_t n = 0;
+
+	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++)
+		n += pcp->vs.alloc_order[o];
+	return n;
+}
+
+/* Frees by this cache's holder: counted once each, per order, as allocations are. */
+static inline uint64_t pcp_nr_free(const struct gfa_pcp *pcp)
+{
+	uint64_t n = 0;
+
+	for (unsigned int o = 0; o <= GFA_MAX_ORDER; o++)
+		n += pcp->vs.free_order[o];
+	return n;
+}
+
+/*
+ * Does free_high fire for a free of `order` after which the cache holds count_after
+ * frames?  Linux 6.15's free_unref_page_commit(): orders 1..3 only, when the previous
+ * free was high-order too and free_count, as it was before this free, reached the
+ * threshold; a batch of frees (PCPF_FREE_HIGH_BATCH) waits until a batch is cached.
+ */
+static inline __attribute__((always_inline)) bool
+pcp_free_high_fires(const struct gfa_pcp *pcp, unsigned int order, int count_after)
+{
+	return order && order <= PCP_COSTLY_ORDER &&
+	       pcp->free_count >= (int)pcp->free_high_threshold && pcp->prev_free_high &&
+	       (!(pcp->flags & PCPF_FREE_HIGH_BATCH) || count_after >= pcp->batch);
+}
+
+/* ---- pcp.c ---- */
+/* free_pcppages_bulk(): count frames back to the zone, list pindex first; frames freed. */
+int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex);
+/* ---- pcp_tune.c: sizing and auto-tuning ---- */
+/* A new cache's batch, high, high_min/max and free_high threshold from its zone's. */
+void pcp_tune_init(struct gfa_pcp *pcp, const struct gfa_zone *z);
+/* Blocks a refill of `order` takes; high grows toward high_max on the way. */
+int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order);
+/* A free's free_high bookkeeping; returns whether free_high fires. */
+bool pcp_free_high_update(struct gfa_pcp *pcp, unsigned int order, int count_after);
+/* After a free of `order` joined the lists: frames to send back to the zone (0: none). */
+int pcp_free_nr(struct gfa_pcp *pcp, unsigned int order);
 
 #define PCP_HOLDER_REMOTE 0x1UL
 #define PCP_HOLDER_FENCE  0x2UL

@@ -84,6 +84,15 @@ static void backoff(unsigned int *spins)
 	}
 }
 
+/* This thread's CPU time: wall time less the time other jobs had the CPU. */
+static double thread_cpu_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* ================= a. order-0 pairs on 1 and 2 threads ================= */
 
 #define WS_LIVE   256   /* live blocks per thread */
@@ -118,7 +127,7 @@ struct ws_worker {
 	uint64_t live[NR_PATHS][WS_LIVE];       /* pfns, or pointers for glibc */
 	/* results of the last run */
 	uint64_t pairs;
-	double secs;
+	double secs, cpu_secs;  /* wall and this thread's CPU time */
 	int err;
 } __attribute__((aligned(64)));
 
@@ -183,6 +192,7 @@ static inline __attribute__((always_inline)) int ws_loop_path(struct ws_worker *
 							      enum ws_path path)
 {
 	uint64_t t0 = bench_now_ns(), *live = w->live[path], fresh[WS_BURST], pairs = 0;
+	double c0 = thread_cpu_sec();
 	int err;
 
 	while (!atomic_load_explicit(&w->ctl->stop, memory_order_relaxed)) {
@@ -202,6 +212,7 @@ static inline __attribute__((always_inline)) int ws_loop_path(struct ws_worker *
 		pairs += WS_BURST;
 	}
 	w->secs = bench_sec_since(t0);
+	w->cpu_secs = thread_cpu_sec() - c0;
 	w->pairs = pairs;
 	return 0;
 }
@@ -215,6 +226,7 @@ static inline __attribute__((always_inline)) int ws_tight_path(struct ws_worker 
 							       enum ws_path path)
 {
 	uint64_t t0 = bench_now_ns(), x = 0, pairs = 0;
+	double c0 = thread_cpu_sec();
 	int err;
 
 	while (!atomic_load_explicit(&w->ctl->stop, memory_order_relaxed)) {
@@ -228,6 +240,7 @@ static inline __attribute__((always_inline)) int ws_tight_path(struct ws_worker 
 		pairs += WS_BURST;
 	}
 	w->secs = bench_sec_since(t0);
+	w->cpu_secs = thread_cpu_sec() - c0;
 	w->pairs = pairs;
 	return 0;
 }
@@ -283,11 +296,14 @@ static void *ws_thread(void *arg)
 	return NULL;
 }
 
-/* Run `path` on nactive threads for secs; returns total pairs per second. */
+/*
+ * Run `path` on nactive threads for secs; returns total pairs per second of wall time,
+ * and in *cpu_rate (unless NULL) per second of the threads' CPU time.
+ */
 static double ws_run(struct ws_ctl *ctl, struct ws_worker *w, enum ws_path path, int nactive,
-		     double secs)
+		     double secs, double *cpu_rate)
 {
-	double rate = 0;
+	double rate = 0, crate = 0;
 
 	ctl->path = path;
 	ctl->nactive = nactive;
@@ -300,13 +316,18 @@ static double ws_run(struct ws_ctl *ctl, struct ws_worker *w, enum ws_path path,
 		if (w[i].err)
 			bench_die("%s on thread %d: %s", path_name[path], i, strerror(-w[i].err));
 		rate += (double)w[i].pairs / w[i].secs;
+		crate += w[i].cpu_secs > 0 ? (double)w[i].pairs / w[i].cpu_secs : 0;
 	}
+	if (cpu_rate)
+		*cpu_rate = crate;
 	return rate;
 }
 
 struct ws_results {
 	struct bench_stat st[NR_PATHS][WS_THREADS + 1];   /* [path][threads] */
 	struct bench_stat tight[NR_PATHS];                /* tight pairs, 1 thread */
+	struct bench_stat cpu[NR_PATHS][WS_THREADS + 1];  /* the same per CPU second */
+	struct bench_stat tight_cpu[NR_PATHS];
 };
 
 static void bench_pairs(const struct bench_opts *o, struct ws_results *res)
@@ -314,6 +335,7 @@ static void bench_pairs(const struct bench_opts *o, struct ws_results *res)
 	static struct ws_worker w[WS_THREADS];
 	static double samples[NR_PATHS][WS_THREADS + 1][MAX_REPS];
 	static double tight[NR_PATHS][MAX_REPS];
+	static double cpu[NR_PATHS][WS_THREADS + 1][MAX_REPS], tight_cpu[NR_PATHS][MAX_REPS];
 	struct ws_ctl ctl = { .quit = false };
 	struct gfa_pool *pool = make_pool(POOL_FRAMES, false, 0);
 	struct gfa_pcp_stat ps;
@@ -341,14 +363,16 @@ static void bench_pairs(const struct bench_opts *o, struct ws_results *res)
 	/* Warm-up: fills the live sets, grows the heap and the caches; not timed. */
 	for (int nt = 1; nt <= WS_THREADS; nt++)
 		for (int p = 0; p < NR_PATHS; p++)
-			ws_run(&ctl, w, (enum ws_path)p, nt, o->rep_sec / 2);
+			ws_run(&ctl, w, (enum ws_path)p, nt, o->rep_sec / 2, NULL);
 	for (int rep = 0; rep < o->reps; rep++) {
 		for (int nt = 1; nt <= WS_THREADS; nt++)
 			for (int p = 0; p < NR_PATHS; p++)
-				samples[p][nt][rep] = ws_run(&ctl, w, (enum ws_path)p, nt, o->rep_sec);
+				samples[p][nt][rep] = ws_run(&ctl, w, (enum ws_path)p, nt, o->rep_sec,
+							     &cpu[p][nt][rep]);
 		ctl.tight = true;
 		for (int p = 0; p < NR_PATHS; p++)
-			tight[p][rep] = ws_run(&ctl, w, (enum ws_path)p, 1, o->rep_sec);
+			tight[p][rep] = ws_run(&ctl, w, (enum ws_path)p, 1, o->rep_sec,
+					       &tight_cpu[p][rep]);
 		ctl.tight = false;
 	}
 	ctl.quit = true;
@@ -365,17 +389,20 @@ static void bench_pairs(const struct bench_opts *o, struct ws_results *res)
 	pthread_barrier_destroy(&ctl.done);
 
 	bench_print_load(&load, "part a");
-	printf("%-8s %-40s %7s %10s %10s %10s %9s\n", "path", "what", "threads", "Mpairs/s",
-	       "min", "max", "ns/pair");
+	printf("# wall rates on a shared machine include the time a thread was preempted; the "
+	       "cpu column is pairs per second of the threads' own CPU time\n");
+	printf("%-8s %-40s %7s %10s %10s %10s %9s %10s\n", "path", "what", "threads", "Mpairs/s",
+	       "min", "max", "ns/pair", "cpu Mp/s");
 	for (int nt = 1; nt <= WS_THREADS; nt++) {
 		for (int p = 0; p < NR_PATHS; p++) {
 			struct bench_stat *st = &res->st[p][nt];
 
 			*st = bench_stat_of(samples[p][nt], o->reps);
+			res->cpu[p][nt] = bench_stat_of(cpu[p][nt], o->reps);
 			/* ns per pair per thread: the cost one vCPU sees */
-			printf("%-8s %-40s %7d %10.3f %10.3f %10.3f %9.1f\n", path_name[p],
+			printf("%-8s %-40s %7d %10.3f %10.3f %10.3f %9.1f %10.3f\n", path_name[p],
 			       path_what[p], nt, st->median / 1e6, st->min / 1e6, st->max / 1e6,
-			       1e9 * nt / st->median);
+			       1e9 * nt / st->median, res->cpu[p][nt].median / 1e6);
 		}
 	}
 	printf("\n# the literal pair, for comparison: allocate a block, free that block at once "
@@ -384,8 +411,10 @@ static void bench_pairs(const struct bench_opts *o, struct ws_results *res)
 		struct bench_stat *st = &res->tight[p];
 
 		*st = bench_stat_of(tight[p], o->reps);
-		printf("%-8s %-40s %7d %10.3f %10.3f %10.3f %9.1f\n", path_name[p], path_what[p], 1,
-		       st->median / 1e6, st->min / 1e6, st->max / 1e6, 1e9 / st->median);
+		res->tight_cpu[p] = bench_stat_of(tight_cpu[p], o->reps);
+		printf("%-8s %-40s %7d %10.3f %10.3f %10.3f %9.1f %10.3f\n", path_name[p], path_what[p],
+		       1, st->median / 1e6, st->min / 1e6, st->max / 1e6, 1e9 / st->median,
+		       res->tight_cpu[p].median / 1e6);
 	}
 }
 
@@ -940,6 +969,8 @@ static void report_tight(const struct ws_results *a)
 	bench_result_add(&r, "pcp_mops", "%.3f", pcp / 1e6);
 	bench_result_add(&r, "nopcp_mops", "%.3f", off / 1e6);
 	bench_result_add(&r, "glibc_mops", "%.3f", glibc / 1e6);
+	bench_result_add(&r, "pcp_cpu_mops", "%.3f", a->tight_cpu[PATH_PCP].median / 1e6);
+	bench_result_add(&r, "pcp_ws_cpu_mops", "%.3f", a->cpu[PATH_PCP][1].median / 1e6);
 	bench_result_print(&r);
 }
 
@@ -970,6 +1001,9 @@ static void report_pairs(const struct ws_results *a)
 	bench_result_add(&r, "pcp_2t_mops", "%.3f", pcp2 / 1e6);
 	bench_result_add(&r, "nopcp_2t_mops", "%.3f", off2 / 1e6);
 	bench_result_add(&r, "glibc_2t_mops", "%.3f", glibc2 / 1e6);
+	bench_result_add(&r, "pcp_1t_cpu_mops", "%.3f", a->cpu[PATH_PCP][1].median / 1e6);
+	bench_result_add(&r, "nopcp_1t_cpu_mops", "%.3f", a->cpu[PATH_ZONE][1].median / 1e6);
+	bench_result_add(&r, "glibc_1t_cpu_mops", "%.3f", a->cpu[PATH_MALLOC][1].median / 1e6);
 	bench_result_print(&r);
 	report_tight(a);
 }

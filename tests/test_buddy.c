@@ -1,6 +1,7 @@
 /* Unit, property and bad-input tests of the zone/buddy core. */
 #include <stdio.h>
 #include "tests/test_util.h"
+#include "allocator/internal.h"     /* release_scans: the merge/split scan counter */
 
 Test(buddy, create_and_initial_state)
 {
@@ -686,6 +687,64 @@ Test(buddy, split_keeps_block_counters_consistent)
 		     (unsigned long)vs.alloc_order[0], (unsigned long)vs.free_order[0]);
 	cr_assert_eq(vs.pgalloc, vs.pgfree, "pages: %lu allocated, %lu freed",
 		     (unsigned long)vs.pgalloc, (unsigned long)vs.pgfree);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+/* Allocate and free every frame at order 0, then every block at order 9: splits from
+ * GFA_MAX_ORDER and merges up to it, in the blocks below `end` only. */
+static void churn_below(struct gfa_pool *p, uint64_t end)
+{
+	static int64_t pfns[8192];
+	unsigned int n;
+	int64_t pfn;
+
+	for (unsigned int order = 0; order <= GFA_PAGEBLOCK_ORDER; order += GFA_PAGEBLOCK_ORDER) {
+		for (n = 0; n < end >> order; n++) {
+			pfn = gfa_alloc(p, 0, order, GFA_MT_MOVABLE, 5, 0);
+			cr_assert(pfn >= 0 && (uint64_t)pfn < end, "pfn %ld", (long)pfn);
+			pfns[n] = pfn;
+		}
+		for (unsigned int i = 0; i < n; i++)
+			cr_assert_eq(gfa_free(p, (uint64_t)pfns[i], order, 5), 0);
+	}
+}
+
+/*
+ * Merges into GFA_MAX_ORDER blocks and splits from them ask whether the block holds
+ * a released frame (to queue it last).  With nothing released in it, the zone's and
+ * pageblocks' counts answer: no scan of 1024 release bits under the zone lock.
+ */
+Test(buddy, max_order_merge_and_split_scan_no_release_bits)
+{
+	struct gfa_pool *p = tu_pool(8192);
+
+	churn_below(p, 8192);
+	cr_assert_eq(p->zones[0].release_scans, 0, "%lu scans with nothing released",
+		     (unsigned long)p->zones[0].release_scans);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+Test(buddy, released_frames_elsewhere_cost_no_scan)
+{
+	struct gfa_pool *p = tu_pool(8192);
+	struct gfa_frame_range r[8];
+	struct gfa_zone_stat st;
+	int n = gfa_zone_release_take(p, 0, r, 8, 1024);
+
+	/* the release takes the highest frames: the last GFA_MAX_ORDER block */
+	cr_assert_gt(n, 0);
+	for (int i = 0; i < n; i++) {
+		cr_assert_geq(r[i].pfn, 8192 - MAX_ORDER_FRAMES);
+		cr_assert_eq(gfa_zone_release_done(p, r[i].pfn, r[i].nr, true), 0);
+	}
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_gt(st.nr_released, 0);
+	/* blocks with released frames are queued last: the churn stays below them */
+	churn_below(p, 8192 - MAX_ORDER_FRAMES);
+	cr_assert_eq(p->zones[0].release_scans, 0, "%lu scans of blocks without released frames",
+		     (unsigned long)p->zones[0].release_scans);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }

@@ -148,6 +148,8 @@ result_tables() {
 		echo
 		echo "Status: ${status[$name]}; ${secs[$name]} s; command \`$rel/bench/$name $args\`."
 		grep '^# load' "$f" | sed -e 's/^# /- /'
+		# a bench's own markdown table (lines starting with "|"), as it printed it
+		if grep -q '^|' "$f"; then echo; grep '^|' "$f"; fi
 		if grep -q '^GOAL ' "$f"; then
 			echo
 			echo "| bench | ratio | value | goal | verdict | what |"

@@ -343,7 +343,7 @@ void gfa_pcp_destroy(struct gfa_pcp *pcp);
 /*
  * Allocate through the cache: orders 0-3 and 9 of the three pcp types come from the
  * cache's list, refilled from the zone with max(batch >> order, 2) blocks in one
- * zone-lock section; other orders go to the zone, and so does every allocation while
+ * zone-lock section (order 9: up to 8, at most half of high_max); other orders go to the zone, and so does every allocation while
  * the zone has outstanding claims (they are decided per owner under the zone lock).
  * Same errors as gfa_alloc, plus GFA_ETHREAD and GFA_ENOMEM (no memory for
  * the calling thread's record, on its first call).

@@ -1,0 +1,586 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench/peer: gfa beside LLFree, a lock-free page-frame allocator with per-core
+ * reservations (its C implementation, built from the shared peers folder), in one run.
+ *
+ * The workloads of LLFree's kernel benchmark module, at orders 0 and 9 on 1 and 2
+ * threads, each thread pinned to its own CPU:
+ *   repeat  allocate a block and free it at once, in a loop (ns per pair)
+ *   bulk    allocate many blocks, then free them all (ns per operation)
+ *   rand    hold 90% of the pool, then free a random held block and allocate one
+ *           in its place, in a loop (ns per operation); afterwards the fully free
+ *           2 MiB blocks left are counted (fragmentation)
+ * for three allocators: gfa through its per-vCPU cache (gfa_pcp_alloc/free, one cache
+ * per thread), gfa through its zone path (gfa_alloc/free, the zone lock every call; the
+ * caches are drained before each of its repetitions, so it runs as gfa without them) and
+ * LLFree (llfree_get/put, one per-core reservation slot per thread), over pools of 1, 4
+ * and 16 GiB of frames.  Repetitions are interleaved (one of every allocator, then the
+ * next) after a warm-up; min and median of the wall time per operation, and the
+ * threads' CPU time beside it (a preempted lock holder on a shared machine shows up as
+ * wall time, not CPU time).  Ratios are gfa / LLFree: below 1, gfa is faster; `ratio`
+ * compares medians, `ratio_min` the fastest samples (what the goals judge: on a shared
+ * machine the fastest sample is the one least disturbed), `cpu_ratio` CPU time.
+ *
+ * Pools are metadata only: neither allocator touches the frames it hands out, so no
+ * host memory stands behind them (as bench/pcp and bench/buddy build theirs).
+ * Metadata is what each allocator allocated for its pool: gfa by malloc's count
+ * around pool and cache creation, LLFree by its llfree_metadata_size.
+ */
+#define _GNU_SOURCE     /* sched_setaffinity (bench_pin_self), mallinfo2 */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <gfa/allocator.h>
+#include "bench/bench_util.h"
+#if PEER_LLFREE
+#include "bench/peer_llfree.h"
+#endif
+
+#define MAX_THREADS     2
+#define MAX_REPS        1000
+#define NR_SIZES        3
+#define RAND_HELD_PCT   90
+
+enum peer_wl { WL_REPEAT, WL_BULK, WL_RAND, NR_WL };
+static const char *const wl_name[NR_WL] = { "repeat", "bulk", "rand" };
+static const char *const wl_unit[NR_WL] = { "ns/pair", "ns/op", "ns/op" };
+
+enum peer_kind { K_CACHE, K_ZONE, K_LLFREE, NR_KINDS };
+static const char *const kind_name[NR_KINDS] = { "gfa", "zone", "llfree" };
+
+static const unsigned int orders[] = { 0, GFA_PAGEBLOCK_ORDER };
+#define NR_ORDERS_RUN 2
+static const uint64_t size_gib[NR_SIZES] = { 1, 4, 16 };
+
+/* What the workers do next (one command at a time, all threads in step). */
+enum peer_cmd { CMD_REPEAT, CMD_BULK, CMD_FILL, CMD_RAND, CMD_FREE_ALL, CMD_QUIT };
+
+struct peer_pool {
+	uint64_t frames;
+	struct gfa_pool *pool;
+	struct gfa_pcp *pcp[MAX_THREADS];
+#if PEER_LLFREE
+	struct peer_llfree *ll;
+#endif
+	uint64_t gfa_meta, ll_meta;
+};
+
+struct peer_ctl {
+	pthread_barrier_t go, done;
+	struct peer_pool *pp;
+	enum peer_cmd cmd;
+	enum peer_kind kind;
+	unsigned int order;
+	int nactive;
+	uint64_t count;         /* per thread: pairs, blocks or random steps */
+	uint64_t passes;        /* bulk: allocate-all/free-all passes per repetition */
+	uint64_t held;          /* per thread: blocks rand holds */
+};
+
+struct peer_worker {
+	pthread_t th;
+	int id;
+	struct peer_ctl *ctl;
+	uint64_t *blocks;
+	uint64_t nr_blocks, cap, rng, owner;
+	double wall_ns, cpu_ns; /* of the last timed command */
+	int err;
+} __attribute__((aligned(64)));
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One allocation of the kind the command runs: a pfn, or a negative error. */
+static inline __attribute__((always_inline)) int64_t peer_get(struct peer_worker *w,
+							      enum peer_kind k, unsigned int order)
+{
+	struct peer_pool *pp = w->ctl->pp;
+
+	switch (k) {
+	case K_CACHE:
+		return gfa_pcp_alloc(pp->pcp[w->id], order, GFA_MT_MOVABLE, w->owner, 0);
+	case K_ZONE:
+		return gfa_alloc(pp->pool, 0, order, GFA_MT_MOVABLE, w->owner, 0);
+	default:
+#if PEER_LLFREE
+		return peer_llfree_get(pp->ll, (unsigned int)w->id, order);
+#else
+		return -ENOSYS;
+#endif
+	}
+}
+
+static inline __attribute__((always_inline)) int peer_put(struct peer_worker *w,
+							  enum peer_kind k, uint64_t pfn,
+							  unsigned int order)
+{
+	struct peer_pool *pp = w->ctl->pp;
+
+	switch (k) {
+	case K_CACHE:
+		return gfa_pcp_free(pp->pcp[w->id], pfn, order, w->owner);
+	case K_ZONE:
+		return gfa_free(pp->pool, pfn, order, w->owner);
+	default:
+#if PEER_LLFREE
+		return peer_llfree_put(pp->ll, (unsigned int)w->id, pfn, order) ? -EINVAL : 0;
+#else
+		return -ENOSYS;
+#endif
+	}
+}
+
+static inline __attribute__((always_inline)) int run_repeat(struct peer_worker *w,
+							    enum peer_kind k, unsigned int order,
+							    uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		int64_t pfn = peer_get(w, k, order);
+		int err = pfn < 0 ? (int)pfn : peer_put(w, k, (uint64_t)pfn, order);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static inline __attribute__((always_inline)) int fill(struct peer_worker *w, enum peer_kind k,
+						      unsigned int order, uint64_t n)
+{
+	for (; w->nr_blocks < n; w->nr_blocks++) {
+		int64_t pfn = peer_get(w, k, order);
+
+		if (pfn < 0)
+			return (int)pfn;
+		w->blocks[w->nr_blocks] = (uint64_t)pfn;
+	}
+	return 0;
+}
+
+static inline __attribute__((always_inline)) int free_all(struct peer_worker *w,
+							  enum peer_kind k, unsigned int order)
+{
+	for (; w->nr_blocks; w->nr_blocks--) {
+		int err = peer_put(w, k, w->blocks[w->nr_blocks - 1], order);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static inline __attribute__((always_inline)) int run_rand(struct peer_worker *w,
+							  enum peer_kind k, unsigned int order,
+							  uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t j = bench_rand(&w->rng) % w->nr_blocks;
+		int err = peer_put(w, k, w->blocks[j], order);
+		int64_t pfn;
+
+		if (err)
+			return err;
+		pfn = peer_get(w, k, order);
+		if (pfn < 0)
+			return (int)pfn;
+		w->blocks[j] = (uint64_t)pfn;
+	}
+	return 0;
+}
+
+/* One command, built per allocator kind so no kind pays a dispatch per call. */
+static inline __attribute__((always_inline)) int run_cmd_kind(struct peer_worker *w,
+							      enum peer_kind k)
+{
+	struct peer_ctl *c = w->ctl;
+	int err;
+
+	switch (c->cmd) {
+	case CMD_REPEAT:
+		return run_repeat(w, k, c->order, c->count);
+	case CMD_BULK:
+		for (uint64_t p = 0; p < c->passes; p++) {
+			err = fill(w, k, c->order, c->count);
+			if (!err)
+				err = free_all(w, k, c->order);
+			if (err)
+				return err;
+		}
+		return 0;
+	case CMD_FILL:
+		return fill(w, k, c->order, c->held);
+	case CMD_RAND:
+		return run_rand(w, k, c->order, c->count);
+	default:
+		return free_all(w, k, c->order);
+	}
+}
+
+static int run_cmd(struct peer_worker *w)
+{
+	switch (w->ctl->kind) {
+	case K_CACHE:
+		return run_cmd_kind(w, K_CACHE);
+	case K_ZONE:
+		return run_cmd_kind(w, K_ZONE);
+	default:
+		return run_cmd_kind(w, K_LLFREE);
+	}
+}
+
+static void *peer_thread(void *arg)
+{
+	struct peer_worker *w = arg;
+	struct peer_ctl *c = w->ctl;
+
+	bench_pin_self(w->id);
+	for (;;) {
+		uint64_t t0, c0;
+
+		pthread_barrier_wait(&c->go);
+		if (c->cmd == CMD_QUIT)
+			break;
+		if (w->id < c->nactive && !w->err) {
+			t0 = bench_now_ns();
+			c0 = thread_cpu_ns();
+			w->err = run_cmd(w);
+			w->cpu_ns = (double)(thread_cpu_ns() - c0);
+			w->wall_ns = (double)(bench_now_ns() - t0);
+		}
+		pthread_barrier_wait(&c->done);
+	}
+	return NULL;
+}
+
+/* Run one command on the active threads; per-thread mean wall and CPU ns per op. */
+static void peer_run(struct peer_ctl *c, struct peer_worker *w, enum peer_cmd cmd,
+		     double ops, double *wall, double *cpu)
+{
+	double sw = 0, sc = 0;
+
+	c->cmd = cmd;
+	pthread_barrier_wait(&c->go);
+	pthread_barrier_wait(&c->done);
+	for (int i = 0; i < c->nactive; i++) {
+		if (w[i].err)
+			bench_die("%s %s order %u thread %d: %s", kind_name[c->kind],
+				  cmd == CMD_FILL ? "fill" : cmd == CMD_FREE_ALL ? "free" : "run",
+				  c->order, i, strerror(-w[i].err));
+		sw += w[i].wall_ns / ops;
+		sc += w[i].cpu_ns / ops;
+	}
+	if (wall)
+		*wall = sw / c->nactive;
+	if (cpu)
+		*cpu = sc / c->nactive;
+}
+
+/* Fully free 2 MiB blocks of an allocator (gfa's caches drained first). */
+static uint64_t free_2m_blocks(struct peer_pool *pp, enum peer_kind k)
+{
+	struct gfa_zone_stat st;
+	uint64_t n = 0;
+
+	if (k == K_LLFREE) {
+#if PEER_LLFREE
+		return peer_llfree_free_huge(pp->ll);
+#else
+		return 0;
+#endif
+	}
+	if (gfa_pool_drain_all(pp->pool, -1) < 0 || gfa_zone_stat(pp->pool, 0, &st))
+		bench_die("gfa_zone_stat failed");
+	for (int mt = 0; mt < GFA_MT_TYPES; mt++)
+		for (unsigned int o = GFA_PAGEBLOCK_ORDER; o <= GFA_MAX_ORDER; o++)
+			n += st.nr_free_blocks[o][mt] << (o - GFA_PAGEBLOCK_ORDER);
+	return n;
+}
+
+/* A row's samples: [kind][rep] wall and CPU ns per operation. */
+struct peer_row {
+	enum peer_wl wl;
+	unsigned int order;
+	int threads;
+	double wall[NR_KINDS][MAX_REPS], cpu[NR_KINDS][MAX_REPS];
+	uint64_t frag[NR_KINDS];        /* rand: fully free 2 MiB blocks (last rep) */
+	uint64_t frag_possible;
+};
+
+struct peer_counts {
+	uint64_t repeat, bulk_frames, bulk_ops, rand_steps;
+};
+
+/* One repetition of a row for one allocator. */
+static void peer_rep(struct peer_ctl *c, struct peer_worker *w, struct peer_row *r,
+		     enum peer_kind k, int rep, const struct peer_counts *n)
+{
+	uint64_t frames = c->pp->frames;
+	double *wall = rep >= 0 ? &r->wall[k][rep] : NULL, *cpu = rep >= 0 ? &r->cpu[k][rep] : NULL;
+
+	c->kind = k;
+	c->order = r->order;
+	c->nactive = r->threads;
+	/* the zone path runs as gfa without caches: none holds frames it could reuse */
+	if (k == K_ZONE && gfa_pool_drain_all(c->pp->pool, -1) < 0)
+		bench_die("gfa_pool_drain_all failed");
+	switch (r->wl) {
+	case WL_REPEAT:
+		c->count = n->repeat;
+		peer_run(c, w, CMD_REPEAT, (double)c->count, wall, cpu);
+		break;
+	case WL_BULK:
+		c->count = (n->bulk_frames < frames / 2 ? n->bulk_frames : frames / 2) >> r->order;
+		c->count /= (uint64_t)r->threads;
+		/* a repetition of at least bulk_ops blocks per thread: one pass of a few
+		 * hundred 2 MiB blocks lasts tens of microseconds, mostly cold misses */
+		c->passes = (n->bulk_ops + c->count - 1) / c->count;
+		peer_run(c, w, CMD_BULK, 2.0 * (double)(c->count * c->passes), wall, cpu);
+		break;
+	default:
+		c->held = (frames * RAND_HELD_PCT / 100 >> r->order) / (uint64_t)r->threads;
+		c->count = n->rand_steps >> (r->order ? 3 : 0);
+		peer_run(c, w, CMD_FILL, 1, NULL, NULL);
+		peer_run(c, w, CMD_RAND, 2.0 * (double)c->count, wall, cpu);
+		if (r->order == 0) {
+			r->frag[k] = free_2m_blocks(c->pp, k);
+			r->frag_possible = (frames - c->held * (uint64_t)r->threads) >>
+					   GFA_PAGEBLOCK_ORDER;
+		}
+		peer_run(c, w, CMD_FREE_ALL, 1, NULL, NULL);
+		break;
+	}
+}
+
+static size_t mallinfo_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+static void pool_open(struct peer_pool *pp, uint64_t frames)
+{
+	struct gfa_pool_config cfg;
+	size_t m0 = mallinfo_bytes();
+
+	memset(pp, 0, sizeof(*pp));
+	pp->frames = frames;
+	gfa_pool_config_init(&cfg, frames);
+	pp->pool = gfa_pool_create(&cfg);
+	if (!pp->pool)
+		bench_die("gfa_pool_create: %s", strerror(errno));
+	for (int i = 0; i < MAX_THREADS; i++) {
+		pp->pcp[i] = gfa_pcp_create(pp->pool, 0);
+		if (!pp->pcp[i])
+			bench_die("gfa_pcp_create: %s", strerror(errno));
+	}
+	pp->gfa_meta = mallinfo_bytes() - m0;
+#if PEER_LLFREE
+	pp->ll = peer_llfree_create(frames, MAX_THREADS, &pp->ll_meta);
+	if (!pp->ll)
+		bench_die("LLFree init failed for %lu frames", (unsigned long)frames);
+#endif
+}
+
+static void pool_close(struct peer_pool *pp)
+{
+	char msg[256];
+
+	for (int i = 0; i < MAX_THREADS; i++)
+		gfa_pcp_destroy(pp->pcp[i]);
+	if (gfa_pool_check(pp->pool, msg, sizeof(msg)))
+		bench_die("pool invariant broken: %s", msg);
+	gfa_pool_destroy(pp->pool);
+#if PEER_LLFREE
+	if (peer_llfree_free_frames(pp->ll) != pp->frames)
+		bench_die("LLFree lost frames: %lu of %lu free", (unsigned long)peer_llfree_free_frames(pp->ll),
+			  (unsigned long)pp->frames);
+	peer_llfree_destroy(pp->ll);
+#endif
+}
+
+/* The markdown table printed at the end (bench-all copies it into BENCHMARKS.md). */
+static char md_rows[NR_SIZES * NR_WL * NR_ORDERS_RUN * MAX_THREADS][256];
+static unsigned int nr_md_rows;
+
+static void print_row(const struct peer_row *r, const struct peer_pool *pp, int reps,
+		      unsigned int *met, unsigned int *goals)
+{
+	struct bench_stat wall[NR_KINDS], cpu[NR_KINDS];
+	double wv[MAX_REPS], cv[MAX_REPS];
+	struct bench_result res;
+	char key[64], gkey[96];
+	unsigned int gib = (unsigned int)(pp->frames >> 18);
+
+	for (int k = 0; k < NR_KINDS; k++) {
+		memcpy(wv, r->wall[k], sizeof(double) * (size_t)reps);
+		memcpy(cv, r->cpu[k], sizeof(double) * (size_t)reps);
+		wall[k] = bench_stat_of(wv, reps);
+		cpu[k] = bench_stat_of(cv, reps);
+	}
+	printf("%-6s %5u %7d %5u %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %8.1f %8.1f %8.1f %6.2f %6.2f\n",
+	       wl_name[r->wl], r->order, r->threads, gib, wall[K_CACHE].median, wall[K_CACHE].min,
+	       wall[K_ZONE].median, wall[K_ZONE].min, wall[K_LLFREE].median, wall[K_LLFREE].min,
+	       cpu[K_CACHE].median, cpu[K_ZONE].median, cpu[K_LLFREE].median,
+	       wall[K_CACHE].min / wall[K_LLFREE].min, wall[K_ZONE].min / wall[K_LLFREE].min);
+	snprintf(key, sizeof(key), "%s_%u_%dt", wl_name[r->wl], r->order, r->threads);
+	snprintf(res.buf, sizeof(res.buf), "RESULT peer_llfree %s", key);
+	res.len = strlen(res.buf);
+	bench_result_add(&res, "pool_gib", "%u", gib);
+	bench_result_add(&res, "gfa_ns", "%.1f", wall[K_CACHE].median);
+	bench_result_add(&res, "llfree_ns", "%.1f", wall[K_LLFREE].median);
+	bench_result_add(&res, "ratio", "%.3f", wall[K_CACHE].median / wall[K_LLFREE].median);
+	bench_result_add(&res, "ratio_min", "%.3f", wall[K_CACHE].min / wall[K_LLFREE].min);
+	bench_result_add(&res, "cpu_ratio", "%.3f", cpu[K_CACHE].median / cpu[K_LLFREE].median);
+	bench_result_add(&res, "zone_ns", "%.1f", wall[K_ZONE].median);
+	bench_result_add(&res, "zone_ratio", "%.3f", wall[K_ZONE].median / wall[K_LLFREE].median);
+	bench_result_add(&res, "zone_ratio_min", "%.3f", wall[K_ZONE].min / wall[K_LLFREE].min);
+	bench_result_add(&res, "gfa_min_ns", "%.1f", wall[K_CACHE].min);
+	bench_result_add(&res, "zone_min_ns", "%.1f", wall[K_ZONE].min);
+	bench_result_add(&res, "llfree_min_ns", "%.1f", wall[K_LLFREE].min);
+	bench_result_add(&res, "gfa_cpu_ns", "%.1f", cpu[K_CACHE].median);
+	bench_result_add(&res, "zone_cpu_ns", "%.1f", cpu[K_ZONE].median);
+	bench_result_add(&res, "llfree_cpu_ns", "%.1f", cpu[K_LLFREE].median);
+	bench_result_add(&res, "unit", "%s", wl_unit[r->wl]);
+	if (r->wl == WL_RAND && r->order == 0) {
+		bench_result_add(&res, "gfa_free_2m", "%lu", (unsigned long)r->frag[K_CACHE]);
+		bench_result_add(&res, "zone_free_2m", "%lu", (unsigned long)r->frag[K_ZONE]);
+		bench_result_add(&res, "llfree_free_2m", "%lu", (unsigned long)r->frag[K_LLFREE]);
+		bench_result_add(&res, "possible_2m", "%lu", (unsigned long)r->frag_possible);
+	}
+	bench_result_print(&res);
+	snprintf(md_rows[nr_md_rows++], sizeof(md_rows[0]),
+		 "| %s | %u | %d | %u | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.2f | %.2f | "
+		 "%.1f / %.1f / %.1f |", wl_name[r->wl], r->order, r->threads, gib,
+		 wall[K_CACHE].min, wall[K_CACHE].median, wall[K_ZONE].min, wall[K_ZONE].median,
+		 wall[K_LLFREE].min, wall[K_LLFREE].median, wall[K_CACHE].min / wall[K_LLFREE].min,
+		 wall[K_ZONE].min / wall[K_LLFREE].min, cpu[K_CACHE].median, cpu[K_ZONE].median,
+		 cpu[K_LLFREE].median);
+	snprintf(gkey, sizeof(gkey), "%s_%ug_cache", key, gib);
+	*met += bench_goal("peer_llfree", gkey, wall[K_CACHE].min / wall[K_LLFREE].min, "<=",
+			   1.0, "gfa cache / LLFree, fastest wall sample of each");
+	snprintf(gkey, sizeof(gkey), "%s_%ug_zone", key, gib);
+	*met += bench_goal("peer_llfree", gkey, wall[K_ZONE].min / wall[K_LLFREE].min, "<=",
+			   2.0, "gfa zone path / LLFree, fastest wall sample of each");
+	*goals += 2;
+	if (r->wl == WL_RAND && r->order == 0) {
+		snprintf(gkey, sizeof(gkey), "%s_%ug_free_2m", key, gib);
+		*met += bench_goal("peer_llfree", gkey, (double)r->frag[K_CACHE] /
+				   (double)(r->frag[K_LLFREE] ? r->frag[K_LLFREE] : 1), ">=", 1.0,
+				   "fully free 2 MiB blocks after rand, gfa cache / LLFree");
+		*goals += 1;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct peer_worker w[MAX_THREADS];
+	static struct peer_row rows[NR_WL * NR_ORDERS_RUN * MAX_THREADS];
+	struct peer_counts n;
+	struct peer_ctl ctl;
+	struct bench_opts o;
+	struct bench_load load;
+	struct bench_result sum;
+	unsigned int nrows = 0, met = 0, goals = 0, nsizes;
+	int err = bench_parse_args(argc, argv, &o, 3, 0, 7, 0,
+				   "gfa (cache and zone path) beside LLFree: repeat, bulk, rand at "
+				   "orders 0 and 9 on 1 and 2 threads, pools of 1, 4 and 16 GiB.\n"
+				   "--only repeat|bulk|rand runs one workload.");
+
+	if (err)
+		return err > 0 ? 0 : 2;
+	if (o.only && strcmp(o.only, "repeat") && strcmp(o.only, "bulk") && strcmp(o.only, "rand")) {
+		fprintf(stderr, "%s: --only wants repeat, bulk or rand\n", argv[0]);
+		return 2;
+	}
+	if (!PEER_LLFREE) {
+		printf("# bench/peer: SKIPPED: LLFree is not built (no llfree-c-970bb3d.tar.gz in %s;"
+		       " build with PEERS=<folder> to point at it)\n", PEER_DIR);
+		printf("RESULT peer_llfree skipped=1\n");
+		return 0;
+	}
+	n.repeat = o.quick ? 1u << 15 : 1u << 17;
+	n.bulk_frames = o.quick ? 1u << 19 : 1u << 22;
+	n.bulk_ops = o.quick ? 1u << 14 : 1u << 16;
+	n.rand_steps = o.quick ? 1u << 16 : 1u << 18;
+	nsizes = NR_SIZES;
+	bench_print_machine();
+	printf("# %d reps after a warm-up, interleaved; pinned threads; ns per %s (repeat: per "
+	       "alloc+free pair); median and min of wall time, median of CPU time\n",
+	       o.reps, "operation");
+	bench_load_begin(&load);
+	memset(&ctl, 0, sizeof(ctl));
+	pthread_barrier_init(&ctl.go, NULL, MAX_THREADS + 1);
+	pthread_barrier_init(&ctl.done, NULL, MAX_THREADS + 1);
+	for (int i = 0; i < MAX_THREADS; i++) {
+		w[i].id = i;
+		w[i].ctl = &ctl;
+		w[i].owner = 0x100 + (uint64_t)i;
+		w[i].rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+		w[i].cap = (size_gib[NR_SIZES - 1] << 18) * RAND_HELD_PCT / 100 + 1;
+		w[i].blocks = malloc(w[i].cap * sizeof(uint64_t));
+		if (!w[i].blocks || pthread_create(&w[i].th, NULL, peer_thread, &w[i]))
+			bench_die("out of memory or threads");
+	}
+	for (int wl = 0; wl < NR_WL; wl++)
+		for (int oi = 0; oi < NR_ORDERS_RUN && bench_wants(&o, wl_name[wl]); oi++)
+			for (int t = 1; t <= MAX_THREADS; t++) {
+				rows[nrows].wl = (enum peer_wl)wl;
+				rows[nrows].order = orders[oi];
+				rows[nrows++].threads = t;
+			}
+	bench_result_init(&sum, "peer_llfree");
+	for (unsigned int s = 0; s < nsizes; s++) {
+		struct peer_pool pp;
+
+		pool_open(&pp, size_gib[s] << 18);
+		ctl.pp = &pp;
+		printf("\n## pool %lu GiB (%lu frames): metadata gfa %.2f MiB, LLFree %.3f MiB\n",
+		       (unsigned long)size_gib[s], (unsigned long)pp.frames,
+		       (double)pp.gfa_meta / 1048576.0, (double)pp.ll_meta / 1048576.0);
+		printf("RESULT peer_llfree metadata_%lug gfa_bytes=%lu llfree_bytes=%lu\n",
+		       (unsigned long)size_gib[s], (unsigned long)pp.gfa_meta, (unsigned long)pp.ll_meta);
+		for (int rep = -1; rep < o.reps; rep++)
+			for (unsigned int r = 0; r < nrows; r++)
+				for (int k = 0; k < NR_KINDS; k++)
+					peer_rep(&ctl, w, &rows[r], (enum peer_kind)((k + rep + 1) % NR_KINDS),
+						 rep, &n);
+		printf("%-6s %5s %7s %5s %9s %9s %9s %9s %9s %9s %8s %8s %8s %6s %6s\n", "work",
+		       "order", "threads", "GiB", "gfa", "gfa_min", "zone", "zone_min", "llfree",
+		       "ll_min", "gfa_cpu", "zone_cpu", "ll_cpu", "rmin", "zrmin");
+		for (unsigned int r = 0; r < nrows; r++)
+			print_row(&rows[r], &pp, o.reps, &met, &goals);
+		for (unsigned int r = 0; r < nrows; r++) {
+			if (rows[r].wl != WL_RAND || rows[r].order)
+				continue;
+			printf("# fragmentation after rand order 0, %d thread(s) (fully free 2 MiB "
+			       "blocks, caches drained): gfa %lu, zone path %lu, LLFree %lu of %lu\n",
+			       rows[r].threads, (unsigned long)rows[r].frag[K_CACHE],
+			       (unsigned long)rows[r].frag[K_ZONE], (unsigned long)rows[r].frag[K_LLFREE],
+			       (unsigned long)rows[r].frag_possible);
+		}
+		pool_close(&pp);
+	}
+	ctl.cmd = CMD_QUIT;
+	pthread_barrier_wait(&ctl.go);
+	for (int i = 0; i < MAX_THREADS; i++) {
+		pthread_join(w[i].th, NULL);
+		free(w[i].blocks);
+	}
+	bench_print_load(&load, "the run");
+	printf("\n| workload | order | threads | pool GiB | gfa cache ns (min / median) | gfa zone "
+	       "path ns | LLFree ns | cache / LLFree | zone / LLFree | CPU ns: cache / zone / "
+	       "LLFree (median) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+	for (unsigned int i = 0; i < nr_md_rows; i++)
+		printf("%s\n", md_rows[i]);
+	printf("\n");
+	bench_result_add(&sum, "goals_met", "%u", met);
+	bench_result_add(&sum, "goals", "%u", goals);
+	bench_result_print(&sum);
+	return 0;
+}
