@@ -429,8 +429,8 @@ static void print_row(const struct peer_row *r, const struct peer_pool *pp, int 
 	       cpu[K_CACHE].median, cpu[K_ZONE].median, cpu[K_LLFREE].median,
 	       wall[K_CACHE].min / wall[K_LLFREE].min, wall[K_ZONE].min / wall[K_LLFREE].min);
 	snprintf(key, sizeof(key), "%s_%u_%dt", wl_name[r->wl], r->order, r->threads);
-	snprintf(res.buf, sizeof(res.buf), "RESULT peer_llfree %s", key);
-	res.len = strlen(res.buf);
+	bench_result_init(&res, "peer_llfree");
+	sb_printf(&res.sb, " %s", key);
 	bench_result_add(&res, "pool_gib", "%u", gib);
 	bench_result_add(&res, "gfa_ns", "%.1f", wall[K_CACHE].median);
 	bench_result_add(&res, "llfree_ns", "%.1f", wall[K_LLFREE].median);
