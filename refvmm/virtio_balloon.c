@@ -195,8 +195,8 @@ static void balloon_pages(struct gfa_rv_balloon *b, enum balloon_queue role, int
 		b->st.deflated_pages += (uint64_t)ret;
 	} else if (ret == -ENOMEM && !inflate) {
 		b->st.err_nomem++;
-	} else if (npfns >= 0) {
-		b->st.err_page_list++;
+	} else {
+		b->st.err_page_list++;  /* gfa refused the list, or its shape was bad */
 	}
 	pthread_mutex_unlock(&b->v.lock);
 }
