@@ -305,7 +305,7 @@ static struct gfa_release_engine *report_engine(struct gfa_free_report *rep, uns
 static void run_submit(struct gfa_free_report *rep, struct report_run *run)
 {
 	struct gfa_release_engine *e;
-	uint64_t off;
+	uint64_t off = 0;
 	int fd, err;
 
 	if (!run_still_there(rep, run)) {
