@@ -479,13 +479,13 @@ void gfa_rv_balloon_destroy(struct gfa_rv_balloon *b)
 {
 	if (!b)
 		return;
-	rv_virtio_exit(&b->v);          /* no vCPU reaches the device after this */
 	pthread_mutex_lock(&b->wlock);
 	b->stop = true;
 	pthread_cond_signal(&b->wcond);
 	pthread_mutex_unlock(&b->wlock);
 	pthread_join(b->thread, NULL);
 	gfa_guest_report_destroy(b->rep);       /* every done callback made */
+	rv_virtio_exit(&b->v);          /* no vCPU reaches the device after this */
 	for (struct balloon_report *r = b->done, *n; r; r = n) {
 		n = r->next;
 		free(r);

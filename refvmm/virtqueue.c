@@ -125,12 +125,11 @@ bool rv_vq_push(struct rv_vq *vq, const struct rv_mem *m, uint16_t head, uint32_
 		return false;
 	memcpy(m->hva + vq->used + 4 + 8ULL * (vq->used_idx % vq->num), elem, sizeof(elem));
 	vq->used_idx++;
-	/* the element before the index the driver polls */
-	__atomic_store_n((uint16_t *)(m->hva + vq->used + 2), vq->used_idx, __ATOMIC_RELEASE);
-	/* the index before the flag read: a driver that enables interrupts after reading
-	 * the old index must see the interrupt */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	flags = load16(m, vq->avail);
+	/* the element before the index the driver polls, and the index before the flag
+	 * read (seq_cst store then load: a driver that enables interrupts after reading
+	 * the old index must get the interrupt) */
+	__atomic_store_n((uint16_t *)(m->hva + vq->used + 2), vq->used_idx, __ATOMIC_SEQ_CST);
+	flags = __atomic_load_n((const uint16_t *)(m->hva + vq->avail), __ATOMIC_SEQ_CST);
 	return !(flags & VRING_AVAIL_F_NO_INTERRUPT);
 }
 
