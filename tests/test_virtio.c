@@ -38,6 +38,8 @@ struct vdrv {
 	pthread_cond_t cond;
 	int level;
 	unsigned int raises;
+	/* the driver is the guest's "vCPU": held while it touches RAM, taken by the pause op */
+	pthread_mutex_t vcpu;
 };
 
 static void drv_irq(void *ctx, unsigned int irq, int level)
@@ -142,6 +144,7 @@ static uint16_t drv_add(struct vdrv *d, unsigned int q, const struct seg *s, uns
 	struct tvq *v = &d->vq[q];
 	uint16_t head = v->next_desc;
 
+	pthread_mutex_lock(&d->vcpu);
 	for (unsigned int i = 0; i < n; i++) {
 		uint8_t *desc = d->ram + v->desc + 16 * ((head + i) % v->num);
 		uint16_t flags = (uint16_t)((s[i].write ? 2 : 0) | (i + 1 < n ? 1 : 0));
@@ -157,12 +160,18 @@ static uint16_t drv_add(struct vdrv *d, unsigned int q, const struct seg *s, uns
 	v->avail_idx++;
 	__atomic_store_n((uint16_t *)(d->ram + v->avail + 2), v->avail_idx, __ATOMIC_RELEASE);
 	pio_out(d, d->io + 0x10, q, 2);
+	pthread_mutex_unlock(&d->vcpu);
 	return head;
 }
 
 static uint16_t used_idx(struct vdrv *d, unsigned int q)
 {
-	return __atomic_load_n((uint16_t *)(d->ram + d->vq[q].used + 2), __ATOMIC_ACQUIRE);
+	uint16_t v;
+
+	pthread_mutex_lock(&d->vcpu);
+	v = __atomic_load_n((uint16_t *)(d->ram + d->vq[q].used + 2), __ATOMIC_ACQUIRE);
+	pthread_mutex_unlock(&d->vcpu);
+	return v;
 }
 
 /* Wait (at most 20 s) for the interrupt, ack it through ISR; returns the ISR bits. */
@@ -201,22 +210,56 @@ static struct gfa_rv_balloon_stat bstat(struct vdrv *d)
 	return st;
 }
 
-static void drv_new(struct vdrv *d, uint64_t pool_bytes, uint64_t guest_bytes, bool reporting)
+/* A move pauses the driver, then the device threads (as a VMM's pause op would). */
+static int drv_pause(void *ctx)
+{
+	struct vdrv *d = ctx;
+
+	pthread_mutex_lock(&d->vcpu);
+	if (d->pci)
+		gfa_rv_pci_pause(d->pci);
+	return 0;
+}
+
+static int drv_resume(void *ctx)
+{
+	struct vdrv *d = ctx;
+
+	if (d->pci)
+		gfa_rv_pci_resume(d->pci);
+	pthread_mutex_unlock(&d->vcpu);
+	return 0;
+}
+
+static const struct gfa_guest_vcpu_ops drv_vcpu_ops = { drv_pause, drv_resume };
+
+/* Frames taken low in the pool before the guest, freed (every other one) after it:
+ * holes compaction moves the guest's small blocks into. */
+static uint64_t holes[4096];
+
+static void drv_new_opts(struct vdrv *d, uint64_t pool_bytes, uint64_t guest_bytes,
+			 bool reporting, bool movable)
 {
 	struct gfa_backing_config bc = { .populate = true };
-	struct gfa_guest_config gc = { .mem_bytes = guest_bytes };
+	struct gfa_guest_config gc = { .mem_bytes = guest_bytes, .small_only = movable,
+				       .vcpu_ops = &drv_vcpu_ops, .vcpu_ctx = d };
 	struct gfa_release_policy rp = { .low = 256, .high = 512, .min_empty_frac = 4 };
 	struct gfa_rv_balloon_config cfg;
 
 	memset(d, 0, sizeof(*d));
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
+	pthread_mutex_init(&d->vcpu, NULL);
 	d->pool = tu_pool(pool_bytes >> GFA_FRAME_SHIFT);
 	cr_assert_eq(gfa_zone_set_release_policy(d->pool, 0, &rp), 0);
 	d->b = gfa_backing_create(d->pool, &bc);
 	cr_assert_not_null(d->b);
+	for (unsigned int i = 0; movable && i < 4096; i++)
+		holes[i] = (uint64_t)gfa_alloc(d->pool, 0, 0, GFA_MT_MOVABLE, 7, 0);
 	d->g = gfa_guest_create(d->pool, d->b, &gc);
 	cr_assert_not_null(d->g);
+	for (unsigned int i = 0; movable && i < 4096; i += 2)
+		gfa_free(d->pool, holes[i], 0, 7);
 	d->ram = gfa_guest_hva(d->g);
 	d->pci = gfa_rv_pci_create();
 	cr_assert_not_null(d->pci);
@@ -227,6 +270,11 @@ static void drv_new(struct vdrv *d, uint64_t pool_bytes, uint64_t guest_bytes, b
 	d->bal = gfa_rv_balloon_create(d->pci, &cfg);
 	cr_assert_not_null(d->bal, "balloon: %s", strerror(errno));
 	drv_find(d);
+}
+
+static void drv_new(struct vdrv *d, uint64_t pool_bytes, uint64_t guest_bytes, bool reporting)
+{
+	drv_new_opts(d, pool_bytes, guest_bytes, reporting, false);
 }
 
 static void drv_start_host_return(struct vdrv *d)
@@ -241,7 +289,9 @@ static void drv_start_host_return(struct vdrv *d)
 static void drv_done(struct vdrv *d)
 {
 	gfa_rv_balloon_destroy(d->bal);
+	gfa_guest_forget_vcpus(d->g);
 	cr_assert_eq(gfa_rv_pci_destroy(d->pci), 0);
+	d->pci = NULL;
 	gfa_host_return_stop(d->hr);
 	gfa_guest_destroy(d->g);
 	ASSERT_POOL_OK(d->pool);
@@ -260,7 +310,9 @@ static void drv_pages(struct vdrv *d, unsigned int q, const uint32_t *pfns, unsi
 {
 	struct seg s = { BUF_GPA + slot * 4096UL, n * 4, false };
 
+	pthread_mutex_lock(&d->vcpu);
 	memcpy(d->ram + s.gpa, pfns, n * 4);
+	pthread_mutex_unlock(&d->vcpu);
 	drv_add(d, q, &s, 1);
 	drv_wait_used(d, q, 1);
 }
@@ -674,5 +726,70 @@ Test(virtio, create_checks_its_config)
 	cr_assert_null(gfa_rv_balloon_create(d.pci, &c));
 	cr_assert_eq(gfa_rv_balloon_set_target(NULL, 0), -EFAULT);
 	cr_assert_eq(gfa_rv_balloon_stat(d.bal, NULL), -EFAULT);
+	drv_done(&d);
+}
+
+/*
+ * Moves under the device: full compactions move the guest's small blocks (its rings and
+ * buffers among them) while the device inflates, deflates and punches reports.  The
+ * pause op stops the driver and the device threads (gfa_rv_pci_pause), so no used-ring
+ * write or page list read meets a block being copied: no buffer is lost (the driver
+ * would wait for it forever) and the guest's data stays as it was.
+ */
+struct mover {
+	struct vdrv *d;
+	_Atomic int stop;
+	unsigned int passes;
+};
+
+static void *mover_main(void *arg)
+{
+	struct mover *m = arg;
+
+	while (!atomic_load(&m->stop)) {
+		gfa_compact_zone(m->d->pool, 0, -1, GFA_COMPACT_SYNC);
+		m->passes++;
+	}
+	return NULL;
+}
+
+Test(virtio, moves_under_the_device_lose_nothing, .timeout = 300)
+{
+	struct vdrv d;
+	struct mover m = { &d, 0, 0 };
+	struct gfa_rv_balloon_stat st;
+	struct gfa_guest_stat gs;
+	unsigned int rounds = tu_sanitizer() ? 10 : 40;
+	uint64_t bad;
+	pthread_t t;
+
+	drv_new_opts(&d, 96 * MiB, 32 * MiB, true, true);
+	drv_init(&d, 4);
+	pthread_mutex_lock(&d.vcpu);
+	fill(&d, 15);
+	pthread_mutex_unlock(&d.vcpu);
+	pthread_create(&t, NULL, mover_main, &m);
+	for (unsigned int i = 0; i < rounds; i++) {
+		drv_balloon(&d, 0, 8 * MiB, 512);
+		drv_add(&d, 3, &(struct seg){ 16 * MiB + (i % 4) * 2 * MiB, 2 * MiB, true }, 1);
+		drv_wait_used(&d, 3, 1);
+		drv_balloon(&d, 1, 8 * MiB, 512);
+	}
+	atomic_store(&m.stop, 1);
+	pthread_join(t, NULL);
+	st = bstat(&d);
+	gfa_guest_stat(d.g, &gs);
+	pthread_mutex_lock(&d.vcpu);
+	bad = fill_bad(&d, 15, 8 * MiB, 24 * MiB);
+	pthread_mutex_unlock(&d.vcpu);
+	cr_log_info("%u rounds, %u compaction passes, %lu blocks moved, %lu MiB reported",
+		    rounds, m.passes, (unsigned long)gs.moves, (unsigned long)(st.reported_bytes / MiB));
+	cr_assert_gt(gs.moves, 0, "compaction moved none of the guest's blocks");
+	cr_assert_eq(bad, 0, "the guest's data changed under the moves");
+	cr_assert_eq(st.inflated_pages, 0);
+	cr_assert_eq(st.err_page_list + st.err_desc + st.err_report + st.needs_reset, 0);
+	cr_assert_eq(gs.ballooned_frames, 0);
+	for (unsigned int i = 1; i < 4096; i += 2)
+		gfa_free(d.pool, holes[i], 0, 7);
 	drv_done(&d);
 }

@@ -682,7 +682,8 @@ int gfa_rv_pci_io(struct gfa_rv_pci *pci, uint16_t port, void *data, unsigned in
 /*
  * Stop every device thread from touching guest RAM (returns once none does) / let them
  * go on.  Pauses nest.  0 or -EFAULT (pci NULL), -EINVAL (resume without a pause).
- * Any thread but a device's own.
+ * Any thread, a device's own included (its gfa calls may compact and so move the
+ * guest's frames): devices never make gfa calls while they touch guest RAM.
  */
 int gfa_rv_pci_pause(struct gfa_rv_pci *pci);
 int gfa_rv_pci_resume(struct gfa_rv_pci *pci);
