@@ -54,7 +54,7 @@ struct gfa_rv_balloon {
 	pthread_mutex_t wlock;
 	pthread_cond_t wcond;
 	unsigned int pending;           /* queues notified */
-	bool stats_req, stop;
+	bool stats_req, stop, reset_pending;
 	struct balloon_report *done;    /* reports whose punches completed */
 	/* the thread's own */
 	struct rv_vq_elem elem;
@@ -121,6 +121,12 @@ static void balloon_reset(void *ctx)
 
 	b->stats_held = false;  /* reports in flight finish unseen: their gen is old */
 	b->actual = 0;
+	/* a driver that resets without deflating (kexec, a crash) knows nothing of the
+	 * balloon: the thread gives every page back */
+	pthread_mutex_lock(&b->wlock);
+	b->reset_pending = true;
+	pthread_cond_signal(&b->wcond);
+	pthread_mutex_unlock(&b->wlock);
 }
 
 static const struct rv_virtio_ops balloon_ops = { balloon_config, balloon_notify, balloon_reset };
@@ -332,6 +338,7 @@ static void balloon_drain(struct gfa_rv_balloon *b, unsigned int q)
 				pthread_mutex_unlock(&b->v.lock);
 			}
 			/* held (even a bad one: the driver refills it when asked) */
+			rv_pci_mem_begin(b->pci);
 			pthread_mutex_lock(&b->v.lock);
 			if (b->v.gen == gen) {
 				if (b->stats_held)      /* a second buffer: give the old one back */
@@ -341,6 +348,7 @@ static void balloon_drain(struct gfa_rv_balloon *b, unsigned int q)
 				b->stats_gen = gen;
 			}
 			pthread_mutex_unlock(&b->v.lock);
+			rv_pci_mem_end(b->pci);
 			continue;
 		}
 		if (role == Q_REPORTING && n == 0 && balloon_report(b, q, gen))
@@ -377,6 +385,32 @@ static void balloon_reports_done(struct gfa_rv_balloon *b, struct balloon_report
 	}
 }
 
+/* After a reset: deflate every ballooned page, in runs of ballooned gfns. */
+static void balloon_deflate_all(struct gfa_rv_balloon *b)
+{
+	uint64_t size = gfa_guest_size(b->cfg.guest), given = 0, lo = 0;
+	bool in_run = false;
+
+	for (uint64_t gpa = 0; gpa <= size; gpa += 1ULL << VIRTIO_BALLOON_PFN_SHIFT) {
+		uint64_t pfn;
+		bool hole = gpa < size && gfa_guest_gpa_to_pfn(b->cfg.guest, gpa, &pfn) == -ENOENT;
+		int64_t ret;
+
+		if (hole && !in_run)
+			lo = gpa;
+		if (!hole && in_run) {
+			b->ranges[0] = (struct gfa_gpa_range){ lo, gpa - lo };
+			ret = deflate_retry(b, 1);
+			given += ret > 0 ? (uint64_t)ret : 0;
+		}
+		in_run = hole;
+	}
+	pthread_mutex_lock(&b->v.lock);
+	b->st.inflated_pages = 0;
+	b->st.reset_deflated_pages += given;
+	pthread_mutex_unlock(&b->v.lock);
+}
+
 static void *balloon_main(void *arg)
 {
 	struct gfa_rv_balloon *b = arg;
@@ -385,20 +419,23 @@ static void *balloon_main(void *arg)
 	for (;;) {
 		unsigned int pending;
 		struct balloon_report *done;
-		bool sreq;
+		bool sreq, reset;
 
-		while (!b->stop && !b->pending && !b->stats_req && !b->done)
+		while (!b->stop && !b->pending && !b->stats_req && !b->done && !b->reset_pending)
 			pthread_cond_wait(&b->wcond, &b->wlock);
 		if (b->stop)
 			break;
 		pending = b->pending;
 		sreq = b->stats_req;
 		done = b->done;
+		reset = b->reset_pending;
 		b->pending = 0;
-		b->stats_req = false;
+		b->stats_req = b->reset_pending = false;
 		b->done = NULL;
 		pthread_mutex_unlock(&b->wlock);
 		balloon_reports_done(b, done);
+		if (reset)
+			balloon_deflate_all(b);
 		for (unsigned int q = 0; q < b->v.cfg.nvqs; q++)
 			if (pending & (1u << q))
 				balloon_drain(b, q);

@@ -793,3 +793,29 @@ Test(virtio, moves_under_the_device_lose_nothing, .timeout = 300)
 		gfa_free(d.pool, holes[i], 0, 7);
 	drv_done(&d);
 }
+
+Test(virtio, a_reset_gives_every_ballooned_page_back, .timeout = 60)
+{
+	struct vdrv d;
+	struct gfa_guest_stat gs;
+	uint64_t free0;
+
+	drv_new(&d, 64 * MiB, 32 * MiB, false);
+	drv_init(&d, 3);
+	free0 = tu_free_frames(d.pool);
+	drv_balloon(&d, 0, 4 * MiB, 300);
+	drv_balloon(&d, 0, 12 * MiB, 20);
+	gfa_guest_stat(d.g, &gs);
+	cr_assert_eq(gs.ballooned_frames, 320);
+	pio_out(&d, d.io + 0x12, 0, 1);         /* a new kernel resets without deflating */
+	for (int t = 0; t < 20000 && bstat(&d).reset_deflated_pages < 320; t++)
+		usleep(1000);
+	cr_assert_eq(bstat(&d).reset_deflated_pages, 320);
+	cr_assert_eq(bstat(&d).inflated_pages, 0);
+	gfa_guest_stat(d.g, &gs);
+	cr_assert_eq(gs.ballooned_frames, 0);
+	cr_assert_eq(tu_free_frames(d.pool), free0);
+	for (uint64_t gpa = 4 * MiB; gpa < 4 * MiB + 300 * 4096; gpa += 8)
+		cr_assert_eq(*(uint64_t *)(d.ram + gpa), 0, "given back zeroed");
+	drv_done(&d);
+}

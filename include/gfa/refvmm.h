@@ -718,7 +718,8 @@ int gfa_rv_pci_slots(struct gfa_rv_pci *pci, struct gfa_rv_pci_slot *out, unsign
  * queue until the driver resets the device; a malformed request (a page list of bad
  * length, a pfn beyond RAM, duplicate, not ballooned or already ballooned pages, an
  * unaligned report) is handed back unprocessed.  Both are counted (err_*); neither
- * changes any frame.
+ * changes any frame.  A reset of the device gives every ballooned page back: a driver
+ * that starts afresh (after kexec, say) owns all of RAM.
  */
 struct gfa_rv_balloon;
 
@@ -760,6 +761,7 @@ struct gfa_rv_balloon_stat {
 	uint64_t inflate_requests, deflate_requests, deflated_pages;
 	uint64_t report_requests, reported_bytes;  /* reports accepted, bytes in them */
 	uint64_t report_released_bytes; /* punched out of the host */
+	uint64_t reset_deflated_pages;  /* given back because the driver reset the device */
 	uint64_t stats_updates;         /* stats buffers read */
 	uint64_t guest_stats[GFA_RV_BALLOON_NR_STATS];  /* the driver's last values (bytes
 					 * for memory, counts otherwise) */
