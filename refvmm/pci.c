@@ -141,28 +141,34 @@ int gfa_rv_pci_destroy(struct gfa_rv_pci *pci)
 	return 0;
 }
 
-int rv_pci_add(struct gfa_rv_pci *pci, const struct rv_pci_id *id, rv_pci_bar_fn bar, void *ctx)
+int rv_pci_add(struct gfa_rv_pci *pci, unsigned int slot, const struct rv_pci_id *id,
+	       rv_pci_bar_fn bar, void *ctx)
 {
-	int slot = -ENOSPC;
+	unsigned int s = slot ? slot : 1;
+	int ret = 0;
 
 	if (!pci || !id || !bar)
 		return -EFAULT;
-	if (id->io_size < 4 || id->io_size > GFA_RV_PCI_IO_STRIDE || (id->io_size & (id->io_size - 1)))
+	if (id->io_size < 4 || id->io_size > GFA_RV_PCI_IO_STRIDE || (id->io_size & (id->io_size - 1)) ||
+	    slot >= GFA_RV_PCI_MAX_SLOTS)
 		return -EINVAL;
 	pthread_rwlock_wrlock(&pci->devs_lock);
 	pthread_mutex_lock(&pci->cfg_lock);
-	for (unsigned int s = 1; s < GFA_RV_PCI_MAX_SLOTS && slot < 0; s++)
-		if (!pci->fn[s]) {
-			pci->fn[s] = fn_new(id, s);
-			slot = pci->fn[s] ? (int)s : -ENOMEM;
-			if (pci->fn[s]) {
-				pci->fn[s]->bar = bar;
-				pci->fn[s]->ctx = ctx;
-			}
-		}
+	while (!slot && s < GFA_RV_PCI_MAX_SLOTS && pci->fn[s])
+		s++;
+	if (s >= GFA_RV_PCI_MAX_SLOTS)
+		ret = -ENOSPC;
+	else if (pci->fn[s])
+		ret = -EBUSY;
+	else if (!(pci->fn[s] = fn_new(id, s)))
+		ret = -ENOMEM;
+	if (!ret) {
+		pci->fn[s]->bar = bar;
+		pci->fn[s]->ctx = ctx;
+	}
 	pthread_mutex_unlock(&pci->cfg_lock);
 	pthread_rwlock_unlock(&pci->devs_lock);
-	return slot;
+	return ret ? ret : (int)s;
 }
 
 void rv_pci_remove(struct gfa_rv_pci *pci, int slot)

@@ -43,10 +43,10 @@ struct rv_pci_id {
 typedef void (*rv_pci_bar_fn)(void *ctx, unsigned int off, uint32_t *val, unsigned int size,
 			      bool write);
 
-/* Plug a device into the first free slot (1..31): the slot, or -ENOSPC, -EFAULT,
- * -EINVAL (io_size). */
-int rv_pci_add(struct gfa_rv_pci *pci, const struct rv_pci_id *id, rv_pci_bar_fn bar,
-	       void *ctx);
+/* Plug a device into slot (1..31; 0: the first free one): the slot, or -ENOSPC (no free
+ * slot), -EBUSY (that slot is taken), -EFAULT, -EINVAL (io_size, slot). */
+int rv_pci_add(struct gfa_rv_pci *pci, unsigned int slot, const struct rv_pci_id *id,
+	       rv_pci_bar_fn bar, void *ctx);
 /* Unplug; returns once no vCPU is inside the device's BAR handler. */
 void rv_pci_remove(struct gfa_rv_pci *pci, int slot);
 /* The device's INTx wire: the line follows it unless the driver set INTX_DISABLE. */

@@ -118,6 +118,7 @@ struct rv_virtio_config {
 	unsigned int nvqs;
 	uint16_t queue_num;
 	uint16_t config_len;
+	unsigned int slot;              /* 0: the first free one */
 	unsigned int irq;
 	gfa_rv_irq_fn irq_fn;
 	void *irq_ctx;

@@ -452,7 +452,7 @@ static int balloon_check(struct gfa_rv_pci *pci, const struct gfa_rv_balloon_con
 	if (!pci || !cfg || !cfg->guest || !cfg->irq_fn ||
 	    (cfg->free_page_reporting && !cfg->backing))
 		return EFAULT;
-	if (cfg->irq > 255)
+	if (cfg->irq > 255 || cfg->slot >= GFA_RV_PCI_MAX_SLOTS)
 		return EINVAL;
 	return 0;
 }
@@ -492,7 +492,7 @@ struct gfa_rv_balloon *gfa_rv_balloon_create(struct gfa_rv_pci *pci,
 			    (cfg->deflate_on_oom ? 1u << VIRTIO_BALLOON_F_DEFLATE_ON_OOM : 0) |
 			    (cfg->free_page_reporting ? 1u << VIRTIO_BALLOON_F_REPORTING : 0),
 		.nvqs = cfg->free_page_reporting ? 4 : 3, .queue_num = BALLOON_QUEUE_NUM,
-		.config_len = BALLOON_CONFIG_LEN, .irq = cfg->irq, .irq_fn = cfg->irq_fn,
+		.config_len = BALLOON_CONFIG_LEN, .slot = cfg->slot, .irq = cfg->irq, .irq_fn = cfg->irq_fn,
 		.irq_ctx = cfg->irq_ctx, .ops = &balloon_ops, .ctx = b,
 	};
 	err = rv_virtio_init(&b->v, &vc);

@@ -168,7 +168,7 @@ int rv_virtio_init(struct rv_virtio *v, const struct rv_virtio_config *cfg)
 	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&v->lock, &a);
 	pthread_mutexattr_destroy(&a);
-	slot = rv_pci_add(cfg->pci, &id, virtio_bar, v);
+	slot = rv_pci_add(cfg->pci, cfg->slot, &id, virtio_bar, v);
 	if (slot < 0) {
 		pthread_mutex_destroy(&v->lock);
 		return slot;

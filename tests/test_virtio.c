@@ -389,6 +389,7 @@ Test(virtio, pci_bus_config_space_and_bars)
 	cr_assert_eq(gfa_rv_pci_io(d.pci, d.io, &v, 4, false), -ENOENT, "IO decoding off");
 	cfg_out(&d, d.slot, 0x04, 1, 2);
 	cr_assert_eq(gfa_rv_pci_slots(d.pci, slots, 4), 1);
+	cr_assert_eq(slots[0].slot, 1, "the first free slot");
 	cr_assert_eq(slots[0].slot, (unsigned int)d.slot);
 	cr_assert_eq(slots[0].irq, IRQ);
 	cr_assert_eq(slots[0].pin, 1);
@@ -721,6 +722,28 @@ Test(virtio, create_checks_its_config)
 	cr_assert_null(gfa_rv_balloon_create(d.pci, &c));
 	cr_assert_eq(errno, EFAULT, "reporting needs the backing");
 	cr_assert_null(gfa_rv_balloon_create(NULL, &c));
+	c.free_page_reporting = false;
+	c.slot = (unsigned int)d.slot;
+	cr_assert_null(gfa_rv_balloon_create(d.pci, &c));
+	cr_assert_eq(errno, EBUSY, "that slot is taken");
+	c.slot = 32;
+	cr_assert_null(gfa_rv_balloon_create(d.pci, &c));
+	cr_assert_eq(errno, EINVAL);
+	c.slot = 7;
+	{
+		struct gfa_rv_balloon *b2 = gfa_rv_balloon_create(d.pci, &c);
+		struct gfa_rv_pci_slot sl[4];
+
+		cr_assert_not_null(b2, "a second balloon in slot 7");
+		cr_assert_eq(gfa_rv_pci_slots(d.pci, sl, 4), 2);
+		cr_assert_eq(sl[1].slot, 7);
+		cr_assert_eq(sl[1].irq, 5);
+		cr_assert_eq(sl[1].io_base, 0xc700);
+		cr_assert_eq(cfg_in(&d, 7, 0, 4), 0x1002u << 16 | 0x1af4);
+		gfa_rv_balloon_destroy(b2);
+		cr_assert_eq(cfg_in(&d, 7, 0, 4), 0xffffffffu, "unplugged");
+	}
+	c.slot = 0;
 	c.irq_fn = NULL;
 	c.free_page_reporting = false;
 	cr_assert_null(gfa_rv_balloon_create(d.pci, &c));

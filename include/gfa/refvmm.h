@@ -726,17 +726,21 @@ struct gfa_rv_balloon;
 struct gfa_rv_balloon_config {
 	struct gfa_guest *guest;        /* RAM the driver's page numbers refer to */
 	struct gfa_backing *backing;    /* the guest's backing (needed for reporting) */
-	unsigned int irq;               /* legacy IRQ line (PCI interrupt line register) */
+	unsigned int slot;              /* device number on bus 0 (1..31); 0: the first
+					 * free one (1, 2, .. in creation order) */
+	unsigned int irq;               /* legacy IRQ line (PCI interrupt line register):
+					 * the line the VMM wires the slot's INTA# to */
 	gfa_rv_irq_fn irq_fn;
 	void *irq_ctx;
 	bool deflate_on_oom, free_page_reporting;
 };
 
 /*
- * Plug a balloon into the next free slot of pci and start its thread.  NULL with errno:
- * EFAULT (pci, cfg, guest or irq_fn NULL; backing NULL with free_page_reporting),
- * EINVAL (irq above 255, a backing the guest is not made of), ENOSPC (no free slot),
- * ENOMEM, or the error of pthread_create.  Any thread but a vCPU's.
+ * Plug a balloon into cfg->slot of pci (or the first free one) and start its thread.
+ * NULL with errno: EFAULT (pci, cfg, guest or irq_fn NULL; backing NULL with
+ * free_page_reporting), EINVAL (irq above 255, slot above 31, a backing the guest is not
+ * made of), EBUSY (the slot is taken), ENOSPC (no free slot), ENOMEM, or the error of
+ * pthread_create.  Any thread but a vCPU's.
  */
 struct gfa_rv_balloon *gfa_rv_balloon_create(struct gfa_rv_pci *pci,
 					     const struct gfa_rv_balloon_config *cfg);
