@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "backing_internal.h"
+#include "report_internal.h"
 #include "allocator/layers.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -63,6 +64,7 @@ static void *map_aligned(int fd, size_t len, void **reserve, size_t *reserve_len
 /* The pool's moved hook: a move's source (or failed target) holds the owner's data. */
 static void backing_moved(void *ctx, uint64_t pfn, unsigned int order)
 {
+	report_moved_wait(ctx, pfn, order);    /* a report's punch lands before the free */
 	gfa_backing_mark_dirty(ctx, pfn, order);
 }
 

@@ -8,6 +8,7 @@
  *   VMs        a gfa_guest plus vCPUs running gfa's test guest (or host threads)
  *   domains    a guest's memory layout imported from libvirt
  *   host memory  PMD-mapped, resident and memfd-backed bytes, as the host reports them
+ *   PCI and virtio devices  a PCI bus for port IO and a virtio-balloon on it
  */
 #ifndef GFA_REFVMM_H
 #define GFA_REFVMM_H
@@ -669,6 +670,160 @@ int64_t gfa_smaps_rss_bytes(const void *addr, size_t len);
  * Thread rules: any thread.
  */
 int64_t gfa_memfd_allocated_bytes(int fd);
+
+/* ---- PCI and virtio devices ---- */
+
+/*
+ * A PCI bus 0 for a VMM's port IO: configuration mechanism #1 (the address register at
+ * 0xcf8, dword accesses only; data at 0xcfc-0xcff, any size), a host bridge at 00.0, and
+ * devices with one IO BAR each that the bus assigns itself, as firmware would
+ * (GFA_RV_PCI_IO_BASE + slot * GFA_RV_PCI_IO_STRIDE; a guest may move them, its BAR
+ * writes are honoured).  Devices raise legacy INTx lines (PCI_INTERRUPT_PIN INTA#, the
+ * line their config names in PCI_INTERRUPT_LINE) through the irq_fn they were given.
+ *
+ * Device threads touch guest RAM only between gfa_rv_pci_pause/_resume of the VMM: a
+ * VMM whose guest's frames can move (compaction, collapse) calls gfa_rv_pci_pause in
+ * its gfa_guest_vcpu_ops.pause (after pausing its vCPUs) and gfa_rv_pci_resume in
+ * .resume, so a device never writes a frame being copied.
+ *
+ * Errors are negative errno values; pointer-returning calls return NULL with errno.
+ */
+struct gfa_rv_pci;
+
+#define GFA_RV_PCI_IO_BASE	0xc000u
+#define GFA_RV_PCI_IO_STRIDE	0x100u
+#define GFA_RV_PCI_MAX_SLOTS	32u
+
+/* Raise (level 1) or lower (0) legacy interrupt line irq; a KVM VMM implements it with
+ * KVM_IRQ_LINE on its in-kernel irqchip.  Called from vCPU threads (an ISR read lowers
+ * the line) and device threads; must not block. */
+typedef void (*gfa_rv_irq_fn)(void *ctx, unsigned int irq, int level);
+
+/* An empty bus (the host bridge only).  NULL with errno ENOMEM. */
+struct gfa_rv_pci *gfa_rv_pci_create(void);
+/* Free the bus; its devices must have been destroyed first (-EBUSY otherwise, nothing
+ * freed).  NULL is a no-op (0). */
+int gfa_rv_pci_destroy(struct gfa_rv_pci *pci);
+/*
+ * Port IO that the VMM's exit loop does not handle itself: size 1, 2 or 4 bytes at port,
+ * data in (write) or out (read, little-endian).  Returns 0 (handled; reads of absent
+ * devices or functions fill all ones, as the hardware does), -ENOENT (no PCI port or
+ * BAR there, or a non-dword access to 0xcf8-0xcfb: the VMM reads all ones and ignores
+ * writes, or handles 0xcf9 reset itself), -EINVAL (pci or data NULL, size not 1, 2, 4).
+ * Called from vCPU threads, concurrently: takes short locks only, never waits for guest
+ * memory, a device thread or a gfa call.
+ */
+int gfa_rv_pci_io(struct gfa_rv_pci *pci, uint16_t port, void *data, unsigned int size,
+		  bool write);
+/*
+ * Stop every device thread from touching guest RAM (returns once none does) / let them
+ * go on.  Pauses nest.  0 or -EFAULT (pci NULL), -EINVAL (resume without a pause).
+ * Any thread, a device's own included (its gfa calls may compact and so move the
+ * guest's frames): devices never make gfa calls while they touch guest RAM.
+ */
+int gfa_rv_pci_pause(struct gfa_rv_pci *pci);
+int gfa_rv_pci_resume(struct gfa_rv_pci *pci);
+
+/* What an MP table or ACPI writer needs per device: slot (device number on bus 0),
+ * interrupt pin (1 = INTA#) and line.  Fills up to max, returns the number of devices
+ * (the host bridge, which interrupts nothing, not counted), or -EFAULT. */
+struct gfa_rv_pci_slot {
+	unsigned int slot, pin, irq;
+	uint16_t vendor, device, io_base, io_size;
+};
+int gfa_rv_pci_slots(struct gfa_rv_pci *pci, struct gfa_rv_pci_slot *out, unsigned int max);
+
+/*
+ * virtio-balloon over legacy (transitional) virtio-pci: PCI 1af4:1002, subsystem 5,
+ * revision 0, an IO BAR with the legacy registers, INTx (no MSI-X), split virtqueues of
+ * 128 entries: inflate, deflate, stats, and with free_page_reporting the reporting
+ * queue.  Features offered: VIRTIO_BALLOON_F_MUST_TELL_HOST, _STATS_VQ, and as
+ * configured _DEFLATE_ON_OOM and _REPORTING.
+ *
+ * A queue notify (a vCPU's port write) only wakes the device's own thread, which does
+ * the gfa calls: inflated pages go through gfa_balloon_inflate (their frames are freed
+ * and the host-return thread, if started, punches them: nobody waits for the host),
+ * deflated pages through gfa_balloon_deflate (fresh zeroed frames), reported free
+ * ranges through gfa_guest_report_free (host memory punched, frames kept), and a
+ * reporting buffer goes back to the guest only after its punches completed.
+ *
+ * Every guest-supplied value is checked against the guest's RAM (gfa_guest_size):
+ * queue addresses, avail indexes, descriptor indexes, addresses, lengths, directions
+ * and chain lengths (a chain longer than the queue is a loop).  A broken ring sets the
+ * device status NEEDS_RESET (0x40), raises a configuration interrupt and stops that
+ * queue until the driver resets the device; a malformed request (a page list of bad
+ * length, a pfn beyond RAM, duplicate, not ballooned or already ballooned pages, an
+ * unaligned report) is handed back unprocessed.  Both are counted (err_*); neither
+ * changes any frame.  A reset of the device gives every ballooned page back: a driver
+ * that starts afresh (after kexec, say) owns all of RAM.
+ */
+struct gfa_rv_balloon;
+
+struct gfa_rv_balloon_config {
+	struct gfa_guest *guest;        /* RAM the driver's page numbers refer to */
+	struct gfa_backing *backing;    /* the guest's backing (needed for reporting) */
+	unsigned int slot;              /* device number on bus 0 (1..31); 0: the first
+					 * free one (1, 2, .. in creation order) */
+	unsigned int irq;               /* legacy IRQ line (PCI interrupt line register):
+					 * the line the VMM wires the slot's INTA# to */
+	gfa_rv_irq_fn irq_fn;
+	void *irq_ctx;
+	bool deflate_on_oom, free_page_reporting;
+};
+
+/*
+ * Plug a balloon into cfg->slot of pci (or the first free one) and start its thread.
+ * NULL with errno: EFAULT (pci, cfg, guest or irq_fn NULL; backing NULL with
+ * free_page_reporting), EINVAL (irq above 255, slot above 31, a backing the guest is not
+ * made of), EBUSY (the slot is taken), ENOSPC (no free slot), ENOMEM, or the error of
+ * pthread_create.  Any thread but a vCPU's.
+ */
+struct gfa_rv_balloon *gfa_rv_balloon_create(struct gfa_rv_pci *pci,
+					     const struct gfa_rv_balloon_config *cfg);
+/* Unplug: stop the thread, wait for reports in flight, free.  Before the guest is
+ * destroyed.  NULL is a no-op. */
+void gfa_rv_balloon_destroy(struct gfa_rv_balloon *b);
+/* The balloon size the device asks for (config num_pages, in 4 KiB pages), with a
+ * configuration interrupt.  0, -EFAULT, -ERANGE (more than the guest's RAM).  Any
+ * thread. */
+int gfa_rv_balloon_set_target(struct gfa_rv_balloon *b, uint64_t bytes);
+/* Hand the stats buffer back so the driver refills it (the new values show in
+ * gfa_rv_balloon_stat once it did).  0, -EFAULT, -EAGAIN (the driver has not given one
+ * yet).  Any thread. */
+int gfa_rv_balloon_request_stats(struct gfa_rv_balloon *b);
+
+#define GFA_RV_BALLOON_NR_STATS 10      /* the driver's tags 0..9, swap_in .. hugetlb_fail */
+
+struct gfa_rv_balloon_stat {
+	uint64_t target_pages;          /* num_pages asked for */
+	uint64_t actual_pages;          /* what the driver says it holds (config actual) */
+	uint64_t inflated_pages;        /* held now, as the device counted them */
+	uint64_t inflate_requests, deflate_requests, deflated_pages;
+	uint64_t report_requests, reported_bytes;  /* reports accepted, bytes in them */
+	uint64_t report_released_bytes; /* punched out of the host */
+	uint64_t reset_deflated_pages;  /* given back because the driver reset the device */
+	uint64_t stats_updates;         /* stats buffers read */
+	uint64_t guest_stats[GFA_RV_BALLOON_NR_STATS];  /* the driver's last values (bytes
+					 * for memory, counts otherwise) */
+	uint64_t guest_stats_seen;      /* bit per tag the driver has sent */
+	uint32_t features;              /* accepted by the driver */
+	uint8_t status;                 /* device status register */
+	uint64_t needs_reset;           /* times NEEDS_RESET was set */
+	/* errors from the guest */
+	uint64_t err_ring;              /* a queue address whose ring is not inside RAM */
+	uint64_t err_queue_index;       /* notify or address of a queue that does not exist */
+	uint64_t err_avail;             /* avail index ahead by more than the queue size */
+	uint64_t err_desc;              /* descriptor index, address or length outside RAM,
+					 * or an indirect one (not offered) */
+	uint64_t err_loop;              /* a chain longer than the queue */
+	uint64_t err_dir;               /* a buffer of the wrong direction for its queue */
+	uint64_t err_page_list;         /* inflate/deflate list refused (length, pfn, state) */
+	uint64_t err_report;            /* report refused (alignment, range, overlap) */
+	uint64_t err_stats;             /* stats buffer of bad length */
+	uint64_t err_nomem;             /* deflates given up for want of frames */
+};
+/* 0 or -EFAULT.  Any thread. */
+int gfa_rv_balloon_stat(struct gfa_rv_balloon *b, struct gfa_rv_balloon_stat *st);
 
 #ifdef __cplusplus
 }

@@ -486,6 +486,60 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
  */
 int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
 
+/*
+ * Free page reporting (virtio-balloon's VIRTIO_BALLOON_F_REPORTING): the guest says which
+ * of its pages are free; their host memory goes back to the host while the frames stay
+ * the guest's.  A reporter punches the ranges out of the zone memfds through release
+ * engines of its own (io_uring, one per zone, made on first use), asynchronously: the
+ * calling thread never waits for the host.  After the punch the guest reads zero there
+ * (before it, its old data), and the host backs a page again when the guest touches it.
+ * A move of a reported block waits for the punch in flight on its old frames before
+ * they are freed (the backing's moved hook), so a punch never reaches another owner.
+ *
+ * create: a reporter for guest g made of b's frames.  NULL with errno EFAULT, EINVAL (g
+ * is not made of b's frames), ENOMEM.  Destroy before the guest: it waits for every
+ * request in flight (their done callbacks included).  NULL is a no-op.
+ */
+struct gfa_free_report;
+struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gfa_guest *g);
+void gfa_guest_report_destroy(struct gfa_free_report *rep);
+/*
+ * Called once per accepted request, on a release engine's thread (or in the calling
+ * thread when no frame needed a punch), after every punch of it completed: result 0,
+ * or the first failure (those frames keep their host memory and data).  Keep it short;
+ * it must not call gfa_guest_report_flush or _destroy.
+ */
+typedef void (*gfa_report_done_fn)(void *cookie, int result);
+/*
+ * Report [gpa, gpa + len) of each range free.  Every range is checked first; one bad
+ * range refuses the whole request (nothing punched, done never called), counted:
+ *   -EFAULT rep, r or done NULL, -EINVAL n == 0, a zero length or misaligned range,
+ *   -ERANGE outside the guest, -ENOTUNIQ ranges overlap each other, -ENOMEM.
+ * Gfns ballooned out have no frames and are passed over (frames_unbacked).  Until done
+ * is called the caller must not balloon the ranges or destroy the guest (the guest
+ * itself must not reuse the pages: virtio hands the buffer back only after done).
+ * Returns 0.  Thread rules: any thread but a vCPU's own IO handler (gfa_guest_create:
+ * it takes the guest's lock).
+ */
+int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_range *r,
+			  unsigned int n, gfa_report_done_fn done, void *cookie);
+/* Wait until every accepted request's done has returned; timeout_ms < 0 waits forever.
+ * 0, -EFAULT, -ETIMEDOUT.  Not from a done callback. */
+int gfa_guest_report_flush(struct gfa_free_report *rep, int timeout_ms);
+struct gfa_guest_report_stat {
+	uint64_t requests, ranges;      /* accepted calls and their ranges */
+	uint64_t frames_submitted;      /* frames whose punch was asked for */
+	uint64_t bytes_released;        /* punched: the host took them back */
+	uint64_t bytes_failed;          /* punch failed: still backed */
+	uint64_t frames_unbacked;       /* ballooned out: nothing to punch */
+	uint64_t frames_raced;          /* moved while being submitted: left backed */
+	uint64_t moves_waited;          /* moves that waited for a punch in flight */
+	uint64_t inflight_runs;         /* punches in flight */
+	uint64_t err_fault, err_invalid, err_range, err_overlap;   /* refused requests */
+};
+/* 0 or -EFAULT.  Any thread. */
+int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_stat *st);
+
 #ifdef __cplusplus
 }
 #endif
