@@ -86,7 +86,7 @@ int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config
 	if (!pool || !cfg)
 		return pool_err(pool, GFA_EFAULT);
 	if (cfg->proactiveness > 100)
-		return pool_err(pool, GFA_EALIGN);
+		return pool_err(pool, GFA_EINVAL);
 	/* read without a common lock (each zone's compaction, kcompactd): per field */
 	__atomic_store_n(&pool->compact.linear_only, cfg->linear_only, __ATOMIC_RELAXED);
 	__atomic_store_n(&pool->compact.proactiveness, cfg->proactiveness, __ATOMIC_RELAXED);
@@ -991,7 +991,7 @@ static int compact_args(struct gfa_pool *pool, unsigned int zone, int order,
 	if (order < -1 || order > GFA_MAX_ORDER)
 		return GFA_EORDER;
 	if ((unsigned int)mode > GFA_COMPACT_SYNC)
-		return GFA_EALIGN;
+		return GFA_EINVAL;
 	return 0;
 }
 

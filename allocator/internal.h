@@ -216,7 +216,8 @@ struct gfa_pool {
 /* Error counter slots in pool->err (match the err_* vmstat order). */
 enum gfa_err_slot {
 	ERR_FAULT, ERR_RANGE, ERR_ALIGN, ERR_ORDER, ERR_MIGRATE, ERR_DOUBLE_FREE,
-	ERR_WRONG_ORDER, ERR_NOT_HEAD, ERR_OWNER, ERR_BUSY, ERR_THREAD, ERR_NR
+	ERR_WRONG_ORDER, ERR_NOT_HEAD, ERR_OWNER, ERR_BUSY, ERR_THREAD, ERR_INVAL,
+	ERR_NR
 };
 
 /* ---- buddy.c: everything here runs with zone->lock held ---- */

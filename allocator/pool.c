@@ -242,6 +242,7 @@ void pool_count_err(struct gfa_pool *pool, int err)
 	case GFA_EOWNER: slot = ERR_OWNER; break;
 	case GFA_EBUSY: slot = ERR_BUSY; break;
 	case GFA_ETHREAD: slot = ERR_THREAD; break;
+	case GFA_EINVAL: slot = ERR_INVAL; break;
 	default: return;
 	}
 	if (pool)

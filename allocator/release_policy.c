@@ -115,7 +115,7 @@ int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
 	if (zone >= pool->nr_zones)
 		return pool_err(pool, GFA_ERANGE);
 	if (p->low > p->high || !p->min_empty_frac)
-		return pool_err(pool, GFA_EALIGN);
+		return pool_err(pool, GFA_EINVAL);
 	pthread_mutex_lock(&pool->zones[zone].lock);
 	pool->zones[zone].rp = *p;
 	pthread_mutex_unlock(&pool->zones[zone].lock);

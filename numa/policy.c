@@ -101,8 +101,8 @@ static int pcp_zone(struct gfa_numa_pool *np, struct gfa_pcp *pcp)
 	if (zone < 0)
 		return zone;
 	if (gfa_pcp_pool(pcp) != np->pool)
-		return GFA_EALIGN;      /* another pool's cache: not this requester's */
-	return (unsigned int)zone < np->topo.nr_nodes ? zone : -EINVAL;
+		return GFA_EINVAL;      /* another pool's cache: not this requester's */
+	return (unsigned int)zone < np->topo.nr_nodes ? zone : GFA_EINVAL;
 }
 
 int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp)
@@ -227,7 +227,7 @@ static int requester_zone(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int nod
 	nz = gfa_numa_node_index(&np->topo, node);
 	if (nz < 0)
 		return nz;
-	return nz == pz ? pz : GFA_EALIGN;
+	return nz == pz ? pz : GFA_EINVAL;
 }
 
 int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
@@ -247,7 +247,7 @@ int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
 	if ((unsigned int)mt >= GFA_MT_PCPTYPES)
 		return gfa_pool_count_error(np->pool, GFA_EMIGRATE);
 	if (flags & ~NUMA_FLAGS)
-		return gfa_pool_count_error(np->pool, GFA_EALIGN);
+		return gfa_pool_count_error(np->pool, GFA_EINVAL);
 	local = requester_zone(np, pcp, node);
 	if (local < 0)
 		return gfa_pool_count_error(np->pool, local);

@@ -357,7 +357,7 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
 		return GFA_EFAULT;
 	/* another pool's cache would hand out its frames, and we would zero ours */
 	if (pcp && gfa_pcp_pool(pcp) != b->pool)
-		return gfa_pool_count_error(b->pool, GFA_EALIGN);
+		return gfa_pool_count_error(b->pool, GFA_EINVAL);
 	pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, owner, aflags)
 		  : gfa_alloc(b->pool, zone, order, mt, owner, aflags);
 	if (pfn >= 0 && (flags & GFA_BACKING_ZERO))
@@ -371,7 +371,7 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 	if (!b)
 		return GFA_EFAULT;
 	if (pcp && gfa_pcp_pool(pcp) != b->pool)     /* its free would mark ours dirty */
-		return gfa_pool_count_error(b->pool, GFA_EALIGN);
+		return gfa_pool_count_error(b->pool, GFA_EINVAL);
 	/*
 	 * Dirty before the free: once freed, another thread may allocate the block and
 	 * prepare it, and must see it dirty (zero it) or it reads the old owner's data.

@@ -785,7 +785,9 @@ static int range_check(struct gfa_release_engine *e, uint64_t off, uint64_t len)
 static int submit_check(struct gfa_release_engine *e, uint64_t off, uint64_t len,
 			gfa_release_done_fn done)
 {
-	if (!done || !len || off % e->page_size || len % e->page_size)
+	if (!done)
+		return -EFAULT;
+	if (!len || off % e->page_size || len % e->page_size)
 		return -EINVAL;
 	return range_check(e, off, len);
 }
@@ -797,7 +799,7 @@ int gfa_release_submit(struct gfa_release_engine *e, uint64_t offset,
 	int err;
 
 	if (!e)
-		return -EINVAL;
+		return -EFAULT;
 	err = submit_check(e, offset, len, done);
 	if (!err) {
 		r = calloc(1, sizeof(*r));
@@ -834,7 +836,7 @@ int gfa_release_submit(struct gfa_release_engine *e, uint64_t offset,
 int gfa_release_plug(struct gfa_release_engine *e)
 {
 	if (!e)
-		return -EINVAL;
+		return -EFAULT;
 	pthread_mutex_lock(&e->lock);
 	e->plugs++;
 	pthread_mutex_unlock(&e->lock);
@@ -846,7 +848,7 @@ int gfa_release_unplug(struct gfa_release_engine *e)
 	int ret = 0;
 
 	if (!e)
-		return -EINVAL;
+		return -EFAULT;
 	pthread_mutex_lock(&e->lock);
 	if (!e->plugs)
 		ret = -EINVAL;
@@ -874,7 +876,7 @@ int gfa_release_flush(struct gfa_release_engine *e, int timeout_ms)
 	int ret = 0;
 
 	if (!e)
-		return -EINVAL;
+		return -EFAULT;
 	if (engine_self == e)
 		return -EDEADLK;
 	if (timeout_ms >= 0)
@@ -929,7 +931,7 @@ int gfa_release_stats(const struct gfa_release_engine *e,
 		      struct gfa_release_stats *out)
 {
 	if (!e || !out)
-		return -EINVAL;
+		return -EFAULT;
 	out->ranges_submitted = STAT_GET(e, ranges_submitted);
 	out->ranges_rejected = STAT_GET(e, ranges_rejected);
 	out->ranges_done = STAT_GET(e, ranges_done);

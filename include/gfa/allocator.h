@@ -9,21 +9,41 @@
  * range with its own lock and free lists.
  *
  * Errors: every function that can fail returns a negative errno (or, for functions
- * returning a pfn, a negative errno in an int64_t).  Each error below is counted in the
- * pool's statistics (gfa_pool_vmstat: "err_*") and leaves every frame where it was.
+ * returning a pfn, a negative errno in an int64_t); functions returning a pointer return
+ * NULL with errno set.  Each error below is counted in the pool's statistics
+ * (gfa_pool_vmstat: "err_*") and leaves every frame where it was.  Each GFA_E* has an
+ * errno of its own, so a caller can tell them apart (docs/decisions.md, entry 1);
+ * gfa_strerror() names gfa's meaning of each.
  *
- *   GFA_EFAULT      -EFAULT      NULL pool, cache or output pointer
- *   GFA_ERANGE      -ERANGE      pfn outside the pool, or zone index out of range
- *   GFA_EALIGN      -EINVAL      pfn not aligned to the block's order; bad config
- *   GFA_EORDER      -EDOM        order above GFA_MAX_ORDER
- *   GFA_EMIGRATE    -EPROTOTYPE  unknown migratetype (or ISOLATE, which is internal)
- *   GFA_EDOUBLEFREE -EALREADY    freeing a block that is already free
- *   GFA_EWRONGORDER -EMSGSIZE    freeing an allocated block with the wrong order
- *   GFA_ENOTHEAD    -ENOENT      pfn inside a block, not the first frame of one
- *   GFA_EOWNER      -EPERM       owner cookie does not match the block's owner
- *   GFA_EBUSY       -EBUSY       block is isolated for a move or in flight to the host
- *   GFA_ENOMEM      -ENOMEM      no free block of that order (after fallbacks)
- *   GFA_ETHREAD     -EDEADLK     a pcp used by two threads at once, or with another pool
+ *   GFA_EFAULT      -EFAULT        NULL pool, cache, config or output pointer
+ *   GFA_EINVAL      -EINVAL        invalid argument: a bad config or mode, unknown flags,
+ *                                  nonzero reserved fields, a cache of another pool
+ *   GFA_ERANGE      -ERANGE        pfn outside the pool, or zone index out of range
+ *   GFA_EALIGN      -EADDRNOTAVAIL pfn not aligned to the block's order
+ *   GFA_EORDER      -EDOM          order above GFA_MAX_ORDER
+ *   GFA_EMIGRATE    -EPROTOTYPE    unknown migratetype (or ISOLATE, which is internal)
+ *   GFA_EDOUBLEFREE -EALREADY      freeing a block that is already free
+ *   GFA_EWRONGORDER -EMSGSIZE      freeing an allocated block with the wrong order
+ *   GFA_ENOTHEAD    -ENOENT        pfn inside a block, not the first frame of one
+ *   GFA_EOWNER      -EPERM         owner cookie does not match the block's owner
+ *   GFA_EBUSY       -EBUSY         block is isolated for a move or in flight to the host
+ *   GFA_ENOMEM      -ENOMEM        no free block of that order (after fallbacks)
+ *   GFA_ETHREAD     -EDEADLK       a pcp used by two threads at once
+ *
+ * Conventions every public header follows:
+ *   - A NULL handle, config or output pointer is -EFAULT (GFA_EFAULT); a NULL handle
+ *     passed to a destroy, stop or kick call is a no-op.
+ *   - "Not found" (no such claim, owner, ballooned range) is -ENOENT.
+ *   - Text formatters (gfa_pool_buddyinfo, gfa_numa_topology_text, ...) are
+ *     snprintf-style: they write at most len bytes, NUL-terminated when len > 0, and
+ *     return the length the full text needs (excluding the NUL); buf may be NULL when
+ *     len is 0.
+ *   - Config and statistics structs a caller allocates end in reserved fields
+ *     (docs/decisions.md, entry 2): a caller zeroes the whole struct (an initializer,
+ *     memset, or the *_init function) and sets what it needs; nonzero reserved fields
+ *     in a config are GFA_EINVAL, and the library zeroes them in statistics.  A newer
+ *     library takes its new fields out of the reserved ones, with 0 meaning what the
+ *     old library did.
  */
 #ifndef GFA_ALLOCATOR_H
 #define GFA_ALLOCATOR_H
@@ -47,7 +67,8 @@ extern "C" {
 
 #define GFA_EFAULT      (-EFAULT)
 #define GFA_ERANGE      (-ERANGE)
-#define GFA_EALIGN      (-EINVAL)
+#define GFA_EINVAL      (-EINVAL)
+#define GFA_EALIGN      (-EADDRNOTAVAIL)
 #define GFA_EORDER      (-EDOM)
 #define GFA_EMIGRATE    (-EPROTOTYPE)
 #define GFA_EDOUBLEFREE (-EALREADY)
@@ -57,6 +78,30 @@ extern "C" {
 #define GFA_EBUSY       (-EBUSY)
 #define GFA_ENOMEM      (-ENOMEM)
 #define GFA_ETHREAD     (-EDEADLK)
+/* The numa layer's errors (gfa/numa.h), here so that every gfa errno is in one list. */
+#define GFA_ENONODE     (-ENODEV)   /* node id not in the topology */
+#define GFA_ENOCPU      (-ENXIO)    /* CPU (set) with no node in the topology */
+#define GFA_ESPAN       (-EXDEV)    /* CPU set spans several nodes */
+#define GFA_EREMOTE     (-EREMOTE)  /* frames found on another node than their zone's */
+#define GFA_EPOLICY     (-ENOLINK)  /* zone memory lacks its MPOL_BIND policy */
+#define GFA_ETOOBIG     (-E2BIG)    /* more frames than the node has */
+#define GFA_ENONUMA     (-ENOSYS)   /* the host has no NUMA support (numa_available() < 0) */
+
+/**
+ * gfa_strerror() - what a gfa error means
+ * @err: a negative errno a gfa call returned (a positive errno, as a NULL-returning
+ *       call leaves in errno, is taken as its negative)
+ *
+ * gfa gives some errnos a meaning of its own (GFA_EMIGRATE is -EPROTOTYPE, whose
+ * strerror() text is "Protocol wrong type for socket"): this names gfa's meaning.
+ * Where one errno has several meanings across calls (-ENOENT: not a block head, or no
+ * such claim, owner or ballooned range), the text names each.
+ *
+ * Return: a static string, never NULL: gfa's meaning for every GFA_E* value, 0 is
+ * "success", and any other errno gets the C library's description.
+ * Context: any thread; the string is never freed.
+ */
+const char *gfa_strerror(int err);
 
 /* Migratetypes, as in the kernel's enum migratetype (PCPTYPES first). */
 enum gfa_migratetype {
@@ -248,7 +293,7 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	X(thp_collapse_alloc) X(thp_collapse_alloc_failed) \
 	X(err_fault) X(err_range) X(err_align) X(err_order) X(err_migratetype) \
 	X(err_double_free) X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) \
-	X(err_thread)
+	X(err_thread) X(err_inval)
 
 struct gfa_vmstat {
 #define GFA_VMSTAT_FIELD(name) uint64_t name;
@@ -443,7 +488,7 @@ struct gfa_release_policy {
 	uint64_t low, high;             /* populated free frames to keep (low <= high) */
 	unsigned int min_empty_frac;    /* 4: a pageblock qualifies at 1/4 empty */
 };
-/* 0, GFA_EFAULT, GFA_ERANGE, GFA_EALIGN (low > high or frac 0). Any thread. */
+/* 0, GFA_EFAULT, GFA_ERANGE, GFA_EINVAL (low > high or frac 0). Any thread. */
 int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
 				const struct gfa_release_policy *p);
 /* The zone's policy now.  0, GFA_EFAULT, GFA_ERANGE. */
@@ -509,14 +554,14 @@ struct gfa_compact_config {
 	/* vm.compaction_proactiveness: 0 (off) .. 100; the daemon's target score */
 	unsigned int proactiveness;
 };
-/* Set the pool's compaction tunables.  0, GFA_EFAULT, GFA_EALIGN (proactiveness > 100). */
+/* Set the pool's compaction tunables.  0, GFA_EFAULT, GFA_EINVAL (proactiveness > 100). */
 int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config *cfg);
 
 /*
  * Compact zone `zone` for a block of `order` (-1: the whole zone, "full compaction",
  * which ignores the pageblock skip hints as the kernel's compact_node() does).
  * Order 0 is GFA_COMPACT_SKIPPED.  Runs in the calling thread.  Returns a
- * gfa_compact_result, or GFA_EFAULT, GFA_ERANGE, GFA_EORDER, GFA_EALIGN (mode is no
+ * gfa_compact_result, or GFA_EFAULT, GFA_ERANGE, GFA_EORDER, GFA_EINVAL (mode is no
  * gfa_compact_mode), -ENOMEM.  Any thread; several may compact one zone at once (pageblock
  * skip bits give each source pageblock a single owner; full compactions share blocks,
  * each frame is still isolated by one of them only).
@@ -548,11 +593,12 @@ int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int
  * take back stays moved, as compaction leaves a block: it becomes a block of its order
  * inside the new one (where the owner maps it, freeable there), its old block and the
  * rest of the new one are freed, and the claim gets the new block's frames back.  The
- * same pfn listed twice is GFA_EALIGN (overlapping pieces).  Frames of the new block no
+ * same pfn listed twice is GFA_EINVAL (overlapping pieces).  Frames of the new block no
  * piece covers keep what they held, possibly another owner's data: an owner covers the
  * whole 2 MiB (as the guest does) or zeroes those frames itself.
  * Returns the new block's pfn, or GFA_EFAULT, GFA_ERANGE (zone, or a block outside
- * it), GFA_EALIGN (n, or offsets that overlap, are misaligned or out of the block),
+ * it), GFA_EINVAL (n 0 or above 512, offsets that overlap or leave the block),
+ * GFA_EALIGN (an offset or a pfn misaligned for its piece's order),
  * GFA_EORDER (a piece of order >= 9), GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER (a
  * block is not the owner's MOVABLE block of that order), GFA_EBUSY (being moved),
  * -ENOENT (owner not registered), GFA_ENOMEM, or the owner's refusal (-EBUSY/-EAGAIN).

@@ -31,7 +31,11 @@
  * zone, and a zone is a node here.  gfa_numa_alloc wakes a remote node's worker when it
  * found no huge block there instead of compacting that node itself.
  *
- * Errors are negative errno values as in gfa/allocator.h, plus:
+ * Errors are negative errno values as in gfa/allocator.h, whose list holds this layer's
+ * own too: GFA_ENONODE (node id not in the topology), GFA_ENOCPU (CPU or CPU set with no
+ * node), GFA_ESPAN (CPU set spans nodes), GFA_EREMOTE (frames on another node than their
+ * zone's), GFA_EPOLICY (zone memory lacks its MPOL_BIND policy), GFA_ETOOBIG (more
+ * frames than the node has), GFA_ENONUMA (no NUMA support on the host).
  */
 #ifndef GFA_NUMA_H
 #define GFA_NUMA_H
@@ -44,14 +48,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GFA_ENONODE   (-ENODEV)   /* node id not in the topology */
-#define GFA_ENOCPU    (-ENXIO)    /* CPU (set) with no node in the topology */
-#define GFA_ESPAN     (-EXDEV)    /* CPU set spans several nodes */
-#define GFA_EREMOTE   (-EREMOTE)  /* frames found on another node than their zone's */
-#define GFA_EPOLICY   (-ENOLINK)  /* zone memory lacks its MPOL_BIND policy */
-#define GFA_ETOOBIG   (-E2BIG)    /* more frames than the node has */
-#define GFA_ENONUMA   (-ENOSYS)   /* the host has no NUMA support (numa_available() < 0) */
 
 #define GFA_NUMA_MAX_NODES GFA_MAX_ZONES
 #define GFA_NUMA_MAX_CPUS  4096
@@ -116,7 +112,7 @@ int gfa_numa_cpu_node(const struct gfa_numa_topology *t, unsigned int cpu);
 /*
  * Node id of a CPU set (mask: nbits bits, bit c = CPU c, as in cpu_set_t).  CPUs with no
  * node in t are ignored.  Returns the node when all the others belong to one node, or
- * GFA_EFAULT, GFA_EALIGN (empty set), GFA_ENOCPU (no CPU of the set has a node),
+ * GFA_EFAULT, GFA_EINVAL (empty set), GFA_ENOCPU (no CPU of the set has a node),
  * GFA_ESPAN (CPUs of several nodes).  Any thread.
  */
 int gfa_numa_cpuset_node(const struct gfa_numa_topology *t, const unsigned long *mask,
@@ -152,7 +148,7 @@ int gfa_numa_topology_text(const struct gfa_numa_topology *t, char *buf, size_t 
 /*
  * Fill *cfg (default tunables, as gfa_pool_config_init) with one zone per node of t:
  * zone i has frames_per_node frames and zone.node = t->nodes[i].id.  Returns 0, or
- * GFA_EFAULT, GFA_EALIGN (frames below a pageblock or above 2^31), GFA_ETOOBIG (more
+ * GFA_EFAULT, GFA_EINVAL (no nodes, frames below a pageblock or above 2^31), GFA_ETOOBIG (more
  * than a node's memory).  *cfg is unchanged on error.
  */
 int gfa_numa_pool_config(struct gfa_pool_config *cfg, const struct gfa_numa_topology *t,
@@ -240,7 +236,7 @@ int gfa_numa_placement_text(const struct gfa_numa_placement *p, char *buf, size_
  * no node), ENOMEM.  Destroy with gfa_pcp_destroy.  Thread rules as gfa_pcp_create.
  */
 struct gfa_pcp *gfa_numa_pcp_create(struct gfa_numa_pool *np, int node);
-/* Node id of the zone a cache serves, or GFA_EFAULT / -EINVAL (zone not in np's topology). */
+/* Node id of the zone a cache serves, or GFA_EFAULT / GFA_EINVAL (another pool's cache, or a zone not in np's topology). */
 int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp);
 
 #define GFA_NUMA_REMOTE   0x100u  /* may place on other nodes (never compacting them) */
@@ -259,7 +255,7 @@ int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp);
  *      local pieces beat remote ones below the huge order, where size buys no PMD.
  * flags may also hold GFA_ALLOC_NOFALLBACK (passed on) and GFA_ALLOC_NOCOMPACT (no
  * compaction anywhere).  *order_out (may be NULL) gets the order obtained.
- * Returns the first pfn, or GFA_EFAULT, GFA_EORDER, GFA_EMIGRATE, GFA_EALIGN (unknown
+ * Returns the first pfn, or GFA_EFAULT, GFA_EORDER, GFA_EMIGRATE, GFA_EINVAL (unknown
  * flags, node and pcp disagree, or pcp is another pool's), GFA_ENONODE, GFA_ENOCPU, GFA_ENOMEM (nothing found),
  * GFA_ETHREAD.  Counts per node: numa_hit, numa_miss, numa_foreign, ...
  * Thread rules: any thread; pcp as gfa_pcp_alloc (its owner thread only).

@@ -75,7 +75,7 @@ bool gfa_backing_block_dirty(const struct gfa_backing *b, uint64_t pfn, unsigned
  * Allocate as gfa_pcp_alloc (pcp non-NULL) or gfa_alloc on `zone`; with GFA_BACKING_ZERO
  * every dirty frame of the block is zeroed first (clean and released frames already
  * read as zero).  Returns the pfn, the allocator's error, GFA_EFAULT (b NULL) or
- * GFA_EALIGN (pcp is another pool's cache).  Any thread.
+ * GFA_EINVAL (pcp is another pool's cache).  Any thread.
  */
 int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned int zone,
 			  unsigned int order, enum gfa_migratetype mt, uint64_t owner,
@@ -85,7 +85,7 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
  * the free: the next owner must see them dirty.  A refused free changes no frame's owner
  * or state but keeps the marks: the block may change hands meanwhile (a move in flight
  * frees its source, which holds the data), and a mark costs at most one more zeroing.
- * Returns the allocator's result, GFA_EFAULT (b NULL) or GFA_EALIGN (pcp is another
+ * Returns the allocator's result, GFA_EFAULT (b NULL) or GFA_EINVAL (pcp is another
  * pool's cache: nothing marked).
  */
 int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
@@ -246,8 +246,8 @@ struct gfa_release_engine *gfa_release_create(int memfd, void *map_base,
  * the range lies beyond the size last seen (the file may have grown).
  *
  * Returns 0, or (nothing queued, done never called):
- *   -EINVAL     engine or done is NULL, len == 0, offset or len not a multiple
- *               of the page size
+ *   -EFAULT     engine or done is NULL
+ *   -EINVAL     len == 0, offset or len not a multiple of the page size
  *   -ERANGE     offset + len overflows or exceeds the memfd's size (the largest
  *               size seen: a file shrunk under the engine is not noticed, and a
  *               punch past its end changes nothing)
@@ -263,7 +263,8 @@ int gfa_release_submit(struct gfa_release_engine *engine, uint64_t offset,
  * Plug / unplug: while at least one plug is held, the engine leaves queued ranges
  * alone, so a burst of submits (a balloon inflation) is coalesced as a whole
  * (like blk_start_plug()).  Plugs nest; gfa_release_flush() and destroy override
- * them.  Unplug without a plug returns -EINVAL.  Returns 0 or -EINVAL (NULL engine).
+ * them.  Unplug without a plug returns -EINVAL.  Returns 0, -EFAULT (NULL engine) or
+ * -EINVAL.
  * Thread rules: any thread.
  */
 int gfa_release_plug(struct gfa_release_engine *engine);
@@ -272,7 +273,7 @@ int gfa_release_unplug(struct gfa_release_engine *engine);
 /*
  * Wait until every range submitted before this call has had its done callback
  * return (ranges held by a plug included).  @timeout_ms < 0 waits forever.
- * Returns 0, or -EINVAL (NULL engine), -ETIMEDOUT, -EDEADLK (called on the engine
+ * Returns 0, or -EFAULT (NULL engine), -ETIMEDOUT, -EDEADLK (called on the engine
  * thread, i.e. from a done callback).
  * Thread rules: any thread except the engine thread.
  */
@@ -298,7 +299,7 @@ const char *gfa_release_mode(const struct gfa_release_engine *engine,
 
 /*
  * Snapshot the counters into @out (each counter is read atomically; the set is
- * not a single consistent cut while the engine runs).  Returns 0 or -EINVAL.
+ * not a single consistent cut while the engine runs).  Returns 0 or -EFAULT.
  * Thread rules: any thread.
  */
 int gfa_release_stats(const struct gfa_release_engine *engine,
