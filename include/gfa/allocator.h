@@ -122,10 +122,18 @@ enum gfa_frame_state {
 	GFA_FRAME_INFLIGHT,     /* free, with a release to the host in flight */
 };
 
-/* Allocation flags. */
-#define GFA_ALLOC_NOFALLBACK  0x1u  /* never steal from another migratetype */
-#define GFA_ALLOC_NOCOMPACT   0x2u  /* free lists only: no cache drain, no compaction */
-/* 0x100 and 0x200 are taken by gfa/numa.h (GFA_NUMA_REMOTE, GFA_NUMA_SMALLER). */
+/*
+ * Allocation flags: one list for every layer's allocation calls, so that no two flags
+ * share a bit.  A call takes the flags named for it; gfa_alloc and gfa_pcp_alloc ignore
+ * the others (their hot path does not test for them), gfa_numa_alloc and
+ * gfa_backing_alloc pass on what they do not use themselves.
+ */
+#define GFA_ALLOC_NOFALLBACK  0x1u    /* never steal from another migratetype */
+#define GFA_ALLOC_NOCOMPACT   0x2u    /* free lists only: no cache drain, no compaction */
+#define GFA_BACKING_ZERO      0x10u   /* gfa_backing_alloc: zero dirty frames first */
+#define GFA_NUMA_REMOTE       0x100u  /* gfa_numa_alloc: may place on other nodes (never
+				       * compacting them) */
+#define GFA_NUMA_SMALLER      0x200u  /* gfa_numa_alloc: may return a smaller order */
 
 struct gfa_pool;
 struct gfa_pcp;

@@ -239,8 +239,7 @@ struct gfa_pcp *gfa_numa_pcp_create(struct gfa_numa_pool *np, int node);
 /* Node id of the zone a cache serves, or GFA_EFAULT / GFA_EINVAL (another pool's cache, or a zone not in np's topology). */
 int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp);
 
-#define GFA_NUMA_REMOTE   0x100u  /* may place on other nodes (never compacting them) */
-#define GFA_NUMA_SMALLER  0x200u  /* may return a smaller order than asked */
+/* Flags GFA_NUMA_REMOTE and GFA_NUMA_SMALLER: in gfa/allocator.h's list of flags. */
 
 /*
  * Allocate a block of 2^order frames for a requester on `node` (-1: pcp's node, or the

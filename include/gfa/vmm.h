@@ -69,8 +69,8 @@ uint64_t gfa_backing_nr_dirty(const struct gfa_backing *b);
 /* Does the block hold a dirty frame?  Lock-free (usable under a zone lock). */
 bool gfa_backing_block_dirty(const struct gfa_backing *b, uint64_t pfn, unsigned int order);
 
-/* Allocation through the backing: the ZERO flag asks for zeroed memory. */
-#define GFA_BACKING_ZERO 0x10u
+/* Allocation through the backing: GFA_BACKING_ZERO (gfa/allocator.h's list of flags)
+ * asks for zeroed memory. */
 /*
  * Allocate as gfa_pcp_alloc (pcp non-NULL) or gfa_alloc on `zone`; with GFA_BACKING_ZERO
  * every dirty frame of the block is zeroed first (clean and released frames already
