@@ -85,7 +85,7 @@ int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config
 {
 	if (!pool || !cfg)
 		return pool_err(pool, GFA_EFAULT);
-	if (cfg->proactiveness > 100)
+	if (cfg->proactiveness > 100 || !GFA_RESERVED_ZERO(cfg))
 		return pool_err(pool, GFA_EINVAL);
 	/* read without a common lock (each zone's compaction, kcompactd): per field */
 	__atomic_store_n(&pool->compact.linear_only, cfg->linear_only, __ATOMIC_RELAXED);

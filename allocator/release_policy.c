@@ -114,7 +114,7 @@ int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
 		return pool_err(pool, GFA_EFAULT);
 	if (zone >= pool->nr_zones)
 		return pool_err(pool, GFA_ERANGE);
-	if (p->low > p->high || !p->min_empty_frac)
+	if (p->low > p->high || !p->min_empty_frac || !GFA_RESERVED_ZERO(p))
 		return pool_err(pool, GFA_EINVAL);
 	pthread_mutex_lock(&pool->zones[zone].lock);
 	pool->zones[zone].rp = *p;

@@ -107,3 +107,120 @@ Test(api, allocation_flags_share_no_bit)
 		seen |= flags[i];
 	}
 }
+
+/*
+ * Room to grow: configs with a nonzero reserved word are refused (a caller built against
+ * a newer header asked for something this library does not know), statistics come back
+ * with their reserved words zero, and the vmstat counters never move alloc_order.
+ */
+Test(api, configs_with_nonzero_reserved_fields_are_einval)
+{
+	struct gfa_pool_config pc;
+	struct gfa_pool *p = tu_pool(4096);
+	struct gfa_compact_config cc = { .proactiveness = 20 };
+	struct gfa_release_policy rp = { .low = 1, .high = 2, .min_empty_frac = 4 };
+	struct gfa_backing_config bc = { 0 };
+	struct gfa_backing *b;
+	uint64_t i0 = vm_inval(p);
+
+	gfa_pool_config_init(&pc, 4096);
+	pc.reserved[7] = 1;
+	errno = 0;
+	cr_assert_null(gfa_pool_create(&pc));
+	cr_assert_eq(errno, EINVAL);
+	cc.reserved[0] = 1;
+	cr_assert_eq(gfa_compact_configure(p, &cc), GFA_EINVAL);
+	rp.reserved[1] = 1;
+	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), GFA_EINVAL);
+	cr_assert_eq(vm_inval(p), i0 + 2, "refusals are counted");
+	bc.reserved[3] = 1;
+	errno = 0;
+	cr_assert_null(gfa_backing_create(p, &bc));
+	cr_assert_eq(errno, EINVAL);
+
+	b = gfa_backing_create(p, &(struct gfa_backing_config){ 0 });
+	cr_assert_not_null(b);
+	struct gfa_guest_config gc = { .mem_bytes = 2 << 20 };
+	gc.reserved[0] = 1;
+	errno = 0;
+	cr_assert_null(gfa_guest_create(p, b, &gc));
+	cr_assert_eq(errno, EINVAL);
+	struct gfa_host_return_config hc = { .force_sync = true };
+	hc.reserved[2] = 1;
+	errno = 0;
+	cr_assert_null(gfa_host_return_start(p, b, &hc));
+	cr_assert_eq(errno, EINVAL);
+	hc.reserved[2] = 0;
+	hc.engine.reserved[0] = 1;
+	errno = 0;
+	cr_assert_null(gfa_host_return_start(p, b, &hc), "the engine's config is checked too");
+	cr_assert_eq(errno, EINVAL);
+	struct gfa_release_config rc = { 0 };
+	rc.reserved[1] = 1;
+	errno = 0;
+	cr_assert_null(gfa_release_create(gfa_backing_zone_fd(b, 0), NULL, &rc));
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(tu_free_frames(p), 4096, "nothing was taken");
+	ASSERT_POOL_OK(p);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(p);
+}
+
+#define POISON(s) memset(&(s), 0xa5, sizeof(s))
+#define ASSERT_RESERVED_ZERO(s) do { \
+	for (size_t _i = 0; _i < sizeof((s).reserved) / sizeof((s).reserved[0]); _i++) \
+		cr_assert_eq((s).reserved[_i], 0, #s ".reserved[%zu]", _i); \
+} while (0)
+
+Test(api, statistics_come_back_with_reserved_fields_zero)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	struct gfa_backing *b = gfa_backing_create(p, &(struct gfa_backing_config){ 0 });
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
+	struct gfa_vmstat vs;
+	struct gfa_zone_stat zs;
+	struct gfa_pcp_stat ps;
+	struct gfa_frame_info fi;
+	struct gfa_release_policy rp;
+	struct gfa_backing_zone_stat bs;
+	struct gfa_thp_report tr;
+
+	cr_assert(b && c);
+	POISON(vs);
+	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
+	ASSERT_RESERVED_ZERO(vs);
+	for (size_t i = 0; i < sizeof(vs.reserved_end) / sizeof(vs.reserved_end[0]); i++)
+		cr_assert_eq(vs.reserved_end[i], 0);
+	POISON(vs);
+	cr_assert_eq(gfa_zone_vmstat(p, 0, &vs), 0);
+	ASSERT_RESERVED_ZERO(vs);
+	POISON(zs);
+	cr_assert_eq(gfa_zone_stat(p, 0, &zs), 0);
+	ASSERT_RESERVED_ZERO(zs);
+	POISON(ps);
+	cr_assert_eq(gfa_pcp_stat(c, &ps), 0);
+	ASSERT_RESERVED_ZERO(ps);
+	POISON(fi);
+	cr_assert_eq(gfa_frame_lookup(p, 5, &fi), 0);
+	ASSERT_RESERVED_ZERO(fi);
+	POISON(rp);
+	cr_assert_eq(gfa_zone_get_release_policy(p, 0, &rp), 0);
+	ASSERT_RESERVED_ZERO(rp);
+	POISON(bs);
+	cr_assert_eq(gfa_backing_zone_stat(b, 0, &bs), 0);
+	ASSERT_RESERVED_ZERO(bs);
+	POISON(tr);
+	cr_assert_eq(gfa_host_thp_report(&tr), 0);
+	ASSERT_RESERVED_ZERO(tr);
+	gfa_pcp_destroy(c);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(p);
+}
+
+Test(api, vmstat_counters_never_move_the_per_order_arrays)
+{
+	cr_assert_leq(GFA_VMSTAT_NR_ITEMS, GFA_VMSTAT_SLOTS);
+	cr_assert_eq(offsetof(struct gfa_vmstat, alloc_order), GFA_VMSTAT_SLOTS * sizeof(uint64_t));
+	cr_assert_eq(sizeof(struct gfa_vmstat),
+		     (GFA_VMSTAT_SLOTS + 2 * GFA_NR_ORDERS + 8) * sizeof(uint64_t));
+}

@@ -91,7 +91,7 @@ Test(contract, zone_index_edges)
 	struct gfa_pool *p = tu_pool(4096);
 	struct gfa_zone_stat st;
 	struct gfa_vmstat vs;
-	struct gfa_release_policy rp = {10, 20, 4};
+	struct gfa_release_policy rp = { .low = 10, .high = 20, .min_empty_frac = 4 };
 	struct gfa_frame_range r[4];
 	uint64_t a, b;
 
@@ -504,7 +504,7 @@ Test(contract, random_contract, .timeout = 300)
 			}
 		} else {
 			struct gfa_frame_range fr[4];
-			struct gfa_release_policy rp = {0, tu_rand(&s) % 3000, 4};
+			struct gfa_release_policy rp = { .high = tu_rand(&s) % 3000, .min_empty_frac = 4 };
 			gfa_zone_set_release_policy(p, zone, &rp);
 			int n = gfa_zone_release_take(p, zone, fr, 4, tu_rand(&s) % 4000);
 			cr_assert_geq(n, 0);

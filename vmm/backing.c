@@ -113,6 +113,10 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 	}
 	if (!cfg)
 		cfg = &defaults;
+	if (!GFA_RESERVED_ZERO(cfg)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	if (gfa_pfn_to_addr(pool, 0) || gfa_zone_span(pool, 0, &start, &n)) {
 		errno = EBUSY;
 		return NULL;
@@ -278,6 +282,7 @@ int gfa_host_thp_report(struct gfa_thp_report *r)
 {
 	if (!r)
 		return GFA_EFAULT;
+	memset(r, 0, sizeof(*r));
 	read_selected("/sys/kernel/mm/transparent_hugepage/enabled", r->thp_enabled,
 		      sizeof(r->thp_enabled));
 	read_selected("/sys/kernel/mm/transparent_hugepage/shmem_enabled", r->shmem_enabled,
@@ -430,6 +435,7 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_b
 	w.end = start + n;
 	gfa_pool_for_each_allocated(b->pool, dirty_of_allocated, &w);
 	dirty = dirty > w.dirty ? dirty - w.dirty : 0;
+	memset(st, 0, sizeof(*st));
 	st->free_released = zs.nr_released;
 	st->free_dirty = dirty < zs.nr_free ? dirty : zs.nr_free;
 	st->free_clean = zs.nr_free - zs.nr_released > st->free_dirty

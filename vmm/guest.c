@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <gfa/vmm.h>
 #include "vmm/guest_internal.h"
+#include "allocator/layers.h"
 
 static _Atomic uint64_t next_guest_id = 1ULL << 40;
 
@@ -229,6 +230,8 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return EINVAL;
 	if (cfg->vcpu_ops && (!cfg->vcpu_ops->pause || !cfg->vcpu_ops->resume))
 		return EINVAL;          /* a pause without its resume would stop them for good */
+	if (!GFA_RESERVED_ZERO(cfg))
+		return EINVAL;
 	if (cfg->zone >= gfa_pool_nr_zones(pool))
 		return ERANGE;
 	/* the frames come from cfg->zone of pool: another zone's or pool's cache would

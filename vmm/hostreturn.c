@@ -378,7 +378,7 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 		return NULL;
 	}
 	/* the frames to release come from pool, the holes are punched in b's memfds */
-	if (backing_pool(b) != pool) {
+	if (backing_pool(b) != pool || (cfg && !GFA_RESERVED_ZERO(cfg))) {
 		errno = EINVAL;
 		return NULL;
 	}

@@ -29,6 +29,7 @@
  */
 #define _GNU_SOURCE
 #include "gfa/vmm.h"
+#include "allocator/layers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -619,7 +620,8 @@ static int config_check(const struct gfa_release_config *c, uint64_t page)
 	if (c->max_punch_bytes % page ||
 	    c->max_punch_bytes > GFA_RELEASE_MAX_PUNCH_LIMIT)
 		return -EINVAL;
-	if (c->ring_entries > GFA_RELEASE_MAX_RING || c->fault_setup_err < 0)
+	if (c->ring_entries > GFA_RELEASE_MAX_RING || c->fault_setup_err < 0 ||
+	    !GFA_RESERVED_ZERO(c))
 		return -EINVAL;
 	if (!fault_valid(&c->fault_submit) || !fault_valid(&c->fault_complete) ||
 	    !fault_valid(&c->fault_sync))
@@ -932,6 +934,7 @@ int gfa_release_stats(const struct gfa_release_engine *e,
 {
 	if (!e || !out)
 		return -EFAULT;
+	memset(out, 0, sizeof(*out));
 	out->ranges_submitted = STAT_GET(e, ranges_submitted);
 	out->ranges_rejected = STAT_GET(e, ranges_rejected);
 	out->ranges_done = STAT_GET(e, ranges_done);

@@ -12,7 +12,7 @@
  * returning a pfn, a negative errno in an int64_t); functions returning a pointer return
  * NULL with errno set.  Each error below is counted in the pool's statistics
  * (gfa_pool_vmstat: "err_*") and leaves every frame where it was.  Each GFA_E* has an
- * errno of its own, so a caller can tell them apart (docs/decisions.md, entry 1);
+ * errno of its own, so a caller can tell them apart (docs/decisions.md, entry 17);
  * gfa_strerror() names gfa's meaning of each.
  *
  *   GFA_EFAULT      -EFAULT        NULL pool, cache, config or output pointer
@@ -39,7 +39,7 @@
  *     return the length the full text needs (excluding the NUL); buf may be NULL when
  *     len is 0.
  *   - Config and statistics structs a caller allocates end in reserved fields
- *     (docs/decisions.md, entry 2): a caller zeroes the whole struct (an initializer,
+ *     (docs/decisions.md, entry 18): a caller zeroes the whole struct (an initializer,
  *     memset, or the *_init function) and sets what it needs; nonzero reserved fields
  *     in a config are GFA_EINVAL, and the library zeroes them in statistics.  A newer
  *     library takes its new fields out of the reserved ones, with 0 meaning what the
@@ -164,6 +164,7 @@ struct gfa_pool_config {
 	 * aid for callers that may race on one block; off by default (see gfa_pcp_free).
 	 */
 	bool pcp_free_strict;
+	uint64_t reserved[8];     /* zero: room to grow (the head of this file) */
 };
 
 /* Fill *cfg with one zone of nr_frames frames and default tunables. */
@@ -217,6 +218,7 @@ struct gfa_frame_info {
 	enum gfa_migratetype block_mt; /* pageblock migratetype */
 	uint64_t owner;         /* valid when ALLOCATED or ISOLATED */
 	uint32_t index;         /* the owner's index for the block (gfa_block_set_index) */
+	uint64_t reserved[2];     /* zero: room to grow (the head of this file) */
 };
 
 /*
@@ -303,12 +305,22 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	X(err_double_free) X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) \
 	X(err_thread) X(err_inval)
 
+/*
+ * The counters take GFA_VMSTAT_SLOTS words, the rest reserved, so that a new counter
+ * moves neither alloc_order nor the struct's size.
+ */
+#define GFA_VMSTAT_SLOTS 96
+#define GFA_VMSTAT_ONE(name) + 1
+#define GFA_VMSTAT_NR_ITEMS (0 GFA_VMSTAT_ITEMS(GFA_VMSTAT_ONE))
+
 struct gfa_vmstat {
 #define GFA_VMSTAT_FIELD(name) uint64_t name;
 	GFA_VMSTAT_ITEMS(GFA_VMSTAT_FIELD)
 #undef GFA_VMSTAT_FIELD
+	uint64_t reserved[GFA_VMSTAT_SLOTS - GFA_VMSTAT_NR_ITEMS];  /* zero */
 	uint64_t alloc_order[GFA_NR_ORDERS];    /* blocks allocated per order */
 	uint64_t free_order[GFA_NR_ORDERS];     /* blocks freed per order */
+	uint64_t reserved_end[8];               /* zero: room for per-order arrays */
 };
 
 struct gfa_zone_stat {
@@ -322,6 +334,7 @@ struct gfa_zone_stat {
 	uint64_t nr_released;       /* free frames whose host memory was given back */
 	uint64_t nr_inflight;       /* frames with a release (or populate) in flight */
 	uint64_t nr_sidelined;      /* pageblocks holding released frames (reused last) */
+	uint64_t reserved[8];     /* zero: room to grow (the head of this file) */
 };
 
 /* Snapshot of zone z (takes its lock).  Returns 0, GFA_EFAULT, GFA_ERANGE. */
@@ -455,6 +468,7 @@ struct gfa_pcp_stat {
 	int free_count;
 	unsigned int free_high_threshold;
 	int nr_blocks[GFA_NR_ORDERS];   /* blocks cached per order */
+	uint64_t reserved[4];     /* zero: room to grow (the head of this file) */
 };
 /* Snapshot of a cache's counters (takes the cache lock).  0 or GFA_EFAULT. */
 int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
@@ -495,6 +509,7 @@ uint64_t gfa_zone_claimed(struct gfa_pool *pool, unsigned int zone);
 struct gfa_release_policy {
 	uint64_t low, high;             /* populated free frames to keep (low <= high) */
 	unsigned int min_empty_frac;    /* 4: a pageblock qualifies at 1/4 empty */
+	uint64_t reserved[2];     /* zero: room to grow (the head of this file) */
 };
 /* 0, GFA_EFAULT, GFA_ERANGE, GFA_EINVAL (low > high or frac 0). Any thread. */
 int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
@@ -561,6 +576,7 @@ struct gfa_compact_config {
 	bool linear_only;
 	/* vm.compaction_proactiveness: 0 (off) .. 100; the daemon's target score */
 	unsigned int proactiveness;
+	uint64_t reserved[4];     /* zero: room to grow (the head of this file) */
 };
 /* Set the pool's compaction tunables.  0, GFA_EFAULT, GFA_EINVAL (proactiveness > 100). */
 int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config *cfg);

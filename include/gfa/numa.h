@@ -212,6 +212,7 @@ struct gfa_numa_placement {
 	uint64_t not_present;   /* not faulted in yet (placed on first touch) */
 	int64_t first_wrong_pfn;   /* first frame found elsewhere, -1 if none */
 	int first_wrong_node;      /* and the node it was on */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /*
@@ -301,6 +302,7 @@ struct gfa_numa_node_stat {
 	uint64_t alloc_fail;     /* this node's requests that got nothing */
 	/* remote zones this node's requests tried with compaction allowed: by design 0 */
 	uint64_t compact_remote;
+	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /* Snapshot of node's statistics.  0, GFA_EFAULT, GFA_ENONODE.  Any thread. */
 int gfa_numa_node_stat(struct gfa_numa_pool *np, int node, struct gfa_numa_node_stat *st);

@@ -31,6 +31,7 @@ struct gfa_backing_config {
 	bool populate;          /* fault every frame in now, so guests start on resident
 				 * memory (MADV_POPULATE_WRITE, else a touch loop) */
 	bool no_thp_advice;     /* skip MADV_HUGEPAGE on the pool mapping */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /*
@@ -97,6 +98,7 @@ struct gfa_backing_zone_stat {
 	uint64_t free_clean;            /* populated and known to be zero */
 	uint64_t free_dirty;            /* populated, an old owner's data (zeroed on hand-out) */
 	uint64_t free_released;         /* not backed by the host; zero when touched */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st);
 
@@ -105,6 +107,7 @@ struct gfa_thp_report {
 	char thp_enabled[32];           /* transparent_hugepage/enabled, e.g. "madvise" */
 	char shmem_enabled[32];         /* transparent_hugepage/shmem_enabled, e.g. "never" */
 	bool shmem_thp_possible;        /* shmem_enabled lets MADV_HUGEPAGE memfds use THP */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 int gfa_host_thp_report(struct gfa_thp_report *r);
 /* ---- the release engine (io_uring) ---- */
@@ -186,6 +189,7 @@ struct gfa_release_config {
 	struct gfa_release_fault fault_submit;	/* Nth io_uring_submit() call fails */
 	struct gfa_release_fault fault_complete;/* Nth ring op completes with -err */
 	struct gfa_release_fault fault_sync;	/* Nth synchronous syscall fails */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 enum gfa_release_mode_kind {
@@ -214,6 +218,7 @@ struct gfa_release_stats {
 	uint64_t inflight_ranges;	/* submitted, done not yet called */
 	uint64_t inflight_bytes;
 	enum gfa_release_mode_kind mode;
+	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /*
@@ -325,6 +330,7 @@ struct gfa_host_return_config {
 					 * released; 0 = 1000 */
 	bool no_pcp_drain;              /* leave idle caches alone */
 	struct gfa_release_config engine;  /* per-engine settings, incl. fault injection */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /*
@@ -361,6 +367,7 @@ struct gfa_host_return_stat {
 	uint64_t pcp_frames_drained;    /* frames taken back from idle vCPU caches */
 	uint64_t inflight_ranges;
 	const char *mode, *mode_why;    /* "io_uring" or "sync" (any zone's engine), and why */
+	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat *st);
 /* The host return started on b, or NULL (none, or b is NULL).  The pointer is only as
@@ -396,6 +403,7 @@ struct gfa_guest_config {
 	 * run (a guest the VMM fills before it has vCPUs must still pass ops). */
 	const struct gfa_guest_vcpu_ops *vcpu_ops;
 	void *vcpu_ctx;         /* passed to the ops */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /*
@@ -444,6 +452,7 @@ struct gfa_guest_stat {
 	uint64_t moves;                 /* blocks moved by compaction */
 	uint64_t collapses;             /* ranges collapsed into one block */
 	uint64_t ballooned_frames;      /* frames taken away by the balloon */
+	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
 
