@@ -113,6 +113,7 @@ static void cc_add_free(struct compact_control *cc, uint64_t pfn, unsigned int o
 {
 	struct gfa_frame *f = FR(cc, pfn);
 
+	GFA_BUG_ON(cc->nr_free >= MAX_ISOLATED);        /* cc_free_full() stops before */
 	f->order = (uint8_t)order;
 	frame_set_owner(f, 0);
 	fstate_set(f, GFA_FRAME_ISOLATED);
@@ -519,6 +520,7 @@ static void putback_since(struct compact_control *cc, unsigned int from)
 	while (cc->nr_migrate > from) {
 		struct iso_block *b = &cc->migrate[--cc->nr_migrate];
 
+		GFA_BUG_ON(fstate(FR(cc, b->pfn)) != GFA_FRAME_ISOLATED);
 		fstate_set(FR(cc, b->pfn), GFA_FRAME_ALLOCATED);
 		cc->zone->c.vm.compact_isolated -= 1UL << b->order;
 	}
@@ -553,8 +555,10 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 			win_first = cc->nr_migrate;
 			next_skip = (pfn | (window - 1)) + 1;
 		}
+		/* the walk goes from head to head under the zone lock */
+		GFA_BUG_ON(!st || order > GFA_MAX_ORDER);
 		if (!st || order > GFA_MAX_ORDER)
-			order = 0;  /* cannot happen while invariants hold; step safely */
+			order = 0;  /* a release build steps on safely */
 		cc->migrate_scanned += 1UL << order;
 		cc->migrate_blocks++;
 		if (st == GFA_FRAME_ALLOCATED && !block_movable(cc, f))
@@ -736,6 +740,7 @@ static void isolate_migratepages(struct compact_control *cc)
 /* Put a block that did not move back in the hands of its owner. */
 static void putback_block(struct compact_control *cc, struct iso_block *b)
 {
+	GFA_BUG_ON(fstate(FR(cc, b->pfn)) != GFA_FRAME_ISOLATED);  /* ISOLATED -> ALLOCATED */
 	fstate_set(FR(cc, b->pfn), GFA_FRAME_ALLOCATED);
 }
 

@@ -124,6 +124,7 @@ PCP_HOT void plist_push_top(struct pcp_list *l, uint32_t pfn)
 {
 	uint32_t top = l->top;
 
+	GFA_BUG_ON(plist_nr(l) > l->mask);      /* room was reserved before the push */
 	l->ring[top & l->mask] = pfn;
 	__atomic_store_n(&l->top, top + 1, __ATOMIC_RELAXED);
 }
@@ -132,6 +133,8 @@ PCP_HOT uint32_t plist_pop_top(struct pcp_list *l)
 {
 	uint32_t top = l->top - 1;
 	uint32_t pfn = l->ring[top & l->mask];
+
+	GFA_BUG_ON(!plist_nr(l));               /* callers pop non-empty lists only */
 
 	__atomic_store_n(&l->top, top, __ATOMIC_RELAXED);
 	return pfn;
@@ -142,6 +145,8 @@ PCP_HOT uint32_t plist_pop_bottom(struct pcp_list *l)
 	uint32_t bottom = l->bottom;
 	uint32_t pfn = l->ring[bottom & l->mask];
 
+	GFA_BUG_ON(!plist_nr(l));
+
 	__atomic_store_n(&l->bottom, bottom + 1, __ATOMIC_RELAXED);
 	return pfn;
 }
@@ -150,6 +155,7 @@ PCP_HOT void plist_push_bottom(struct pcp_list *l, uint32_t pfn)
 {
 	uint32_t bottom = l->bottom - 1;
 
+	GFA_BUG_ON(plist_nr(l) > l->mask);
 	l->ring[bottom & l->mask] = pfn;
 	__atomic_store_n(&l->bottom, bottom, __ATOMIC_RELAXED);
 }
@@ -212,6 +218,8 @@ static int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 			count -= 1 << order;
 			pcp->count -= 1 << order;
 			freed += 1 << order;
+			GFA_BUG_ON(pcp->count < 0);     /* count is the sum of the lists */
+			GFA_BUG_ON(fstate(&pcp->frames[pfn]) != GFA_FRAME_PCP);
 			zone_return_locked(z, pfn, order);
 		} while (count > 0 && plist_nr(l));
 	}
@@ -245,6 +253,7 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 		if (pfn < 0)
 			break;
 		f = &pcp->pool->frames[pfn];
+		GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE);        /* just off a free list */
 		f->mt = (uint8_t)mt;
 		fstate_set(f, GFA_FRAME_PCP);
 		plist_push_bottom(l, (uint32_t)pfn);
@@ -471,6 +480,9 @@ PCP_HOT void pcp_mark_allocated(struct gfa_pcp *pcp, uint64_t pfn, unsigned int 
 {
 	struct gfa_frame *f = &pcp->frames[pfn];
 
+	/* a cached block goes PCP -> ALLOCATED, and count is the sum of the lists */
+	GFA_BUG_ON(fstate(f) != GFA_FRAME_PCP || f->order != order);
+	GFA_BUG_ON(pcp->count < (1 << order));
 	pcp->count -= 1 << order;
 	frame_set_owner(f, owner);
 	fstate_set(f, GFA_FRAME_ALLOCATED);
@@ -664,6 +676,7 @@ PCP_HOT void pcp_free_commit(struct gfa_pcp *pcp, int pindex, unsigned int order
 PCP_HOT void pcp_push_commit(struct gfa_pcp *pcp, struct pcp_list *l, uint64_t pfn,
 			     unsigned int order, int pindex)
 {
+	GFA_BUG_ON(fstate(&pcp->frames[pfn]) != GFA_FRAME_PCP);   /* begun: ALLOCATED -> PCP */
 	plist_push_top(l, (uint32_t)pfn);
 	pcp->count += 1 << order;
 	pcp->vs.free_order[order]++;

@@ -273,8 +273,9 @@ int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info 
 	memset(info, 0, sizeof(*info));
 	pthread_mutex_lock(&z->lock);
 	head = frame_find_head(pool, z, pfn);
+	GFA_BUG_ON(head == GFA_NIL);    /* every frame is in some block */
 	if (head == GFA_NIL) {
-		ret = -EUCLEAN; /* cannot happen while the invariants hold */
+		ret = -EUCLEAN; /* a release build answers instead */
 	} else {
 		struct gfa_frame *f = &pool->frames[head];
 

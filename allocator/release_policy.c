@@ -40,6 +40,8 @@ static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool
 		if (!!(z->released[i / 64] & bit) == set)
 			continue;
 		z->released[i / 64] ^= bit;
+		/* the pageblock's count is its number of set bits: never below 0 */
+		GFA_BUG_ON(!set && !pfn_pageblock(z, p)->nr_released);
 		pfn_pageblock(z, p)->nr_released += set ? 1 : (uint16_t)-1;
 		changed++;
 	}
@@ -168,8 +170,9 @@ static uint64_t isolate_for_host(struct gfa_zone *z, uint64_t pfn)
 
 	buddy_list_del(z->pool, z, pfn);
 	had = release_bits(z, pfn, nr, false);
+	GFA_BUG_ON(z->nr_released < had);
 	z->nr_released -= had;
-	fstate_set(f, GFA_FRAME_INFLIGHT);
+	fstate_set(f, GFA_FRAME_INFLIGHT);      /* FREE -> INFLIGHT, off the lists */
 	z->nr_inflight += nr;
 	return nr - had;
 }
@@ -464,6 +467,8 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 		struct gfa_frame *f = &pool->frames[pfn];
 		unsigned int order = f->order;
 
+		/* range_inflight() checked every block: INFLIGHT heads, counted in flight */
+		GFA_BUG_ON(fstate(f) != GFA_FRAME_INFLIGHT || z->nr_inflight < (1UL << order));
 		z->nr_inflight -= 1UL << order;
 		if (how == HOST_RELEASED || how == HOST_POPULATE_FAILED)
 			z->nr_released += release_bits(z, pfn, 1UL << order, true);

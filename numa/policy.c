@@ -200,6 +200,7 @@ static int64_t numa_place(struct numa_req *r, unsigned int order, unsigned int f
 static void count_placement(struct gfa_numa_pool *np, unsigned int local, unsigned int zone,
 			    unsigned int order, unsigned int got)
 {
+	GFA_BUG_ON(local >= np->topo.nr_nodes || zone >= np->topo.nr_nodes || got > order);
 	if (zone == local) {
 		STAT_INC(np, local, numa_hit);
 		if (got >= GFA_PAGEBLOCK_ORDER)

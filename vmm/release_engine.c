@@ -30,6 +30,7 @@
 #define _GNU_SOURCE
 #include "gfa/vmm.h"
 #include "allocator/layers.h"
+#include "allocator/bug.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -365,7 +366,9 @@ static int ring_submit_step(struct gfa_release_engine *e)
 	int ret = ring_submit(e);
 
 	if (ret > 0 || (ret == 0 && e->kernel_inflight)) {
-		if ((uint32_t)ret > e->sq_count)	/* cannot happen; be safe */
+		/* the kernel never takes more entries than were queued */
+		GFA_BUG_ON((uint32_t)ret > e->sq_count);
+		if ((uint32_t)ret > e->sq_count)	/* a release build stays safe */
 			ret = (int)e->sq_count;
 		e->sq_head = (e->sq_head + (uint32_t)ret) % e->ring_entries;
 		e->sq_count -= (uint32_t)ret;
