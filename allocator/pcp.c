@@ -4,8 +4,9 @@
  *
  * Lists per (order, migratetype) for orders 0..3 and the pageblock order, 15 in all.
  * Free inserts at the head, bulk free takes from the tail (oldest), refill appends
- * max(batch >> order, 2) blocks in one zone-lock section.  free_high (Linux 6.15,
- * seed 003) flushes high-order frames when a cache keeps freeing without allocating.
+ * max(batch >> order, 2) blocks in one zone-lock section.  free_high (Linux 6.15's "mm:
+ * pcp: increase pcp->free_count threshold to trigger free_high") flushes high-order
+ * frames when a cache keeps freeing without allocating (docs/decisions.md, entry 22).
  *
  * Exclusion: the holder protocol of allocator/pcp.h (plain stores on the owner's side,
  * membarrier on the rare remote side).  Remote drainers (compaction, shutdown, idle
@@ -373,7 +374,8 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pcp->free_high_threshold = pool->cfg.pcp_free_high_old
 		? (unsigned int)pcp->batch
 		: (unsigned int)(pcp->batch + pcp->high_min / 2);
-	/* seed part B invariant 4: reachable by free_count, which stops at the cap (with
+	/* the threshold must stay reachable (docs/decisions.md, entry 22) by free_count,
+	 * which stops at the cap (with
 	 * high_min >= 1024 for order-9 caching, zones of 64-350 MiB were past it) */
 	if (pcp->free_high_threshold > (unsigned int)pcp->free_count_cap)
 		pcp->free_high_threshold = (unsigned int)pcp->free_count_cap;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Which free frames go back to the host, and when (seed 002, "percpu: partial chunk
- * depopulation", adapted to pageblocks).  Pure policy: the vmm layer punches the
+ * Which free frames go back to the host, and when (the kernel's "percpu: partial chunk
+ * depopulation" adapted to pageblocks: docs/decisions.md, entry 21).  Pure policy: the vmm layer punches the
  * ranges out of the memfds and reports back.
  *
  * State: a bit per frame says "free and released" (the host memory is gone; it reads
@@ -225,7 +225,8 @@ static bool pageblock_eligible(struct gfa_zone *z, const struct gfa_pageblock *p
 
 	if (!empty)
 		return false;
-	/* seed 002: a quarter empty and populated, or released before and empty again */
+	/* as partial chunk depopulation: a quarter empty and populated, or released
+	 * before and empty again */
 	return empty >= GFA_PAGEBLOCK_FRAMES / z->rp.min_empty_frac || pb->nr_released;
 }
 

@@ -1,4 +1,5 @@
-/* The host-release policy of the allocator (seed 002 invariants). */
+/* The host-release policy of the allocator (the invariants of docs/decisions.md,
+ * entry 21). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>

@@ -498,7 +498,8 @@ uint64_t gfa_zone_claimed(struct gfa_pool *pool, unsigned int zone);
 /* ---- returning memory to the host (policy; the vmm layer does the punching) ---- */
 
 /*
- * Per-zone depopulation policy, after "percpu: partial chunk depopulation" (seed 002):
+ * Per-zone depopulation policy, after "percpu: partial chunk depopulation"
+ * (docs/decisions.md, entry 21):
  * keep between low and high populated free frames (a reserve, so allocations do not wait
  * for host faults); beyond high, release fully free pageblocks first, then pageblocks
  * with at least 1/min_empty_frac of their frames empty and populated (or released
