@@ -127,7 +127,7 @@ tsan: deps-test
 	$(MAKE) BUILD=build/tsan SAN="-fsanitize=thread" OPT="-O1 -g" SHIM=1 \
 	    TEST_ARGS="$(TEST_ARGS)" GFA_SANITIZER=tsan sanitized-test
 # Criterion itself leaks one small block at exit; tests/lsan.supp names only it.
-sanitized-test: $(TESTBIN) $(GFACTL) $(EX_BIN)
+sanitized-test: $(TESTBIN) $(SO) $(GFACTL) $(EX_BIN)
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	    TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=0" G_SLICE=always-malloc \
 	    GFA_SANITIZER=$(GFA_SANITIZER) \
