@@ -35,6 +35,9 @@ REF_LDLIBS := $(REF_LIBS) $(LDLIBS)
 
 LIB_SRC   := $(sort $(wildcard allocator/*.c numa/*.c vmm/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# the same sources with GFA_BUG_ON compiled in, for the test binary only
+# (docs/decisions.md, entry 19)
+DEBUG_OBJ := $(LIB_SRC:%.c=$(BUILD)/debug/%.o)
 REF_SRC   := $(sort $(wildcard refvmm/*.c))
 REF_OBJ   := $(REF_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC  := $(sort $(wildcard tests/*.c)) $(if $(filter 1,$(SHIM)),tests/shim/shim_main.c)
@@ -48,6 +51,7 @@ HEADERS   := $(filter-out include/gfa/refvmm.h,$(wildcard include/gfa/*.h))
 
 SO      := $(BUILD)/libgfa.so.$(VERSION)
 A       := $(BUILD)/libgfa.a
+A_DEBUG := $(BUILD)/libgfa-debug.a
 REF_A   := $(BUILD)/libgfa-refvmm.a
 GFACTL  := $(BUILD)/gfactl
 TESTBIN := $(BUILD)/tests/gfa-tests
@@ -65,6 +69,9 @@ LIB_HDRS := $(wildcard include/gfa/*.h allocator/*.h numa/*.h vmm/*.h refvmm/*.h
 $(BUILD)/%.o: %.c $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/debug/%.o: %.c $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DGFA_DEBUG=1 -c $< -o $@
 $(BUILD)/refvmm/%.o: refvmm/%.c $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
@@ -79,6 +86,9 @@ $(BUILD)/examples/%.o: examples/%.c $(LIB_HDRS)
 	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
 
 $(A): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(A_DEBUG): $(DEBUG_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 $(REF_A): $(REF_OBJ)
@@ -124,7 +134,7 @@ endif
 $(BUILD)/tests/%.o: tests/%.c $(LIB_HDRS) $(wildcard tests/*.h tests/shim/criterion/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(REF_CFLAGS) $(TEST_CFLAGS) -c $< -o $@
-$(TESTBIN): $(TEST_OBJ) $(REF_A) $(A)
+$(TESTBIN): $(TEST_OBJ) $(REF_A) $(A_DEBUG)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS) $(TEST_LIBS)
 
 # The README's test command.  Installs missing packages, builds everything, runs the suite.
@@ -178,9 +188,9 @@ install-refvmm: install $(REF_A)
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gfa-refvmm.pc
 
 tidy:
-	clang-tidy $(LIB_SRC) $(REF_SRC) -- -std=gnu11 -Iinclude -I. $(PKG_CFLAGS) $(REF_CFLAGS)
+	clang-tidy $(LIB_SRC) $(REF_SRC) -- -std=gnu11 -DGFA_DEBUG=1 -Iinclude -I. $(PKG_CFLAGS) $(REF_CFLAGS)
 cppcheck:
-	cppcheck --quiet --inline-suppr --enable=warning,performance,portability --error-exitcode=1 -Iinclude -I. $(LIB_SRC) $(REF_SRC) $(TOOL_SRC)
+	cppcheck --quiet --inline-suppr --enable=warning,performance,portability --error-exitcode=1 -DGFA_DEBUG=1 -Iinclude -I. $(LIB_SRC) $(REF_SRC) $(TOOL_SRC)
 
 clean:
 	rm -rf build

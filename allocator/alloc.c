@@ -6,6 +6,8 @@
 
 void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner)
 {
+	GFA_BUG_ON(mt >= GFA_MT_PCPTYPES);
+	GFA_BUG_ON(fstate(f) == GFA_FRAME_ALLOCATED);   /* handed out twice */
 	if (f->mt != mt)
 		f->mt = (uint8_t)mt;
 	frame_set_owner(f, owner);
@@ -33,6 +35,7 @@ int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int m
 {
 	int64_t pfn;
 
+	GFA_BUG_ON(!zone_lock_held(z));
 	if (!claim_allows(z, owner, order))
 		return GFA_ENOMEM;
 	pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
@@ -131,6 +134,10 @@ void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 {
 	struct gfa_frame *f = &z->pool->frames[pfn];
 
+	GFA_BUG_ON(!zone_lock_held(z));
+	/* a block reaches the buddy lists from a cache, an isolation, a release in flight
+	 * or a begun free (state 0), never while free or still allocated */
+	GFA_BUG_ON(fstate(f) == GFA_FRAME_FREE || fstate(f) == GFA_FRAME_ALLOCATED);
 	fstate_set(f, 0);
 	flink_set(&f->next, GFA_NIL);
 	flink_set(&f->prev, GFA_NIL);

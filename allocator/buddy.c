@@ -11,15 +11,26 @@ static struct gfa_frame *F(struct gfa_zone *z, uint64_t pfn)
 	return &z->pool->frames[pfn];
 }
 
+static bool pfn_in_zone(const struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	return pfn >= z->start_pfn && pfn + (1UL << order) <= z->start_pfn + z->nr_frames;
+}
+
 /* Keep each pageblock's count of free frames (an order-10 block spans two). */
 static inline __attribute__((always_inline)) void pb_account_free(struct gfa_zone *z, uint64_t pfn, unsigned int order, int sign)
 {
 	if (order <= GFA_PAGEBLOCK_ORDER) {
+		/* a pageblock's free count never goes below 0 nor above the pageblock */
+		GFA_BUG_ON(sign < 0 && pfn_pageblock(z, pfn)->nr_free < (1U << order));
 		pfn_pageblock(z, pfn)->nr_free += (uint16_t)(sign * (1 << order));
+		GFA_BUG_ON(pfn_pageblock(z, pfn)->nr_free > GFA_PAGEBLOCK_FRAMES);
 		return;
 	}
-	for (uint64_t p = pfn; p < pfn + (1UL << order); p += GFA_PAGEBLOCK_FRAMES)
+	for (uint64_t p = pfn; p < pfn + (1UL << order); p += GFA_PAGEBLOCK_FRAMES) {
+		GFA_BUG_ON(sign < 0 ? pfn_pageblock(z, p)->nr_free != GFA_PAGEBLOCK_FRAMES :
+				      pfn_pageblock(z, p)->nr_free != 0);
 		pfn_pageblock(z, p)->nr_free += (uint16_t)(sign * (int)GFA_PAGEBLOCK_FRAMES);
+	}
 }
 
 static inline __attribute__((always_inline)) void free_head_mark(struct gfa_zone *z, uint64_t pfn,
@@ -61,6 +72,10 @@ buddy_list_link(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigne
 	struct gfa_free_list *l = &z->area[order].list[mt];
 	struct gfa_frame *f = &pool->frames[pfn];
 
+	GFA_BUG_ON(order > GFA_MAX_ORDER || mt >= GFA_MT_TYPES);
+	GFA_BUG_ON(pfn & ((1UL << order) - 1));                 /* blocks are aligned */
+	GFA_BUG_ON(!pfn_in_zone(z, pfn, order));
+	GFA_BUG_ON(free_head_test(z, pfn));                     /* on no list yet */
 	fstate_set(f, GFA_FRAME_FREE);
 	f->order = (uint8_t)order;
 	f->mt = (uint8_t)mt;
@@ -91,6 +106,9 @@ buddy_list_unlink(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 	unsigned int order = f->order;
 	struct gfa_free_list *l = &z->area[order].list[f->mt];
 
+	/* only a listed free block leaves a list, and the counters never go below 0 */
+	GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE || !free_head_test(z, pfn));
+	GFA_BUG_ON(!l->nr || !z->area[f->order].nr_free || z->nr_free < (1UL << f->order));
 	if (f->prev == GFA_NIL)
 		l->head = f->next;
 	else
@@ -124,11 +142,6 @@ void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 {
 	free_account(z, pfn, buddy_list_unlink(pool, z, pfn), -1);
-}
-
-static bool pfn_in_zone(const struct gfa_zone *z, uint64_t pfn, unsigned int order)
-{
-	return pfn >= z->start_pfn && pfn + (1UL << order) <= z->start_pfn + z->nr_frames;
 }
 
 __thread struct capture_control *gfa_capc;
@@ -214,6 +227,10 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	uint64_t freed_pfn = pfn;
 	unsigned int freed_order = order;
 
+	GFA_BUG_ON(!zone_lock_held(z));
+	GFA_BUG_ON(order > GFA_MAX_ORDER || (pfn & ((1UL << order) - 1)));
+	GFA_BUG_ON(free_head_test(z, pfn));     /* the block must not be on any list */
+
 	while (order < GFA_MAX_ORDER) {
 		uint64_t buddy = pfn ^ (1UL << order);
 		struct gfa_frame *bf;
@@ -275,6 +292,8 @@ static int64_t rmqueue_smallest(struct gfa_zone *z, unsigned int order, unsigned
 
 		if (pfn == GFA_NIL)
 			continue;
+		/* list (o, mt) holds only free blocks of order o and type mt */
+		GFA_BUG_ON(F(z, pfn)->order != o || F(z, pfn)->mt != mt);
 		buddy_list_unlink(z->pool, z, pfn);
 		expand(z, pfn, order, o, mt);
 		free_account(z, pfn, order, -1);
@@ -329,6 +348,7 @@ uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned in
 	uint64_t end = pb_end_in_zone(z, start), moved = 0;
 	uint64_t pfn = frame_find_head(z->pool, z, start);
 
+	GFA_BUG_ON(!zone_lock_held(z));
 	if (pfn == GFA_NIL)
 		return 0;
 	if (pfn < start) /* inside a larger block that starts in the previous pageblock */
@@ -382,6 +402,7 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 	unsigned int order = f->order, old_mt = pfn_pageblock(z, pfn)->mt;
 	uint64_t pb_start = pfn & ~(GFA_PAGEBLOCK_FRAMES - 1), free_frames, alike;
 
+	GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE);        /* a list head of another type */
 	if (order >= GFA_PAGEBLOCK_ORDER) {
 		z->c.vm.pageblock_steal += set_pageblocks_mt(z, pfn, order, start_mt);
 		buddy_list_del(z->pool, z, pfn);
@@ -438,6 +459,8 @@ int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt,
 {
 	int64_t pfn;
 
+	GFA_BUG_ON(!zone_lock_held(z));
+	GFA_BUG_ON(order > GFA_MAX_ORDER || mt >= GFA_MT_PCPTYPES);
 	for (;;) {
 		pfn = rmqueue_smallest(z, order, mt);
 		if (pfn >= 0) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * gfa_pool_check(): the invariants of DESIGN.md, checked frame by frame.  Stops the
+ * gfa_pool_check(): the pool's invariants (gfa/allocator.h lists them at
+ * gfa_pool_check), checked frame by frame.  Stops the
  * world (every cache lock, then each zone lock) so the answer is exact.
  */
 #include <stdio.h>

@@ -52,6 +52,7 @@ void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 		return;
 	if (take > z->claims[i].frames)
 		take = z->claims[i].frames;
+	GFA_BUG_ON(z->claimed < take);  /* the zone's total is the sum of its claims */
 	z->claims[i].frames -= take;
 	z->claimed -= take;
 	if (owner == claim_watched) {

@@ -19,7 +19,7 @@ static int collapse_args(struct gfa_pool *pool, unsigned int zone, const uint64_
 	if (zone >= pool->nr_zones)
 		return GFA_ERANGE;
 	if (!n || n > GFA_PAGEBLOCK_FRAMES)
-		return GFA_EALIGN;
+		return GFA_EINVAL;
 	for (unsigned int i = 0; i < n; i++) {
 		unsigned int sz;
 
@@ -27,11 +27,13 @@ static int collapse_args(struct gfa_pool *pool, unsigned int zone, const uint64_
 			return GFA_EORDER;
 		sz = 1U << orders[i];
 		/* written so that no sum can wrap: offs[i] is the caller's, any value */
-		if ((offs[i] & (sz - 1)) || offs[i] > GFA_PAGEBLOCK_FRAMES - sz)
+		if (offs[i] & (sz - 1))
 			return GFA_EALIGN;
+		if (offs[i] > GFA_PAGEBLOCK_FRAMES - sz)
+			return GFA_EINVAL;
 		for (unsigned int k = offs[i]; k < offs[i] + sz; k++)
 			if (used[k]++)
-				return GFA_EALIGN;
+				return GFA_EINVAL;
 	}
 	return 0;
 }
@@ -117,7 +119,7 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 		f = &pool->frames[pfns[i]];
 		st = fstate(f);
 		if (st == GFA_FRAME_ISOLATED && collapse_listed(pfns, i))
-			err = GFA_EALIGN;       /* the same block twice: overlapping sources */
+			err = GFA_EINVAL;       /* the same block twice: overlapping sources */
 		else if (st != GFA_FRAME_ALLOCATED)
 			err = st == GFA_FRAME_ISOLATED ? GFA_EBUSY : GFA_ENOTHEAD;
 		else if (!fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED))

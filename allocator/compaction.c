@@ -3,7 +3,8 @@
  * Compaction: assemble free 2 MiB blocks by moving MOVABLE blocks from the low end of
  * a zone (migrate scanner, low -> high) into free frames at the high end (free scanner,
  * high -> low), as mm/compaction.c does, with the 2019 series' free-list-guided fast
- * searches, skip-bit ownership, selective skip reset and capture (seed-compaction.md);
+ * searches, skip-bit ownership, selective skip reset and capture (docs/decisions.md,
+ * entry 20, names its commits);
  * the free scanner finds free blocks through a bitmap of free-block heads where the
  * series sampled pageblocks with an adaptive stride.  Moving a block = the owner's
  * migrate op copies it and repoints its mapping; the allocator never touches frame
@@ -85,8 +86,8 @@ int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config
 {
 	if (!pool || !cfg)
 		return pool_err(pool, GFA_EFAULT);
-	if (cfg->proactiveness > 100)
-		return pool_err(pool, GFA_EALIGN);
+	if (cfg->proactiveness > 100 || !GFA_RESERVED_ZERO(cfg))
+		return pool_err(pool, GFA_EINVAL);
 	/* read without a common lock (each zone's compaction, kcompactd): per field */
 	__atomic_store_n(&pool->compact.linear_only, cfg->linear_only, __ATOMIC_RELAXED);
 	__atomic_store_n(&pool->compact.proactiveness, cfg->proactiveness, __ATOMIC_RELAXED);
@@ -113,6 +114,7 @@ static void cc_add_free(struct compact_control *cc, uint64_t pfn, unsigned int o
 {
 	struct gfa_frame *f = FR(cc, pfn);
 
+	GFA_BUG_ON(cc->nr_free >= MAX_ISOLATED);        /* cc_free_full() stops before */
 	f->order = (uint8_t)order;
 	frame_set_owner(f, 0);
 	fstate_set(f, GFA_FRAME_ISOLATED);
@@ -190,9 +192,10 @@ static unsigned int isolate_freepages_block_linear(struct compact_control *cc, u
 /*
  * isolate_freepages_block(), full mode: the pageblock's free blocks come from the
  * zone's free-head bitmap, so the walk examines only frames that head a free block and
- * isolates all of them (finish the pageblock).  This replaces patch 22's adaptive
- * stride: the kernel samples a block because it cannot find the free pages in it
- * without probing, and sampling can miss them (seed-compaction.md section 3); the
+ * isolates all of them (finish the pageblock).  This replaces the adaptive stride of
+ * "mm, compaction: sample pageblocks for free pages": the kernel samples a block
+ * because it cannot find the free pages in it without probing, and sampling can miss
+ * them (docs/decisions.md, entries 8 and 20); the
  * bitmap misses none and probes nothing else.  compact_free_scanned counts one look
  * per pageblock (at its count of free frames: a block with none ends there) and one per
  * free-block head examined.  *start is set to where the walk stopped.  Returns blocks
@@ -278,7 +281,8 @@ static unsigned int freelist_scan_limit(struct compact_control *cc)
 
 /*
  * fast_isolate_freepages(): take targets from the free lists instead of scanning:
- * walk orders below the request (round-robin start, patch 21) from the tail, prefer
+ * walk orders below the request (round-robin start, as "mm, compaction: round-robin
+ * the order while searching the free lists for a target") from the tail, prefer
  * blocks in the top quarter between the scanners, accept the top half (a candidate
  * there halves the remaining budget), and isolate the rest of that pageblock around
  * the find (fast_isolate_around).  The linear free scanner keeps its position on
@@ -354,7 +358,7 @@ static void fast_isolate_freepages(struct compact_control *cc)
 		if (order_scanned >= limit)
 			limit = limit >> 1 ? limit >> 1 : 1;
 	}
-	/* a whole round without a find: the next one starts an order lower (patch 21) */
+	/* a whole round without a find: the next one starts an order lower (round-robin) */
 	if (found == GFA_NIL)
 		cc->search_order = cc->search_order - 1 < 0 ? cc->order - 1 : cc->search_order - 1;
 	cc->free_scanned += nr_scanned;
@@ -402,7 +406,8 @@ static void linear_free_block_done(struct compact_control *cc, uint64_t block,
 /*
  * isolate_freepages(): the linear free scanner, high to low, one pageblock at a time.
  * Full mode restarts each call at the start of the last block it scanned and moves
- * the cached position only after a complete block scan (patch 20); linear-only mode
+ * the cached position only after a complete block scan ("mm, compaction: reduce
+ * unnecessary skipping of migration target scanner"); linear-only mode
  * resumes mid-block where the last call stopped (linear_free_block_done()).
  */
 static void isolate_freepages(struct compact_control *cc)
@@ -519,6 +524,7 @@ static void putback_since(struct compact_control *cc, unsigned int from)
 	while (cc->nr_migrate > from) {
 		struct iso_block *b = &cc->migrate[--cc->nr_migrate];
 
+		GFA_BUG_ON(fstate(FR(cc, b->pfn)) != GFA_FRAME_ISOLATED);
 		fstate_set(FR(cc, b->pfn), GFA_FRAME_ALLOCATED);
 		cc->zone->c.vm.compact_isolated -= 1UL << b->order;
 	}
@@ -526,7 +532,8 @@ static void putback_since(struct compact_control *cc, unsigned int from)
 
 /*
  * isolate_migratepages_block(): isolate movable blocks from low_pfn to the end of its
- * pageblock, at most COMPACT_CLUSTER_MAX unless rescanning the same block (patch 14).
+ * pageblock, at most COMPACT_CLUSTER_MAX unless rescanning the same block ("mm,
+ * compaction: avoid rescanning the same pageblock multiple times").
  * With skip_on_failure() the sources of one call all lie in one cc->order window: the
  * scan stops at a window boundary once it holds sources, as the kernel's does.
  * Returns where the scan stopped.
@@ -553,8 +560,10 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 			win_first = cc->nr_migrate;
 			next_skip = (pfn | (window - 1)) + 1;
 		}
+		/* the walk goes from head to head under the zone lock */
+		GFA_BUG_ON(!st || order > GFA_MAX_ORDER);
 		if (!st || order > GFA_MAX_ORDER)
-			order = 0;  /* cannot happen while invariants hold; step safely */
+			order = 0;  /* a release build steps on safely */
 		cc->migrate_scanned += 1UL << order;
 		cc->migrate_blocks++;
 		if (st == GFA_FRAME_ALLOCATED && !block_movable(cc, f))
@@ -588,7 +597,8 @@ static void freelist_move_tail(struct gfa_frame *fr, struct gfa_free_list *l, ui
 
 /*
  * fast_find_migrateblock(): use the free lists to find a pageblock that is already
- * partly free, so fewer moves empty it (patch 11).  Only for requests above the costly
+ * partly free, so fewer moves empty it ("mm, compaction: use free lists to quickly
+ * locate a migration source").  Only for requests above the costly
  * order, at a pageblock boundary, for movable requests.  Returns the block or GFA_NIL.
  */
 static uint64_t fast_find_migrateblock(struct compact_control *cc)
@@ -647,7 +657,8 @@ static bool suitable_migration_source(struct compact_control *cc, uint64_t block
 	unsigned int mt = pfn_pageblock(cc->zone, block)->mt;
 	struct gfa_frame *f = FR(cc, block);
 
-	/* patch 16: a pageblock holding a huge block is no source (full mode only) */
+	/* "check early for huge pages encountered by the migration scanner": a pageblock
+	 * holding a huge block is no source (full mode only) */
 	if (!cc->linear && fstate(f) && fstate(f) != GFA_FRAME_FREE &&
 	    f->order >= GFA_PAGEBLOCK_ORDER)
 		return false;
@@ -692,8 +703,9 @@ static void isolate_migratepages(struct compact_control *cc)
 		if (!cc->fast_found && !cc->ignore_skip) {
 			/*
 			 * Skip hints: full mode reads the bit at the block start only, as
-			 * it owns the block from there on (patch 12: "only check the
-			 * pageblock once"); linear-only mode on every visit, with no
+			 * it owns the block from there on ("mm, compaction: keep migration
+			 * source private to a single compaction instance" checks the
+			 * pageblock once); linear-only mode on every visit, with no
 			 * ownership, as isolation_suitable() before the series, so an
 			 * instance abandons the rest of a block another instance marked.
 			 */
@@ -728,7 +740,8 @@ static void isolate_migratepages(struct compact_control *cc)
 		if (cc->migrate_pfn > z->compact_cached_migrate_pfn[sync])
 			z->compact_cached_migrate_pfn[sync] = cc->migrate_pfn;
 		if (!sync && cc->migrate_pfn > z->compact_cached_migrate_pfn[1])
-			z->compact_cached_migrate_pfn[1] = cc->migrate_pfn; /* patch 17 */
+			/* "keep cached migration PFNs synced for unusable pageblocks" */
+			z->compact_cached_migrate_pfn[1] = cc->migrate_pfn;
 	}
 	pthread_mutex_unlock(&z->lock);
 }
@@ -736,6 +749,7 @@ static void isolate_migratepages(struct compact_control *cc)
 /* Put a block that did not move back in the hands of its owner. */
 static void putback_block(struct compact_control *cc, struct iso_block *b)
 {
+	GFA_BUG_ON(fstate(FR(cc, b->pfn)) != GFA_FRAME_ISOLATED);  /* ISOLATED -> ALLOCATED */
 	fstate_set(FR(cc, b->pfn), GFA_FRAME_ALLOCATED);
 }
 
@@ -808,7 +822,8 @@ static void release_freepages(struct compact_control *cc)
 	/*
 	 * Before the series the free scanner restarted above targets it gave back, "so
 	 * we don't leave any returned pages behind in the next attempt" (only back, not
-	 * forward).  Linear-only mode does so; full mode keeps patch 20's position.
+	 * forward).  Linear-only mode does so; full mode keeps the position "reduce
+	 * unnecessary skipping of migration target scanner" gives it.
 	 */
 	if (cc->linear && cc->nr_free && pb_start(highest) > z->compact_cached_free_pfn)
 		z->compact_cached_free_pfn = pb_start(highest);
@@ -866,7 +881,8 @@ static int compact_finished(struct compact_control *cc)
 	} else if (cc->order < 0) {
 		ret = GFA_COMPACT_CONTINUE;
 	} else if (!cc->linear && (cc->migrate_pfn & (GFA_PAGEBLOCK_FRAMES - 1))) {
-		ret = GFA_COMPACT_CONTINUE;     /* patch 08: finish the pageblock first */
+		/* "always finish scanning of a full pageblock" */
+		ret = GFA_COMPACT_CONTINUE;
 	} else if (zone_has_free_order(z, cc->order, cc->mt, cc->nofallback)) {
 		ret = GFA_COMPACT_SUCCESS;
 	}
@@ -875,7 +891,8 @@ static int compact_finished(struct compact_control *cc)
 }
 
 /*
- * Selective skip reset (patch 23): clear a block's bit only if it can serve as a target
+ * Selective skip reset ("mm, compaction: be selective about what pageblocks to clear
+ * skip hints"): clear a block's bit only if it can serve as a target
  * (a MOVABLE pageblock with free frames: its count says so exactly, where the kernel
  * samples) or as a source (a movable allocated block, sampled one frame in 8 as the
  * kernel does).  Linear mode clears all, as the kernel did before.
@@ -991,7 +1008,7 @@ static int compact_args(struct gfa_pool *pool, unsigned int zone, int order,
 	if (order < -1 || order > GFA_MAX_ORDER)
 		return GFA_EORDER;
 	if ((unsigned int)mode > GFA_COMPACT_SYNC)
-		return GFA_EALIGN;
+		return GFA_EINVAL;
 	return 0;
 }
 

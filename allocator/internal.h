@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <gfa/allocator.h>
 #include "allocator/layers.h"
+#include "allocator/bug.h"
 
 #define GFA_NIL UINT32_MAX
 /*
@@ -62,6 +63,7 @@ static inline unsigned int fstate(const struct gfa_frame *f)
 }
 static inline void fstate_set(struct gfa_frame *f, unsigned int s)
 {
+	GFA_BUG_ON(s > GFA_FRAME_INFLIGHT);
 	__atomic_store_n(&f->state, (uint8_t)s, __ATOMIC_RELEASE);
 }
 static inline bool fstate_cas(struct gfa_frame *f, unsigned int old, unsigned int new)
@@ -184,11 +186,6 @@ struct owner_ref {
 	struct owner_ref *prev; /* this thread's references, innermost first */
 };
 
-/* Caches of a pool are linked so other threads can drain them. */
-struct gfa_pcp_link {
-	struct gfa_pcp *next;
-};
-
 struct gfa_pool {
 	struct gfa_frame *frames;       /* one per pfn, over all zones */
 	uint64_t nr_pfns;               /* span of pfn space (incl. alignment holes) */
@@ -217,8 +214,22 @@ struct gfa_pool {
 /* Error counter slots in pool->err (match the err_* vmstat order). */
 enum gfa_err_slot {
 	ERR_FAULT, ERR_RANGE, ERR_ALIGN, ERR_ORDER, ERR_MIGRATE, ERR_DOUBLE_FREE,
-	ERR_WRONG_ORDER, ERR_NOT_HEAD, ERR_OWNER, ERR_BUSY, ERR_THREAD, ERR_NR
+	ERR_WRONG_ORDER, ERR_NOT_HEAD, ERR_OWNER, ERR_BUSY, ERR_THREAD, ERR_INVAL,
+	ERR_NR
 };
+
+/*
+ * Is the zone's lock held (by some thread: a pthread mutex has no owner to ask)?  For
+ * GFA_BUG_ON only: a function that needs the lock asserts it, and a test that calls it
+ * without fails in every build with assertions.
+ */
+static inline bool zone_lock_held(struct gfa_zone *z)
+{
+	if (pthread_mutex_trylock(&z->lock))
+		return true;
+	pthread_mutex_unlock(&z->lock);
+	return false;
+}
 
 /* ---- buddy.c: everything here runs with zone->lock held ---- */
 void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
@@ -246,7 +257,7 @@ int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt,
 /* Move every free block of pageblock pb to free list mt; returns free frames moved. */
 uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned int mt);
 
-/* ---- pool.c helpers ---- */
+/* ---- pool.c, and the pageblock helpers every file uses ---- */
 static inline struct gfa_pageblock *pfn_pageblock(struct gfa_zone *z, uint64_t pfn)
 {
 	return &z->pageblocks[(pfn - z->start_pfn) >> GFA_PAGEBLOCK_ORDER];
@@ -269,6 +280,8 @@ static inline int pool_err(const struct gfa_pool *pool, int err)
 	pool_count_err((struct gfa_pool *)pool, err);    /* the counters are atomics */
 	return err;
 }
+
+/* ---- alloc.c: zone path with the zone lock held, counters included ---- */
 /*
  * Validate a free request and, when it is valid, move the head from ALLOCATED to
  * new_state atomically.  0 or the error (not counted).  The caller holds the zone
@@ -279,8 +292,6 @@ int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 		     unsigned int order, uint64_t owner, unsigned int new_state);
 /* Mark a block allocated (zone lock or owning pcp lock held). */
 void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner);
-
-/* ---- alloc.c: zone path with the zone lock held, counters included ---- */
 int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			  uint64_t owner, unsigned int flags);
 void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
@@ -289,8 +300,10 @@ void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
 void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
 /* Count a caller's free of a block of order (pgfree_blocks and the like); zone lock held. */
 void zone_count_free(struct gfa_zone *z, unsigned int order);
+/* A free's pfn and order checks: 0 and *zp, or the error (not counted). */
+int free_args(struct gfa_pool *pool, uint64_t pfn, unsigned int order, struct gfa_zone **zp);
 
-/* ---- release.c ---- */
+/* ---- release_policy.c ---- */
 int release_zone_init(struct gfa_zone *z);
 /* A block leaves the free lists for an owner: its frames are populated from now on. */
 void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
@@ -341,10 +354,12 @@ uint64_t claim_watched_gen(void);
 /* Frames a pcp refill may take without touching claims (zone lock held). */
 uint64_t claim_unclaimed_free(struct gfa_zone *z);
 
-/* ---- compaction.c ---- */
+/* ---- compact_direct.c ---- */
 /* Slow path of an allocation that failed on the free lists (no lock held). */
 int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			uint64_t owner, unsigned int flags);
+
+/* ---- compaction.c ---- */
 void compaction_zone_init(struct gfa_zone *z);
 /* One compaction run of zone z (compaction.c); how: COMPACT_* bits. */
 #define COMPACT_DIRECT      0x1u  /* direct compaction for an allocation */
@@ -354,6 +369,8 @@ int compact_run(struct gfa_zone *z, int order, unsigned int mt, enum gfa_compact
 		unsigned int how, struct capture_control *capc);
 /* kcompactd's pass: order -1 = proactive (score-driven), else for that order. */
 void compact_zone_background(struct gfa_zone *z, int order);
+
+/* ---- owner.c ---- */
 /* Owner lookup for the scanners; NULL when not registered. */
 const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, void **ctx);
 /*
@@ -388,16 +405,19 @@ void pcp_stat_blocks_locked(struct gfa_pool *pool, unsigned int zone, uint64_t *
  * counts into a zone already read and leave the list, and the sum would go down.
  */
 void pcp_add_vmstat_zone(struct gfa_pool *pool, int zone, struct gfa_vmstat *vs);
-/* ---- pcp_holder.c ---- */
-void pcp_holder_init(void);
 /* The claims of zone z changed (pool->pcp_lock held): its caches route allocations. */
 void pcp_claims_changed(struct gfa_zone *z);
+
+/* ---- pcp_holder.c ---- */
+void pcp_holder_init(void);
+/* Pools whose caches fork() holds, so no cache call is half done in the child. */
+void pcp_pool_register(struct gfa_pool *pool);
+void pcp_pool_unregister(struct gfa_pool *pool);
 /*
  * Around any isolation of allocated blocks of z (compaction, collapse): cache frees that
  * could race with it use compare-and-swap from begin to end.  Nests; may sleep.
  */
 void pcp_isolate_begin(struct gfa_zone *z);
 void pcp_isolate_end(struct gfa_zone *z);
-int free_args(struct gfa_pool *pool, uint64_t pfn, unsigned int order, struct gfa_zone **zp);
 
 #endif

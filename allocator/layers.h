@@ -10,7 +10,23 @@
 #ifndef GFA_ALLOCATOR_LAYERS_H
 #define GFA_ALLOCATOR_LAYERS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <gfa/allocator.h>
+
+/* ---- room to grow (docs/decisions.md, entry 18) ---- */
+
+/* Are a caller's reserved words all zero?  Nonzero ones are GFA_EINVAL: a caller built
+ * against a newer header asked for something this library does not know. */
+static inline bool gfa_reserved_zero(const uint64_t *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (r[i])
+			return false;
+	return true;
+}
+#define GFA_RESERVED_ZERO(s) \
+	gfa_reserved_zero((s)->reserved, sizeof((s)->reserved) / sizeof((s)->reserved[0]))
 
 /* ---- host backing ---- */
 

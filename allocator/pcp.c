@@ -4,8 +4,9 @@
  *
  * Lists per (order, migratetype) for orders 0..3 and the pageblock order, 15 in all.
  * Free inserts at the head, bulk free takes from the tail (oldest), refill appends
- * max(batch >> order, 2) blocks in one zone-lock section.  free_high (Linux 6.15,
- * seed 003) flushes high-order frames when a cache keeps freeing without allocating.
+ * max(batch >> order, 2) blocks in one zone-lock section.  free_high (Linux 6.15's "mm:
+ * pcp: increase pcp->free_count threshold to trigger free_high") flushes high-order
+ * frames when a cache keeps freeing without allocating (docs/decisions.md, entry 22).
  *
  * Exclusion: the holder protocol of allocator/pcp.h (plain stores on the owner's side,
  * membarrier on the rare remote side).  Remote drainers (compaction, shutdown, idle
@@ -71,6 +72,7 @@ PCP_HOT void plist_push_top(struct pcp_list *l, uint32_t pfn)
 {
 	uint32_t top = l->top;
 
+	GFA_BUG_ON(plist_nr(l) > l->mask);      /* room was reserved before the push */
 	l->ring[top & l->mask] = pfn;
 	__atomic_store_n(&l->top, top + 1, __ATOMIC_RELAXED);
 }
@@ -90,6 +92,8 @@ PCP_HOT uint32_t plist_pop_top(struct pcp_list *l)
 	uint32_t top = l->top - 1;
 	uint32_t pfn = l->ring[top & l->mask];
 
+	GFA_BUG_ON(!plist_nr(l));               /* callers pop non-empty lists only */
+
 	__atomic_store_n(&l->top, top, __ATOMIC_RELAXED);
 	return pfn;
 }
@@ -99,6 +103,8 @@ PCP_HOT uint32_t plist_pop_bottom(struct pcp_list *l)
 	uint32_t bottom = l->bottom;
 	uint32_t pfn = l->ring[bottom & l->mask];
 
+	GFA_BUG_ON(!plist_nr(l));
+
 	__atomic_store_n(&l->bottom, bottom + 1, __ATOMIC_RELAXED);
 	return pfn;
 }
@@ -107,6 +113,7 @@ PCP_HOT void plist_push_bottom(struct pcp_list *l, uint32_t pfn)
 {
 	uint32_t bottom = l->bottom - 1;
 
+	GFA_BUG_ON(plist_nr(l) > l->mask);
 	l->ring[bottom & l->mask] = pfn;
 	__atomic_store_n(&l->bottom, bottom, __ATOMIC_RELAXED);
 }
@@ -163,6 +170,8 @@ int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 			count -= 1 << order;
 			pcp->count -= 1 << order;
 			freed += 1 << order;
+			GFA_BUG_ON(pcp->count < 0);     /* count is the sum of the lists */
+			GFA_BUG_ON(fstate(&pcp->frames[pfn]) != GFA_FRAME_PCP);
 			zone_return_locked(z, pfn, order);
 		} while (count > 0 && plist_nr(l));
 	}
@@ -196,6 +205,7 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 		if (pfn < 0)
 			break;
 		f = &pcp->pool->frames[pfn];
+		GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE);        /* just off a free list */
 		f->mt = (uint8_t)mt;
 		fstate_set(f, GFA_FRAME_PCP);
 		plist_push_bottom(l, (uint32_t)pfn);
@@ -366,6 +376,9 @@ PCP_HOT void pcp_mark_allocated(struct gfa_pcp *pcp, uint64_t pfn, unsigned int 
 {
 	struct gfa_frame *f = &pcp->frames[pfn];
 
+	/* a cached block goes PCP -> ALLOCATED, and count is the sum of the lists */
+	GFA_BUG_ON(fstate(f) != GFA_FRAME_PCP || f->order != order);
+	GFA_BUG_ON(pcp->count < (1 << order));
 	pcp->count -= 1 << order;
 	frame_set_owner(f, owner);
 	fstate_set(f, GFA_FRAME_ALLOCATED);
@@ -481,6 +494,7 @@ static bool pcp_free_high_direct(struct gfa_pcp *pcp, struct gfa_zone *z, uint64
 PCP_HOT void pcp_push_commit(struct gfa_pcp *pcp, struct pcp_list *l, uint64_t pfn,
 			     unsigned int order, int pindex)
 {
+	GFA_BUG_ON(fstate(&pcp->frames[pfn]) != GFA_FRAME_PCP);   /* begun: ALLOCATED -> PCP */
 	plist_push_top(l, (uint32_t)pfn);
 	pcp->count += 1 << order;
 	pcp->vs.free_order[order]++;

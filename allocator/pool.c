@@ -19,7 +19,7 @@ void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames)
 
 static int config_valid(const struct gfa_pool_config *cfg)
 {
-	if (cfg->nr_zones == 0 || cfg->nr_zones > GFA_MAX_ZONES)
+	if (cfg->nr_zones == 0 || cfg->nr_zones > GFA_MAX_ZONES || !GFA_RESERVED_ZERO(cfg))
 		return 0;
 	/* the cache's int arithmetic (batch << 5, high x 8, high + batch) must not wrap */
 	if (cfg->pcp_batch > GFA_PCP_BATCH_MAX || cfg->pcp_high > GFA_PCP_HIGH_MAX ||
@@ -242,6 +242,7 @@ void pool_count_err(struct gfa_pool *pool, int err)
 	case GFA_EOWNER: slot = ERR_OWNER; break;
 	case GFA_EBUSY: slot = ERR_BUSY; break;
 	case GFA_ETHREAD: slot = ERR_THREAD; break;
+	case GFA_EINVAL: slot = ERR_INVAL; break;
 	default: return;
 	}
 	if (pool)
@@ -269,10 +270,12 @@ int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info 
 		pool_count_err(pool, GFA_ERANGE);
 		return GFA_ERANGE;
 	}
+	memset(info, 0, sizeof(*info));
 	pthread_mutex_lock(&z->lock);
 	head = frame_find_head(pool, z, pfn);
+	GFA_BUG_ON(head == GFA_NIL);    /* every frame is in some block */
 	if (head == GFA_NIL) {
-		ret = -EUCLEAN; /* cannot happen while the invariants hold */
+		ret = -EUCLEAN; /* a release build answers instead */
 	} else {
 		struct gfa_frame *f = &pool->frames[head];
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Which free frames go back to the host, and when (seed 002, "percpu: partial chunk
- * depopulation", adapted to pageblocks).  Pure policy: the vmm layer punches the
+ * Which free frames go back to the host, and when (the kernel's "percpu: partial chunk
+ * depopulation" adapted to pageblocks: docs/decisions.md, entry 21).  Pure policy: the vmm layer punches the
  * ranges out of the memfds and reports back.
  *
  * State: a bit per frame says "free and released" (the host memory is gone; it reads
@@ -40,6 +40,8 @@ static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool
 		if (!!(z->released[i / 64] & bit) == set)
 			continue;
 		z->released[i / 64] ^= bit;
+		/* the pageblock's count is its number of set bits: never below 0 */
+		GFA_BUG_ON(!set && !pfn_pageblock(z, p)->nr_released);
 		pfn_pageblock(z, p)->nr_released += set ? 1 : (uint16_t)-1;
 		changed++;
 	}
@@ -114,8 +116,8 @@ int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
 		return pool_err(pool, GFA_EFAULT);
 	if (zone >= pool->nr_zones)
 		return pool_err(pool, GFA_ERANGE);
-	if (p->low > p->high || !p->min_empty_frac)
-		return pool_err(pool, GFA_EALIGN);
+	if (p->low > p->high || !p->min_empty_frac || !GFA_RESERVED_ZERO(p))
+		return pool_err(pool, GFA_EINVAL);
 	pthread_mutex_lock(&pool->zones[zone].lock);
 	pool->zones[zone].rp = *p;
 	pthread_mutex_unlock(&pool->zones[zone].lock);
@@ -168,8 +170,9 @@ static uint64_t isolate_for_host(struct gfa_zone *z, uint64_t pfn)
 
 	buddy_list_del(z->pool, z, pfn);
 	had = release_bits(z, pfn, nr, false);
+	GFA_BUG_ON(z->nr_released < had);
 	z->nr_released -= had;
-	fstate_set(f, GFA_FRAME_INFLIGHT);
+	fstate_set(f, GFA_FRAME_INFLIGHT);      /* FREE -> INFLIGHT, off the lists */
 	z->nr_inflight += nr;
 	return nr - had;
 }
@@ -222,7 +225,8 @@ static bool pageblock_eligible(struct gfa_zone *z, const struct gfa_pageblock *p
 
 	if (!empty)
 		return false;
-	/* seed 002: a quarter empty and populated, or released before and empty again */
+	/* as partial chunk depopulation: a quarter empty and populated, or released
+	 * before and empty again */
 	return empty >= GFA_PAGEBLOCK_FRAMES / z->rp.min_empty_frac || pb->nr_released;
 }
 
@@ -464,6 +468,8 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 		struct gfa_frame *f = &pool->frames[pfn];
 		unsigned int order = f->order;
 
+		/* range_inflight() checked every block: INFLIGHT heads, counted in flight */
+		GFA_BUG_ON(fstate(f) != GFA_FRAME_INFLIGHT || z->nr_inflight < (1UL << order));
 		z->nr_inflight -= 1UL << order;
 		if (how == HOST_RELEASED || how == HOST_POPULATE_FAILED)
 			z->nr_released += release_bits(z, pfn, 1UL << order, true);

@@ -7,7 +7,7 @@
  *     call; at 2 threads both threads contend for it) and through glibc malloc(4096)/free.
  *     Each thread keeps a working set of WS_LIVE blocks: per step it allocates a burst
  *     of WS_BURST blocks and frees as many randomly chosen live ones.
- *  b. the seed's trunc analogue: one thread frees 1 GiB worth of frames of mixed orders
+ *  b. mmtests' trunc analogue (docs/decisions.md, entry 22): one thread frees 1 GiB worth of frames of mixed orders
  *     through its cache, with and without high-order caching (pcp_no_high_order).
  *  c. producer/consumer: thread A allocates order 1-3 blocks through its cache, thread
  *     B frees them through its own (bounded ring between them); throughput and hot
@@ -632,7 +632,7 @@ static void bench_bulkfree(const struct bench_opts *o, struct bf_results *res)
 /* ================= c. producer/consumer ================= */
 
 /*
- * Blocks in flight between A and B, as a socket buffer's worth in the seed's netperf.
+ * Blocks in flight between A and B, as a socket buffer's worth in netperf on localhost.
  * A is faster than B, so it runs the ring full: with 256 the reuse counts measured
  * the ring (capped near blocks / 256 for every configuration), not the allocator.
  */
@@ -884,7 +884,7 @@ static void bench_prodcons(const struct bench_opts *o, struct pc_results *res)
 	       "order-1 block of its own every %d frees (halves its free_count, as a "
 	       "receiving CPU does)\n", PC_MIXED_EVERY);
 	printf("# pool 1 GiB created fresh for every run; reuse = allocations of the 5 most "
-	       "reused pfns (the seed's perf kmem table), median per rank over %d reps\n", reps);
+	       "reused pfns (perf kmem's table in the high-order PCP series), median per rank over %d reps\n", reps);
 	if (bench_cores() < 2 * PC_MAX_PAIRS)
 		printf("# only %ld cores: with 2 pairs, 4 threads share them (waits spin briefly, "
 		       "then sched_yield), so 2-pair numbers show oversubscription, not scaling\n",
@@ -1047,7 +1047,7 @@ static void report_prodcons(const struct pc_results *c)
 			/*
 			 * pure: B never allocates, so its free_count sits at the cap and both
 			 * thresholds fire on every high-order free: 1.0 is expected and the goal
-			 * only asks for no loss beyond noise.  mixed: the seed's claim, the
+			 * only asks for no loss beyond noise.  mixed: the free_high commit's claim, the
 			 * higher threshold restores throughput.
 			 */
 			snprintf(why, sizeof(why), "%s, %d pair%s: throughput new / old threshold%s%s",

@@ -20,12 +20,13 @@
  *     mapped (the punch zaps it anyway), so they are the cheapest possible synchronous
  *     balloon.  Offsets are computed before their timers start.  The goal ratio is
  *     async one call / sync 4 KiB loop; the others are printed as info.
- *  2. t1: the seed's cgroup script (seed-depopulation.md part A, T1): 1000 parents each
+ *  2. t1: the cgroup script of "percpu: partial chunk depopulation" (docs/decisions.md,
+ *     entry 21, T1): 1000 parents each
  *     followed by 10 children, order-0 frames allocated in that interleaved order from
  *     one zone and written; free every child; gfa_host_return_quiesce; host-backed
  *     bytes of the memfd (st_blocks) before and after, with the host-return thread
  *     running (release on) and without it (release off).  Also: the same after the
- *     settle time and a second quiesce (the seed's `sleep 10`), 1 survivor in 50 (T2's
+ *     settle time and a second quiesce (the script's `sleep 10`), 1 survivor in 50 (T2's
  *     second case, same 11000 frames; the granule here is the memfd's page size, which
  *     the output names), and every parent freed too (back to the baseline?).
  *
@@ -477,7 +478,7 @@ static void t1_quiesce(struct gfa_host_return *hr, const char *when)
 /*
  * `parents` groups of one parent and `children` children, allocated in that order from
  * one zone, each frame written; then every child freed.  With `release`, the
- * host-return thread runs from the start (as the seed's depopulation does).
+ * host-return thread runs from the start (as the percpu depopulation does).
  */
 static void t1_once(unsigned int parents, unsigned int children, bool release,
 		    struct t1_sample *s)
@@ -540,7 +541,7 @@ static void t1_once(unsigned int parents, unsigned int children, bool release,
 	s->quiesce_s = bench_sec_since(t0);
 	s->after = backed(fd);
 	if (hr) {
-		/* the seed's `sleep 10`: past the settle time, then quiesce again */
+		/* the script's `sleep 10`: past the settle time, then quiesce again */
 		sleep_ns((long)(T1_SETTLE_MS + 2 * T1_INTERVAL_MS) * 1000000L);
 		t1_quiesce(hr, "after the settle time");
 	}
@@ -628,7 +629,7 @@ static void bench_t1(const struct bench_opts *o, struct t1_results *res)
 	struct bench_load load;
 
 	res->reps = reps;
-	printf("\n## 2. t1: the seed's cgroup script: parents each followed by children "
+	printf("\n## 2. t1: the percpu depopulation cgroup script: parents each followed by children "
 	       "(order-0 frames, zone path, written), free every child, quiesce\n");
 	printf("# pool: %u frames rounded up to 4 MiB plus 4 MiB, backing not populated (only "
 	       "written frames are host-backed); release on: host-return thread from the start "
@@ -637,7 +638,7 @@ static void bench_t1(const struct bench_opts *o, struct t1_results *res)
 	       "%d rep(s), medians\n", T1_FRAMES, T1_INTERVAL_MS, T1_SETTLE_MS, T1_HIGH, T1_LOW,
 	       T1_HIGH * 4, T1_LOW * 4, reps);
 	printf("# after = right after gfa_host_return_quiesce; settled = %u ms later and "
-	       "quiesced again (the seed's `sleep 10`); after_all = every parent freed too, "
+	       "quiesced again (the script's `sleep 10`); after_all = every parent freed too, "
 	       "quiesced\n", T1_SETTLE_MS + 2 * T1_INTERVAL_MS);
 	bench_load_begin(&load);
 	for (int rep = 0; rep < reps; rep++)
@@ -763,7 +764,8 @@ int main(int argc, char **argv)
 
 	ret = bench_parse_args(argc, argv, &o, 1, 0, 3, 0,
 			       "Balloon inflation with async host return vs synchronous punch loops;\n"
-			       "the seed's T1 (parents and children) with release on and off.\n"
+			       "the percpu depopulation cgroup script (T1: parents and children)\n"
+			       "with release on and off.\n"
 			       "--only inflate|t1 runs one part.");
 	if (ret)
 		return ret > 0 ? 0 : 2;
@@ -774,7 +776,7 @@ int main(int argc, char **argv)
 	if (o.reps > MAX_REPS)
 		o.reps = MAX_REPS;
 	printf("# bench release: balloon inflation + host return vs synchronous punching; "
-	       "the seed's T1 depopulation script\n");
+	       "the percpu depopulation cgroup script (T1)\n");
 	bench_print_machine();
 	gfa_host_thp_report(&thp);
 	printf("# host: transparent_hugepage/enabled=%s shmem_enabled=%s (%s)\n",

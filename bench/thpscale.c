@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * bench/thpscale: the seed's thpscale (seed-compaction.md section 2) adapted to a pool.
+ * bench/thpscale: mmtests' thpscale, the compaction series' benchmark (docs/decisions.md,
+ * entry 20), adapted to a pool.
  *
  * Layout, rebuilt from scratch with a fixed seed for every (mode, threads) run:
  *   1. owner A (movable, registered) fills FILL_PCT of the pool with order-0 frames;
  *   2. the first half of every 2 MiB pageblock A holds is freed (the punched holes);
- *   3. owner B (movable, registered: the seed's page-cache pages) allocates order-0
+ *   3. owner B (movable, registered: thpscale's page-cache pages) allocates order-0
  *      frames worth B_FILL_PCT of the hole frames - the allocator puts them into the
  *      holes - then drops a random B_DROP_PCT of them (--b-drop), as reclaim would,
  *      leaving its frames and the free frames between them scattered in those holes;
@@ -625,7 +626,7 @@ int main(int argc, char **argv)
 	bench_goal("thpscale", "migrate_scanned_ratio", mr, "<=", 0.26,
 		   "full / linear-only compact_migrate_scanned, all runs");
 	bench_goal("thpscale", "migrate_blocks_ratio", mbr, "info", 0,
-		   "the same counting one per block visited, as 4.20 and the seed's own figures "
+		   "the same counting one per block visited, as 4.20 and the series' own figures "
 		   "did (free and huge blocks weigh 1, not their frames): on that counting the "
 		   "26% goal is not met");
 	bench_goal("thpscale", "free_scanned_ratio", fr, "<=", 0.01,

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <gfa/numa.h>
 #include "allocator/strbuf.h"      /* the text functions' appender */
+#include "allocator/bug.h"
 
 /* Per-node counters of gfa_numa_alloc (relaxed atomics: statistics only). */
 struct numa_node_counters {

@@ -101,8 +101,8 @@ static int pcp_zone(struct gfa_numa_pool *np, struct gfa_pcp *pcp)
 	if (zone < 0)
 		return zone;
 	if (gfa_pcp_pool(pcp) != np->pool)
-		return GFA_EALIGN;      /* another pool's cache: not this requester's */
-	return (unsigned int)zone < np->topo.nr_nodes ? zone : -EINVAL;
+		return GFA_EINVAL;      /* another pool's cache: not this requester's */
+	return (unsigned int)zone < np->topo.nr_nodes ? zone : GFA_EINVAL;
 }
 
 int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp)
@@ -200,6 +200,7 @@ static int64_t numa_place(struct numa_req *r, unsigned int order, unsigned int f
 static void count_placement(struct gfa_numa_pool *np, unsigned int local, unsigned int zone,
 			    unsigned int order, unsigned int got)
 {
+	GFA_BUG_ON(local >= np->topo.nr_nodes || zone >= np->topo.nr_nodes || got > order);
 	if (zone == local) {
 		STAT_INC(np, local, numa_hit);
 		if (got >= GFA_PAGEBLOCK_ORDER)
@@ -227,7 +228,7 @@ static int requester_zone(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int nod
 	nz = gfa_numa_node_index(&np->topo, node);
 	if (nz < 0)
 		return nz;
-	return nz == pz ? pz : GFA_EALIGN;
+	return nz == pz ? pz : GFA_EINVAL;
 }
 
 int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
@@ -247,7 +248,7 @@ int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
 	if ((unsigned int)mt >= GFA_MT_PCPTYPES)
 		return gfa_pool_count_error(np->pool, GFA_EMIGRATE);
 	if (flags & ~NUMA_FLAGS)
-		return gfa_pool_count_error(np->pool, GFA_EALIGN);
+		return gfa_pool_count_error(np->pool, GFA_EINVAL);
 	local = requester_zone(np, pcp, node);
 	if (local < 0)
 		return gfa_pool_count_error(np->pool, local);

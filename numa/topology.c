@@ -291,7 +291,7 @@ int gfa_numa_cpuset_node(const struct gfa_numa_topology *t, const unsigned long 
 		found = i;
 	}
 	if (!any)
-		return GFA_EALIGN;
+		return GFA_EINVAL;
 	return found < 0 ? GFA_ENOCPU : t->nodes[found].id;
 }
 
@@ -410,10 +410,10 @@ int gfa_numa_pool_config_nodes(struct gfa_pool_config *cfg, const struct gfa_num
 	if (!cfg || !t || !frames)
 		return GFA_EFAULT;
 	if (!t->nr_nodes || t->nr_nodes > GFA_MAX_ZONES)
-		return GFA_EALIGN;
+		return GFA_EINVAL;
 	for (unsigned int i = 0; i < t->nr_nodes; i++) {
 		if (frames[i] < GFA_PAGEBLOCK_FRAMES || frames[i] > (1ULL << 31))
-			return GFA_EALIGN;
+			return GFA_EINVAL;
 		if (frames[i] > t->nodes[i].mem_bytes >> GFA_FRAME_SHIFT)
 			return GFA_ETOOBIG;
 	}

@@ -615,7 +615,7 @@ static int check_pages(const struct gfa_domain_spec *s, const char *what,
 		const struct gfa_domain_page *p = &s->pages[i];
 
 		/* any other size is defined, as libvirt does: gfa_domain_check_pages()
-		 * is the start-time check (docs/decisions.md, "A hugepage size no host has") */
+		 * is the start-time check (docs/decisions.md, entry 24) */
 		if (!p->size_bytes)
 			return fail(err, errlen, -EINVAL, what, "hugepage size is zero");
 		if (!p->nodeset && ++masters > 1)

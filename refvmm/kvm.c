@@ -282,7 +282,7 @@ int gfa_kvm_vm_destroy(struct gfa_kvm_vm *vm)
 
 int gfa_kvm_vm_fd(const struct gfa_kvm_vm *vm)
 {
-	return vm ? vm->fd : -EINVAL;
+	return vm ? vm->fd : -EFAULT;
 }
 
 /* ---- memslots ------------------------------------------------------------------ */
@@ -306,7 +306,7 @@ static int check_memslot_args(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa
 	const uint32_t known = GFA_KVM_MEM_LOG_DIRTY | GFA_KVM_MEM_READONLY;
 
 	if (!vm)
-		return -EINVAL;
+		return -EFAULT;
 	if (slot >= vm->nr_memslots)
 		return -ERANGE;
 	if (flags & ~known)
@@ -416,7 +416,7 @@ void *gfa_kvm_gpa_to_hva(struct gfa_kvm_vm *vm, uint64_t gpa, uint64_t len)
 	void *hva;
 
 	if (!vm || !len) {
-		errno = EINVAL;
+		errno = vm ? EINVAL : EFAULT;
 		return NULL;
 	}
 	pthread_mutex_lock(&vm->lock);
@@ -497,14 +497,14 @@ static int stats_lookup(int owner_fd, int check_fd, const char *name, uint64_t *
 int gfa_kvm_vm_stat(struct gfa_kvm_vm *vm, const char *name, uint64_t *val)
 {
 	if (!vm || !name || !val)
-		return -EINVAL;
+		return -EFAULT;
 	return stats_lookup(vm->fd, vm->fd, name, val);
 }
 
 int gfa_kvm_vcpu_stat(struct gfa_kvm_vcpu *vcpu, const char *name, uint64_t *val)
 {
 	if (!vcpu || !name || !val)
-		return -EINVAL;
+		return -EFAULT;
 	return stats_lookup(vcpu->fd, vcpu->vm->fd, name, val);
 }
 
@@ -558,7 +558,9 @@ int gfa_kvm_vm_build_page_tables(struct gfa_kvm_vm *vm, uint64_t boot_gpa,
 	char *area;
 	uint16_t *iomap_base;
 
-	if (!vm || !aligned_4k(boot_gpa) || !area_size || boot_gpa + area_size < boot_gpa)
+	if (!vm)
+		return -EFAULT;
+	if (!aligned_4k(boot_gpa) || !area_size || boot_gpa + area_size < boot_gpa)
 		return -EINVAL;
 	pthread_mutex_lock(&vm->lock);
 	area = gpa_to_hva_locked(vm, boot_gpa, area_size);
@@ -713,7 +715,7 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
 	int r;
 
 	if (!vm) {
-		errno = EINVAL;
+		errno = EFAULT;
 		return NULL;
 	}
 	if (id >= vm->max_vcpu_id) {
@@ -799,12 +801,12 @@ int gfa_kvm_vcpu_destroy(struct gfa_kvm_vcpu *vcpu)
 
 int gfa_kvm_vcpu_fd(const struct gfa_kvm_vcpu *vcpu)
 {
-	return vcpu ? vcpu->fd : -EINVAL;
+	return vcpu ? vcpu->fd : -EFAULT;
 }
 
 int gfa_kvm_vcpu_id(const struct gfa_kvm_vcpu *vcpu)
 {
-	return vcpu ? (int)vcpu->id : -EINVAL;
+	return vcpu ? (int)vcpu->id : -EFAULT;
 }
 
 static struct kvm_segment flat_segment(uint16_t selector, uint8_t type, bool code64)
@@ -873,7 +875,7 @@ int gfa_kvm_vcpu_enter_long_mode(struct gfa_kvm_vcpu *vcpu,
 	int r;
 
 	if (!vcpu || !entry)
-		return -EINVAL;
+		return -EFAULT;
 	vm = vcpu->vm;
 	pthread_mutex_lock(&vm->lock);
 	valid = vm->boot_valid;
@@ -1185,7 +1187,7 @@ int gfa_kvm_vcpu_run(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn io, void *ctx)
 	int r;
 
 	if (!vcpu)
-		return -EINVAL;
+		return -EFAULT;
 	r = run_enter(vcpu);
 	if (r)
 		return r;
@@ -1228,7 +1230,7 @@ static void interrupt_guest_locked(struct gfa_kvm_vcpu *vcpu)
 int gfa_kvm_vcpu_pause(struct gfa_kvm_vcpu *vcpu)
 {
 	if (!vcpu)
-		return -EINVAL;
+		return -EFAULT;
 	pthread_mutex_lock(&vcpu->lock);
 	if (vcpu->in_run && pthread_equal(vcpu->thread, pthread_self())) {
 		pthread_mutex_unlock(&vcpu->lock);
@@ -1250,7 +1252,7 @@ int gfa_kvm_vcpu_pause(struct gfa_kvm_vcpu *vcpu)
 int gfa_kvm_vcpu_resume(struct gfa_kvm_vcpu *vcpu)
 {
 	if (!vcpu)
-		return -EINVAL;
+		return -EFAULT;
 	pthread_mutex_lock(&vcpu->lock);
 	if (!vcpu->pause_count) {
 		pthread_mutex_unlock(&vcpu->lock);
@@ -1278,7 +1280,7 @@ bool gfa_kvm_vcpu_paused(struct gfa_kvm_vcpu *vcpu)
 int gfa_kvm_vcpu_kick(struct gfa_kvm_vcpu *vcpu)
 {
 	if (!vcpu)
-		return -EINVAL;
+		return -EFAULT;
 	pthread_mutex_lock(&vcpu->lock);
 	vcpu->kick = true;
 	__atomic_or_fetch(&vcpu->requests, REQ_KICK, __ATOMIC_SEQ_CST);

@@ -76,7 +76,7 @@ int gfa_kvm_test_guest_load(struct gfa_kvm_vm *vm, uint64_t code_gpa)
 	void *hva;
 
 	if (!vm)
-		return -EINVAL;
+		return -EFAULT;
 	hva = gfa_kvm_gpa_to_hva(vm, code_gpa, sizeof(gfa_kvm_test_guest_code));
 	if (!hva)
 		return -EFAULT;
@@ -94,7 +94,9 @@ int gfa_kvm_test_guest_enter(struct gfa_kvm_vcpu *vcpu, uint64_t code_gpa,
 		.args = { start, end, seed, flags },
 	};
 
-	if (!vcpu || (start | end) & 7 || start > end || flags & ~known)
+	if (!vcpu)
+		return -EFAULT;
+	if ((start | end) & 7 || start > end || flags & ~known)
 		return -EINVAL;
 	return gfa_kvm_vcpu_enter_long_mode(vcpu, &entry);
 }

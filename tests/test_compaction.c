@@ -274,14 +274,14 @@ Test(compaction, bad_inputs)
 	cr_assert_eq(gfa_compact_zone(p, 1, 9, GFA_COMPACT_ASYNC), GFA_ERANGE);
 	cr_assert_eq(gfa_compact_zone(p, 0, -2, GFA_COMPACT_ASYNC), GFA_EORDER);
 	cr_assert_eq(gfa_compact_zone(p, 0, 11, GFA_COMPACT_ASYNC), GFA_EORDER);
-	cr_assert_eq(gfa_compact_configure(p, &bad), GFA_EALIGN);
+	cr_assert_eq(gfa_compact_configure(p, &bad), GFA_EINVAL);
 	cr_assert_eq(gfa_owner_register(p, 1, &co_ops, NULL), 0);
 	cr_assert_eq(gfa_owner_register(p, 1, &co_ops, NULL), -EEXIST);
 	cr_assert_eq(gfa_owner_register(p, 2, NULL, NULL), -ENOENT);
 	cr_assert_eq(gfa_collapse(p, 0, 3, pfns, orders, offs, 1), -ENOENT);
 	cr_assert_eq(gfa_collapse(p, 0, 1, NULL, orders, offs, 1), GFA_EFAULT);
-	cr_assert_eq(gfa_collapse(p, 0, 1, pfns2, orders2, offs_bad, 2), GFA_EALIGN, "overlap");
-	cr_assert_eq(gfa_collapse(p, 0, 1, pfns, orders, offs, 0), GFA_EALIGN);
+	cr_assert_eq(gfa_collapse(p, 0, 1, pfns2, orders2, offs_bad, 2), GFA_EINVAL, "overlap");
+	cr_assert_eq(gfa_collapse(p, 0, 1, pfns, orders, offs, 0), GFA_EINVAL);
 	cr_assert_eq(gfa_collapse(p, 0, 1, pfns, orders, offs, 1), GFA_ENOTHEAD,
 		     "a free block is not the owner's");
 	cr_assert_eq(gfa_owner_register(p, 1, NULL, NULL), 0);
@@ -544,7 +544,7 @@ Test(compaction, collapse_of_one_block_twice_is_ealign)
 	pfns[0] = pfns[1] = (uint64_t)a;
 	cr_assert_eq(gfa_owner_register(p, 5, &co_ops, NULL), 0);
 	for (int i = 0; i < 3; i++)
-		cr_assert_eq(gfa_collapse(p, 0, 5, pfns, orders, offs, 2), GFA_EALIGN);
+		cr_assert_eq(gfa_collapse(p, 0, 5, pfns, orders, offs, 2), GFA_EINVAL);
 	cr_assert_eq(VMS(p, err_busy), busy0);
 	ASSERT_POOL_OK(p);
 	cr_assert_eq(gfa_free(p, (uint64_t)a, 0, 5), 0);
@@ -578,13 +578,13 @@ Test(compaction, collapse_rejects_an_offset_that_wraps)
 	struct gfa_pool *p = tu_pool(4 * GFA_PAGEBLOCK_FRAMES);
 	struct canary_owner *o = co_create(p, 3, 1, false);
 	unsigned int order = 0, off = UINT32_MAX;
-	uint64_t pfn, align0;
+	uint64_t pfn, inval0;
 
 	cr_assert_eq(co_alloc(o, NULL, 0, 0, 0), 0);
 	pfn = o->pfn[0];
-	align0 = VMS(p, err_align);
-	cr_assert_eq(gfa_collapse(p, 0, 3, &pfn, &order, &off, 1), GFA_EALIGN);
-	cr_assert_eq(VMS(p, err_align), align0 + 1);
+	inval0 = VMS(p, err_inval);
+	cr_assert_eq(gfa_collapse(p, 0, 3, &pfn, &order, &off, 1), GFA_EINVAL);
+	cr_assert_eq(VMS(p, err_inval), inval0 + 1);
 	cr_assert_eq(o->pfn[0], pfn);
 	cr_assert_eq(o->moves, 0);
 	ASSERT_POOL_OK(p);

@@ -14,7 +14,7 @@ static uint64_t errsum(struct gfa_pool *p, const char *which)
 		return vs.n;
 	X(err_fault)
 	X(err_range) X(err_align) X(err_order) X(err_migratetype) X(err_double_free)
-		X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) X(err_thread)
+		X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) X(err_thread) X(err_inval)
 #undef X
 			return ~0ULL;
 }
@@ -91,7 +91,7 @@ Test(contract, zone_index_edges)
 	struct gfa_pool *p = tu_pool(4096);
 	struct gfa_zone_stat st;
 	struct gfa_vmstat vs;
-	struct gfa_release_policy rp = {10, 20, 4};
+	struct gfa_release_policy rp = { .low = 10, .high = 20, .min_empty_frac = 4 };
 	struct gfa_frame_range r[4];
 	uint64_t a, b;
 
@@ -106,10 +106,10 @@ Test(contract, zone_index_edges)
 	EXPECT_ERR(p, gfa_zone_set_release_policy(p, 1, &rp), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_zone_set_release_policy(p, 0, NULL), GFA_EFAULT, "err_fault");
 	rp.low = 30;
-	EXPECT_ERR(p, gfa_zone_set_release_policy(p, 0, &rp), GFA_EALIGN, "err_align");
+	EXPECT_ERR(p, gfa_zone_set_release_policy(p, 0, &rp), GFA_EINVAL, "err_inval");
 	rp.low = 10;
 	rp.min_empty_frac = 0;
-	EXPECT_ERR(p, gfa_zone_set_release_policy(p, 0, &rp), GFA_EALIGN, "err_align");
+	EXPECT_ERR(p, gfa_zone_set_release_policy(p, 0, &rp), GFA_EINVAL, "err_inval");
 	EXPECT_ERR(p, gfa_zone_get_release_policy(p, 1, &rp), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_zone_get_release_policy(p, 0, NULL), GFA_EFAULT, "err_fault");
 	EXPECT_ERR(p, gfa_zone_release_take(p, 1, r, 4, 100), GFA_ERANGE, "err_range");
@@ -123,9 +123,9 @@ Test(contract, zone_index_edges)
 	EXPECT_ERR(p, gfa_compact_zone(p, 1, 9, GFA_COMPACT_SYNC), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_compact_zone(p, 0, 11, GFA_COMPACT_SYNC), GFA_EORDER, "err_order");
 	EXPECT_ERR(p, gfa_compact_zone(p, 0, -2, GFA_COMPACT_SYNC), GFA_EORDER, "err_order");
-	EXPECT_ERR(p, gfa_compact_zone(p, 0, 9, (enum gfa_compact_mode)3), GFA_EALIGN, "err_align");
-	EXPECT_ERR(p, gfa_compact_zone(p, 0, 9, (enum gfa_compact_mode) - 1), GFA_EALIGN,
-		   "err_align");
+	EXPECT_ERR(p, gfa_compact_zone(p, 0, 9, (enum gfa_compact_mode)3), GFA_EINVAL, "err_inval");
+	EXPECT_ERR(p, gfa_compact_zone(p, 0, 9, (enum gfa_compact_mode) - 1), GFA_EINVAL,
+		   "err_inval");
 	EXPECT_ERR(p, gfa_alloc_compact(p, 1, 9, GFA_MT_MOVABLE, 1), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_alloc_compact(p, 0, 11, GFA_MT_MOVABLE, 1), GFA_EORDER, "err_order");
 	EXPECT_ERR(p, gfa_alloc_compact(p, 0, 9, GFA_MT_ISOLATE, 1), GFA_EMIGRATE,
@@ -136,7 +136,7 @@ Test(contract, zone_index_edges)
 	EXPECT_ERR(p, gfa_pool_drain_all(p, 1), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_zone_set_backing(p, 1, NULL, -1), GFA_ERANGE, "err_range");
 	struct gfa_compact_config cc = {.proactiveness = 101};
-	EXPECT_ERR(p, gfa_compact_configure(p, &cc), GFA_EALIGN, "err_align");
+	EXPECT_ERR(p, gfa_compact_configure(p, &cc), GFA_EINVAL, "err_inval");
 	EXPECT_ERR(p, gfa_compact_configure(p, NULL), GFA_EFAULT, "err_fault");
 	gfa_pool_destroy(p);
 }
@@ -310,14 +310,14 @@ Test(contract, collapse_and_claim_edges)
 	pfns[0] = pfns[1] = (uint64_t)a;
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, NULL, ord, offs, 1), GFA_EFAULT, "err_fault");
 	EXPECT_ERR(p, gfa_collapse(p, 1, 7, pfns, ord, offs, 1), GFA_ERANGE, "err_range");
-	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, offs, 0), GFA_EALIGN, "err_align");
-	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, offs, 513), GFA_EALIGN, "err_align");
+	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, offs, 0), GFA_EINVAL, "err_inval");
+	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, offs, 513), GFA_EINVAL, "err_inval");
 	unsigned int bo[1] = {9}, bof[1] = {512}, bo255[1] = {255};
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, bo, offs, 1), GFA_EORDER, "err_order");
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, bo255, offs, 1), GFA_EORDER, "err_order");
-	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, bof, 1), GFA_EALIGN, "err_align");
+	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, bof, 1), GFA_EINVAL, "err_inval");
 	unsigned int bofm[1] = {UINT_MAX};
-	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, bofm, 1), GFA_EALIGN, "err_align");
+	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, bofm, 1), GFA_EINVAL, "err_inval");
 	unsigned int o1[1] = {1}, of1[1] = {1};
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, o1, of1, 1), GFA_EALIGN, "err_align");
 	/* claims */
@@ -504,7 +504,7 @@ Test(contract, random_contract, .timeout = 300)
 			}
 		} else {
 			struct gfa_frame_range fr[4];
-			struct gfa_release_policy rp = {0, tu_rand(&s) % 3000, 4};
+			struct gfa_release_policy rp = { .high = tu_rand(&s) % 3000, .min_empty_frac = 4 };
 			gfa_zone_set_release_policy(p, zone, &rp);
 			int n = gfa_zone_release_take(p, zone, fr, 4, tu_rand(&s) % 4000);
 			cr_assert_geq(n, 0);

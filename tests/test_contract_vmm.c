@@ -14,7 +14,7 @@ Test(contract_vmm, host_return_rejects_a_backing_of_another_pool, .timeout = 60)
 	struct gfa_backing_config bc = {.populate = true};
 	struct gfa_host_return_config hc = {
 		.force_sync = true, .no_settle = true, .no_scrub = true, .no_pcp_drain = true};
-	struct gfa_release_policy rp = {0, 0, 4};
+	struct gfa_release_policy rp = { .min_empty_frac = 4 };
 
 	gfa_pool_config_init(&cfg, 4096);
 	struct gfa_pool *a = gfa_pool_create(&cfg), *b = gfa_pool_create(&cfg);
@@ -52,7 +52,7 @@ Test(contract_vmm, host_return_rejects_a_backing_of_another_pool, .timeout = 60)
 /*
  * gfa_backing_alloc(bA, cache of pool B, ..., GFA_BACKING_ZERO) would zero pool A's
  * frames at the pfn pool B handed out, even when pool A has them allocated to someone
- * else: it fails with GFA_EALIGN.
+ * else: it fails with GFA_EINVAL.
  */
 Test(contract_vmm, backing_alloc_with_a_cache_of_another_pool, .timeout = 60)
 {
@@ -80,10 +80,10 @@ Test(contract_vmm, backing_alloc_with_a_cache_of_another_pool, .timeout = 60)
 	cr_assert_eq(gfa_pool_vmstat(a, &v1), 0);
 	if (y >= 0)
 		gfa_pcp_free(cb, (uint64_t)y, 0, 2);
-	cr_assert_eq(y, GFA_EALIGN, "a cache of another pool: got %ld", (long)y);
-	cr_assert_eq(v1.err_align, v0.err_align + 1, "the refusal is not counted");
+	cr_assert_eq(y, GFA_EINVAL, "a cache of another pool: got %ld", (long)y);
+	cr_assert_eq(v1.err_inval, v0.err_inval + 1, "the refusal is not counted");
 	cr_assert_eq((unsigned char)mem[0], 0xcd, "pool A's frame of owner 1 was zeroed");
-	cr_assert_eq(gfa_backing_free(ba, cb, 0, 9, 1), GFA_EALIGN);
+	cr_assert_eq(gfa_backing_free(ba, cb, 0, 9, 1), GFA_EINVAL);
 	gfa_pcp_destroy(cb);
 	cr_assert_eq(gfa_free(a, 0, 9, 1), 0);
 	gfa_backing_destroy(ba);

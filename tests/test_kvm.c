@@ -457,17 +457,17 @@ Test(kvm, bad_inputs)
 	cr_assert_not_null(t.vm);
 
 	/* NULL VM everywhere. */
-	cr_assert_eq(gfa_kvm_set_memslot(NULL, 0, 0, t.ram.hva, ram, 0), -EINVAL);
-	cr_assert_eq(gfa_kvm_vm_build_page_tables(NULL, 0, ram), -EINVAL);
-	cr_assert_eq(gfa_kvm_vm_stat(NULL, "pages_4k", &val), -EINVAL);
-	cr_assert_eq(gfa_kvm_vm_fd(NULL), -EINVAL);
-	cr_assert_eq(gfa_kvm_test_guest_load(NULL, 0), -EINVAL);
+	cr_assert_eq(gfa_kvm_set_memslot(NULL, 0, 0, t.ram.hva, ram, 0), -EFAULT);
+	cr_assert_eq(gfa_kvm_vm_build_page_tables(NULL, 0, ram), -EFAULT);
+	cr_assert_eq(gfa_kvm_vm_stat(NULL, "pages_4k", &val), -EFAULT);
+	cr_assert_eq(gfa_kvm_vm_fd(NULL), -EFAULT);
+	cr_assert_eq(gfa_kvm_test_guest_load(NULL, 0), -EFAULT);
 	errno = 0;
 	cr_assert_null(gfa_kvm_vcpu_create(NULL, 0));
-	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(errno, EFAULT);
 	errno = 0;
 	cr_assert_null(gfa_kvm_gpa_to_hva(NULL, 0, 8));
-	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(errno, EFAULT);
 	cr_assert_eq(gfa_kvm_vm_destroy(NULL), 0);
 
 	/* Memslot arguments. */
@@ -521,17 +521,17 @@ Test(kvm, bad_inputs)
 	cr_assert_null(dup);
 	cr_assert_eq(errno, EEXIST);
 	cr_assert_eq(gfa_kvm_vcpu_enter_long_mode(vcpu, &entry), -ENOENT, "no page tables yet");
-	cr_assert_eq(gfa_kvm_vcpu_enter_long_mode(NULL, &entry), -EINVAL);
-	cr_assert_eq(gfa_kvm_vcpu_enter_long_mode(vcpu, NULL), -EINVAL);
+	cr_assert_eq(gfa_kvm_vcpu_enter_long_mode(NULL, &entry), -EFAULT);
+	cr_assert_eq(gfa_kvm_vcpu_enter_long_mode(vcpu, NULL), -EFAULT);
 	cr_assert_eq(gfa_kvm_test_guest_enter(vcpu, 0, 4, 64, 0, GFA_KVM_TEST_FILL), -EINVAL);
 	cr_assert_eq(gfa_kvm_test_guest_enter(vcpu, 0, 64, 8, 0, GFA_KVM_TEST_FILL), -EINVAL);
 	cr_assert_eq(gfa_kvm_test_guest_enter(vcpu, 0, 8, 64, 0, 1u << 5), -EINVAL);
-	cr_assert_eq(gfa_kvm_vcpu_run(NULL, NULL, NULL), -EINVAL);
-	cr_assert_eq(gfa_kvm_vcpu_pause(NULL), -EINVAL);
-	cr_assert_eq(gfa_kvm_vcpu_resume(NULL), -EINVAL);
+	cr_assert_eq(gfa_kvm_vcpu_run(NULL, NULL, NULL), -EFAULT);
+	cr_assert_eq(gfa_kvm_vcpu_pause(NULL), -EFAULT);
+	cr_assert_eq(gfa_kvm_vcpu_resume(NULL), -EFAULT);
 	cr_assert_eq(gfa_kvm_vcpu_resume(vcpu), -EINVAL, "resume without pause");
-	cr_assert_eq(gfa_kvm_vcpu_kick(NULL), -EINVAL);
-	cr_assert_eq(gfa_kvm_vcpu_stat(NULL, "exits", &val), -EINVAL);
+	cr_assert_eq(gfa_kvm_vcpu_kick(NULL), -EFAULT);
+	cr_assert_eq(gfa_kvm_vcpu_stat(NULL, "exits", &val), -EFAULT);
 	cr_assert_eq(gfa_kvm_vm_destroy(t.vm), -EBUSY, "VM destroyed under a vCPU");
 
 	/* Statistics names. */
@@ -539,8 +539,8 @@ Test(kvm, bad_inputs)
 		cr_assert_eq(gfa_kvm_vm_stat(t.vm, "pages_4k", &val), 0);
 		cr_assert_eq(gfa_kvm_vm_stat(t.vm, "no_such_statistic", &val), -ENOENT);
 		cr_assert_eq(gfa_kvm_vcpu_stat(vcpu, "no_such_statistic", &val), -ENOENT);
-		cr_assert_eq(gfa_kvm_vm_stat(t.vm, NULL, &val), -EINVAL);
-		cr_assert_eq(gfa_kvm_vm_stat(t.vm, "pages_4k", NULL), -EINVAL);
+		cr_assert_eq(gfa_kvm_vm_stat(t.vm, NULL, &val), -EFAULT);
+		cr_assert_eq(gfa_kvm_vm_stat(t.vm, "pages_4k", NULL), -EFAULT);
 	}
 
 	/* A kick before run makes run return at once, without entering the guest. */

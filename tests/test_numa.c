@@ -353,7 +353,7 @@ Test(numa, cpu_sets_map_to_nodes)
 	cr_assert_eq(gfa_numa_cpu_node(t, (unsigned int)c0), 0);
 	cr_assert_eq(gfa_numa_cpu_node(t, GFA_NUMA_MAX_CPUS + 5), GFA_ENOCPU);
 
-	cr_assert_eq(gfa_numa_cpuset_node(t, mask, GFA_NUMA_MAX_CPUS), GFA_EALIGN, "empty set");
+	cr_assert_eq(gfa_numa_cpuset_node(t, mask, GFA_NUMA_MAX_CPUS), GFA_EINVAL, "empty set");
 	mask[(GFA_NUMA_MAX_CPUS - 1) / 64] = 1UL << 63;  /* a CPU no node has */
 	cr_assert_eq(gfa_numa_cpuset_node(t, mask, GFA_NUMA_MAX_CPUS), GFA_ENOCPU);
 	mask[c0 / 64] |= 1UL << (c0 % 64);
@@ -513,8 +513,8 @@ Test(numa, pool_config_one_zone_per_node)
 	cr_assert_eq(n, 3 * NUMAT_PB);
 
 	before = cfg;
-	cr_assert_eq(gfa_numa_pool_config(&cfg, t, NUMAT_PB - 1), GFA_EALIGN);
-	cr_assert_eq(gfa_numa_pool_config(&cfg, t, (1ULL << 31) + 1), GFA_EALIGN);
+	cr_assert_eq(gfa_numa_pool_config(&cfg, t, NUMAT_PB - 1), GFA_EINVAL);
+	cr_assert_eq(gfa_numa_pool_config(&cfg, t, (1ULL << 31) + 1), GFA_EINVAL);
 	t->nodes[1].mem_bytes = 64ULL << 20;    /* a small node: 16384 frames */
 	cr_assert_eq(gfa_numa_pool_config(&cfg, t, 16384), 0);
 	cfg = before;
@@ -719,10 +719,10 @@ Test(numa, bad_requests_change_nothing)
 	numat_zone_snapshot(e.pool, 0, &z0);
 	cr_assert_eq(gfa_numa_alloc(e.np, NULL, 7, 0, GFA_MT_MOVABLE, 1, 0, &got), GFA_ENONODE);
 	cr_assert_eq(gfa_numa_alloc(e.np, NULL, -2, 0, GFA_MT_MOVABLE, 1, 0, &got), GFA_ENONODE);
-	cr_assert_eq(gfa_numa_alloc(e.np, pcp0, 1, 0, GFA_MT_MOVABLE, 1, 0, &got), GFA_EALIGN,
+	cr_assert_eq(gfa_numa_alloc(e.np, pcp0, 1, 0, GFA_MT_MOVABLE, 1, 0, &got), GFA_EINVAL,
 		     "a cache of node 0 for a node-1 request");
 	cr_assert_eq(gfa_numa_alloc(e.np, NULL, 0, 0, GFA_MT_MOVABLE, 1, 0x8000, &got),
-		     GFA_EALIGN, "unknown flag");
+		     GFA_EINVAL, "unknown flag");
 	cr_assert_eq(gfa_numa_alloc(e.np, NULL, 0, GFA_MAX_ORDER + 1, GFA_MT_MOVABLE, 1, 0, &got),
 		     GFA_EORDER);
 	cr_assert_eq(gfa_numa_alloc(e.np, NULL, 0, 0, GFA_MT_ISOLATE, 1, 0, &got), GFA_EMIGRATE);
@@ -738,9 +738,9 @@ Test(numa, bad_requests_change_nothing)
 	alien = gfa_pcp_create(other, 0);
 	cr_assert_not_null(alien);
 
-	cr_assert_eq(gfa_numa_alloc(e.np, alien, -1, 0, GFA_MT_MOVABLE, 1, 0, &got), GFA_EALIGN,
+	cr_assert_eq(gfa_numa_alloc(e.np, alien, -1, 0, GFA_MT_MOVABLE, 1, 0, &got), GFA_EINVAL,
 		     "another pool's cache was taken");
-	cr_assert_eq(gfa_numa_pcp_node(e.np, alien), GFA_EALIGN);
+	cr_assert_eq(gfa_numa_pcp_node(e.np, alien), GFA_EINVAL);
 	cr_assert_eq(gfa_zone_stat(other, 0, &o0), 0);
 	cr_assert_eq(o0.nr_free, 4096);
 	gfa_pcp_destroy(alien);
@@ -1263,13 +1263,13 @@ Test(numa, bad_alloc_args_are_counted)
 	cr_assert_eq(gfa_numa_alloc(np, NULL, 0, GFA_MAX_ORDER + 1, GFA_MT_MOVABLE, 1, 0, NULL),
 		     GFA_EORDER);
 	cr_assert_eq(gfa_numa_alloc(np, NULL, 0, 0, GFA_MT_ISOLATE, 1, 0, NULL), GFA_EMIGRATE);
-	cr_assert_eq(gfa_numa_alloc(np, NULL, 0, 0, GFA_MT_MOVABLE, 1, 0x8000, NULL), GFA_EALIGN);
+	cr_assert_eq(gfa_numa_alloc(np, NULL, 0, 0, GFA_MT_MOVABLE, 1, 0x8000, NULL), GFA_EINVAL);
 	cr_assert_eq(gfa_numa_node_stat(np, 0, NULL), GFA_EFAULT);
 	cr_assert_eq(gfa_pool_vmstat(pool, &a), 0);
 	cr_assert_eq(a.err_order, b.err_order + 1, "EORDER counted %lu -> %lu",
 		     (unsigned long)b.err_order, (unsigned long)a.err_order);
 	cr_assert_eq(a.err_migratetype, b.err_migratetype + 1, "EMIGRATE not counted");
-	cr_assert_eq(a.err_align, b.err_align + 1, "EALIGN not counted");
+	cr_assert_eq(a.err_inval, b.err_inval + 1, "EINVAL not counted");
 	cr_assert_eq(a.err_fault, b.err_fault + 1, "EFAULT not counted");
 	cr_assert_eq(gfa_numa_node_stat(np, 0, &ns), 0);
 	cr_assert_eq(ns.nr_free, ns.nr_frames, "nothing allocated");

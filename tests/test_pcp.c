@@ -1,4 +1,4 @@
-/* Per-vCPU cache tests: the invariants of seed-pcp.md section 5 and seed 003 part B. */
+/* Per-vCPU cache tests: the invariants of docs/decisions.md, entry 22. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdatomic.h>
@@ -120,7 +120,7 @@ Test(pcp, refill_takes_batch_shifted_by_order)
 	gfa_pool_destroy(p);
 }
 
-/* seed 003: threshold 63, order-3 frees from free_count 0: the 9th free triggers */
+/* entry 22: threshold 63, order-3 frees from free_count 0: the 9th free triggers */
 Test(pcp, free_high_old_threshold_ninth_free)
 {
 	struct gfa_pool *p = pcp_pool(1UL << 16, 63, 10000, 1);
@@ -1317,7 +1317,7 @@ static uint64_t pcpx_vm(struct gfa_pool *p, size_t off)
 #define PCPX_VM(p, field) pcpx_vm(p, offsetof(struct gfa_vmstat, field))
 
 /*
- * seed-depopulation.md part B invariant 4: the free_high threshold must stay reachable,
+ * docs/decisions.md, entry 22: the free_high threshold must stay reachable,
  * T <= cap + (1 << order) - 1 with cap = batch << 5.  With the default sizing, a zone of
  * 64 MiB .. ~350 MiB gets batch 3..15 and high_min 1024, so T = batch + 512 > cap + 7:
  * consecutive order-3 frees never fire free_high.

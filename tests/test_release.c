@@ -757,8 +757,8 @@ Test(release, bad_inputs)
 	rel_log_init(&log, f.size);
 	e = rel_engine(&f, NULL);
 
-	cr_assert_eq(gfa_release_submit(NULL, 0, PG, rel_done, &log), -EINVAL);
-	cr_assert_eq(gfa_release_submit(e, 0, PG, NULL, &log), -EINVAL);
+	cr_assert_eq(gfa_release_submit(NULL, 0, PG, rel_done, &log), -EFAULT);
+	cr_assert_eq(gfa_release_submit(e, 0, PG, NULL, &log), -EFAULT);
 	cr_assert_eq(gfa_release_submit(e, 0, 0, rel_done, &log), -EINVAL);
 	cr_assert_eq(gfa_release_submit(e, 100, PG, rel_done, &log), -EINVAL);
 	cr_assert_eq(gfa_release_submit(e, 0, PG + 1, rel_done, &log), -EINVAL);
@@ -768,11 +768,11 @@ Test(release, bad_inputs)
 	cr_assert_eq(gfa_release_submit(e, UINT64_MAX - PG + 1, 2 * PG, rel_done,
 					&log), -ERANGE);
 	cr_assert_eq(gfa_release_unplug(e), -EINVAL);
-	cr_assert_eq(gfa_release_plug(NULL), -EINVAL);
-	cr_assert_eq(gfa_release_unplug(NULL), -EINVAL);
-	cr_assert_eq(gfa_release_flush(NULL, 0), -EINVAL);
-	cr_assert_eq(gfa_release_stats(e, NULL), -EINVAL);
-	cr_assert_eq(gfa_release_stats(NULL, &s), -EINVAL);
+	cr_assert_eq(gfa_release_plug(NULL), -EFAULT);
+	cr_assert_eq(gfa_release_unplug(NULL), -EFAULT);
+	cr_assert_eq(gfa_release_flush(NULL, 0), -EFAULT);
+	cr_assert_eq(gfa_release_stats(e, NULL), -EFAULT);
+	cr_assert_eq(gfa_release_stats(NULL, &s), -EFAULT);
 	cr_assert_null(gfa_release_mode(NULL, NULL));
 	cr_assert_eq(gfa_release_destroy(NULL), 0);
 	cr_assert_eq(gfa_memfd_allocated_bytes(-1), -EBADF);

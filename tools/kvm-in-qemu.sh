@@ -5,7 +5,7 @@
 # loads kvm + kvm-amd and programs using the KVM API run real (nested) guests there,
 # on machines without /dev/kvm.  The host's root file system is shared read-only over
 # virtio-9p and the command runs chrooted into it, so dynamically linked binaries
-# from the host run unchanged.  See docs kvm-in-qemu.md.
+# from the host run unchanged.  See docs/decisions.md, entry 23.
 #
 # Usage: tools/kvm-in-qemu.sh [options] [--] command [args...]
 #   --build DIR     cache the initramfs under DIR/qemu (default: $GFA_BUILD or build)

@@ -1022,7 +1022,8 @@ static void summary(struct run *r, int64_t pmd4k, int64_t pmdthp)
 
 /*
  * Return memory to the host from now on, keeping one VM's worth of populated free
- * frames so the next start does not wait for host faults (seed 002's HIGH reserve).
+ * frames so the next start does not wait for host faults (the HIGH reserve of
+ * docs/decisions.md, entry 21).
  */
 static int start_host_return(struct run *r)
 {

@@ -115,6 +115,10 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 	}
 	if (!cfg)
 		cfg = &defaults;
+	if (!GFA_RESERVED_ZERO(cfg)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	if (gfa_pfn_to_addr(pool, 0) || gfa_zone_span(pool, 0, &start, &n)) {
 		errno = EBUSY;
 		return NULL;
@@ -280,6 +284,7 @@ int gfa_host_thp_report(struct gfa_thp_report *r)
 {
 	if (!r)
 		return GFA_EFAULT;
+	memset(r, 0, sizeof(*r));
 	read_selected("/sys/kernel/mm/transparent_hugepage/enabled", r->thp_enabled,
 		      sizeof(r->thp_enabled));
 	read_selected("/sys/kernel/mm/transparent_hugepage/shmem_enabled", r->shmem_enabled,
@@ -359,7 +364,7 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
 		return GFA_EFAULT;
 	/* another pool's cache would hand out its frames, and we would zero ours */
 	if (pcp && gfa_pcp_pool(pcp) != b->pool)
-		return gfa_pool_count_error(b->pool, GFA_EALIGN);
+		return gfa_pool_count_error(b->pool, GFA_EINVAL);
 	pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, owner, aflags)
 		  : gfa_alloc(b->pool, zone, order, mt, owner, aflags);
 	if (pfn >= 0 && (flags & GFA_BACKING_ZERO))
@@ -373,7 +378,7 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 	if (!b)
 		return GFA_EFAULT;
 	if (pcp && gfa_pcp_pool(pcp) != b->pool)     /* its free would mark ours dirty */
-		return gfa_pool_count_error(b->pool, GFA_EALIGN);
+		return gfa_pool_count_error(b->pool, GFA_EINVAL);
 	/*
 	 * Dirty before the free: once freed, another thread may allocate the block and
 	 * prepare it, and must see it dirty (zero it) or it reads the old owner's data.
@@ -432,6 +437,7 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_b
 	w.end = start + n;
 	gfa_pool_for_each_allocated(b->pool, dirty_of_allocated, &w);
 	dirty = dirty > w.dirty ? dirty - w.dirty : 0;
+	memset(st, 0, sizeof(*st));
 	st->free_released = zs.nr_released;
 	st->free_dirty = dirty < zs.nr_free ? dirty : zs.nr_free;
 	st->free_clean = zs.nr_free - zs.nr_released > st->free_dirty

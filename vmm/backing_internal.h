@@ -4,6 +4,7 @@
 #ifndef GFA_VMM_BACKING_INTERNAL_H
 #define GFA_VMM_BACKING_INTERNAL_H
 #include <gfa/vmm.h>
+#include "allocator/bug.h"
 
 /* The pool b backs. */
 struct gfa_pool *backing_pool(const struct gfa_backing *b);

@@ -257,6 +257,7 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 			kept += given - taken;
 		given = 0;
 	}
+	GFA_BUG_ON(g->st.ballooned_frames < given + kept);     /* never below 0 */
 	g->st.ballooned_frames -= given + kept;
 	pthread_mutex_unlock(&g->lock);
 	return err ? err : (int64_t)given;

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <gfa/vmm.h>
 #include "vmm/guest_internal.h"
+#include "allocator/layers.h"
 
 static _Atomic uint64_t next_guest_id = 1ULL << 40;
 
@@ -47,6 +48,9 @@ int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int orde
 
 void guest_record(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order)
 {
+	/* a block sits aligned in guest space, as in pfn space, and inside the guest */
+	GFA_BUG_ON(order > GFA_MAX_ORDER || ((gfn | pfn) & ((1UL << order) - 1)));
+	GFA_BUG_ON(gfn + (1UL << order) > g->nr_frames);
 	for (uint64_t i = 0; i < (1UL << order); i++) {
 		g->pfn[gfn + i] = pfn + i;
 		g->order[gfn + i] = NOT_HEAD;
@@ -118,7 +122,9 @@ void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 {
 	unsigned int order = g->order[gfn];
 	uint64_t pfn = g->pfn[gfn];
+	int err;
 
+	GFA_BUG_ON(order == NOT_HEAD || pfn == NO_PFN);  /* the head of a block the guest holds */
 	/* every gfn a hole of its own: a NOT_HEAD left behind would hide it from collapse */
 	for (uint64_t i = 0; i < (1UL << order); i++) {
 		g->pfn[gfn + i] = NO_PFN;
@@ -126,8 +132,9 @@ void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 	}
 	/* dirty before the free: the next owner must zero what this guest wrote */
 	gfa_backing_mark_dirty(g->b, pfn, order);
-	while (gfa_free(g->pool, pfn, order, g->id) == GFA_EBUSY)
+	while ((err = gfa_free(g->pool, pfn, order, g->id)) == GFA_EBUSY)
 		sched_yield();
+	GFA_BUG_ON(err);        /* the guest's own block: any other refusal is gfa's bug */
 }
 
 /* Pause the vCPUs, copy, remap, resume: the guest never sees a half-moved block. */
@@ -229,6 +236,8 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return EINVAL;
 	if (cfg->vcpu_ops && (!cfg->vcpu_ops->pause || !cfg->vcpu_ops->resume))
 		return EINVAL;          /* a pause without its resume would stop them for good */
+	if (!GFA_RESERVED_ZERO(cfg))
+		return EINVAL;
 	if (cfg->zone >= gfa_pool_nr_zones(pool))
 		return ERANGE;
 	/* the frames come from cfg->zone of pool: another zone's or pool's cache would

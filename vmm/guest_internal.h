@@ -4,6 +4,7 @@
 #define GFA_VMM_GUEST_INTERNAL_H
 #include <pthread.h>
 #include <gfa/vmm.h>
+#include "allocator/bug.h"
 
 #define RANGE_FRAMES  GFA_PAGEBLOCK_FRAMES
 #define RANGE_BYTES   (RANGE_FRAMES << GFA_FRAME_SHIFT)

@@ -3,7 +3,8 @@
  * Returning memory to the host, off every vCPU's path: one io_uring release engine per
  * zone memfd and one thread that runs the allocator's depopulation policy.  Each pass,
  * per zone, either grows (populates released frames back up to the reserve) or shrinks
- * (punches the ranges the policy picks) - never both, as in seed 002.  Completions come
+ * (punches the ranges the policy picks) - never both, as in "percpu: partial chunk
+ * depopulation" (docs/decisions.md, entry 21).  Completions come
  * back on the engine threads and put the frames back, released (and clean) or still
  * populated.
  */
@@ -378,7 +379,7 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 		return NULL;
 	}
 	/* the frames to release come from pool, the holes are punched in b's memfds */
-	if (backing_pool(b) != pool) {
+	if (backing_pool(b) != pool || (cfg && !GFA_RESERVED_ZERO(cfg))) {
 		errno = EINVAL;
 		return NULL;
 	}

@@ -29,6 +29,8 @@
  */
 #define _GNU_SOURCE
 #include "gfa/vmm.h"
+#include "allocator/layers.h"
+#include "allocator/bug.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -364,7 +366,9 @@ static int ring_submit_step(struct gfa_release_engine *e)
 	int ret = ring_submit(e);
 
 	if (ret > 0 || (ret == 0 && e->kernel_inflight)) {
-		if ((uint32_t)ret > e->sq_count)	/* cannot happen; be safe */
+		/* the kernel never takes more entries than were queued */
+		GFA_BUG_ON((uint32_t)ret > e->sq_count);
+		if ((uint32_t)ret > e->sq_count)	/* a release build stays safe */
 			ret = (int)e->sq_count;
 		e->sq_head = (e->sq_head + (uint32_t)ret) % e->ring_entries;
 		e->sq_count -= (uint32_t)ret;
@@ -619,7 +623,8 @@ static int config_check(const struct gfa_release_config *c, uint64_t page)
 	if (c->max_punch_bytes % page ||
 	    c->max_punch_bytes > GFA_RELEASE_MAX_PUNCH_LIMIT)
 		return -EINVAL;
-	if (c->ring_entries > GFA_RELEASE_MAX_RING || c->fault_setup_err < 0)
+	if (c->ring_entries > GFA_RELEASE_MAX_RING || c->fault_setup_err < 0 ||
+	    !GFA_RESERVED_ZERO(c))
 		return -EINVAL;
 	if (!fault_valid(&c->fault_submit) || !fault_valid(&c->fault_complete) ||
 	    !fault_valid(&c->fault_sync))
@@ -785,7 +790,9 @@ static int range_check(struct gfa_release_engine *e, uint64_t off, uint64_t len)
 static int submit_check(struct gfa_release_engine *e, uint64_t off, uint64_t len,
 			gfa_release_done_fn done)
 {
-	if (!done || !len || off % e->page_size || len % e->page_size)
+	if (!done)
+		return -EFAULT;
+	if (!len || off % e->page_size || len % e->page_size)
 		return -EINVAL;
 	return range_check(e, off, len);
 }
@@ -797,7 +804,7 @@ int gfa_release_submit(struct gfa_release_engine *e, uint64_t offset,
 	int err;
 
 	if (!e)
-		return -EINVAL;
+		return -EFAULT;
 	err = submit_check(e, offset, len, done);
 	if (!err) {
 		r = calloc(1, sizeof(*r));
@@ -834,7 +841,7 @@ int gfa_release_submit(struct gfa_release_engine *e, uint64_t offset,
 int gfa_release_plug(struct gfa_release_engine *e)
 {
 	if (!e)
-		return -EINVAL;
+		return -EFAULT;
 	pthread_mutex_lock(&e->lock);
 	e->plugs++;
 	pthread_mutex_unlock(&e->lock);
@@ -846,7 +853,7 @@ int gfa_release_unplug(struct gfa_release_engine *e)
 	int ret = 0;
 
 	if (!e)
-		return -EINVAL;
+		return -EFAULT;
 	pthread_mutex_lock(&e->lock);
 	if (!e->plugs)
 		ret = -EINVAL;
@@ -874,7 +881,7 @@ int gfa_release_flush(struct gfa_release_engine *e, int timeout_ms)
 	int ret = 0;
 
 	if (!e)
-		return -EINVAL;
+		return -EFAULT;
 	if (engine_self == e)
 		return -EDEADLK;
 	if (timeout_ms >= 0)
@@ -929,7 +936,8 @@ int gfa_release_stats(const struct gfa_release_engine *e,
 		      struct gfa_release_stats *out)
 {
 	if (!e || !out)
-		return -EINVAL;
+		return -EFAULT;
+	memset(out, 0, sizeof(*out));
 	out->ranges_submitted = STAT_GET(e, ranges_submitted);
 	out->ranges_rejected = STAT_GET(e, ranges_rejected);
 	out->ranges_done = STAT_GET(e, ranges_done);

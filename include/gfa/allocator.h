@@ -9,21 +9,41 @@
  * range with its own lock and free lists.
  *
  * Errors: every function that can fail returns a negative errno (or, for functions
- * returning a pfn, a negative errno in an int64_t).  Each error below is counted in the
- * pool's statistics (gfa_pool_vmstat: "err_*") and leaves every frame where it was.
+ * returning a pfn, a negative errno in an int64_t); functions returning a pointer return
+ * NULL with errno set.  Each error below is counted in the pool's statistics
+ * (gfa_pool_vmstat: "err_*") and leaves every frame where it was.  Each GFA_E* has an
+ * errno of its own, so a caller can tell them apart (docs/decisions.md, entry 17);
+ * gfa_strerror() names gfa's meaning of each.
  *
- *   GFA_EFAULT      -EFAULT      NULL pool, cache or output pointer
- *   GFA_ERANGE      -ERANGE      pfn outside the pool, or zone index out of range
- *   GFA_EALIGN      -EINVAL      pfn not aligned to the block's order; bad config
- *   GFA_EORDER      -EDOM        order above GFA_MAX_ORDER
- *   GFA_EMIGRATE    -EPROTOTYPE  unknown migratetype (or ISOLATE, which is internal)
- *   GFA_EDOUBLEFREE -EALREADY    freeing a block that is already free
- *   GFA_EWRONGORDER -EMSGSIZE    freeing an allocated block with the wrong order
- *   GFA_ENOTHEAD    -ENOENT      pfn inside a block, not the first frame of one
- *   GFA_EOWNER      -EPERM       owner cookie does not match the block's owner
- *   GFA_EBUSY       -EBUSY       block is isolated for a move or in flight to the host
- *   GFA_ENOMEM      -ENOMEM      no free block of that order (after fallbacks)
- *   GFA_ETHREAD     -EDEADLK     a pcp used by two threads at once, or with another pool
+ *   GFA_EFAULT      -EFAULT        NULL pool, cache, config or output pointer
+ *   GFA_EINVAL      -EINVAL        invalid argument: a bad config or mode, unknown flags,
+ *                                  nonzero reserved fields, a cache of another pool
+ *   GFA_ERANGE      -ERANGE        pfn outside the pool, or zone index out of range
+ *   GFA_EALIGN      -EADDRNOTAVAIL pfn not aligned to the block's order
+ *   GFA_EORDER      -EDOM          order above GFA_MAX_ORDER
+ *   GFA_EMIGRATE    -EPROTOTYPE    unknown migratetype (or ISOLATE, which is internal)
+ *   GFA_EDOUBLEFREE -EALREADY      freeing a block that is already free
+ *   GFA_EWRONGORDER -EMSGSIZE      freeing an allocated block with the wrong order
+ *   GFA_ENOTHEAD    -ENOENT        pfn inside a block, not the first frame of one
+ *   GFA_EOWNER      -EPERM         owner cookie does not match the block's owner
+ *   GFA_EBUSY       -EBUSY         block is isolated for a move or in flight to the host
+ *   GFA_ENOMEM      -ENOMEM        no free block of that order (after fallbacks)
+ *   GFA_ETHREAD     -EDEADLK       a pcp used by two threads at once
+ *
+ * Conventions every public header follows:
+ *   - A NULL handle, config or output pointer is -EFAULT (GFA_EFAULT); a NULL handle
+ *     passed to a destroy, stop or kick call is a no-op.
+ *   - "Not found" (no such claim, owner, ballooned range) is -ENOENT.
+ *   - Text formatters (gfa_pool_buddyinfo, gfa_numa_topology_text, ...) are
+ *     snprintf-style: they write at most len bytes, NUL-terminated when len > 0, and
+ *     return the length the full text needs (excluding the NUL); buf may be NULL when
+ *     len is 0.
+ *   - Config and statistics structs a caller allocates end in reserved fields
+ *     (docs/decisions.md, entry 18): a caller zeroes the whole struct (an initializer,
+ *     memset, or the *_init function) and sets what it needs; nonzero reserved fields
+ *     in a config are GFA_EINVAL, and the library zeroes them in statistics.  A newer
+ *     library takes its new fields out of the reserved ones, with 0 meaning what the
+ *     old library did.
  */
 #ifndef GFA_ALLOCATOR_H
 #define GFA_ALLOCATOR_H
@@ -47,7 +67,8 @@ extern "C" {
 
 #define GFA_EFAULT      (-EFAULT)
 #define GFA_ERANGE      (-ERANGE)
-#define GFA_EALIGN      (-EINVAL)
+#define GFA_EINVAL      (-EINVAL)
+#define GFA_EALIGN      (-EADDRNOTAVAIL)
 #define GFA_EORDER      (-EDOM)
 #define GFA_EMIGRATE    (-EPROTOTYPE)
 #define GFA_EDOUBLEFREE (-EALREADY)
@@ -57,6 +78,30 @@ extern "C" {
 #define GFA_EBUSY       (-EBUSY)
 #define GFA_ENOMEM      (-ENOMEM)
 #define GFA_ETHREAD     (-EDEADLK)
+/* The numa layer's errors (gfa/numa.h), here so that every gfa errno is in one list. */
+#define GFA_ENONODE     (-ENODEV)   /* node id not in the topology */
+#define GFA_ENOCPU      (-ENXIO)    /* CPU (set) with no node in the topology */
+#define GFA_ESPAN       (-EXDEV)    /* CPU set spans several nodes */
+#define GFA_EREMOTE     (-EREMOTE)  /* frames found on another node than their zone's */
+#define GFA_EPOLICY     (-ENOLINK)  /* zone memory lacks its MPOL_BIND policy */
+#define GFA_ETOOBIG     (-E2BIG)    /* more frames than the node has */
+#define GFA_ENONUMA     (-ENOSYS)   /* the host has no NUMA support (numa_available() < 0) */
+
+/**
+ * gfa_strerror() - what a gfa error means
+ * @err: a negative errno a gfa call returned (a positive errno, as a NULL-returning
+ *       call leaves in errno, is taken as its negative)
+ *
+ * gfa gives some errnos a meaning of its own (GFA_EMIGRATE is -EPROTOTYPE, whose
+ * strerror() text is "Protocol wrong type for socket"): this names gfa's meaning.
+ * Where one errno has several meanings across calls (-ENOENT: not a block head, or no
+ * such claim, owner or ballooned range), the text names each.
+ *
+ * Return: a static string, never NULL: gfa's meaning for every GFA_E* value, 0 is
+ * "success", and any other errno gets the C library's description.
+ * Context: any thread; the string is never freed.
+ */
+const char *gfa_strerror(int err);
 
 /* Migratetypes, as in the kernel's enum migratetype (PCPTYPES first). */
 enum gfa_migratetype {
@@ -77,10 +122,18 @@ enum gfa_frame_state {
 	GFA_FRAME_INFLIGHT,     /* free, with a release to the host in flight */
 };
 
-/* Allocation flags. */
-#define GFA_ALLOC_NOFALLBACK  0x1u  /* never steal from another migratetype */
-#define GFA_ALLOC_NOCOMPACT   0x2u  /* free lists only: no cache drain, no compaction */
-/* 0x100 and 0x200 are taken by gfa/numa.h (GFA_NUMA_REMOTE, GFA_NUMA_SMALLER). */
+/*
+ * Allocation flags: one list for every layer's allocation calls, so that no two flags
+ * share a bit.  A call takes the flags named for it; gfa_alloc and gfa_pcp_alloc ignore
+ * the others (their hot path does not test for them), gfa_numa_alloc and
+ * gfa_backing_alloc pass on what they do not use themselves.
+ */
+#define GFA_ALLOC_NOFALLBACK  0x1u    /* never steal from another migratetype */
+#define GFA_ALLOC_NOCOMPACT   0x2u    /* free lists only: no cache drain, no compaction */
+#define GFA_BACKING_ZERO      0x10u   /* gfa_backing_alloc: zero dirty frames first */
+#define GFA_NUMA_REMOTE       0x100u  /* gfa_numa_alloc: may place on other nodes (never
+				       * compacting them) */
+#define GFA_NUMA_SMALLER      0x200u  /* gfa_numa_alloc: may return a smaller order */
 
 struct gfa_pool;
 struct gfa_pcp;
@@ -111,48 +164,96 @@ struct gfa_pool_config {
 	 * aid for callers that may race on one block; off by default (see gfa_pcp_free).
 	 */
 	bool pcp_free_strict;
+	uint64_t reserved[8];     /* zero: room to grow (the head of this file) */
 };
 
-/* Fill *cfg with one zone of nr_frames frames and default tunables. */
+/**
+ * gfa_pool_config_init() - one zone of nr_frames frames, default tunables
+ * @cfg: config to fill (zeroed first, reserved words included); NULL is a no-op
+ * @nr_frames: frames of zone 0
+ *
+ * Context: any thread.
+ */
 void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames);
 
-/*
- * Create a pool; every frame starts free (MOVABLE pageblocks).  Zones are laid out one
- * after another in pfn space, each starting on a GFA_MAX_ORDER boundary.
- * Returns the pool, or NULL with errno set: EFAULT (cfg NULL), EINVAL (no zones, too many,
- * a zone smaller than a pageblock or larger than 2^31 frames, pcp tunables above their
- * maximum), ENOMEM.
- * Thread rules: create/destroy are not concurrent with any other call on the pool.
+/**
+ * gfa_pool_create() - create a pool
+ * @cfg: its zones and tunables (gfa_pool_config_init, gfa_numa_pool_config)
+ *
+ * Every frame starts free, in MOVABLE pageblocks.  Zones are laid out one after another
+ * in pfn space, each starting on a GFA_MAX_ORDER boundary.
+ *
+ * Return: the pool, or NULL with errno set: EFAULT (@cfg NULL), EINVAL (no zones, too
+ * many, a zone smaller than a pageblock or larger than 2^31 frames, pcp tunables above
+ * their maximum, nonzero reserved words), ENOMEM.
+ * Context: not concurrent with any other call on the pool.
  */
 struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg);
 
-/* Destroy a pool.  Caches must have been destroyed first.  NULL is a no-op. */
+/**
+ * gfa_pool_destroy() - stop the pool's compaction workers and free it
+ * @pool: the pool; NULL is a no-op
+ *
+ * Caches must have been destroyed first (gfa_pcp_destroy).
+ * Context: once, when no other thread uses the pool.
+ */
 void gfa_pool_destroy(struct gfa_pool *pool);
 
-/* Number of zones; first pfn and frame count of zone z (0, GFA_EFAULT, GFA_ERANGE).
- * Any thread. */
+/**
+ * gfa_pool_nr_zones() - number of zones
+ *
+ * Return: the zone count, 0 for a NULL @pool.
+ * Context: any thread (fixed at creation).
+ */
 unsigned int gfa_pool_nr_zones(const struct gfa_pool *pool);
+/**
+ * gfa_zone_span() - where a zone lies in pfn space
+ * @start_pfn: gets the zone's first pfn
+ * @nr_frames: gets its frame count
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE (no zone @zone).
+ * Context: any thread (fixed at creation).
+ */
 int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone,
 		  uint64_t *start_pfn, uint64_t *nr_frames);
-/* Zone index holding pfn, or GFA_ERANGE. */
+/**
+ * gfa_pfn_to_zone() - the zone holding a pfn
+ *
+ * Return: the zone index, GFA_EFAULT or GFA_ERANGE (counted).
+ * Context: any thread.
+ */
 int gfa_pfn_to_zone(const struct gfa_pool *pool, uint64_t pfn);
 
-/*
- * Allocate a block of 2^order frames of migratetype mt from zone `zone`, owned by
- * `owner` (any cookie; 0 is allowed).  Goes straight to the zone (lock taken once);
- * vCPU threads use gfa_pcp_alloc instead.  Falls back to other migratetypes as the
- * kernel's __rmqueue_fallback does, stealing pageblocks, unless GFA_ALLOC_NOFALLBACK.
- * Returns the first pfn, or GFA_EFAULT, GFA_ERANGE (zone), GFA_EORDER, GFA_EMIGRATE,
- * GFA_ENOMEM.  Thread rules: any thread.
+/**
+ * gfa_alloc() - allocate a block from a zone, on the zone path
+ * @zone: zone index
+ * @order: the block is 2^@order frames, aligned to its size
+ * @mt: GFA_MT_UNMOVABLE, GFA_MT_MOVABLE or GFA_MT_RECLAIMABLE
+ * @owner: cookie the block is allocated to (any value, 0 included)
+ * @flags: GFA_ALLOC_NOFALLBACK, GFA_ALLOC_NOCOMPACT; other bits are ignored
+ *
+ * Takes the zone lock once; vCPU threads use gfa_pcp_alloc() instead.  Falls back to
+ * other migratetypes as the kernel's __rmqueue_fallback does, stealing pageblocks, unless
+ * GFA_ALLOC_NOFALLBACK; for order > 0, direct compaction with capture
+ * (gfa_alloc_compact()) unless GFA_ALLOC_NOCOMPACT.
+ *
+ * Return: the block's first pfn, or GFA_EFAULT, GFA_ERANGE (@zone), GFA_EORDER,
+ * GFA_EMIGRATE, GFA_ENOMEM.
+ * Context: any thread.
  */
 int64_t gfa_alloc(struct gfa_pool *pool, unsigned int zone, unsigned int order,
 		  enum gfa_migratetype mt, uint64_t owner, unsigned int flags);
 
-/*
- * Free the block of 2^order frames at pfn, allocated to `owner`.  Merges with free
- * buddies.  Returns 0, or GFA_EFAULT, GFA_ERANGE, GFA_EALIGN, GFA_EORDER,
- * GFA_EDOUBLEFREE, GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER, GFA_EBUSY.
- * Thread rules: any thread.
+/**
+ * gfa_free() - free a block on the zone path, merging with free buddies
+ * @pfn: the block's first pfn
+ * @order: its order, as allocated (or split)
+ * @owner: the cookie it is allocated to
+ *
+ * Return: 0, or GFA_EFAULT, GFA_ERANGE, GFA_EALIGN, GFA_EORDER, GFA_EDOUBLEFREE,
+ * GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER, GFA_EBUSY (being moved or released); nothing
+ * changes on error.
+ * Context: any thread.
  */
 int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner);
 
@@ -164,48 +265,86 @@ struct gfa_frame_info {
 	enum gfa_migratetype block_mt; /* pageblock migratetype */
 	uint64_t owner;         /* valid when ALLOCATED or ISOLATED */
 	uint32_t index;         /* the owner's index for the block (gfa_block_set_index) */
+	uint64_t reserved[2];     /* zero: room to grow (the head of this file) */
 };
 
-/*
- * Attach the owner's own index to an allocated block (the kernel's page->index: a guest
- * stores the guest frame number), so a migrate op can tell which of its blocks moves.
- * Compaction carries it to the new location.  Returns 0, GFA_EFAULT, GFA_ERANGE,
- * GFA_ENOTHEAD (not an allocated block head), GFA_EOWNER.  Any thread.
+/**
+ * gfa_block_set_index() - attach the owner's own index to an allocated block
+ * @pfn: the block's first pfn
+ * @owner: its owner
+ * @index: the owner's number for it (a guest stores the guest frame number)
+ *
+ * The kernel's page->index: a migrate op tells from it which of its blocks moves.
+ * Compaction carries it to the new location.
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE, GFA_ENOTHEAD (not an allocated block head),
+ * GFA_EOWNER.
+ * Context: any thread.
  */
 int gfa_block_set_index(struct gfa_pool *pool, uint64_t pfn, uint64_t owner, uint32_t index);
 
-/*
- * Split an allocated block of `order` into blocks of new_order, all still allocated to
- * owner with the same migratetype; piece k gets index + k * 2^new_order (the kernel's
- * split_page).  A balloon uses it to give back part of a huge-backed range.
- * Returns 0, GFA_EFAULT, GFA_ERANGE, GFA_EALIGN, GFA_EORDER (new_order >= order),
- * GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER, GFA_EBUSY (being moved).  Any thread.
+/**
+ * gfa_block_split() - split an allocated block into smaller allocated blocks
+ * @pfn: the block's first pfn
+ * @order: its order
+ * @owner: its owner
+ * @new_order: order of the pieces (below @order)
+ *
+ * The kernel's split_page(): every piece stays allocated to @owner with the same
+ * migratetype; piece k gets index + k * 2^@new_order.  A balloon uses it to give back part
+ * of a huge-backed range.
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE, GFA_EALIGN, GFA_EORDER (@new_order >= @order),
+ * GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER, GFA_EBUSY (being moved).
+ * Context: any thread.
  */
 int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner,
 		    unsigned int new_order);
 
-/*
- * Look up the block that holds pfn.  Returns 0 and fills *info, or GFA_EFAULT,
- * GFA_ERANGE (-EUCLEAN only if the pool's invariants are broken).  Thread rules: any thread; the answer may be stale once the zone lock
- * is dropped unless the caller owns the block.
+/**
+ * gfa_frame_lookup() - what the block holding a pfn is doing
+ * @info: gets state, head, order, types, owner and index (reserved words zeroed)
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE; -EUCLEAN only if the pool's invariants are broken
+ * (a build with assertions aborts instead).
+ * Context: any thread; the answer may be stale once the zone lock is dropped unless the
+ * caller owns the block.
  */
 int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info *info);
 
-/*
- * Call fn for every allocated block (head pfn, order, mt, owner), in pfn order, zone by
- * zone, with that zone's lock held: fn must not call back into the pool.  A non-zero
- * return from fn stops the walk and is returned.  Returns 0 or GFA_EFAULT.
- */
 typedef int (*gfa_block_fn)(void *arg, uint64_t pfn, unsigned int order,
 			    enum gfa_migratetype mt, uint64_t owner);
+/**
+ * gfa_pool_for_each_allocated() - call fn for every allocated block
+ * @fn: gfa_block_fn, called with (arg, head pfn, order, mt, owner); a nonzero return stops
+ *      the walk and is returned
+ * @arg: passed to @fn
+ *
+ * In pfn order, zone by zone, with that zone's lock held.
+ *
+ * Return: 0, GFA_EFAULT, or what @fn returned.
+ * Context: any thread; @fn must not call back into the pool.
+ */
 int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *arg);
 
 /* ---- host memory behind the frames (the vmm layer's backing sets it) ---- */
 
-/* Host address of pfn, or NULL when the zone has no backing or pfn is out of range. */
+/**
+ * gfa_pfn_to_addr() - host address of a frame
+ *
+ * Return: the address, or NULL when @pool is NULL, @pfn is outside it, or its zone has
+ * no backing (the vmm layer's gfa_backing_create sets it).
+ * Context: any thread.
+ */
 void *gfa_pfn_to_addr(const struct gfa_pool *pool, uint64_t pfn);
-/* memfd of zone z and byte offset of pfn in it; GFA_EFAULT, GFA_ERANGE, or -ENODEV when
- * the zone has no backing. */
+/**
+ * gfa_pfn_to_fd() - the memfd behind a frame
+ * @fd: gets zone's memfd
+ * @offset: gets the frame's byte offset in it
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE, or -ENODEV (the zone has no backing).
+ * Context: any thread.
+ */
 int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *offset);
 
 /* ---- statistics ---- */
@@ -248,14 +387,24 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	X(thp_collapse_alloc) X(thp_collapse_alloc_failed) \
 	X(err_fault) X(err_range) X(err_align) X(err_order) X(err_migratetype) \
 	X(err_double_free) X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) \
-	X(err_thread)
+	X(err_thread) X(err_inval)
+
+/*
+ * The counters take GFA_VMSTAT_SLOTS words, the rest reserved, so that a new counter
+ * moves neither alloc_order nor the struct's size.
+ */
+#define GFA_VMSTAT_SLOTS 96
+#define GFA_VMSTAT_ONE(name) + 1
+#define GFA_VMSTAT_NR_ITEMS (0 GFA_VMSTAT_ITEMS(GFA_VMSTAT_ONE))
 
 struct gfa_vmstat {
 #define GFA_VMSTAT_FIELD(name) uint64_t name;
 	GFA_VMSTAT_ITEMS(GFA_VMSTAT_FIELD)
 #undef GFA_VMSTAT_FIELD
+	uint64_t reserved[GFA_VMSTAT_SLOTS - GFA_VMSTAT_NR_ITEMS];  /* zero */
 	uint64_t alloc_order[GFA_NR_ORDERS];    /* blocks allocated per order */
 	uint64_t free_order[GFA_NR_ORDERS];     /* blocks freed per order */
+	uint64_t reserved_end[8];               /* zero: room for per-order arrays */
 };
 
 struct gfa_zone_stat {
@@ -269,129 +418,250 @@ struct gfa_zone_stat {
 	uint64_t nr_released;       /* free frames whose host memory was given back */
 	uint64_t nr_inflight;       /* frames with a release (or populate) in flight */
 	uint64_t nr_sidelined;      /* pageblocks holding released frames (reused last) */
+	uint64_t reserved[8];     /* zero: room to grow (the head of this file) */
 };
 
-/* Snapshot of zone z (takes its lock).  Returns 0, GFA_EFAULT, GFA_ERANGE. */
+/**
+ * gfa_zone_stat() - snapshot of a zone's free lists and pageblocks
+ * @st: gets the snapshot (reserved words zeroed)
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE.
+ * Context: any thread (takes the zone lock).
+ */
 int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat *st);
-/* Zone z's own counters (caches of that zone included; no pool-wide error counters).
- * 0, GFA_EFAULT or GFA_ERANGE.  Any thread. */
+/**
+ * gfa_zone_vmstat() - one zone's vmstat counters
+ * @vs: gets the counters of the zone and its caches (no pool-wide error counters)
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE.
+ * Context: any thread (a snapshot).
+ */
 int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat *vs);
-/* The NUMA node zone z stands for (its configuration label), or GFA_EFAULT/GFA_ERANGE. */
+/**
+ * gfa_zone_node() - the NUMA node a zone stands for (its configuration label)
+ *
+ * Return: the node, GFA_EFAULT or GFA_ERANGE.
+ * Context: any thread.
+ */
 int gfa_zone_node(const struct gfa_pool *pool, unsigned int zone);
-/* Sum of all zones' counters plus pool-wide error counters.  0 or GFA_EFAULT. */
+/**
+ * gfa_pool_vmstat() - the pool's vmstat counters
+ * @vs: gets the sum over all zones plus the pool-wide error counters
+ *
+ * Return: 0 or GFA_EFAULT.
+ * Context: any thread (a snapshot).
+ */
 int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs);
-/* Name of a migratetype ("Unmovable", ...) as /proc/pagetypeinfo prints it. */
+/**
+ * gfa_migratetype_name() - a migratetype's name as /proc/pagetypeinfo prints it
+ *
+ * Return: "Unmovable", "Movable", "Reclaimable", "Isolate", or "Unknown" for other
+ * values; a static string.
+ * Context: any thread.
+ */
 const char *gfa_migratetype_name(enum gfa_migratetype mt);
 
-/*
- * Text in the format of /proc/buddyinfo ("Node 0, zone   Normal  n0 n1 ... n10"), one
- * line per zone, each followed by one for its vCPU caches' blocks per order, as a zone
- * of its own name ("Normal-pcp").  The further zones of a node are "Normal1", "Normal2"
- * .. here and in gfa_pool_pagetypeinfo, so (node, zone) stays a unique key.
- * Writes at most len bytes (NUL-terminated) and returns the length the full text needs
- * (as snprintf), or GFA_EFAULT.  Any thread.
+/**
+ * gfa_pool_buddyinfo() - the pool's free lists as /proc/buddyinfo prints them
+ * @buf: output, may be NULL when @len is 0
+ * @len: size of @buf
+ *
+ * "Node 0, zone   Normal  n0 n1 ... n10", one line per zone, each followed by one for its
+ * vCPU caches' blocks per order, as a zone of its own name ("Normal-pcp").  The further
+ * zones of a node are "Normal1", "Normal2" .. here and in gfa_pool_pagetypeinfo(), so
+ * (node, zone) stays a unique key.
+ *
+ * Return: the length the whole text needs (snprintf-style), or GFA_EFAULT.
+ * Context: any thread.
  */
 int gfa_pool_buddyinfo(struct gfa_pool *pool, char *buf, size_t len);
-/* The same for /proc/pagetypeinfo (free blocks per order and type; pageblock counts). */
+/**
+ * gfa_pool_pagetypeinfo() - the pool as /proc/pagetypeinfo prints it
+ * @buf: output, may be NULL when @len is 0
+ * @len: size of @buf
+ *
+ * Free blocks per order and type, then pageblocks per type, zones named as in
+ * gfa_pool_buddyinfo().
+ *
+ * Return: the length the whole text needs (snprintf-style), or GFA_EFAULT.
+ * Context: any thread.
+ */
 int gfa_pool_pagetypeinfo(struct gfa_pool *pool, char *buf, size_t len);
-/* "name value" lines, one per vmstat counter, as /proc/vmstat. */
+/**
+ * gfa_pool_vmstat_text() - the counters as /proc/vmstat prints them ("name value" lines)
+ * @buf: output, may be NULL when @len is 0
+ * @len: size of @buf
+ *
+ * Return: the length the whole text needs (snprintf-style), or GFA_EFAULT.
+ * Context: any thread.
+ */
 int gfa_pool_vmstat_text(struct gfa_pool *pool, char *buf, size_t len);
 
-/*
- * Full invariant check, with every zone lock held in turn: each frame in exactly one
- * block, each block in one state, tail frames stateless; free-list contents and links
- * equal the counters; no two free buddies that should have merged; pageblock types,
- * flags and free/released counts; released bits only on free frames; claims add up;
- * cached compaction positions inside the zone; pcp counters equal their lists and each
- * cached block on exactly one list.  Returns 0, -ENOMEM (no memory for the check's
- * bitmap, one bit per frame), or -EUCLEAN and writes the first violation in words to msg
- * (if non-NULL).  Thread rules: any thread; each cache is held remotely while its lists
- * are read, so it may run while vCPU threads allocate.
+/**
+ * gfa_pool_check() - check every invariant of the pool
+ * @msg: gets the first violation in words (may be NULL)
+ * @msglen: size of @msg
+ *
+ * Each frame in exactly one block, each block in one state, tail frames stateless;
+ * free-list contents and links equal the counters; no two free buddies that should have
+ * merged; pageblock types, flags and free/released counts; released bits only on free
+ * frames; claims add up; cached compaction positions inside the zone; pcp counters equal
+ * their lists and each cached block on exactly one list.
+ *
+ * Return: 0, GFA_EFAULT, -ENOMEM (no memory for the check's bitmap, one bit per frame),
+ * or -EUCLEAN (a violation, described in @msg).
+ * Context: any thread: every zone lock is held in turn and each cache is held remotely
+ * while its lists are read, so it may run while vCPU threads allocate.
  */
 int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen);
 
 /* ---- per-vCPU caches (pcp) ---- */
 
-/*
- * Create a cache for one vCPU thread over zone `zone`.  Lists per order (0,1,2,3,9) and
- * migratetype, 15 in all, sized from the zone (or the pool config).  Returns NULL with
- * errno EFAULT, ERANGE or ENOMEM.
- * Thread rules: a cache belongs to one thread at a time, the one that used it last.  Its
- * hot path does no atomic read-modify-write and no fence: the owner marks itself busy
- * with plain stores to its own per-thread line, and the rare other side (drains from
- * another thread, gfa_pool_drain_all, gfa_pool_check, statistics, compaction raising the
- * zone's isolation gate) pays a membarrier(2) instead (allocator/pcp.h).  Another thread
- * may take the cache over between the owner's calls (a few microseconds, once); if it
- * finds the owner inside a call on this cache, two threads use it at once and it gets
- * GFA_ETHREAD, never corruption.  Without membarrier the owners fence instead.
+/**
+ * gfa_pcp_create() - create a per-vCPU cache over one zone
+ *
+ * Lists per order (0-3 and 9) and migratetype, 15 in all, sized from the zone (or the
+ * pool config).
+ *
+ * Return: the cache, or NULL with errno EFAULT, ERANGE or ENOMEM.
+ * Context: a cache belongs to one thread at a time, the one that used it last (its
+ * holder).  Its hot path does no atomic read-modify-write and no fence: the holder marks
+ * itself busy with plain stores to its own per-thread line, and the rare other side
+ * (drains from another thread, gfa_pool_drain_all(), gfa_pool_check(), statistics,
+ * compaction raising the zone's isolation gate) pays a membarrier(2) instead
+ * (docs/decisions.md, entry 2).  Another thread may take the cache over between the
+ * holder's calls (a few microseconds, once); if it finds the holder inside a call on this
+ * cache, two threads use it at once and it gets GFA_ETHREAD, never corruption.  Without
+ * membarrier the holders fence instead.
  */
 struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone);
-/*
- * How cache owners order themselves against remote holders, fixed once per process:
- * "membarrier" (owners use plain stores; remote holders pay membarrier(2)), or "fence"
- * (owners pay a full fence per call) when the kernel lacks private expedited membarrier
- * or the environment sets GFA_PCP_FENCE=1 before the first pool is created.  Any thread.
+/**
+ * gfa_pcp_sync_mode() - how cache holders order themselves against remote holders
+ *
+ * Fixed once per process: "membarrier" (holders use plain stores; remote holders pay
+ * membarrier(2)), or "fence" (holders pay a full fence per call) when the kernel lacks
+ * private expedited membarrier or the environment sets GFA_PCP_FENCE=1 before the first
+ * pool is created.
+ *
+ * Return: "membarrier" or "fence", a static string.
+ * Context: any thread.
  */
 const char *gfa_pcp_sync_mode(void);
-/* The zone a cache serves (fixed at creation; no lock), or GFA_EFAULT. */
+/**
+ * gfa_pcp_zone() - the zone a cache serves
+ *
+ * Return: the zone index (fixed at creation), or GFA_EFAULT.
+ * Context: any thread, no lock.
+ */
 int gfa_pcp_zone(const struct gfa_pcp *pcp);
-/* The pool a cache belongs to (fixed at creation; no lock), or NULL for NULL. */
+/**
+ * gfa_pcp_pool() - the pool a cache belongs to
+ *
+ * Return: the pool (fixed at creation), or NULL for a NULL @pcp.
+ * Context: any thread, no lock.
+ */
 struct gfa_pool *gfa_pcp_pool(const struct gfa_pcp *pcp);
-/* Drain the cache back to its zone and free it.  NULL is a no-op. */
+/**
+ * gfa_pcp_destroy() - drain a cache back to its zone and free it
+ * @pcp: the cache; NULL is a no-op
+ *
+ * Context: once, from any thread, when no other thread uses the cache.
+ */
 void gfa_pcp_destroy(struct gfa_pcp *pcp);
 
-/*
- * Allocate through the cache: orders 0-3 and 9 of the three pcp types come from the
- * cache's list, refilled from the zone with max(batch >> order, 2) blocks in one
- * zone-lock section (order 9: up to 8, at most half of high_max); other orders go to the zone, and so does every allocation while
- * the zone has outstanding claims (they are decided per owner under the zone lock).
- * Same errors as gfa_alloc, plus GFA_ETHREAD and GFA_ENOMEM (no memory for
- * the calling thread's record, on its first call).
+/**
+ * gfa_pcp_alloc() - allocate through a per-vCPU cache
+ * @pcp: the calling thread's cache
+ * @order: block order
+ * @mt: migratetype
+ * @owner: cookie the block is allocated to
+ * @flags: as gfa_alloc()
+ *
+ * Orders 0-3 and 9 of the three pcp types come from the cache's list, refilled from the
+ * zone with max(batch >> order, 2) blocks in one zone-lock section (order 9: up to 8, at
+ * most half of high_max); other orders go to the zone, and so does every allocation
+ * while the zone has outstanding claims (they are decided per owner under the zone lock).
+ *
+ * Return: the first pfn, or the errors of gfa_alloc(), GFA_ETHREAD, or GFA_ENOMEM (also:
+ * no memory for the calling thread's record, on its first call).
+ * Context: the cache's holder (see gfa_pcp_create()).
  */
 int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratetype mt,
 		      uint64_t owner, unsigned int flags);
-/*
- * Free through the cache (head of the list); bulk-frees to the zone when count >= high,
- * and flushes on free_high.  The block may belong to any zone of the cache's pool: frames
- * of another zone go straight to their zone.  Same errors as gfa_free, plus GFA_ETHREAD and
- * GFA_ENOMEM (as gfa_pcp_alloc).
- * The block's state moves to PCP with a plain store while no compaction or collapse
- * isolates blocks of its zone (compare-and-swap while one does).  So, unless the pool
- * has pcp_free_strict, two threads freeing the same block at the same instant is a race
- * in the caller, as it is for the kernel's and glibc's free; a double free that is not
- * simultaneous is always caught (GFA_EDOUBLEFREE).
+/**
+ * gfa_pcp_free() - free through a per-vCPU cache
+ * @pcp: the calling thread's cache
+ * @pfn: the block's first pfn
+ * @order: its order
+ * @owner: its owner
+ *
+ * Onto the head of the cache's list; bulk-frees to the zone when count >= high, and
+ * flushes on free_high.  The block may belong to any zone of the cache's pool: frames of
+ * another zone go straight to their zone.  The block's state moves to PCP with a plain
+ * store while no compaction or collapse isolates blocks of its zone (compare-and-swap
+ * while one does).  So, unless the pool has pcp_free_strict, two threads freeing the same
+ * block at the same instant is a race in the caller, as it is for the kernel's and glibc's
+ * free; a double free that is not simultaneous is always caught (GFA_EDOUBLEFREE).
+ *
+ * Return: 0, or the errors of gfa_free(), GFA_ETHREAD, GFA_ENOMEM (as gfa_pcp_alloc()).
+ * Context: the cache's holder.
  */
 int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t owner);
-/*
- * Free n blocks of one order as one batch (a balloon inflation, a VM teardown): like n
- * calls of gfa_pcp_free, but free_high waits until count >= batch (the kernel's
- * PCPF_FREE_HIGH_BATCH) so a batch does not flush after every block.  Stops at the
- * first bad entry (counted).  Returns the number freed before it (as write(2) does: the
- * caller still owns pfns[ret..n-1]), or the error when the first entry is bad; GFA_EFAULT
- * for pfns NULL or n > INT_MAX.
+/**
+ * gfa_pcp_free_many() - free n blocks of one order as one batch
+ * @pfns: the blocks' first pfns
+ * @n: how many (at most INT_MAX)
+ * @order: their order
+ * @owner: their owner
+ *
+ * Like n calls of gfa_pcp_free() (a balloon inflation, a VM teardown), but free_high waits
+ * until count >= batch (the kernel's PCPF_FREE_HIGH_BATCH) so a batch does not flush after
+ * every block.  Stops at the first bad entry (counted).
+ *
+ * Return: the number freed before it (as write(2) does: the caller still owns
+ * pfns[ret..n-1]), or the error when the first entry is bad; GFA_EFAULT for @pfns NULL or
+ * @n > INT_MAX.
+ * Context: the cache's holder.
  */
 int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
 		      unsigned int order, uint64_t owner);
-/* Return everything cached to the zone; frames returned, GFA_EFAULT, GFA_ETHREAD or
- * GFA_ENOMEM (as gfa_pcp_alloc). */
+/**
+ * gfa_pcp_drain() - return everything cached to the zone
+ *
+ * Return: frames returned, GFA_EFAULT, GFA_ETHREAD or GFA_ENOMEM (as gfa_pcp_alloc()).
+ * Context: the cache's holder.
+ */
 int gfa_pcp_drain(struct gfa_pcp *pcp);
-/*
- * Return at least min(count, batch) frames to the zone, oldest first, in whole blocks
- * (the kernel's drain_zone_pages): an order-9 block counts 512.  Returns the frames
- * returned, or the errors of gfa_pcp_drain.
+/**
+ * gfa_pcp_drain_partial() - return at least min(count, batch) frames, oldest first
+ *
+ * The kernel's drain_zone_pages(), in whole blocks: an order-9 block counts 512.
+ *
+ * Return: frames returned, or the errors of gfa_pcp_drain().
+ * Context: the cache's holder.
  */
 int gfa_pcp_drain_partial(struct gfa_pcp *pcp);
-/*
- * Drain every cache of zone `zone` (all zones when zone < 0) from any thread, waiting for
- * each cache's owner to leave its critical section: for compaction and shutdown.
- * Returns frames returned, or GFA_EFAULT, GFA_ERANGE (no such zone).
+/**
+ * gfa_pool_drain_all() - drain every cache of a zone from any thread
+ * @zone: zone index, or < 0 for all zones
+ *
+ * Waits for each cache's holder to leave its critical section: for compaction and
+ * shutdown.
+ *
+ * Return: frames returned, or GFA_EFAULT, GFA_ERANGE (no such zone).
+ * Context: any thread.
  */
 int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone);
-/*
- * Drain caches that have not allocated or freed for at least idle_ms milliseconds (the
- * kernel's vmstat-worker drain), and decay the high of the others toward high_min as
- * the kernel's decay_pcp_high() does (an eighth a call; what is held above the new high
- * goes back).  Meant to run about once a second.  Returns frames returned, or GFA_EFAULT.
+/**
+ * gfa_pool_drain_idle() - drain idle caches, decay the high of the others
+ * @idle_ms: a cache that has not allocated or freed for this long is drained
+ *
+ * The kernel's vmstat-worker drain; the others' high decays toward high_min as the
+ * kernel's decay_pcp_high() does (an eighth a call; what is held above the new high goes
+ * back).  Meant to run about once a second (the host-return thread does).
+ *
+ * Return: frames returned, or GFA_EFAULT.
+ * Context: any thread.
  */
 int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms);
 
@@ -402,36 +672,59 @@ struct gfa_pcp_stat {
 	int free_count;
 	unsigned int free_high_threshold;
 	int nr_blocks[GFA_NR_ORDERS];   /* blocks cached per order */
+	uint64_t reserved[4];     /* zero: room to grow (the head of this file) */
 };
-/* Snapshot of a cache's counters (takes the cache lock).  0 or GFA_EFAULT. */
+/**
+ * gfa_pcp_stat() - snapshot of a cache's counters
+ * @st: gets them (reserved words zeroed)
+ *
+ * Return: 0 or GFA_EFAULT.
+ * Context: any thread (holds the cache remotely).
+ */
 int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
 
 /* ---- claims (Xen's XENMEM_claim_pages) ---- */
 
 #define GFA_MAX_CLAIMS 64       /* outstanding claims per zone */
 
-/*
- * Reserve nr_frames free frames of zone `zone` for owner (a VM being built), so parallel
- * VM starts cannot overcommit the zone: while the claim is outstanding, allocations by
- * other owners fail with GFA_ENOMEM rather than eat into it, and owner's allocations
- * consume it.  Returns 0, GFA_EFAULT, GFA_ERANGE, -EEXIST (owner already has a claim on
- * this zone), -ENOSPC (more than the zone's unclaimed free frames, counting those parked
- * in vCPU caches, which it drains when they make up the difference; or the claim table
- * is full, which drains nothing).  Nothing changes on error but such a drain.  Any thread.
+/**
+ * gfa_zone_claim() - reserve free frames of a zone for one owner
+ * @owner: the owner (a VM being built)
+ * @nr_frames: frames to reserve
+ *
+ * Xen's XENMEM_claim_pages: parallel VM starts cannot overcommit the zone.  While the claim
+ * is outstanding, allocations by other owners fail with GFA_ENOMEM rather than eat into
+ * it, and @owner's allocations consume it.
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE, -EEXIST (@owner already has a claim on this zone),
+ * -ENOSPC (more than the zone's unclaimed free frames, counting those parked in vCPU
+ * caches, which it drains when they make up the difference; or the claim table of
+ * GFA_MAX_CLAIMS is full, which drains nothing).  Nothing changes on error but such a
+ * drain.
+ * Context: any thread.
  */
 int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uint64_t nr_frames);
-/*
- * Drop owner's claim on the zone, returning the frames it did not use (>= 0), or
- * GFA_EFAULT, GFA_ERANGE, -ENOENT (no claim).  Any thread.
+/**
+ * gfa_zone_unclaim() - drop an owner's claim on a zone
+ *
+ * Return: the frames it did not use (>= 0), or GFA_EFAULT, GFA_ERANGE, -ENOENT (no
+ * claim).
+ * Context: any thread.
  */
 int64_t gfa_zone_unclaim(struct gfa_pool *pool, unsigned int zone, uint64_t owner);
-/* Frames still claimed in the zone, all owners. */
+/**
+ * gfa_zone_claimed() - frames still claimed in a zone, all owners
+ *
+ * Return: the frame count; 0 for a NULL @pool or a zone out of range.
+ * Context: any thread.
+ */
 uint64_t gfa_zone_claimed(struct gfa_pool *pool, unsigned int zone);
 
 /* ---- returning memory to the host (policy; the vmm layer does the punching) ---- */
 
 /*
- * Per-zone depopulation policy, after "percpu: partial chunk depopulation" (seed 002):
+ * Per-zone depopulation policy, after "percpu: partial chunk depopulation"
+ * (docs/decisions.md, entry 21):
  * keep between low and high populated free frames (a reserve, so allocations do not wait
  * for host faults); beyond high, release fully free pageblocks first, then pageblocks
  * with at least 1/min_empty_frac of their frames empty and populated (or released
@@ -442,11 +735,25 @@ uint64_t gfa_zone_claimed(struct gfa_pool *pool, unsigned int zone);
 struct gfa_release_policy {
 	uint64_t low, high;             /* populated free frames to keep (low <= high) */
 	unsigned int min_empty_frac;    /* 4: a pageblock qualifies at 1/4 empty */
+	uint64_t reserved[2];     /* zero: room to grow (the head of this file) */
 };
-/* 0, GFA_EFAULT, GFA_ERANGE, GFA_EALIGN (low > high or frac 0). Any thread. */
+/**
+ * gfa_zone_set_release_policy() - set a zone's depopulation policy
+ * @p: the policy (struct gfa_release_policy)
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE, GFA_EINVAL (low > high, min_empty_frac 0, nonzero
+ * reserved words).
+ * Context: any thread.
+ */
 int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
 				const struct gfa_release_policy *p);
-/* The zone's policy now.  0, GFA_EFAULT, GFA_ERANGE. */
+/**
+ * gfa_zone_get_release_policy() - a zone's depopulation policy now
+ * @p: gets it
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE.
+ * Context: any thread.
+ */
 int gfa_zone_get_release_policy(struct gfa_pool *pool, unsigned int zone,
 				struct gfa_release_policy *p);
 
@@ -474,15 +781,21 @@ struct gfa_owner_ops {
 	void (*collapsed)(void *ctx, uint64_t owner, uint64_t dst_pfn);
 };
 
-/*
- * Register (ops non-NULL) or unregister (ops NULL) an owner's ops and context.
- * Unregistering waits until every call into the owner's ops that compaction or a
- * collapse has started returns, so the owner may free ctx as soon as it returns; an
- * op may unregister its own owner (the call does not wait for itself), but must not
- * wait for another thread that is unregistering it.  Ops must not block on a lock
- * their owner holds while it allocates with compaction (use trylock, answer -EAGAIN).
- * Returns 0, GFA_EFAULT, -EEXIST (already registered), -ENOENT (unregistering an
- * unknown owner), -ENOSPC (registry full: 32768 owners).  Any thread.
+/**
+ * gfa_owner_register() - register or unregister an owner's migrate ops
+ * @owner: the owner cookie
+ * @ops: its ops, or NULL to unregister
+ * @ctx: passed to the ops
+ *
+ * Unregistering waits until every call into the owner's ops that compaction or a collapse
+ * has started returns, so the owner may free @ctx as soon as it returns.
+ *
+ * Return: 0, GFA_EFAULT, -EEXIST (already registered), -ENOENT (unregistering an unknown
+ * owner), -ENOSPC (registry full: 32768 owners).
+ * Context: any thread.  An op may unregister its own owner (the call does not wait for
+ * itself), but must not wait for another thread that is unregistering it.  Ops must not
+ * block on a lock their owner holds while it allocates with compaction (use trylock,
+ * answer -EAGAIN).
  */
 int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_owner_ops *ops,
 		       void *ctx);
@@ -508,77 +821,121 @@ struct gfa_compact_config {
 	bool linear_only;
 	/* vm.compaction_proactiveness: 0 (off) .. 100; the daemon's target score */
 	unsigned int proactiveness;
+	uint64_t reserved[4];     /* zero: room to grow (the head of this file) */
 };
-/* Set the pool's compaction tunables.  0, GFA_EFAULT, GFA_EALIGN (proactiveness > 100). */
+/**
+ * gfa_compact_configure() - set the pool's compaction tunables
+ * @cfg: the tunables (struct gfa_compact_config)
+ *
+ * Return: 0, GFA_EFAULT, GFA_EINVAL (proactiveness > 100, nonzero reserved words).
+ * Context: any thread.
+ */
 int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config *cfg);
 
-/*
- * Compact zone `zone` for a block of `order` (-1: the whole zone, "full compaction",
- * which ignores the pageblock skip hints as the kernel's compact_node() does).
- * Order 0 is GFA_COMPACT_SKIPPED.  Runs in the calling thread.  Returns a
- * gfa_compact_result, or GFA_EFAULT, GFA_ERANGE, GFA_EORDER, GFA_EALIGN (mode is no
- * gfa_compact_mode), -ENOMEM.  Any thread; several may compact one zone at once (pageblock
- * skip bits give each source pageblock a single owner; full compactions share blocks,
- * each frame is still isolated by one of them only).
+/**
+ * gfa_compact_zone() - compact a zone for a block of an order
+ * @order: the order wanted; -1: the whole zone ("full compaction", which ignores the
+ *         pageblock skip hints as the kernel's compact_node() does)
+ * @mode: enum gfa_compact_mode
+ *
+ * Order 0 is GFA_COMPACT_SKIPPED.  Runs in the calling thread.
+ *
+ * Return: a gfa_compact_result, or GFA_EFAULT, GFA_ERANGE, GFA_EORDER, GFA_EINVAL (@mode
+ * is no gfa_compact_mode), -ENOMEM.
+ * Context: any thread; several may compact one zone at once (pageblock skip bits give
+ * each source pageblock a single owner; full compactions share blocks, each frame is
+ * still isolated by one of them only).
  */
 int gfa_compact_zone(struct gfa_pool *pool, unsigned int zone, int order,
 		     enum gfa_compact_mode mode);
 
-/*
- * Direct compaction with capture: compact zone `zone` (and only that zone) and hand the
- * first free block of `order` that compaction forms to the caller, allocated to owner
- * as mt, before any other thread can see it.  Bounded: one meeting of the scanners per
- * priority, ASYNC, SYNC_LIGHT, then SYNC over the whole zone ignoring skip hints.  Returns the pfn, GFA_ENOMEM when no block could be formed, or the
- * argument errors of gfa_alloc.  gfa_alloc and gfa_pcp_alloc call this themselves for
- * order > 0 unless GFA_ALLOC_NOCOMPACT.
+/**
+ * gfa_alloc_compact() - direct compaction with capture
+ * @owner: cookie the block is allocated to
+ * @mt: its migratetype
+ *
+ * Compacts zone @zone (and only that zone) and hands the first free block of @order that
+ * compaction forms to the caller, allocated to @owner as @mt, before any other thread can
+ * see it.  Bounded: one meeting of the scanners per priority, ASYNC, SYNC_LIGHT, then SYNC
+ * over the whole zone ignoring skip hints.  gfa_alloc() and gfa_pcp_alloc() call this
+ * themselves for order > 0 unless GFA_ALLOC_NOCOMPACT.
+ *
+ * Return: the pfn, GFA_ENOMEM when no block could be formed, or the argument errors of
+ * gfa_alloc().
+ * Context: any thread.
  */
 int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int order,
 			  enum gfa_migratetype mt, uint64_t owner);
 
-/*
- * khugepaged's collapse: move the n (<= 512) blocks at pfns[i] of orders[i], all
- * allocated MOVABLE to owner, into one order-9 block of zone `zone`, piece i going to
- * offset offs[i] (in frames) of the new block, through the owner's migrate op.  The
- * new block is allocated (with direct compaction if needed) and owned by owner; the
- * old blocks are freed.  All or nothing: pieces stay moved only if
- * the collapse as a whole succeeds: if the owner refuses a piece, the pieces already
- * moved go back to their old blocks through the same op (asked again while it answers
- * -EAGAIN/-EBUSY, a bounded number of times), the new block is freed and the claim it
- * was charged to (gfa_zone_claim) gets its frames back.  A piece the owner will not
- * take back stays moved, as compaction leaves a block: it becomes a block of its order
- * inside the new one (where the owner maps it, freeable there), its old block and the
- * rest of the new one are freed, and the claim gets the new block's frames back.  The
- * same pfn listed twice is GFA_EALIGN (overlapping pieces).  Frames of the new block no
- * piece covers keep what they held, possibly another owner's data: an owner covers the
- * whole 2 MiB (as the guest does) or zeroes those frames itself.
- * Returns the new block's pfn, or GFA_EFAULT, GFA_ERANGE (zone, or a block outside
- * it), GFA_EALIGN (n, or offsets that overlap, are misaligned or out of the block),
- * GFA_EORDER (a piece of order >= 9), GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER (a
- * block is not the owner's MOVABLE block of that order), GFA_EBUSY (being moved),
- * -ENOENT (owner not registered), GFA_ENOMEM, or the owner's refusal (-EBUSY/-EAGAIN).
- * Any thread.
+/**
+ * gfa_collapse() - khugepaged's collapse: move small blocks into one order-9 block
+ * @owner: the owner of every block, registered with migrate ops
+ * @pfns: the blocks' first pfns, all allocated MOVABLE to @owner
+ * @orders: their orders (below 9)
+ * @offs: where each goes in the new block, in frames
+ * @n: how many (1..512)
+ *
+ * Each piece i goes to offset offs[i] of the new block through the owner's migrate op.
+ * The new block is allocated in zone @zone (with direct compaction if needed) and owned
+ * by @owner; the old blocks are freed.  All or nothing: pieces stay moved only if the
+ * collapse as a whole succeeds: if the owner refuses a piece, the pieces already moved
+ * go back to their old blocks through the same op (asked again while it answers
+ * -EAGAIN/-EBUSY, a bounded number of times), the new block is freed and the claim it was
+ * charged to (gfa_zone_claim()) gets its frames back.  A piece the owner will not take
+ * back stays moved, as compaction leaves a block: it becomes a block of its order inside
+ * the new one (where the owner maps it, freeable there), its old block and the rest of
+ * the new one are freed, and the claim gets the new block's frames back.  Frames of the
+ * new block no piece covers keep what they held, possibly another owner's data: an owner
+ * covers the whole 2 MiB (as the guest does) or zeroes those frames itself.
+ *
+ * Return: the new block's pfn, or GFA_EFAULT, GFA_ERANGE (zone, or a block outside it),
+ * GFA_EINVAL (@n 0 or above 512, offsets that overlap or leave the block, the same pfn
+ * twice), GFA_EALIGN (an offset or a pfn misaligned for its piece's order), GFA_EORDER (a
+ * piece of order >= 9), GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER (a block is not the
+ * owner's MOVABLE block of that order), GFA_EBUSY (being moved), -ENOENT (owner not
+ * registered), GFA_ENOMEM, or the owner's refusal (-EBUSY/-EAGAIN).
+ * Context: any thread.
  */
 int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
 		     const uint64_t *pfns, const unsigned int *orders, const unsigned int *offs,
 		     unsigned int n);
 
-/*
- * Background compaction (kcompactd): one worker thread per zone.  Proactive when
- * proactiveness > 0: compacts while the zone's fragmentation score is above
- * min(100 - proactiveness + 10, 100) until it is at most 100 - proactiveness, checking
- * every 500 ms, and after a proactive pass that did not lower the score only every 64
- * intervals (the kernel's proactive_defer); also woken by failed order-9 allocations.  start returns 0, GFA_EFAULT,
- * -EALREADY, or a pthread error; stop joins the workers (0 or GFA_EFAULT).
+/**
+ * gfa_compactd_start() - start background compaction (kcompactd), one worker per zone
+ *
+ * Proactive when proactiveness > 0: compacts while the zone's fragmentation score is
+ * above min(100 - proactiveness + 10, 100) until it is at most 100 - proactiveness,
+ * checking every 500 ms, and after a proactive pass that did not lower the score only
+ * every 64 intervals (the kernel's proactive_defer); also woken by failed order-9
+ * allocations.
+ *
+ * Return: 0, GFA_EFAULT, -EALREADY (running), or a pthread_create error.
+ * Context: any thread; start and stop are serialised.
  */
 int gfa_compactd_start(struct gfa_pool *pool);
+/**
+ * gfa_compactd_stop() - stop the workers and join them
+ *
+ * Return: 0 or GFA_EFAULT.
+ * Context: any thread but a worker.
+ */
 int gfa_compactd_stop(struct gfa_pool *pool);
-/* Wake zone z's worker now (e.g. after a failed huge allocation). */
+/**
+ * gfa_compactd_wake() - wake a zone's worker now (e.g. after a failed huge allocation)
+ *
+ * A NULL @pool or a zone out of range is a no-op.
+ * Context: any thread.
+ */
 void gfa_compactd_wake(struct gfa_pool *pool, unsigned int zone);
 
-/*
- * Fragmentation score of a zone for order-9 blocks, 0..100: the share of its free
- * frames (buddy and caches) that lie in blocks smaller than a pageblock.  GFA_EFAULT,
- * GFA_ERANGE on bad input.
+/**
+ * gfa_zone_fragmentation_score() - how fragmented a zone is for order-9 blocks
+ *
+ * The share of its free frames (buddy and caches) that lie in blocks smaller than a
+ * pageblock.
+ *
+ * Return: 0..100, or GFA_EFAULT, GFA_ERANGE.
+ * Context: any thread.
  */
 int gfa_zone_fragmentation_score(struct gfa_pool *pool, unsigned int zone);
 

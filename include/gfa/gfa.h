@@ -21,9 +21,13 @@ extern "C" {
 #define GFA_VERSION_NUMBER(maj, min, pat) (((maj) << 16) | ((min) << 8) | (pat))
 #define GFA_VERSION GFA_VERSION_NUMBER(GFA_VERSION_MAJOR, GFA_VERSION_MINOR, GFA_VERSION_PATCH)
 
-/*
- * The version of the library linked at run time, as GFA_VERSION encodes it: compare it
- * with GFA_VERSION to tell headers and library apart.  Never fails; any thread.
+/**
+ * gfa_version() - the version of the library linked at run time
+ *
+ * Compare it with GFA_VERSION to tell headers and library apart.
+ *
+ * Return: the version, as GFA_VERSION encodes it; never fails.
+ * Context: any thread.
  */
 unsigned int gfa_version(void);
 

@@ -102,7 +102,7 @@ struct gfa_kvm_vm *gfa_kvm_vm_create(void);
  */
 int gfa_kvm_vm_destroy(struct gfa_kvm_vm *vm);
 
-/* The KVM VM file descriptor, for ioctls this wrapper does not cover; -EINVAL if NULL. */
+/* The KVM VM file descriptor, for ioctls this wrapper does not cover; -EFAULT if NULL. */
 int gfa_kvm_vm_fd(const struct gfa_kvm_vm *vm);
 
 /*
@@ -114,7 +114,8 @@ int gfa_kvm_vm_fd(const struct gfa_kvm_vm *vm);
  * 2 MiB-aligned @gpa and @hva (and huge-page backed memory) so KVM can map 2 MiB
  * pages.  Thread-safe.
  * Errors:
- *   -EINVAL  NULL @vm; @gpa, @hva or @size not 4 KiB aligned; NULL @hva with a
+ *   -EFAULT  NULL @vm
+ *   -EINVAL  @gpa, @hva or @size not 4 KiB aligned; NULL @hva with a
  *            non-zero @size; @gpa + @size wraps; unknown @flags
  *   -ERANGE  @slot >= the VM's memslot limit (KVM_CAP_NR_MEMSLOTS)
  *   -EEXIST  the range overlaps another slot
@@ -126,15 +127,15 @@ int gfa_kvm_set_memslot(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa,
 
 /*
  * Host address of guest range [@gpa, @gpa + @len), which must lie inside one
- * memslot.  NULL with errno EINVAL (NULL @vm, @len 0) or EFAULT (not inside one
- * slot).  Thread-safe; the pointer is valid while that slot exists.
+ * memslot.  NULL with errno EFAULT (NULL @vm, or not inside one slot) or EINVAL
+ * (@len 0).  Thread-safe; the pointer is valid while that slot exists.
  */
 void *gfa_kvm_gpa_to_hva(struct gfa_kvm_vm *vm, uint64_t gpa, uint64_t len);
 
 /*
  * Read one KVM binary statistic of the VM (KVM_GET_STATS_FD), e.g. "pages_4k",
  * "pages_2m", "pages_1g", "remote_tlb_flush".  Thread-safe.
- * Errors: -EINVAL NULL argument or a statistic with several values (histogram);
+ * Errors: -EFAULT NULL argument; -EINVAL a statistic with several values (histogram);
  * -ENOENT unknown name; -EOPNOTSUPP the kernel has no binary stats fd; -EIO a
  * short or malformed read.
  */
@@ -148,7 +149,7 @@ int gfa_kvm_vm_stat(struct gfa_kvm_vm *vm, const char *name, uint64_t *val);
  * touched.  Call again to move or resize the map; vCPUs entered before keep the
  * old CR3 until entered again.  Thread-safe against other VM calls, but do not
  * rewrite tables that running vCPUs use.
- * Errors: -EINVAL NULL @vm, @boot_gpa not 4 KiB aligned, @map_size 0, not a
+ * Errors: -EFAULT NULL @vm; -EINVAL @boot_gpa not 4 KiB aligned, @map_size 0, not a
  * multiple of 2 MiB or above GFA_KVM_MAX_IDENTITY_MAP; -EFAULT the area is not
  * inside one memslot.
  */
@@ -161,7 +162,7 @@ uint64_t gfa_kvm_boot_area_size(uint64_t map_size);
 /*
  * Create vCPU @id (also its APIC ID): KVM_CREATE_VCPU, mmap of kvm_run, and
  * KVM_SET_CPUID2 with everything KVM_GET_SUPPORTED_CPUID offers (APIC ID fields
- * set to @id).  Thread-safe.  Returns NULL with errno set: EINVAL (NULL @vm),
+ * set to @id).  Thread-safe.  Returns NULL with errno set: EFAULT (NULL @vm),
  * ERANGE (@id above the VM's limit), EEXIST (@id exists), ENOMEM, or the errno of
  * the failing ioctl or mmap.
  */
@@ -176,7 +177,7 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
  */
 int gfa_kvm_vcpu_destroy(struct gfa_kvm_vcpu *vcpu);
 
-/* The KVM vCPU file descriptor and the vCPU id; -EINVAL if NULL. */
+/* The KVM vCPU file descriptor and the vCPU id; -EFAULT if NULL. */
 int gfa_kvm_vcpu_fd(const struct gfa_kvm_vcpu *vcpu);
 int gfa_kvm_vcpu_id(const struct gfa_kvm_vcpu *vcpu);
 
@@ -193,7 +194,7 @@ struct gfa_kvm_entry {
  * (an exception becomes a triple fault, which gfa_kvm_vcpu_run reports), RFLAGS =
  * 0x2 (interrupts off).  All other general registers are zeroed.  Call from the
  * vCPU's thread or while it is not running.
- * Errors: -EINVAL NULL argument; -ENOENT gfa_kvm_vm_build_page_tables() was not
+ * Errors: -EFAULT NULL argument; -ENOENT gfa_kvm_vm_build_page_tables() was not
  * called for this VM; -EBUSY the vCPU is running; or the errno of KVM_SET_SREGS /
  * KVM_SET_REGS.
  */
@@ -232,7 +233,7 @@ typedef int (*gfa_kvm_io_fn)(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io 
  * (gfa_kvm_vcpu_pause) the thread waits here and re-enters the guest on resume.
  * Calling run again after any return continues the guest where it stopped.
  * Errors (the reason in words goes to stderr and gfa_kvm_vcpu_error()):
- *   -EINVAL   NULL @vcpu
+ *   -EFAULT   NULL @vcpu
  *   -EBUSY    another thread is running this vCPU
  *   -EIO      KVM_EXIT_SHUTDOWN (triple fault), KVM_EXIT_FAIL_ENTRY,
  *             KVM_EXIT_INTERNAL_ERROR, or any other exit this loop does not handle
@@ -251,12 +252,13 @@ const char *gfa_kvm_vcpu_error(const struct gfa_kvm_vcpu *vcpu);
  * guest does not execute until a matching gfa_kvm_vcpu_resume(); pauses nest.  Use
  * it to move frames behind a guest.  Call from any thread but the vCPU's own; an
  * IO handler must not wait for a thread that is inside pause.
- * Errors: -EINVAL NULL; -EDEADLK called from the thread running the vCPU;
+ * Errors: -EFAULT NULL; -EDEADLK called from the thread running the vCPU;
  * -EOVERFLOW too many nested pauses.
  */
 int gfa_kvm_vcpu_pause(struct gfa_kvm_vcpu *vcpu);
 
-/* Undo one gfa_kvm_vcpu_pause().  Errors: -EINVAL NULL or the vCPU is not paused. */
+/* Undo one gfa_kvm_vcpu_pause().  Errors: -EFAULT NULL, -EINVAL
+ * the vCPU is not paused. */
 int gfa_kvm_vcpu_resume(struct gfa_kvm_vcpu *vcpu);
 
 /* True while paused (a pause is outstanding). */
@@ -265,7 +267,7 @@ bool gfa_kvm_vcpu_paused(struct gfa_kvm_vcpu *vcpu);
 /*
  * Make gfa_kvm_vcpu_run() return GFA_KVM_RUN_KICKED soon (also from a pause), or,
  * if no thread is running it, the next run returns that at once.  Does not wait.
- * Any thread, also an IO handler.  Errors: -EINVAL NULL.
+ * Any thread, also an IO handler.  Errors: -EFAULT NULL.
  */
 int gfa_kvm_vcpu_kick(struct gfa_kvm_vcpu *vcpu);
 
@@ -310,14 +312,14 @@ extern const size_t gfa_kvm_test_guest_size;
 
 /*
  * Copy the test guest's code to @code_gpa (inside one memslot).
- * Errors: -EINVAL NULL @vm; -EFAULT the code would not lie inside one memslot.
+ * Errors: -EFAULT NULL @vm, or the code would not lie inside one memslot.
  */
 int gfa_kvm_test_guest_load(struct gfa_kvm_vm *vm, uint64_t code_gpa);
 
 /*
  * Enter long mode at @code_gpa with the test guest's arguments (the VM's page
  * tables must map @code_gpa and [@start, @end)).
- * Errors: -EINVAL NULL @vcpu, @start or @end not 8-byte aligned, @start > @end,
+ * Errors: -EFAULT NULL @vcpu; -EINVAL @start or @end not 8-byte aligned, @start > @end,
  * unknown @flags; else as gfa_kvm_vcpu_enter_long_mode().
  */
 int gfa_kvm_test_guest_enter(struct gfa_kvm_vcpu *vcpu, uint64_t code_gpa,

@@ -31,62 +31,126 @@ struct gfa_backing_config {
 	bool populate;          /* fault every frame in now, so guests start on resident
 				 * memory (MADV_POPULATE_WRITE, else a touch loop) */
 	bool no_thp_advice;     /* skip MADV_HUGEPAGE on the pool mapping */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
-/*
- * Back every zone of pool with a memfd of its own ("gfa-zone<N>"), sized to the zone,
- * mapped once MAP_SHARED at a 2 MiB aligned address with MADV_HUGEPAGE, and hand the
- * mappings to the pool (gfa_zone_set_backing).  Returns NULL with errno: EFAULT,
- * EBUSY (the pool already has backing or a moved hook: gfa_pool_set_moved_fn), or the
- * memfd/ftruncate/mmap error.
- * Thread rules: create/destroy while no guest uses the pool and no migrate op can run
- * (no compaction or collapse; gfa_compactd_stop first): a move's hook marks frames
- * dirty in the backing.
+/**
+ * gfa_backing_create() - back every zone of a pool with a memfd of its own
+ * @cfg: struct gfa_backing_config, or NULL for the defaults
+ *
+ * One memfd per zone ("gfa-zone<N>"), sized to the zone, mapped once MAP_SHARED at a 2 MiB
+ * aligned address with MADV_HUGEPAGE, and handed to the pool (gfa_pfn_to_addr() then
+ * answers).
+ *
+ * Return: the backing, or NULL with errno: EFAULT, EINVAL (nonzero reserved words), EBUSY
+ * (the pool already has backing or a moved hook), or the memfd/ftruncate/mmap error.
+ * Context: create and destroy while no guest uses the pool and no migrate op can run (no
+ * compaction or collapse; gfa_compactd_stop() first): a move's hook marks frames dirty in
+ * the backing.
  */
 struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg);
+/**
+ * gfa_backing_destroy() - unmap and close the zones' memfds
+ * @b: the backing; NULL is a no-op
+ *
+ * Context: as gfa_backing_create().
+ */
 void gfa_backing_destroy(struct gfa_backing *b);
-/* Fault every zone in now (after binding zones to nodes).  0 or GFA_EFAULT. */
+/**
+ * gfa_backing_populate() - fault every zone in now (after binding zones to nodes)
+ *
+ * Return: 0 or GFA_EFAULT.
+ * Context: any thread.
+ */
 int gfa_backing_populate(struct gfa_backing *b);
-/* memfd of zone z, or GFA_EFAULT / GFA_ERANGE. */
+/**
+ * gfa_backing_zone_fd() - the memfd of a zone
+ *
+ * Return: the fd, or GFA_EFAULT, GFA_ERANGE.
+ * Context: any thread.
+ */
 int gfa_backing_zone_fd(const struct gfa_backing *b, unsigned int zone);
-/* Host address of zone z's mapping (NULL on bad input). */
+/**
+ * gfa_backing_zone_base() - host address of a zone's mapping
+ *
+ * Return: the address, or NULL for a NULL @b or a zone out of range.
+ * Context: any thread.
+ */
 void *gfa_backing_zone_base(const struct gfa_backing *b, unsigned int zone);
 
-/*
- * Clean and dirty frames.  A frame freed through the backing (a guest's) or left behind
- * by a move (compaction, collapse: any owner, through the pool's moved hook) is dirty
- * until zeroed or released to the host; gfa_backing_prepare zeroes the dirty frames of a block before it reaches a
- * new owner and returns how many it zeroed, or GFA_EFAULT (b NULL, or a block not
- * inside one zone).  The mark calls ignore such blocks.  Any thread (bitmap updated
- * atomically).
+/**
+ * gfa_backing_mark_dirty() - mark a block's frames dirty (they hold an owner's data)
+ *
+ * A frame freed through the backing (a guest's) or left behind by a move (compaction,
+ * collapse: any owner, through the pool's moved hook) is dirty until zeroed or released
+ * to the host.  A NULL @b or a block not inside one zone is ignored.
+ * Context: any thread (the bitmap is updated atomically).
  */
 void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order);
+/**
+ * gfa_backing_mark_clean() - mark a block's frames clean (known to read as zero)
+ *
+ * A NULL @b or a block not inside one zone is ignored.
+ * Context: any thread.
+ */
 void gfa_backing_mark_clean(struct gfa_backing *b, uint64_t pfn, unsigned int order);
+/**
+ * gfa_backing_mark_clean_range() - gfa_backing_mark_clean() for nr frames from pfn
+ *
+ * Context: any thread.
+ */
 void gfa_backing_mark_clean_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr);
+/**
+ * gfa_backing_prepare() - zero the dirty frames of a block before it reaches a new owner
+ *
+ * Return: frames zeroed, or GFA_EFAULT (@b NULL, or a block not inside one zone).
+ * Context: any thread.
+ */
 int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int order);
-/* Dirty frames right now. */
+/**
+ * gfa_backing_nr_dirty() - dirty frames right now
+ *
+ * Return: the count, 0 for a NULL @b.
+ * Context: any thread.
+ */
 uint64_t gfa_backing_nr_dirty(const struct gfa_backing *b);
-/* Does the block hold a dirty frame?  Lock-free (usable under a zone lock). */
+/**
+ * gfa_backing_block_dirty() - does the block hold a dirty frame?
+ *
+ * Return: true if it does; false for a NULL @b or a block not inside one zone.
+ * Context: any thread, lock-free (usable under a zone lock).
+ */
 bool gfa_backing_block_dirty(const struct gfa_backing *b, uint64_t pfn, unsigned int order);
 
-/* Allocation through the backing: the ZERO flag asks for zeroed memory. */
-#define GFA_BACKING_ZERO 0x10u
-/*
- * Allocate as gfa_pcp_alloc (pcp non-NULL) or gfa_alloc on `zone`; with GFA_BACKING_ZERO
- * every dirty frame of the block is zeroed first (clean and released frames already
- * read as zero).  Returns the pfn, the allocator's error, GFA_EFAULT (b NULL) or
- * GFA_EALIGN (pcp is another pool's cache).  Any thread.
+/* Allocation through the backing: GFA_BACKING_ZERO (gfa/allocator.h's list of flags)
+ * asks for zeroed memory. */
+/**
+ * gfa_backing_alloc() - allocate as gfa_pcp_alloc() or gfa_alloc(), zeroed on request
+ * @pcp: the calling thread's cache, or NULL for the zone path on @zone
+ * @flags: the allocator's flags, plus GFA_BACKING_ZERO
+ *
+ * With GFA_BACKING_ZERO every dirty frame of the block is zeroed first (clean and
+ * released frames already read as zero).
+ *
+ * Return: the pfn, the allocator's error, GFA_EFAULT (@b NULL) or GFA_EINVAL (@pcp is
+ * another pool's cache).
+ * Context: any thread (@pcp: its holder).
  */
 int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned int zone,
 			  unsigned int order, enum gfa_migratetype mt, uint64_t owner,
 			  unsigned int flags);
-/*
- * Free as gfa_pcp_free / gfa_free and mark the frames dirty (they held owner data), before
- * the free: the next owner must see them dirty.  A refused free changes no frame's owner
- * or state but keeps the marks: the block may change hands meanwhile (a move in flight
- * frees its source, which holds the data), and a mark costs at most one more zeroing.
- * Returns the allocator's result, GFA_EFAULT (b NULL) or GFA_EALIGN (pcp is another
+/**
+ * gfa_backing_free() - free as gfa_pcp_free() or gfa_free() and mark the frames dirty
+ * @pcp: the calling thread's cache, or NULL for the zone path
+ *
+ * The frames are marked before the free: the next owner must see them dirty.  A refused
+ * free changes no frame's owner or state but keeps the marks: the block may change hands
+ * meanwhile (a move in flight frees its source, which holds the data), and a mark costs
+ * at most one more zeroing.
+ *
+ * Return: the allocator's result, GFA_EFAULT (@b NULL) or GFA_EINVAL (@pcp is another
  * pool's cache: nothing marked).
+ * Context: any thread (@pcp: its holder).
  */
 int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 		     unsigned int order, uint64_t owner);
@@ -97,7 +161,15 @@ struct gfa_backing_zone_stat {
 	uint64_t free_clean;            /* populated and known to be zero */
 	uint64_t free_dirty;            /* populated, an old owner's data (zeroed on hand-out) */
 	uint64_t free_released;         /* not backed by the host; zero when touched */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
+/**
+ * gfa_backing_zone_stat() - a zone's free frames by what they hold
+ * @st: gets clean, dirty and released free frames (reserved words zeroed)
+ *
+ * Return: 0, GFA_EFAULT, GFA_ERANGE.
+ * Context: any thread (a snapshot).
+ */
 int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st);
 
 /* What the host does with huge pages, read from sysfs, never assumed. */
@@ -105,7 +177,15 @@ struct gfa_thp_report {
 	char thp_enabled[32];           /* transparent_hugepage/enabled, e.g. "madvise" */
 	char shmem_enabled[32];         /* transparent_hugepage/shmem_enabled, e.g. "never" */
 	bool shmem_thp_possible;        /* shmem_enabled lets MADV_HUGEPAGE memfds use THP */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
+/**
+ * gfa_host_thp_report() - what the host does with huge pages, read from sysfs
+ * @r: gets the settings (reserved words zeroed)
+ *
+ * Return: 0 or GFA_EFAULT.
+ * Context: any thread.
+ */
 int gfa_host_thp_report(struct gfa_thp_report *r);
 /* ---- the release engine (io_uring) ---- */
 
@@ -186,6 +266,7 @@ struct gfa_release_config {
 	struct gfa_release_fault fault_submit;	/* Nth io_uring_submit() call fails */
 	struct gfa_release_fault fault_complete;/* Nth ring op completes with -err */
 	struct gfa_release_fault fault_sync;	/* Nth synchronous syscall fails */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 enum gfa_release_mode_kind {
@@ -214,92 +295,116 @@ struct gfa_release_stats {
 	uint64_t inflight_ranges;	/* submitted, done not yet called */
 	uint64_t inflight_bytes;
 	enum gfa_release_mode_kind mode;
+	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
-/*
- * Create an engine for @memfd (a shmem/hugetlbfs memfd or any file supporting
- * FALLOC_FL_PUNCH_HOLE).  @map_base, if not NULL, is a MAP_SHARED, PROT_WRITE
- * mapping of the whole file (MADV_REMOVE needs both) used where fallocate is
- * unsupported; it must stay mapped until gfa_release_destroy() returns.  @cfg may
- * be NULL (all defaults).  The engine does not take ownership of @memfd; keep it
- * open until destroy.  Ranges are checked against the base page size only: for a
- * hugetlbfs memfd submit huge-page-aligned ranges.
+/**
+ * gfa_release_create() - create a release engine for a memfd
+ * @memfd: a shmem/hugetlbfs memfd or any file supporting FALLOC_FL_PUNCH_HOLE
+ * @map_base: a MAP_SHARED, PROT_WRITE mapping of the whole file (MADV_REMOVE needs both),
+ *            used where fallocate is unsupported, or NULL
+ * @cfg: struct gfa_release_config, or NULL for all defaults
  *
- * Returns the engine, or NULL with errno set:
- *   EBADF   memfd is not an open file descriptor
- *   EINVAL  memfd is not a regular file; max_punch_bytes not a page multiple or
- *           above GFA_RELEASE_MAX_PUNCH_LIMIT; ring_entries above
- *           GFA_RELEASE_MAX_RING; a fault with nth != 0 and err <= 0;
- *           fault_setup_err < 0
- *   ENOMEM  out of memory
- *   EAGAIN  (or another pthread_create error) the thread could not be started
- * Ring setup failure is NOT an error: the engine runs in synchronous mode.
- * Thread rules: any thread.
+ * The engine does not take ownership of @memfd: keep it open, and @map_base mapped, until
+ * gfa_release_destroy() returns.  Ranges are checked against the base page size only: for
+ * a hugetlbfs memfd submit huge-page-aligned ranges.  Ring setup failure is not an error:
+ * the engine runs in synchronous mode.
+ *
+ * Return: the engine, or NULL with errno: EBADF (@memfd is not an open file descriptor),
+ * EINVAL (@memfd is not a regular file; max_punch_bytes not a page multiple or above
+ * GFA_RELEASE_MAX_PUNCH_LIMIT; ring_entries above GFA_RELEASE_MAX_RING; a fault with nth
+ * != 0 and err <= 0; fault_setup_err < 0; nonzero reserved words), ENOMEM, EAGAIN (or
+ * another pthread_create error: the thread could not be started).
+ * Context: any thread.
  */
 struct gfa_release_engine *gfa_release_create(int memfd, void *map_base,
 					      const struct gfa_release_config *cfg);
 
-/*
- * Queue [offset, offset + len) of the memfd for release; @done(@cookie, ...) is
- * called exactly once when it has been handled (see gfa_release_done_fn).
- * Never waits for the host: O(1) work under a short lock, plus a rare fstat when
- * the range lies beyond the size last seen (the file may have grown).
+/**
+ * gfa_release_submit() - queue a byte range of the memfd for release
+ * @offset: start, a page multiple
+ * @len: length, a page multiple, not 0
+ * @done: called exactly once when the range has been handled (gfa_release_done_fn)
+ * @cookie: passed to @done
  *
- * Returns 0, or (nothing queued, done never called):
- *   -EINVAL     engine or done is NULL, len == 0, offset or len not a multiple
- *               of the page size
- *   -ERANGE     offset + len overflows or exceeds the memfd's size (the largest
- *               size seen: a file shrunk under the engine is not noticed, and a
- *               punch past its end changes nothing)
- *   -ESHUTDOWN  gfa_release_destroy() has started
- *   -ENOMEM     no memory for the queue entry
- *   -errno      of fstat() on the memfd (e.g. -EBADF)
- * Thread rules: any thread, concurrently; also from a done callback.
+ * Never waits for the host: O(1) work under a short lock, plus a rare fstat when the
+ * range lies beyond the size last seen (the file may have grown).
+ *
+ * Return: 0, or (nothing queued, @done never called) -EFAULT (@engine or @done NULL),
+ * -EINVAL (@len 0, @offset or @len not a page multiple), -ERANGE (@offset + @len
+ * overflows or exceeds the memfd's size: the largest size seen, so a file shrunk under
+ * the engine is not noticed, and a punch past its end changes nothing), -ESHUTDOWN
+ * (gfa_release_destroy() has started), -ENOMEM, or the errno of fstat() (e.g. -EBADF).
+ * Context: any thread, concurrently; also from a done callback.
  */
 int gfa_release_submit(struct gfa_release_engine *engine, uint64_t offset,
 		       uint64_t len, gfa_release_done_fn done, void *cookie);
 
-/*
- * Plug / unplug: while at least one plug is held, the engine leaves queued ranges
- * alone, so a burst of submits (a balloon inflation) is coalesced as a whole
- * (like blk_start_plug()).  Plugs nest; gfa_release_flush() and destroy override
- * them.  Unplug without a plug returns -EINVAL.  Returns 0 or -EINVAL (NULL engine).
- * Thread rules: any thread.
+/**
+ * gfa_release_plug() - hold queued ranges, so a burst of submits is coalesced as a whole
+ *
+ * While at least one plug is held the engine leaves queued ranges alone (like
+ * blk_start_plug()), so a balloon inflation is punched as one.  Plugs nest;
+ * gfa_release_flush() and gfa_release_destroy() override them.
+ *
+ * Return: 0 or -EFAULT (NULL @engine).
+ * Context: any thread.
  */
 int gfa_release_plug(struct gfa_release_engine *engine);
+/**
+ * gfa_release_unplug() - drop one plug
+ *
+ * Return: 0, -EFAULT (NULL @engine) or -EINVAL (no plug held).
+ * Context: any thread.
+ */
 int gfa_release_unplug(struct gfa_release_engine *engine);
 
-/*
- * Wait until every range submitted before this call has had its done callback
- * return (ranges held by a plug included).  @timeout_ms < 0 waits forever.
- * Returns 0, or -EINVAL (NULL engine), -ETIMEDOUT, -EDEADLK (called on the engine
+/**
+ * gfa_release_flush() - wait for every range submitted before this call
+ * @timeout_ms: how long to wait; < 0 waits forever
+ *
+ * Waits until every such range has had its done callback return (ranges held by a plug
+ * included).
+ *
+ * Return: 0, or -EFAULT (NULL @engine), -ETIMEDOUT, -EDEADLK (called on the engine
  * thread, i.e. from a done callback).
- * Thread rules: any thread except the engine thread.
+ * Context: any thread except the engine thread.
  */
 int gfa_release_flush(struct gfa_release_engine *engine, int timeout_ms);
 
-/*
- * Refuse new submits, finish everything queued (every done callback is made),
- * join the thread, tear down the ring and free the engine.  NULL is a no-op (0).
- * Returns 0, or -EDEADLK if called on the engine thread (nothing is done).
- * Thread rules: once, from any thread but the engine thread, after which no other
- * thread may use the engine.
+/**
+ * gfa_release_destroy() - finish everything queued and free the engine
+ * @engine: the engine; NULL is a no-op (0)
+ *
+ * Refuses new submits, makes every done callback of what is queued, joins the thread and
+ * tears down the ring.
+ *
+ * Return: 0, or -EDEADLK if called on the engine thread (nothing is done).
+ * Context: once, from any thread but the engine thread, after which no other thread may
+ * use the engine.
  */
 int gfa_release_destroy(struct gfa_release_engine *engine);
 
-/*
- * "io_uring" or "sync".  If @why is not NULL it receives a stable, human-readable
- * reason (which opcode is used, or why the ring is not).  The mode may change once,
- * from io_uring to sync, if the ring fails at run time.  NULL engine => NULL.
- * Thread rules: any thread; the returned strings live as long as the engine.
+/**
+ * gfa_release_mode() - how the engine releases
+ * @why: gets a stable, human-readable reason (which opcode is used, or why the ring is
+ *       not), if not NULL
+ *
+ * The mode may change once, from io_uring to sync, if the ring fails at run time.
+ *
+ * Return: "io_uring" or "sync"; NULL for a NULL @engine.
+ * Context: any thread; the strings live as long as the engine.
  */
 const char *gfa_release_mode(const struct gfa_release_engine *engine,
 			     const char **why);
 
-/*
- * Snapshot the counters into @out (each counter is read atomically; the set is
- * not a single consistent cut while the engine runs).  Returns 0 or -EINVAL.
- * Thread rules: any thread.
+/**
+ * gfa_release_stats() - snapshot the engine's counters
+ * @out: gets them (reserved words zeroed); each counter is read atomically, the set is
+ *       not a single consistent cut while the engine runs
+ *
+ * Return: 0 or -EFAULT.
+ * Context: any thread.
  */
 int gfa_release_stats(const struct gfa_release_engine *engine,
 		      struct gfa_release_stats *out);
@@ -324,32 +429,55 @@ struct gfa_host_return_config {
 					 * released; 0 = 1000 */
 	bool no_pcp_drain;              /* leave idle caches alone */
 	struct gfa_release_config engine;  /* per-engine settings, incl. fault injection */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
-/*
- * Start returning memory: one io_uring release engine per zone memfd and one thread
- * that, when it has nothing to release, also zeroes dirty free frames (idle scrub), every
- * pcp_idle_ms drains vCPU caches that have been idle that long (gfa_pool_drain_idle), and
- * otherwise runs the allocator's depopulation policy (gfa_zone_set_release_policy: LOW/HIGH
- * reserve, quarter-empty pageblocks, highest first, released blocks reused last).
- * Frames released are zero when next touched and count as clean.  Returns NULL with
- * errno: EFAULT, EINVAL (b backs another pool), EBUSY (the backing has a host return
- * already), or the engine's error (ring setup failures fall back to synchronous
- * release inside the engine, with a warning).  Thread rules: start/stop once per
- * backing; kick and quiesce from any thread.
+/**
+ * gfa_host_return_start() - start returning a pool's free memory to the host
+ * @b: the pool's backing
+ * @cfg: struct gfa_host_return_config, or NULL for the defaults
+ *
+ * One io_uring release engine per zone memfd and one thread that, when it has nothing to
+ * release, also zeroes dirty free frames (idle scrub), every pcp_idle_ms drains vCPU
+ * caches that have been idle that long (gfa_pool_drain_idle()), and otherwise runs the
+ * allocator's depopulation policy (gfa_zone_set_release_policy(): LOW/HIGH reserve,
+ * quarter-empty pageblocks, highest first, released blocks reused last).  Frames released
+ * are zero when next touched and count as clean.
+ *
+ * Return: the host return, or NULL with errno: EFAULT, EINVAL (@b backs another pool,
+ * nonzero reserved words), EBUSY (the backing has a host return already), or the
+ * engine's error (ring setup failures fall back to synchronous release inside the engine,
+ * with a warning).
+ * Context: start and stop once per backing.
  */
 struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_backing *b,
 					      const struct gfa_host_return_config *cfg);
-/* Run a pass now that releases without settling (a balloon inflation, a VM the operator
- * wants gone for good).  Never waits.  NULL is a no-op. */
+/**
+ * gfa_host_return_kick() - run a pass now that releases without settling
+ * @hr: the host return; NULL is a no-op
+ *
+ * For a balloon inflation, or a VM the operator wants gone for good.  Never waits.
+ * Context: any thread.
+ */
 void gfa_host_return_kick(struct gfa_host_return *hr);
-/*
- * Wait until a pass finds nothing to do and no release is in flight (tests, benchmarks,
- * shutdown), at most timeout_ms (negative: 0).  0, -EFAULT, -ETIMEDOUT, -ECANCELED (a
- * gfa_host_return_stop on another thread overlapped; it waits for this call to return).
+/**
+ * gfa_host_return_quiesce() - wait until a pass finds nothing to do and nothing is in flight
+ * @timeout_ms: at most this long (negative: 0)
+ *
+ * For tests, benchmarks and shutdown.
+ *
+ * Return: 0, -EFAULT, -ETIMEDOUT, -ECANCELED (a gfa_host_return_stop() on another thread
+ * overlapped; it waits for this call to return).
+ * Context: any thread.
  */
 int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms);
-/* Stop the thread, let the engines finish what is queued, free.  NULL is a no-op. */
+/**
+ * gfa_host_return_stop() - stop the thread, let the engines finish what is queued, free
+ * @hr: the host return; NULL is a no-op
+ *
+ * Return: 0.
+ * Context: once per host return, from any thread.
+ */
 int gfa_host_return_stop(struct gfa_host_return *hr);
 
 struct gfa_host_return_stat {
@@ -360,13 +488,31 @@ struct gfa_host_return_stat {
 	uint64_t pcp_frames_drained;    /* frames taken back from idle vCPU caches */
 	uint64_t inflight_ranges;
 	const char *mode, *mode_why;    /* "io_uring" or "sync" (any zone's engine), and why */
+	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
+/**
+ * gfa_host_return_stat() - the host return's counters
+ * @st: gets them (reserved words zeroed)
+ *
+ * Return: 0 or -EFAULT.
+ * Context: any thread.
+ */
 int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat *st);
-/* The host return started on b, or NULL (none, or b is NULL).  The pointer is only as
- * good as the caller's knowledge that nobody stops it meanwhile. */
+/**
+ * gfa_backing_host_return() - the host return started on a backing
+ *
+ * Return: the host return, or NULL (none, or @b NULL).  The pointer is only as good as
+ * the caller's knowledge that nobody stops it meanwhile.
+ * Context: any thread.
+ */
 struct gfa_host_return *gfa_backing_host_return(const struct gfa_backing *b);
-/* gfa_host_return_kick() on b's host return if it has one: safe from any thread, also
- * while another stops it (the balloon kicks this way).  NULL is a no-op. */
+/**
+ * gfa_backing_kick_host_return() - gfa_host_return_kick() on a backing's host return
+ * @b: the backing; NULL, or a backing without host return, is a no-op
+ *
+ * Context: any thread, also while another stops the host return (the balloon kicks this
+ * way).
+ */
 void gfa_backing_kick_host_return(struct gfa_backing *b);
 
 /* ---- guests ---- */
@@ -395,43 +541,80 @@ struct gfa_guest_config {
 	 * run (a guest the VMM fills before it has vCPUs must still pass ops). */
 	const struct gfa_guest_vcpu_ops *vcpu_ops;
 	void *vcpu_ctx;         /* passed to the ops */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
-/*
- * Create a guest: reserve a host virtual window of mem_bytes (2 MiB aligned), back each
- * 2 MiB range with an order-9 block when one can be had (the cache, the zone, then
- * node-local direct compaction with capture), else with the largest smaller blocks
- * available, map each block into the window (MAP_SHARED | MAP_FIXED of the zone memfd)
- * and zero any dirty frame first.  Registers the guest as the owner of its frames so
- * compaction can move them (pausing vCPUs through the ops, once set).
- * Returns NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, a pcp of another
- * zone or pool, a backing of another pool, or vcpu_ops without pause or resume), ERANGE (zone), ENODEV (pool without backing),
- * ENOMEM (not enough frames; no frame is kept, but what the blocks taken drew from the
- * owner's claim stays drawn: unclaim and claim again before retrying), EEXIST (cfg->id
- * is an owner of the pool already), ENOSPC (owner registry full), or the error of mmap
- * for the window.
- * Thread rules: any thread; one guest's calls are serialised by the guest's lock.  Not
- * from a thread the vCPU ops wait for (a vCPU's own IO handler, e.g. a virtio-balloon
- * device): a move holds the guest's lock while it pauses the vCPUs, so that thread
- * would wait for the lock and the move for that thread.  Hand such work to another
- * thread.
+/**
+ * gfa_guest_create() - a guest whose RAM is made of pool frames
+ * @b: the pool's backing
+ * @cfg: struct gfa_guest_config
+ *
+ * Reserves a host virtual window of mem_bytes (2 MiB aligned), backs each 2 MiB range
+ * with an order-9 block when one can be had (the cache, the zone, then node-local direct
+ * compaction with capture), else with the largest smaller blocks available, maps each
+ * block into the window (MAP_SHARED | MAP_FIXED of the zone memfd) and zeroes any dirty
+ * frame first.  Registers the guest as the owner of its frames so compaction can move
+ * them (pausing vCPUs through the ops).
+ *
+ * Return: the guest, or NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, a
+ * pcp of another zone or pool, a backing of another pool, vcpu_ops without pause or
+ * resume, nonzero reserved words), ERANGE (zone), ENODEV (pool without backing), ENOMEM
+ * (not enough frames; no frame is kept, but what the blocks taken drew from the owner's
+ * claim stays drawn: unclaim and claim again before retrying), EEXIST (cfg->id is an
+ * owner of the pool already), ENOSPC (owner registry full), or the error of mmap for the
+ * window.
+ * Context: any thread; one guest's calls are serialised by the guest's lock.  Not from a
+ * thread the vCPU ops wait for (a vCPU's own IO handler, e.g. a virtio-balloon device): a
+ * move holds the guest's lock while it pauses the vCPUs, so that thread would wait for
+ * the lock and the move for that thread.  Hand such work to another thread.
  */
 struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 				   const struct gfa_guest_config *cfg);
-/* Unmap the window, free every frame (marked dirty) and unregister.  NULL is a no-op. */
+/**
+ * gfa_guest_destroy() - unmap the window, free every frame (marked dirty), unregister
+ * @g: the guest; NULL is a no-op
+ *
+ * Context: once, when no other thread uses the guest.
+ */
 void gfa_guest_destroy(struct gfa_guest *g);
-/*
- * The guest's vCPUs are stopped for good (the VMM is tearing it down): wait for a move
- * that is pausing them to finish, and call the vCPU ops no more, so the VMM can free
- * its vCPUs before it destroys the guest.  Moves after it pause nothing.  NULL is a
- * no-op.  Any thread but one the vCPU ops wait for (the guest's lock).
+/**
+ * gfa_guest_forget_vcpus() - the guest's vCPUs are stopped for good
+ * @g: the guest; NULL is a no-op
+ *
+ * The VMM is tearing the guest down: wait for a move that is pausing the vCPUs to
+ * finish, and call the vCPU ops no more, so the VMM can free its vCPUs before it destroys
+ * the guest.  Moves after it pause nothing.
+ * Context: any thread but one the vCPU ops wait for (the guest's lock).
  */
 void gfa_guest_forget_vcpus(struct gfa_guest *g);
-/* Host address of guest physical address 0, and the guest's size. */
+/**
+ * gfa_guest_hva() - host address of guest physical address 0
+ *
+ * Return: the window, or NULL for a NULL @g.
+ * Context: any thread.
+ */
 void *gfa_guest_hva(const struct gfa_guest *g);
+/**
+ * gfa_guest_size() - the guest's RAM in bytes
+ *
+ * Return: the size, 0 for a NULL @g.
+ * Context: any thread.
+ */
 uint64_t gfa_guest_size(const struct gfa_guest *g);
+/**
+ * gfa_guest_id() - the guest's owner cookie
+ *
+ * Return: the cookie, 0 for a NULL @g.
+ * Context: any thread.
+ */
 uint64_t gfa_guest_id(const struct gfa_guest *g);
-/* pfn backing gpa; GFA_ERANGE outside the guest, -ENOENT when ballooned out. */
+/**
+ * gfa_guest_gpa_to_pfn() - the frame backing a guest physical address
+ * @pfn: gets it
+ *
+ * Return: 0, or GFA_EFAULT, GFA_ERANGE (outside the guest), -ENOENT (ballooned out).
+ * Context: any thread (the guest's lock).
+ */
 int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn);
 
 struct gfa_guest_stat {
@@ -443,14 +626,27 @@ struct gfa_guest_stat {
 	uint64_t moves;                 /* blocks moved by compaction */
 	uint64_t collapses;             /* ranges collapsed into one block */
 	uint64_t ballooned_frames;      /* frames taken away by the balloon */
+	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
+/**
+ * gfa_guest_stat() - the guest's counters
+ * @st: gets them (reserved words zeroed)
+ *
+ * Return: 0 or GFA_EFAULT.
+ * Context: any thread (the guest's lock).
+ */
 int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
 
-/*
- * khugepaged for one guest: collapse up to max_ranges 2 MiB ranges that are backed by
- * small blocks into order-9 blocks (pausing vCPUs around each move) and map them as one
- * huge mapping.  A range whose collapse fails (no order-9 block, a move refused) stays as
- * it was and is not counted.  Returns ranges collapsed, or -EFAULT (g NULL).
+/**
+ * gfa_guest_collapse() - khugepaged for one guest
+ * @max_ranges: collapse at most this many ranges
+ *
+ * Collapses 2 MiB ranges that are backed by small blocks into order-9 blocks (pausing
+ * vCPUs around each move) and maps each as one huge mapping.  A range whose collapse
+ * fails (no order-9 block, a move refused) stays as it was and is not counted.
+ *
+ * Return: ranges collapsed, or -EFAULT (@g NULL).
+ * Context: any thread but a vCPU's own IO handler (see gfa_guest_create()).
  */
 int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges);
 
@@ -460,29 +656,40 @@ struct gfa_gpa_range {
 	uint64_t gpa, len;              /* 4 KiB aligned */
 };
 
-/*
- * Inflate: take [gpa, gpa + len) of each range away from the guest.  The frames are
- * freed (dirty) and the window there is remapped to anonymous zero memory, so the guest
- * reads zero if it touches them again; the host-return thread (if started) is kicked to
- * punch them out.  The calling thread never waits for the host.  Every range is checked
- * first; one bad range rejects the whole request and changes nothing:
- *   -EFAULT NULL, -EINVAL zero length or misaligned, -ERANGE outside the guest,
- *   -EALREADY already ballooned, -ENOTUNIQ ranges overlap each other.
- * -ENOMEM (or another mmap errno) when the window cannot be remapped (vm.max_map_count:
- * a page inside a block's mapping takes two more VMAs): the ranges already unmapped are
- * mapped again (end blocks may be left split); a block that cannot be mapped again
- * either is ballooned after all (counted in ballooned_frames): a gfn the guest owns is
- * always mapped, one it does not always reads zero.
- * Returns frames taken, or the error.  Thread rules: any thread (the guest's lock) but a
- * vCPU's own IO handler (see gfa_guest_create).
+/**
+ * gfa_balloon_inflate() - take guest physical ranges away from the guest
+ * @r: the ranges, 4 KiB aligned
+ * @n: how many
+ *
+ * The frames are freed (dirty) and the window there is remapped to anonymous zero
+ * memory, so the guest reads zero if it touches them again; the host-return thread (if
+ * started) is kicked to punch them out.  The calling thread never waits for the host.
+ * Every range is checked first; one bad range rejects the whole request and changes
+ * nothing.  When the window cannot be remapped (vm.max_map_count: a page inside a
+ * block's mapping takes two more VMAs) the ranges already unmapped are mapped again (end
+ * blocks may be left split); a block that cannot be mapped again either is ballooned
+ * after all (counted in ballooned_frames): a gfn the guest owns is always mapped, one it
+ * does not always reads zero.
+ *
+ * Return: frames taken, or -EFAULT (NULL), -EINVAL (zero length or misaligned), -ERANGE
+ * (outside the guest), -EALREADY (already ballooned), -ENOTUNIQ (ranges overlap each
+ * other), -ENOMEM or another mmap errno (the window could not be remapped).
+ * Context: any thread (the guest's lock) but a vCPU's own IO handler (see
+ * gfa_guest_create()).
  */
 int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
-/*
- * Deflate: give the guest memory again for ranges that are ballooned out (fresh zeroed
- * frames mapped back).  Errors as inflate, with -ENOENT for a range that is not (wholly)
- * ballooned, and -ENOMEM when frames cannot be had (nothing changes then, except that
- * frames whose window could not be unmapped again stay the guest's, counted out of
- * ballooned_frames).
+/**
+ * gfa_balloon_deflate() - give the guest memory again for ballooned ranges
+ * @r: the ranges, 4 KiB aligned and ballooned out
+ * @n: how many
+ *
+ * Fresh zeroed frames are mapped back.
+ *
+ * Return: frames given, or the errors of gfa_balloon_inflate(), -ENOENT for a range that
+ * is not (wholly) ballooned, and -ENOMEM when frames cannot be had (nothing changes then,
+ * except that frames whose window could not be unmapped again stay the guest's, counted
+ * out of ballooned_frames).
+ * Context: as gfa_balloon_inflate().
  */
 int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
 
