@@ -53,7 +53,14 @@ TESTBIN := $(BUILD)/tests/gfa-tests
 
 .PHONY: all deps deps-test run test check asan tsan bench install install-refvmm clean tidy cppcheck \
         sanitized-test bench-buddy bench-pcp bench-thpscale bench-release
-all: $(SO) $(A) $(REF_A) $(GFACTL) $(EX_BIN) $(BENCH_BIN)
+# The memory checker a Linux guest runs from its initramfs (tools/linux-initramfs.sh):
+# static, since the initramfs has no libraries; no sanitizer for the same reason.
+LINUX_CHECKER := $(BUILD)/tests/linux/gfacheck
+all: $(SO) $(A) $(REF_A) $(GFACTL) $(EX_BIN) $(BENCH_BIN) $(LINUX_CHECKER)
+
+$(LINUX_CHECKER): tests/linux/gfacheck.c
+	@mkdir -p $(dir $@)
+	$(CC) -static -O2 -g -std=gnu11 -Wall -Wextra -Werror -o $@ $<
 
 deps:
 	@tools/deps.sh build

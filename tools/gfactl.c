@@ -240,6 +240,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "vmstart"))
 		return cmd_vmstart(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "linux"))
+		return cmd_linux(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stat"))
 		return cmd_stat(argc - 1, argv + 1);
 	fprintf(stderr, "gfactl: unknown command '%s'\n", argv[1]);
