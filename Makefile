@@ -51,7 +51,7 @@ REF_A   := $(BUILD)/libgfa-refvmm.a
 GFACTL  := $(BUILD)/gfactl
 TESTBIN := $(BUILD)/tests/gfa-tests
 
-.PHONY: all deps deps-test run test check asan tsan bench install install-refvmm clean tidy cppcheck \
+.PHONY: all deps deps-test run linux test check asan tsan bench install install-refvmm clean tidy cppcheck \
         sanitized-test bench-buddy bench-pcp bench-thpscale bench-release
 # The memory checker a Linux guest runs from its initramfs (tools/linux-initramfs.sh):
 # static, since the initramfs has no libraries; no sanitizer for the same reason.
@@ -134,6 +134,16 @@ sanitized-test: $(TESTBIN) $(GFACTL) $(EX_BIN)
 run: deps-test
 	$(MAKE) all
 	$(GFACTL) vmstart $(ARGS)
+
+# Linux guests on gfa (gfactl linux); inside the QEMU harness where KVM cannot boot Linux
+# (no /dev/kvm, or the software kvm_pvm), with shmem THP on there so KVM maps 2 MiB pages.
+linux: deps-test
+	$(MAKE) all
+	tools/linux-initramfs.sh --out $(BUILD)/linux --checker $(LINUX_CHECKER) >/dev/null
+	@if [ -e /sys/module/kvm_pvm ] || [ ! -w /dev/kvm ]; then \
+	  tools/kvm-in-qemu.sh --build $(BUILD) --mem 2048 --timeout 900 -- sh -c \
+	    'echo advise >/sys/kernel/mm/transparent_hugepage/shmem_enabled; $(GFACTL) linux $(ARGS)'; \
+	else $(GFACTL) linux $(ARGS); fi
 
 # (a static pattern rule: GNU make skips implicit rules for .PHONY targets)
 BENCH_TARGETS := $(BENCH_SRC:bench/%.c=bench-%)

@@ -184,8 +184,14 @@ static int linux_moves(struct gfa_pool *pool, struct linux_guest *gs, const stru
 	int tmo = (int)o->timeout_s * 1000, r, collapsed = 0;
 	char why[320];
 
+	static const char *const result[] = { "skipped", "continue", "complete", "partial",
+					      "success" };
+
 	r = gfa_compact_zone(pool, 0, -1, GFA_COMPACT_SYNC);
-	printf("moves: full compaction: %d\n", r);
+	if (r < 0 || r > GFA_COMPACT_SUCCESS)
+		printf("moves: full compaction failed: %s\n", strerror(r < 0 ? -r : EINVAL));
+	else
+		printf("moves: full compaction of zone 0: %s\n", result[r]);
 	for (unsigned int i = 0; i < o->guests; i++) {
 		r = gfa_guest_collapse(gfa_linux_vm_guest(gs[i].vm), UINT_MAX);
 		collapsed += r > 0 ? r : 0;
