@@ -161,8 +161,11 @@ static void write_mptable(char *area, uint64_t gpa, unsigned int vcpus)
 {
 	struct mpf_intel *mpf = (struct mpf_intel *)area;
 	struct mpc_table *mpc = (struct mpc_table *)(area + sizeof(*mpf));
+	const struct mpc_bus buses[2] = { { MP_BUS, MP_BUS_PCI, "PCI   " },
+					  { MP_BUS, MP_BUS_ISA, "ISA   " } };
+	const uint8_t ioapic_id = (uint8_t)vcpus;
+	const struct mpc_ioapic io = { MP_IOAPIC, ioapic_id, MP_IOAPIC_VERSION, 1, MP_IOAPIC_ADDR };
 	char *p = (char *)(mpc + 1);
-	uint8_t ioapic_id = (uint8_t)vcpus;
 	uint16_t count = 0;
 
 	memset(area, 0, 1024);
@@ -177,12 +180,9 @@ static void write_mptable(char *area, uint64_t gpa, unsigned int vcpus)
 		p += sizeof(c);
 		count++;
 	}
-	struct mpc_bus buses[2] = { { MP_BUS, MP_BUS_PCI, "PCI   " },
-				    { MP_BUS, MP_BUS_ISA, "ISA   " } };
 	memcpy(p, buses, sizeof(buses));
 	p += sizeof(buses);
 	count += 2;
-	struct mpc_ioapic io = { MP_IOAPIC, ioapic_id, MP_IOAPIC_VERSION, 1, MP_IOAPIC_ADDR };
 	memcpy(p, &io, sizeof(io));
 	p += sizeof(io);
 	count++;
@@ -442,8 +442,8 @@ static int load_initrd(const char *path, char *ram, uint64_t size, uint64_t max_
 		close(fd);
 		return r;
 	}
-	gpa = ((top - (uint64_t)st.st_size) & ~((2ULL << 20) - 1));
-	if ((uint64_t)st.st_size >= top || gpa < b->kernel_end) {
+	if ((uint64_t)st.st_size >= top ||
+	    (gpa = (top - (uint64_t)st.st_size) & ~((2ULL << 20) - 1)) < b->kernel_end) {
 		close(fd);
 		return -E2BIG;
 	}

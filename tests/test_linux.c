@@ -2,9 +2,10 @@
 /*
  * A real Linux guest on gfa memory: refvmm/linux_*.c, refvmm/uart.c.
  *
- * Suite "linux_boot" boots Debian's own kernel (GFA_LINUX_KERNEL, an uncompressed vmlinux or a
- * bzImage) with the initramfs of tools/linux-initramfs.sh (GFA_LINUX_INITRD: busybox, the
- * kernel's virtio modules, gfa's checker tests/linux/gfacheck.c) on a gfa guest and reads
+ * Suite "linux_boot" boots Debian's own kernel (GFA_LINUX_KERNEL, the uncompressed vmlinux;
+ * GFA_LINUX_BZIMAGE, the bzImage it came from) with the initramfs of
+ * tools/linux-initramfs.sh (GFA_LINUX_INITRD: busybox, the kernel's virtio modules, gfa's
+ * checker tests/linux/gfacheck.c) on a gfa guest and reads
  * what its checker reports on the serial console.  It needs KVM that runs an unmodified
  * kernel: the native kvm_pvm cannot ("KVM internal error, emulation failure"), so there
  * the suite skips and linux_qemu/in_qemu runs it inside one QEMU TCG guest with nested
@@ -325,6 +326,30 @@ Test(linux_boot, three_guests_share_one_pool, .timeout = 600)
 	lt_host_done(&h);
 }
 
+/* The bzImage itself, through the 64-bit boot protocol (it decompresses itself first). */
+Test(linux_boot, a_bzimage_boots_through_the_64_bit_entry, .timeout = 400)
+{
+	const uint64_t mem = 128 * LT_MIB;
+	const char *bz = getenv("GFA_LINUX_BZIMAGE");
+	unsigned int next = 0;
+	struct gfa_linux_vm *vm;
+	struct lt_host h;
+
+	lt_require_linux();
+	cr_assert(bz && !access(bz, R_OK), "GFA_LINUX_BZIMAGE (/boot/vmlinuz-*) not readable");
+	lt_kernel = bz;
+	h = lt_host_new(mem + 32 * LT_MIB);
+	vm = lt_boot(&h, mem, 8, 1, false);
+	lt_expect(vm, "gfa-init up", &next, NULL, 0, NULL);
+	lt_expect_e820(vm, &next);
+	lt_expect_clean_pass(vm, &next);
+	lt_expect(vm, "gfa-init: checker exit 0", &next, NULL, 0, NULL);
+	cr_assert_eq(gfa_linux_vm_wait(vm, LT_TIMEOUT_MS), GFA_LINUX_EXIT_RESET);
+	lt_expect_no_oops(vm);
+	gfa_linux_vm_destroy(vm);
+	lt_host_done(&h);
+}
+
 /* ---- suite linux_config: bad configurations (wherever KVM opens) ------------------ */
 
 Test(linux_config, bad_configs_are_refused_and_keep_the_pool)
@@ -374,12 +399,12 @@ Test(linux_config, bad_configs_are_refused_and_keep_the_pool)
 
 /* ---- suite linux_qemu: suite linux_boot in one QEMU guest with nested KVM ------ */
 
-#define LT_TESTS 3
+#define LT_TESTS 4
 
 /* tools/linux-initramfs.sh on the host (the guest sees the tree read-only). */
 static bool lt_prepare(const char *root, const char *build, char *env, size_t len)
 {
-	char cmd[3 * PATH_MAX + 128], line[2 * PATH_MAX + 32] = "";
+	char cmd[3 * PATH_MAX + 128], line[2 * PATH_MAX + 32] = "", bz[PATH_MAX];
 	FILE *p;
 
 	snprintf(cmd, sizeof(cmd), "'%s/tools/linux-initramfs.sh' --out '%s/linux' --checker "
@@ -395,15 +420,24 @@ static bool lt_prepare(const char *root, const char *build, char *env, size_t le
 	line[strcspn(line, "\n")] = '\0';
 	/* "kernel=K initrd=I" -> "GFA_LINUX_KERNEL=K GFA_LINUX_INITRD=I" */
 	*strstr(line, " initrd=") = '\0';
-	snprintf(env, len, "GFA_LINUX_KERNEL='%s' GFA_LINUX_INITRD='%s'", line + 7,
-		 line + strlen(line) + 8);
+	/* the bzImage the vmlinux came from: the script's default, the newest kernel */
+	p = popen("ls /boot/vmlinuz-* | sort -rV | head -1", "r");
+	if (!p || !fgets(bz, sizeof(bz), p)) {
+		if (p)
+			pclose(p);
+		return false;
+	}
+	pclose(p);
+	bz[strcspn(bz, "\n")] = '\0';
+	snprintf(env, len, "GFA_LINUX_KERNEL='%s' GFA_LINUX_INITRD='%s' GFA_LINUX_BZIMAGE='%s'",
+		 line + 7, line + strlen(line) + 8, bz);
 	return true;
 }
 
 Test(linux_qemu, in_qemu, .timeout = 900)
 {
 	const char *san = getenv("GFA_SANITIZER");
-	char root[PATH_MAX], build[PATH_MAX], exe[PATH_MAX], env[3 * PATH_MAX], cmd[5 * PATH_MAX];
+	char root[PATH_MAX], build[PATH_MAX], exe[PATH_MAX], env[4 * PATH_MAX], cmd[6 * PATH_MAX];
 	double secs = 0;
 	ssize_t n;
 	int rc;

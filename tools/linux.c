@@ -21,7 +21,7 @@
 #define LINUX_MAX_GUESTS 8
 
 struct linux_opts {
-	unsigned int guests;
+	unsigned int guests, vcpus;
 	uint64_t mem, check_mib, timeout_s;
 	const char *kernel, *initrd;
 	bool moves, console, small_only;
@@ -42,6 +42,7 @@ static void linux_usage(FILE *f)
 		"initramfs (tools/linux-initramfs.sh builds it).\n\n"
 		"  --guests N       guests on the pool (default 1, at most %d)\n"
 		"  --mem SIZE       RAM per guest (default 256M)\n"
+		"  --vcpus N        vCPUs per guest (default 1)\n"
 		"  --check MIB      memory each checker fills and verifies (default 32)\n"
 		"  --moves          while the checkers run: full compaction, then collapse\n"
 		"                   (guests start on blocks below 2 MiB, so there is work)\n"
@@ -61,12 +62,14 @@ static int linux_parse(int argc, char **argv, struct linux_opts *o)
 		{ "check", required_argument, NULL, 'c' }, { "moves", no_argument, NULL, 'M' },
 		{ "kernel", required_argument, NULL, 'k' }, { "initrd", required_argument, NULL, 'i' },
 		{ "timeout", required_argument, NULL, 't' }, { "console", no_argument, NULL, 'C' },
-		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+		{ "vcpus", required_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
 	int c;
 
-	*o = (struct linux_opts){ .guests = 1, .mem = 256 * MiB, .check_mib = 32, .timeout_s = 120 };
+	*o = (struct linux_opts){ .guests = 1, .vcpus = 1, .mem = 256 * MiB, .check_mib = 32,
+				  .timeout_s = 120 };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -86,6 +89,11 @@ static int linux_parse(int argc, char **argv, struct linux_opts *o)
 		case 't':
 			if (!parse_u64("--timeout", optarg, 1, 3600, &o->timeout_s))
 				return 2;
+			break;
+		case 'v':
+			if (!parse_u64("--vcpus", optarg, 1, GFA_LINUX_MAX_VCPUS, &v))
+				return 2;
+			o->vcpus = (unsigned int)v;
 			break;
 		case 'M': o->moves = o->small_only = true; break;
 		case 'k': o->kernel = optarg; break;
@@ -251,7 +259,7 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 {
 	char append[64], why[320];
 	struct gfa_linux_config cfg = {
-		.kernel = o->kernel, .initrd = o->initrd, .mem_bytes = o->mem,
+		.kernel = o->kernel, .initrd = o->initrd, .mem_bytes = o->mem, .vcpus = o->vcpus,
 		.small_only = o->small_only, .console_fd = o->console ? 2 : -1, .append = append,
 	};
 	int tmo = (int)o->timeout_s * 1000;

@@ -8,6 +8,7 @@
  *   VMs        a gfa_guest plus vCPUs running gfa's test guest (or host threads)
  *   domains    a guest's memory layout imported from libvirt
  *   host memory  PMD-mapped, resident and memfd-backed bytes, as the host reports them
+ *   Linux guests  an unmodified Linux kernel booted on a gfa guest's RAM
  */
 #ifndef GFA_REFVMM_H
 #define GFA_REFVMM_H
