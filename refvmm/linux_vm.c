@@ -379,7 +379,8 @@ static char *build_cmdline(const struct gfa_linux_config *cfg)
 	const char *base = cfg->cmdline ? cfg->cmdline : GFA_LINUX_DEFAULT_CMDLINE;
 	char *s = NULL;
 
-	/* no PCI bus: spare the kernel the probe (and its "no config space access" error) */
+	/* no PCI bus: spare the kernel the probe (it still says "PCI: Fatal: No config
+	 * space access function found", harmlessly) */
 	if (asprintf(&s, "%s%s%s%s", base, cfg->pci ? "" : " pci=off", cfg->append ? " " : "",
 		     cfg->append ? cfg->append : "") < 0)
 		return NULL;

@@ -83,14 +83,14 @@ static void lt_host_done(struct lt_host *h)
 	gfa_pool_destroy(h->pool);
 }
 
-/* A guest of @mem whose checker fills @check_mib MiB and verifies it @passes times
+/* A guest of @mem and @vcpus whose checker fills @check_mib MiB and verifies it @passes times
  * (0: until the VM stops), started. */
-static struct gfa_linux_vm *lt_boot(struct lt_host *h, uint64_t mem, unsigned int check_mib,
-				    unsigned int passes, bool small_only)
+static struct gfa_linux_vm *lt_boot(struct lt_host *h, uint64_t mem, unsigned int vcpus,
+				    unsigned int check_mib, unsigned int passes, bool small_only)
 {
 	char append[64];
 	struct gfa_linux_config cfg = {
-		.kernel = lt_kernel, .initrd = lt_initrd, .mem_bytes = mem,
+		.kernel = lt_kernel, .initrd = lt_initrd, .mem_bytes = mem, .vcpus = vcpus,
 		.small_only = small_only, .console_fd = -1, .append = append,
 	};
 	struct gfa_linux_vm *vm;
@@ -187,7 +187,7 @@ static void lt_expect_memtotal(struct gfa_linux_vm *vm, uint64_t mem, unsigned i
 
 /* ---- suite linux_boot (needs KVM that boots Linux) ------------------------------ */
 
-Test(linux_boot, boots_to_init_and_checks_its_memory, .timeout = 400)
+Test(linux_boot, boots_to_init_with_two_vcpus_and_checks_its_memory, .timeout = 400)
 {
 	const uint64_t mem = 256 * LT_MIB;
 	unsigned int next = 0;
@@ -199,8 +199,10 @@ Test(linux_boot, boots_to_init_and_checks_its_memory, .timeout = 400)
 
 	lt_require_linux();
 	h = lt_host_new(mem + 64 * LT_MIB);
-	vm = lt_boot(&h, mem, 32, 2, false);
+	vm = lt_boot(&h, mem, 2, 32, 2, false);
 	lt_expect(vm, "gfa-init up", &next, NULL, 0, &init_ms);
+	/* the second vCPU came up through INIT/SIPI (in-kernel LAPIC, MP table entry) */
+	lt_expect(vm, "gfacheck: cpus 2", &next, NULL, 0, NULL);
 	lt_expect_memtotal(vm, mem, &next);
 	lt_expect_e820(vm, &next);
 	lt_expect(vm, "gfacheck: filled 32 MiB", &next, NULL, 0, NULL);
@@ -268,7 +270,7 @@ Test(linux_boot, frames_move_under_a_running_kernel, .timeout = 400, .fini = lt_
 	cr_assert(lt_shmem_set("advise"), "cannot set %s to advise", LT_SHMEM_THP);
 	/* the guest in the bottom half, room above for compaction to move it into */
 	h = lt_host_new(2 * mem);
-	vm = lt_boot(&h, mem, 48, 0, true);
+	vm = lt_boot(&h, mem, 1, 48, 0, true);
 	lt_expect(vm, "gfacheck: filled", &next, NULL, 0, NULL);
 	lt_expect_clean_pass(vm, &next);
 	gfa_guest_stat(gfa_linux_vm_guest(vm), &before);
@@ -310,7 +312,7 @@ Test(linux_boot, three_guests_share_one_pool, .timeout = 600)
 	lt_require_linux();
 	h = lt_host_new(3 * mem + 32 * LT_MIB);
 	for (int i = 0; i < 3; i++)
-		vm[i] = lt_boot(&h, mem, 16, 1, false);
+		vm[i] = lt_boot(&h, mem, 1, 16, 1, false);
 	for (int i = 0; i < 3; i++) {
 		lt_expect(vm[i], "gfa-init up", &next[i], NULL, 0, NULL);
 		lt_expect_memtotal(vm[i], mem, &next[i]);
@@ -339,7 +341,7 @@ Test(linux_boot, a_bzimage_boots_through_the_64_bit_entry, .timeout = 400)
 	cr_assert(bz && !access(bz, R_OK), "GFA_LINUX_BZIMAGE (/boot/vmlinuz-*) not readable");
 	lt_kernel = bz;
 	h = lt_host_new(mem + 32 * LT_MIB);
-	vm = lt_boot(&h, mem, 8, 1, false);
+	vm = lt_boot(&h, mem, 1, 8, 1, false);
 	lt_expect(vm, "gfa-init up", &next, NULL, 0, NULL);
 	lt_expect_e820(vm, &next);
 	lt_expect_clean_pass(vm, &next);

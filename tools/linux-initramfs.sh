@@ -112,5 +112,8 @@ INIT
 		{ rm -rf "$stage" "$initrd.tmp.$$"; die "cpio failed"; }
 	mv -f "$initrd.tmp.$$" "$initrd"
 	rm -rf "$stage"
+	# images from other inputs are stale now (an hour's grace for runs still using one)
+	find "$out" -maxdepth 1 -name "initramfs-$kver-*.cpio.gz" ! -name "${initrd##*/}" \
+		-mmin +60 -delete 2>/dev/null
 fi
 echo "kernel=$vmlinux initrd=$initrd"

@@ -31,6 +31,7 @@ struct linux_guest {
 	struct gfa_linux_vm *vm;
 	double init_ms, report_ms;
 	unsigned int next_line;
+	int cpus;               /* online CPUs the guest's checker counted */
 	bool ok;
 };
 
@@ -231,8 +232,9 @@ static void linux_report(struct gfa_pool *pool, struct gfa_backing *b, struct li
 		huge += st.huge_ranges;
 		ranges += st.huge_ranges + st.small_ranges;
 		pages_2m += ls.pages_2m;
-		printf("guest %u: boot to /init %.0f ms, to the checker's first report %.0f ms; "
-		       "moves %llu, collapses %llu, KVM pages_4k %llu pages_2m %llu, %s\n", i,
+		printf("guest %u: %d of %u vCPUs online; boot to /init %.0f ms, to the checker's "
+		       "first report %.0f ms; moves %llu, collapses %llu, KVM pages_4k %llu "
+		       "pages_2m %llu, %s\n", i, gs[i].cpus, o->vcpus,
 		       gs[i].init_ms, gs[i].report_ms, (unsigned long long)st.moves,
 		       (unsigned long long)st.collapses, (unsigned long long)ls.pages_4k,
 		       (unsigned long long)ls.pages_2m, gs[i].ok ? "ok" : "FAILED");
@@ -280,7 +282,11 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 	for (unsigned int i = 0; i < o->guests; i++) {
 		struct linux_guest *g = &gs[i];
 
+		char line[256];
+
 		g->ok = guest_wait(g, "gfa-init up", tmo, NULL, 0, &g->init_ms) &&
+			guest_wait(g, "gfacheck: cpus", tmo, line, sizeof(line), NULL) &&
+			sscanf(strstr(line, "gfacheck: cpus"), "gfacheck: cpus %d", &g->cpus) == 1 &&
 			guest_wait(g, "gfacheck: filled", tmo, NULL, 0, &g->report_ms) &&
 			guest_clean_pass(g, tmo, why, sizeof(why));
 		if (!g->ok)

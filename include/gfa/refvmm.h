@@ -676,6 +676,10 @@ int64_t gfa_memfd_allocated_bytes(int fd);
  * GFA_LINUX_PCI_IRQ(s), level triggered, active high (the line is asserted while a device
  * holds it at level 1 through gfa_linux_vm_irq_line).
  *
+ * Devices: create the gfa_rv_pci bus first and pass it in the config; devices that need
+ * the guest (a balloon: gfa_linux_vm_guest()) or its interrupt lines (irq_fn
+ * gfa_linux_vm_irq_line, irq_ctx the VM) are added between create and start.
+ *
  * Compaction and collapse may move the guest's frames at any time once
  * gfa_linux_vm_create() returned: the vCPUs are paused around each move.
  */

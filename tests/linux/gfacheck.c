@@ -8,6 +8,7 @@
  * under the kernel meanwhile and see from these lines that nothing changed.
  *
  *   usage: gfacheck MIB PASSES
+ *   gfacheck: cpus 1                             (online CPUs)
  *   gfacheck: MemTotal 245212 kB
  *   gfacheck: ram 0x1000-0x9fbff                 (each top-level "System RAM" line)
  *   gfacheck: filled 64 MiB
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define SEED 0x9e3779b97f4a7c15ULL
 
@@ -91,6 +93,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gfacheck MIB PASSES\n");
 		return 2;
 	}
+	printf("gfacheck: cpus %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
 	report_meminfo();
 	report_iomem();
 	words = (uint64_t)mib << 17;
