@@ -56,9 +56,16 @@ REF_A   := $(BUILD)/libgfa-refvmm.a
 GFACTL  := $(BUILD)/gfactl
 TESTBIN := $(BUILD)/tests/gfa-tests
 
-.PHONY: all deps deps-test run test check asan tsan bench install install-refvmm clean tidy cppcheck \
+.PHONY: all deps deps-test run linux test check asan tsan bench install install-refvmm clean tidy cppcheck \
         sanitized-test bench-buddy bench-pcp bench-thpscale bench-release bench-peer
-all: $(SO) $(A) $(REF_A) $(GFACTL) $(EX_BIN) $(BENCH_BIN)
+# The memory checker a Linux guest runs from its initramfs (tools/linux-initramfs.sh):
+# static, since the initramfs has no libraries; no sanitizer for the same reason.
+LINUX_CHECKER := $(BUILD)/tests/linux/gfacheck
+all: $(SO) $(A) $(REF_A) $(GFACTL) $(EX_BIN) $(BENCH_BIN) $(LINUX_CHECKER)
+
+$(LINUX_CHECKER): tests/linux/gfacheck.c
+	@mkdir -p $(dir $@)
+	$(CC) -static -O2 -g -std=gnu11 -Wall -Wextra -Werror -o $@ $<
 
 deps:
 	@tools/deps.sh build
@@ -161,6 +168,16 @@ sanitized-test: $(SO) $(TESTBIN) $(GFACTL) $(EX_BIN)
 run: deps-test
 	$(MAKE) all
 	$(GFACTL) vmstart $(ARGS)
+
+# Linux guests on gfa (gfactl linux); inside the QEMU harness where KVM cannot boot Linux
+# (no /dev/kvm, or the software kvm_pvm), with shmem THP on there so KVM maps 2 MiB pages.
+linux: deps-test
+	$(MAKE) all
+	tools/linux-initramfs.sh --out $(BUILD)/linux --checker $(LINUX_CHECKER) >/dev/null
+	@if [ -e /sys/module/kvm_pvm ] || [ ! -w /dev/kvm ]; then \
+	  tools/kvm-in-qemu.sh --build $(BUILD) --mem 2048 --timeout 900 -- sh -c \
+	    'echo advise >/sys/kernel/mm/transparent_hugepage/shmem_enabled; $(GFACTL) linux $(ARGS)'; \
+	else $(GFACTL) linux $(ARGS); fi
 
 # (a static pattern rule: GNU make skips implicit rules for .PHONY targets)
 BENCH_TARGETS := $(BENCH_SRC:bench/%.c=bench-%)

@@ -74,6 +74,8 @@ struct gfa_kvm_vm {
 	unsigned int cap_slots;
 	unsigned int nr_vcpus;
 	struct kvm_cpuid2 *cpuid;	/* KVM_GET_SUPPORTED_CPUID, fetched once */
+	gfa_kvm_mmio_fn mmio_fn;	/* set before vCPUs run, read by them */
+	void *mmio_ctx;
 	bool boot_valid;
 	uint64_t boot_gpa;
 	/* vCPUs destroyed: KVM keeps a vCPU until its VM goes, so the fd is parked and
@@ -1028,6 +1030,30 @@ static int handle_io(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn fn, void *ctx)
 	return 0;
 }
 
+static int handle_mmio(struct gfa_kvm_vcpu *vcpu)
+{
+	struct kvm_run *run = vcpu->run;
+	struct gfa_kvm_mmio m = {
+		.gpa = run->mmio.phys_addr, .len = run->mmio.len,
+		.write = run->mmio.is_write, .data = run->mmio.data,
+	};
+	int r = vcpu->vm->mmio_fn(vcpu, &m, vcpu->vm->mmio_ctx);
+
+	if (r < 0)
+		return vcpu_fail(vcpu, r, "MMIO handler failed at GPA 0x%llx: %s",
+				 (unsigned long long)m.gpa, strerror(-r));
+	return r == GFA_KVM_IO_STOP ? GFA_KVM_RUN_STOPPED : 0;
+}
+
+int gfa_kvm_vm_set_mmio_handler(struct gfa_kvm_vm *vm, gfa_kvm_mmio_fn fn, void *ctx)
+{
+	if (!vm)
+		return -EINVAL;
+	vm->mmio_fn = fn;
+	vm->mmio_ctx = ctx;
+	return 0;
+}
+
 /* One KVM exit: 0 to re-enter the guest, > 0 a run result, < 0 an error. */
 static int handle_exit(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn fn, void *ctx)
 {
@@ -1041,6 +1067,8 @@ static int handle_exit(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn fn, void *ctx)
 	case KVM_EXIT_INTR:
 		return 0;	/* a signal; pending requests are handled at the loop top */
 	case KVM_EXIT_MMIO:
+		if (vcpu->vm->mmio_fn)
+			return handle_mmio(vcpu);
 		return vcpu_fail(vcpu, -EFAULT,
 				 "guest %s %u bytes at GPA 0x%llx, which is in no memslot (MMIO exit) at rip 0x%llx",
 				 run->mmio.is_write ? "wrote" : "read", run->mmio.len,

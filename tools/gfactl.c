@@ -19,6 +19,8 @@ static void usage(FILE *f)
 		"commands:\n"
 		"  vmstart   start VMs on a gfa pool, churn them, report start latency, the share\n"
 		"            of guest RAM on 2 MiB blocks and compare with the kernel's own memory\n"
+		"  linux     boot Debian's Linux kernel as guests on one pool (needs a KVM that\n"
+		"            boots Linux: native hardware KVM, or tools/kvm-in-qemu.sh)\n"
 		"  stat      buddyinfo, pagetypeinfo and vmstat of a vmstart run (--json too)\n\n"
 		"gfactl <command> --help shows the command's options; gfactl --version the\n"
 		"library's version.\n");
@@ -102,6 +104,7 @@ static const struct {
 	int (*fn)(int argc, char **argv);
 } commands[] = {
 	{ "vmstart", cmd_vmstart },
+	{ "linux", cmd_linux },
 	{ "stat", cmd_stat },
 };
 

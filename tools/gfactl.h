@@ -13,6 +13,7 @@
 /* Each command: argc/argv start at the command name; returns the exit code. */
 int cmd_vmstart(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
+int cmd_linux(int argc, char **argv);
 
 /* Helpers shared by the commands (gfactl.c). */
 /* Milliseconds on the monotonic clock. */

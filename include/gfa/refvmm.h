@@ -9,6 +9,7 @@
  *   domains    a guest's memory layout imported from libvirt
  *   host memory  PMD-mapped, resident and memfd-backed bytes, as the host reports them
  *   PCI and virtio devices  a PCI bus for port IO and a virtio-balloon on it
+ *   Linux guests  an unmodified Linux kernel booted on a gfa guest's RAM
  */
 #ifndef GFA_REFVMM_H
 #define GFA_REFVMM_H
@@ -242,6 +243,22 @@ typedef int (*gfa_kvm_io_fn)(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io 
  *   a negative value returned by @io, or the errno of KVM_RUN
  */
 int gfa_kvm_vcpu_run(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn io, void *ctx);
+
+/* One MMIO exit: the guest touched @gpa, which lies in no memslot. */
+struct gfa_kvm_mmio {
+	uint64_t gpa;
+	uint32_t len;		/* 1..8 */
+	bool write;		/* true: the guest wrote @data; false: fill @data */
+	uint8_t *data;
+};
+typedef int (*gfa_kvm_mmio_fn)(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_mmio *m,
+			       void *ctx);
+/*
+ * Handle the MMIO exits of the VM's vCPUs with @fn (the IO handler's return convention)
+ * instead of ending gfa_kvm_vcpu_run() with -EFAULT; NULL @fn restores that.  Call
+ * before any vCPU runs.  Errors: -EINVAL NULL @vm.
+ */
+int gfa_kvm_vm_set_mmio_handler(struct gfa_kvm_vm *vm, gfa_kvm_mmio_fn fn, void *ctx);
 
 /* The last run error in words ("" if none).  Read it after run returned. */
 const char *gfa_kvm_vcpu_error(const struct gfa_kvm_vcpu *vcpu);
@@ -826,6 +843,160 @@ struct gfa_rv_balloon_stat {
 };
 /* 0 or -EFAULT.  Any thread. */
 int gfa_rv_balloon_stat(struct gfa_rv_balloon *b, struct gfa_rv_balloon_stat *st);
+/* ---- Linux guests ---- */
+
+/*
+ * A Linux VM: an unmodified Linux kernel (the uncompressed vmlinux through its PVH entry,
+ * or a bzImage through the 64-bit boot protocol), an initramfs and a command line, booted
+ * on a gfa_guest's RAM, one thread per vCPU.  The VM offers what such a kernel needs
+ * without firmware: KVM's in-kernel irqchip (PIC, IOAPIC, local APICs) and PIT, CPUID from
+ * KVM_GET_SUPPORTED_CPUID (with the hypervisor bit, so the kernel finds kvmclock), an MP
+ * table for interrupt routing (no ACPI), an e820 map made from the guest's RAM, a 16550
+ * UART on 0x3f8 as the console, port IO that no device claims reading all ones (writes
+ * ignored; PCI ports go to the optional gfa_rv_pci bus), the same for MMIO outside guest
+ * RAM, and a way to stop: a reset through the i8042 (0xfe to port 0x64) or port 0xcf9, or
+ * a triple fault, ends the run.  The default command line says reboot=pci (port 0xcf9):
+ * the i8042 route first polls the controller's status port up to 65536 times, and with no
+ * controller there every poll is an exit.
+ *
+ * Guest-physical layout: the whole guest window is RAM at GPA 0 (one memslot, so KVM can
+ * map it with 2 MiB pages); the e820 map reports [0, 0x9fc00) and [1 MiB, size) as RAM
+ * and the hole between as reserved (the MP table lives at 0x9fc00).  Guests are at most
+ * GFA_LINUX_MAX_MEM: there is no PCI hole below 4 GiB to step over.
+ *
+ * Interrupts: ISA IRQs 0-15 are edge triggered; PCI slot s, INTA#, is wired to IOAPIC pin
+ * GFA_LINUX_PCI_IRQ(s), level triggered, active high (the line is asserted while a device
+ * holds it at level 1 through gfa_linux_vm_irq_line).
+ *
+ * Devices: create the gfa_rv_pci bus first and pass it in the config; devices that need
+ * the guest (a balloon: gfa_linux_vm_guest()) or its interrupt lines (irq_fn
+ * gfa_linux_vm_irq_line, irq_ctx the VM) are added between create and start.
+ *
+ * Compaction and collapse may move the guest's frames at any time once
+ * gfa_linux_vm_create() returned: the vCPUs are paused around each move.
+ */
+struct gfa_linux_vm;
+struct gfa_rv_pci;
+
+#define GFA_LINUX_MAX_MEM	(3ULL << 30)
+#define GFA_LINUX_MAX_VCPUS	16
+#define GFA_LINUX_PCI_SLOTS	8	/* slots with an MP-table interrupt entry */
+/* IOAPIC pin of PCI slot @s's INTA#: 5, 9, 10, 11, 5, ... */
+#define GFA_LINUX_PCI_IRQ(s)	((unsigned int)((0xba95u >> (4 * ((s) & 3))) & 0xf))
+/* The command line used when the config gives none: quiet, and options that spare a
+ * firmware-less nested guest slow probes (RTC driver, i8042 aux/mux, TSC checks, the
+ * port-0x80 delay, UARTs beyond ttyS0). */
+#define GFA_LINUX_DEFAULT_CMDLINE \
+	"console=ttyS0 reboot=pci panic=-1 quiet acpi=off mitigations=off nokaslr " \
+	"tsc=reliable " \
+	"no_timer_check edd=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd " \
+	"random.trust_cpu=on cryptomgr.notests initcall_blacklist=cmos_init,add_rtc_cmos " \
+	"8250.nr_uarts=1 io_delay=none"
+
+struct gfa_linux_config {
+	const char *kernel;     /* vmlinux (ELF with a PVH entry note) or bzImage */
+	const char *initrd;     /* NULL: none */
+	const char *cmdline;    /* NULL: GFA_LINUX_DEFAULT_CMDLINE (plus pci=off when
+				 * there is no @pci bus) */
+	const char *append;     /* NULL, or words added after cmdline */
+	uint64_t mem_bytes;     /* a multiple of 2 MiB, 64 MiB .. GFA_LINUX_MAX_MEM */
+	unsigned int vcpus;     /* 0 means 1; at most GFA_LINUX_MAX_VCPUS */
+	unsigned int zone;
+	bool small_only;        /* as gfa_guest_config.small_only */
+	struct gfa_pcp *pcp;    /* the creating thread's cache, or NULL */
+	struct gfa_rv_pci *pci; /* optional: port IO nobody else claims goes there */
+	int console_fd;         /* where console bytes are copied; -1: nowhere */
+};
+
+/* One e820 entry as given to the guest. */
+struct gfa_linux_e820 {
+	uint64_t addr, size;
+	uint32_t type;          /* 1 RAM, 2 reserved */
+};
+#define GFA_LINUX_E820_MAX	8
+
+/*
+ * Create a Linux VM: the gfa_guest for its RAM, a KVM VM with irqchip and PIT, vCPUs,
+ * and the kernel, initramfs, command line, boot information and MP table written into
+ * guest RAM.  Nothing runs until gfa_linux_vm_start().
+ * Returns NULL with errno: EFAULT (NULL argument), EINVAL (size, vCPUs, no kernel),
+ * ENOEXEC (the kernel is neither an ELF vmlinux with a PVH entry nor a 64-bit bzImage,
+ * or does not fit), E2BIG (command line too long, initramfs does not fit), ENODEV (no
+ * usable KVM), or the errno of open/read, gfa_guest_create or a KVM ioctl.
+ * Thread rules: one thread drives a VM; any thread may move its frames.
+ */
+struct gfa_linux_vm *gfa_linux_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
+					 const struct gfa_linux_config *cfg);
+/*
+ * Start the vCPU threads (once).  Errors: -EFAULT NULL; -EALREADY started before;
+ * -EAGAIN a thread could not be created (the VM is stopped then).
+ */
+int gfa_linux_vm_start(struct gfa_linux_vm *vm);
+
+/* Why a VM stopped. */
+enum gfa_linux_exit {
+	GFA_LINUX_RUNNING = 0,
+	GFA_LINUX_EXIT_RESET,           /* reset through port 0x64 or 0xcf9 */
+	GFA_LINUX_EXIT_SHUTDOWN,        /* triple fault (or KVM's shutdown event) */
+	GFA_LINUX_EXIT_STOPPED,         /* gfa_linux_vm_stop() */
+	GFA_LINUX_EXIT_ERROR,           /* a KVM run error: see gfa_linux_vm_error() */
+};
+
+/*
+ * Wait up to @timeout_ms (< 0: for ever) for the VM to stop.  Returns the reason, or
+ * GFA_LINUX_RUNNING on timeout; -EFAULT NULL.  Any thread.
+ */
+int gfa_linux_vm_wait(struct gfa_linux_vm *vm, int timeout_ms);
+/*
+ * Stop the vCPUs (kick them out of the guest for good) and join their threads.
+ * Returns the reason the VM stopped (GFA_LINUX_EXIT_STOPPED if it was still running);
+ * -EFAULT NULL.  Not from a vCPU thread.
+ */
+int gfa_linux_vm_stop(struct gfa_linux_vm *vm);
+/* Stop it if needed, free the vCPUs, the KVM VM and the guest.  NULL is a no-op. */
+void gfa_linux_vm_destroy(struct gfa_linux_vm *vm);
+
+/* The VM's gfa_guest and KVM VM (valid until destroy). */
+struct gfa_guest *gfa_linux_vm_guest(struct gfa_linux_vm *vm);
+struct gfa_kvm_vm *gfa_linux_vm_kvm(struct gfa_linux_vm *vm);
+/* The first KVM error text of a vCPU ("" if none). */
+const char *gfa_linux_vm_error(struct gfa_linux_vm *vm);
+
+/*
+ * Raise (1) or lower (0) interrupt line @irq (0..23) of the VM's irqchip: a
+ * gfa_rv_irq_fn, @ctx is the struct gfa_linux_vm.  Any thread, a vCPU's IO handler too.
+ * Errors are counted (gfa_linux_vm_stat) and otherwise ignored.
+ */
+void gfa_linux_vm_irq_line(void *ctx, unsigned int irq, int level);
+
+/* The e820 map given to the guest: entries written to @e (up to @max), total count
+ * returned; -EFAULT NULL @vm. */
+int gfa_linux_vm_e820(struct gfa_linux_vm *vm, struct gfa_linux_e820 *e, unsigned int max);
+
+/*
+ * Wait up to @timeout_ms (< 0: for ever) until a console line (since boot) contains
+ * @needle at or after line @from (0 = the first line).  Returns that line's index; the
+ * line itself (NUL-terminated, maybe cut) in @line if not NULL; its arrival time
+ * (CLOCK_MONOTONIC ms since gfa_linux_vm_start) in *ms if not NULL.
+ * Errors: -EFAULT NULL @vm or @needle; -ETIMEDOUT; -ESHUTDOWN the VM stopped first.
+ * Thread rules: any thread.  The VM keeps the last GFA_LINUX_CONSOLE_LINES lines; older
+ * ones are dropped (and not matched).
+ */
+#define GFA_LINUX_CONSOLE_LINES	4096
+int gfa_linux_vm_console_wait(struct gfa_linux_vm *vm, const char *needle, unsigned int from,
+			      int timeout_ms, char *line, size_t len, double *ms);
+
+struct gfa_linux_stat {
+	uint64_t console_bytes, console_lines;
+	uint64_t io_exits_unclaimed;    /* port IO nobody claimed (read all ones) */
+	uint64_t mmio_exits;            /* MMIO outside guest RAM (read all ones) */
+	uint64_t err_irq;               /* failed KVM_IRQ_LINE calls */
+	uint64_t pages_4k, pages_2m;    /* KVM's mapping of guest RAM */
+	double boot_ms;                 /* start to the first console line the kernel's
+					 * /init printed (a line starting "gfa-init"), 0 if none yet */
+};
+/* Errors: -EFAULT NULL.  Any thread. */
+int gfa_linux_vm_stat(struct gfa_linux_vm *vm, struct gfa_linux_stat *st);
 
 #ifdef __cplusplus
 }

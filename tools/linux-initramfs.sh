@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Build what a Linux guest on gfa boots: the kernel's uncompressed vmlinux (for the PVH
+# entry: no decompression) and an initramfs with a static busybox, the kernel's own
+# virtio modules (virtio_pci and virtio_balloon with their dependencies) and the
+# memory checker tests/linux/gfacheck.c.  Outputs are cached under OUT by a key of their
+# inputs; the last line printed is "kernel=PATH initrd=PATH".
+#
+# Usage: tools/linux-initramfs.sh --checker BIN [--out DIR] [--kernel /boot/vmlinuz-V]
+# Exit status: 0; 77 when busybox-static, cpio, the kernel or its modules are missing.
+#
+# The guest's /init prints "gfa-init up SECONDS" first (the host times the boot to it),
+# loads the modules, runs "gfacheck MIB PASSES" with gfacheck=MIB,PASSES from the kernel
+# command line (default 16,1), prints "gfa-init: checker exit N" and resets the VM.
+set -uo pipefail
+
+out=${GFA_BUILD:-build}/linux
+kernel=
+checker=
+say() { echo "linux-initramfs: $*" >&2; }
+skip() { say "SKIP: $*"; exit 77; }
+die() { say "error: $*"; exit 1; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--out) out=${2:?}; shift 2 ;;
+	--kernel) kernel=${2:?}; shift 2 ;;
+	--checker) checker=${2:?}; shift 2 ;;
+	-h|--help) sed -n '2,/^set -uo/p' "$0" | sed -e '/^set -uo/d' -e 's/^# \{0,1\}//' >&2; exit 2 ;;
+	*) die "unknown argument $1" ;;
+	esac
+done
+[ -n "$checker" ] && [ -x "$checker" ] || die "--checker BIN: no executable checker"
+for tool in cpio gzip modprobe; do
+	command -v $tool >/dev/null || skip "$tool not found"
+done
+busybox=
+for b in /bin/busybox /usr/bin/busybox; do
+	if [ -x "$b" ] && ! ldd "$b" >/dev/null 2>&1; then busybox=$b; break; fi
+done
+[ -n "$busybox" ] || skip "no static busybox (Debian package busybox-static)"
+if [ -z "$kernel" ]; then
+	kernel=$(printf '%s\n' /boot/vmlinuz-* | sort -rV | head -1)
+fi
+[ -r "$kernel" ] || skip "no readable kernel ${kernel:-/boot/vmlinuz-*} (Debian package linux-image-amd64)"
+kver=${kernel##*/vmlinuz-}
+[ -f "/lib/modules/$kver/modules.dep" ] || skip "no modules for $kver"
+mkdir -p "$out" || die "cannot create $out"
+
+# vmlinux: the ELF inside the bzImage, found by its compressor's magic.
+vmlinux=$out/vmlinux-$kver-$(stat -c '%s-%Y' "$kernel")
+if [ ! -s "$vmlinux" ]; then
+	tmp=$vmlinux.tmp.$$
+	for pair in 'xz:\xfd7zXZ\x00' 'zstd:\x28\xb5\x2f\xfd' 'gzip:\x1f\x8b\x08\x00'; do
+		tool=${pair%%:*}
+		command -v "$tool" >/dev/null || continue
+		for off in $(LC_ALL=C grep -obUaP "${pair#*:}" "$kernel" 2>/dev/null | cut -d: -f1 | head -3); do
+			tail -c +$((off + 1)) "$kernel" | "$tool" -dc 2>/dev/null >"$tmp"
+			if [ "$(head -c 4 "$tmp" | od -An -tx1 | tr -d ' \n')" = 7f454c46 ]; then
+				mv -f "$tmp" "$vmlinux"
+				break 2
+			fi
+		done
+	done
+	rm -f "$tmp"
+	# no vmlinux inside: boot the bzImage itself (64-bit entry)
+	[ -s "$vmlinux" ] || vmlinux=$kernel
+fi
+
+mods=$(modprobe -a -S "$kver" --show-depends virtio_pci virtio_balloon 2>/dev/null |
+	awk '$1 == "insmod" && !seen[$2]++ { print $2 }')
+[ -n "$mods" ] || skip "kernel $kver has no virtio_pci / virtio_balloon modules"
+key=$( { cat "$0" "$checker"; echo "$mods"; stat -c '%s %Y' "$busybox" $mods; } |
+	sha256sum | cut -c1-12)
+initrd=$out/initramfs-$kver-$key.cpio.gz
+if [ ! -s "$initrd" ]; then
+	stage=$(mktemp -d "$out/stage.XXXXXX") || die "mktemp failed"
+	mkdir -p "$stage"/{bin,dev,proc,sys,modules}
+	cp "$busybox" "$stage/bin/busybox"
+	cp "$checker" "$stage/bin/gfacheck"
+	i=0
+	for m in $mods; do
+		name=$(printf '%02d-%s.ko' $i "$(basename "${m%%.ko*}")")
+		case $m in
+		*.ko) cat "$m" ;;
+		*.ko.xz) xz -dc "$m" ;;
+		*.ko.zst) zstd -dc "$m" ;;
+		*.ko.gz) gzip -dc "$m" ;;
+		esac >"$stage/modules/$name" || { rm -rf "$stage"; skip "cannot read $m"; }
+		echo "$name" >>"$stage/modules/order"
+		i=$((i + 1))
+	done
+	cat >"$stage/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox mount -t proc proc /proc
+read up _ </proc/uptime
+echo "gfa-init up $up"
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for m in $(cat /modules/order); do
+	insmod "/modules/$m" || echo "gfa-init: insmod $m failed"
+done
+arg=$(sed -n 's/.*gfacheck=\([0-9]*,[0-9]*\).*/\1/p' /proc/cmdline)
+arg=${arg:-16,1}
+gfacheck "${arg%,*}" "${arg#*,}"
+echo "gfa-init: checker exit $?"
+reboot -f
+INIT
+	chmod 755 "$stage/init"
+	(cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) >"$initrd.tmp.$$" ||
+		{ rm -rf "$stage" "$initrd.tmp.$$"; die "cpio failed"; }
+	mv -f "$initrd.tmp.$$" "$initrd"
+	rm -rf "$stage"
+	# images from other inputs are stale now (an hour's grace for runs still using one)
+	find "$out" -maxdepth 1 -name "initramfs-$kver-*.cpio.gz" ! -name "${initrd##*/}" \
+		-mmin +60 -delete 2>/dev/null
+fi
+echo "kernel=$vmlinux initrd=$initrd"

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gfactl linux: boot N Linux guests (Debian's kernel, an initramfs with gfa's memory
+ * checker) on one gfa pool, optionally move all their frames while the checkers run
+ * (full compaction, then collapse onto 2 MiB blocks), and report boot times, host-backed
+ * bytes, the 2 MiB share and the compaction counters.
+ *
+ * Native kvm_pvm cannot boot an unmodified kernel ("KVM internal error, emulation
+ * failure"); there the command says so and names the QEMU route.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "tools/gfactl.h"
+
+#define LINUX_MAX_GUESTS 8
+
+struct linux_opts {
+	unsigned int guests, vcpus;
+	uint64_t mem, check_mib, timeout_s;
+	const char *kernel, *initrd;
+	bool moves, console, small_only;
+};
+
+struct linux_guest {
+	struct gfa_linux_vm *vm;
+	double init_ms, report_ms;
+	unsigned int next_line;
+	int cpus;               /* online CPUs the guest's checker counted */
+	bool ok;
+};
+
+static void linux_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: gfactl linux [options]\n"
+		"Boot Linux guests on one gfa pool; each runs gfa's memory checker from its\n"
+		"initramfs (tools/linux-initramfs.sh builds it).\n\n"
+		"  --guests N       guests on the pool (default 1, at most %d)\n"
+		"  --mem SIZE       RAM per guest (default 256M)\n"
+		"  --vcpus N        vCPUs per guest (default 1)\n"
+		"  --check MIB      memory each checker fills and verifies (default 32)\n"
+		"  --moves          while the checkers run: full compaction, then collapse\n"
+		"                   (guests start on blocks below 2 MiB, so there is work)\n"
+		"  --kernel PATH    vmlinux or bzImage (default: built from /boot/vmlinuz-*)\n"
+		"  --initrd PATH    initramfs (default: tools/linux-initramfs.sh builds one)\n"
+		"  --timeout SEC    per guest phase (default 120)\n"
+		"  --console        copy the guests' consoles to stderr\n"
+		"Needs KVM that runs unmodified kernels; on the software kvm_pvm run it inside\n"
+		"the QEMU harness: tools/kvm-in-qemu.sh --mem 2048 -- build/gfactl linux ...\n",
+		LINUX_MAX_GUESTS);
+}
+
+static int linux_parse(int argc, char **argv, struct linux_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "guests", required_argument, NULL, 'g' }, { "mem", required_argument, NULL, 'm' },
+		{ "check", required_argument, NULL, 'c' }, { "moves", no_argument, NULL, 'M' },
+		{ "kernel", required_argument, NULL, 'k' }, { "initrd", required_argument, NULL, 'i' },
+		{ "timeout", required_argument, NULL, 't' }, { "console", no_argument, NULL, 'C' },
+		{ "vcpus", required_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t v;
+	int c;
+
+	*o = (struct linux_opts){ .guests = 1, .vcpus = 1, .mem = 256 * MiB, .check_mib = 32,
+				  .timeout_s = 120 };
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'g':
+			if (!parse_u64("--guests", optarg, 1, LINUX_MAX_GUESTS, &v))
+				return 2;
+			o->guests = (unsigned int)v;
+			break;
+		case 'm':
+			if (!parse_mib("--mem", optarg, &o->mem))
+				return 2;
+			break;
+		case 'c':
+			if (!parse_u64("--check", optarg, 1, 2048, &o->check_mib))
+				return 2;
+			break;
+		case 't':
+			if (!parse_u64("--timeout", optarg, 1, 3600, &o->timeout_s))
+				return 2;
+			break;
+		case 'v':
+			if (!parse_u64("--vcpus", optarg, 1, GFA_LINUX_MAX_VCPUS, &v))
+				return 2;
+			o->vcpus = (unsigned int)v;
+			break;
+		case 'M': o->moves = o->small_only = true; break;
+		case 'k': o->kernel = optarg; break;
+		case 'i': o->initrd = optarg; break;
+		case 'C': o->console = true; break;
+		case 'h': linux_usage(stdout); return 1;
+		default: linux_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || o->mem % (2 * MiB) || o->mem > GFA_LINUX_MAX_MEM ||
+	    o->mem < 64 * MiB || o->check_mib * MiB > o->mem / 2) {
+		fprintf(stderr, "gfactl linux: --mem must be a multiple of 2 MiB in [64 MiB, 3 GiB] "
+			"and --check at most half of it\n");
+		return 2;
+	}
+	return 0;
+}
+
+/* Run tools/linux-initramfs.sh next to this binary's tree; fills kernel= and initrd=. */
+static int linux_prepare(struct linux_opts *o, char *kernel, char *initrd, size_t len)
+{
+	char exe[PATH_MAX], cmd[4 * PATH_MAX], line[2 * PATH_MAX + 32], *dir;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	FILE *p;
+	int ok = 0;
+
+	if (n <= 0)
+		return -ENOENT;
+	exe[n] = '\0';
+	dir = strrchr(exe, '/');
+	if (!dir)
+		return -ENOENT;
+	*dir = '\0';            /* the build directory: the tree is its parent */
+	if (snprintf(cmd, sizeof(cmd), "'%s/../tools/linux-initramfs.sh' --out '%s/linux' "
+		     "--checker '%s/tests/linux/gfacheck'", exe, exe, exe) >= (int)sizeof(cmd))
+		return -ENAMETOOLONG;
+	p = popen(cmd, "r");
+	if (!p)
+		return -errno;
+	while (fgets(line, sizeof(line), p)) {
+		char *k = strstr(line, "kernel="), *i = strstr(line, " initrd=");
+
+		if (k && i) {
+			*i = '\0';
+			snprintf(kernel, len, "%s", k + 7);
+			snprintf(initrd, len, "%s", i + 8);
+			initrd[strcspn(initrd, "\n")] = '\0';
+			ok = 1;
+		}
+	}
+	if (pclose(p) != 0 || !ok)
+		return -ENOENT;
+	o->kernel = kernel;
+	o->initrd = initrd;
+	return 0;
+}
+
+static int64_t host_backed(struct gfa_backing *b)
+{
+	return gfa_memfd_allocated_bytes(gfa_backing_zone_fd(b, 0));
+}
+
+/* Wait for @needle on guest @g's console after its last match; its time in *ms. */
+static bool guest_wait(struct linux_guest *g, const char *needle, int timeout_ms, char *line,
+		       size_t len, double *ms)
+{
+	int i = gfa_linux_vm_console_wait(g->vm, needle, g->next_line, timeout_ms, line, len, ms);
+
+	if (i < 0)
+		return false;
+	g->next_line = (unsigned int)i + 1;
+	return true;
+}
+
+/* One checker pass line after the last one seen: true if it reports 0 and 0. */
+static bool guest_clean_pass(struct linux_guest *g, int timeout_ms, char *why, size_t len)
+{
+	char line[256];
+	unsigned long long pass, bad;
+	unsigned long taint;
+
+	if (!guest_wait(g, "gfacheck: pass ", timeout_ms, line, sizeof(line), NULL)) {
+		snprintf(why, len, "no checker pass reported (%s)", gfa_linux_vm_error(g->vm));
+		return false;
+	}
+	if (sscanf(strstr(line, "gfacheck: pass "), "gfacheck: pass %llu mismatches %llu tainted %lu",
+		   &pass, &bad, &taint) != 3 || bad || taint) {
+		snprintf(why, len, "checker: %s", line);
+		return false;
+	}
+	return true;
+}
+
+static int linux_moves(struct gfa_pool *pool, struct linux_guest *gs, const struct linux_opts *o)
+{
+	int tmo = (int)o->timeout_s * 1000, r, collapsed = 0;
+	char why[320];
+
+	static const char *const result[] = { "skipped", "continue", "complete", "partial",
+					      "success" };
+
+	r = gfa_compact_zone(pool, 0, -1, GFA_COMPACT_SYNC);
+	if (r < 0 || r > GFA_COMPACT_SUCCESS)
+		printf("moves: full compaction failed: %s\n", strerror(r < 0 ? -r : EINVAL));
+	else
+		printf("moves: full compaction of zone 0: %s\n", result[r]);
+	for (unsigned int i = 0; i < o->guests; i++) {
+		r = gfa_guest_collapse(gfa_linux_vm_guest(gs[i].vm), UINT_MAX);
+		collapsed += r > 0 ? r : 0;
+	}
+	printf("moves: collapse: %d ranges onto 2 MiB blocks\n", collapsed);
+	for (unsigned int i = 0; i < o->guests; i++) {
+		/* a pass that began before the moves, then one wholly after them */
+		for (int k = 0; k < 2 && gs[i].ok; k++)
+			gs[i].ok = guest_clean_pass(&gs[i], tmo, why, sizeof(why));
+		if (!gs[i].ok)
+			printf("guest %u: after the moves: %s\n", i, why);
+	}
+	return 0;
+}
+
+static void linux_report(struct gfa_pool *pool, struct gfa_backing *b, struct linux_guest *gs,
+			 const struct linux_opts *o, int64_t backed_before)
+{
+	uint64_t huge = 0, ranges = 0, pages_2m = 0;
+	struct gfa_thp_report thp;
+	struct gfa_vmstat v;
+
+	for (unsigned int i = 0; i < o->guests; i++) {
+		struct gfa_guest_stat st;
+		struct gfa_linux_stat ls;
+
+		gfa_guest_stat(gfa_linux_vm_guest(gs[i].vm), &st);
+		gfa_linux_vm_stat(gs[i].vm, &ls);
+		huge += st.huge_ranges;
+		ranges += st.huge_ranges + st.small_ranges;
+		pages_2m += ls.pages_2m;
+		printf("guest %u: %d of %u vCPUs online; boot to /init %.0f ms, to the checker's "
+		       "first report %.0f ms; moves %llu, collapses %llu, KVM pages_4k %llu "
+		       "pages_2m %llu, %s\n", i, gs[i].cpus, o->vcpus,
+		       gs[i].init_ms, gs[i].report_ms, (unsigned long long)st.moves,
+		       (unsigned long long)st.collapses, (unsigned long long)ls.pages_4k,
+		       (unsigned long long)ls.pages_2m, gs[i].ok ? "ok" : "FAILED");
+	}
+	gfa_pool_vmstat(pool, &v);
+	if (!gfa_host_thp_report(&thp) && !thp.shmem_thp_possible)
+		printf("note: shmem_enabled is \"%s\": the host backs guest RAM with 4 KiB pages, "
+		       "so KVM maps no 2 MiB pages (set it to advise)\n", thp.shmem_enabled);
+	printf("host-backed bytes: %lld before the guests, %lld now\n", (long long)backed_before,
+	       (long long)host_backed(b));
+	printf("2 MiB share: %llu of %llu ranges (%.1f%%), KVM pages_2m %llu\n",
+	       (unsigned long long)huge, (unsigned long long)ranges,
+	       ranges ? 100.0 * (double)huge / (double)ranges : 0.0, (unsigned long long)pages_2m);
+	printf("compaction: compact_stall %llu compact_success %llu compact_fail %llu "
+	       "pgmigrate_success %llu thp_collapse_alloc %llu\n",
+	       (unsigned long long)v.compact_stall, (unsigned long long)v.compact_success,
+	       (unsigned long long)v.compact_fail, (unsigned long long)v.pgmigrate_success,
+	       (unsigned long long)v.thp_collapse_alloc);
+}
+
+/* Boot every guest, wait for /init and the first checker report. */
+static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct linux_guest *gs,
+			   const struct linux_opts *o)
+{
+	char append[64], why[320];
+	struct gfa_linux_config cfg = {
+		.kernel = o->kernel, .initrd = o->initrd, .mem_bytes = o->mem, .vcpus = o->vcpus,
+		.small_only = o->small_only, .console_fd = o->console ? 2 : -1, .append = append,
+	};
+	int tmo = (int)o->timeout_s * 1000;
+	bool all = true;
+
+	/* with --moves the checkers loop until stopped, so they run while frames move */
+	snprintf(append, sizeof(append), "gfacheck=%llu,%d", (unsigned long long)o->check_mib,
+		 o->moves ? 0 : 2);
+	for (unsigned int i = 0; i < o->guests; i++) {
+		gs[i].vm = gfa_linux_vm_create(pool, b, &cfg);
+		if (!gs[i].vm) {
+			fprintf(stderr, "gfactl linux: guest %u: %s\n", i, strerror(errno));
+			return false;
+		}
+	}
+	for (unsigned int i = 0; i < o->guests; i++)
+		gfa_linux_vm_start(gs[i].vm);
+	for (unsigned int i = 0; i < o->guests; i++) {
+		struct linux_guest *g = &gs[i];
+
+		char line[256];
+
+		g->ok = guest_wait(g, "gfa-init up", tmo, NULL, 0, &g->init_ms) &&
+			guest_wait(g, "gfacheck: cpus", tmo, line, sizeof(line), NULL) &&
+			sscanf(strstr(line, "gfacheck: cpus"), "gfacheck: cpus %d", &g->cpus) == 1 &&
+			guest_wait(g, "gfacheck: filled", tmo, NULL, 0, &g->report_ms) &&
+			guest_clean_pass(g, tmo, why, sizeof(why));
+		if (!g->ok)
+			printf("guest %u: did not boot to a clean checker pass: %s\n", i,
+			       gfa_linux_vm_error(g->vm)[0] ? gfa_linux_vm_error(g->vm) : "timeout");
+		all &= g->ok;
+	}
+	return all;
+}
+
+int cmd_linux(int argc, char **argv)
+{
+	char kernel[PATH_MAX], initrd[PATH_MAX], why[256];
+	struct linux_guest gs[LINUX_MAX_GUESTS] = { 0 };
+	struct gfa_backing_config bc = { 0 };
+	struct gfa_pool_config pc;
+	struct linux_opts o;
+	struct gfa_backing *b;
+	struct gfa_pool *pool;
+	int64_t before;
+	bool ok;
+	int r = linux_parse(argc, argv, &o);
+
+	if (r)
+		return r == 1 ? 0 : r;
+	if (!gfa_kvm_available(why, sizeof(why)) || gfa_kvm_is_software()) {
+		printf("gfactl linux: this KVM cannot boot Linux (%s): the native kvm_pvm stops an "
+		       "unmodified kernel with \"KVM internal error, emulation failure\". Run it "
+		       "in a QEMU guest with nested KVM: tools/kvm-in-qemu.sh --mem 2048 -- "
+		       "build/gfactl linux %s\n", gfa_kvm_is_software() ? "software kvm_pvm" : why,
+		       "--kernel K --initrd I (from tools/linux-initramfs.sh)");
+		return 77;
+	}
+	if ((!o.kernel || !o.initrd) && linux_prepare(&o, kernel, initrd, sizeof(kernel))) {
+		fprintf(stderr, "gfactl linux: no kernel/initramfs: pass --kernel and --initrd\n");
+		return 1;
+	}
+	/* the guests, plus a quarter for compaction to move into */
+	gfa_pool_config_init(&pc, (o.mem * o.guests + o.mem * o.guests / 4) >> GFA_FRAME_SHIFT);
+	pool = gfa_pool_create(&pc);
+	b = pool ? gfa_backing_create(pool, &bc) : NULL;
+	if (!b) {
+		fprintf(stderr, "gfactl linux: pool: %s\n", strerror(errno));
+		gfa_pool_destroy(pool);
+		return 1;
+	}
+	before = host_backed(b);
+	printf("gfactl linux: %u guest(s) of %llu MiB, kernel %s, initramfs %s\n", o.guests,
+	       (unsigned long long)(o.mem / MiB), o.kernel, o.initrd);
+	ok = linux_boot_all(pool, b, gs, &o);
+	if (ok && o.moves)
+		linux_moves(pool, gs, &o);
+	linux_report(pool, b, gs, &o, before);
+	for (unsigned int i = 0; i < o.guests; i++) {
+		ok &= gs[i].ok;
+		gfa_linux_vm_destroy(gs[i].vm);
+	}
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(pool);
+	return ok ? 0 : 1;
+}
