@@ -267,9 +267,10 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	free_account(z, freed_pfn, freed_order, 1);
 	return false;
 captured:
-	/* the merged block is on no list: the buddies merged into it leave the counts */
-	free_account(z, pfn, order, -1);
+	/* the merged block is on no list: the buddies merged into it leave the counts
+	 * (the freed frames join first, so no count dips below what it holds) */
 	free_account(z, freed_pfn, freed_order, 1);
+	free_account(z, pfn, order, -1);
 	return true;
 }
 
@@ -409,7 +410,7 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 		buddy_list_add(z->pool, z, pfn, order, start_mt, block_released(z, pfn, order));
 		return;
 	}
-	/* a partial last pageblock is never claimed (prep_move_freepages_block refuses) */
+	/* a partial last pageblock is never stolen (prep_move_freepages_block refuses) */
 	if (!whole_block || pb_start + GFA_PAGEBLOCK_FRAMES > z->start_pfn + z->nr_frames) {
 		buddy_list_del(z->pool, z, pfn);
 		buddy_list_add(z->pool, z, pfn, order, start_mt, block_released(z, pfn, order));
