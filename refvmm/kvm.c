@@ -100,6 +100,10 @@ struct gfa_kvm_vcpu {
 	bool kick;
 
 	char err[256];			/* last run error, in words */
+	/* the registers at creation, for gfa_kvm_vcpu_reset */
+	struct kvm_regs init_regs;
+	struct kvm_sregs init_sregs;
+	struct kvm_fpu init_fpu;
 	sigset_t saved_mask;		/* run thread's mask before run (run thread only) */
 };
 
@@ -777,6 +781,12 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
 	}
 	vcpu->run = run;
 	r = set_cpuid(vcpu);
+	if (!r)
+		r = kvm_ioctl_ptr(vcpu->fd, KVM_GET_REGS, &vcpu->init_regs);
+	if (!r)
+		r = kvm_ioctl_ptr(vcpu->fd, KVM_GET_SREGS, &vcpu->init_sregs);
+	if (!r)
+		r = kvm_ioctl_ptr(vcpu->fd, KVM_GET_FPU, &vcpu->init_fpu);
 	if (r)
 		goto fail_unmap;
 	r = -pthread_mutex_init(&vcpu->lock, NULL);
@@ -823,6 +833,29 @@ int gfa_kvm_vcpu_destroy(struct gfa_kvm_vcpu *vcpu)
 	vm->nr_vcpus--;
 	pthread_mutex_unlock(&vm->lock);
 	return 0;
+}
+
+int gfa_kvm_vcpu_reset(struct gfa_kvm_vcpu *vcpu)
+{
+	int r;
+
+	if (!vcpu)
+		return -EINVAL;
+	pthread_mutex_lock(&vcpu->lock);
+	if (vcpu->in_run || vcpu->pause_count) {
+		pthread_mutex_unlock(&vcpu->lock);
+		return -EBUSY;
+	}
+	vcpu->kick = false;
+	vcpu->requests = 0;
+	vcpu->err[0] = '\0';
+	pthread_mutex_unlock(&vcpu->lock);
+	r = kvm_ioctl_ptr(vcpu->fd, KVM_SET_REGS, &vcpu->init_regs);
+	if (!r)
+		r = kvm_ioctl_ptr(vcpu->fd, KVM_SET_SREGS, &vcpu->init_sregs);
+	if (!r)
+		r = kvm_ioctl_ptr(vcpu->fd, KVM_SET_FPU, &vcpu->init_fpu);
+	return r;
 }
 
 int gfa_kvm_vcpu_fd(const struct gfa_kvm_vcpu *vcpu)
