@@ -73,7 +73,7 @@ static uint64_t block_head(struct gfa_guest *g, uint64_t gfn)
 static int split_around(struct gfa_guest *g, uint64_t head, uint64_t lo, uint64_t hi)
 {
 	unsigned int order = guest_order(g, head);
-	uint64_t end = head + (1UL << order);
+	uint64_t end = head + guest_block_frames(g, head);
 	int err;
 
 	if (head >= lo && end <= hi)
@@ -115,15 +115,17 @@ static uint64_t remap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
 	uint64_t taken = 0;
 
-	for (uint64_t gfn = lo, order; gfn < hi; gfn += 1UL << order) {
-		order = guest_order(g, gfn);  /* (before a release makes each gfn a hole) */
+	for (uint64_t gfn = lo, n; gfn < hi; gfn += n) {
+		unsigned int order = guest_order(g, gfn);
+
+		n = guest_block_frames(g, gfn);  /* (before a release makes each gfn a hole) */
 		if (guest_pfn(g, gfn) == NO_PFN || !guest_map(g, gfn, guest_pfn(g, gfn),
 							      (unsigned int)order))
 			continue;
 		fprintf(stderr, "gfa: balloon: cannot map gfn %lu back (%s): ballooned\n",
 			(unsigned long)gfn, strerror(errno));
 		guest_release_block(g, gfn);
-		taken += 1UL << order;
+		taken += n;
 	}
 	return taken;
 }
@@ -144,7 +146,7 @@ static uint64_t release_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 	uint64_t taken = 0;
 
 	for (uint64_t gfn = lo; gfn < hi;) {
-		uint64_t size = 1UL << guest_order(g, gfn);
+		uint64_t size = guest_block_frames(g, gfn);
 
 		guest_release_block(g, gfn);
 		taken += size;

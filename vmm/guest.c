@@ -224,8 +224,8 @@ static int guest_map_runs(struct gfa_guest *g)
 			run_pfn = pfn;
 			run_huge = huge;
 		}
-		run_n += 1UL << order;
-		gfn += 1UL << order;
+		run_n += guest_block_frames(g, gfn);
+		gfn += guest_block_frames(g, gfn);
 	}
 	return 0;
 }
@@ -284,8 +284,8 @@ static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, 
 	uint64_t gfn;
 	int err;
 
-	if (gfa_frame_lookup(g->pool, src, &fi) || fi.owner != owner)
-		return -EAGAIN;
+	if (order > GFA_PAGEBLOCK_ORDER || gfa_frame_lookup(g->pool, src, &fi) || fi.owner != owner)
+		return -EAGAIN;         /* no guest block is larger than a range */
 	gfn = fi.index + (src - fi.head_pfn);  /* src may lie inside a block (collapse undo) */
 	/*
 	 * trylock, as the kernel's trylock_page(): the thread compacting may be another

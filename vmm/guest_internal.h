@@ -77,6 +77,15 @@ static inline unsigned int guest_order(const struct gfa_guest *g, uint64_t gfn)
 	return gfn % RANGE_FRAMES ? NOT_HEAD : GFA_PAGEBLOCK_ORDER;
 }
 
+/* Frames of the block starting at head (callers pass a head: a gfn inside a block
+ * would count one, never a shift by NOT_HEAD). */
+static inline uint64_t guest_block_frames(const struct gfa_guest *g, uint64_t head)
+{
+	unsigned int order = guest_order(g, head);
+
+	return order == NOT_HEAD ? 1 : 1ULL << order;
+}
+
 /* One order-9 block backs the range starting at gfn (2 MiB aligned). */
 static inline bool guest_range_huge(const struct gfa_guest *g, uint64_t gfn)
 {
