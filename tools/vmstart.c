@@ -280,9 +280,10 @@ static int start_vm(struct run *r, unsigned int i, const char *phase, unsigned i
 	struct gfa_vm_config vc = { .mem_bytes = r->o.mem, .vcpus = (unsigned int)r->o.vcpus,
 				    .kvm = r->o.kvm, .zone = zone, .pcp = r->zone_pcp[zone] };
 	struct gfa_guest_stat st;
-	double t0 = now_ms(), dt;
+	double t0 = now_ms(), dt, create;
 
 	r->vm[i] = gfa_vm_create(r->pool, r->b, &vc);
+	create = now_ms() - t0;
 	if (!r->vm[i]) {
 		fprintf(stderr, "gfactl vmstart: VM %u (%s): %s\n", i, phase, strerror(errno));
 		return -1;
@@ -299,8 +300,12 @@ static int start_vm(struct run *r, unsigned int i, const char *phase, unsigned i
 		fprintf(r->csv, "start,gfa,%s,%u,%u,%.3f,%.1f\n", phase, round, i, dt,
 			100.0 * (double)st.huge_ranges / (double)(st.huge_ranges + st.small_ranges));
 	if (!r->o.quiet)
-		printf("  VM %2u %-8s start %7.2f ms  2 MiB ranges %lu/%lu\n", i, phase, dt,
-		       (unsigned long)st.huge_ranges, (unsigned long)(st.huge_ranges + st.small_ranges));
+		printf("  VM %2u %-8s start %7.2f ms (create %.2f)  2 MiB ranges %lu/%lu  zeroed %lu "
+		       "MiB  host PMDs %ld MiB\n", i, phase, dt, create, (unsigned long)st.huge_ranges,
+		       (unsigned long)(st.huge_ranges + st.small_ranges),
+		       (unsigned long)(st.zeroed_frames >> (20 - GFA_FRAME_SHIFT)),
+		       (long)(gfa_smaps_pmd_bytes(gfa_guest_hva(gfa_vm_guest(r->vm[i])), r->o.mem) /
+			      (int64_t)MiB));
 	return 0;
 }
 
@@ -450,15 +455,16 @@ static int churn(struct run *r)
 		if (balloon_all(r, false) < 0)
 			return -1;
 		record_share(r);
+		vmm_internal_allocs(r, 32);
+		/* each VM of the half stops and starts again (a reboot): the restart takes
+		 * the shell the stop gave back, and the frames the stop left dirty are
+		 * being zeroed in the background meanwhile */
 		for (unsigned int i = round % 2; i < r->o.vms; i += 2) {
 			gfa_vm_destroy(r->vm[i]);
 			r->vm[i] = NULL;
-		}
-		record_share(r);
-		vmm_internal_allocs(r, 32);
-		for (unsigned int i = round % 2; i < r->o.vms; i += 2)
 			if (start_vm(r, i, "restart", round))
 				return -1;
+		}
 		/* khugepaged's pass: collapse what started on small blocks */
 		for (unsigned int i = 0; i < r->o.vms; i++)
 			collapsed += (unsigned int)gfa_guest_collapse(gfa_vm_guest(r->vm[i]), 64);

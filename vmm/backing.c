@@ -299,25 +299,39 @@ int64_t backing_prepare_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr)
 	return (int64_t)zeroed;
 }
 
-void backing_zero_stopped(struct gfa_backing *b)
+struct zero_worker *backing_zero_worker(struct gfa_backing *b)
 {
 	struct zero_worker *zw = atomic_load(&b->zw);
 
-	if (b->no_zero_on_stop)
-		return;
+	if (b->no_zero_on_stop || zw)
+		return zw;
+	pthread_mutex_lock(&b->zw_lock);
+	zw = atomic_load(&b->zw);
 	if (!zw) {
-		pthread_mutex_lock(&b->zw_lock);
-		zw = atomic_load(&b->zw);
-		if (!zw) {
-			/* no thread to be had: the frames stay dirty and the next owner
-			 * zeroes them, as before there was a worker */
-			zw = zero_worker_start(b);
-			atomic_store(&b->zw, zw);
-		}
-		pthread_mutex_unlock(&b->zw_lock);
+		/* no thread to be had: the frames go back dirty and the next owner zeroes
+		 * them, as before there was a worker (the next stop tries again) */
+		zw = zero_worker_start(b);
+		atomic_store(&b->zw, zw);
 	}
-	if (zw)
-		zero_worker_kick(zw);
+	pthread_mutex_unlock(&b->zw_lock);
+	return zw;
+}
+
+uint64_t backing_zero_for_start(struct gfa_backing *b, unsigned int zone, uint64_t frames)
+{
+	struct zero_worker *zw = atomic_load(&b->zw);
+	struct gfa_zone_stat zs;
+	uint64_t populated;
+
+	if (!zw || gfa_zone_stat(b->pool, zone, &zs))
+		return 0;
+	populated = zs.nr_free > zs.nr_released ? zs.nr_free - zs.nr_released : 0;
+	/* released frames sit in whole free blocks at the lists' tails, while populated
+	 * ones may be fragments no order-9 request can use: with any released, the start
+	 * may fault them in; zero the stopped guests' blocks for it first */
+	if (populated >= frames && !zs.nr_released)
+		return 0;
+	return zero_worker_help(zw, frames);
 }
 
 struct zero_worker *backing_zero_hold(struct gfa_backing *b, bool *working)

@@ -445,6 +445,8 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 		g->registered = !err;   /* -EEXIST: the id is another guest's, leave it */
 	}
 	pthread_mutex_lock(&g->lock);
+	if (!err)
+		g->st.zeroed_frames += backing_zero_for_start(b, g->zone, g->nr_frames);
 	/* every block first, then the window in runs: a move meanwhile maps its own */
 	for (uint64_t gfn = 0; !err && gfn < g->nr_frames; gfn += RANGE_FRAMES)
 		err = guest_fill_range(g, cfg->pcp, gfn, cfg->small_only);
@@ -497,28 +499,43 @@ static int guest_unmap_window(struct gfa_guest *g)
 	return -ENOMEM;
 }
 
-/* Free every block (marked dirty); returns how many. */
-static uint64_t guest_release_all(struct gfa_guest *g)
+/* The block at gfn leaves the guest: to the backing's zeroer (zw), else freed dirty. */
+static void guest_stop_block(struct gfa_guest *g, uint64_t gfn, struct zero_worker *zw)
 {
-	uint64_t n = 0;
+	unsigned int order = guest_order(g, gfn);
+	uint64_t pfn = guest_pfn(g, gfn);
+
+	if (zw && !zero_worker_queue(zw, pfn, order, g->id)) {
+		guest_clear(g, gfn, order);
+		return;
+	}
+	guest_release_block(g, gfn);
+}
+
+/*
+ * Give every block back: to the backing's zeroer, which zeroes and frees them in its
+ * thread (the stopping caller never waits for the zeroing), or freed dirty (the next
+ * owner zeroes).  The window maps none of them any more.
+ */
+static void guest_release_all(struct gfa_guest *g)
+{
+	struct zero_worker *zw = g->range ? backing_zero_worker(g->b) : NULL;
 
 	for (uint64_t r = 0; g->range && r < g->nr_ranges; r++) {
 		uint64_t gfn = r * RANGE_FRAMES;
 
 		if (guest_range_huge(g, gfn)) {
-			guest_release_block(g, gfn);
-			n++;
+			guest_stop_block(g, gfn, zw);
 			continue;
 		}
 		for (uint64_t i = gfn; g->range[r].d && i < gfn + RANGE_FRAMES; i++)
-			if (guest_order(g, i) != NOT_HEAD && guest_pfn(g, i) != NO_PFN) {
-				guest_release_block(g, i);
-				n++;
-			}
+			if (guest_order(g, i) != NOT_HEAD && guest_pfn(g, i) != NO_PFN)
+				guest_stop_block(g, i, zw);
 		free(g->range[r].d);
 		g->range[r].d = NULL;
 	}
-	return n;
+	if (zw)
+		zero_worker_kick(zw);
 }
 
 void gfa_guest_destroy(struct gfa_guest *g)
@@ -531,9 +548,8 @@ void gfa_guest_destroy(struct gfa_guest *g)
 	/* the window maps no frame before the frames are freed (as the balloon does) */
 	if (g->win && guest_unmap_window(g))
 		unmapped = false;       /* (the reservation is gone) */
-	/* the frames go back dirty; the backing's zeroer zeroes them in the background */
-	if (guest_release_all(g))
-		backing_zero_stopped(g->b);
+	/* zeroed in the background and freed clean (or freed dirty) */
+	guest_release_all(g);
 	pthread_mutex_unlock(&g->lock);
 	/* waits for compaction calls into guest_migrate(), which use g */
 	if (g->registered)
