@@ -2,7 +2,9 @@
 /*
  * A VM = a gfa_guest (its RAM) + vCPUs.  With /dev/kvm the vCPUs are KVM vCPUs running
  * the test guest in 64-bit mode on identity-mapped 2 MiB pages; without it host threads
- * run the same workload on the guest window, and gfa_vm_is_kvm() says so.
+ * run the same workload on the guest window, and gfa_vm_is_kvm() says so.  The KVM side
+ * (VM, vCPUs, the window with its memslot) comes from a shell (refvmm/shell.c) and goes
+ * back to the shells' pool when the VM is destroyed.
  */
 #define _GNU_SOURCE
 #include <errno.h>

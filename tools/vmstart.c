@@ -8,9 +8,13 @@
  *
  * "Start" = create the VM (its RAM allocated and mapped, its vCPUs and, with KVM, the
  * KVM VM, memslot and page tables) + the first touch of every 4 KiB of its RAM by its
- * vCPU threads.  The kernel baselines do mmap + the same touch.  With KVM the guest
- * also boots the test guest and checks its memory (timed apart: on software KVM it is
- * slow for reasons unrelated to memory).
+ * vCPU threads.  With KVM the KVM VM, vCPUs and memslot come from a shell made before
+ * the timer (refvmm/shell.c), as the pool is populated before it.  The kernel 4 KiB and
+ * MADV_HUGEPAGE baselines do mmap + the same touch; the fair ones (refvmm/shell_baseline.c)
+ * give the kernel the same head start (a pre-faulted THP memfd, a reserved hugetlbfs
+ * pool) and the same KVM creation.  With KVM the guest also boots the test guest and
+ * checks its memory (timed apart: on software KVM it is slow for reasons unrelated to
+ * memory).
  */
 #define _GNU_SOURCE
 #include <errno.h>
