@@ -8,8 +8,9 @@
  * of every 4 KiB.  Variants, interleaved in every repetition (the order rotates):
  *   gfa-clean      from a pool of clean frames, the KVM side from a shell made before
  *                  the timer (gfa_vm_shells_fill), as the pool was populated before it
- *   gfa-restart    right after the VM stopped (its frames go back dirty; the backing's
- *                  zeroer works in the background meanwhile), its shell reused
+ *   gfa-restart    right after the VM stopped (its blocks go to the backing's zeroer,
+ *                  which zeroes them in the background meanwhile), its shell reused; the
+ *                  pool has room for two guests, so the restart finds clean frames
  *   prefaulted-kvm a THP memfd populated before the timer + the same KVM creation
  *   thp-kvm        anonymous MADV_HUGEPAGE first touch (fault and zero) + KVM creation
  *   hugetlb-kvm    a MFD_HUGETLB memfd from a 2 MiB pool reserved before the timer
@@ -234,7 +235,10 @@ int main(int argc, char **argv)
 		if (!h.kvm && !i)
 			printf("no KVM (%s): the VMs run host threads, no baseline creates a KVM VM\n",
 			       why);
-		host_new(&h, s->mem + 64 * MiB);
+		/* room for two guests, as gfactl vmstart's default pool (VMs x RAM x 1.25
+		 * for 8 VMs) leaves two VMs' worth free: a restart right after a stop finds
+		 * clean frames while the stopped guest's are zeroed in the background */
+		host_new(&h, 2 * s->mem + 64 * MiB);
 		if (h.kvm && gfa_vm_shells_fill(s->mem, VCPUS, 1) < 0)
 			bench_die("VM shell: %s\n", strerror(errno));
 		got = baseline_hugetlb_reserve((unsigned long)(s->mem / (2 * MiB)), why, sizeof(why));
