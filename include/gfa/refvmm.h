@@ -395,9 +395,11 @@ struct gfa_vm_config {
 #define GFA_VM_RAM_START (2ULL << 20)
 
 /*
- * Create a VM: a gfa_guest for its RAM, then (KVM mode) a KVM VM with the guest window
- * as memslot 0, identity page tables with 2 MiB pages, the test guest's code and one
- * KVM vCPU per vCPU; or (thread mode) host threads that stand in for vCPUs.  Every vCPU
+ * Create a VM: (KVM mode) a VM shell -- a KVM VM with one KVM vCPU per vCPU and the
+ * guest window as memslot 0, taken from the shells' pool or made now -- then a
+ * gfa_guest for its RAM in that window, identity page tables with 2 MiB pages and the
+ * test guest's code; or (thread mode) a gfa_guest and host threads that stand in for
+ * vCPUs.  gfa_vm_destroy gives the shell back (see gfa_vm_shells_fill).  Every vCPU
  * gets a gfa cache of its own.  Compaction moves of the VM's frames pause its vCPUs.
  * Returns NULL with errno: EFAULT, EINVAL (size, vcpus or kvm mode), ENODEV (KVM required
  * but unavailable), EFBIG (KVM required, but above 508 GiB the test guest's identity map
