@@ -73,7 +73,6 @@ struct gfa_kvm_vm {
 	unsigned int nr_slots;
 	unsigned int cap_slots;
 	unsigned int nr_vcpus;
-	struct kvm_cpuid2 *cpuid;	/* KVM_GET_SUPPORTED_CPUID, fetched once */
 	gfa_kvm_mmio_fn mmio_fn;	/* set before vCPUs run, read by them */
 	void *mmio_ctx;
 	bool boot_valid;
@@ -103,6 +102,10 @@ struct gfa_kvm_vcpu {
 	bool kick;
 
 	char err[256];			/* last run error, in words */
+	/* the registers at creation, for gfa_kvm_vcpu_reset */
+	struct kvm_regs init_regs;
+	struct kvm_sregs init_sregs;
+	struct kvm_fpu init_fpu;
 	sigset_t saved_mask;		/* run thread's mask before run (run thread only) */
 };
 
@@ -179,20 +182,51 @@ static int create_vm_fd(int kvm_fd, char *why, size_t len)
 	return fd;
 }
 
+/*
+ * What every VM of the process shares, found out once: the /dev/kvm fd (checked, and
+ * a throwaway VM created once to prove KVM_CREATE_VM works), its vCPU mmap size and
+ * the supported-CPUID table.  Probing per start cost a VM creation each time, and the
+ * CPUID table two ioctls per VM (the first too small).
+ */
+static struct kvm_system {
+	pthread_once_t once;
+	int fd;                         /* -errno when KVM is unusable */
+	char why[160];
+	pthread_mutex_t lock;           /* the CPUID table below */
+	struct kvm_cpuid2 *cpuid;
+} kvm_sys = { .once = PTHREAD_ONCE_INIT, .fd = -ENODEV, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void kvm_system_probe(void)
+{
+	int kvm_fd = open_kvm(kvm_sys.why, sizeof(kvm_sys.why)), vm_fd;
+
+	if (kvm_fd < 0) {
+		kvm_sys.fd = kvm_fd;
+		return;
+	}
+	vm_fd = create_vm_fd(kvm_fd, kvm_sys.why, sizeof(kvm_sys.why));
+	if (vm_fd < 0) {
+		close(kvm_fd);
+		kvm_sys.fd = vm_fd;
+		return;
+	}
+	close(vm_fd);
+	kvm_sys.fd = kvm_fd;            /* kept open for the process's lifetime */
+}
+
+/* The process's /dev/kvm fd, or -errno with the reason in @why. */
+static int kvm_system_fd(char *why, size_t len)
+{
+	pthread_once(&kvm_sys.once, kvm_system_probe);
+	if (kvm_sys.fd < 0)
+		set_why(why, len, "%s", kvm_sys.why);
+	return kvm_sys.fd;
+}
+
 int gfa_kvm_available(char *why, size_t len)
 {
-	int kvm_fd, vm_fd;
-
 	set_why(why, len, "%s", "");
-	kvm_fd = open_kvm(why, len);
-	if (kvm_fd < 0)
-		return 0;
-	vm_fd = create_vm_fd(kvm_fd, why, len);
-	close(kvm_fd);
-	if (vm_fd < 0)
-		return 0;
-	close(vm_fd);
-	return 1;
+	return kvm_system_fd(why, len) >= 0;
 }
 
 /* ---- VM ---------------------------------------------------------------------- */
@@ -218,7 +252,7 @@ struct gfa_kvm_vm *gfa_kvm_vm_create(void)
 		return NULL;
 	}
 	vm->fd = -1;
-	vm->kvm_fd = open_kvm(NULL, 0);
+	vm->kvm_fd = kvm_system_fd(NULL, 0);
 	if (vm->kvm_fd < 0) {
 		r = vm->kvm_fd;
 		goto fail;
@@ -249,8 +283,6 @@ struct gfa_kvm_vm *gfa_kvm_vm_create(void)
 fail:
 	if (vm->fd >= 0)
 		close(vm->fd);
-	if (vm->kvm_fd >= 0)
-		close(vm->kvm_fd);
 	free(vm);
 	errno = -r;
 	return NULL;
@@ -274,10 +306,8 @@ int gfa_kvm_vm_destroy(struct gfa_kvm_vm *vm)
 	free(vm->parked);
 	/* Closing the VM fd drops every memslot; guest memory stays the caller's. */
 	close(vm->fd);
-	close(vm->kvm_fd);
 	pthread_mutex_destroy(&vm->lock);
 	free(vm->slots);
-	free(vm->cpuid);
 	free(vm);
 	return 0;
 }
@@ -649,12 +679,15 @@ static int unpark_vcpu(struct gfa_kvm_vm *vm, unsigned int id, struct kvm_run **
 	return fd;
 }
 
-/* KVM_GET_SUPPORTED_CPUID, growing the buffer until it fits.  Caller holds vm->lock. */
-static int fetch_supported_cpuid(struct gfa_kvm_vm *vm)
+/*
+ * KVM_GET_SUPPORTED_CPUID of the system fd, growing the buffer until it fits; once per
+ * process (the table is the host's, not a VM's).  Caller holds kvm_sys.lock.
+ */
+static int fetch_supported_cpuid(int kvm_fd)
 {
-	unsigned int nent = 64;
+	unsigned int nent = 256;        /* today's hosts report 60-100 entries: one call */
 
-	while (!vm->cpuid) {
+	while (!kvm_sys.cpuid) {
 		struct kvm_cpuid2 *c;
 		int r;
 
@@ -662,9 +695,9 @@ static int fetch_supported_cpuid(struct gfa_kvm_vm *vm)
 		if (!c)
 			return -ENOMEM;
 		c->nent = nent;
-		r = kvm_ioctl_ptr(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, c);
+		r = kvm_ioctl_ptr(kvm_fd, KVM_GET_SUPPORTED_CPUID, c);
 		if (r == 0) {
-			vm->cpuid = c;
+			kvm_sys.cpuid = c;
 			break;
 		}
 		free(c);
@@ -678,22 +711,21 @@ static int fetch_supported_cpuid(struct gfa_kvm_vm *vm)
 /* Supported CPUID with the APIC-ID fields set to this vCPU's id. */
 static int set_cpuid(struct gfa_kvm_vcpu *vcpu)
 {
-	struct gfa_kvm_vm *vm = vcpu->vm;
 	struct kvm_cpuid2 *c;
 	size_t size;
 	int r;
 
-	pthread_mutex_lock(&vm->lock);
-	r = fetch_supported_cpuid(vm);
+	pthread_mutex_lock(&kvm_sys.lock);
+	r = fetch_supported_cpuid(vcpu->vm->kvm_fd);
 	if (r) {
-		pthread_mutex_unlock(&vm->lock);
+		pthread_mutex_unlock(&kvm_sys.lock);
 		return r;
 	}
-	size = sizeof(*c) + vm->cpuid->nent * sizeof(c->entries[0]);
+	size = sizeof(*c) + kvm_sys.cpuid->nent * sizeof(c->entries[0]);
 	c = malloc(size);
 	if (c)
-		memcpy(c, vm->cpuid, size);
-	pthread_mutex_unlock(&vm->lock);
+		memcpy(c, kvm_sys.cpuid, size);
+	pthread_mutex_unlock(&kvm_sys.lock);
 	if (!c)
 		return -ENOMEM;
 
@@ -753,6 +785,12 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
 	}
 	vcpu->run = run;
 	r = set_cpuid(vcpu);
+	if (!r)
+		r = kvm_ioctl_ptr(vcpu->fd, KVM_GET_REGS, &vcpu->init_regs);
+	if (!r)
+		r = kvm_ioctl_ptr(vcpu->fd, KVM_GET_SREGS, &vcpu->init_sregs);
+	if (!r)
+		r = kvm_ioctl_ptr(vcpu->fd, KVM_GET_FPU, &vcpu->init_fpu);
 	if (r)
 		goto fail_unmap;
 	r = -pthread_mutex_init(&vcpu->lock, NULL);
@@ -799,6 +837,29 @@ int gfa_kvm_vcpu_destroy(struct gfa_kvm_vcpu *vcpu)
 	vm->nr_vcpus--;
 	pthread_mutex_unlock(&vm->lock);
 	return 0;
+}
+
+int gfa_kvm_vcpu_reset(struct gfa_kvm_vcpu *vcpu)
+{
+	int r;
+
+	if (!vcpu)
+		return -EFAULT;
+	pthread_mutex_lock(&vcpu->lock);
+	if (vcpu->in_run || vcpu->pause_count) {
+		pthread_mutex_unlock(&vcpu->lock);
+		return -EBUSY;
+	}
+	vcpu->kick = false;
+	vcpu->requests = 0;
+	vcpu->err[0] = '\0';
+	pthread_mutex_unlock(&vcpu->lock);
+	r = kvm_ioctl_ptr(vcpu->fd, KVM_SET_REGS, &vcpu->init_regs);
+	if (!r)
+		r = kvm_ioctl_ptr(vcpu->fd, KVM_SET_SREGS, &vcpu->init_sregs);
+	if (!r)
+		r = kvm_ioctl_ptr(vcpu->fd, KVM_SET_FPU, &vcpu->init_fpu);
+	return r;
 }
 
 int gfa_kvm_vcpu_fd(const struct gfa_kvm_vcpu *vcpu)

@@ -2,7 +2,9 @@
 /*
  * A VM = a gfa_guest (its RAM) + vCPUs.  With /dev/kvm the vCPUs are KVM vCPUs running
  * the test guest in 64-bit mode on identity-mapped 2 MiB pages; without it host threads
- * run the same workload on the guest window, and gfa_vm_is_kvm() says so.
+ * run the same workload on the guest window, and gfa_vm_is_kvm() says so.  The KVM side
+ * (VM, vCPUs, the window with its memslot) comes from a shell (refvmm/shell.c) and goes
+ * back to the shells' pool when the VM is destroyed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,8 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <gfa/refvmm.h>
+#include "refvmm/shell.h"
 
-#define MAX_VCPUS 64
+#define MAX_VCPUS GFA_VM_MAX_VCPUS
 
 struct vm_vcpu {
 	struct gfa_vm *vm;
@@ -32,6 +35,7 @@ struct gfa_vm {
 	struct gfa_pool *pool;
 	struct gfa_guest *guest;
 	struct gfa_kvm_vm *kvm;
+	struct vm_shell *shell;         /* the KVM VM, vCPUs and window (KVM mode) */
 	const char *why_not_kvm;
 	char why_buf[160];
 	unsigned int nr_vcpus;
@@ -255,11 +259,10 @@ static bool vm_kvm_fits(uint64_t size)
 	return boot && ((boot + 4095) & ~4095ULL) + gfa_kvm_test_guest_size <= GFA_VM_RAM_START;
 }
 
-static int vm_setup_kvm(struct gfa_vm *vm, uint64_t size)
+/* KVM mode: a shell (KVM VM, vCPUs, window with its memslot) for the guest to go in. */
+static int vm_take_shell(struct gfa_vm *vm, uint64_t size)
 {
 	char why[128];
-	uint64_t boot = gfa_kvm_boot_area_size(size);
-	int err;
 
 	if (!gfa_kvm_available(why, sizeof(why))) {
 		snprintf(vm->why_buf, sizeof(vm->why_buf), "no KVM: %s", why);
@@ -273,28 +276,28 @@ static int vm_setup_kvm(struct gfa_vm *vm, uint64_t size)
 		vm->why_not_kvm = vm->why_buf;
 		return -EFBIG;
 	}
-	vm->kvm = gfa_kvm_vm_create();
-	if (!vm->kvm)
-		return -errno;
+	vm->shell = vm_shell_get(size, vm->nr_vcpus);
+	return vm->shell ? 0 : -errno;
+}
+
+/*
+ * Page tables and code are written through the guest window while the vCPU ops refuse
+ * every move (vcpus_ready is not set yet), so no move (copy, then remap) runs
+ * meanwhile and loses them.
+ */
+static int vm_setup_kvm(struct gfa_vm *vm, uint64_t size)
+{
+	uint64_t boot = gfa_kvm_boot_area_size(size);
+	int err;
+
+	vm->kvm = vm->shell->kvm;
 	vm->code_gpa = (boot + 4095) & ~4095ULL;
-	err = gfa_kvm_set_memslot(vm->kvm, 0, 0, gfa_guest_hva(vm->guest), size, 0);
-	/*
-	 * Page tables and code are written through the guest window while the vCPU ops
-	 * refuse every move (vcpus_ready is not set yet), so no move (copy, then remap)
-	 * runs meanwhile and loses them.
-	 */
-	if (!err)
-		err = gfa_kvm_vm_build_page_tables(vm->kvm, 0, size);
+	err = gfa_kvm_vm_build_page_tables(vm->kvm, 0, size);
 	if (!err)
 		err = gfa_kvm_test_guest_load(vm->kvm, vm->code_gpa);
-	if (err)
-		return err;
-	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
-		vm->vcpu[i].kvcpu = gfa_kvm_vcpu_create(vm->kvm, i);
-		if (!vm->vcpu[i].kvcpu)
-			return -errno;
-	}
-	return 0;
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+		vm->vcpu[i].kvcpu = vm->shell->vcpu[i];
+	return err;
 }
 
 static void vm_split_slices(struct gfa_vm *vm, uint64_t size)
@@ -338,6 +341,15 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 	vm->nr_vcpus = cfg->vcpus;
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->cond, NULL);
+	if (cfg->kvm != GFA_VM_KVM_OFF) {
+		err = vm_take_shell(vm, cfg->mem_bytes);
+		if ((err == -ENODEV || err == -EFBIG) && cfg->kvm == GFA_VM_KVM_AUTO)
+			err = 0;        /* host threads instead */
+		if (err)
+			goto fail;
+	} else {
+		vm->why_not_kvm = "KVM turned off by configuration";
+	}
 	memset(&gc, 0, sizeof(gc));
 	gc.mem_bytes = cfg->mem_bytes;
 	gc.zone = cfg->zone;
@@ -345,23 +357,17 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 	gc.vcpu_ops = &vm_vcpu_ops;
 	gc.vcpu_ctx = vm;
 	gc.small_only = cfg->small_only;
+	gc.window = vm->shell ? vm->shell->win : NULL;
 	vm->guest = gfa_guest_create(pool, b, &gc);
 	if (!vm->guest) {
 		err = -errno;
 		goto fail;
 	}
 	vm_split_slices(vm, cfg->mem_bytes);
-	if (cfg->kvm != GFA_VM_KVM_OFF) {
+	if (vm->shell) {
 		err = vm_setup_kvm(vm, cfg->mem_bytes);
-		if ((err == -ENODEV || err == -EFBIG) && cfg->kvm == GFA_VM_KVM_AUTO) {
-			gfa_kvm_vm_destroy(vm->kvm);
-			vm->kvm = NULL;
-			err = 0;
-		}
 		if (err)
 			goto fail;
-	} else {
-		vm->why_not_kvm = "KVM turned off by configuration";
 	}
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		/* each vCPU's cache, for the VMM's per-vCPU allocations (balloon, devices) */
@@ -385,12 +391,12 @@ void gfa_vm_destroy(struct gfa_vm *vm)
 		return;
 	/* first: a compaction moving one of our blocks must not pause freed vCPUs */
 	gfa_guest_forget_vcpus(vm->guest);
-	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
-		gfa_kvm_vcpu_destroy(vm->vcpu[i].kvcpu);
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
 		gfa_pcp_destroy(vm->vcpu[i].pcp);
-	}
-	gfa_kvm_vm_destroy(vm->kvm);
+	/* the window maps no frame once the guest is gone: then the shell can serve the
+	 * next VM (its vCPUs reset) */
 	gfa_guest_destroy(vm->guest);
+	vm_shell_put(vm->shell);
 	pthread_mutex_destroy(&vm->lock);
 	pthread_cond_destroy(&vm->cond);
 	free(vm);
@@ -406,6 +412,11 @@ bool gfa_vm_is_kvm(const struct gfa_vm *vm, const char **why)
 	if (why)
 		*why = vm && !vm->kvm ? vm->why_not_kvm : NULL;
 	return vm && vm->kvm;
+}
+
+struct gfa_kvm_vcpu *gfa_vm_kvm_vcpu(struct gfa_vm *vm, unsigned int i)
+{
+	return vm && vm->kvm && i < vm->nr_vcpus ? vm->vcpu[i].kvcpu : NULL;
 }
 
 int gfa_vm_kvm_pages(struct gfa_vm *vm, uint64_t *pages_4k, uint64_t *pages_2m)

@@ -22,7 +22,7 @@ static struct bhost bhost_new(uint64_t bytes, const struct gfa_host_return_confi
 			      uint64_t reserve_frames)
 {
 	struct bhost h;
-	struct gfa_backing_config bc = { .populate = true };
+	struct gfa_backing_config bc = { .populate = true, .no_zero_on_stop = true };
 	struct gfa_release_policy rp = { .low = reserve_frames / 2, .high = reserve_frames,
 					 .min_empty_frac = 4 };
 

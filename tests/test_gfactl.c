@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <gfa/refvmm.h>
 #include "tests/test_util.h"
 #include "tests/qemu_util.h"
 #include "gfa/numa.h"
@@ -100,6 +101,22 @@ Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180,
 	}
 	cr_assert_eq(lines, 3, "the three kernel baselines print their PMD figure: %s", out);
 	cr_assert_not_null(strstr(out, " vs_prefaulted="), "%s", out);
+	/* the fair figures: a second RESULT line with the ratios on equal terms */
+	cr_assert_not_null(strstr(out, "-- on equal terms"), "%s", out);
+	cr_assert_not_null(strstr(out, "RESULT vmstart vs_prefaulted_kvm="), "%s", out);
+	for (const char *key = "restart_vs_kernel_thp=\0restart_vs_clean=\0zero_vs_memset=\0"
+			       "vs_strongest=\0restart_p50_ms=\0"; *key; key += strlen(key) + 1)
+		cr_assert_not_null(strstr(out, key), "no %s: %s", key, out);
+	cr_assert(strstr(out, "hugetlbfs pool + KVM:      p50") ||
+		  strstr(out, "hugetlbfs pool + KVM:      not run ("), "%s", out);
+	cr_assert_not_null(strstr(out, "no KVM vCPUs in this run"), "%s", out);
+	{
+		double zr = 0;
+		const char *z = strstr(out, "zero_vs_memset=");
+
+		cr_assert_eq(sscanf(z, "zero_vs_memset=%lf", &zr), 1);
+		cr_assert_gt(zr, 0.0, "%s", z);
+	}
 	/* gfactl stat reads what vmstart wrote */
 	rc = run(out, sizeof(out), "%s stat --file %s", g, stat_file);
 	cr_assert_eq(rc, 0, "%s", out);
@@ -139,6 +156,11 @@ Test(gfactl, errors_name_the_flag_or_file)
 	cr_assert_eq(run(out, sizeof(out), "%s vmstart --vms 2 --mem 8E", g), 2);
 	cr_assert_not_null(strstr(out, "--mem"), "%s", out);
 	cr_assert_eq(run(out, sizeof(out), "%s vmstart --frobnicate", g), 2);
+	cr_assert_not_null(strstr(out, "frobnicate"), "%s", out);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --vms", g), 2);
+	cr_assert_not_null(strstr(out, "vms"), "a missing value names the flag: %s", out);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart stray", g), 2);
+	cr_assert_not_null(strstr(out, "stray"), "%s", out);
 	cr_assert_eq(run(out, sizeof(out), "%s nosuchcommand", g), 2);
 	cr_assert_eq(run(out, sizeof(out), "%s stat --file /no/such/file", g), 1);
 	cr_assert_not_null(strstr(out, "/no/such/file"), "%s", out);
@@ -303,6 +325,35 @@ Test(gfactl, snapshot_is_json_whatever_the_names_hold, .timeout = 120)
 	unlink(name);
 	cr_assert_eq(rc, 0, "stat --json's output is not JSON: %s", out);
 	cr_assert_not_null(strstr(out, "parsed done "), "%s", out);
+}
+
+/*
+ * With KVM: one shell per VM made before the timer, restarts take them again, and the
+ * baselines create the same KVM VM the shells hold.
+ */
+Test(gfactl, vmstart_with_kvm_makes_shells_before_the_timer, .timeout = 180)
+{
+	const char *g = gfactl();
+	char why[160];
+	unsigned int shells = 0;
+	const char *k;
+	int rc;
+
+	if (!gfa_kvm_available(why, sizeof(why))) {
+		cr_skip_test("no KVM: %s", why);
+		return;
+	}
+	rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 8M --rounds 1 --kvm on --host-thp keep "
+		 "--quiet --stat-file /tmp/gfactl-test-k.json", g);
+	unlink("/tmp/gfactl-test-k.json");
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_assert_not_null(strstr(out, "VM shells: 2 made"), "%s", out);
+	k = strstr(out, " shells=");
+	cr_assert_not_null(k, "%s", out);
+	cr_assert_eq(sscanf(k, " shells=%u", &shells), 1);
+	cr_assert_eq(shells, 2);
+	cr_assert_not_null(strstr(out, "pre-faulted THP memfd+KVM: p50"), "%s", out);
+	cr_assert_not_null(strstr(out, " kvm=1"), "%s", out);
 }
 
 /* gfactl stat refuses a snapshot cut short instead of printing broken JSON. */

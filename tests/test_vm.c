@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/kvm.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +79,8 @@ static struct vmt_host vmt_host_new(uint64_t bytes, bool populate)
 
 static void vmt_host_done(struct vmt_host *h)
 {
+	/* the frames stopped VMs left are back once the background zeroer is done */
+	cr_assert_eq(gfa_backing_zero_quiesce(h->b, 30000), 0);
 	ASSERT_POOL_OK(h->pool);
 	cr_assert_eq(tu_free_frames(h->pool), h->frames, "frames still allocated at the end");
 	gfa_backing_destroy(h->b);
@@ -189,6 +193,60 @@ static uint64_t vmt_pfns_changed(const uint64_t *a, const uint64_t *b, uint64_t 
 }
 
 /* ---- 1: the guest's pattern, seen through the pool ------------------------------ */
+
+/*
+ * Shells: a stopped VM's KVM VM, vCPUs and memslot serve the next start.  The next guest
+ * reads zero wherever it did not write (through KVM as through the host window: the
+ * memslot follows the window's new mappings), and its vCPUs start with the registers of
+ * a new vCPU, not where the last guest left them.
+ */
+Test(vm, a_reused_shell_leaks_no_memory_or_vcpu_state, .timeout = 120)
+{
+	const uint64_t mem = 16 * VMT_MIB, seed = 0x5eed5eedULL;
+	const unsigned int vcpus = 2;
+	struct kvm_regs fresh, after;
+	struct vmt_host h;
+	struct gfa_vm *vm;
+	uint64_t work, bad = 0;
+	unsigned int idle;
+	int r;
+
+	vmt_require_kvm();
+	work = vmt_work(16 << 10, 1 << 20);
+	h = vmt_host_new(64 * VMT_MIB, false);
+	gfa_vm_shells_drain();
+	cr_assert_eq(gfa_vm_shells_fill(mem, vcpus, 1), 1);
+	cr_assert_eq(gfa_vm_shells_idle(), 1);
+	vm = vmt_vm_new(&h, mem, vcpus, false);
+	cr_assert_eq(gfa_vm_shells_idle(), 0, "the start took the idle shell");
+	cr_assert_eq(ioctl(gfa_kvm_vcpu_fd(gfa_vm_kvm_vcpu(vm, 1)), KVM_GET_REGS, &fresh), 0);
+	r = gfa_vm_run_part(vm, GFA_KVM_TEST_FILL, seed, work, NULL);
+	cr_assert_eq(r, 0, "FILL: %s", strerror(-r));
+	cr_assert_eq(ioctl(gfa_kvm_vcpu_fd(gfa_vm_kvm_vcpu(vm, 1)), KVM_GET_REGS, &after), 0);
+	cr_assert_neq(after.rip, fresh.rip, "the guest ran");
+	gfa_vm_destroy(vm);
+	idle = gfa_vm_shells_idle();
+	cr_assert_eq(idle, 1, "the stop gave its shell back");
+
+	vm = vmt_vm_new(&h, mem, vcpus, false);
+	cr_assert_eq(gfa_vm_shells_idle(), 0, "the restart reused the shell");
+	cr_assert_eq(ioctl(gfa_kvm_vcpu_fd(gfa_vm_kvm_vcpu(vm, 1)), KVM_GET_REGS, &after), 0);
+	cr_assert_eq(memcmp(&after, &fresh, sizeof(after)), 0,
+		     "vCPU registers not reset (rip %#llx, fresh %#llx)",
+		     (unsigned long long)after.rip, (unsigned long long)fresh.rip);
+	/* the guest looks for the old pattern: no word of it may be there */
+	r = gfa_vm_run_part(vm, GFA_KVM_TEST_VERIFY, seed, work, &bad);
+	cr_assert_eq(r, 0, "VERIFY: %s", strerror(-r));
+	cr_assert_eq(bad, vcpus * (work / 8), "the guest saw %llu words of the last guest's data",
+		     (unsigned long long)(vcpus * (work / 8) - bad));
+	for (uint64_t gpa = GFA_VM_RAM_START; gpa < mem; gpa += 8)
+		cr_assert_eq(*(uint64_t *)((char *)gfa_guest_hva(gfa_vm_guest(vm)) + gpa), 0,
+			     "stale word at gpa %#llx", (unsigned long long)gpa);
+	gfa_vm_destroy(vm);
+	gfa_vm_shells_drain();
+	cr_assert_eq(gfa_vm_shells_idle(), 0);
+	vmt_host_done(&h);
+}
 
 Test(vm, fill_checksum_seen_through_pool, .timeout = 120)
 {
@@ -681,6 +739,7 @@ Test(vm, many_vms_many_vcpus_repeatedly, .timeout = 180)
 			cr_assert_eq(j->mismatches, 0, "round %d vm %d: %llu mismatches", round, i,
 				     (unsigned long long)j->mismatches);
 		}
+		cr_assert_eq(gfa_backing_zero_quiesce(h.b, 30000), 0);
 		ASSERT_POOL_OK(h.pool);
 		cr_assert_eq(tu_free_frames(h.pool), h.frames, "round %d left frames behind", round);
 	}

@@ -957,6 +957,8 @@ Test(xstress, everything_at_once, .timeout = 600)
 	cr_assert_eq(gfa_host_return_quiesce(s.hr, 30000), 0);
 	gfa_host_return_stop(s.hr);
 	cr_assert_eq(atomic_load(&s.failed), 0, "%s", s.msg);
+	/* stopped guests' blocks come back once the backing's zeroer is done */
+	cr_assert_eq(gfa_backing_zero_quiesce(s.b, 30000), 0);
 	ASSERT_POOL_OK(s.pool);
 	cr_assert_eq(tu_free_frames(s.pool), XS_ZONES * (XS_ZONE_BYTES >> GFA_FRAME_SHIFT),
 		     "every frame comes back");

@@ -8,14 +8,19 @@
  *
  * "Start" = create the VM (its RAM allocated and mapped, its vCPUs and, with KVM, the
  * KVM VM, memslot and page tables) + the first touch of every 4 KiB of its RAM by its
- * vCPU threads.  The kernel baselines do mmap + the same touch.  With KVM the guest
- * also boots the test guest and checks its memory (timed apart: on software KVM it is
- * slow for reasons unrelated to memory).
+ * vCPU threads.  With KVM the KVM VM, vCPUs and memslot come from a shell made before
+ * the timer (refvmm/shell.c), as the pool is populated before it.  The kernel 4 KiB and
+ * MADV_HUGEPAGE baselines do mmap + the same touch; the fair ones (refvmm/shell_baseline.c)
+ * give the kernel the same head start (a pre-faulted THP memfd, a reserved hugetlbfs
+ * pool) and the same KVM creation.  With KVM the guest also boots the test guest and
+ * checks its memory (timed apart: on software KVM it is slow for reasons unrelated to
+ * memory).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -24,6 +29,7 @@
 #include <unistd.h>
 #include <gfa/numa.h>
 #include "tools/gfactl.h"
+#include "refvmm/shell.h"
 
 #define MAX_VMS 256
 #define MAX_SAMPLES 4096
@@ -53,7 +59,13 @@ struct run {
 	struct gfa_vm *vm[MAX_VMS];
 	struct samples gfa, clean, k4k, kthp;   /* clean: starts from the clean pool */
 	struct samples kpre;            /* the kernel with gfa's head start: pre-faulted memfds */
-	int64_t pmdpre;
+	struct samples restart;         /* restarts only */
+	/* the fair baselines: the same KVM creation as a gfa start without a shell */
+	struct samples kpre_kvm, kthp_kvm, khuge_kvm;
+	struct zero_rates zr;
+	char why_no_hugetlb[160];
+	int64_t pmdpre, pmd4k, pmdthp;
+	unsigned int shells;            /* made before the timer */
 	double t0;
 	FILE *csv;
 	/* time series: ms since start, huge share % */
@@ -96,100 +108,105 @@ static void vm_help(void)
 
 /* ---- options ---- */
 
-/* The options that take a value (the rest are flags). */
-static bool takes_value(const char *a)
-{
-	static const char *const with_value[] = {
-		"--vms", "--vcpus", "--mem", "--pool", "--rounds", "--proactiveness", "--kvm",
-		"--libvirt", "--domain", "--domain-xml", "--host-thp", "--csv", "--plot",
-		"--stat-file",
-	};
-
-	for (size_t i = 0; i < sizeof(with_value) / sizeof(with_value[0]); i++)
-		if (!strcmp(a, with_value[i]))
-			return true;
-	return false;
-}
-
 static int parse_kvm(const char *v, enum gfa_vm_kvm *out)
 {
-	if (v && !strcmp(v, "auto"))
+	if (!strcmp(v, "auto"))
 		*out = GFA_VM_KVM_AUTO;
-	else if (v && !strcmp(v, "on"))
+	else if (!strcmp(v, "on"))
 		*out = GFA_VM_KVM_ON;
-	else if (v && !strcmp(v, "off"))
+	else if (!strcmp(v, "off"))
 		*out = GFA_VM_KVM_OFF;
 	else {
-		fprintf(stderr, "gfactl: --kvm: '%s' is not auto, on or off\n", v ? v : "");
+		fprintf(stderr, "gfactl: --kvm: '%s' is not auto, on or off\n", v);
 		return -1;
 	}
 	return 0;
 }
 
+enum {
+	OPT_VMS = 256, OPT_VCPUS, OPT_MEM, OPT_POOL, OPT_ROUNDS, OPT_PROACTIVENESS, OPT_KVM,
+	OPT_LIBVIRT, OPT_DOMAIN, OPT_DOMAIN_XML, OPT_HOST_THP, OPT_CSV, OPT_PLOT, OPT_STAT_FILE,
+	OPT_JSON, OPT_NO_BASELINE, OPT_QUIET,
+};
+
+static const struct option vmstart_options[] = {
+	{ "vms", required_argument, NULL, OPT_VMS },
+	{ "vcpus", required_argument, NULL, OPT_VCPUS },
+	{ "mem", required_argument, NULL, OPT_MEM },
+	{ "pool", required_argument, NULL, OPT_POOL },
+	{ "rounds", required_argument, NULL, OPT_ROUNDS },
+	{ "proactiveness", required_argument, NULL, OPT_PROACTIVENESS },
+	{ "kvm", required_argument, NULL, OPT_KVM },
+	{ "libvirt", required_argument, NULL, OPT_LIBVIRT },
+	{ "domain", required_argument, NULL, OPT_DOMAIN },
+	{ "domain-xml", required_argument, NULL, OPT_DOMAIN_XML },
+	{ "host-thp", required_argument, NULL, OPT_HOST_THP },
+	{ "csv", required_argument, NULL, OPT_CSV },
+	{ "plot", required_argument, NULL, OPT_PLOT },
+	{ "stat-file", required_argument, NULL, OPT_STAT_FILE },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "no-baseline", no_argument, NULL, OPT_NO_BASELINE },
+	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* One option's value into o: true, or false after saying what is wrong. */
+static bool apply_opt(int c, const char *v, struct vmstart_opts *o)
+{
+	switch (c) {
+	case OPT_VMS:           return parse_u64("--vms", v, 1, MAX_VMS, &o->vms);
+	case OPT_VCPUS:         return parse_u64("--vcpus", v, 1, 64, &o->vcpus);
+	case OPT_MEM:           return parse_mib("--mem", v, &o->mem);
+	case OPT_POOL:          return parse_mib("--pool", v, &o->pool);
+	case OPT_ROUNDS:        return parse_u64("--rounds", v, 0, 1000, &o->rounds);
+	case OPT_PROACTIVENESS: return parse_u64("--proactiveness", v, 0, 100, &o->proactiveness);
+	case OPT_KVM:           return !parse_kvm(v, &o->kvm);
+	case OPT_LIBVIRT:       o->libvirt = v; return true;
+	case OPT_DOMAIN:        o->domain = v; return true;
+	case OPT_DOMAIN_XML:    o->domain_xml = v; return true;
+	case OPT_CSV:           o->csv = v; return true;
+	case OPT_PLOT:          o->plot = v; return true;
+	case OPT_STAT_FILE:     o->stat_file = v; return true;
+	case OPT_JSON:          o->json = true; return true;
+	case OPT_NO_BASELINE:   o->no_baseline = true; return true;
+	case OPT_QUIET:         o->quiet = true; return true;
+	case OPT_HOST_THP:
+		if (!strcmp(v, "advise") || !strcmp(v, "keep")) {
+			o->host_thp_keep = !strcmp(v, "keep");
+			return true;
+		}
+		fprintf(stderr, "gfactl vmstart: --host-thp: '%s' is not advise or keep\n", v);
+		return false;
+	default:
+		return false;
+	}
+}
+
+/* 0 to run, 1 after --help, -1 on bad usage (getopt_long has said what). */
 static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
 {
+	int c;
+
 	*o = (struct vmstart_opts){ .vms = 8, .vcpus = 2, .mem = 128 * MiB, .rounds = 3,
 				    .proactiveness = 20, .stat_file = default_stat_file() };
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		bool ok = true, takes = true;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+	optind = 1;     /* (gfactl's dispatcher may have run getopt already) */
+	opterr = 1;
+	while ((c = getopt_long(argc, argv, "+h", vmstart_options, NULL)) != -1) {
+		if (c == 'h') {
 			vm_help();
 			return 1;
-		} else if (!v && takes_value(a)) {
-			fprintf(stderr, "gfactl vmstart: %s needs a value\n", a);
-			return -1;
-		} else if (!strcmp(a, "--vms")) {
-			ok = parse_u64(a, v, 1, MAX_VMS, &o->vms);
-		} else if (!strcmp(a, "--vcpus")) {
-			ok = parse_u64(a, v, 1, 64, &o->vcpus);
-		} else if (!strcmp(a, "--mem")) {
-			ok = parse_mib(a, v, &o->mem);
-		} else if (!strcmp(a, "--pool")) {
-			ok = parse_mib(a, v, &o->pool);
-		} else if (!strcmp(a, "--rounds")) {
-			ok = parse_u64(a, v, 0, 1000, &o->rounds);
-		} else if (!strcmp(a, "--proactiveness")) {
-			ok = parse_u64(a, v, 0, 100, &o->proactiveness);
-		} else if (!strcmp(a, "--kvm")) {
-			ok = !parse_kvm(v, &o->kvm);
-		} else if (!strcmp(a, "--libvirt")) {
-			o->libvirt = v;
-		} else if (!strcmp(a, "--domain")) {
-			o->domain = v;
-		} else if (!strcmp(a, "--domain-xml")) {
-			o->domain_xml = v;
-		} else if (!strcmp(a, "--host-thp")) {
-			if (v && (!strcmp(v, "advise") || !strcmp(v, "keep"))) {
-				o->host_thp_keep = !strcmp(v, "keep");
-			} else {
-				fprintf(stderr, "gfactl vmstart: --host-thp: '%s' is not advise or keep\n",
-					v ? v : "");
-				ok = false;
-			}
-		} else if (!strcmp(a, "--csv")) {
-			o->csv = v;
-		} else if (!strcmp(a, "--plot")) {
-			o->plot = v;
-		} else if (!strcmp(a, "--stat-file")) {
-			o->stat_file = v;
-		} else {
-			takes = false;
-			if (!strcmp(a, "--json"))
-				o->json = true;
-			else if (!strcmp(a, "--no-baseline"))
-				o->no_baseline = true;
-			else if (!strcmp(a, "--quiet"))
-				o->quiet = true;
-			else {
-				fprintf(stderr, "gfactl vmstart: unknown option '%s' (see --help)\n", a);
-				return -1;
-			}
 		}
-		if (!ok)
+		if (c == '?' || !apply_opt(c, optarg, o)) {
+			if (c == '?')
+				fprintf(stderr, "gfactl vmstart: see --help\n");
 			return -1;
-		i += takes;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gfactl vmstart: unexpected argument '%s' (see --help)\n",
+			argv[optind]);
+		return -1;
 	}
 	return 0;
 }
@@ -255,41 +272,6 @@ static const char *mem_source(const struct vmstart_opts *o)
 	return o->domain_xml || o->domain ? "the domain's memory" : "--mem";
 }
 
-/* ---- the first touch by vCPU threads ---- */
-
-struct toucher {
-	char *p;
-	uint64_t len;
-};
-
-static void *touch_main(void *arg)
-{
-	struct toucher *t = arg;
-
-	for (uint64_t off = 0; off < t->len; off += GFA_FRAME_SIZE)
-		((volatile uint64_t *)(t->p + off))[0] = off | 1;
-	return NULL;
-}
-
-static void touch_all(char *p, uint64_t len, unsigned int threads)
-{
-	pthread_t th[64];
-	struct toucher t[64];
-	bool started[64];
-	uint64_t per = (len / threads) & ~(GFA_FRAME_SIZE - 1);
-
-	for (unsigned int i = 0; i < threads; i++) {
-		t[i].p = p + per * i;
-		t[i].len = i + 1 == threads ? len - per * i : per;
-		started[i] = !pthread_create(&th[i], NULL, touch_main, &t[i]);
-		if (!started[i])
-			touch_main(&t[i]);      /* no thread to be had: touch it here */
-	}
-	for (unsigned int i = 0; i < threads; i++)
-		if (started[i])
-			pthread_join(th[i], NULL);
-}
-
 static void sample(struct samples *s, double v)
 {
 	s->total++;
@@ -321,28 +303,32 @@ static int start_vm(struct run *r, unsigned int i, const char *phase, unsigned i
 	struct gfa_vm_config vc = { .mem_bytes = r->o.mem, .vcpus = (unsigned int)r->o.vcpus,
 				    .kvm = r->o.kvm, .zone = zone, .pcp = r->zone_pcp[zone] };
 	struct gfa_guest_stat st;
-	double t0 = now_ms(), dt;
+	double t0 = now_ms(), dt, create;
 
 	r->vm[i] = gfa_vm_create(r->pool, r->b, &vc);
+	create = now_ms() - t0;
 	if (!r->vm[i]) {
 		fprintf(stderr, "gfactl vmstart: VM %u (%s): %s\n", i, phase, strerror(errno));
 		return -1;
 	}
 	/* the first 2 MiB hold the VM's page tables and code, written at create */
-	touch_all((char *)gfa_guest_hva(gfa_vm_guest(r->vm[i])) + GFA_VM_RAM_START,
+	baseline_touch((char *)gfa_guest_hva(gfa_vm_guest(r->vm[i])) + GFA_VM_RAM_START,
 		  r->o.mem - GFA_VM_RAM_START, (unsigned int)r->o.vcpus);
 	dt = now_ms() - t0;
 	sample(&r->gfa, dt);
-	if (!round)
-		sample(&r->clean, dt);
+	sample(round ? &r->restart : &r->clean, dt);
 	gfa_guest_stat(gfa_vm_guest(r->vm[i]), &st);
 	r->kvm = gfa_vm_is_kvm(r->vm[i], &r->why_not_kvm);
 	if (r->csv)
 		fprintf(r->csv, "start,gfa,%s,%u,%u,%.3f,%.1f\n", phase, round, i, dt,
 			100.0 * (double)st.huge_ranges / (double)(st.huge_ranges + st.small_ranges));
 	if (!r->o.quiet)
-		printf("  VM %2u %-8s start %7.2f ms  2 MiB ranges %lu/%lu\n", i, phase, dt,
-		       (unsigned long)st.huge_ranges, (unsigned long)(st.huge_ranges + st.small_ranges));
+		printf("  VM %2u %-8s start %7.2f ms (create %.2f)  2 MiB ranges %lu/%lu  zeroed %lu "
+		       "MiB  host PMDs %ld MiB\n", i, phase, dt, create, (unsigned long)st.huge_ranges,
+		       (unsigned long)(st.huge_ranges + st.small_ranges),
+		       (unsigned long)(st.zeroed_frames >> (20 - GFA_FRAME_SHIFT)),
+		       (long)(gfa_smaps_pmd_bytes(gfa_guest_hva(gfa_vm_guest(r->vm[i])), r->o.mem) /
+			      (int64_t)MiB));
 	return 0;
 }
 
@@ -492,15 +478,16 @@ static int churn(struct run *r)
 		if (balloon_all(r, false) < 0)
 			return -1;
 		record_share(r);
+		vmm_internal_allocs(r, 32);
+		/* each VM of the half stops and starts again (a reboot): the restart takes
+		 * the shell the stop gave back, and the frames the stop left dirty are
+		 * being zeroed in the background meanwhile */
 		for (unsigned int i = round % 2; i < r->o.vms; i += 2) {
 			gfa_vm_destroy(r->vm[i]);
 			r->vm[i] = NULL;
-		}
-		record_share(r);
-		vmm_internal_allocs(r, 32);
-		for (unsigned int i = round % 2; i < r->o.vms; i += 2)
 			if (start_vm(r, i, "restart", round))
 				return -1;
+		}
 		/* khugepaged's pass: collapse what started on small blocks */
 		for (unsigned int i = 0; i < r->o.vms; i++)
 			collapsed += (unsigned int)gfa_guest_collapse(gfa_vm_guest(r->vm[i]), 64);
@@ -518,119 +505,88 @@ static int churn(struct run *r)
 /* a PROT_NONE page after each baseline VM: the kernel cannot merge VMs' mappings */
 #define KERNEL_GUARD 4096UL
 
-static double kernel_start(uint64_t len, unsigned int vcpus, int advice, void **out)
-{
-	double t0 = now_ms();
-	char *p = mmap(NULL, len + KERNEL_GUARD, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED)
-		return -1;
-	mprotect(p + len, KERNEL_GUARD, PROT_NONE);
-	madvise(p, len, advice);
-	touch_all(p + GFA_VM_RAM_START, len - GFA_VM_RAM_START, vcpus);
-	*out = p;
-	return now_ms() - t0;
-}
-
 /*
- * The kernel with the head start gfa's pool has: a THP-advised memfd populated (so
- * faulted and zeroed) before the timer starts; timed are mapping it and touching it,
- * as for the other baselines.  Returns ms, or -1.  *fd_out keeps the memory alive.
- */
-static double prefaulted_start(uint64_t len, unsigned int vcpus, int *fd_out, void **out)
-{
-	int fd = memfd_create("gfactl-prefaulted", MFD_CLOEXEC);
-	double t0;
-	char *p;
-
-	if (fd < 0 || ftruncate(fd, (off_t)len)) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		close(fd);
-		return -1;
-	}
-	madvise(p, len, MADV_HUGEPAGE);
-	if (madvise(p, len, MADV_POPULATE_WRITE))
-		touch_all(p, len, vcpus);
-	munmap(p, len);
-	t0 = now_ms();
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		close(fd);
-		return -1;
-	}
-	madvise(p, len, MADV_HUGEPAGE);
-	touch_all(p + GFA_VM_RAM_START, len - GFA_VM_RAM_START, vcpus);
-	*fd_out = fd;
-	*out = p;
-	return now_ms() - t0;
-}
-
-static int prefaulted_baseline(struct run *r)
-{
-	void *p[MAX_VMS];
-	int fd[MAX_VMS];
-	int err = 0;
-	unsigned int n;
-
-	for (n = 0; n < r->o.vms; n++) {
-		double dt = prefaulted_start(r->o.mem, (unsigned int)r->o.vcpus, &fd[n], &p[n]);
-
-		if (dt < 0) {
-			fprintf(stderr, "gfactl vmstart: pre-faulted baseline: %s\n", strerror(errno));
-			err = -1;
-			break;
-		}
-		sample(&r->kpre, dt);
-		if (r->csv)
-			fprintf(r->csv, "start,kernel-prefaulted,start,0,%u,%.3f,\n", n, dt);
-	}
-	for (unsigned int i = 0; i < n; i++) {
-		if (!err)
-			r->pmdpre += gfa_smaps_pmd_bytes(p[i], r->o.mem);
-		munmap(p[i], r->o.mem);
-		close(fd[i]);
-	}
-	return err;
-}
-
-/*
- * M starts on anonymous memory, all kept mapped like live VMs, after one untimed round
+ * M starts of one baseline, all kept mapped like live VMs, after one untimed round
  * (which warms the kernel's own structures; the round is unmapped, so every timed start
- * faults and zeroes fresh pages: gfa's pool was populated before its timer started,
- * which prefaulted_baseline gives the kernel too).
+ * that faults, faults and zeroes fresh pages).  What a baseline may do before its timer
+ * (populate the pre-faulted memfd) it does before it.  With kvm, each start also creates
+ * the KVM VM, memslot, page tables, code and vCPUs as a gfa start without a shell would.
  */
-static int kernel_baseline(struct run *r, int advice, struct samples *s, const char *name,
-			   int64_t *pmd_bytes)
+static int run_baseline(struct run *r, enum baseline_mem kind, bool kvm, struct samples *s,
+			const char *name, int64_t *pmd_bytes)
 {
-	void *p[MAX_VMS];
+	struct baseline_vm *bv = calloc(r->o.vms, sizeof(*bv));
+	int err = 0;
 
-	for (int warm = 1; warm >= 0; warm--) {
-		for (unsigned int i = 0; i < r->o.vms; i++) {
-			double dt = kernel_start(r->o.mem, (unsigned int)r->o.vcpus, advice, &p[i]);
+	if (!bv)
+		return -1;
+	for (int warm = 1; warm >= 0 && !err; warm--) {
+		unsigned int n;
 
-			if (dt < 0) {
-				fprintf(stderr, "gfactl vmstart: %s baseline: mmap: %s\n", name, strerror(errno));
-				while (i--)
-					munmap(p[i], r->o.mem + KERNEL_GUARD);
-				return -1;
+		for (n = 0; n < r->o.vms && !err; n++) {
+			double t0, dt;
+
+			err = baseline_prepare(&bv[n], kind, r->o.mem, (unsigned int)r->o.vcpus);
+			t0 = now_ms();
+			if (!err)
+				err = baseline_start(&bv[n], kvm);
+			dt = now_ms() - t0;
+			if (err) {
+				fprintf(stderr, "gfactl vmstart: %s baseline: %s\n", name, strerror(-err));
+				n++;
+				break;
 			}
 			if (!warm) {
 				sample(s, dt);
 				if (r->csv)
-					fprintf(r->csv, "start,%s,start,0,%u,%.3f,\n", name, i, dt);
+					fprintf(r->csv, "start,%s,start,0,%u,%.3f,\n", name, n, dt);
 			}
 		}
 		/* all VMs, as gfa's figure (each VMA its own: the guard pages) */
-		for (unsigned int i = 0; !warm && i < r->o.vms; i++)
-			*pmd_bytes += gfa_smaps_pmd_bytes(p[i], r->o.mem);
-		for (unsigned int i = 0; i < r->o.vms; i++)
-			munmap(p[i], r->o.mem + KERNEL_GUARD);
+		for (unsigned int i = 0; !warm && !err && pmd_bytes && i < n; i++)
+			*pmd_bytes += gfa_smaps_pmd_bytes(bv[i].mem, r->o.mem);
+		for (unsigned int i = 0; i < n; i++)
+			baseline_destroy(&bv[i]);
+	}
+	free(bv);
+	return err ? -1 : 0;
+}
+
+/* hugetlbfs where the host can reserve the pages (as root); says why not otherwise. */
+static int hugetlb_baseline(struct run *r)
+{
+	unsigned long pages = (unsigned long)(r->o.vms * r->o.mem / (2 * MiB));
+	long got = baseline_hugetlb_reserve(pages, r->why_no_hugetlb, sizeof(r->why_no_hugetlb));
+	int err;
+
+	if (got < 0) {
+		printf("kernel baseline hugetlbfs: not run: %s\n", r->why_no_hugetlb);
+		return 0;
+	}
+	err = run_baseline(r, BASELINE_HUGETLB, r->kvm, &r->khuge_kvm, "hugetlbfs-kvm", NULL);
+	baseline_hugetlb_restore();
+	return err;
+}
+
+static int baselines(struct run *r)
+{
+	printf("kernel baselines: the same starts on the kernel's memory%s\n",
+	       r->kvm ? ", without and with the KVM creation gfa's start did before shells" : "");
+	/* idle shells are live KVM VMs, which slow every mapping change: none now */
+	gfa_vm_shells_drain();
+	if (run_baseline(r, BASELINE_4K, false, &r->k4k, "kernel-4k", &r->pmd4k) ||
+	    run_baseline(r, BASELINE_THP, false, &r->kthp, "kernel-thp", &r->pmdthp) ||
+	    run_baseline(r, BASELINE_PREFAULTED, false, &r->kpre, "kernel-prefaulted", &r->pmdpre))
+		return -1;
+	if (r->kvm && (run_baseline(r, BASELINE_PREFAULTED, true, &r->kpre_kvm,
+				    "kernel-prefaulted-kvm", NULL) ||
+		       run_baseline(r, BASELINE_THP, true, &r->kthp_kvm, "kernel-thp-kvm", NULL)))
+		return -1;
+	if (hugetlb_baseline(r))
+		return -1;
+	if (baseline_zero_rates(128 * MiB, 7, &r->zr)) {
+		fprintf(stderr, "gfactl vmstart: zeroing rate: gfa_zero left data\n");
+		return -1;
 	}
 	return 0;
 }
@@ -962,13 +918,84 @@ static void print_host(struct run *r)
 		       ? " (software KVM, kvm_pvm: guests boot and check memory, kept short)" : "");
 }
 
-static void summary(struct run *r, int64_t pmd4k, int64_t pmdthp)
+/* The strongest fair baseline: the lowest p50 of those run; its name in *name. */
+static double strongest(struct run *r, const char **name)
 {
-	uint64_t huge, total;
+	struct { struct samples *s; const char *name; } b[] = {
+		{ &r->kpre_kvm, "pre-faulted memfd + KVM" },
+		{ &r->kthp_kvm, "MADV_HUGEPAGE + KVM" },
+		{ &r->khuge_kvm, "hugetlbfs + KVM" },
+	};
+	double best = 0;
+
+	*name = "none";
+	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++)
+		if (b[i].s->n && (!best || p50(b[i].s) < best)) {
+			best = p50(b[i].s);
+			*name = b[i].name;
+		}
+	return best;
+}
+
+static const char *met(bool ok)
+{
+	return ok ? "met" : "NOT met";
+}
+
+static void print_baseline(const char *title, struct samples *s, int64_t pmd, uint64_t total)
+{
+	printf("%-26s p50 %8.2f ms  p99 %8.2f ms", title, p50(s), p99(s));
+	if (pmd >= 0)
+		printf("  (PMD-mapped %ld of %lu MiB)", (long)(pmd / (int64_t)MiB),
+		       (unsigned long)(total / MiB));
+	printf("\n");
+}
+
+/* The fair comparison: the same KVM creation on both sides, the head start too. */
+static void summary_fair(struct run *r, double c50, double r50)
+{
+	const char *sname;
+	double best = strongest(r, &sname);
+	double vs_kvm = c50 / p50(&r->kpre_kvm), vs_pre = c50 / p50(&r->kpre);
+	double rs_thp = r50 / p50(&r->kthp_kvm), rs_clean = r50 / c50;
+	double zratio = r->zr.zero_gbs / r->zr.memset_gbs;
+
+	printf("-- on equal terms (every baseline with the KVM VM, memslot, page tables, code "
+	       "and vCPUs a gfa start created before shells) --\n");
+	print_baseline("pre-faulted THP memfd+KVM:", &r->kpre_kvm, -1, 0);
+	print_baseline("MADV_HUGEPAGE + KVM:", &r->kthp_kvm, -1, 0);
+	if (r->khuge_kvm.n)
+		print_baseline("hugetlbfs pool + KVM:", &r->khuge_kvm, -1, 0);
+	else
+		printf("hugetlbfs pool + KVM:      not run (%s)\n", r->why_no_hugetlb);
+	printf("gfa restart (churn):       p50 %8.2f ms  p99 %8.2f ms  %s\n", r50,
+	       p99(&r->restart), starts_text(&r->restart));
+	printf("zeroing 128 MiB: %s %.1f GB/s vs memset %.1f GB/s (p50 of 7, interleaved): "
+	       "%.2fx (goal >= 1.8: %s)\n", r->zr.method, r->zr.zero_gbs, r->zr.memset_gbs, zratio,
+	       met(zratio >= 1.8));
+	printf("ratios (p50, lower is better): clean start / pre-faulted+KVM %.3f (goal <= 1.0: "
+	       "%s); / pre-faulted without KVM %.3f (aim <= 1.0: %s); / strongest (%s) %.3f\n",
+	       vs_kvm, met(vs_kvm <= 1.0), vs_pre, met(vs_pre <= 1.0), sname, c50 / best);
+	printf("ratios: restart / MADV_HUGEPAGE+KVM %.3f (goal <= 0.5: %s); restart / gfa clean "
+	       "start %.3f (goal <= 1.5: %s)\n", rs_thp, met(rs_thp <= 0.5), rs_clean,
+	       met(rs_clean <= 1.5));
+	printf("RESULT vmstart vs_prefaulted_kvm=%.3f vs_strongest=%.3f restart_vs_kernel_thp=%.3f "
+	       "restart_vs_clean=%.3f zero_vs_memset=%.3f restart_p50_ms=%.3f "
+	       "prefaulted_kvm_p50_ms=%.3f kernel_thp_kvm_p50_ms=%.3f hugetlb_kvm_p50_ms=%.3f "
+	       "zero_gbs=%.2f memset_gbs=%.2f shells=%u kvm=%d\n", vs_kvm, c50 / best, rs_thp,
+	       rs_clean, zratio, r50, p50(&r->kpre_kvm), p50(&r->kthp_kvm),
+	       r->khuge_kvm.n ? p50(&r->khuge_kvm) : 0.0, r->zr.zero_gbs, r->zr.memset_gbs,
+	       r->shells, r->kvm);
+}
+
+static void summary(struct run *r)
+{
+	uint64_t huge, total, all = r->o.vms * r->o.mem;
 	double share = huge_share(r, &huge, &total);
 	double g50 = p50(&r->gfa), g99 = p99(&r->gfa);
 	/* the goals are for starts from a pool of clean frames; restarts zero dirty ones */
 	double c50 = p50(&r->clean), c99 = p99(&r->clean);
+	double r50 = r->restart.n ? p50(&r->restart) : 0;
 	int64_t win_pmd = 0, backed = host_backed_bytes(r);
 
 	for (unsigned int i = 0; i < r->o.vms; i++)
@@ -985,39 +1012,37 @@ static void summary(struct run *r, int64_t pmd4k, int64_t pmdthp)
 	printf("guest RAM on 2 MiB blocks: %.1f%% (%lu of %lu ranges)\n", share,
 	       (unsigned long)huge, (unsigned long)total);
 	printf("host PMD mappings of guest windows: %ld MiB of %lu MiB\n", (long)(win_pmd / (int64_t)MiB),
-	       (unsigned long)(r->o.vms * r->o.mem / MiB));
+	       (unsigned long)(all / MiB));
 	printf("host-backed bytes of the pool (memfd st_blocks): %ld MiB\n", (long)(backed / (int64_t)MiB));
 	if (r->o.no_baseline) {
-		printf("RESULT vmstart gfa_p50_ms=%.3f gfa_p99_ms=%.3f all_p50_ms=%.3f huge_share=%.1f\n",
-		       c50, c99, g50, share);
+		printf("RESULT vmstart gfa_p50_ms=%.3f gfa_p99_ms=%.3f all_p50_ms=%.3f huge_share=%.1f "
+		       "restart_p50_ms=%.3f\n", c50, c99, g50, share, r50);
 		return;
 	}
-	printf("kernel 4 KiB first touch: p50 %8.2f ms  p99 %8.2f ms  (PMD-mapped %ld of %lu MiB)\n",
-	       p50(&r->k4k), p99(&r->k4k), (long)(pmd4k / (int64_t)MiB),
-	       (unsigned long)(r->o.vms * r->o.mem / MiB));
-	printf("kernel MADV_HUGEPAGE:     p50 %8.2f ms  p99 %8.2f ms  (PMD-mapped %ld of %lu MiB)\n",
-	       p50(&r->kthp), p99(&r->kthp), (long)(pmdthp / (int64_t)MiB),
-	       (unsigned long)(r->o.vms * r->o.mem / MiB));
+	print_baseline("kernel 4 KiB first touch:", &r->k4k, r->pmd4k, all);
+	print_baseline("kernel MADV_HUGEPAGE:", &r->kthp, r->pmdthp, all);
 	printf("ratios, clean-pool starts (p50, lower is better): gfa/kernel-4k %.3f (goal <= 0.5: "
 	       "%s), gfa/kernel-thp %.3f (goal <= 1.0: %s), 2 MiB share goal >= 95%%: %s\n",
-	       c50 / p50(&r->k4k), c50 / p50(&r->k4k) <= 0.5 ? "met" : "NOT met",
-	       c50 / p50(&r->kthp), c50 / p50(&r->kthp) <= 1.0 ? "met" : "NOT met",
-	       share >= 95 ? "met" : "NOT met");
-	printf("kernel, THP memfd populated before the timer (gfa's head start):\n"
-	       "                          p50 %8.2f ms  p99 %8.2f ms  (PMD-mapped %ld of %lu MiB)\n",
-	       p50(&r->kpre), p99(&r->kpre), (long)(r->pmdpre / (int64_t)MiB),
-	       (unsigned long)(r->o.vms * r->o.mem / MiB));
+	       c50 / p50(&r->k4k), met(c50 / p50(&r->k4k) <= 0.5), c50 / p50(&r->kthp),
+	       met(c50 / p50(&r->kthp) <= 1.0), met(share >= 95));
+	printf("(these two give gfa a head start: its pool was populated before the timer, the "
+	       "kernel faults and zeroes inside it, and neither baseline creates a KVM VM)\n");
+	print_baseline("kernel, pre-faulted memfd:", &r->kpre, r->pmdpre, all);
 	printf("ratios, all starts incl. restarts: gfa/kernel-4k %.3f, gfa/kernel-thp %.3f\n",
 	       g50 / p50(&r->k4k), g50 / p50(&r->kthp));
-	printf("ratio, clean-pool starts vs the pre-faulted memfd (no goal: the same head start; "
-	       "gfa's start also takes and maps the guest's blocks one by one and, with KVM, "
-	       "creates the VM and vCPUs): %.3f\n", c50 / p50(&r->kpre));
 	printf("RESULT vmstart vs_kernel_4k=%.3f vs_kernel_thp=%.3f huge_share=%.1f "
 	       "gfa_p50_ms=%.3f gfa_p99_ms=%.3f all_vs_kernel_thp=%.3f all_p50_ms=%.3f "
 	       "kernel_4k_p50_ms=%.3f kernel_thp_p50_ms=%.3f vs_prefaulted=%.3f "
 	       "prefaulted_p50_ms=%.3f kvm=%d\n",
 	       c50 / p50(&r->k4k), c50 / p50(&r->kthp), share, c50, c99, g50 / p50(&r->kthp), g50,
 	       p50(&r->k4k), p50(&r->kthp), c50 / p50(&r->kpre), p50(&r->kpre), r->kvm);
+	if (!r->kvm) {
+		/* no KVM: the "+KVM" baselines are the plain ones */
+		r->kpre_kvm = r->kpre;
+		r->kthp_kvm = r->kthp;
+		printf("(no KVM vCPUs in this run: the baselines below create no KVM VM either)\n");
+	}
+	summary_fair(r, c50, r50 ? r50 : c50);
 }
 
 /*
@@ -1044,9 +1069,32 @@ static int start_host_return(struct run *r)
 	return 0;
 }
 
+/*
+ * KVM creation off the start path: one shell (KVM VM, vCPUs, window with its memslot)
+ * per VM made before the timer, as the pool is populated before it; restarts take the
+ * shells stopped VMs gave back.
+ */
+static void make_shells(struct run *r)
+{
+	char why[160];
+	double t0 = now_ms();
+	int n;
+
+	if (r->o.kvm == GFA_VM_KVM_OFF || !gfa_kvm_available(why, sizeof(why)))
+		return;
+	n = gfa_vm_shells_fill(r->o.mem, (unsigned int)r->o.vcpus, (unsigned int)r->o.vms);
+	if (n < 0) {
+		printf("VM shells: none made (%s): each start creates its KVM VM\n", strerror(-n));
+		return;
+	}
+	r->shells = (unsigned int)n;
+	printf("VM shells: %d made in %.1f ms (KVM VM, %lu vCPUs, memslot on the window each; "
+	       "before any VM starts, not part of start latency)\n", n, now_ms() - t0,
+	       (unsigned long)r->o.vcpus);
+}
+
 static int scenario(struct run *r)
 {
-	int64_t pmd4k = 0, pmdthp = 0;
 	double boot_ms = 0, worst = 0;
 
 	shmem_thp_advise(r);
@@ -1060,6 +1108,7 @@ static int scenario(struct run *r)
 		fprintf(stderr, "gfactl vmstart: background compaction did not start\n");
 	if (!r->o.quiet)
 		print_text("buddyinfo before:", gfa_pool_buddyinfo, r->pool);
+	make_shells(r);
 	printf("starting %lu VMs\n", (unsigned long)r->o.vms);
 	for (unsigned int i = 0; i < r->o.vms; i++)
 		if (start_vm(r, i, "start", 0))
@@ -1101,13 +1150,10 @@ static int scenario(struct run *r)
 	}
 	stat_snapshot(r, "done");
 	if (!r->o.no_baseline) {
-		printf("kernel baselines: the same starts on anonymous memory\n");
-		if (kernel_baseline(r, MADV_NOHUGEPAGE, &r->k4k, "kernel-4k", &pmd4k) ||
-		    kernel_baseline(r, MADV_HUGEPAGE, &r->kthp, "kernel-thp", &pmdthp) ||
-		    prefaulted_baseline(r))
+		if (baselines(r))
 			return -1;
 	}
-	summary(r, pmd4k, pmdthp);
+	summary(r);
 	if (r->o.json && print_file(r->o.stat_file)) {
 		fprintf(stderr, "gfactl vmstart: could not print %s\n", r->o.stat_file);
 		return -1;
@@ -1131,6 +1177,8 @@ static void teardown(struct run *r)
 		if (gfa_pool_check(r->pool, msg, sizeof(msg)))
 			fprintf(stderr, "gfactl vmstart: pool invariant broken: %s\n", msg);
 	}
+	gfa_vm_shells_drain();
+	baseline_hugetlb_restore();
 	gfa_numa_detach(r->np);
 	gfa_numa_topology_free(r->topo);
 	gfa_backing_destroy(r->b);

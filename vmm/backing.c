@@ -40,6 +40,9 @@ struct gfa_backing {
 	struct gfa_host_return *_Atomic hr;
 	pthread_mutex_t hr_lock;        /* a kick through the backing against detach */
 	bool moved_fn_set;              /* our backing_moved() is the pool's moved hook */
+	bool no_zero_on_stop;           /* cfg->no_zero_on_stop */
+	pthread_mutex_t zw_lock;        /* starting the zeroer */
+	struct zero_worker *_Atomic zw; /* the background zeroer, once a guest stopped */
 };
 
 /* mmap the memfd at a 2 MiB aligned address so every order-9 block can be a PMD. */
@@ -127,7 +130,9 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 	if (!b)
 		return NULL;
 	b->pool = pool;
+	b->no_zero_on_stop = cfg->no_zero_on_stop;
 	pthread_mutex_init(&b->hr_lock, NULL);
+	pthread_mutex_init(&b->zw_lock, NULL);
 	b->nr_zones = gfa_pool_nr_zones(pool);
 	for (unsigned int z = 0; z < b->nr_zones; z++)
 		b->fd[z] = -1;
@@ -154,6 +159,7 @@ void gfa_backing_destroy(struct gfa_backing *b)
 {
 	if (!b)
 		return;
+	zero_worker_stop(atomic_load(&b->zw));   /* before the mappings it zeroes go */
 	if (b->moved_fn_set)
 		gfa_pool_set_moved_fn(b->pool, NULL, NULL);
 	for (unsigned int z = 0; z < b->nr_zones; z++) {
@@ -166,6 +172,7 @@ void gfa_backing_destroy(struct gfa_backing *b)
 	}
 	free((void *)b->dirty);
 	pthread_mutex_destroy(&b->hr_lock);
+	pthread_mutex_destroy(&b->zw_lock);
 	free(b);
 }
 
@@ -231,27 +238,131 @@ void gfa_backing_mark_clean(struct gfa_backing *b, uint64_t pfn, unsigned int or
 	atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, false));
 }
 
+/* Zero one run of dirty frames of one zone (contiguous in its mapping) and clear them. */
+static uint64_t zero_run(struct gfa_backing *b, uint64_t pfn, uint64_t *nr)
+{
+	uint64_t n = *nr;
+
+	if (!n)
+		return 0;
+	*nr = 0;
+	gfa_zero(gfa_pfn_to_addr(b->pool, pfn), n << GFA_FRAME_SHIFT);
+	return dirty_update(b, pfn, n, false);
+}
+
+/*
+ * Zero the dirty frames of [pfn, pfn + nr), inside one zone: whole bitmap words at a
+ * time, each run of consecutive dirty frames with one call (a fully dirty 2 MiB block
+ * is one 2 MiB zeroing, not 512 of 4 KiB).  Returns the frames zeroed.
+ */
+static uint64_t zero_dirty_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr)
+{
+	uint64_t end = pfn + nr, zeroed = 0, run = pfn, run_n = 0;
+
+	while (pfn < end) {
+		uint64_t bit = pfn & 63, n = 64 - bit < end - pfn ? 64 - bit : end - pfn;
+		uint64_t w = atomic_load(&b->dirty[pfn / 64]) >> bit, ones;
+
+		if (n < 64)
+			w &= (1ULL << n) - 1;
+		if (!(w & 1)) {
+			/* clean frames here: the run (if any) ends */
+			uint64_t skip = w ? (uint64_t)__builtin_ctzll(w) : n;
+
+			zeroed += zero_run(b, run, &run_n);
+			pfn += skip;
+			continue;
+		}
+		ones = ~w ? (uint64_t)__builtin_ctzll(~w) : 64;
+		ones = ones < n ? ones : n;
+		if (!run_n)
+			run = pfn;
+		run_n += ones;
+		pfn += ones;
+	}
+	return zeroed + zero_run(b, run, &run_n);
+}
+
 int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
-	uint64_t end = pfn + (1UL << order), zeroed = 0;
+	uint64_t zeroed;
 
 	if (!b || !backing_range_ok(b, pfn, order))
 		return GFA_EFAULT;
-	while (pfn < end) {
-		uint64_t word = atomic_load(&b->dirty[pfn / 64]);
-
-		if (!word && !(pfn & 63) && end - pfn >= 64) {
-			pfn += 64;          /* 64 clean frames at once */
-			continue;
-		}
-		if (word & (1ULL << (pfn & 63))) {
-			memset(gfa_pfn_to_addr(b->pool, pfn), 0, GFA_FRAME_SIZE);
-			zeroed += dirty_update(b, pfn, 1, false);
-		}
-		pfn++;
-	}
+	zeroed = zero_dirty_range(b, pfn, 1UL << order);
 	atomic_fetch_sub(&b->nr_dirty, zeroed);
 	return (int64_t)zeroed;
+}
+
+int64_t backing_prepare_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr)
+{
+	uint64_t zeroed;
+
+	if (!backing_frames_ok(b, pfn, nr))
+		return GFA_EFAULT;
+	zeroed = zero_dirty_range(b, pfn, nr);
+	atomic_fetch_sub(&b->nr_dirty, zeroed);
+	return (int64_t)zeroed;
+}
+
+struct zero_worker *backing_zero_worker(struct gfa_backing *b)
+{
+	struct zero_worker *zw = atomic_load(&b->zw);
+
+	if (b->no_zero_on_stop || zw)
+		return zw;
+	pthread_mutex_lock(&b->zw_lock);
+	zw = atomic_load(&b->zw);
+	if (!zw) {
+		/* no thread to be had: the frames go back dirty and the next owner zeroes
+		 * them, as before there was a worker (the next stop tries again) */
+		zw = zero_worker_start(b);
+		atomic_store(&b->zw, zw);
+	}
+	pthread_mutex_unlock(&b->zw_lock);
+	return zw;
+}
+
+uint64_t backing_zero_for_start(struct gfa_backing *b, unsigned int zone, uint64_t frames)
+{
+	struct zero_worker *zw = atomic_load(&b->zw);
+	struct gfa_zone_stat zs;
+	uint64_t populated;
+
+	if (!zw || gfa_zone_stat(b->pool, zone, &zs))
+		return 0;
+	populated = zs.nr_free > zs.nr_released ? zs.nr_free - zs.nr_released : 0;
+	/* released frames sit in whole free blocks at the lists' tails, while populated
+	 * ones may be fragments no order-9 request can use: with any released, the start
+	 * may fault them in; zero the stopped guests' blocks for it first */
+	if (populated >= frames && !zs.nr_released)
+		return 0;
+	return zero_worker_help(zw, frames);
+}
+
+struct zero_worker *backing_zero_hold(struct gfa_backing *b, bool *working)
+{
+	struct zero_worker *zw = atomic_load(&b->zw);
+
+	*working = zw && zero_worker_hold(zw, true);
+	return zw;
+}
+
+int gfa_backing_zero_quiesce(struct gfa_backing *b, unsigned int timeout_ms)
+{
+	struct zero_worker *zw;
+
+	if (!b)
+		return GFA_EFAULT;
+	zw = atomic_load(&b->zw);
+	return zw ? zero_worker_quiesce(zw, timeout_ms) : 0;
+}
+
+uint64_t gfa_backing_zeroed_in_background(const struct gfa_backing *b)
+{
+	struct zero_worker *zw = b ? atomic_load(&((struct gfa_backing *)b)->zw) : NULL;
+
+	return zw ? zero_worker_frames(zw) : 0;
 }
 
 uint64_t gfa_backing_nr_dirty(const struct gfa_backing *b)

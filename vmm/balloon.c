@@ -55,7 +55,7 @@ static int check_state(struct gfa_guest *g, const struct gfa_gpa_range *r, unsig
 	for (unsigned int i = 0; i < n; i++)
 		for (uint64_t gfn = r[i].gpa >> GFA_FRAME_SHIFT;
 		     gfn < (r[i].gpa + r[i].len) >> GFA_FRAME_SHIFT; gfn++)
-			if ((g->pfn[gfn] != NO_PFN) != want_backed)
+			if ((guest_pfn(g, gfn) != NO_PFN) != want_backed)
 				return want_backed ? -EALREADY : -ENOENT;
 	return 0;
 }
@@ -63,25 +63,30 @@ static int check_state(struct gfa_guest *g, const struct gfa_gpa_range *r, unsig
 /* The head gfn of the block covering gfn. */
 static uint64_t block_head(struct gfa_guest *g, uint64_t gfn)
 {
-	while (g->order[gfn] == NOT_HEAD)
+	while (guest_order(g, gfn) == NOT_HEAD)
 		gfn--;
 	return gfn;
 }
 
-/* Split the block at head so that [lo, hi) is made of whole blocks. */
-static void split_around(struct gfa_guest *g, uint64_t head, uint64_t lo, uint64_t hi)
+/* Split the block at head so that [lo, hi) is made of whole blocks: 0 or -ENOMEM (no
+ * room for the range's per-4 KiB detail; nothing changed). */
+static int split_around(struct gfa_guest *g, uint64_t head, uint64_t lo, uint64_t hi)
 {
-	unsigned int order = g->order[head];
-	uint64_t end = head + (1UL << order);
+	unsigned int order = guest_order(g, head);
+	uint64_t end = head + guest_block_frames(g, head);
+	int err;
 
 	if (head >= lo && end <= hi)
-		return;
+		return 0;
+	err = guest_range_split(g, head);
+	if (err)
+		return err;
 	/* order-0 pieces: simple, and a balloon page is 4 KiB anyway */
 	/* lock kept: a mover only tries it (guest_migrate), refuses and puts back */
-	while (gfa_block_split(g->pool, g->pfn[head], order, g->id, 0) == GFA_EBUSY)
+	while (gfa_block_split(g->pool, guest_pfn(g, head), order, g->id, 0) == GFA_EBUSY)
 		sched_yield();
-	for (uint64_t k = head; k < end; k++)
-		g->order[k] = 0;
+	guest_record_split(g, head, order);
+	return 0;
 }
 
 /*
@@ -110,14 +115,17 @@ static uint64_t remap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
 	uint64_t taken = 0;
 
-	for (uint64_t gfn = lo, order; gfn < hi; gfn += 1UL << order) {
-		order = g->order[gfn];  /* (before a release makes each gfn a hole) */
-		if (g->pfn[gfn] == NO_PFN || !guest_map(g, gfn, g->pfn[gfn], (unsigned int)order))
+	for (uint64_t gfn = lo, n; gfn < hi; gfn += n) {
+		unsigned int order = guest_order(g, gfn);
+
+		n = guest_block_frames(g, gfn);  /* (before a release makes each gfn a hole) */
+		if (guest_pfn(g, gfn) == NO_PFN || !guest_map(g, gfn, guest_pfn(g, gfn),
+							      (unsigned int)order))
 			continue;
 		fprintf(stderr, "gfa: balloon: cannot map gfn %lu back (%s): ballooned\n",
 			(unsigned long)gfn, strerror(errno));
 		guest_release_block(g, gfn);
-		taken += 1UL << order;
+		taken += n;
 	}
 	return taken;
 }
@@ -125,9 +133,11 @@ static uint64_t remap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 /* Split the end blocks so [lo, hi) is whole blocks, then unmap it (frames kept). */
 static int unmap_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
-	split_around(g, block_head(g, lo), lo, hi);
-	split_around(g, block_head(g, hi - 1), lo, hi);
-	return unmap_window(g, lo, hi);
+	int err = split_around(g, block_head(g, lo), lo, hi);
+
+	if (!err)
+		err = split_around(g, block_head(g, hi - 1), lo, hi);
+	return err ? err : unmap_window(g, lo, hi);
 }
 
 /* Free every block of [lo, hi), already unmapped; returns the frames freed. */
@@ -136,7 +146,7 @@ static uint64_t release_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 	uint64_t taken = 0;
 
 	for (uint64_t gfn = lo; gfn < hi;) {
-		uint64_t size = 1UL << g->order[gfn];
+		uint64_t size = guest_block_frames(g, gfn);
 
 		guest_release_block(g, gfn);
 		taken += size;
@@ -219,7 +229,8 @@ static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi, uint64_t
 		while (order > 0 && ((gfn & ((1UL << order) - 1)) || gfn + (1UL << order) > hi))
 			order--;
 		/* largest first; only the last resort (order 0) may compact */
-		while ((err = guest_take(g, NULL, gfn, order, order ? GFA_ALLOC_NOCOMPACT : 0)) && order)
+		while ((err = guest_take(g, NULL, gfn, order, order ? GFA_ALLOC_NOCOMPACT : 0,
+					 true)) && order)
 			order--;
 		if (err) {
 			if (unmap_window(g, lo, gfn))   /* before the frees, as in inflate */

@@ -14,17 +14,23 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <gfa/vmm.h>
+#include "vmm/backing_internal.h"
 #include "vmm/guest_internal.h"
 #include "allocator/layers.h"
 
 static _Atomic uint64_t next_guest_id = 1ULL << 40;
 
-/* Map `order` frames at pfn into the window at gfn. */
-int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order)
+/*
+ * Map nr frames from pfn (contiguous in the zone's memfd) into the window at gfn, with
+ * MADV_HUGEPAGE when they are order-9 blocks.
+ */
+static int guest_map_frames(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, uint64_t nr,
+			    bool huge)
 {
 	int fd;
 	uint64_t off;
@@ -32,7 +38,7 @@ int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int orde
 
 	if (err)
 		return err;
-	if (mmap(g->win + (gfn << GFA_FRAME_SHIFT), GFA_FRAME_SIZE << order,
+	if (mmap(g->win + (gfn << GFA_FRAME_SHIFT), nr << GFA_FRAME_SHIFT,
 		 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
 		return -errno;
 	/*
@@ -40,40 +46,124 @@ int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int orde
 	 * memfd range is not populated yet (or was released to the host) would fault in
 	 * 4 KiB pages.  Advise it; failure only costs the PMD (THP off on this host).
 	 */
-	if (order >= GFA_PAGEBLOCK_ORDER)
-		(void)madvise(g->win + (gfn << GFA_FRAME_SHIFT), GFA_FRAME_SIZE << order,
+	if (huge)
+		(void)madvise(g->win + (gfn << GFA_FRAME_SHIFT), nr << GFA_FRAME_SHIFT,
 			      MADV_HUGEPAGE);
+	return 0;
+}
+
+/* Map `order` frames at pfn into the window at gfn. */
+int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order)
+{
+	return guest_map_frames(g, gfn, pfn, 1UL << order, order >= GFA_PAGEBLOCK_ORDER);
+}
+
+int guest_range_split(struct gfa_guest *g, uint64_t gfn)
+{
+	struct guest_range *r = gfn_range(g, gfn);
+	struct guest_range_detail *d;
+
+	if (r->d)
+		return 0;
+	d = malloc(sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < RANGE_FRAMES; i++) {
+		d->pfn[i] = r->pfn == NO_PFN ? NO_PFN : r->pfn + i;
+		d->order[i] = r->pfn == NO_PFN ? 0 : NOT_HEAD;
+	}
+	if (r->pfn != NO_PFN)
+		d->order[0] = GFA_PAGEBLOCK_ORDER;
+	r->d = d;
 	return 0;
 }
 
 void guest_record(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order)
 {
+	struct guest_range *r = gfn_range(g, gfn);
+	unsigned int off = (unsigned int)(gfn % RANGE_FRAMES);
+
 	/* a block sits aligned in guest space, as in pfn space, and inside the guest */
 	GFA_BUG_ON(order > GFA_MAX_ORDER || ((gfn | pfn) & ((1UL << order) - 1)));
 	GFA_BUG_ON(gfn + (1UL << order) > g->nr_frames);
-	for (uint64_t i = 0; i < (1UL << order); i++) {
-		g->pfn[gfn + i] = pfn + i;
-		g->order[gfn + i] = NOT_HEAD;
+	if (order >= GFA_PAGEBLOCK_ORDER) {
+		free(r->d);             /* one block again: the detail says nothing more */
+		r->d = NULL;
+		r->pfn = pfn;
+		return;
 	}
-	g->order[gfn] = (uint8_t)order;
+	for (unsigned int i = 0; i < (1U << order); i++) {
+		r->d->pfn[off + i] = pfn + i;
+		r->d->order[off + i] = NOT_HEAD;
+	}
+	r->d->order[off] = (uint8_t)order;
 }
 
-/* Take one block for the guest: zeroed where dirty, indexed, mapped. */
-int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn,
-		      unsigned int order, unsigned int flags)
+void guest_record_split(struct gfa_guest *g, uint64_t head, unsigned int order)
+{
+	struct guest_range *r = gfn_range(g, head);
+
+	for (uint64_t k = head; k < head + (1UL << order); k++)
+		r->d->order[k % RANGE_FRAMES] = 0;
+}
+
+/* Every gfn of the block at gfn a hole of its own (a NOT_HEAD left behind would hide it
+ * from collapse). */
+static void guest_clear(struct gfa_guest *g, uint64_t gfn, unsigned int order)
+{
+	struct guest_range *r = gfn_range(g, gfn);
+	unsigned int off = (unsigned int)(gfn % RANGE_FRAMES);
+
+	if (order >= GFA_PAGEBLOCK_ORDER) {
+		free(r->d);
+		r->d = NULL;
+		r->pfn = NO_PFN;
+		return;
+	}
+	for (unsigned int i = 0; i < (1U << order); i++) {
+		r->d->pfn[off + i] = NO_PFN;
+		r->d->order[off + i] = 0;
+	}
+}
+
+/* Allocate from the cache or the zone; on GFA_ENOMEM once more after the background
+ * zeroer put back the batch it has in work (those frames are free, only in work). */
+static int64_t guest_alloc(struct gfa_guest *g, struct gfa_pcp *pcp, unsigned int order,
+			   unsigned int flags)
 {
 	int64_t pfn = pcp ? gfa_pcp_alloc(pcp, order, GFA_MT_MOVABLE, g->id, flags)
 			  : gfa_alloc(g->pool, g->zone, order, GFA_MT_MOVABLE, g->id, flags);
-	int64_t zeroed;
-	int err;
+	struct zero_worker *zw;
+	bool working;
 
+	if (pfn != GFA_ENOMEM)
+		return pfn;
+	zw = backing_zero_hold(g->b, &working);
+	if (working)
+		pfn = pcp ? gfa_pcp_alloc(pcp, order, GFA_MT_MOVABLE, g->id, flags)
+			  : gfa_alloc(g->pool, g->zone, order, GFA_MT_MOVABLE, g->id, flags);
+	if (zw)
+		zero_worker_hold(zw, false);
+	return pfn;
+}
+
+/* Take one block for the guest: zeroed where dirty, indexed, (map) mapped. */
+int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn,
+	       unsigned int order, unsigned int flags, bool map)
+{
+	int64_t pfn, zeroed;
+	int err = order < GFA_PAGEBLOCK_ORDER ? guest_range_split(g, gfn) : 0;
+
+	if (err)
+		return err;
+	pfn = guest_alloc(g, pcp, order, flags);
 	if (pfn < 0)
 		return (int)pfn;
 	zeroed = gfa_backing_prepare(g->b, (uint64_t)pfn, order);
 	if (zeroed > 0)
 		g->st.zeroed_frames += (uint64_t)zeroed;
 	gfa_block_set_index(g->pool, (uint64_t)pfn, g->id, (uint32_t)gfn);
-	err = guest_map(g, gfn, (uint64_t)pfn, order);
+	err = map ? guest_map(g, gfn, (uint64_t)pfn, order) : 0;
 	if (err) {
 		/* compaction may hold it isolated (its move is refused: we hold g->lock) */
 		while (gfa_free(g->pool, (uint64_t)pfn, order, g->id) == GFA_EBUSY)
@@ -85,12 +175,71 @@ int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn,
 	return 0;
 }
 
+static long max_map_count(void)
+{
+	long n = -1;
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld", &n) != 1)
+			n = -1;
+		fclose(f);
+	}
+	return n;
+}
+
+/*
+ * Map the whole window, one mmap (and one madvise) per run of blocks contiguous both in
+ * the window and in the memfd: a guest's blocks are all of its zone's memfd, where
+ * consecutive pfns are consecutive offsets.  Huge and small blocks go in runs of their
+ * own (only huge ones are advised).  At one mapping per 2 MiB a 128 GiB guest would
+ * need 65 536 mappings, above the default vm.max_map_count.
+ */
+static int guest_map_runs(struct gfa_guest *g)
+{
+	uint64_t run_gfn = 0, run_pfn = 0, run_n = 0;
+	bool run_huge = false;
+
+	for (uint64_t gfn = 0; gfn <= g->nr_frames;) {
+		bool last = gfn == g->nr_frames;
+		unsigned int order = last ? 0 : guest_order(g, gfn);
+		uint64_t pfn = last ? NO_PFN : guest_pfn(g, gfn);
+		bool huge = order == GFA_PAGEBLOCK_ORDER;
+
+		if (run_n && (pfn != run_pfn + run_n || huge != run_huge)) {
+			int err = guest_map_frames(g, run_gfn, run_pfn, run_n, run_huge);
+
+			if (err) {
+				fprintf(stderr, "gfa: guest of %lu MiB: mapping its window failed "
+					"after %lu mappings (%s): it needs one mapping per run of "
+					"contiguous blocks and a process may have at most "
+					"vm.max_map_count (%ld) mappings\n",
+					(unsigned long)(g->size >> 20), (unsigned long)g->nr_mappings,
+					strerror(-err), max_map_count());
+				return err;
+			}
+			g->nr_mappings++;
+			run_n = 0;
+		}
+		if (last)
+			break;
+		if (!run_n) {
+			run_gfn = gfn;
+			run_pfn = pfn;
+			run_huge = huge;
+		}
+		run_n += guest_block_frames(g, gfn);
+		gfn += guest_block_frames(g, gfn);
+	}
+	return 0;
+}
+
 /* Back one 2 MiB range: an order-9 block, else the largest smaller blocks. */
 static int guest_fill_range(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn, bool small_only)
 {
 	uint64_t end = gfn + RANGE_FRAMES;
 
-	if (!small_only && !guest_take(g, pcp, gfn, GFA_PAGEBLOCK_ORDER, 0)) {
+	if (!small_only && !guest_take(g, pcp, gfn, GFA_PAGEBLOCK_ORDER, 0, false)) {
 		g->st.huge_ranges++;
 		return 0;
 	}
@@ -100,7 +249,8 @@ static int guest_fill_range(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t g
 		while (order >= 0 && (gfn & ((1UL << order) - 1)))
 			order--;
 		for (; order >= 0; order--) {
-			err = guest_take(g, pcp, gfn, (unsigned int)order, GFA_ALLOC_NOCOMPACT);
+			err = guest_take(g, pcp, gfn, (unsigned int)order, GFA_ALLOC_NOCOMPACT,
+					 false);
 			if (!err)
 				break;
 		}
@@ -120,16 +270,12 @@ static int guest_fill_range(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t g
  */
 void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 {
-	unsigned int order = g->order[gfn];
-	uint64_t pfn = g->pfn[gfn];
+	unsigned int order = guest_order(g, gfn);
+	uint64_t pfn = guest_pfn(g, gfn);
 	int err;
 
-	GFA_BUG_ON(order == NOT_HEAD || pfn == NO_PFN);  /* the head of a block the guest holds */
-	/* every gfn a hole of its own: a NOT_HEAD left behind would hide it from collapse */
-	for (uint64_t i = 0; i < (1UL << order); i++) {
-		g->pfn[gfn + i] = NO_PFN;
-		g->order[gfn + i] = 0;
-	}
+	GFA_BUG_ON(pfn == NO_PFN);      /* the head of a block the guest holds */
+	guest_clear(g, gfn, order);
 	/* dirty before the free: the next owner must zero what this guest wrote */
 	gfa_backing_mark_dirty(g->b, pfn, order);
 	while ((err = gfa_free(g->pool, pfn, order, g->id)) == GFA_EBUSY)
@@ -145,8 +291,8 @@ static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, 
 	uint64_t gfn;
 	int err;
 
-	if (gfa_frame_lookup(g->pool, src, &fi) || fi.owner != owner)
-		return -EAGAIN;
+	if (order > GFA_PAGEBLOCK_ORDER || gfa_frame_lookup(g->pool, src, &fi) || fi.owner != owner)
+		return -EAGAIN;         /* no guest block is larger than a range */
 	gfn = fi.index + (src - fi.head_pfn);  /* src may lie inside a block (collapse undo) */
 	/*
 	 * trylock, as the kernel's trylock_page(): the thread compacting may be another
@@ -155,7 +301,7 @@ static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, 
 	 */
 	if (pthread_mutex_trylock(&g->lock))
 		return -EAGAIN;
-	if (gfn >= g->nr_frames || g->pfn[gfn] != src || g->order[gfn] != order) {
+	if (gfn >= g->nr_frames || guest_pfn(g, gfn) != src || guest_order(g, gfn) != order) {
 		pthread_mutex_unlock(&g->lock);
 		return -EAGAIN;  /* not indexed yet, or already gone */
 	}
@@ -190,7 +336,7 @@ static void guest_collapsed(void *ctx, uint64_t owner, uint64_t dst)
 
 		/* the pieces were recorded one by one; find the range from the first one */
 		for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES)
-			if (g->pfn[r] == dst) {
+			if (!guest_range_huge(g, r) && guest_pfn(g, r) == dst) {
 				gfn = r;
 				break;
 			}
@@ -210,11 +356,16 @@ static const struct gfa_owner_ops guest_owner_ops = {
 	.collapsed = guest_collapsed,
 };
 
-static int guest_reserve(struct gfa_guest *g)
+static int guest_reserve(struct gfa_guest *g, void *window)
 {
 	size_t len = g->size + RANGE_BYTES;
-	char *r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	char *r;
 
+	if (window) {
+		g->win = window;        /* the caller's: it stays reserved after us */
+		return 0;
+	}
+	r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (r == MAP_FAILED)
 		return -errno;
 	g->reserve = r;
@@ -238,6 +389,8 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return EINVAL;          /* a pause without its resume would stop them for good */
 	if (!GFA_RESERVED_ZERO(cfg))
 		return EINVAL;
+	if ((uintptr_t)cfg->window % RANGE_BYTES)
+		return EINVAL;          /* order-9 blocks need 2 MiB aligned addresses */
 	if (cfg->zone >= gfa_pool_nr_zones(pool))
 		return ERANGE;
 	/* the frames come from cfg->zone of pool: another zone's or pool's cache would
@@ -287,22 +440,28 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&g->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
-	g->pfn = malloc(g->nr_frames * sizeof(*g->pfn));
-	g->order = malloc(g->nr_frames);
-	if (!g->pfn || !g->order)
+	g->nr_ranges = g->nr_frames / RANGE_FRAMES;
+	g->range = malloc(g->nr_ranges * sizeof(*g->range));
+	if (!g->range)
 		err = -ENOMEM;
 	if (!err) {
-		memset(g->pfn, 0xff, g->nr_frames * sizeof(*g->pfn));
-		memset(g->order, NOT_HEAD, g->nr_frames);
-		err = guest_reserve(g);
+		for (uint64_t r = 0; r < g->nr_ranges; r++)
+			g->range[r] = (struct guest_range){ NO_PFN, NULL };
+		err = guest_reserve(g, cfg->window);
 	}
 	if (!err) {
 		err = gfa_owner_register(pool, g->id, &guest_owner_ops, g);
 		g->registered = !err;   /* -EEXIST: the id is another guest's, leave it */
 	}
 	pthread_mutex_lock(&g->lock);
+	if (!err)
+		g->st.zeroed_frames += backing_zero_for_start(b, g->zone, g->nr_frames);
+	/* every block first, then the window in runs: a move meanwhile maps its own */
 	for (uint64_t gfn = 0; !err && gfn < g->nr_frames; gfn += RANGE_FRAMES)
 		err = guest_fill_range(g, cfg->pcp, gfn, cfg->small_only);
+	if (!err)
+		err = guest_map_runs(g);
+	g->st.window_mappings = g->nr_mappings;
 	pthread_mutex_unlock(&g->lock);
 	if (err) {
 		gfa_guest_destroy(g);
@@ -312,48 +471,102 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	return g;
 }
 
+/*
+ * The window maps no frame any more: anonymous PROT_NONE over it, reserved still.  0,
+ * or -errno with nothing mapped there at all (no VMA left for it: vm.max_map_count).
+ */
+static int guest_unmap_window(struct gfa_guest *g)
+{
+	char *end;
+
+	if (mmap(g->win, g->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+		 MAP_NORESERVE, -1, 0) != MAP_FAILED)
+		return 0;
+	if (!g->reserve) {
+		/* the caller's window: no frame may stay mapped; the caller keeps a hole */
+		munmap(g->win, g->size);
+		return -ENOMEM;
+	}
+	/*
+	 * Give the whole reservation back at once.  Unmapping only the window left a hole
+	 * another thread could map into before the reservation's munmap took that mapping
+	 * away too.  No move maps into it: we hold the lock, and after the release the
+	 * gfns say "none".
+	 */
+	if (!munmap(g->reserve, g->reserve_len))
+		return -ENOMEM;
+	/* its edges merged with a neighbour's and that split found no VMA either: the
+	 * window, then each edge - never the whole range again, which would unmap what
+	 * another thread mapped in the hole (an edge that cannot go leaks, nothing is
+	 * clobbered) */
+	end = (char *)g->reserve + g->reserve_len;
+	munmap(g->win, g->size);
+	if (g->win > (char *)g->reserve)
+		munmap(g->reserve, (size_t)(g->win - (char *)g->reserve));
+	if (g->win + g->size < end)
+		munmap(g->win + g->size, (size_t)(end - (g->win + g->size)));
+	return -ENOMEM;
+}
+
+/* The block at gfn leaves the guest: to the backing's zeroer (zw), else freed dirty. */
+static void guest_stop_block(struct gfa_guest *g, uint64_t gfn, struct zero_worker *zw)
+{
+	unsigned int order = guest_order(g, gfn);
+	uint64_t pfn = guest_pfn(g, gfn);
+
+	if (zw && !zero_worker_queue(zw, pfn, order, g->id)) {
+		guest_clear(g, gfn, order);
+		return;
+	}
+	guest_release_block(g, gfn);
+}
+
+/*
+ * Give every block back: to the backing's zeroer, which zeroes and frees them in its
+ * thread (the stopping caller never waits for the zeroing), or freed dirty (the next
+ * owner zeroes).  The window maps none of them any more.
+ */
+static void guest_release_all(struct gfa_guest *g)
+{
+	struct zero_worker *zw = g->range ? backing_zero_worker(g->b) : NULL;
+
+	for (uint64_t r = 0; g->range && r < g->nr_ranges; r++) {
+		uint64_t gfn = r * RANGE_FRAMES;
+
+		if (guest_range_huge(g, gfn)) {
+			guest_stop_block(g, gfn, zw);
+			continue;
+		}
+		for (uint64_t i = gfn; g->range[r].d && i < gfn + RANGE_FRAMES; i++)
+			if (guest_order(g, i) != NOT_HEAD && guest_pfn(g, i) != NO_PFN)
+				guest_stop_block(g, i, zw);
+		free(g->range[r].d);
+		g->range[r].d = NULL;
+	}
+	if (zw)
+		zero_worker_kick(zw);
+}
+
 void gfa_guest_destroy(struct gfa_guest *g)
 {
+	bool unmapped = true;
+
 	if (!g)
 		return;
 	pthread_mutex_lock(&g->lock);
-	/* the window maps no frame before the frames are freed (as the balloon does);
-	 * the address range stays reserved until the munmap below */
-	if (g->win && mmap(g->win, g->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
-			   MAP_NORESERVE, -1, 0) == MAP_FAILED) {
-		/*
-		 * No VMA left for it (vm.max_map_count): give the whole reservation back at
-		 * once.  Unmapping only the window left a hole another thread could map into
-		 * before the reservation's munmap below took that mapping away too.  No move
-		 * maps into it: we hold the lock, and after the loop the gfns say "none".
-		 */
-		if (munmap(g->reserve, g->reserve_len)) {
-			/* its edges merged with a neighbour's and that split found no VMA
-			 * either: the window, then each edge - never the whole range again,
-			 * which would unmap what another thread mapped in the hole (an edge
-			 * that cannot go leaks, nothing is clobbered) */
-			char *end = (char *)g->reserve + g->reserve_len;
-
-			munmap(g->win, g->size);
-			if (g->win > (char *)g->reserve)
-				munmap(g->reserve, (size_t)(g->win - (char *)g->reserve));
-			if (g->win + g->size < end)
-				munmap(g->win + g->size, (size_t)(end - (g->win + g->size)));
-		}
-		g->reserve = NULL;
-	}
-	for (uint64_t gfn = 0; g->pfn && gfn < g->nr_frames; gfn++)
-		if (g->order && g->order[gfn] != NOT_HEAD && g->pfn[gfn] != NO_PFN)
-			guest_release_block(g, gfn);
+	/* the window maps no frame before the frames are freed (as the balloon does) */
+	if (g->win && guest_unmap_window(g))
+		unmapped = false;       /* (the reservation is gone) */
+	/* zeroed in the background and freed clean (or freed dirty) */
+	guest_release_all(g);
 	pthread_mutex_unlock(&g->lock);
 	/* waits for compaction calls into guest_migrate(), which use g */
 	if (g->registered)
 		gfa_owner_register(g->pool, g->id, NULL, NULL);
-	if (g->reserve)
+	if (g->reserve && unmapped)
 		munmap(g->reserve, g->reserve_len);
 	pthread_mutex_destroy(&g->lock);
-	free(g->pfn);
-	free(g->order);
+	free(g->range);
 	free(g);
 }
 
@@ -391,7 +604,7 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
 	if (gpa >= g->size)
 		return GFA_ERANGE;
 	pthread_mutex_lock(&g->lock);
-	*pfn = g->pfn[gpa >> GFA_FRAME_SHIFT];
+	*pfn = guest_pfn(g, gpa >> GFA_FRAME_SHIFT);
 	if (*pfn == NO_PFN)
 		err = -ENOENT;
 	pthread_mutex_unlock(&g->lock);
@@ -405,12 +618,14 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 	pthread_mutex_lock(&g->lock);
 	g->st.huge_ranges = g->st.small_ranges = g->st.blocks = 0;
 	for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES) {
-		if (g->order[r] == GFA_PAGEBLOCK_ORDER && g->pfn[r] != NO_PFN)
+		if (guest_range_huge(g, r)) {
 			g->st.huge_ranges++;
-		else
-			g->st.small_ranges++;
-		for (uint64_t i = r; i < r + RANGE_FRAMES; i++)
-			g->st.blocks += g->order[i] != NOT_HEAD && g->pfn[i] != NO_PFN;
+			g->st.blocks++;
+			continue;
+		}
+		g->st.small_ranges++;
+		for (uint64_t i = r; gfn_range(g, r)->d && i < r + RANGE_FRAMES; i++)
+			g->st.blocks += guest_order(g, i) != NOT_HEAD && guest_pfn(g, i) != NO_PFN;
 	}
 	*st = g->st;
 	pthread_mutex_unlock(&g->lock);
@@ -425,12 +640,12 @@ static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
 	int64_t dst;
 
 	for (uint64_t i = gfn; i < gfn + RANGE_FRAMES; i++) {
-		if (g->order[i] == NOT_HEAD)
+		if (guest_order(g, i) == NOT_HEAD)
 			continue;
-		if (g->pfn[i] == NO_PFN)
+		if (guest_pfn(g, i) == NO_PFN)
 			return 0;   /* ballooned holes: nothing to collapse into */
-		pfns[n] = g->pfn[i];
-		orders[n] = g->order[i];
+		pfns[n] = guest_pfn(g, i);
+		orders[n] = guest_order(g, i);
 		offs[n++] = (unsigned int)(i - gfn);
 	}
 	g->collapse_lo = gfn;
@@ -452,7 +667,7 @@ int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges)
 	for (uint64_t r = 0; r < g->nr_frames && (unsigned int)done < max_ranges; r += RANGE_FRAMES) {
 		int ret;
 
-		if (g->order[r] == GFA_PAGEBLOCK_ORDER && g->pfn[r] != NO_PFN)
+		if (guest_range_huge(g, r))
 			continue;
 		ret = guest_collapse_range(g, r);
 		if (ret == GFA_ENOMEM)

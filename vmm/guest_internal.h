@@ -3,6 +3,7 @@
 #ifndef GFA_VMM_GUEST_INTERNAL_H
 #define GFA_VMM_GUEST_INTERNAL_H
 #include <pthread.h>
+#include <stdlib.h>
 #include <gfa/vmm.h>
 #include "allocator/bug.h"
 
@@ -11,32 +12,100 @@
 #define NO_PFN        UINT64_MAX
 #define NOT_HEAD      0xff
 
+/* The per-4 KiB detail of a split range: ballooned in part, or backed by small blocks. */
+struct guest_range_detail {
+	uint64_t pfn[RANGE_FRAMES];     /* gfn -> pfn, NO_PFN when ballooned out */
+	uint8_t order[RANGE_FRAMES];    /* order of the block starting there, NOT_HEAD */
+};
+
+/*
+ * One 2 MiB range of guest RAM.  Most are one order-9 block and need one pfn; only a
+ * split range carries per-4 KiB detail (a 128 GiB guest's bookkeeping is 1 MiB, not
+ * 288 MiB of gfn arrays).
+ *   d != NULL      split: d says everything (pfn unused)
+ *   pfn != NO_PFN  one order-9 block at pfn
+ *   else           a hole: every gfn ballooned out, each a block of order 0 of its own
+ */
+struct guest_range {
+	uint64_t pfn;
+	struct guest_range_detail *d;
+};
+
 struct gfa_guest {
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
 	uint64_t id;
 	unsigned int zone;
-	uint64_t size, nr_frames;
+	uint64_t size, nr_frames, nr_ranges;
 	char *win;
-	void *reserve;
+	void *reserve;          /* our own reservation (NULL: the caller's window) */
 	size_t reserve_len;
 	pthread_mutex_t lock;   /* recursive: collapse calls back into migrate */
-	uint64_t *pfn;          /* gfn -> pfn, NO_PFN when ballooned out */
-	uint8_t *order;         /* gfn -> order of the block starting there, NOT_HEAD */
+	struct guest_range *range;
 	struct gfa_guest_vcpu_ops ops;
 	void *ops_ctx;
 	struct gfa_guest_stat st;
+	uint64_t nr_mappings;   /* mmap calls the window's creation took (one per run) */
 	uint64_t collapse_lo;   /* first gfn of the range being collapsed, or NO_PFN */
 	bool registered;        /* our owner ops are in the pool: destroy removes them */
 	bool small_only;       /* never an order-9 block (cfg->small_only; collapse aside) */
 };
 
+static inline struct guest_range *gfn_range(const struct gfa_guest *g, uint64_t gfn)
+{
+	return &g->range[gfn / RANGE_FRAMES];
+}
+
+/* The pfn backing gfn, or NO_PFN. */
+static inline uint64_t guest_pfn(const struct gfa_guest *g, uint64_t gfn)
+{
+	const struct guest_range *r = gfn_range(g, gfn);
+
+	if (r->d)
+		return r->d->pfn[gfn % RANGE_FRAMES];
+	return r->pfn == NO_PFN ? NO_PFN : r->pfn + gfn % RANGE_FRAMES;
+}
+
+/* The order of the block starting at gfn (a hole's gfn: 0), or NOT_HEAD. */
+static inline unsigned int guest_order(const struct gfa_guest *g, uint64_t gfn)
+{
+	const struct guest_range *r = gfn_range(g, gfn);
+
+	if (r->d)
+		return r->d->order[gfn % RANGE_FRAMES];
+	if (r->pfn == NO_PFN)
+		return 0;
+	return gfn % RANGE_FRAMES ? NOT_HEAD : GFA_PAGEBLOCK_ORDER;
+}
+
+/* Frames of the block starting at head (callers pass a head: a gfn inside a block
+ * would count one, never a shift by NOT_HEAD). */
+static inline uint64_t guest_block_frames(const struct gfa_guest *g, uint64_t head)
+{
+	unsigned int order = guest_order(g, head);
+
+	return order == NOT_HEAD ? 1 : 1ULL << order;
+}
+
+/* One order-9 block backs the range starting at gfn (2 MiB aligned). */
+static inline bool guest_range_huge(const struct gfa_guest *g, uint64_t gfn)
+{
+	const struct guest_range *r = gfn_range(g, gfn);
+
+	return !r->d && r->pfn != NO_PFN;
+}
+
 /* All with g->lock held. */
+/* Give gfn's range its per-4 KiB detail (0, or -ENOMEM and nothing changed). */
+int guest_range_split(struct gfa_guest *g, uint64_t gfn);
 int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order);
+/* Record a block at gfn; below order 9 its range has its detail (guest_range_split). */
 void guest_record(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order);
-/* Allocate, zero where dirty, index and map one block at gfn. */
+/* Allocate, zero where dirty, index and (map) map one block at gfn. */
 int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn, unsigned int order,
-	       unsigned int flags);
+	       unsigned int flags, bool map);
 /* Free the block at gfn (marked dirty, gfns cleared); waits out a move, lock kept. */
 void guest_release_block(struct gfa_guest *g, uint64_t gfn);
+/* Set the orders of the block at head (order `order`) to 0: its range must be split. */
+void guest_record_split(struct gfa_guest *g, uint64_t head, unsigned int order);
 #endif

@@ -287,8 +287,10 @@ static uint64_t hr_scrub(struct gfa_host_return *hr)
 					      hr->cfg.scrub_frames_per_pass);
 
 		for (int i = 0; i < n; i++) {
-			for (uint64_t p = fr[i].pfn; p < fr[i].pfn + fr[i].nr; p++)
-				done += (uint64_t)gfa_backing_prepare(hr->b, p, 0);
+			/* whole runs at a time, with non-temporal stores (vmm/zero.c) */
+			int64_t z0 = backing_prepare_range(hr->b, fr[i].pfn, fr[i].nr);
+
+			done += z0 > 0 ? (uint64_t)z0 : 0;
 			gfa_zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
 		}
 	}

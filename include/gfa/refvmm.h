@@ -82,7 +82,8 @@ struct gfa_kvm_vcpu;
  * 1 if /dev/kvm can be opened read-write, reports API version 12, has the
  * capabilities gfa needs (user memory, immediate_exit) and lets us create a VM.
  * Otherwise 0, with the reason in @why (if @why is not NULL and @len > 0; always
- * NUL-terminated).  Thread-safe.
+ * NUL-terminated).  Found out once per process (one throwaway VM); later calls, and
+ * every VM's creation, use that answer and its /dev/kvm fd.  Thread-safe.
  */
 int gfa_kvm_available(char *why, size_t len);
 
@@ -177,6 +178,15 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
  * return first).
  */
 int gfa_kvm_vcpu_destroy(struct gfa_kvm_vcpu *vcpu);
+
+/*
+ * Put the vCPU's registers (general, segment and control, FPU/SSE) back to what they
+ * were when gfa_kvm_vcpu_create made it, and forget a pending kick and the last run
+ * error, so a vCPU can serve another guest without handing it this one's state.
+ * Errors: -EFAULT NULL; -EBUSY running or paused; or the errno of KVM_SET_REGS,
+ * KVM_SET_SREGS or KVM_SET_FPU.
+ */
+int gfa_kvm_vcpu_reset(struct gfa_kvm_vcpu *vcpu);
 
 /* The KVM vCPU file descriptor and the vCPU id; -EFAULT if NULL. */
 int gfa_kvm_vcpu_fd(const struct gfa_kvm_vcpu *vcpu);
@@ -405,9 +415,11 @@ struct gfa_vm_config {
 #define GFA_VM_RAM_START (2ULL << 20)
 
 /*
- * Create a VM: a gfa_guest for its RAM, then (KVM mode) a KVM VM with the guest window
- * as memslot 0, identity page tables with 2 MiB pages, the test guest's code and one
- * KVM vCPU per vCPU; or (thread mode) host threads that stand in for vCPUs.  Every vCPU
+ * Create a VM: (KVM mode) a VM shell -- a KVM VM with one KVM vCPU per vCPU and the
+ * guest window as memslot 0, taken from the shells' pool or made now -- then a
+ * gfa_guest for its RAM in that window, identity page tables with 2 MiB pages and the
+ * test guest's code; or (thread mode) a gfa_guest and host threads that stand in for
+ * vCPUs.  gfa_vm_destroy gives the shell back (see gfa_vm_shells_fill).  Every vCPU
  * gets a gfa cache of its own.  Compaction moves of the VM's frames pause its vCPUs.
  * Returns NULL with errno: EFAULT, EINVAL (size, vcpus or kvm mode), ENODEV (KVM required
  * but unavailable), EFBIG (KVM required, but above 508 GiB the test guest's identity map
@@ -442,6 +454,33 @@ int gfa_kvm_is_software(void);
 
 /* KVM's pages_4k / pages_2m for the VM (-EOPNOTSUPP in thread mode). */
 int gfa_vm_kvm_pages(struct gfa_vm *vm, uint64_t *pages_4k, uint64_t *pages_2m);
+
+/* KVM vCPU i of a KVM VM (NULL: thread mode, NULL vm or i out of range). */
+struct gfa_kvm_vcpu *gfa_vm_kvm_vcpu(struct gfa_vm *vm, unsigned int i);
+
+#define GFA_VM_MAX_VCPUS   64
+#define GFA_VM_SHELLS_MAX  256
+
+/*
+ * VM shells: a KVM VM's creation made ahead of its start.  A shell is a KVM VM, its
+ * vCPUs and the guest window (a 2 MiB aligned reservation) registered as memslot 0;
+ * a process-wide pool keeps idle ones.  gfa_vm_create in KVM mode takes an idle shell
+ * of its shape (RAM size and vCPU count) or makes one, creates the guest in its window
+ * and writes the page tables and code; gfa_vm_destroy gives the shell back with its
+ * vCPUs reset (gfa_kvm_vcpu_reset; the window maps no frame then).  The pool keeps up
+ * to the largest n a fill asked for (2 before any), and destroys shells beyond.
+ *
+ * gfa_vm_shells_fill: make idle shells of this shape until there are n.  Returns how
+ * many it made, or -EINVAL (size 0 or not a multiple of 2 MiB, vcpus 0 or above
+ * GFA_VM_MAX_VCPUS, n above GFA_VM_SHELLS_MAX), -ENODEV (no usable KVM), or the errno
+ * of the first creation that failed.  gfa_vm_shells_idle: idle shells of any shape.
+ * gfa_vm_shells_drain: destroy the idle ones (and keep 2 again).  Every idle shell is a
+ * live KVM VM, which makes the process's mapping changes a little slower: drain when
+ * no more starts come.  Thread-safe.
+ */
+int gfa_vm_shells_fill(uint64_t mem_bytes, unsigned int vcpus, unsigned int n);
+unsigned int gfa_vm_shells_idle(void);
+void gfa_vm_shells_drain(void);
 
 /* ---- domains ---- */
 

@@ -31,6 +31,8 @@ struct gfa_backing_config {
 	bool populate;          /* fault every frame in now, so guests start on resident
 				 * memory (MADV_POPULATE_WRITE, else a touch loop) */
 	bool no_thp_advice;     /* skip MADV_HUGEPAGE on the pool mapping */
+	bool no_zero_on_stop;   /* leave what a stopped guest wrote dirty for the next owner
+				 * to zero (default: zeroed in the background at the stop) */
 	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
@@ -107,6 +109,65 @@ void gfa_backing_mark_clean_range(struct gfa_backing *b, uint64_t pfn, uint64_t 
  * Context: any thread.
  */
 int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int order);
+/**
+ * gfa_zero() - zero a range with non-temporal stores
+ * @p: start (any alignment)
+ * @len: bytes (any length)
+ *
+ * Uses the widest non-temporal stores the CPU offers (AVX-512, AVX2, movnti; memset where
+ * none is), chosen once at first use by CPUID or forced by the environment variable
+ * GFA_ZERO=avx512|avx2|movnti|memset (an unusable or unknown name: the automatic
+ * choice).  gfa_backing_prepare() and the idle scrubber zero with it.
+ * Context: any thread; switching the method while other threads zero is safe (each call
+ * uses one path).
+ */
+void gfa_zero(void *p, size_t len);
+/**
+ * gfa_backing_zero_quiesce() - wait for the background zeroer to be idle
+ * @b: the backing
+ * @timeout_ms: how long at most
+ *
+ * When a guest stops (gfa_guest_destroy()) the backing's zeroer thread (started with the
+ * first stop) zeroes the dirty free frames in the background, a few MiB at a time, so a
+ * start right after finds them clean; the stopping thread never waits for it.
+ *
+ * Return: 0, GFA_EFAULT, or -ETIMEDOUT after @timeout_ms.
+ * Context: any thread.
+ */
+int gfa_backing_zero_quiesce(struct gfa_backing *b, unsigned int timeout_ms);
+/**
+ * gfa_backing_zeroed_in_background() - frames the background zeroer zeroed so far
+ * @b: the backing
+ *
+ * Return: the count, 0 for a NULL @b.
+ * Context: any thread.
+ */
+uint64_t gfa_backing_zeroed_in_background(const struct gfa_backing *b);
+/**
+ * gfa_zero_method() - the zeroing path in use
+ *
+ * Return: its name ("avx512", "avx2", "movnti" or "memset").
+ * Context: any thread.
+ */
+const char *gfa_zero_method(void);
+/**
+ * gfa_zero_set_method() - switch the zeroing path
+ * @name: "avx512", "avx2", "movnti", "memset", or "" for the automatic choice
+ *
+ * Return: 0, GFA_EFAULT (NULL), -EINVAL (unknown name) or -ENOTSUP (this CPU or OS lacks
+ * it).
+ * Context: any thread.
+ */
+int gfa_zero_set_method(const char *name);
+/**
+ * gfa_zero_method_usable() - can this CPU run a zeroing path
+ * @name: as gfa_zero_set_method()
+ *
+ * Return: 1 if it can, else 0.
+ * Context: any thread.
+ */
+int gfa_zero_method_usable(const char *name);
+
 /**
  * gfa_backing_nr_dirty() - dirty frames right now
  *
@@ -541,6 +602,11 @@ struct gfa_guest_config {
 	 * run (a guest the VMM fills before it has vCPUs must still pass ops). */
 	const struct gfa_guest_vcpu_ops *vcpu_ops;
 	void *vcpu_ctx;         /* passed to the ops */
+	/* The host window to map the guest into, or NULL to reserve one.  The caller's: 2 MiB
+	 * aligned, at least mem_bytes, reserved (a PROT_NONE mapping, say) and kept by the
+	 * caller; gfa maps the guest's blocks over it and, at destroy, leaves it reserved
+	 * again (PROT_NONE, no frame), so a VMM can keep a KVM memslot on it across guests. */
+	void *window;
 	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
@@ -549,20 +615,22 @@ struct gfa_guest_config {
  * @b: the pool's backing
  * @cfg: struct gfa_guest_config
  *
- * Reserves a host virtual window of mem_bytes (2 MiB aligned), backs each 2 MiB range
- * with an order-9 block when one can be had (the cache, the zone, then node-local direct
- * compaction with capture), else with the largest smaller blocks available, maps each
- * block into the window (MAP_SHARED | MAP_FIXED of the zone memfd) and zeroes any dirty
- * frame first.  Registers the guest as the owner of its frames so compaction can move
- * them (pausing vCPUs through the ops).
+ * Reserves a host virtual window of mem_bytes (2 MiB aligned; or uses cfg->window),
+ * backs each 2 MiB range with an order-9 block when one can be had (the cache, the zone,
+ * then node-local direct compaction with capture), else with the largest smaller blocks
+ * available, zeroes any dirty frame, and maps the blocks into the window (MAP_SHARED |
+ * MAP_FIXED of the zone memfd) with one mmap per run of blocks contiguous in the window
+ * and in the memfd (a clean pool gives one run).  Registers the guest as the owner of its
+ * frames so compaction can move them (pausing vCPUs through the ops).
  *
  * Return: the guest, or NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, a
- * pcp of another zone or pool, a backing of another pool, vcpu_ops without pause or
- * resume, nonzero reserved words), ERANGE (zone), ENODEV (pool without backing), ENOMEM
- * (not enough frames; no frame is kept, but what the blocks taken drew from the owner's
- * claim stays drawn: unclaim and claim again before retrying), EEXIST (cfg->id is an
- * owner of the pool already), ENOSPC (owner registry full), or the error of mmap for the
- * window.
+ * window not 2 MiB aligned, a pcp of another zone or pool, a backing of another pool,
+ * vcpu_ops without pause or resume, nonzero reserved words), ERANGE (zone), ENODEV (pool
+ * without backing), ENOMEM (not enough frames; no frame is kept, but what the blocks
+ * taken drew from the owner's claim stays drawn: unclaim and claim again before
+ * retrying; or the window's runs need more mappings than vm.max_map_count allows the
+ * process: stderr names the limit), EEXIST (cfg->id is an owner of the pool already),
+ * ENOSPC (owner registry full), or the error of mmap for the window.
  * Context: any thread; one guest's calls are serialised by the guest's lock.  Not from a
  * thread the vCPU ops wait for (a vCPU's own IO handler, e.g. a virtio-balloon device): a
  * move holds the guest's lock while it pauses the vCPUs, so that thread would wait for
@@ -626,6 +694,8 @@ struct gfa_guest_stat {
 	uint64_t moves;                 /* blocks moved by compaction */
 	uint64_t collapses;             /* ranges collapsed into one block */
 	uint64_t ballooned_frames;      /* frames taken away by the balloon */
+	uint64_t window_mappings;       /* mmap calls that mapped the window at creation:
+					 * one per run of contiguous blocks */
 	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Zeroing (vmm/zero.c): every non-temporal path the CPU offers against memset, on
+ * unaligned and odd-sized ranges; the path GFA_ZERO forces; gfa_backing_prepare's runs
+ * of dirty frames; the zeroing of what a stopped guest left, in the background.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <gfa/vmm.h>
+#include "tests/test_util.h"
+
+#define MiB (1UL << 20)
+
+static const char *const zero_paths[] = { "avx512", "avx2", "movnti", "memset" };
+
+/* gfa_zero over [off, off + len) of a buffer of 0xa5 is memset: zero inside, untouched
+ * outside (64 guard bytes each side). */
+static void check_range(char *buf, char *ref, size_t off, size_t len)
+{
+	size_t total = off + len + 64 + 64;
+
+	memset(buf, 0xa5, total);
+	memset(ref, 0xa5, total);
+	gfa_zero(buf + 64 + off, len);
+	memset(ref + 64 + off, 0, len);
+	cr_assert_eq(memcmp(buf, ref, total), 0, "%s: off %zu len %zu differs from memset",
+		     gfa_zero_method(), off, len);
+}
+
+Test(guest_zero, every_path_matches_memset_on_unaligned_odd_ranges)
+{
+	static const size_t lens[] = { 0, 1, 7, 8, 31, 32, 63, 64, 65, 127, 255, 256, 257,
+				       4095, 4096, 4097, 65536 + 13, (1 << 20) + 4093 };
+	size_t cap = (2 << 20) + 4096;
+	char *buf = aligned_alloc(4096, cap), *ref = aligned_alloc(4096, cap);
+	unsigned int ran = 0;
+
+	cr_assert(buf && ref);
+	for (size_t m = 0; m < sizeof(zero_paths) / sizeof(zero_paths[0]); m++) {
+		if (!gfa_zero_method_usable(zero_paths[m])) {
+			cr_assert_eq(gfa_zero_set_method(zero_paths[m]), -ENOTSUP);
+			fprintf(stderr, "guest_zero: %s: not on this CPU\n", zero_paths[m]);
+			continue;
+		}
+		cr_assert_eq(gfa_zero_set_method(zero_paths[m]), 0);
+		cr_assert_str_eq(gfa_zero_method(), zero_paths[m]);
+		for (size_t off = 0; off < 70; off += (off < 8 ? 1 : 13))
+			for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+				check_range(buf, ref, off, lens[l]);
+		ran++;
+	}
+	cr_assert_geq(ran, 2, "at least movnti and memset run on x86-64");
+	cr_assert_eq(gfa_zero_set_method("sse9"), -EINVAL);
+	cr_assert_eq(gfa_zero_set_method(NULL), GFA_EFAULT);
+	cr_assert_eq(gfa_zero_set_method(""), 0);
+	cr_assert_str_eq(gfa_zero_method(), gfa_zero_method_usable("avx512") ? "avx512"
+			 : gfa_zero_method_usable("avx2") ? "avx2" : "movnti");
+	free(buf);
+	free(ref);
+}
+
+/* Each test runs in a process of its own: the environment decides the first choice. */
+Test(guest_zero, gfa_zero_env_forces_a_path)
+{
+	setenv("GFA_ZERO", "movnti", 1);
+	cr_assert_str_eq(gfa_zero_method(), "movnti");
+}
+
+Test(guest_zero, gfa_zero_env_unknown_falls_back_to_the_best)
+{
+	setenv("GFA_ZERO", "bogus", 1);
+	cr_assert_str_neq(gfa_zero_method(), "bogus");
+	cr_assert(gfa_zero_method_usable(gfa_zero_method()));
+}
+
+static struct gfa_backing *zbacking(struct gfa_pool **pool, uint64_t bytes, bool on_stop)
+{
+	struct gfa_backing_config bc = { .populate = true, .no_zero_on_stop = !on_stop };
+	struct gfa_backing *b;
+
+	*pool = tu_pool(bytes >> GFA_FRAME_SHIFT);
+	b = gfa_backing_create(*pool, &bc);
+	cr_assert_not_null(b);
+	return b;
+}
+
+/* prepare zeroes exactly the dirty frames, in runs that cross bitmap words. */
+Test(guest_zero, prepare_zeroes_exactly_the_dirty_runs)
+{
+	struct gfa_pool *pool;
+	struct gfa_backing *b = zbacking(&pool, 8 * MiB, false);
+	int64_t pfn = gfa_alloc(pool, 0, 10, GFA_MT_MOVABLE, 3, 0);
+	uint64_t dirty = 0;
+
+	cr_assert_geq(pfn, 0);
+	for (uint64_t i = 0; i < 1024; i++) {
+		memset(gfa_pfn_to_addr(pool, (uint64_t)pfn + i), 0x3c, GFA_FRAME_SIZE);
+		/* runs of every length around the 64-frame words: 60..69, 127..200, odd ones */
+		if ((i >= 60 && i < 70) || (i >= 127 && i < 200) || (i % 7 == 3) || i == 1023) {
+			gfa_backing_mark_dirty(b, (uint64_t)pfn + i, 0);
+			dirty++;
+		}
+	}
+	cr_assert_eq(gfa_backing_prepare(b, (uint64_t)pfn, 10), (int64_t)dirty);
+	for (uint64_t i = 0; i < 1024; i++) {
+		const unsigned char *p = gfa_pfn_to_addr(pool, (uint64_t)pfn + i);
+		bool was = (i >= 60 && i < 70) || (i >= 127 && i < 200) || (i % 7 == 3) || i == 1023;
+
+		for (size_t k = 0; k < GFA_FRAME_SIZE; k += 511)
+			cr_assert_eq(p[k], was ? 0 : 0x3c, "frame %lu byte %zu", (unsigned long)i, k);
+	}
+	cr_assert_eq(gfa_backing_nr_dirty(b), 0);
+	cr_assert_eq(gfa_backing_prepare(b, (uint64_t)pfn, 10), 0);
+	gfa_free(pool, (uint64_t)pfn, 10, 3);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(pool);
+}
+
+/* A stopped guest's frames are zeroed in the background: the next start zeroes none. */
+Test(guest_zero, a_stop_zeroes_in_the_background_and_the_next_start_finds_clean_frames)
+{
+	struct gfa_pool *pool;
+	struct gfa_backing *b = zbacking(&pool, 64 * MiB, true);
+	struct gfa_guest_config cfg = { .mem_bytes = 32 * MiB };
+	struct gfa_guest *g = gfa_guest_create(pool, b, &cfg);
+	struct gfa_guest_stat st;
+	uint64_t *w;
+
+	cr_assert_not_null(g);
+	memset(gfa_guest_hva(g), 0x77, 32 * MiB);
+	gfa_guest_destroy(g);   /* returns at once: the zeroing is the worker's */
+	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
+	cr_assert_eq(gfa_backing_nr_dirty(b), 0, "the stop left dirty frames");
+	cr_assert_eq(gfa_backing_zeroed_in_background(b), 32 * MiB / GFA_FRAME_SIZE);
+	cr_assert_eq(tu_free_frames(pool), 64 * MiB / GFA_FRAME_SIZE, "frames kept in work");
+	g = gfa_guest_create(pool, b, &cfg);
+	cr_assert_not_null(g);
+	gfa_guest_stat(g, &st);
+	cr_assert_eq(st.zeroed_frames, 0, "the start paid for zeroing");
+	w = gfa_guest_hva(g);
+	for (uint64_t i = 0; i < 32 * MiB / 8; i += 257)
+		cr_assert_eq(w[i], 0, "stale data at %lu", (unsigned long)(i * 8));
+	gfa_guest_destroy(g);
+	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
+	ASSERT_POOL_OK(pool);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(pool);
+}
+
+/* A start that needs every frame while the worker holds a batch waits it out, never
+ * fails: the pool is exactly the guest's size. */
+Test(guest_zero, a_start_right_after_a_stop_gets_every_frame)
+{
+	struct gfa_pool *pool;
+	struct gfa_backing *b = zbacking(&pool, 32 * MiB, true);
+	struct gfa_guest_config cfg = { .mem_bytes = 32 * MiB };
+
+	for (int round = 0; round < 20; round++) {
+		struct gfa_guest *g = gfa_guest_create(pool, b, &cfg);
+		uint64_t *w;
+
+		cr_assert_not_null(g, "round %d: %s", round, strerror(errno));
+		w = gfa_guest_hva(g);
+		for (uint64_t i = 0; i < 32 * MiB / 8; i += 4093)
+			cr_assert_eq(w[i], 0, "round %d: stale data at %lu", round,
+				     (unsigned long)(i * 8));
+		memset(w, 0x11 + round, 32 * MiB);
+		gfa_guest_destroy(g);
+	}
+	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
+	ASSERT_POOL_OK(pool);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(pool);
+}
