@@ -362,6 +362,8 @@ const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, 
  */
 bool owner_get(struct gfa_pool *pool, uint64_t owner, struct owner_ref *r);
 void owner_put(struct gfa_pool *pool, struct owner_ref *r);
+/* Is r's owner still registered with the same ops?  (An op may unregister its owner.) */
+bool owner_ref_live(struct gfa_pool *pool, const struct owner_ref *r);
 /* ops->migrate(), and on success the pool's moved hook on the source it left. */
 int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *ctx,
 		  uint64_t owner, uint64_t src, uint64_t dst, unsigned int order);

@@ -162,6 +162,17 @@ void owner_put(struct gfa_pool *pool, struct owner_ref *r)
 	pthread_mutex_unlock(&pool->owner_wait_lock);
 }
 
+bool owner_ref_live(struct gfa_pool *pool, const struct owner_ref *r)
+{
+	bool live;
+
+	/* the slot itself stays (a referenced tombstone is never reused) */
+	pthread_rwlock_rdlock(&pool->owner_lock);
+	live = r->slot->ops == r->ops;
+	pthread_rwlock_unlock(&pool->owner_lock);
+	return live;
+}
+
 int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *ctx,
 		  uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
 {

@@ -550,12 +550,17 @@ int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int
  * rest of the new one are freed, and the claim gets the new block's frames back.  The
  * same pfn listed twice is GFA_EALIGN (overlapping pieces).  Frames of the new block no
  * piece covers keep what they held, possibly another owner's data: an owner covers the
- * whole 2 MiB (as the guest does) or zeroes those frames itself.
+ * whole 2 MiB (as the guest does) or zeroes those frames itself.  An op that unregisters
+ * its owner (gfa_owner_register with NULL ops) ends the collapse: no op of that owner is
+ * called again, the pieces moved so far stay moved as a piece the owner will not take
+ * back does, the others stay where they were, and the result is -ENOENT (the new block's
+ * pfn, without the collapsed call, when that op moved the last piece).
  * Returns the new block's pfn, or GFA_EFAULT, GFA_ERANGE (zone, or a block outside
  * it), GFA_EALIGN (n, or offsets that overlap, are misaligned or out of the block),
  * GFA_EORDER (a piece of order >= 9), GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER (a
  * block is not the owner's MOVABLE block of that order), GFA_EBUSY (being moved),
- * -ENOENT (owner not registered), GFA_ENOMEM, or the owner's refusal (-EBUSY/-EAGAIN).
+ * -ENOENT (owner not registered, or unregistered by one of its ops as above), GFA_ENOMEM,
+ * or the owner's refusal (-EBUSY/-EAGAIN).
  * Any thread.
  */
 int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
