@@ -211,6 +211,8 @@ struct gfa_pool {
 	struct gfa_pool *fork_next;     /* pools whose caches fork() holds (pcp_holder.c) */
 	gfa_moved_fn moved_fn;          /* __atomic: told of every block moved away */
 	void *moved_ctx;
+	gfa_released_fn released_fn;    /* __atomic: told of every frame released */
+	void *released_ctx;
 };
 
 /* Error counter slots in pool->err (match the err_* vmstat order). */

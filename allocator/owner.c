@@ -208,6 +208,25 @@ int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx)
 	return 0;
 }
 
+int gfa_pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ctx)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	if (!fn) {
+		__atomic_store_n(&pool->released_fn, NULL, __ATOMIC_RELEASE);
+		return 0;
+	}
+	pthread_mutex_lock(&pool->owner_wait_lock);     /* one setter at a time, as above */
+	if (__atomic_load_n(&pool->released_fn, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_unlock(&pool->owner_wait_lock);
+		return pool_err(pool, GFA_EBUSY);
+	}
+	__atomic_store_n(&pool->released_ctx, ctx, __ATOMIC_RELAXED);
+	__atomic_store_n(&pool->released_fn, fn, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&pool->owner_wait_lock);
+	return 0;
+}
+
 const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, void **ctx)
 {
 	const struct gfa_owner_ops *ops = NULL;
