@@ -213,7 +213,9 @@ struct gfa_release_stats {
 	uint64_t ranges_failed;		/* ... of which with result < 0 */
 	uint64_t ranges_coalesced;	/* ranges merged into a neighbour's span */
 	uint64_t bytes_submitted;
-	uint64_t bytes_released;	/* bytes whose punch succeeded */
+	uint64_t bytes_released;	/* bytes of ranges reported released (a range
+					 * reported failed counts none, even where one
+					 * of its punches succeeded) */
 	uint64_t punches;		/* punch operations planned (first attempts) */
 	uint64_t ring_ops;		/* operations submitted to the io_uring */
 	uint64_t sync_ops;		/* synchronous fallocate/madvise calls */
