@@ -53,11 +53,15 @@ static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool
 	return changed;
 }
 
-/* fn over the runs of [from, to) in one free block at pfn, split where the released bit
- * changes (a cached block is populated: released bits go when a block leaves the lists) */
+/* fn over the runs of [from, to) in one free block, split where the released bit changes
+ * (a cached block is populated: released bits go when a block leaves the lists) */
 static void free_block_runs(struct gfa_zone *z, uint64_t from, uint64_t to, bool cached,
 			    gfa_free_run_fn fn, void *ctx)
 {
+	/* no released frame in the zone, or in the pageblock: one populated run */
+	if (!z->nr_released || ((from ^ (to - 1)) < GFA_PAGEBLOCK_FRAMES &&
+				!pfn_pageblock(z, from)->nr_released))
+		cached = true;
 	while (from < to) {
 		bool rel = !cached && release_test(z, from);
 		uint64_t p = from + 1;

@@ -709,3 +709,18 @@ Test(depop, backing_check_catches_a_released_dirty_frame)
 	gfa_backing_destroy(b);
 	gfa_pool_destroy(p);
 }
+
+/* Bad input to the backing is counted as the allocator's is. */
+Test(depop, backing_prepare_of_a_bad_block_is_counted)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_backing *b = depop_backing(p);
+	struct gfa_vmstat vs;
+
+	cr_assert_eq(gfa_backing_prepare(b, 0, GFA_MAX_ORDER + 1), GFA_EFAULT);
+	cr_assert_eq(gfa_backing_prepare(b, 4 * PB, 0), GFA_EFAULT);
+	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
+	cr_assert_eq(vs.err_fault, 2, "err_fault %lu", (unsigned long)vs.err_fault);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(p);
+}

@@ -268,8 +268,10 @@ int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int or
 {
 	uint64_t end = pfn + (1UL << order), zeroed = 0;
 
-	if (!b || !backing_range_ok(b, pfn, order))
+	if (!b)
 		return GFA_EFAULT;
+	if (!backing_range_ok(b, pfn, order))
+		return gfa_pool_count_error(b->pool, GFA_EFAULT);
 	while (pfn < end) {
 		uint64_t word = atomic_load(&b->dirty[pfn / 64]);
 
@@ -430,12 +432,20 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 	return ret;
 }
 
+/* Dirty marks in [pfn, pfn + n), a word at a time. */
 static uint64_t dirty_bits(const struct gfa_backing *b, uint64_t pfn, uint64_t n)
 {
 	uint64_t d = 0;
 
-	for (uint64_t p = pfn; p < pfn + n; p++)
-		d += (atomic_load(&((struct gfa_backing *)b)->dirty[p / 64]) >> (p % 64)) & 1;
+	while (n) {
+		uint64_t bit = pfn & 63, take = 64 - bit < n ? 64 - bit : n;
+		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
+
+		d += (uint64_t)__builtin_popcountll(
+			atomic_load(&((struct gfa_backing *)b)->dirty[pfn / 64]) & mask);
+		pfn += take;
+		n -= take;
+	}
 	return d;
 }
 
