@@ -195,3 +195,10 @@ fuzz-cov: deps-test $(FUZZ_COV_BIN)
 	LLVM_PROFILE_FILE=$(FUZZ_DIR)/fuzz.profraw $(FUZZ_COV_BIN) -runs=0 $(FUZZ_DIR)/corpus tests/fuzz/corpus
 	llvm-profdata merge -sparse $(FUZZ_DIR)/fuzz.profraw -o $(FUZZ_DIR)/fuzz.profdata
 	llvm-cov report $(FUZZ_COV_BIN) -instr-profile=$(FUZZ_DIR)/fuzz.profdata allocator vmm
+# The multi-threaded stress (tests/test_xstress.c, xstress/soak) for SOAK_SECONDS under
+# ASan+UBSan, then under TSan: for the long runs CI has no time for.  Its RESULT lines
+# give operations, frames moved, checks and violations.
+SOAK_SECONDS ?= 600
+soak:
+	GFA_XSTRESS_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) asan TEST_ARGS="--filter 'xstress/soak'"
+	GFA_XSTRESS_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) tsan TEST_ARGS="--filter 'xstress/soak'"

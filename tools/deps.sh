@@ -6,7 +6,7 @@
 set -euo pipefail
 what=${1:-build}
 build_pkgs=(pkg-config gcc make libnuma-dev liburing-dev libvirt-dev libxml2-dev libcriterion-dev)
-test_pkgs=(qemu-system-x86 linux-image-amd64 busybox-static cpio gnuplot-nox numactl)
+test_pkgs=(qemu-system-x86 linux-image-amd64 busybox-static cpio gnuplot-nox numactl clang libclang-rt-14-dev llvm)
 pkgs=("${build_pkgs[@]}")
 [ "$what" = build ] || pkgs+=("${test_pkgs[@]}")
 missing=()

@@ -94,6 +94,8 @@ struct fz {
 	unsigned int nr_blk;
 	int16_t at[FZ_MAX_PFNS];        /* pfn -> block index, -1 */
 	uint8_t data[FZ_MAX_PFNS];      /* the frame holds data of ours (not zero) */
+	uint8_t live[FZ_MAX_PFNS];      /* ... of the block holding it now (else stale) */
+	uint64_t val[FZ_MAX_PFNS];      /* what a live frame's first word holds */
 	uint8_t inflight[FZ_MAX_PFNS];
 	struct fz_range fl[FZ_MAX_INFLIGHT];
 	unsigned int nr_fl;
@@ -149,7 +151,8 @@ static void fz_map(unsigned int i, bool set)
 	}
 }
 
-/* The frames of [pfn, pfn + n) that hold data of ours read zero (and hold none now). */
+/* The frames of [pfn, pfn + n) that hold stale data of ours read zero (and hold none
+ * now); the block's own live data stays. */
 static void fz_expect_zero(uint64_t pfn, uint64_t n, const char *why)
 {
 	if (!F.b)
@@ -157,7 +160,7 @@ static void fz_expect_zero(uint64_t pfn, uint64_t n, const char *why)
 	for (uint64_t p = pfn; p < pfn + n; p++) {
 		const uint64_t *w;
 
-		if (!F.data[p])
+		if (!F.data[p] || F.live[p])
 			continue;
 		w = fz_addr(p);
 		FZ_ASSERT(!w[0] && !w[1], "%s: pfn %lu holds %lx %lx, not zero", why,
@@ -176,17 +179,46 @@ static void fz_write(unsigned int i)
 	k->tag = FZ_TAG ^ ++F.next_tag;
 	w[0] = k->tag;
 	w[1] = k->pfn;
-	F.data[k->pfn] = 1;
+	F.val[k->pfn] = k->tag;
+	F.data[k->pfn] = F.live[k->pfn] = 1;
 }
 
+/* A block's live data moves with it (the op copies what the model knows is there). */
+static void fz_move_data(uint64_t src, uint64_t dst, unsigned int order)
+{
+	if (!F.b)
+		return;
+	for (uint64_t i = 0; i < (1UL << order); i++) {
+		if (!F.live[src + i])
+			continue;
+		memcpy(fz_addr(dst + i), fz_addr(src + i), 16);
+		F.val[dst + i] = F.val[src + i];
+		F.live[src + i] = 0;
+		F.data[dst + i] = F.live[dst + i] = 1;
+	}
+}
+
+/* Freed: what the block held is stale now. */
+static void fz_stale(uint64_t pfn, unsigned int order)
+{
+	memset(F.live + pfn, 0, 1UL << order);
+}
+
+/* The block's live data is still there. */
 static void fz_verify(const struct fz_block *k, uint64_t at)
 {
-	const uint64_t *w = fz_addr(at);
-
-	if (!w || !k->tag)
+	if (!F.b)
 		return;
-	FZ_ASSERT(w[0] == k->tag, "block at %lu (order %u) lost its data: %lx, want %lx",
-		  (unsigned long)at, k->order, (unsigned long)w[0], (unsigned long)k->tag);
+	for (uint64_t p = at; p < at + (1UL << k->order); p++) {
+		const uint64_t *w;
+
+		if (!F.live[p])
+			continue;
+		w = fz_addr(p);
+		FZ_ASSERT(w[0] == F.val[p], "block at %lu (order %u) lost its data at %lu: %lx, "
+			  "want %lx", (unsigned long)at, k->order, (unsigned long)p,
+			  (unsigned long)w[0], (unsigned long)F.val[p]);
+	}
 }
 
 static unsigned int fz_add(uint64_t pfn, unsigned int order, unsigned int mt, uint64_t owner)
@@ -204,10 +236,23 @@ static unsigned int fz_add(uint64_t pfn, unsigned int order, unsigned int mt, ui
 	return i;
 }
 
+/* Drop a block already unmapped, its data kept live (it is the new block's). */
+static void fz_remove_unmapped(unsigned int i)
+{
+	unsigned int last = --F.nr_blk;
+
+	if (i != last) {
+		fz_map(last, false);
+		F.blk[i] = F.blk[last];
+		fz_map(i, true);
+	}
+}
+
 static void fz_remove(unsigned int i)
 {
 	unsigned int last = --F.nr_blk;
 
+	fz_stale(F.blk[i].pfn, F.blk[i].order);
 	fz_map(i, false);
 	if (i != last) {
 		fz_map(last, false);
@@ -226,6 +271,9 @@ static void fz_got(int64_t pfn, int zone, unsigned int order, unsigned int mt, u
 	FZ_ASSERT(zone < 0 || fz_zone_of((uint64_t)pfn) == zone, "block %ld not in zone %d",
 		  (long)pfn, zone);
 	i = fz_add((uint64_t)pfn, order, mt, owner);
+	for (uint64_t p = (uint64_t)pfn; p < (uint64_t)pfn + (1UL << order); p++)
+		FZ_ASSERT(!F.live[p], "new block %ld holds live data at %lu", (long)pfn,
+			  (unsigned long)p);
 	if (zeroed)
 		fz_expect_zero((uint64_t)pfn, 1UL << order, "GFA_BACKING_ZERO block");
 	if (in8(F.in) & 1)
@@ -282,10 +330,7 @@ static int fz_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, uns
 	}
 	if (!answer) {
 		fz_verify(k, src);
-		if (F.b && k->tag) {
-			memcpy(fz_addr(dst), fz_addr(src), 16);
-			F.data[dst] = 1;
-		}
+		fz_move_data(src, dst, order);
 		/* the block may overlap its own target (a collapse's move back) */
 		fz_map((unsigned int)i, false);
 		k->pfn = dst;
@@ -405,8 +450,12 @@ static void fz_check_pool(void)
 		  (long)(F.vs.pgalloc_blocks - F.vs.pgfree_blocks), F.nr_blk);
 }
 
+static bool fz_trace;   /* FUZZ_TRACE=1: one line per call, to read a crash's input */
+
 static void fz_after(int err, bool counted)
 {
+	if (fz_trace)
+		fprintf(stderr, "op %d %s: %d, %u blocks\n", F.op, F.what, err, F.nr_blk);
 	fz_check_counters(err, counted);
 	fz_check_pool();
 }
@@ -833,7 +882,8 @@ static void op_collapse(void)
 
 			FZ_ASSERT(j >= 0 && F.blk[j].pfn == (uint64_t)r + offs[k],
 				  "piece %u not at its offset", k);
-			fz_remove((unsigned int)j);
+			fz_map((unsigned int)j, false);     /* its data lives on in the new block */
+			fz_remove_unmapped((unsigned int)j);
 		}
 		for (uint64_t p = (uint64_t)r; p < (uint64_t)r + GFA_PAGEBLOCK_FRAMES; p++)
 			FZ_ASSERT(F.at[p] < 0, "collapse target %ld holds block %d", (long)r, F.at[p]);
@@ -952,7 +1002,7 @@ static void fz_punch(uint64_t pfn, uint64_t nr)
 	FZ_ASSERT(!fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 			     (off_t)(nr << GFA_FRAME_SHIFT)), "punch");
 	for (uint64_t p = pfn; p < pfn + nr; p++)
-		F.data[p] = 0;
+		F.data[p] = F.live[p] = 0;
 }
 
 static void op_done(void)
@@ -1033,7 +1083,7 @@ static void op_backing(void)
 			/* what a caller marks clean must be zero: zero it first */
 			memset(fz_addr(F.blk[i].pfn), 0, GFA_FRAME_SIZE << F.blk[i].order);
 			for (uint64_t p = F.blk[i].pfn; p < F.blk[i].pfn + (1UL << F.blk[i].order); p++)
-				F.data[p] = 0;
+				F.data[p] = F.live[p] = 0;
 			F.blk[i].tag = 0;
 			if (v & 8)
 				gfa_backing_mark_clean(F.b, F.blk[i].pfn, F.blk[i].order);
@@ -1043,7 +1093,9 @@ static void op_backing(void)
 		gfa_backing_mark_clean(F.b, F.end_pfn + in8(F.in), 0);  /* ignored */
 		break;
 	case 2:
-		if (i < 0 || F.blk[i].tag)
+		/* for a block before it is used: one holding live data may be zeroed (a
+		 * refused gfa_backing_free keeps its marks, as vmm.h says) */
+		if (i < 0 || memchr(F.live + F.blk[i].pfn, 1, 1UL << F.blk[i].order))
 			break;
 		r = gfa_backing_prepare(F.b, F.blk[i].pfn, F.blk[i].order);
 		FZ_ASSERT(r >= 0 && r <= (int64_t)(1UL << F.blk[i].order), "prepare: %ld", (long)r);
@@ -1088,7 +1140,8 @@ static void op_split(void)
 	FZ_ASSERT(r == expect, "split %lu order %u -> %u: %d, want %d", (unsigned long)k.pfn,
 		  k.order, new_order, r, expect);
 	if (!r) {
-		fz_remove((unsigned int)i);
+		fz_map((unsigned int)i, false);         /* the pieces keep its data */
+		fz_remove_unmapped((unsigned int)i);
 		for (uint64_t p = 0; p < (1UL << k.order); p += 1UL << new_order) {
 			unsigned int j = fz_add(k.pfn + p, new_order, k.mt, k.owner);
 
@@ -1253,6 +1306,7 @@ static bool fz_setup(struct fz_in *in)
 	uint64_t start;
 
 	memset(&F, 0, sizeof(F));
+	fz_trace = getenv("FUZZ_TRACE") != NULL;
 	F.in = in;
 	if ((v & 0xc0) == 0xc0)
 		fz_bad_config(in8(in));
