@@ -39,6 +39,7 @@
 #define FZ_OWNERS       4       /* owner cookies 1..4; 0 is used unregistered */
 #define FZ_MAX_PFNS     (3 * 3 * 1024)
 #define FZ_TAG          0x67666166757a7aULL
+#define FZ_GUEST_GFNS   (3 * GFA_PAGEBLOCK_FRAMES)
 
 /* ---- input ---- */
 
@@ -102,6 +103,14 @@ struct fz {
 	struct fz_owner_ctx *owner[FZ_OWNERS + 1];
 	bool claim[3][FZ_OWNERS + 1];
 	int64_t collapsed_at;
+	/* one guest at a time: its frames as the pool has them (fz_guest_scan) */
+	struct gfa_guest *g;
+	uint64_t gid, gnr, gframes, gblocks;
+	int32_t ghead[FZ_MAX_PFNS];     /* head pfn of the guest's block there, -1 */
+	uint8_t gorder[FZ_MAX_PFNS];
+	uint8_t gball[FZ_GUEST_GFNS];   /* ballooned out */
+	uint8_t gzero[FZ_GUEST_GFNS];   /* held our data once, must read zero now */
+	uint64_t gval[FZ_GUEST_GFNS];   /* what a gfn's first word holds, 0: not written */
 	uint64_t next_tag;
 	struct gfa_vmstat vs;           /* counters after the last call */
 	struct fz_in *in;
@@ -280,6 +289,52 @@ static void fz_got(int64_t pfn, int zone, unsigned int order, unsigned int mt, u
 		fz_write(i);
 }
 
+/* ---- the guest's frames (it allocates and moves them itself) ---- */
+
+static int fz_guest_block(void *arg, uint64_t pfn, unsigned int order, enum gfa_migratetype mt,
+			  uint64_t owner)
+{
+	(void)arg, (void)mt;
+	if (owner != F.gid)
+		return 0;
+	for (uint64_t p = pfn; p < pfn + (1UL << order); p++) {
+		F.ghead[p] = (int32_t)pfn;
+		F.gorder[p] = (uint8_t)order;
+	}
+	F.gframes += 1UL << order;
+	F.gblocks++;
+	return 0;
+}
+
+static void fz_guest_scan(void)
+{
+	F.gframes = F.gblocks = 0;
+	if (!F.g)
+		return;
+	memset(F.ghead, 0xff, F.end_pfn * sizeof(F.ghead[0]));
+	FZ_ASSERT(gfa_pool_for_each_allocated(F.pool, fz_guest_block, NULL) == 0, "for_each");
+}
+
+static uint64_t *fz_gword(uint64_t gfn)
+{
+	return (uint64_t *)((char *)gfa_guest_hva(F.g) + (gfn << GFA_FRAME_SHIFT));
+}
+
+/* The guest's memory reads what it wrote, and zero where its data went away. */
+static void fz_guest_verify(void)
+{
+	for (uint64_t gfn = 0; F.g && gfn < F.gnr; gfn++) {
+		if (F.gval[gfn])
+			FZ_ASSERT(*fz_gword(gfn) == F.gval[gfn], "guest gfn %lu: %lx, want %lx",
+				  (unsigned long)gfn, (unsigned long)*fz_gword(gfn),
+				  (unsigned long)F.gval[gfn]);
+		else if (F.gzero[gfn])
+			FZ_ASSERT(!*fz_gword(gfn), "guest gfn %lu (%s) reads %lx, not zero",
+				  (unsigned long)gfn, F.gball[gfn] ? "ballooned" : "deflated",
+				  (unsigned long)*fz_gword(gfn));
+	}
+}
+
 /* ---- the owners' ops ---- */
 
 static int fz_block_at(uint64_t pfn)
@@ -440,14 +495,17 @@ static void fz_check_pool(void)
 	}
 	for (unsigned int i = 0; i < F.nr_fl; i++)
 		fl += F.fl[i].nr;
-	FZ_ASSERT(free_frames + held + fl == F.total,
-		  "frames: free %lu + held %lu + in flight %lu != %lu",
+	fz_guest_scan();
+	FZ_ASSERT(free_frames + held + fl + F.gframes == F.total,
+		  "frames: free %lu + held %lu + in flight %lu + the guest's %lu != %lu",
 		  (unsigned long)free_frames, (unsigned long)held, (unsigned long)fl,
-		  (unsigned long)F.total);
+		  (unsigned long)F.gframes, (unsigned long)F.total);
 	/* vmstat: what callers hold, in blocks */
-	FZ_ASSERT(F.vs.pgalloc_blocks - F.vs.pgfree_blocks == F.nr_blk,
-		  "pgalloc_blocks - pgfree_blocks = %ld, the model holds %u blocks",
-		  (long)(F.vs.pgalloc_blocks - F.vs.pgfree_blocks), F.nr_blk);
+	FZ_ASSERT(F.vs.pgalloc_blocks - F.vs.pgfree_blocks == F.nr_blk + F.gblocks,
+		  "pgalloc_blocks - pgfree_blocks = %ld, the model holds %u blocks, the guest %lu",
+		  (long)(F.vs.pgalloc_blocks - F.vs.pgfree_blocks), F.nr_blk,
+		  (unsigned long)F.gblocks);
+	fz_guest_verify();
 }
 
 static bool fz_trace;   /* FUZZ_TRACE=1: one line per call, to read a crash's input */
@@ -520,6 +578,12 @@ static int fz_expect_free(uint64_t pfn, unsigned int order, uint64_t owner)
 	if (pfn & ((1UL << order) - 1))
 		return GFA_EALIGN;
 	i = F.at[pfn];
+	fz_guest_scan();
+	if (i < 0 && F.g && F.ghead[pfn] >= 0) {
+		if ((uint64_t)F.ghead[pfn] != pfn)
+			return GFA_ENOTHEAD;
+		return F.gorder[pfn] != order ? GFA_EWRONGORDER : GFA_EOWNER;
+	}
 	if (i < 0) {
 		for (unsigned int r = 0; r < F.nr_fl; r++)
 			if (F.fl[r].pfn == pfn)
@@ -785,6 +849,17 @@ static void op_compact(void)
 	fz_after(0, false);
 }
 
+static struct fz_owner_ctx *fz_register(uint64_t owner, uint8_t v)
+{
+	struct fz_owner_ctx *c = calloc(1, sizeof(*c));
+
+	FZ_ASSERT(c, "calloc");
+	*c = (struct fz_owner_ctx){ { fz_migrate, v & 2 ? fz_collapsed : NULL }, owner,
+				    (enum fz_mode)((v >> 2) % MODE_NR), 0, 1 + (v >> 5) % 3,
+				    v & 0x80 ? -EAGAIN : 0 };
+	return c;
+}
+
 static void op_owner(void)
 {
 	uint64_t owner = 1 + in8(F.in) % FZ_OWNERS;
@@ -802,11 +877,7 @@ static void op_owner(void)
 		fz_after(r, false);
 		return;
 	}
-	c = calloc(1, sizeof(*c));
-	FZ_ASSERT(c, "calloc");
-	*c = (struct fz_owner_ctx){ { fz_migrate, v & 2 ? fz_collapsed : NULL }, owner,
-				    (enum fz_mode)((v >> 2) % MODE_NR), 0, 1 + (v >> 5) % 3,
-				    v & 0x80 ? -EAGAIN : 0 };
+	c = fz_register(owner, v);
 	if ((v & 0x7c) == 0x7c) {       /* no migrate op: GFA_EFAULT */
 		c->ops.migrate = NULL;
 		r = gfa_owner_register(F.pool, owner, &c->ops, c);
@@ -827,14 +898,23 @@ static void op_owner(void)
 /* Pieces of one owner's MOVABLE small blocks of one zone, laid out in a 2 MiB block. */
 static void op_collapse(void)
 {
-	uint64_t owner = 1 + in8(F.in) % FZ_OWNERS, pfns[8];
+	int b = pick_block();
+	uint64_t owner = b >= 0 && F.blk[b].owner ? F.blk[b].owner : 1 + in8(F.in) % FZ_OWNERS;
+	uint64_t pfns[8];
 	unsigned int orders[8], offs[8], n = 0, zone = 0, off = 0;
 	uint8_t v = in8(F.in);
 	int expect = 0;
 	int64_t r;
-	bool registered = F.owner[owner] != NULL;
+	bool registered;
 
 	F.what = "collapse";
+	if (!F.owner[owner] && (v & 0x40)) {    /* an owner registered for it, mostly */
+		struct fz_owner_ctx *c = fz_register(owner, in8(F.in));
+
+		FZ_ASSERT(!gfa_owner_register(F.pool, owner, &c->ops, c), "register");
+		F.owner[owner] = c;
+	}
+	registered = F.owner[owner] != NULL;
 	for (unsigned int i = 0; i < F.nr_blk && n < 1 + v % 8; i++) {
 		const struct fz_block *k = &F.blk[i];
 		unsigned int sz = 1U << k->order;
@@ -1065,6 +1145,281 @@ static void op_done(void)
 	fz_after(0, false);
 }
 
+/* ---- the release engine on a zone's memfd, for the ranges in flight ---- */
+
+struct fz_rel {
+	uint64_t pfn, nr;
+	int result;
+	bool called;
+};
+
+/* Engine thread: the host is done with a range; back to the pool, as the host return does. */
+static void fz_rel_done(void *cookie, uint64_t off, uint64_t len, int result)
+{
+	struct fz_rel *r = cookie;
+
+	(void)off, (void)len;
+	r->result = result;
+	__atomic_store_n(&r->called, true, __ATOMIC_RELEASE);
+	if (gfa_zone_release_done(F.pool, r->pfn, r->nr, result == 0))
+		abort();
+}
+
+static void op_engine(void)
+{
+	struct fz_rel rel[FZ_MAX_INFLIGHT];
+	unsigned int zone = in8(F.in) % F.nr_zones, n = 0, taken[FZ_MAX_INFLIGHT];
+	uint8_t v = in8(F.in);
+	struct gfa_release_config cfg = {
+		.force_sync = v & 1,
+		.max_punch_bytes = v & 2 ? GFA_FRAME_SIZE * (1 + in8(F.in) % 16) : 0,
+		.ring_entries = 1 + in8(F.in) % 8,
+	};
+	struct gfa_release_engine *e;
+	struct gfa_release_stats st;
+	uint64_t good_bytes = 0, failed = 0, rejected = 0;
+	int fd, r;
+	uint64_t off0;
+
+	F.what = "release engine";
+	if (!F.b || !F.nr_fl || gfa_pfn_to_fd(F.pool, F.zstart[zone], &fd, &off0))
+		return;
+	if (v & 4)
+		cfg.fault_sync = (struct gfa_release_fault){ 1 + in8(F.in) % 4, in8(F.in) % 3, EIO };
+	if (v & 8)
+		cfg.fault_complete = (struct gfa_release_fault){ 1 + in8(F.in) % 4, in8(F.in) % 3,
+								 v & 16 ? EOPNOTSUPP : EIO };
+	e = gfa_release_create(fd, gfa_backing_zone_base(F.b, zone), &cfg);
+	FZ_ASSERT(e, "release_create: %d", errno);
+	for (unsigned int i = 0; i < F.nr_fl; i++) {
+		struct fz_range *fr = &F.fl[i];
+
+		if (fr->populate || fz_zone_of(fr->pfn) != (int)zone)
+			continue;
+		rel[n] = (struct fz_rel){ fr->pfn, fr->nr, 0, false };
+		r = gfa_release_submit(e, (fr->pfn - F.zstart[zone]) << GFA_FRAME_SHIFT,
+				       fr->nr << GFA_FRAME_SHIFT, fz_rel_done, &rel[n]);
+		FZ_ASSERT(!r, "release_submit of a range in flight: %d", r);
+		taken[n++] = i;
+	}
+	/* bad ranges: refused, their done never called */
+	switch (v >> 5) {
+	case 1: r = gfa_release_submit(e, 0, 0, fz_rel_done, NULL); FZ_ASSERT(r == -EINVAL, "len 0: %d", r); rejected++; break;
+	case 2: r = gfa_release_submit(e, 100, GFA_FRAME_SIZE, fz_rel_done, NULL); FZ_ASSERT(r == -EINVAL, "misaligned: %d", r); rejected++; break;
+	case 3: r = gfa_release_submit(e, F.znr[zone] << GFA_FRAME_SHIFT, GFA_FRAME_SIZE, fz_rel_done, NULL); FZ_ASSERT(r == -ERANGE, "beyond: %d", r); rejected++; break;
+	case 4: r = gfa_release_submit(e, GFA_FRAME_SIZE, UINT64_MAX & ~(GFA_FRAME_SIZE - 1), fz_rel_done, NULL); FZ_ASSERT(r == -ERANGE, "wrap: %d", r); rejected++; break;
+	case 5: r = gfa_release_submit(e, 0, GFA_FRAME_SIZE, NULL, NULL); FZ_ASSERT(r == -EINVAL, "no done: %d", r); rejected++; break;
+	default: break;
+	}
+	FZ_ASSERT(gfa_release_flush(e, 30000) == 0, "release_flush");
+	FZ_ASSERT(gfa_release_stats(e, &st) == 0, "release_stats");
+	for (unsigned int k = 0; k < n; k++) {
+		FZ_ASSERT(__atomic_load_n(&rel[k].called, __ATOMIC_ACQUIRE), "range %u not done", k);
+		if (rel[k].result)
+			failed++;
+		else
+			good_bytes += rel[k].nr << GFA_FRAME_SHIFT;
+	}
+	FZ_ASSERT(st.ranges_submitted == n && st.ranges_done == n && st.ranges_failed == failed &&
+		  st.ranges_rejected == rejected && st.bytes_released == good_bytes &&
+		  !st.inflight_ranges, "engine stats: submitted %lu done %lu failed %lu rejected %lu "
+		  "released %lu (want %u %u %lu %lu %lu)", (unsigned long)st.ranges_submitted,
+		  (unsigned long)st.ranges_done, (unsigned long)st.ranges_failed,
+		  (unsigned long)st.ranges_rejected, (unsigned long)st.bytes_released, n, n,
+		  (unsigned long)failed, (unsigned long)rejected, (unsigned long)good_bytes);
+	FZ_ASSERT(gfa_release_destroy(e) == 0, "release_destroy");
+	/* the model: back on the lists, released (zero) or populated as they were */
+	for (unsigned int k = n; k-- > 0;) {
+		struct fz_range *fr = &F.fl[taken[k]];
+
+		for (uint64_t p = fr->pfn; p < fr->pfn + fr->nr; p++) {
+			F.inflight[p] = 0;
+			if (!rel[k].result)
+				F.data[p] = F.live[p] = 0;
+		}
+		*fr = F.fl[--F.nr_fl];
+	}
+	fz_after(0, false);
+}
+
+/* ---- a guest and its balloon: guest-supplied ranges are bad input too ---- */
+
+static void fz_guest_create(uint8_t v)
+{
+	static const struct gfa_guest_vcpu_ops half = { .pause = NULL, .resume = NULL };
+	struct gfa_guest_config cfg = {
+		.mem_bytes = (1 + v % 3) * (GFA_PAGEBLOCK_FRAMES << GFA_FRAME_SHIFT),
+		.zone = in8(F.in) % F.nr_zones, .small_only = v & 4,
+		.id = 0x6000 + F.op,
+	};
+	int expect = 0;
+
+	F.what = "guest_create";
+	cfg.pcp = v & 8 ? F.pcp[0] : NULL;
+	if (cfg.pcp && gfa_pcp_zone(cfg.pcp) != (int)cfg.zone)
+		expect = EINVAL;                /* another zone's cache */
+	switch ((v >> 4) % 8) {
+	case 1: cfg.mem_bytes = 0; expect = EINVAL; break;
+	case 2: cfg.mem_bytes += GFA_FRAME_SIZE; expect = EINVAL; break;
+	case 3: cfg.zone = F.nr_zones; cfg.pcp = NULL; expect = ERANGE; break;
+	case 4: if (!expect) { cfg.vcpu_ops = &half; expect = EINVAL; } break;
+	default: break;
+	}
+	if (!expect && (cfg.mem_bytes >> GFA_FRAME_SHIFT) > F.znr[cfg.zone])
+		expect = ENOMEM;
+	errno = 0;
+	F.g = gfa_guest_create(F.pool, F.b, &cfg);
+	if (expect) {
+		FZ_ASSERT(!F.g && errno == expect, "guest_create: %p errno %d, want %d",
+			  (void *)F.g, errno, expect);
+		fz_after(-expect, false);
+		return;
+	}
+	FZ_ASSERT(F.g || errno == ENOMEM, "guest_create: errno %d", errno);
+	if (!F.g) {
+		fz_after(-ENOMEM, false);
+		return;
+	}
+	F.gid = gfa_guest_id(F.g);
+	F.gnr = cfg.mem_bytes >> GFA_FRAME_SHIFT;
+	memset(F.gball, 0, sizeof(F.gball));
+	memset(F.gzero, 0, sizeof(F.gzero));
+	memset(F.gval, 0, sizeof(F.gval));
+	/* a new guest reads zero where our data was */
+	for (uint64_t gfn = 0; gfn < F.gnr; gfn++) {
+		uint64_t pfn;
+
+		FZ_ASSERT(!gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT, &pfn), "gpa_to_pfn");
+		if (F.data[pfn]) {
+			FZ_ASSERT(!F.live[pfn], "a new guest has pfn %lu, ours", (unsigned long)pfn);
+			FZ_ASSERT(!*fz_gword(gfn), "new guest gfn %lu (pfn %lu) holds %lx",
+				  (unsigned long)gfn, (unsigned long)pfn, (unsigned long)*fz_gword(gfn));
+			F.data[pfn] = 0;
+		}
+	}
+	fz_after(0, false);
+}
+
+/* Where the guest's written gfns live now: their frames hold data of ours. */
+static void fz_guest_mark(uint64_t lo, uint64_t hi)
+{
+	for (uint64_t gfn = lo; gfn < hi; gfn++) {
+		uint64_t pfn;
+
+		if (F.gval[gfn] && !gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT, &pfn))
+			F.data[pfn] = 1;        /* stale once the guest lets go of it */
+	}
+}
+
+static void fz_balloon(uint8_t v)
+{
+	struct gfa_gpa_range r[3];
+	unsigned int n = 1 + v % 3, kind = (v >> 2) % 8;
+	bool deflate = v & 0x20, overlap = false, wrong = false;
+	uint8_t mark[FZ_GUEST_GFNS] = { 0 };
+	int64_t ret, want = 0, expect = 0;
+
+	F.what = deflate ? "balloon_deflate" : "balloon_inflate";
+	for (unsigned int k = 0; k < n; k++) {
+		uint64_t lo = in16(F.in) % F.gnr, len = 1 + in8(F.in) % 16;
+
+		if (len > F.gnr - lo)
+			len = F.gnr - lo;
+		r[k] = (struct gfa_gpa_range){ lo << GFA_FRAME_SHIFT, len << GFA_FRAME_SHIFT };
+		for (uint64_t g = lo; g < lo + len; g++) {
+			overlap |= mark[g];
+			mark[g] = 1;
+			wrong |= F.gball[g] != deflate;
+		}
+		want += (int64_t)len;
+	}
+	switch (kind) {
+	case 1: r[0].len = 0; expect = -EINVAL; break;
+	case 2: r[0].gpa += 100; expect = -EINVAL; break;
+	case 3: r[0].gpa = F.gnr << GFA_FRAME_SHIFT; expect = -ERANGE; break;
+	case 4: r[0].len = UINT64_MAX & ~(GFA_FRAME_SIZE - 1); expect = -ERANGE; break;
+	default:
+		if (overlap && wrong)
+			return;                 /* two errors at once: either may come first */
+		expect = overlap ? -ENOTUNIQ : wrong ? (deflate ? -ENOENT : -EALREADY) : 0;
+	}
+	if (!deflate && !expect)
+		for (unsigned int k = 0; k < n; k++)
+			fz_guest_mark(r[k].gpa >> GFA_FRAME_SHIFT, (r[k].gpa + r[k].len) >> GFA_FRAME_SHIFT);
+	ret = deflate ? gfa_balloon_deflate(F.g, kind == 5 ? NULL : r, n)
+		      : gfa_balloon_inflate(F.g, kind == 5 ? NULL : r, n);
+	if (kind == 5)
+		expect = -EFAULT;
+	if (expect || ret == -ENOMEM) {
+		FZ_ASSERT(ret == expect || ret == -ENOMEM, "%s: %ld, want %ld", F.what, (long)ret,
+			  (long)expect);
+		fz_after((int)ret, false);
+		return;
+	}
+	FZ_ASSERT(ret == want, "%s of %ld frames: %ld", F.what, (long)want, (long)ret);
+	for (unsigned int k = 0; k < n; k++)
+		for (uint64_t g = r[k].gpa >> GFA_FRAME_SHIFT;
+		     g < (r[k].gpa + r[k].len) >> GFA_FRAME_SHIFT; g++) {
+			F.gball[g] = !deflate;
+			F.gzero[g] = 1;         /* ballooned and deflated memory reads zero */
+			F.gval[g] = 0;
+		}
+	fz_after(0, false);
+}
+
+static void op_guest(void)
+{
+	uint8_t v = in8(F.in);
+	uint64_t gfn;
+
+	if (!F.b)
+		return;
+	if (!F.g) {
+		fz_guest_create(v);
+		return;
+	}
+	switch (v % 6) {
+	case 0: case 1:
+		fz_balloon(in8(F.in));
+		return;
+	case 2:
+		F.what = "guest write";
+		gfn = in16(F.in) % F.gnr;
+		if (F.gball[gfn])
+			return;
+		F.gval[gfn] = FZ_TAG ^ ++F.next_tag;
+		*fz_gword(gfn) = F.gval[gfn];
+		F.gzero[gfn] = 0;
+		fz_after(0, false);
+		return;
+	case 3:
+		F.what = "guest_collapse";
+		FZ_ASSERT(gfa_guest_collapse(F.g, 1 + v % 3) >= 0, "guest_collapse");
+		fz_after(0, false);
+		return;
+	case 4:
+		F.what = "guest_gpa_to_pfn";
+		gfn = in16(F.in);
+		{
+			uint64_t pfn;
+			int r = gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT, &pfn);
+
+			FZ_ASSERT(gfn >= F.gnr ? r == GFA_ERANGE : F.gball[gfn] ? r == -ENOENT : r == 0,
+				  "gpa_to_pfn(%lu): %d", (unsigned long)gfn, r);
+			/* (the guest's calls count no errors: vmm/guest.c, vmm/balloon.c) */
+			fz_after(r, false);
+		}
+		return;
+	default:
+		F.what = "guest_destroy";
+		fz_guest_mark(0, F.gnr);
+		gfa_guest_destroy(F.g);
+		F.g = NULL;
+		fz_after(0, false);
+		return;
+	}
+}
+
 static void op_backing(void)
 {
 	uint8_t v = in8(F.in);
@@ -1219,7 +1574,9 @@ static void op_stats(void)
 		}
 		FZ_ASSERT(!r && fi.head_pfn <= pfn && pfn < fi.head_pfn + (1UL << fi.order),
 			  "lookup of %lu", (unsigned long)pfn);
-		FZ_ASSERT((F.at[pfn] >= 0) == (fi.state == GFA_FRAME_ALLOCATED),
+		fz_guest_scan();
+		FZ_ASSERT((F.at[pfn] >= 0 || (F.g && F.ghead[pfn] >= 0)) ==
+			  (fi.state == GFA_FRAME_ALLOCATED),
 			  "pfn %lu: state %d, the model's block %d", (unsigned long)pfn, fi.state,
 			  F.at[pfn]);
 		fz_after(0, false);
@@ -1375,6 +1732,11 @@ static void fz_teardown(void)
 		FZ_ASSERT(!gfa_free(F.pool, k->pfn, k->order, k->owner), "free at teardown");
 		fz_remove(F.nr_blk - 1);
 	}
+	if (F.g) {
+		fz_guest_mark(0, F.gnr);
+		gfa_guest_destroy(F.g);
+		F.g = NULL;
+	}
 	gfa_pcp_destroy(F.pcp[0]);
 	gfa_pcp_destroy(F.pcp[1]);
 	F.pcp[0] = F.pcp[1] = NULL;
@@ -1402,7 +1764,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static void (*const ops[])(void) = {
 		op_alloc, op_alloc, op_alloc, op_free, op_free, op_free_many, op_drain,
 		op_compact, op_owner, op_collapse, op_claim, op_take, op_done, op_backing,
-		op_split, op_index, op_stats, op_policy,
+		op_split, op_index, op_stats, op_policy, op_engine, op_guest, op_guest,
 	};
 	struct fz_in in = { data, size };
 
