@@ -1242,6 +1242,38 @@ static void op_engine(void)
 	fz_after(0, false);
 }
 
+/*
+ * The host-return thread for a while: it releases, populates and scrubs free frames and
+ * drains idle caches on its own, then quiesces.  The model needs nothing from it: it
+ * touches no frame the model holds, and a frame it released or scrubbed reads zero, which
+ * is what the model expects of a stale frame anyway.
+ */
+static void op_host_return(void)
+{
+	uint8_t v = in8(F.in);
+	struct gfa_host_return_config hc = {
+		.interval_ms = 1, .no_settle = true, .pcp_idle_ms = 1 + v % 4,
+		.max_frames_per_pass = 64 << (v % 4), .scrub_frames_per_pass = 32 << (v % 3),
+		.force_sync = v & 0x10, .no_pcp_drain = v & 0x20,
+	};
+	struct gfa_host_return *hr;
+	struct gfa_host_return_stat st;
+	int r;
+
+	F.what = "host_return";
+	if (!F.b)
+		return;
+	hr = gfa_host_return_start(F.pool, F.b, &hc);
+	FZ_ASSERT(hr, "host_return_start: %d", errno);
+	if (v & 0x40)
+		gfa_host_return_kick(hr);
+	r = gfa_host_return_quiesce(hr, 30000);
+	FZ_ASSERT(!r, "host_return_quiesce: %d", r);
+	FZ_ASSERT(!gfa_host_return_stat(hr, &st) && !st.inflight_ranges, "host_return_stat");
+	FZ_ASSERT(!gfa_host_return_stop(hr), "host_return_stop");
+	fz_after(0, false);
+}
+
 /* ---- a guest and its balloon: guest-supplied ranges are bad input too ---- */
 
 static void fz_guest_create(uint8_t v)
@@ -1765,6 +1797,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		op_alloc, op_alloc, op_alloc, op_free, op_free, op_free_many, op_drain,
 		op_compact, op_owner, op_collapse, op_claim, op_take, op_done, op_backing,
 		op_split, op_index, op_stats, op_policy, op_engine, op_guest, op_guest,
+		op_host_return,
 	};
 	struct fz_in in = { data, size };
 
