@@ -113,6 +113,7 @@ struct fz {
 	uint64_t gval[FZ_GUEST_GFNS];   /* what a gfn's first word holds, 0: not written */
 	uint64_t next_tag;
 	struct gfa_vmstat vs;           /* counters after the last call */
+	struct fz_block last_freed;     /* for a second free of it */
 	struct fz_in *in;
 	int op;
 	const char *what;
@@ -699,6 +700,13 @@ static void op_free(void)
 	case 3: pfn = pick_pfn(); order = in8(F.in) % 3; break;
 	case 4: if (i >= 0 && order) pfn += 1UL << (in8(F.in) % order); order = 0; break;
 	case 5: order = GFA_MAX_ORDER + 1; break;
+	case 6:                         /* the block freed last, again (or now another's) */
+		if (F.last_freed.order || F.last_freed.pfn) {
+			pfn = F.last_freed.pfn;
+			order = F.last_freed.order;
+			owner = F.last_freed.owner;
+		}
+		break;
 	default: break;
 	}
 	expect = fz_expect_free(pfn, order, owner);
@@ -723,8 +731,10 @@ static void op_free(void)
 	else
 		FZ_ASSERT(err == expect, "free of %lu order %u owner %lu: %d, want %d",
 			  (unsigned long)pfn, order, (unsigned long)owner, err, expect);
-	if (!err)
+	if (!err) {
+		F.last_freed = F.blk[i];
 		fz_remove((unsigned int)i);
+	}
 	fz_after(err, err != 0);
 }
 
