@@ -69,6 +69,9 @@ void shim_log(const char *fmt, ...);
 #define cr_assert_arr_eq(a, b, size, ...) \
 	SHIM_CHECK(!memcmp((a), (b), (size)), "memcmp(" #a ", " #b ") == 0", __VA_ARGS__)
 #define cr_expect_eq                 cr_assert_eq
+#define cr_expect_geq                cr_assert_geq
+#define cr_expect_null               cr_assert_null
+#define cr_expect_not_null           cr_assert_not_null
 #define cr_assert_fail(...)          shim_fail(__FILE__, __LINE__, "fail", "" __VA_ARGS__)
 #define cr_skip_test(...)            shim_skip("" __VA_ARGS__)
 #define cr_log_info(...)             shim_log(__VA_ARGS__)
