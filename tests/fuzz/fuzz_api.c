@@ -108,6 +108,7 @@ struct fz {
 	uint64_t gid, gnr, gframes, gblocks;
 	int32_t ghead[FZ_MAX_PFNS];     /* head pfn of the guest's block there, -1 */
 	uint8_t gorder[FZ_MAX_PFNS];
+	uint64_t gblk[FZ_GUEST_GFNS];   /* the heads the last scan found */
 	uint8_t gball[FZ_GUEST_GFNS];   /* ballooned out */
 	uint8_t gzero[FZ_GUEST_GFNS];   /* held our data once, must read zero now */
 	uint64_t gval[FZ_GUEST_GFNS];   /* what a gfn's first word holds, 0: not written */
@@ -302,18 +303,24 @@ static int fz_guest_block(void *arg, uint64_t pfn, unsigned int order, enum gfa_
 		F.ghead[p] = (int32_t)pfn;
 		F.gorder[p] = (uint8_t)order;
 	}
+	FZ_ASSERT(F.gblocks < FZ_GUEST_GFNS, "guest blocks");
+	F.gblk[F.gblocks++] = pfn;
 	F.gframes += 1UL << order;
-	F.gblocks++;
 	return 0;
 }
 
 static void fz_guest_scan(void)
 {
+	/* forget the last scan's blocks (not the whole map: this runs several times a call) */
+	for (uint64_t i = 0; i < F.gblocks; i++) {
+		uint64_t pfn = F.gblk[i];
+
+		memset(F.ghead + pfn, 0xff, sizeof(F.ghead[0]) << F.gorder[pfn]);
+	}
 	F.gframes = F.gblocks = 0;
-	if (!F.g)
-		return;
-	memset(F.ghead, 0xff, F.end_pfn * sizeof(F.ghead[0]));
-	FZ_ASSERT(gfa_pool_for_each_allocated(F.pool, fz_guest_block, NULL) == 0, "for_each");
+	if (F.g)
+		FZ_ASSERT(gfa_pool_for_each_allocated(F.pool, fz_guest_block, NULL) == 0,
+			  "for_each");
 }
 
 static uint64_t *fz_gword(uint64_t gfn)
@@ -1192,8 +1199,9 @@ static void op_engine(void)
 	uint64_t off0;
 
 	F.what = "release engine";
-	if (!F.b || !F.nr_fl || gfa_pfn_to_fd(F.pool, F.zstart[zone], &fd, &off0))
-		return;
+	if (!F.b || !F.nr_fl || (v & 0xc0) != 0xc0 ||
+	    gfa_pfn_to_fd(F.pool, F.zstart[zone], &fd, &off0))
+		return;                 /* a thread and a ring: now and then */
 	if (v & 4)
 		cfg.fault_sync = (struct gfa_release_fault){ 1 + in8(F.in) % 4, in8(F.in) % 3, EIO };
 	if (v & 8)
@@ -1213,7 +1221,7 @@ static void op_engine(void)
 		taken[n++] = i;
 	}
 	/* bad ranges: refused, their done never called */
-	switch (v >> 5) {
+	switch (in8(F.in) % 8) {
 	case 1: r = gfa_release_submit(e, 0, 0, fz_rel_done, NULL); FZ_ASSERT(r == -EINVAL, "len 0: %d", r); rejected++; break;
 	case 2: r = gfa_release_submit(e, 100, GFA_FRAME_SIZE, fz_rel_done, NULL); FZ_ASSERT(r == -EINVAL, "misaligned: %d", r); rejected++; break;
 	case 3: r = gfa_release_submit(e, F.znr[zone] << GFA_FRAME_SHIFT, GFA_FRAME_SIZE, fz_rel_done, NULL); FZ_ASSERT(r == -ERANGE, "beyond: %d", r); rejected++; break;
@@ -1271,8 +1279,8 @@ static void op_host_return(void)
 	int r;
 
 	F.what = "host_return";
-	if (!F.b)
-		return;
+	if (!F.b || v % 8)
+		return;                 /* threads and a ring per zone: now and then */
 	hr = gfa_host_return_start(F.pool, F.b, &hc);
 	FZ_ASSERT(hr, "host_return_start: %d", errno);
 	if (v & 0x40)
@@ -1290,7 +1298,7 @@ static void fz_guest_create(uint8_t v)
 {
 	static const struct gfa_guest_vcpu_ops half = { .pause = NULL, .resume = NULL };
 	struct gfa_guest_config cfg = {
-		.mem_bytes = (1 + v % 3) * (GFA_PAGEBLOCK_FRAMES << GFA_FRAME_SHIFT),
+		.mem_bytes = (v % 8 == 7 ? 3 : 1) * (GFA_PAGEBLOCK_FRAMES << GFA_FRAME_SHIFT),
 		.zone = in8(F.in) % F.nr_zones, .small_only = v & 4,
 		.id = 0x6000 + F.op,
 	};
@@ -1417,7 +1425,10 @@ static void op_guest(void)
 	if (!F.b)
 		return;
 	if (!F.g) {
-		fz_guest_create(v);
+		/* a guest costs a window, mappings and zeroing: one now and then (the
+		 * executions per second are the fuzzer's depth) */
+		if (v % 8 == 7)
+			fz_guest_create(in8(F.in));
 		return;
 	}
 	switch (v % 6) {
@@ -1736,6 +1747,7 @@ static bool fz_setup(struct fz_in *in)
 	}
 	FZ_ASSERT(F.end_pfn <= FZ_MAX_PFNS, "pool of %lu pfns", (unsigned long)F.end_pfn);
 	memset(F.at, 0xff, sizeof(F.at));
+	memset(F.ghead, 0xff, sizeof(F.ghead));
 	if (in8(in) % 8) {
 		struct gfa_backing_config bc = { .no_thp_advice = true };
 
