@@ -209,6 +209,12 @@ static void fz_move_data(uint64_t src, uint64_t dst, unsigned int order)
 	}
 }
 
+/* Does the block hold live data of ours (its own, or pieces collapsed into it)? */
+static bool fz_holds(const struct fz_block *k)
+{
+	return memchr(F.live + k->pfn, 1, 1UL << k->order) != NULL;
+}
+
 /* Freed: what the block held is stale now. */
 static void fz_stale(uint64_t pfn, unsigned int order)
 {
@@ -719,7 +725,7 @@ static void op_free(void)
 	expect = fz_expect_free(pfn, order, owner);
 	if (!expect)
 		i = F.at[pfn];          /* (a picked pfn may be another block's head) */
-	if (!expect && F.b && F.blk[i].tag && path != 2)
+	if (!expect && F.b && fz_holds(&F.blk[i]) && path != 2)
 		gfa_backing_mark_dirty(F.b, pfn, order);  /* as a guest does before its free */
 	if (!expect)
 		fz_verify(&F.blk[i], pfn);
@@ -777,7 +783,7 @@ static void op_free_many(void)
 			if (pfns[k] == pfns[bad])
 				return;         /* the same block listed twice: skip this case */
 	for (int k = 0; k < n; k++)
-		if (F.b && fz_block_at(pfns[k]) >= 0 && F.blk[fz_block_at(pfns[k])].tag)
+		if (F.b && fz_block_at(pfns[k]) >= 0 && fz_holds(&F.blk[fz_block_at(pfns[k])]))
 			gfa_backing_mark_dirty(F.b, pfns[k], 0);
 	err = gfa_pcp_free_many(pcp, pfns, (size_t)n, 0, 1);
 	if (bad < 0 || !expect) {
