@@ -34,7 +34,7 @@
 #include "allocator/layers.h"
 
 #define FZ_MAX_BLOCKS   96
-#define FZ_MAX_OPS      32
+#define FZ_MAX_OPS      24
 #define FZ_MAX_INFLIGHT 32
 #define FZ_OWNERS       4       /* owner cookies 1..4; 0 is used unregistered */
 #define FZ_MAX_PFNS     (3 * 3 * 1024)
