@@ -663,6 +663,8 @@ static void op_alloc(void)
 	int64_t pfn;
 
 	F.what = "alloc";
+	if (F.nr_blk >= FZ_MAX_BLOCKS)
+		return;                 /* the model holds all it can (splits fill it) */
 	if (how == 1 && F.pcp[0]) {
 		struct gfa_pcp *pcp = F.pcp[in8(F.in) & 1] ? F.pcp[1] : F.pcp[0];
 
