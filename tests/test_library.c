@@ -18,6 +18,11 @@ static const char *tool_output(const char *tool)
 	size_t n;
 	FILE *p;
 
+	/* a sanitized build makes no libgfa.so (and one would need the sanitizer's
+	 * runtime): the plain build's run checks the library a VMM links */
+	if (getenv("GFA_SANITIZER"))
+		cr_skip_test("libgfa.so is checked in the plain build, not under %s",
+			     getenv("GFA_SANITIZER"));
 	snprintf(cmd, sizeof(cmd), "%s %s/libgfa.so 2>&1", tool, build ? build : "build");
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
