@@ -211,3 +211,45 @@ cppcheck:
 
 clean:
 	rm -rf build
+
+# ---- fuzzing and soaking (tests/fuzz/) ----
+# A libFuzzer target over the public API with a reference model (tests/fuzz/fuzz_api.c),
+# built with clang over libgfa's sources.  `make fuzz FUZZ_SECONDS=N` runs it from the
+# checked-in seed corpus (new inputs go to build/fuzz/corpus, crashes to build/fuzz/);
+# a crash's input belongs in tests/fuzz/corpus/ as a regression input.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := build/fuzz
+FUZZ_CFLAGS  := -O2 -g -std=gnu11 -Wall -Wextra -Werror -pthread -Iinclude -I. $(PKG_CFLAGS)
+FUZZ_BIN     := $(FUZZ_DIR)/fuzz_api
+FUZZ_COV_BIN := $(FUZZ_DIR)/fuzz_api_cov
+FUZZ_OPTS    ?=
+.PHONY: fuzz fuzz-build fuzz-cov soak
+$(FUZZ_BIN): tests/fuzz/fuzz_api.c tests/fuzz/ignore.txt $(LIB_SRC) $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -fsanitize-ignorelist=tests/fuzz/ignore.txt -fsanitize-coverage-ignorelist=tests/fuzz/ignore.txt \
+	    -o $@ tests/fuzz/fuzz_api.c $(LIB_SRC) $(LIB_LIBS) -lm
+# the same target with clang's source coverage, to run the corpus through
+$(FUZZ_COV_BIN): tests/fuzz/fuzz_api.c $(LIB_SRC) $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -fprofile-instr-generate -fcoverage-mapping \
+	    -o $@ tests/fuzz/fuzz_api.c $(LIB_SRC) $(LIB_LIBS) -lm
+fuzz-build: deps-test $(FUZZ_BIN)
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_DIR)/corpus
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
+	    $(FUZZ_OPTS) $(FUZZ_DIR)/corpus tests/fuzz/corpus
+# line coverage of allocator/ and vmm/ from the seed corpus and what fuzzing added
+fuzz-cov: deps-test $(FUZZ_COV_BIN)
+	@mkdir -p $(FUZZ_DIR)/corpus
+	LLVM_PROFILE_FILE=$(FUZZ_DIR)/fuzz.profraw $(FUZZ_COV_BIN) -runs=0 $(FUZZ_DIR)/corpus tests/fuzz/corpus
+	llvm-profdata merge -sparse $(FUZZ_DIR)/fuzz.profraw -o $(FUZZ_DIR)/fuzz.profdata
+	llvm-cov report $(FUZZ_COV_BIN) -instr-profile=$(FUZZ_DIR)/fuzz.profdata allocator vmm
+# The multi-threaded stress (tests/test_xstress.c, xstress/soak) for SOAK_SECONDS under
+# ASan+UBSan, then under TSan: for the long runs CI has no time for.  Its RESULT lines
+# give operations, frames moved, checks and violations.
+SOAK_SECONDS ?= 600
+soak:
+	GFA_XSTRESS_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) asan TEST_ARGS="--filter 'xstress/soak'"
+	GFA_XSTRESS_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) tsan TEST_ARGS="--filter 'xstress/soak'"

@@ -140,17 +140,32 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 }
 
 /*
+ * One move through the owner's migrate op, unless the owner unregistered meanwhile (an
+ * op may unregister its own owner and free its context: its ops are never called
+ * again).  Returns the op's answer, or -ENOENT with *gone set.
+ */
+static int collapse_migrate(struct gfa_pool *pool, const struct owner_ref *ref, uint64_t owner,
+			    uint64_t from, uint64_t to, unsigned int order, bool *gone)
+{
+	if (*gone || !owner_ref_live(pool, ref)) {
+		*gone = true;
+		return -ENOENT;
+	}
+	return owner_migrate(pool, ref->ops, ref->ctx, owner, from, to, order);
+}
+
+/*
  * Undo one move of a failed collapse.  The owner may refuse for a moment (-EAGAIN,
  * -EBUSY: a vCPU is touching the page); it is asked again, a bounded number of times.
  */
-static int collapse_move_back(struct gfa_pool *pool, const struct gfa_owner_ops *ops,
-			      void *ctx, uint64_t owner, uint64_t from, uint64_t to,
-			      unsigned int order)
+static int collapse_move_back(struct gfa_pool *pool, const struct owner_ref *ref,
+			      uint64_t owner, uint64_t from, uint64_t to, unsigned int order,
+			      bool *gone)
 {
 	int err = 0;
 
 	for (int tries = 0; tries < COLLAPSE_BACK_TRIES; tries++) {
-		err = owner_migrate(pool, ops, ctx, owner, from, to, order);
+		err = collapse_migrate(pool, ref, owner, from, to, order, gone);
 		if (err != -EAGAIN && err != -EBUSY)
 			break;
 		sched_yield();
@@ -163,13 +178,14 @@ static int collapse_move_back(struct gfa_pool *pool, const struct gfa_owner_ops 
  * Returns the target, or an error with everything as it was (isolation errors counted).
  */
 static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
-			     const struct gfa_owner_ops *ops, void *ctx, uint64_t owner,
+			     const struct owner_ref *ref, uint64_t owner,
 			     const uint64_t *pfns, const unsigned int *orders,
 			     const unsigned int *offs, unsigned int n)
 {
 	uint64_t taken, watched, gen;
 	int64_t dst;
 	unsigned int i;
+	bool gone = false;
 	int err = collapse_isolate(pool, z, owner, pfns, orders, n);
 
 	if (err) {
@@ -196,19 +212,20 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 			 __atomic_load_n(&pool->frames[pfns[0]].index, __ATOMIC_RELAXED) - offs[0],
 			 __ATOMIC_RELAXED);
 	for (i = 0; i < n; i++) {
-		err = owner_migrate(pool, ops, ctx, owner, pfns[i], (uint64_t)dst + offs[i],
-				    orders[i]);
+		err = collapse_migrate(pool, ref, owner, pfns[i], (uint64_t)dst + offs[i],
+				       orders[i], &gone);
 		if (err)
 			break;
 	}
 	if (err) {
-		/* all or nothing: move the pieces back, the sources were kept isolated */
+		/* all or nothing: move the pieces back, the sources were kept isolated; an
+		 * owner gone meanwhile takes none back (they stay moved, as stuck pieces) */
 		bool stuck[GFA_PAGEBLOCK_FRAMES] = { false }, any = false;
-		uint64_t refused = 1UL << orders[i];
+		uint64_t refused = gone ? 0 : 1UL << orders[i];
 
 		while (i--) {
-			stuck[i] = collapse_move_back(pool, ops, ctx, owner, (uint64_t)dst + offs[i],
-						      pfns[i], orders[i]) != 0;
+			stuck[i] = collapse_move_back(pool, ref, owner, (uint64_t)dst + offs[i],
+						      pfns[i], orders[i], &gone) != 0;
 			any |= stuck[i];
 		}
 		pthread_mutex_lock(&z->lock);
@@ -229,7 +246,8 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 			}
 		}
 		pthread_mutex_unlock(&z->lock);
-		return err;
+		/* an owner that left in its refusing call is told as one that left before */
+		return gone || !owner_ref_live(pool, ref) ? -ENOENT : err;
 	}
 	pthread_mutex_lock(&z->lock);
 	for (i = 0; i < n; i++) {
@@ -238,8 +256,9 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 	}
 	z->c.vm.thp_collapse_alloc++;
 	pthread_mutex_unlock(&z->lock);
-	if (ops->collapsed)
-		ops->collapsed(ctx, owner, (uint64_t)dst);
+	/* (an owner that unregistered in its last move is not told) */
+	if (owner_ref_live(pool, ref) && ref->ops->collapsed)
+		ref->ops->collapsed(ref->ctx, owner, (uint64_t)dst);
 	return dst;
 }
 
@@ -262,7 +281,7 @@ int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
 	z = &pool->zones[zone];
 	/* the sources are isolated: cache frees of this zone must compare-and-swap */
 	pcp_isolate_begin(z);
-	dst = collapse_move(pool, z, ref.ops, ref.ctx, owner, pfns, orders, offs, n);
+	dst = collapse_move(pool, z, &ref, owner, pfns, orders, offs, n);
 	pcp_isolate_end(z);
 	owner_put(pool, &ref);
 	return dst;

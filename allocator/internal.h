@@ -209,6 +209,8 @@ struct gfa_pool {
 	struct gfa_pool *fork_next;     /* pools whose caches fork() holds (pcp_holder.c) */
 	gfa_moved_fn moved_fn;          /* __atomic: told of every block moved away */
 	void *moved_ctx;
+	gfa_released_fn released_fn;    /* __atomic: told of every frame released */
+	void *released_ctx;
 };
 
 /* Error counter slots in pool->err (match the err_* vmstat order). */
@@ -380,6 +382,8 @@ const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, 
  */
 bool owner_get(struct gfa_pool *pool, uint64_t owner, struct owner_ref *r);
 void owner_put(struct gfa_pool *pool, struct owner_ref *r);
+/* Is r's owner still registered with the same ops?  (An op may unregister its owner.) */
+bool owner_ref_live(struct gfa_pool *pool, const struct owner_ref *r);
 /* ops->migrate(), and on success the pool's moved hook on the source it left. */
 int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *ctx,
 		  uint64_t owner, uint64_t src, uint64_t dst, unsigned int order);

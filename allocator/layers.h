@@ -50,6 +50,30 @@ int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, i
 typedef void (*gfa_moved_fn)(void *ctx, uint64_t pfn, unsigned int order);
 int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx);
 
+/*
+ * Be told of every free frame that becomes released (its host memory is gone: it reads
+ * zero), so a layer that keeps marks on frames drops them: fn(ctx, pfn, nr) runs with
+ * the zone lock held, before the frames are on the free lists again (nobody can
+ * allocate them meanwhile), for gfa_zone_release_done with released set,
+ * gfa_zone_populate_failed, and compaction targets given back unwritten.  fn must not
+ * call into the pool.  A backing clears the frames' dirty marks here (gfa_backing_create
+ * sets the hook).  Set or remove it while no frame can be released (no host return, no
+ * compaction).  Returns 0, GFA_EFAULT, GFA_EBUSY (a hook is set already).
+ */
+typedef void (*gfa_released_fn)(void *ctx, uint64_t pfn, uint64_t nr);
+int gfa_pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ctx);
+/*
+ * Call fn(ctx, pfn, nr, released) for the free frames of [pfn, pfn + nr) (one zone; on
+ * the buddy lists or in vCPU caches), in pfn order, as runs that are all released or
+ * all populated, with the zone lock held: fn must not call into the pool.  Frames in
+ * flight to the host, isolated or allocated are no free frames.  For the backing's
+ * figures and check.  Returns 0, GFA_EFAULT, GFA_ERANGE (not inside one zone).  Any
+ * thread (a cached block's state is read as it stands).
+ */
+typedef void (*gfa_free_run_fn)(void *ctx, uint64_t pfn, uint64_t nr, bool released);
+int gfa_zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
+		       void *ctx);
+
 /* ---- errors ---- */
 
 /*

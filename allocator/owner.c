@@ -162,6 +162,17 @@ void owner_put(struct gfa_pool *pool, struct owner_ref *r)
 	pthread_mutex_unlock(&pool->owner_wait_lock);
 }
 
+bool owner_ref_live(struct gfa_pool *pool, const struct owner_ref *r)
+{
+	bool live;
+
+	/* the slot itself stays (a referenced tombstone is never reused) */
+	pthread_rwlock_rdlock(&pool->owner_lock);
+	live = r->slot->ops == r->ops;
+	pthread_rwlock_unlock(&pool->owner_lock);
+	return live;
+}
+
 int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *ctx,
 		  uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
 {
@@ -193,6 +204,25 @@ int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx)
 	}
 	__atomic_store_n(&pool->moved_ctx, ctx, __ATOMIC_RELAXED);
 	__atomic_store_n(&pool->moved_fn, fn, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&pool->owner_wait_lock);
+	return 0;
+}
+
+int gfa_pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ctx)
+{
+	if (!pool)
+		return GFA_EFAULT;
+	if (!fn) {
+		__atomic_store_n(&pool->released_fn, NULL, __ATOMIC_RELEASE);
+		return 0;
+	}
+	pthread_mutex_lock(&pool->owner_wait_lock);     /* one setter at a time, as above */
+	if (__atomic_load_n(&pool->released_fn, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_unlock(&pool->owner_wait_lock);
+		return pool_err(pool, GFA_EBUSY);
+	}
+	__atomic_store_n(&pool->released_ctx, ctx, __ATOMIC_RELAXED);
+	__atomic_store_n(&pool->released_fn, fn, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&pool->owner_wait_lock);
 	return 0;
 }

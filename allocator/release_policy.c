@@ -45,7 +45,65 @@ static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool
 		pfn_pageblock(z, p)->nr_released += set ? 1 : (uint16_t)-1;
 		changed++;
 	}
+	if (set && changed) {
+		/* released frames are clean: whoever marks frames hears of it (zone lock held) */
+		gfa_released_fn fn = __atomic_load_n(&z->pool->released_fn, __ATOMIC_ACQUIRE);
+
+		if (fn)
+			fn(__atomic_load_n(&z->pool->released_ctx, __ATOMIC_RELAXED), pfn, nr);
+	}
 	return changed;
+}
+
+/* fn over the runs of [from, to) in one free block, split where the released bit changes
+ * (a cached block is populated: released bits go when a block leaves the lists) */
+static void free_block_runs(struct gfa_zone *z, uint64_t from, uint64_t to, bool cached,
+			    gfa_free_run_fn fn, void *ctx)
+{
+	/* no released frame in the zone, or in the pageblock: one populated run */
+	if (!z->nr_released || ((from ^ (to - 1)) < GFA_PAGEBLOCK_FRAMES &&
+				!pfn_pageblock(z, from)->nr_released))
+		cached = true;
+	while (from < to) {
+		bool rel = !cached && release_test(z, from);
+		uint64_t p = from + 1;
+
+		while (p < to && !cached && release_test(z, p) == rel)
+			p++;
+		if (cached)
+			p = to;
+		fn(ctx, from, p - from, rel);
+		from = p;
+	}
+}
+
+int gfa_zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
+		       void *ctx)
+{
+	struct gfa_zone *z;
+	uint64_t end, p;
+
+	if (!pool || !fn)
+		return pool_err(pool, GFA_EFAULT);
+	z = pool_pfn_zone(pool, pfn);
+	/* nr against what is left of the zone: pfn + nr may wrap */
+	if (!z || !nr || nr > z->start_pfn + z->nr_frames - pfn)
+		return pool_err(pool, GFA_ERANGE);
+	end = pfn + nr;
+	pthread_mutex_lock(&z->lock);
+	p = frame_find_head(pool, z, pfn);
+	for (p = p == GFA_NIL ? pfn : p; p < end;) {
+		struct gfa_frame *f = &pool->frames[p];
+		unsigned int st = fstate(f);
+		uint64_t next = p + (1UL << f->order);
+
+		if (st == GFA_FRAME_FREE || st == GFA_FRAME_PCP)
+			free_block_runs(z, p > pfn ? p : pfn, next < end ? next : end,
+					st == GFA_FRAME_PCP, fn, ctx);
+		p = st ? next : p + 1;
+	}
+	pthread_mutex_unlock(&z->lock);
+	return 0;
 }
 
 static uint64_t release_count(const struct gfa_zone *z, uint64_t pfn, uint64_t nr)

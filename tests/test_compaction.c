@@ -489,6 +489,90 @@ Test(compaction, stuck_collapse_leaves_blocks_the_owner_can_free, .timeout = 60)
 	free(o->pfn); free(o->rev); free(o->order); free(o);
 }
 
+/* An owner that unregisters itself from its first migrate call and frees its context
+ * (ops included), as allocator.h allows: its ops must never run again. */
+struct co_leaving {
+	struct gfa_owner_ops ops;
+	struct gfa_pool *pool;
+	int answer;             /* what the unregistering call returns */
+};
+static int leaving_calls, leaving_collapsed;
+
+static int leaving_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
+{
+	struct co_leaving *l = ctx;
+	int answer = l->answer;
+
+	(void)s, (void)d, (void)o;
+	leaving_calls++;
+	cr_assert_eq(gfa_owner_register(l->pool, owner, NULL, NULL), 0);
+	free(l);
+	return answer;
+}
+
+static void leaving_note_collapsed(void *ctx, uint64_t owner, uint64_t dst)
+{
+	(void)ctx, (void)owner, (void)dst;
+	leaving_collapsed++;
+}
+
+/* Two order-0 pieces; the op unregisters on the first move and answers `answer`. */
+static void collapse_with_leaving_owner(int answer)
+{
+	struct gfa_pool *p = tu_pool(8 * GFA_PAGEBLOCK_FRAMES);
+	struct co_leaving *l = malloc(sizeof(*l));
+	uint64_t pfns[2], free0;
+	unsigned int orders[2] = { 0, 0 }, offs[2] = { 0, 1 };
+	struct gfa_frame_info fi;
+	int64_t dst;
+
+	cr_assert_not_null(l);
+	*l = (struct co_leaving){ { leaving_migrate, leaving_note_collapsed }, p, answer };
+	leaving_calls = leaving_collapsed = 0;
+	cr_assert_eq(gfa_owner_register(p, 8, &l->ops, l), 0);
+	for (unsigned int i = 0; i < 2; i++) {
+		int64_t a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 8, 0);
+
+		cr_assert_geq(a, 0);
+		pfns[i] = (uint64_t)a;
+	}
+	free0 = tu_free_frames(p);
+	dst = gfa_collapse(p, 0, 8, pfns, orders, offs, 2);
+	cr_assert_eq(dst, -ENOENT, "collapse with an owner gone: %ld", (long)dst);
+	cr_assert_eq(leaving_calls, 1, "ops called %d times, after the owner left",
+		     leaving_calls);
+	cr_assert_eq(leaving_collapsed, 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(tu_free_frames(p), free0, "the owner holds as many frames as before");
+	/* the piece never asked stays where it was, the owner's */
+	cr_assert_eq(gfa_frame_lookup(p, pfns[1], &fi), 0);
+	cr_assert_eq(fi.state, GFA_FRAME_ALLOCATED);
+	cr_assert_eq(fi.owner, 8);
+	cr_assert_eq(fi.head_pfn, pfns[1]);
+	if (!answer) {
+		/* the moved one is a block of its own where the op put it; its source is free */
+		cr_assert_eq(gfa_frame_lookup(p, pfns[0], &fi), 0);
+		cr_assert_neq(fi.state, GFA_FRAME_ALLOCATED, "the moved piece's old block");
+	} else {
+		cr_assert_eq(gfa_frame_lookup(p, pfns[0], &fi), 0);
+		cr_assert_eq(fi.state, GFA_FRAME_ALLOCATED, "a refused piece stays");
+		cr_assert_eq(fi.owner, 8);
+	}
+	cr_assert_eq(gfa_owner_register(p, 8, NULL, NULL), -ENOENT, "unregistered once");
+	gfa_pool_destroy(p);
+}
+
+/* ASan: a heap use-after-free in collapse_move without the liveness check. */
+Test(compaction, collapse_stops_when_an_op_unregisters_its_owner, .timeout = 60)
+{
+	collapse_with_leaving_owner(0);
+}
+
+Test(compaction, collapse_refused_by_an_owner_that_left_moves_nothing_back, .timeout = 60)
+{
+	collapse_with_leaving_owner(-EAGAIN);
+}
+
 struct reclaimer {
 	struct gfa_pool *pool;
 	bool done;

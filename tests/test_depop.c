@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <time.h>
 #include "tests/test_util.h"
+#include <gfa/vmm.h>
 #include "allocator/layers.h"
 
 #define PB GFA_PAGEBLOCK_FRAMES
@@ -600,5 +601,127 @@ Test(depop, populate_isolate_leaves_claimed_frames_on_the_lists)
 	for (int i = 0; i < n; i++)
 		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
 	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+/* ---- the backing's marks: a released frame is clean ---- */
+
+static struct gfa_backing *depop_backing(struct gfa_pool *p)
+{
+	struct gfa_backing *b = gfa_backing_create(p, NULL);
+
+	cr_assert_not_null(b, "backing: %s", strerror(errno));
+	return b;
+}
+
+/* Release every free frame of zone 0 (the policy keeps nothing). */
+static uint64_t release_zone(struct gfa_pool *p)
+{
+	struct gfa_frame_range r[64];
+	uint64_t frames = 0;
+	int n = gfa_zone_release_take(p, 0, r, 64, UINT64_MAX);
+
+	cr_assert_geq(n, 1);
+	for (int i = 0; i < n; i++)
+		frames += r[i].nr;
+	done_all(p, r, n, true);
+	return frames;
+}
+
+static void assert_backing_adds_up(struct gfa_backing *b, struct gfa_pool *p,
+				   struct gfa_backing_zone_stat *bs)
+{
+	struct gfa_zone_stat st = zst(p);
+	char msg[256];
+	int err;
+
+	cr_assert_eq(gfa_backing_zone_stat(b, 0, bs), 0);
+	cr_assert_eq(bs->free_clean + bs->free_dirty + bs->free_released, st.nr_free,
+		     "clean %lu + dirty %lu + released %lu != free %lu",
+		     (unsigned long)bs->free_clean, (unsigned long)bs->free_dirty,
+		     (unsigned long)bs->free_released, (unsigned long)st.nr_free);
+	err = gfa_backing_check(b, msg, sizeof(msg));
+	cr_assert_eq(err, 0, "gfa_backing_check: %d %s", err, msg);
+}
+
+/* Dirty frames released through the take/done calls are clean: counted once. */
+Test(depop, released_dirty_frames_count_as_released_only)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_backing *b = depop_backing(p);
+	struct gfa_backing_zone_stat bs;
+	int64_t pfn = gfa_backing_alloc(b, NULL, 0, 9, GFA_MT_MOVABLE, 3, 0);
+
+	cr_assert_geq(pfn, 0);
+	cr_assert_eq(gfa_backing_free(b, NULL, (uint64_t)pfn, 9, 3), 0);
+	assert_backing_adds_up(b, p, &bs);
+	cr_assert_eq(bs.free_dirty, 512);
+	cr_assert_eq(release_zone(p), 4 * PB);
+	assert_backing_adds_up(b, p, &bs);
+	cr_assert_eq(bs.free_released, 4 * PB);
+	cr_assert_eq(bs.free_dirty, 0, "released frames are clean, %lu dirty",
+		     (unsigned long)bs.free_dirty);
+	cr_assert_eq(gfa_backing_nr_dirty(b), 0);
+	/* nothing to zero on hand-out */
+	pfn = gfa_backing_alloc(b, NULL, 0, 9, GFA_MT_MOVABLE, 3, 0);
+	cr_assert_geq(pfn, 0);
+	cr_assert_eq(gfa_backing_prepare(b, (uint64_t)pfn, 9), 0, "a needless zeroing");
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(p);
+}
+
+/* Marks on released free frames (a stray mark, a double free through the backing) do
+ * not stick. */
+Test(depop, released_frames_take_no_dirty_marks)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_backing *b = depop_backing(p);
+	struct gfa_backing_zone_stat bs;
+	int64_t pfn = gfa_backing_alloc(b, NULL, 0, 9, GFA_MT_MOVABLE, 3, 0);
+
+	cr_assert_geq(pfn, 0);
+	cr_assert_eq(gfa_backing_free(b, NULL, (uint64_t)pfn, 9, 3), 0);
+	release_zone(p);
+	gfa_backing_mark_dirty(b, 0, 10);
+	gfa_backing_mark_dirty(b, 3 * PB + 5, 0);
+	cr_assert_eq(gfa_backing_free(b, NULL, (uint64_t)pfn, 9, 3), GFA_EDOUBLEFREE);
+	assert_backing_adds_up(b, p, &bs);
+	cr_assert_eq(bs.free_released, 4 * PB);
+	cr_assert_eq(bs.free_dirty, 0);
+	cr_assert_eq(gfa_backing_nr_dirty(b), 0);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(p);
+}
+
+/* The check sees a released frame marked dirty: here the pool's hook is taken away. */
+Test(depop, backing_check_catches_a_released_dirty_frame)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_backing *b = depop_backing(p);
+	int64_t pfn = gfa_backing_alloc(b, NULL, 0, 0, GFA_MT_MOVABLE, 3, 0);
+	char msg[256] = "";
+
+	cr_assert_geq(pfn, 0);
+	cr_assert_eq(gfa_backing_free(b, NULL, (uint64_t)pfn, 0, 3), 0);
+	cr_assert_eq(gfa_pool_set_released_fn(p, NULL, NULL), 0);
+	release_zone(p);
+	cr_assert_eq(gfa_backing_check(b, msg, sizeof(msg)), -EUCLEAN);
+	cr_assert_not_null(strstr(msg, "released frames marked dirty"), "%s", msg);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(p);
+}
+
+/* Bad input to the backing is counted as the allocator's is. */
+Test(depop, backing_prepare_of_a_bad_block_is_counted)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_backing *b = depop_backing(p);
+	struct gfa_vmstat vs;
+
+	cr_assert_eq(gfa_backing_prepare(b, 0, GFA_MAX_ORDER + 1), GFA_EFAULT);
+	cr_assert_eq(gfa_backing_prepare(b, 4 * PB, 0), GFA_EFAULT);
+	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
+	cr_assert_eq(vs.err_fault, 2, "err_fault %lu", (unsigned long)vs.err_fault);
+	gfa_backing_destroy(b);
 	gfa_pool_destroy(p);
 }

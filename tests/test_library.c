@@ -57,6 +57,7 @@ Test(library, exports_the_public_api_only_under_its_version_node)
 {
 	static const char *const private_calls[] = {
 		"gfa_zone_set_backing", "gfa_pool_set_moved_fn", "gfa_pool_count_error",
+		"gfa_pool_set_released_fn", "gfa_zone_free_runs",
 		"gfa_zone_release_take", "gfa_zone_populate_take", "gfa_zone_release_done",
 		"gfa_capc", "gfa_kvm_vm_create", "gfa_vm_create", "gfa_domain_from_xml_file",
 		"gfa_smaps_pmd_bytes", "gfa_memfd_allocated_bytes"};

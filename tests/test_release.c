@@ -623,6 +623,41 @@ Test(release, fault_all_attempts)
 	cr_assert_eq(s.bytes_released, 0);
 }
 
+/*
+ * A range over the cap is two punches; the first succeeds, every attempt at the second
+ * fails: the range is reported failed and bytes_released counts none of it (the caller
+ * treats all its frames as populated).
+ */
+Test(release, failed_range_counts_no_bytes_released)
+{
+	struct gfa_release_config cfg = {
+		.max_punch_bytes = 4 * MiB, .force_sync = true,
+		.fault_sync = { .nth = 2, .count = 10, .err = EIO },
+	};
+	struct rel_file f;
+	struct rel_log log;
+	struct gfa_release_engine *e;
+	struct gfa_release_stats s;
+
+	rel_file_open(&f, 16 * MiB, true);
+	rel_fill(&f);
+	rel_log_init(&log, f.size);
+	e = rel_engine(&f, &cfg);
+	cr_assert_eq(gfa_release_submit(e, 0, 8 * MiB, rel_done, &log), 0);
+	cr_assert_eq(gfa_release_flush(e, 10000), 0);
+	s = rel_stats(e);
+	cr_assert_eq(s.punches, 2);
+	cr_assert_eq(log.calls, 1);
+	cr_assert_eq(log.last_result, -EIO);
+	cr_assert_eq(s.ranges_failed, 1);
+	cr_assert(rel_zero(&f, 0, 4 * MiB), "the first punch did release its part");
+	cr_assert_eq(s.bytes_released, 0, "bytes_released %lu for a failed range",
+		     (unsigned long)s.bytes_released);
+	gfa_release_destroy(e);
+	rel_log_fini(&log);
+	rel_file_close(&f);
+}
+
 /* fallocate unsupported: the retry punches through the mapping (MADV_REMOVE). */
 Test(release, fault_eopnotsupp_uses_madvise)
 {

@@ -75,6 +75,7 @@ struct xs {
 	bool want_quiet;
 	int parked, nr_workers;
 	uint64_t checks, hr_restarts;
+	_Atomic uint64_t live_checks;   /* gfa_pool_check calls while everything runs */
 	pthread_mutex_t hr_lock;        /* the test's: s->hr against a restart */
 };
 
@@ -687,6 +688,7 @@ static void *xs_observe_main(void *arg)
 		err = gfa_pool_check(s->pool, msg, sizeof(msg));
 		if (err)
 			xs_fail(s, "concurrent gfa_pool_check: %d %s", err, msg);
+		atomic_fetch_add(&s->live_checks, 1);
 		for (unsigned int z = 0; z < XS_ZONES; z++) {
 			gfa_zone_stat(s->pool, z, &zs);
 			if (zs.nr_free > zs.nr_frames)
@@ -812,7 +814,27 @@ static void xs_quiet_checks(struct xs *s, struct xs_gthread *gt, struct xs_pthre
 	s->checks++;
 }
 
+static void xs_run(double secs);
+
 Test(xstress, everything_at_once, .timeout = 600)
+{
+	const char *env = getenv("GFA_XSTRESS_SECS");
+
+	/* (the suite's budget: 20 s here, 15 s under each sanitizer; longer by hand) */
+	xs_run(env ? atof(env) : tu_sanitizer() ? 15 : 20);
+}
+
+/* The same for as long as GFA_XSTRESS_SOAK_SECS says (make soak); skipped without it. */
+Test(xstress, soak, .timeout = 7 * 86400)
+{
+	const char *env = getenv("GFA_XSTRESS_SOAK_SECS");
+
+	if (!env)
+		cr_skip_test("GFA_XSTRESS_SOAK_SECS not set (make soak SOAK_SECONDS=N)");
+	xs_run(atof(env));
+}
+
+static void xs_run(double secs)
 {
 	static struct xs s;
 	static struct xs_gthread gt[XS_GUESTS];
@@ -827,9 +849,7 @@ Test(xstress, everything_at_once, .timeout = 600)
 	struct gfa_compact_config cc = { .proactiveness = 90 };
 	pthread_t th[XS_GUESTS + XS_PCPW + 3];
 	static struct xs_gthread vt;
-	const char *env = getenv("GFA_XSTRESS_SECS");
-	/* (the suite's budget: 20 s here, 15 s under each sanitizer; longer by hand) */
-	double secs = env ? atof(env) : tu_sanitizer() ? 15 : 20, t0, next_quiet;
+	double t0, next_quiet;
 	const char *senv = getenv("GFA_XSTRESS_SEED");
 	/* a fixed seed by default, so a failure can be run again; the threads still race */
 	uint64_t seed = senv ? strtoull(senv, NULL, 0) : 0x5eed13;
@@ -901,7 +921,14 @@ Test(xstress, everything_at_once, .timeout = 600)
 		gfa_compactd_stop(s.pool);
 		xs_quiet_checks(&s, gt, pt);
 		if (s.checks % 2 == 0) {    /* and a new host-return thread */
+			char msg[256];
+			int err;
+
 			gfa_host_return_stop(s.hr);
+			/* nothing moves now: the backing's marks and counts add up too */
+			err = gfa_backing_check(s.b, msg, sizeof(msg));
+			if (err)
+				xs_fail(&s, "quiet gfa_backing_check: %d %s", err, msg);
 			s.hr = gfa_host_return_start(s.pool, s.b, &hc);
 			cr_assert_not_null(s.hr);
 		}
@@ -925,8 +952,20 @@ Test(xstress, everything_at_once, .timeout = 600)
 		struct gfa_host_return_stat hs;
 		struct gfa_vmstat vs;
 
+		uint64_t ops = vt.creates + vt.verifies;
+
 		gfa_host_return_stat(s.hr, &hs);
 		gfa_pool_vmstat(s.pool, &vs);
+		for (int i = 0; i < XS_GUESTS; i++)
+			ops += gt[i].creates + gt[i].inflates + gt[i].deflates + gt[i].verifies;
+		for (int i = 0; i < XS_PCPW; i++)
+			ops += pt[i].allocs + pt[i].frees;
+		/* the soak's figures (BENCHMARKS.md): operations, frames moved, checks */
+		fprintf(stderr, "RESULT xstress secs=%.0f ops=%lu moved_frames=%lu cache_moves=%lu "
+			"quiet_checks=%lu live_checks=%lu violations=%d\n", secs, (unsigned long)ops,
+			(unsigned long)vs.pgmigrate_success,
+			(unsigned long)(pt[0].moves + pt[1].moves), (unsigned long)s.checks,
+			(unsigned long)atomic_load(&s.live_checks), atomic_load(&s.failed));
 		fprintf(stderr, "xstress: hr passes %lu released %lu MiB scrubbed %lu MiB populated %lu MiB "
 			"pcp drained %lu; migrate ok %lu fail %lu; stall %lu success %lu daemon %lu; "
 			"release_done %lu failed %lu; err_busy %lu err_thread %lu; hr restarts %lu\n",

@@ -105,6 +105,9 @@ result_tables() {
 	}' "$1"
 }
 
+# the hand-run section (make soak, make fuzz: too long for make bench) is carried over
+kept=$(sed -n '/^## Soak and fuzz/,$p' "$out" 2>/dev/null || true)
+
 {
 	echo "# Benchmarks"
 	echo
@@ -166,6 +169,7 @@ result_tables() {
 		echo
 		echo "</details>"
 	done
+	[ -z "$kept" ] || printf '\n%s\n' "$kept"
 } >"$tmp/BENCHMARKS.md"
 
 mv "$tmp/BENCHMARKS.md" "$out" || die "cannot write $out"

@@ -43,7 +43,10 @@ struct gfa_backing {
 	bool no_zero_on_stop;           /* cfg->no_zero_on_stop */
 	pthread_mutex_t zw_lock;        /* starting the zeroer */
 	struct zero_worker *_Atomic zw; /* the background zeroer, once a guest stopped */
+	bool released_fn_set;           /* and backing_released() its released hook */
 };
+
+static uint64_t dirty_update(struct gfa_backing *b, uint64_t pfn, uint64_t n, bool set);
 
 /* mmap the memfd at a 2 MiB aligned address so every order-9 block can be a PMD. */
 static void *map_aligned(int fd, size_t len, void **reserve, size_t *reserve_len)
@@ -64,11 +67,23 @@ static void *map_aligned(int fd, size_t len, void **reserve, size_t *reserve_len
 	return a;
 }
 
-/* The pool's moved hook: a move's source (or failed target) holds the owner's data. */
+/* The pool's moved hook: a move's source (or failed target) holds the owner's data.
+ * Both are isolated, never released: no released frame to leave alone. */
 static void backing_moved(void *ctx, uint64_t pfn, unsigned int order)
 {
-	report_moved_wait(ctx, pfn, order);    /* a report's punch lands before the free */
-	gfa_backing_mark_dirty(ctx, pfn, order);
+	struct gfa_backing *b = ctx;
+
+	report_moved_wait(b, pfn, order);      /* a report's punch lands before the free */
+	atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, true));
+}
+
+/* The pool's released hook (zone lock held): the host gives zeros back, so a released
+ * frame is clean by definition. */
+static void backing_released(void *ctx, uint64_t pfn, uint64_t nr)
+{
+	struct gfa_backing *b = ctx;
+
+	atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, nr, false));
 }
 
 static int populate(void *base, size_t len)
@@ -147,6 +162,10 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 		err = gfa_pool_set_moved_fn(pool, backing_moved, b);
 	if (!err)
 		b->moved_fn_set = true;
+	if (!err)
+		err = gfa_pool_set_released_fn(pool, backing_released, b);
+	if (!err)
+		b->released_fn_set = true;
 	if (err) {
 		gfa_backing_destroy(b);
 		errno = -err;
@@ -162,6 +181,8 @@ void gfa_backing_destroy(struct gfa_backing *b)
 	zero_worker_stop(atomic_load(&b->zw));   /* before the mappings it zeroes go */
 	if (b->moved_fn_set)
 		gfa_pool_set_moved_fn(b->pool, NULL, NULL);
+	if (b->released_fn_set)
+		gfa_pool_set_released_fn(b->pool, NULL, NULL);
 	for (unsigned int z = 0; z < b->nr_zones; z++) {
 		if (b->base[z])
 			gfa_zone_set_backing(b->pool, z, NULL, -1);
@@ -224,11 +245,29 @@ static bool backing_range_ok(const struct gfa_backing *b, uint64_t pfn, unsigned
 	return order <= GFA_MAX_ORDER && backing_frames_ok(b, pfn, 1UL << order);
 }
 
+/* gfa_zone_free_runs: the marks of released frames go again */
+static void unmark_released(void *ctx, uint64_t pfn, uint64_t nr, bool released)
+{
+	if (released)
+		backing_released(ctx, pfn, nr);
+}
+
+/*
+ * Mark a block dirty, but for its released free frames: their host memory is gone (they
+ * read zero).  Marked first, then looked at under the zone lock: a release finishing
+ * meanwhile clears the marks itself (backing_released), so no order leaves one behind.
+ */
+static void mark_dirty_unreleased(struct gfa_backing *b, uint64_t pfn, unsigned int order)
+{
+	atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, true));
+	gfa_zone_free_runs(b->pool, pfn, 1UL << order, unmark_released, b);
+}
+
 void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
 	if (!b || !backing_range_ok(b, pfn, order))
 		return;
-	atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, true));
+	mark_dirty_unreleased(b, pfn, order);
 }
 
 void gfa_backing_mark_clean(struct gfa_backing *b, uint64_t pfn, unsigned int order)
@@ -287,8 +326,10 @@ int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int or
 {
 	uint64_t zeroed;
 
-	if (!b || !backing_range_ok(b, pfn, order))
+	if (!b)
 		return GFA_EFAULT;
+	if (!backing_range_ok(b, pfn, order))
+		return gfa_pool_count_error(b->pool, GFA_EFAULT);
 	zeroed = zero_dirty_range(b, pfn, 1UL << order);
 	atomic_fetch_sub(&b->nr_dirty, zeroed);
 	return (int64_t)zeroed;
@@ -497,62 +538,135 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 	 * move in flight frees its source, which holds the data), and a mark costs at
 	 * most one zeroing more, where a cleared one would hand the data out.
 	 */
-	if (backing_range_ok(b, pfn, order))
+	int ret;
+	bool ok = backing_range_ok(b, pfn, order);
+
+	if (ok)
 		atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, true));
-	return pcp ? gfa_pcp_free(pcp, pfn, order, owner) : gfa_free(b->pool, pfn, order, owner);
+	ret = pcp ? gfa_pcp_free(pcp, pfn, order, owner) : gfa_free(b->pool, pfn, order, owner);
+	/* refused: the pfn may be a free block's (a double free), released frames and all */
+	if (ret && ok)
+		gfa_zone_free_runs(b->pool, pfn, 1UL << order, unmark_released, b);
+	return ret;
 }
 
-struct dirty_walk {
-	const struct gfa_backing *b;
-	uint64_t start, end, dirty;
-};
-
+/* Dirty marks in [pfn, pfn + n), a word at a time. */
 static uint64_t dirty_bits(const struct gfa_backing *b, uint64_t pfn, uint64_t n)
 {
 	uint64_t d = 0;
 
-	for (uint64_t p = pfn; p < pfn + n; p++)
-		d += (atomic_load(&((struct gfa_backing *)b)->dirty[p / 64]) >> (p % 64)) & 1;
+	while (n) {
+		uint64_t bit = pfn & 63, take = 64 - bit < n ? 64 - bit : n;
+		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
+
+		d += (uint64_t)__builtin_popcountll(
+			atomic_load(&((struct gfa_backing *)b)->dirty[pfn / 64]) & mask);
+		pfn += take;
+		n -= take;
+	}
 	return d;
 }
 
-/* Dirty frames of allocated blocks: an owner's block keeps its bits until freed. */
-static int dirty_of_allocated(void *arg, uint64_t pfn, unsigned int order,
-			      enum gfa_migratetype mt, uint64_t owner)
-{
-	struct dirty_walk *w = arg;
+/* The free frames of a zone by what they hold, in one pass under the zone lock. */
+struct free_walk {
+	const struct gfa_backing *b;
+	uint64_t free, released, dirty;
+	uint64_t released_dirty, first_bad;     /* broken: a released frame marked dirty */
+};
 
-	(void)mt;
-	(void)owner;
-	if (pfn >= w->start && pfn < w->end)
-		w->dirty += dirty_bits(w->b, pfn, 1UL << order);
-	return 0;
+static void free_walk_run(void *ctx, uint64_t pfn, uint64_t nr, bool released)
+{
+	struct free_walk *w = ctx;
+	uint64_t d = dirty_bits(w->b, pfn, nr);
+
+	w->free += nr;
+	if (!released) {
+		w->dirty += d;
+		return;
+	}
+	w->released += nr;
+	for (uint64_t p = pfn; d && !w->released_dirty && p < pfn + nr; p++)
+		if (dirty_bits(w->b, p, 1)) {
+			w->first_bad = p;
+			break;
+		}
+	w->released_dirty += d;
+}
+
+static int free_walk_zone(struct gfa_backing *b, unsigned int zone, struct free_walk *w)
+{
+	uint64_t start, n;
+	int err = gfa_zone_span(b->pool, zone, &start, &n);
+
+	*w = (struct free_walk){ .b = b };
+	return err ? err : gfa_zone_free_runs(b->pool, start, n, free_walk_run, w);
 }
 
 int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st)
 {
-	struct gfa_zone_stat zs;
-	struct dirty_walk w = { b, 0, 0, 0 };
-	uint64_t start, n, dirty;
+	struct free_walk w;
 	int err;
 
 	if (!b || !st)
 		return GFA_EFAULT;
-	err = gfa_zone_stat(b->pool, zone, &zs);
+	if (zone >= b->nr_zones)
+		return gfa_pool_count_error(b->pool, GFA_ERANGE);
+	err = free_walk_zone(b, zone, &w);
 	if (err)
 		return err;
-	gfa_zone_span(b->pool, zone, &start, &n);
-	dirty = dirty_bits(b, start, n);
-	/* free dirty = all dirty bits but those of allocated blocks (a snapshot) */
-	w.start = start;
-	w.end = start + n;
-	gfa_pool_for_each_allocated(b->pool, dirty_of_allocated, &w);
-	dirty = dirty > w.dirty ? dirty - w.dirty : 0;
-	memset(st, 0, sizeof(*st));
-	st->free_released = zs.nr_released;
-	st->free_dirty = dirty < zs.nr_free ? dirty : zs.nr_free;
-	st->free_clean = zs.nr_free - zs.nr_released > st->free_dirty
-			 ? zs.nr_free - zs.nr_released - st->free_dirty : 0;
+	/* released frames are clean, whatever a (broken) mark says: counted once */
+	memset(st, 0, sizeof(*st));     /* the reserved words too */
+	st->free_released = w.released;
+	st->free_dirty = w.dirty;
+	st->free_clean = w.free - w.released - w.dirty;
+	return 0;
+}
+
+int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen)
+{
+	uint64_t bits = 0;
+	char dummy[1];
+	int err;
+
+	if (!b)
+		return GFA_EFAULT;
+	if (!msg || !msglen) {
+		msg = dummy;
+		msglen = sizeof(dummy);
+	}
+	err = gfa_pool_check(b->pool, msg, msglen);
+	if (err)
+		return err;
+	for (unsigned int z = 0; z < b->nr_zones; z++) {
+		struct gfa_zone_stat zs;
+		struct free_walk w;
+
+		err = free_walk_zone(b, z, &w);
+		if (!err)
+			err = gfa_zone_stat(b->pool, z, &zs);
+		if (err)
+			return err;
+		if (w.released_dirty) {
+			snprintf(msg, msglen, "zone %u: %lu released frames marked dirty (first pfn "
+				 "%lu): clean + dirty + released would count them twice", z,
+				 (unsigned long)w.released_dirty, (unsigned long)w.first_bad);
+			return -EUCLEAN;
+		}
+		if (w.free != zs.nr_free || w.released != zs.nr_released) {
+			snprintf(msg, msglen, "zone %u: free frames %lu (released %lu) by their "
+				 "states, %lu (%lu) by the zone's counters", z,
+				 (unsigned long)w.free, (unsigned long)w.released,
+				 (unsigned long)zs.nr_free, (unsigned long)zs.nr_released);
+			return -EUCLEAN;
+		}
+	}
+	for (uint64_t i = 0; i < (b->nr_pfns + 63) / 64; i++)
+		bits += (uint64_t)__builtin_popcountll(atomic_load(&b->dirty[i]));
+	if (bits != atomic_load(&b->nr_dirty)) {
+		snprintf(msg, msglen, "%lu frames marked dirty, nr_dirty says %lu",
+			 (unsigned long)bits, (unsigned long)atomic_load(&b->nr_dirty));
+		return -EUCLEAN;
+	}
 	return 0;
 }
 

@@ -66,8 +66,8 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 	struct gfa_host_return *hr = r->hr;
 
 	(void)offset;
+	/* (released frames lose their dirty marks in the pool's released hook) */
 	if (!result) {
-		gfa_backing_mark_clean_range(hr->b, r->pfn, r->nr);   /* zero from now on */
 		atomic_store(&hr->released[r->zone], true);
 	} else {
 		atomic_store(&hr->failed[r->zone], true);

@@ -152,8 +152,11 @@ static void range_complete(struct gfa_release_engine *e, struct rel_range *r)
 {
 	r->done(r->cookie, r->off, r->len, r->err);
 	STAT_ADD(e, ranges_done, 1);
+	/* a range reported failed counts none of its bytes, punched pieces included */
 	if (r->err)
 		STAT_ADD(e, ranges_failed, 1);
+	else
+		STAT_ADD(e, bytes_released, r->len);
 	STAT_SUB(e, inflight_ranges, 1);
 	STAT_SUB(e, inflight_bytes, r->len);
 	free(r);
@@ -163,8 +166,6 @@ static void punch_finish(struct gfa_release_engine *e, struct punch *p, int res)
 {
 	uint32_t i;
 
-	if (!res)
-		STAT_ADD(e, bytes_released, p->len);
 	for (i = p->first; i <= p->last; i++) {
 		struct rel_range *r = e->ranges[i];
 

@@ -887,13 +887,18 @@ int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int
  * the new one are freed, and the claim gets the new block's frames back.  Frames of the
  * new block no piece covers keep what they held, possibly another owner's data: an owner
  * covers the whole 2 MiB (as the guest does) or zeroes those frames itself.
+ * An op that unregisters its owner (gfa_owner_register() with NULL ops) ends the
+ * collapse: no op of that owner is called again, the pieces moved so far stay moved as
+ * a piece the owner will not take back does, the others stay where they were, and the
+ * result is -ENOENT (the new block's pfn, without the collapsed call, when that op
+ * moved the last piece).
  *
  * Return: the new block's pfn, or GFA_EFAULT, GFA_ERANGE (zone, or a block outside it),
  * GFA_EINVAL (@n 0 or above 512, offsets that overlap or leave the block, the same pfn
  * twice), GFA_EALIGN (an offset or a pfn misaligned for its piece's order), GFA_EORDER (a
  * piece of order >= 9), GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER (a block is not the
  * owner's MOVABLE block of that order), GFA_EBUSY (being moved), -ENOENT (owner not
- * registered), GFA_ENOMEM, or the owner's refusal (-EBUSY/-EAGAIN).
+ * registered, or unregistered by one of its ops as above), GFA_ENOMEM, or the owner's refusal (-EBUSY/-EAGAIN).
  * Context: any thread.
  */
 int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,

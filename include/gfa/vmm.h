@@ -85,7 +85,10 @@ void *gfa_backing_zone_base(const struct gfa_backing *b, unsigned int zone);
  *
  * A frame freed through the backing (a guest's) or left behind by a move (compaction,
  * collapse: any owner, through the pool's moved hook) is dirty until zeroed or released
- * to the host.  A NULL @b or a block not inside one zone is ignored.
+ * to the host.  A released frame is clean by definition (the host gives zeros back):
+ * releasing a frame drops its mark, and this call leaves released free frames unmarked
+ * (it takes the zone lock to tell them).  A NULL @b or a block not inside one zone is
+ * ignored.
  * Context: any thread (the bitmap is updated atomically).
  */
 void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order);
@@ -217,7 +220,9 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 		     unsigned int order, uint64_t owner);
 
 /* Free frames of a zone by what they hold (buddy lists; cached frames count as dirty
- * or clean as they are). */
+ * or clean as they are): each free frame in one of the three, so they add up to the
+ * zone's free frames (in flight to the host: none of them).  One pass under the zone
+ * lock.  0, GFA_EFAULT, GFA_ERANGE. */
 struct gfa_backing_zone_stat {
 	uint64_t free_clean;            /* populated and known to be zero */
 	uint64_t free_dirty;            /* populated, an old owner's data (zeroed on hand-out) */
@@ -232,6 +237,15 @@ struct gfa_backing_zone_stat {
  * Context: any thread (a snapshot).
  */
 int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st);
+/*
+ * gfa_pool_check, then the backing's own invariants: no released frame marked dirty,
+ * each zone's free and released frames by their states equal to gfa_zone_stat's, and
+ * the dirty count equal to the marks.  Returns 0, GFA_EFAULT, gfa_pool_check's errors,
+ * or -EUCLEAN with the first violation in words in msg (if non-NULL).  Thread rules: at
+ * a quiet point (no other thread allocating, freeing, releasing or moving frames): the
+ * totals compare two snapshots.
+ */
+int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen);
 
 /* What the host does with huge pages, read from sysfs, never assumed. */
 struct gfa_thp_report {
@@ -342,7 +356,9 @@ struct gfa_release_stats {
 	uint64_t ranges_failed;		/* ... of which with result < 0 */
 	uint64_t ranges_coalesced;	/* ranges merged into a neighbour's span */
 	uint64_t bytes_submitted;
-	uint64_t bytes_released;	/* bytes whose punch succeeded */
+	uint64_t bytes_released;	/* bytes of ranges reported released (a range
+					 * reported failed counts none, even where one
+					 * of its punches succeeded) */
 	uint64_t punches;		/* punch operations planned (first attempts) */
 	uint64_t ring_ops;		/* operations submitted to the io_uring */
 	uint64_t sync_ops;		/* synchronous fallocate/madvise calls */
