@@ -12,40 +12,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "vmm/guest_internal.h"
-
-static int cmp_range(const void *a, const void *b)
-{
-	const struct gfa_gpa_range *x = a, *y = b;
-
-	return x->gpa < y->gpa ? -1 : x->gpa > y->gpa;
-}
+#include "vmm/gpa_ranges.h"
 
 /* Shape checks shared by inflate and deflate: aligned, inside, pairwise disjoint. */
 static int check_shape(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
 {
-	struct gfa_gpa_range *s;
-	int err = 0;
-
 	if (!g || (!r && n))
 		return -EFAULT;
-	if (!n)
-		return 0;
-	for (unsigned int i = 0; i < n; i++) {
-		if (!r[i].len || (r[i].gpa | r[i].len) & (GFA_FRAME_SIZE - 1))
-			return -EINVAL;
-		if (r[i].gpa >= g->size || r[i].len > g->size - r[i].gpa)
-			return -ERANGE;
-	}
-	s = malloc(n * sizeof(*s) + 1);
-	if (!s)
-		return -ENOMEM;
-	memcpy(s, r, n * sizeof(*s));
-	qsort(s, n, sizeof(*s), cmp_range);
-	for (unsigned int i = 1; i < n && !err; i++)
-		if (s[i - 1].gpa + s[i - 1].len > s[i].gpa)
-			err = -ENOTUNIQ;
-	free(s);
-	return err;
+	return n ? gpa_ranges_check(r, n, g->size) : 0;
 }
 
 /* Every frame of every range backed (want_backed) or ballooned out (!want_backed)? */
@@ -196,7 +170,7 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	/* virtio-balloon hands over pages: merge adjacent ones into runs (one split and one
 	 * remap per run, not per page) */
 	memcpy(m, r, n * sizeof(*m));
-	qsort(m, n, sizeof(*m), cmp_range);
+	qsort(m, n, sizeof(*m), gpa_range_cmp);
 	for (unsigned int i = 0; i < n; i++) {
 		if (k && m[k - 1].gpa + m[k - 1].len == m[i].gpa)
 			m[k - 1].len += m[i].len;

@@ -24,6 +24,7 @@
 #include <gfa/vmm.h>
 #include "vmm/backing_internal.h"
 #include "vmm/report_internal.h"
+#include "vmm/gpa_ranges.h"
 
 /* One punch: frames contiguous in the guest and in one zone's memfd. */
 struct report_run {
@@ -170,38 +171,12 @@ static void run_done(void *cookie, uint64_t offset, uint64_t len, int result)
 	run_finish(cookie, result, false);
 }
 
-static int cmp_gpa(const void *a, const void *b)
-{
-	const struct gfa_gpa_range *x = a, *y = b;
-
-	return x->gpa < y->gpa ? -1 : x->gpa > y->gpa;
-}
-
 /* Aligned, inside the guest, pairwise disjoint; the error counted. */
 static int report_check(struct gfa_free_report *rep, const struct gfa_gpa_range *r,
 			unsigned int n)
 {
-	uint64_t size = gfa_guest_size(rep->g);
-	struct gfa_gpa_range *s;
-	int err = 0;
+	int err = gpa_ranges_check(r, n, gfa_guest_size(rep->g));
 
-	for (unsigned int i = 0; i < n && !err; i++) {
-		if (!r[i].len || (r[i].gpa | r[i].len) & (GFA_FRAME_SIZE - 1))
-			err = -EINVAL;
-		else if (r[i].gpa >= size || r[i].len > size - r[i].gpa)
-			err = -ERANGE;
-	}
-	if (!err) {
-		s = malloc(n * sizeof(*s));
-		if (!s)
-			return -ENOMEM;
-		memcpy(s, r, n * sizeof(*s));
-		qsort(s, n, sizeof(*s), cmp_gpa);
-		for (unsigned int i = 1; i < n && !err; i++)
-			if (s[i - 1].gpa + s[i - 1].len > s[i].gpa)
-				err = -ENOTUNIQ;
-		free(s);
-	}
 	pthread_mutex_lock(&reg.lock);
 	if (err == -EINVAL)
 		rep->st.err_invalid++;
