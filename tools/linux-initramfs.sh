@@ -110,6 +110,7 @@ for d in /sys/bus/pci/devices/* /sys/bus/virtio/devices/*; do
 	[ -e "$d/driver" ] && drv=$(basename "$(readlink "$d/driver")")
 	echo "gfa-init: dev ${d#/sys/bus/} $(cat "$d/vendor") $(cat "$d/device") driver $drv"
 done
+grep virtio /proc/interrupts | while read -r line; do echo "gfa-init: irq $line"; done
 arg=$(sed -n 's/.*gfacheck=\([0-9]*,[0-9]*\).*/\1/p' /proc/cmdline)
 arg=${arg:-16,1}
 # gfacheck_opts=-i,200,-f,128: the checker's options, commas for spaces
