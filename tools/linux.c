@@ -334,6 +334,9 @@ static void linux_balloon_phase(struct gfa_pool *pool, struct gfa_backing *b,
 	       (long long)(after / (int64_t)MiB), (long long)((before - after) / (int64_t)MiB),
 	       100.0 * (double)(before - after) / (double)(o->balloon * o->guests),
 	       (unsigned long long)(o->balloon * o->guests / MiB));
+	if (o->report)
+		printf("balloon: note: with --report the guests had reported their free memory "
+		       "already, so the pages the balloon took were mostly not host-backed\n");
 }
 
 static void linux_report(struct gfa_pool *pool, struct gfa_backing *b, struct gfa_host_return *hr,
