@@ -706,8 +706,12 @@ static int lb_alternate(const struct lb_env *e, int reps, lb_once_fn fn, const c
 					k ? "gfa" : "qemu", what, strerror(-r));
 				return r;
 			}
-			printf("  run %d %-4s %s: MemTotal %.0f ms, host-backed -%.0f MiB, 95%% of "
-			       "it at %.0f ms\n", i + 1, k ? "gfa" : "qemu", what, d->mem_ms,
+			if (d->mem_ms > 0)
+				printf("  run %d %-4s %s: MemTotal dropped at %.0f ms,", i + 1,
+				       k ? "gfa" : "qemu", what, d->mem_ms);
+			else
+				printf("  run %d %-4s %s:", i + 1, k ? "gfa" : "qemu", what);
+			printf(" host-backed -%.0f MiB, 95%% of it at %.0f ms\n",
 			       d->drop_bytes / MiB, d->host_ms);
 		}
 	}
