@@ -10,8 +10,15 @@
  *                   installed, as tools/kvm-in-qemu.sh uses it), process start included
  *             gfa   pool + backing + gfa_linux_vm_create + start, in this process
  *           runs alternate (qemu, gfa, qemu, gfa, ...) so load changes hit both alike.
- *  balloon  inflate / host-drop figures need a virtio-balloon device on gfa's VMM; until
- *           it is wired to this VMM the part says so and prints no balloon keys.
+ *  balloon  a 512 MiB guest whose checker touched and freed 320 MiB (so its free memory
+ *           is host-backed), then a balloon target of 256 MiB, each VMM with its own
+ *           virtio-balloon (QEMU: -device virtio-balloon-pci, target set over QMP;
+ *           gfa: refvmm/virtio_balloon.c, gfa_rv_balloon_set_target) and no free page
+ *           reporting: time until the guest's MemTotal dropped by 256 MiB, and until the
+ *           host-backed bytes (QEMU: its VmRSS; gfa: the zone memfds' st_blocks) made
+ *           95% of their whole drop; the drop itself.
+ *  report   the same guest with free page reporting on (QEMU: free-page-reporting=on):
+ *           the host-backed bytes the 320 MiB freed gives back, and how fast.
  *
  * Where KVM cannot boot Linux (no /dev/kvm, or the software kvm_pvm) the benchmark builds
  * the initramfs and runs itself inside a QEMU TCG guest with nested KVM
@@ -19,6 +26,11 @@
  * nested-emulation times and only the ratio means much.
  *
  * RESULT linux boot_vs_qemu=<gfa median / qemu median>  (goal <= 1.0)
+ *              inflate_vs_qemu=<gfa / qemu median time to the host-backed drop> (goal <= 0.5)
+ *              host_drop_pct=<gfa's host-backed drop in % of the 256 MiB ballooned>
+ *              freed_drop_pct=<gfa's host-backed drop in % of the 320 MiB freed>
+ *
+ * GFA_BENCH_CONSOLE=1 copies the balloon guests' consoles to stderr.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,8 +42,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <json.h>
 #include <gfa/refvmm.h>
 #include "bench/bench_util.h"
 #include "tests/qemu_util.h"
@@ -44,6 +59,7 @@ struct lb_env {
 	const char *kernel, *initrd;
 	uint64_t mem;
 	char cmdline[1024];
+	struct bench_result res;
 };
 
 /* ---- QEMU ---- */
@@ -198,7 +214,7 @@ static void lb_print_stat(const char *who, const char *what, double *v, int n)
 	       s.min, s.median, s.max, n);
 }
 
-static int lb_part_boot(const struct lb_env *e, const struct bench_opts *o)
+static int lb_part_boot(struct lb_env *e, const struct bench_opts *o)
 {
 	double qi[MAX_REPS], qr[MAX_REPS], gi[MAX_REPS], gr[MAX_REPS];
 	int reps = o->reps > MAX_REPS ? MAX_REPS : o->reps, r;
@@ -234,17 +250,545 @@ static int lb_part_boot(const struct lb_env *e, const struct bench_opts *o)
 		   "launch to /init, gfa's VMM over QEMU's (medians)");
 	bench_goal("linux", "report_vs_qemu", grm / qrm, "info", 0,
 		   "launch to the checker's first report");
-	printf("RESULT linux boot_vs_qemu=%.2f gfa_init_ms=%.0f qemu_init_ms=%.0f "
-	       "report_vs_qemu=%.2f\n", gim / qim, gim, qim, grm / qrm);
+	bench_result_add(&e->res, "boot_vs_qemu", "%.2f", gim / qim);
+	bench_result_add(&e->res, "gfa_init_ms", "%.0f", gim);
+	bench_result_add(&e->res, "qemu_init_ms", "%.0f", qim);
+	bench_result_add(&e->res, "report_vs_qemu", "%.2f", grm / qrm);
 	return 0;
 }
 
-static int lb_part_balloon(const struct lb_env *e, const struct bench_opts *o)
+/* ---- balloon and report: one guest, seen from its console and from the host ---- */
+
+#define LB_BALLOON	(256 * MiB)     /* the balloon target */
+#define LB_FREED_MIB	320             /* what the checker touches and frees first */
+#define LB_SETTLE_MS	3000            /* sampling goes on this long after the guest's
+					 * MemTotal dropped (or after the free, for reports) */
+#define LB_SAMPLE_US	5000
+#define LB_MAX_SAMPLES	(BOOT_TIMEOUT_MS * 1000 / LB_SAMPLE_US)
+
+/* A running guest of either VMM: console lines in, host-backed bytes out, a target. */
+struct lb_guest {
+	bool gfa;
+	uint64_t mem;
+	unsigned long long memtotal_kb; /* the checker's last MemTotal report */
+	/* QEMU */
+	pid_t pid;
+	int con_fd, qmp_fd;
+	char buf[1 << 16];
+	size_t have;
+	char qmp_path[108];
+	/* gfa */
+	struct gfa_pool *pool;
+	struct gfa_backing *b;
+	struct gfa_host_return *hr;
+	struct gfa_rv_pci *pci;
+	struct gfa_rv_balloon *bal;
+	struct gfa_linux_vm *vm;
+	unsigned int next;
+};
+
+struct lb_sample {
+	double ms;
+	int64_t backed;
+};
+static struct lb_sample lb_samples[LB_MAX_SAMPLES];
+
+/* The next console line, if one came: 1 (in @line), 0 none yet, <0 the guest is gone. */
+static int lb_next_line(struct lb_guest *g, char *line, size_t len)
 {
-	(void)e;
-	(void)o;
-	printf("balloon: not measured: gfa's VMM has no virtio-balloon device wired in yet, so "
-	       "inflate_vs_qemu and host_drop_pct are not printed\n");
+	char *nl;
+	ssize_t n;
+
+	if (g->gfa) {
+		int i = gfa_linux_vm_console_wait(g->vm, "", g->next, 0, line, len, NULL);
+
+		if (i == -ETIMEDOUT)
+			return 0;
+		if (i < 0)
+			return i;
+		g->next = (unsigned int)i + 1;
+		return 1;
+	}
+	for (;;) {
+		nl = memchr(g->buf, '\n', g->have);
+		if (nl) {
+			size_t l = (size_t)(nl - g->buf) < len - 1 ? (size_t)(nl - g->buf) : len - 1;
+
+			memcpy(line, g->buf, l);
+			line[l] = '\0';
+			g->have -= (size_t)(nl + 1 - g->buf);
+			memmove(g->buf, nl + 1, g->have);
+			return 1;
+		}
+		if (g->have == sizeof(g->buf))
+			g->have = 0;
+		n = read(g->con_fd, g->buf + g->have, sizeof(g->buf) - g->have);
+		if (n == 0)
+			return -EIO;
+		if (n < 0)
+			return errno == EAGAIN ? 0 : -errno;
+		g->have += (size_t)n;
+	}
+}
+
+/* Read what the guest printed so far, tracking MemTotal; 1 if a line held @needle. */
+static int lb_drain(struct lb_guest *g, const char *needle)
+{
+	char line[256];
+	int r, hit = 0;
+
+	while ((r = lb_next_line(g, line, sizeof(line))) > 0) {
+		const char *m = strstr(line, "gfacheck: MemTotal ");
+
+		if (getenv("GFA_BENCH_CONSOLE"))
+			fprintf(stderr, "%s: %s\n", g->gfa ? "gfa" : "qemu", line);
+
+		if (m)
+			sscanf(m, "gfacheck: MemTotal %llu", &g->memtotal_kb);
+		if (needle && strstr(line, needle))
+			hit = 1;
+	}
+	return r < 0 ? r : hit;
+}
+
+static int lb_wait_line(struct lb_guest *g, const char *needle)
+{
+	uint64_t t0 = bench_now_ns();
+	int r;
+
+	while (!(r = lb_drain(g, needle))) {
+		if (bench_sec_since(t0) * 1e3 > BOOT_TIMEOUT_MS)
+			return -ETIMEDOUT;
+		usleep(LB_SAMPLE_US);
+	}
+	return r < 0 ? r : 0;
+}
+
+/* The host memory behind the guest: QEMU's VmRSS, or the pool's memfd blocks. */
+static int64_t lb_backed(struct lb_guest *g)
+{
+	char path[64], val[64];
+	int64_t sum = 0;
+
+	if (!g->gfa) {
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)g->pid);
+		bench_proc_field(path, "VmRSS", val, sizeof(val));
+		return (int64_t)strtoll(val, NULL, 10) * 1024;
+	}
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(g->pool); z++) {
+		int64_t n = gfa_memfd_allocated_bytes(gfa_backing_zone_fd(g->b, z));
+
+		if (n < 0)
+			return n;
+		sum += n;
+	}
+	return sum;
+}
+
+/* One QMP message from the socket (a line); its parsed object or NULL. */
+static json_object *lb_qmp_read(struct lb_guest *g)
+{
+	static char buf[4096];
+	size_t have = 0;
+
+	while (have < sizeof(buf) - 1) {
+		ssize_t n = read(g->qmp_fd, buf + have, 1);
+
+		if (n <= 0)
+			return NULL;
+		if (buf[have++] == '\n')
+			break;
+	}
+	buf[have] = '\0';
+	return json_tokener_parse(buf);
+}
+
+/* Send @cmd and wait for its "return" (events in between are skipped). */
+static int lb_qmp(struct lb_guest *g, const char *cmd)
+{
+	size_t len = strlen(cmd);
+
+	if (write(g->qmp_fd, cmd, len) != (ssize_t)len)
+		return -EIO;
+	for (;;) {
+		json_object *o = lb_qmp_read(g), *v;
+		int r = 1;
+
+		if (!o)
+			return -EPROTO;
+		if (json_object_object_get_ex(o, "return", &v))
+			r = 0;
+		else if (json_object_object_get_ex(o, "error", &v))
+			r = -EINVAL;
+		json_object_put(o);
+		if (r <= 0)
+			return r;
+	}
+}
+
+static int lb_qmp_connect(struct lb_guest *g)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	json_object *greeting;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", g->qmp_path);
+	for (int i = 0; i < 2000; i++) {
+		g->qmp_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (g->qmp_fd < 0)
+			return -errno;
+		if (!connect(g->qmp_fd, (struct sockaddr *)&a, sizeof(a)))
+			break;
+		close(g->qmp_fd);
+		g->qmp_fd = -1;
+		usleep(10000);
+	}
+	if (g->qmp_fd < 0)
+		return -ETIMEDOUT;
+	greeting = lb_qmp_read(g);
+	if (!greeting)
+		return -EPROTO;
+	json_object_put(greeting);
+	return lb_qmp(g, "{\"execute\":\"qmp_capabilities\"}\n");
+}
+
+/* Set the balloon to @bytes: QEMU's "balloon" takes the guest size it should leave. */
+static int lb_set_balloon(struct lb_guest *g, uint64_t bytes)
+{
+	char cmd[128];
+
+	if (g->gfa)
+		return gfa_rv_balloon_set_target(g->bal, bytes);
+	snprintf(cmd, sizeof(cmd), "{\"execute\":\"balloon\",\"arguments\":{\"value\":%llu}}\n",
+		 (unsigned long long)(g->mem - bytes));
+	return lb_qmp(g, cmd);
+}
+
+static int lb_start_qemu(struct lb_guest *g, const struct lb_env *e, const char *append,
+			 bool reporting)
+{
+	char mem[32], cmdline[1280], qmp[160];
+	const char *bios = lb_qboot();
+	const char *argv[40];
+	posix_spawn_file_actions_t fa;
+	int argc = 0, pipefd[2], r;
+
+	snprintf(g->qmp_path, sizeof(g->qmp_path), "/tmp/gfa-bench-qmp.%d", (int)getpid());
+	unlink(g->qmp_path);
+	snprintf(qmp, sizeof(qmp), "unix:%s,server=on,wait=off", g->qmp_path);
+	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)(e->mem / MiB));
+	char *acpi;
+
+	/* QEMU's balloon interrupts through its PCI INTx routing, which its firmware describes
+	 * in ACPI only: with acpi=off the kernel takes the line for an ISA edge one and never
+	 * sees a configuration change.  So QEMU's guest keeps ACPI. */
+	snprintf(cmdline, sizeof(cmdline), "%s %s", GFA_LINUX_DEFAULT_CMDLINE, append);
+	acpi = strstr(cmdline, " acpi=off");
+	if (acpi)
+		memmove(acpi, acpi + 9, strlen(acpi + 9) + 1);
+	argv[argc++] = "qemu-system-x86_64";
+	argv[argc++] = "-accel"; argv[argc++] = "kvm";
+	argv[argc++] = "-cpu"; argv[argc++] = "host";
+	argv[argc++] = "-m"; argv[argc++] = mem;
+	argv[argc++] = "-smp"; argv[argc++] = "1";
+	if (bios) {
+		argv[argc++] = "-bios";
+		argv[argc++] = bios;
+	}
+	argv[argc++] = "-nodefaults"; argv[argc++] = "-no-user-config";
+	argv[argc++] = "-display"; argv[argc++] = "none";
+	argv[argc++] = "-serial"; argv[argc++] = "stdio";
+	argv[argc++] = "-no-reboot";
+	argv[argc++] = "-qmp"; argv[argc++] = qmp;
+	argv[argc++] = "-device";
+	argv[argc++] = reporting ? "virtio-balloon-pci,free-page-reporting=on" : "virtio-balloon-pci";
+	argv[argc++] = "-kernel"; argv[argc++] = e->kernel;
+	argv[argc++] = "-initrd"; argv[argc++] = e->initrd;
+	argv[argc++] = "-append"; argv[argc++] = cmdline;
+	argv[argc] = NULL;
+	if (pipe2(pipefd, O_CLOEXEC))
+		return -errno;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	r = posix_spawnp(&g->pid, argv[0], &fa, NULL, (char **)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pipefd[1]);
+	g->con_fd = pipefd[0];
+	g->qmp_fd = -1;
+	if (r)
+		return -r;
+	fcntl(g->con_fd, F_SETFL, O_NONBLOCK);
+	return lb_qmp_connect(g);
+}
+
+static int lb_start_gfa(struct lb_guest *g, const struct lb_env *e, const char *append,
+			bool reporting)
+{
+	/* the host return of a VMM that wants ballooned memory back soon: no settling */
+	static const struct gfa_host_return_config hc = { .no_settle = true, .interval_ms = 20 };
+	struct gfa_release_policy rp = { .low = 256, .high = 512, .min_empty_frac = 4 };
+	struct gfa_linux_config cfg = {
+		.kernel = e->kernel, .initrd = e->initrd, .mem_bytes = e->mem,
+		.append = append, .console_fd = -1,
+	};
+	struct gfa_rv_balloon_config bc = {
+		.slot = 1, .irq = GFA_LINUX_PCI_IRQ(1), .irq_fn = gfa_linux_vm_irq_line,
+		.free_page_reporting = reporting,
+	};
+	struct gfa_backing_config bkc = { 0 };
+	struct gfa_pool_config pc;
+
+	g->gfa = true;
+	gfa_pool_config_init(&pc, (e->mem + 64 * MiB) >> GFA_FRAME_SHIFT);
+	g->pool = gfa_pool_create(&pc);
+	if (!g->pool)
+		return -errno;
+	g->b = gfa_backing_create(g->pool, &bkc);
+	if (!g->b)
+		return -errno;
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(g->pool); z++)
+		gfa_zone_set_release_policy(g->pool, z, &rp);
+	g->hr = gfa_host_return_start(g->pool, g->b, &hc);
+	g->pci = gfa_rv_pci_create();
+	if (!g->hr || !g->pci)
+		return -errno;
+	cfg.pci = g->pci;
+	g->vm = gfa_linux_vm_create(g->pool, g->b, &cfg);
+	if (!g->vm)
+		return -errno;
+	bc.guest = gfa_linux_vm_guest(g->vm);
+	bc.backing = g->b;
+	bc.irq_ctx = g->vm;
+	g->bal = gfa_rv_balloon_create(g->pci, &bc);
+	if (!g->bal)
+		return -errno;
+	return gfa_linux_vm_start(g->vm);
+}
+
+static int lb_start(struct lb_guest *g, const struct lb_env *e, bool gfa, bool reporting)
+{
+	char append[128];
+
+	memset(g, 0, sizeof(*g));
+	g->mem = e->mem;
+	g->con_fd = g->qmp_fd = -1;
+	/* MemTotal every 100 ms while it changes; 320 MiB touched and freed after pass 1 */
+	snprintf(append, sizeof(append), "gfacheck=16,0 gfacheck_opts=-i,100,-f,%u", LB_FREED_MIB);
+	return gfa ? lb_start_gfa(g, e, append, reporting) : lb_start_qemu(g, e, append, reporting);
+}
+
+static void lb_stop(struct lb_guest *g)
+{
+	if (g->gfa) {
+		gfa_linux_vm_stop(g->vm);
+		gfa_rv_balloon_destroy(g->bal);
+		gfa_linux_vm_destroy(g->vm);
+		gfa_rv_pci_destroy(g->pci);
+		gfa_host_return_stop(g->hr);
+		gfa_backing_destroy(g->b);
+		gfa_pool_destroy(g->pool);
+		return;
+	}
+	if (g->pid > 0) {
+		kill(g->pid, SIGKILL);
+		waitpid(g->pid, NULL, 0);
+	}
+	if (g->qmp_fd >= 0)
+		close(g->qmp_fd);
+	if (g->con_fd >= 0)
+		close(g->con_fd);
+	unlink(g->qmp_path);
+}
+
+struct lb_drop {
+	double mem_ms;          /* until MemTotal fell by the balloon (inflate only) */
+	double host_ms;         /* until host-backed bytes made 95% of their drop */
+	double drop_bytes;      /* host-backed bytes before minus after */
+};
+
+/*
+ * Sample host-backed bytes from now on (t0) until @settle_ms after MemTotal reached
+ * @kb_goal (0: after @settle_ms at once); the drop from @before and when 95% of it came.
+ */
+static int lb_sample(struct lb_guest *g, uint64_t t0, int64_t before, unsigned long long kb_goal,
+		     struct lb_drop *d)
+{
+	int n = 0, r;
+	double since = kb_goal ? -1 : 0;
+
+	d->mem_ms = 0;
+	for (;;) {
+		double ms = bench_sec_since(t0) * 1e3;
+
+		r = lb_drain(g, NULL);
+		if (r < 0)
+			return r;
+		if (since < 0 && g->memtotal_kb <= kb_goal) {
+			d->mem_ms = ms;
+			since = ms;
+		}
+		lb_samples[n].ms = ms;
+		lb_samples[n].backed = lb_backed(g);
+		if (++n == LB_MAX_SAMPLES)
+			return -ETIMEDOUT;
+		if (since >= 0 && ms - since > LB_SETTLE_MS)
+			break;
+		usleep(LB_SAMPLE_US);
+	}
+	d->drop_bytes = (double)(before - lb_samples[n - 1].backed);
+	d->host_ms = 0;
+	for (int i = 0; i < n; i++)
+		if ((double)(before - lb_samples[i].backed) >= 0.95 * d->drop_bytes) {
+			d->host_ms = lb_samples[i].ms;
+			break;
+		}
+	return 0;
+}
+
+static int lb_inflate_once(const struct lb_env *e, bool gfa, struct lb_drop *d)
+{
+	struct lb_guest g;
+	unsigned long long kb0;
+	int64_t before;
+	uint64_t t0;
+	int r = lb_start(&g, e, gfa, false);
+
+	if (!r)
+		r = lb_wait_line(&g, "gfacheck: freed");
+	if (!r) {
+		usleep(500 * 1000);
+		r = lb_drain(&g, NULL);
+	}
+	if (r >= 0) {
+		kb0 = g.memtotal_kb;
+		before = lb_backed(&g);
+		t0 = bench_now_ns();
+		r = lb_set_balloon(&g, LB_BALLOON);
+		if (!r)
+			r = lb_sample(&g, t0, before, kb0 - (LB_BALLOON >> 10), d);
+	}
+	lb_stop(&g);
+	return r;
+}
+
+static int lb_report_once(const struct lb_env *e, bool gfa, struct lb_drop *d)
+{
+	struct lb_guest g;
+	int64_t before = 0;
+	int r = lb_start(&g, e, gfa, true);
+
+	if (!r)
+		r = lb_wait_line(&g, "gfacheck: allocated");
+	if (!r) {
+		before = lb_backed(&g);
+		r = lb_wait_line(&g, "gfacheck: freed");
+	}
+	/* the kernel reports about 2 s after the free: watch well past that */
+	if (!r)
+		r = lb_sample(&g, bench_now_ns(), before, 0, d);
+	lb_stop(&g);
+	return r;
+}
+
+typedef int (*lb_once_fn)(const struct lb_env *e, bool gfa, struct lb_drop *d);
+
+/* Alternate QEMU and gfa runs; the figures of each in @q and @g. */
+static int lb_alternate(const struct lb_env *e, int reps, lb_once_fn fn, const char *what,
+			struct lb_drop *q, struct lb_drop *g)
+{
+	for (int i = 0; i < reps; i++) {
+		for (int k = 0; k < 2; k++) {
+			struct lb_drop *d = k ? &g[i] : &q[i];
+			int r = fn(e, k == 1, d);
+
+			if (r) {
+				fprintf(stderr, "bench linux: %s %s run failed: %s\n",
+					k ? "gfa" : "qemu", what, strerror(-r));
+				return r;
+			}
+			if (d->mem_ms > 0)
+				printf("  run %d %-4s %s: MemTotal dropped at %.0f ms,", i + 1,
+				       k ? "gfa" : "qemu", what, d->mem_ms);
+			else
+				printf("  run %d %-4s %s:", i + 1, k ? "gfa" : "qemu", what);
+			printf(" host-backed -%.0f MiB, 95%% of it at %.0f ms\n",
+			       d->drop_bytes / MiB, d->host_ms);
+		}
+	}
+	return 0;
+}
+
+static void lb_column(const struct lb_drop *d, int n, size_t off, double *out)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = *(const double *)((const char *)&d[i] + off);
+}
+
+static int lb_part_balloon(struct lb_env *e, const struct bench_opts *o)
+{
+	struct lb_drop q[MAX_REPS], g[MAX_REPS];
+	int reps = o->reps > MAX_REPS ? MAX_REPS : o->reps;
+	double qm[MAX_REPS], gm[MAX_REPS], qh[MAX_REPS], gh[MAX_REPS], gd[MAX_REPS], qd[MAX_REPS];
+	double load[3] = { 0 };
+	struct lb_env be = *e;
+
+	be.mem = 2 * LB_BALLOON;
+	printf("balloon: %llu MiB guest, 1 vCPU, %d MiB touched and freed first, then a balloon "
+	       "of %llu MiB (no free page reporting)\n", (unsigned long long)(be.mem / MiB),
+	       LB_FREED_MIB, (unsigned long long)(LB_BALLOON / MiB));
+	if (lb_alternate(&be, reps, lb_inflate_once, "inflate", q, g))
+		return 1;
+	lb_column(q, reps, offsetof(struct lb_drop, mem_ms), qm);
+	lb_column(g, reps, offsetof(struct lb_drop, mem_ms), gm);
+	lb_column(q, reps, offsetof(struct lb_drop, host_ms), qh);
+	lb_column(g, reps, offsetof(struct lb_drop, host_ms), gh);
+	lb_column(q, reps, offsetof(struct lb_drop, drop_bytes), qd);
+	lb_column(g, reps, offsetof(struct lb_drop, drop_bytes), gd);
+	getloadavg(load, 3);
+	lb_print_stat("qemu", "target to MemTotal", qm, reps);
+	lb_print_stat("gfa", "target to MemTotal", gm, reps);
+	lb_print_stat("qemu", "target to host drop", qh, reps);
+	lb_print_stat("gfa", "target to host drop", gh, reps);
+	printf("  host-backed drop: qemu median %.0f MiB, gfa median %.0f MiB (of %llu)\n",
+	       bench_stat_of(qd, reps).median / MiB, bench_stat_of(gd, reps).median / MiB,
+	       (unsigned long long)(LB_BALLOON / MiB));
+	printf("  load average %.2f %.2f %.2f\n", load[0], load[1], load[2]);
+	double ratio = bench_stat_of(gh, reps).median / bench_stat_of(qh, reps).median;
+	double pct = bench_stat_of(gd, reps).median * 100.0 / (double)LB_BALLOON;
+
+	bench_goal("linux", "inflate_vs_qemu", ratio, "<=", 0.5,
+		   "balloon target to 95% of the host-backed drop, gfa over QEMU (medians)");
+	bench_goal("linux", "mem_vs_qemu", bench_stat_of(gm, reps).median /
+		   bench_stat_of(qm, reps).median, "info", 0, "balloon target to the guest's MemTotal drop");
+	bench_goal("linux", "host_drop_pct", pct, ">=", 95, "host-backed drop in % of the balloon");
+	bench_result_add(&e->res, "inflate_vs_qemu", "%.2f", ratio);
+	bench_result_add(&e->res, "host_drop_pct", "%.1f", pct);
+	bench_result_add(&e->res, "gfa_inflate_host_ms", "%.0f", bench_stat_of(gh, reps).median);
+	bench_result_add(&e->res, "qemu_inflate_host_ms", "%.0f", bench_stat_of(qh, reps).median);
+	bench_result_add(&e->res, "gfa_inflate_mem_ms", "%.0f", bench_stat_of(gm, reps).median);
+	bench_result_add(&e->res, "qemu_inflate_mem_ms", "%.0f", bench_stat_of(qm, reps).median);
+
+	printf("report: the same guest with free page reporting on: host-backed bytes the %d MiB "
+	       "freed gives back\n", LB_FREED_MIB);
+	if (lb_alternate(&be, reps, lb_report_once, "report", q, g))
+		return 1;
+	lb_column(q, reps, offsetof(struct lb_drop, drop_bytes), qd);
+	lb_column(g, reps, offsetof(struct lb_drop, drop_bytes), gd);
+	lb_column(q, reps, offsetof(struct lb_drop, host_ms), qh);
+	lb_column(g, reps, offsetof(struct lb_drop, host_ms), gh);
+	lb_print_stat("qemu", "free to host drop", qh, reps);
+	lb_print_stat("gfa", "free to host drop", gh, reps);
+	double qp = bench_stat_of(qd, reps).median * 100.0 / (double)(LB_FREED_MIB * MiB);
+	double gp = bench_stat_of(gd, reps).median * 100.0 / (double)(LB_FREED_MIB * MiB);
+
+	printf("  host-backed drop after the free: qemu median %.0f%%, gfa median %.0f%% of %d MiB\n",
+	       qp, gp, LB_FREED_MIB);
+	bench_goal("linux", "freed_drop_pct", gp, "info", 0,
+		   "host-backed drop after the guest freed memory, in % of it (gfa)");
+	bench_result_add(&e->res, "freed_drop_pct", "%.1f", gp);
+	bench_result_add(&e->res, "qemu_freed_drop_pct", "%.1f", qp);
+	bench_result_add(&e->res, "freed_vs_qemu", "%.2f",
+			 bench_stat_of(gh, reps).median / bench_stat_of(qh, reps).median);
 	return 0;
 }
 
@@ -316,9 +860,11 @@ int main(int argc, char **argv)
 	e.mem = 256 * MiB;
 	snprintf(e.cmdline, sizeof(e.cmdline), "%s pci=off gfacheck=16,1", GFA_LINUX_DEFAULT_CMDLINE);
 	r = 0;
+	bench_result_init(&e.res, "linux");
 	if (bench_wants(&o, "boot"))
 		r |= lb_part_boot(&e, &o);
 	if (bench_wants(&o, "balloon"))
 		r |= lb_part_balloon(&e, &o);
+	bench_result_print(&e.res);
 	return r;
 }

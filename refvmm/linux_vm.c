@@ -97,6 +97,10 @@ static int lvm_pause(void *ctx)
 			gfa_kvm_vcpu_resume(vm->vcpu[i]);
 		return -EBUSY;
 	}
+	/* the devices' threads write guest RAM too (used rings, stats): a frame being
+	 * copied must not change under the copy, from a vCPU or from a device */
+	if (vm->pci)
+		gfa_rv_pci_pause(vm->pci);
 	return 0;
 }
 
@@ -104,6 +108,8 @@ static int lvm_resume(void *ctx)
 {
 	struct gfa_linux_vm *vm = ctx;
 
+	if (vm->pci)
+		gfa_rv_pci_resume(vm->pci);
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
 		gfa_kvm_vcpu_resume(vm->vcpu[i]);
 	return 0;

@@ -60,13 +60,43 @@ static void lt_require_linux(void)
 struct lt_host {
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
+	struct gfa_host_return *hr;     /* NULL unless lt_host_return started one */
 	uint64_t frames;
 };
 
-static struct lt_host lt_host_new(uint64_t bytes)
+/* Return free frames to the host at once (no settling, a reserve of 2 MiB at most). */
+static void lt_host_return(struct lt_host *h)
 {
-	struct gfa_backing_config bc = { 0 };
-	struct lt_host h;
+	static const struct gfa_host_return_config hc = { .no_settle = true, .interval_ms = 20 };
+	struct gfa_release_policy rp = { .low = 256, .high = 512, .min_empty_frac = 4 };
+
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(h->pool); z++)
+		cr_assert_eq(gfa_zone_set_release_policy(h->pool, z, &rp), 0);
+	h->hr = gfa_host_return_start(h->pool, h->b, &hc);
+	cr_assert_not_null(h->hr, "gfa_host_return_start: %s", strerror(errno));
+}
+
+/* The pool's host-backed bytes (memfd blocks), after the host return settled. */
+static uint64_t lt_backed(struct lt_host *h)
+{
+	uint64_t sum = 0;
+
+	if (h->hr)
+		cr_assert_eq(gfa_host_return_quiesce(h->hr, 30000), 0);
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(h->pool); z++) {
+		int64_t n = gfa_memfd_allocated_bytes(gfa_backing_zone_fd(h->b, z));
+
+		cr_assert_geq(n, 0, "gfa_memfd_allocated_bytes: %s", strerror((int)-n));
+		sum += (uint64_t)n;
+	}
+	return sum;
+}
+
+/* @populate: every frame host-backed from the start, so a balloon's return shows. */
+static struct lt_host lt_host_new_opts(uint64_t bytes, bool populate)
+{
+	struct gfa_backing_config bc = { .populate = populate };
+	struct lt_host h = { 0 };
 
 	h.frames = bytes >> GFA_FRAME_SHIFT;
 	h.pool = tu_pool(h.frames);
@@ -75,8 +105,14 @@ static struct lt_host lt_host_new(uint64_t bytes)
 	return h;
 }
 
+static struct lt_host lt_host_new(uint64_t bytes)
+{
+	return lt_host_new_opts(bytes, false);
+}
+
 static void lt_host_done(struct lt_host *h)
 {
+	gfa_host_return_stop(h->hr);
 	/* a stopped guest's frames come free once the backing's zeroer has zeroed them */
 	cr_assert_eq(gfa_backing_zero_quiesce(h->b, 10000), 0);
 	ASSERT_POOL_OK(h->pool);
@@ -185,6 +221,106 @@ static void lt_expect_memtotal(struct gfa_linux_vm *vm, uint64_t mem, unsigned i
 	/* the kernel's own image and reservations are not in MemTotal */
 	cr_assert(kb * 1024 < mem && kb * 1024 > mem / 2, "MemTotal %llu kB of %llu MiB", kb,
 		  (unsigned long long)(mem / LT_MIB));
+}
+
+
+/* ---- a Linux guest with a virtio-balloon ------------------------------------------ */
+
+#define LT_BALLOON_SLOT	1
+
+struct lt_bvm {
+	struct gfa_linux_vm *vm;
+	struct gfa_rv_pci *pci;
+	struct gfa_rv_balloon *bal;
+	unsigned int next;              /* console line to read from */
+	unsigned long long memtotal_kb; /* the last MemTotal the checker reported */
+};
+
+/*
+ * A guest of @mem with a balloon in slot 1 (INTA# on GFA_LINUX_PCI_IRQ(1)), its checker
+ * filling @check_mib and verifying it until the VM stops, with the checker options @opts
+ * ("-i,200": MemTotal on each change), started.  Returns once the kernel's virtio_pci
+ * bound the device, virtio_balloon drives it and the first clean pass came.
+ */
+static void lt_bvm_boot(struct lt_bvm *v, struct lt_host *h, uint64_t mem, unsigned int check_mib,
+			const char *opts, bool reporting, bool small_only)
+{
+	char append[96];
+	struct gfa_linux_config cfg = {
+		.kernel = lt_kernel, .initrd = lt_initrd, .mem_bytes = mem, .vcpus = 1,
+		.small_only = small_only, .console_fd = -1, .append = append,
+	};
+	struct gfa_rv_balloon_config bc = {
+		.backing = h->b, .slot = LT_BALLOON_SLOT, .irq = GFA_LINUX_PCI_IRQ(LT_BALLOON_SLOT),
+		.irq_fn = gfa_linux_vm_irq_line, .free_page_reporting = reporting,
+		/* without DEFLATE_ON_OOM the driver takes ballooned pages out of MemTotal */
+		.deflate_on_oom = false,
+	};
+	char line[256];
+
+	memset(v, 0, sizeof(*v));
+	snprintf(append, sizeof(append), "gfacheck=%u,0 gfacheck_opts=%s", check_mib, opts);
+	v->pci = gfa_rv_pci_create();
+	cr_assert_not_null(v->pci);
+	cfg.pci = v->pci;
+	v->vm = gfa_linux_vm_create(h->pool, h->b, &cfg);
+	cr_assert_not_null(v->vm, "gfa_linux_vm_create: %s", strerror(errno));
+	bc.guest = gfa_linux_vm_guest(v->vm);
+	bc.irq_ctx = v->vm;
+	v->bal = gfa_rv_balloon_create(v->pci, &bc);
+	cr_assert_not_null(v->bal, "gfa_rv_balloon_create: %s", strerror(errno));
+	cr_assert_eq(gfa_linux_vm_start(v->vm), 0);
+	/* /sys/bus/pci/devices: the device at 00:01.0, bound by virtio-pci ... */
+	lt_expect(v->vm, "gfa-init: dev pci/devices/0000:00:01.0 0x1af4 0x1002", &v->next, line,
+		  sizeof(line), NULL);
+	cr_assert(strstr(line, "driver virtio-pci"), "virtio_pci did not bind: %s", line);
+	/* ... and /sys/bus/virtio/devices: device id 5, driven by virtio_balloon */
+	lt_expect(v->vm, "gfa-init: dev virtio/devices/virtio0", &v->next, line, sizeof(line), NULL);
+	cr_assert(strstr(line, "0x0005 driver virtio_balloon"), "no balloon driver: %s", line);
+	lt_expect(v->vm, "gfacheck: MemTotal ", &v->next, line, sizeof(line), NULL);
+	cr_assert_eq(sscanf(strstr(line, "MemTotal "), "MemTotal %llu", &v->memtotal_kb), 1);
+	lt_expect_clean_pass(v->vm, &v->next);
+}
+
+/* Wait until the checker reports a MemTotal of @kb (it reports each change). */
+static void lt_bvm_wait_memtotal(struct lt_bvm *v, unsigned long long kb, double *ms)
+{
+	char line[256];
+
+	while (v->memtotal_kb != kb) {
+		lt_expect(v->vm, "gfacheck: MemTotal ", &v->next, line, sizeof(line), ms);
+		cr_assert_eq(sscanf(strstr(line, "MemTotal "), "MemTotal %llu", &v->memtotal_kb), 1);
+	}
+}
+
+static struct gfa_rv_balloon_stat lt_bvm_stat(struct lt_bvm *v)
+{
+	struct gfa_rv_balloon_stat st;
+
+	cr_assert_eq(gfa_rv_balloon_stat(v->bal, &st), 0);
+	return st;
+}
+
+/* The guest's errors toward the device: none from Debian's own driver. */
+static void lt_bvm_expect_no_device_errors(struct lt_bvm *v)
+{
+	struct gfa_rv_balloon_stat st = lt_bvm_stat(v);
+
+	cr_assert_eq(st.err_ring + st.err_queue_index + st.err_avail + st.err_desc + st.err_loop +
+		     st.err_dir + st.err_page_list + st.err_report + st.err_stats + st.needs_reset,
+		     0, "the device refused some of the driver's requests");
+}
+
+/* Stop the guest, unplug the balloon, free the VM and the bus. */
+static void lt_bvm_done(struct lt_bvm *v)
+{
+	lt_expect_no_oops(v->vm);
+	cr_assert_eq(gfa_linux_vm_wait(v->vm, 0), GFA_LINUX_RUNNING, "the guest stopped: %s",
+		     gfa_linux_vm_error(v->vm));
+	cr_assert_eq(gfa_linux_vm_stop(v->vm), GFA_LINUX_EXIT_STOPPED);
+	gfa_rv_balloon_destroy(v->bal);
+	gfa_linux_vm_destroy(v->vm);
+	cr_assert_eq(gfa_rv_pci_destroy(v->pci), 0);
 }
 
 /* ---- suite linux_boot (needs KVM that boots Linux) ------------------------------ */
@@ -354,6 +490,145 @@ Test(linux_boot, a_bzimage_boots_through_the_64_bit_entry, .timeout = 200)
 	lt_host_done(&h);
 }
 
+/*
+ * Debian's virtio_balloon inflates 256 MiB of a 512 MiB guest: MemTotal falls by exactly
+ * that, and once the host return settled the pool's memfds hold at least 95% of it less
+ * (every frame was host-backed before).  Target 0 deflates it: MemTotal back, nothing
+ * ballooned, the checker's memory intact.
+ */
+Test(linux_boot, a_balloon_returns_256_mib_to_the_host_and_deflates, .timeout = 200)
+{
+	const uint64_t mem = 512 * LT_MIB, target = 256 * LT_MIB;
+	struct gfa_guest_stat gs;
+	struct gfa_rv_balloon_stat st;
+	unsigned long long kb0;
+	uint64_t before, after;
+	struct lt_host h;
+	struct lt_bvm v;
+
+	lt_require_linux();
+	h = lt_host_new_opts(mem + 64 * LT_MIB, true);
+	lt_host_return(&h);
+	lt_bvm_boot(&v, &h, mem, 16, "-i,200", false, false);
+	kb0 = v.memtotal_kb;
+	before = lt_backed(&h);
+	cr_assert_eq(gfa_rv_balloon_set_target(v.bal, target), 0);
+	lt_bvm_wait_memtotal(&v, kb0 - (target >> 10), NULL);
+	after = lt_backed(&h);
+	st = lt_bvm_stat(&v);
+	fprintf(stderr, "linux: balloon 256 MiB: MemTotal %llu -> %llu kB, host-backed %llu -> "
+		"%llu MiB; the device holds %llu pages\n", kb0, v.memtotal_kb, (unsigned long long)(before / LT_MIB),
+		(unsigned long long)(after / LT_MIB), (unsigned long long)st.inflated_pages);
+	cr_assert_eq(st.inflated_pages, target >> 12);
+	cr_assert_eq(st.actual_pages, target >> 12);
+	cr_assert_geq(before - after, target / 100 * 95, "only %llu MiB left the host",
+		      (unsigned long long)((before - after) / LT_MIB));
+	lt_expect_clean_pass(v.vm, &v.next);
+
+	cr_assert_eq(gfa_rv_balloon_set_target(v.bal, 0), 0);
+	lt_bvm_wait_memtotal(&v, kb0, NULL);
+	cr_assert_eq(gfa_guest_stat(gfa_linux_vm_guest(v.vm), &gs), 0);
+	st = lt_bvm_stat(&v);
+	cr_assert_eq(gs.ballooned_frames, 0);
+	cr_assert_eq(st.inflated_pages, 0);
+	cr_assert_eq(st.deflated_pages, target >> 12);
+	lt_expect_clean_pass(v.vm, &v.next);
+	lt_expect_clean_pass(v.vm, &v.next);
+	lt_bvm_expect_no_device_errors(&v);
+	lt_bvm_done(&v);
+	lt_host_done(&h);
+}
+
+/*
+ * Free page reporting, no balloon target: the checker touches 128 MiB more and frees it;
+ * the kernel reports the freed pageblocks and the device punches them out of the memfd.
+ */
+Test(linux_boot, freed_guest_memory_is_reported_and_leaves_the_host, .timeout = 200)
+{
+	const uint64_t mem = 256 * LT_MIB, big = 128 * LT_MIB;
+	struct gfa_rv_balloon_stat st;
+	uint64_t b0, b1, b2 = 0;
+	struct lt_host h;
+	struct lt_bvm v;
+
+	lt_require_linux();
+	h = lt_host_new(mem + 32 * LT_MIB);
+	lt_bvm_boot(&v, &h, mem, 8, "-i,500,-f,128", true, false);
+	lt_expect(v.vm, "gfacheck: allocating 128 MiB", &v.next, NULL, 0, NULL);
+	b0 = lt_backed(&h);
+	lt_expect(v.vm, "gfacheck: allocated 128 MiB", &v.next, NULL, 0, NULL);
+	b1 = lt_backed(&h);
+	cr_assert_geq(b1, b0 + big / 2, "touching 128 MiB backed only %llu MiB more",
+		      (unsigned long long)((b1 - b0) / LT_MIB));
+	lt_expect(v.vm, "gfacheck: freed 128 MiB", &v.next, NULL, 0, NULL);
+	/* the kernel reports about 2 s after the free; the punches follow */
+	for (int i = 0; i < 300; i++) {
+		b2 = lt_backed(&h);
+		if (b2 + big / 4 * 3 <= b1)
+			break;
+		usleep(100 * 1000);
+	}
+	st = lt_bvm_stat(&v);
+	fprintf(stderr, "linux: free page reporting: host-backed %llu MiB before the allocation, "
+		"%llu with it, %llu after its free; %llu reports, %llu MiB punched\n",
+		(unsigned long long)(b0 / LT_MIB), (unsigned long long)(b1 / LT_MIB),
+		(unsigned long long)(b2 / LT_MIB), (unsigned long long)st.report_requests,
+		(unsigned long long)(st.report_released_bytes / LT_MIB));
+	cr_assert_leq(b2 + big / 4 * 3, b1, "the freed 128 MiB did not leave the host");
+	cr_assert_eq(st.target_pages, 0);
+	cr_assert_eq(st.inflated_pages, 0);
+	cr_assert_gt(st.report_released_bytes, 0);
+	lt_expect_clean_pass(v.vm, &v.next);
+	lt_bvm_expect_no_device_errors(&v);
+	lt_bvm_done(&v);
+	lt_host_done(&h);
+}
+
+/*
+ * Full compaction of a small-block guest while its balloon fills to 64 MiB, collapse
+ * while the balloon holds it; then it deflates.  The checker sees no change throughout,
+ * the kernel no oops, and the device no bad request.
+ */
+Test(linux_boot, frames_move_while_the_balloon_holds_pages, .timeout = 200)
+{
+	const uint64_t mem = 192 * LT_MIB, target = 64 * LT_MIB, ranges = mem / (2 * LT_MIB);
+	struct gfa_guest_stat before, after;
+	unsigned long long kb0;
+	struct lt_host h;
+	struct lt_bvm v;
+	int r, collapsed;
+
+	lt_require_linux();
+	h = lt_host_new(2 * mem);
+	lt_bvm_boot(&v, &h, mem, 32, "-i,200", true, true);
+	kb0 = v.memtotal_kb;
+	gfa_guest_stat(gfa_linux_vm_guest(v.vm), &before);
+	/* compaction while the driver fills the balloon (the device thread writes used
+	 * rings between the moves), collapse once it holds its pages */
+	cr_assert_eq(gfa_rv_balloon_set_target(v.bal, target), 0);
+	r = gfa_compact_zone(h.pool, 0, -1, GFA_COMPACT_SYNC);
+	cr_assert_geq(r, 0, "gfa_compact_zone: %s", strerror(-r));
+	lt_bvm_wait_memtotal(&v, kb0 - (target >> 10), NULL);
+	collapsed = gfa_guest_collapse(gfa_linux_vm_guest(v.vm), (unsigned int)ranges);
+	gfa_guest_stat(gfa_linux_vm_guest(v.vm), &after);
+	fprintf(stderr, "linux: balloon of 64 MiB: compaction while it filled and collapse moved "
+		"%llu blocks, collapse %d of %llu ranges\n", (unsigned long long)(after.moves - before.moves), collapsed,
+		(unsigned long long)ranges);
+	cr_assert_gt(after.moves, before.moves, "compaction moved none of the guest's blocks");
+	cr_assert_eq(after.ballooned_frames, target >> 12, "a move changed what is ballooned");
+	lt_expect_clean_pass(v.vm, &v.next);
+	lt_expect_clean_pass(v.vm, &v.next);
+
+	cr_assert_eq(gfa_rv_balloon_set_target(v.bal, 0), 0);
+	lt_bvm_wait_memtotal(&v, kb0, NULL);
+	gfa_guest_stat(gfa_linux_vm_guest(v.vm), &after);
+	cr_assert_eq(after.ballooned_frames, 0);
+	lt_expect_clean_pass(v.vm, &v.next);
+	lt_bvm_expect_no_device_errors(&v);
+	lt_bvm_done(&v);
+	lt_host_done(&h);
+}
+
 /* ---- suite linux_config: bad configurations (wherever KVM opens) ------------------ */
 
 Test(linux_config, bad_configs_are_refused_and_keep_the_pool)
@@ -403,7 +678,7 @@ Test(linux_config, bad_configs_are_refused_and_keep_the_pool)
 
 /* ---- suite linux_qemu: suite linux_boot in one QEMU guest with nested KVM ------ */
 
-#define LT_TESTS 4
+#define LT_TESTS 7
 
 /* tools/linux-initramfs.sh on the host (the guest sees the tree read-only). */
 static bool lt_prepare(const char *root, const char *build, char *env, size_t len)
@@ -470,14 +745,15 @@ Test(linux_qemu, in_qemu, .timeout = 1500)
 		 "n=$(printf '%%s\\n' \"$out\" | grep -c '^\\[PASS\\] linux_boot::'); "
 		 "[ \"$n\" -ge %d ] || exit 3; exit 0", env, exe, LT_TESTS);
 	/*
-	 * 2 GiB: three guests of 128 MiB, or one of 192 MiB plus its compaction room.  The
-	 * suite takes 40 s at low load and up to 190 s at load 14; each test's own timeout
+	 * 2 GiB: three guests of 128 MiB, one of 192 MiB plus its compaction room, or one of
+	 * 512 MiB fully host-backed.  The suite (seven tests) takes 95 s at load 0.5 and
+	 * 155 s at load 3 (four tests took up to 190 s at load 14); each test's own timeout
 	 * (200 s) reports a hang inside.  Exit 124 means the QEMU guest itself stopped (once
 	 * in the first nine runs of this suite, at load 11, with no output at all: nested
 	 * guests coming and going have hung it before): then it gets one more boot.
 	 */
 	for (int attempt = 0; attempt < 2; attempt++) {
-		rc = tu_run_in_qemu("--mem 2048 --timeout 300", cmd, &secs);
+		rc = tu_run_in_qemu("--mem 2048 --timeout 480", cmd, &secs);
 		fprintf(stderr, "linux_qemu: suite linux_boot in a QEMU guest: exit %d after %.1f s%s\n",
 			rc, secs, rc == 124 && !attempt ? "; the QEMU guest hung: once more" : "");
 		if (rc != 124)

@@ -9,8 +9,10 @@
 # Exit status: 0; 77 when busybox-static, cpio, the kernel or its modules are missing.
 #
 # The guest's /init prints "gfa-init up SECONDS" first (the host times the boot to it),
-# loads the modules, runs "gfacheck MIB PASSES" with gfacheck=MIB,PASSES from the kernel
-# command line (default 16,1), prints "gfa-init: checker exit N" and resets the VM.
+# loads the modules, lists the PCI and virtio devices with their drivers ("gfa-init: dev
+# pci/devices/0000:00:01.0 0x1af4 0x1002 driver virtio-pci"), runs "gfacheck OPTS MIB
+# PASSES" with gfacheck=MIB,PASSES (default 16,1) and gfacheck_opts=OPT,ARG,.. from the
+# kernel command line, prints "gfa-init: checker exit N" and resets the VM.
 set -uo pipefail
 
 out=${GFA_BUILD:-build}/linux
@@ -101,9 +103,19 @@ mount -t devtmpfs devtmpfs /dev
 for m in $(cat /modules/order); do
 	insmod "/modules/$m" || echo "gfa-init: insmod $m failed"
 done
+# what the kernel found on PCI and which drivers took it (no lspci in busybox's set here)
+for d in /sys/bus/pci/devices/* /sys/bus/virtio/devices/*; do
+	[ -e "$d" ] || continue
+	drv=none
+	[ -e "$d/driver" ] && drv=$(basename "$(readlink "$d/driver")")
+	echo "gfa-init: dev ${d#/sys/bus/} $(cat "$d/vendor") $(cat "$d/device") driver $drv"
+done
+grep virtio /proc/interrupts | while read -r line; do echo "gfa-init: irq $line"; done
 arg=$(sed -n 's/.*gfacheck=\([0-9]*,[0-9]*\).*/\1/p' /proc/cmdline)
 arg=${arg:-16,1}
-gfacheck "${arg%,*}" "${arg#*,}"
+# gfacheck_opts=-i,200,-f,128: the checker's options, commas for spaces
+opts=$(sed -n 's/.*gfacheck_opts=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' ')
+gfacheck $opts "${arg%,*}" "${arg#*,}"
 echo "gfa-init: checker exit $?"
 reboot -f
 INIT

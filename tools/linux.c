@@ -2,8 +2,11 @@
 /*
  * gfactl linux: boot N Linux guests (Debian's kernel, an initramfs with gfa's memory
  * checker) on one gfa pool, optionally move all their frames while the checkers run
- * (full compaction, then collapse onto 2 MiB blocks), and report boot times, host-backed
- * bytes, the 2 MiB share and the compaction counters.
+ * (full compaction, then collapse onto 2 MiB blocks), let the guests free memory so the
+ * kernel's free page reporting fires (--report) and inflate a virtio-balloon that the
+ * guest's own driver drives (--balloon), and report boot times, balloon inflate times,
+ * host-backed bytes before and after, page-reporting returns, the 2 MiB share and the
+ * compaction counters.
  *
  * Native kvm_pvm cannot boot an unmodified kernel ("KVM internal error, emulation
  * failure"); there the command says so and names the QEMU route.
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "tools/gfactl.h"
 
@@ -22,13 +26,21 @@
 
 struct linux_opts {
 	unsigned int guests, vcpus;
-	uint64_t mem, check_mib, timeout_s;
+	uint64_t mem, check_mib, timeout_s, balloon;
 	const char *kernel, *initrd;
-	bool moves, console, small_only;
+	bool moves, console, small_only, report;
 };
+
+/* With a balloon, each guest's checker touches and frees a quarter of its RAM first, so
+ * its free memory is host-backed (as in a guest that ran a while) or, with --report,
+ * reported. */
+#define LINUX_FREE_SHARE 4
 
 struct linux_guest {
 	struct gfa_linux_vm *vm;
+	struct gfa_rv_pci *pci;         /* with --balloon or --report */
+	struct gfa_rv_balloon *bal;
+	unsigned long long memtotal_kb; /* the checker's last MemTotal report */
 	double init_ms, report_ms;
 	unsigned int next_line;
 	int cpus;               /* online CPUs the guest's checker counted */
@@ -47,6 +59,9 @@ static void linux_usage(FILE *f)
 		"  --check MIB      memory each checker fills and verifies (default 32)\n"
 		"  --moves          while the checkers run: full compaction, then collapse\n"
 		"                   (guests start on blocks below 2 MiB, so there is work)\n"
+		"  --balloon MIB    a virtio-balloon per guest; after boot, inflate it to MIB\n"
+		"  --report         a virtio-balloon with free page reporting per guest; the\n"
+		"                   checker touches and frees a quarter of RAM so it fires\n"
 		"  --kernel PATH    vmlinux or bzImage (default: built from /boot/vmlinuz-*)\n"
 		"  --initrd PATH    initramfs (default: tools/linux-initramfs.sh builds one)\n"
 		"  --timeout SEC    per guest phase (default 120)\n"
@@ -64,6 +79,7 @@ static int linux_parse(int argc, char **argv, struct linux_opts *o)
 		{ "kernel", required_argument, NULL, 'k' }, { "initrd", required_argument, NULL, 'i' },
 		{ "timeout", required_argument, NULL, 't' }, { "console", no_argument, NULL, 'C' },
 		{ "vcpus", required_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' },
+		{ "balloon", required_argument, NULL, 'b' }, { "report", no_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
@@ -96,6 +112,12 @@ static int linux_parse(int argc, char **argv, struct linux_opts *o)
 				return 2;
 			o->vcpus = (unsigned int)v;
 			break;
+		case 'b':
+			if (!parse_u64("--balloon", optarg, 1, GFA_LINUX_MAX_MEM / MiB, &v))
+				return 2;
+			o->balloon = v * MiB;
+			break;
+		case 'r': o->report = true; break;
 		case 'M': o->moves = o->small_only = true; break;
 		case 'k': o->kernel = optarg; break;
 		case 'i': o->initrd = optarg; break;
@@ -105,9 +127,9 @@ static int linux_parse(int argc, char **argv, struct linux_opts *o)
 		}
 	}
 	if (optind < argc || o->mem % (2 * MiB) || o->mem > GFA_LINUX_MAX_MEM ||
-	    o->mem < 64 * MiB || o->check_mib * MiB > o->mem / 2) {
-		fprintf(stderr, "gfactl linux: --mem must be a multiple of 2 MiB in [64 MiB, 3 GiB] "
-			"and --check at most half of it\n");
+	    o->mem < 64 * MiB || o->check_mib * MiB > o->mem / 2 || o->balloon > o->mem / 2) {
+		fprintf(stderr, "gfactl linux: --mem must be a multiple of 2 MiB in [64 MiB, 3 GiB], "
+			"--check and --balloon at most half of it\n");
 		return 2;
 	}
 	return 0;
@@ -152,9 +174,25 @@ static int linux_prepare(struct linux_opts *o, char *kernel, char *initrd, size_
 	return 0;
 }
 
-static int64_t host_backed(struct gfa_backing *b)
+static bool linux_has_balloon(const struct linux_opts *o)
 {
-	return gfa_memfd_allocated_bytes(gfa_backing_zone_fd(b, 0));
+	return o->balloon || o->report;
+}
+
+/* The pool's host-backed bytes (memfd st_blocks), once @hr (if any) settled. */
+static int64_t host_backed(struct gfa_pool *pool, struct gfa_backing *b,
+			   struct gfa_host_return *hr)
+{
+	int64_t sum = 0;
+
+	if (hr)
+		gfa_host_return_quiesce(hr, 30000);
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(pool); z++) {
+		int64_t n = gfa_memfd_allocated_bytes(gfa_backing_zone_fd(b, z));
+
+		sum += n > 0 ? n : 0;
+	}
+	return sum;
 }
 
 /* Wait for @needle on guest @g's console after its last match; its time in *ms. */
@@ -166,6 +204,20 @@ static bool guest_wait(struct linux_guest *g, const char *needle, int timeout_ms
 	if (i < 0)
 		return false;
 	g->next_line = (unsigned int)i + 1;
+	return true;
+}
+
+/* Wait until guest @g's checker reports a MemTotal of at most (@down) or at least @kb. */
+static bool guest_wait_memtotal(struct linux_guest *g, unsigned long long kb, bool down,
+				int timeout_ms, double *ms)
+{
+	char line[256];
+
+	while (down ? g->memtotal_kb > kb : g->memtotal_kb < kb) {
+		if (!guest_wait(g, "gfacheck: MemTotal ", timeout_ms, line, sizeof(line), ms) ||
+		    sscanf(strstr(line, "MemTotal "), "MemTotal %llu", &g->memtotal_kb) != 1)
+			return false;
+	}
 	return true;
 }
 
@@ -216,8 +268,79 @@ static int linux_moves(struct gfa_pool *pool, struct linux_guest *gs, const stru
 	return 0;
 }
 
-static void linux_report(struct gfa_pool *pool, struct gfa_backing *b, struct linux_guest *gs,
-			 const struct linux_opts *o, int64_t backed_before)
+/* The checkers touch and free a quarter of their RAM; what that leaves on the host. */
+static void linux_free_phase(struct gfa_pool *pool, struct gfa_backing *b,
+			     struct gfa_host_return *hr, struct linux_guest *gs,
+			     const struct linux_opts *o)
+{
+	int tmo = (int)o->timeout_s * 1000;
+	uint64_t freed = o->mem / LINUX_FREE_SHARE;
+	int64_t with = 0, after;
+	uint64_t reports = 0, punched = 0;
+
+	for (unsigned int i = 0; i < o->guests; i++)
+		gs[i].ok = gs[i].ok && guest_wait(&gs[i], "gfacheck: allocated", tmo, NULL, 0, NULL);
+	with = host_backed(pool, b, hr);
+	for (unsigned int i = 0; i < o->guests; i++)
+		gs[i].ok = gs[i].ok && guest_wait(&gs[i], "gfacheck: freed", tmo, NULL, 0, NULL);
+	/* the kernel reports free pageblocks about 2 s after they were freed */
+	if (o->report)
+		sleep(4);
+	after = host_backed(pool, b, hr);
+	for (unsigned int i = 0; i < o->guests; i++) {
+		struct gfa_rv_balloon_stat st;
+
+		if (!gfa_rv_balloon_stat(gs[i].bal, &st)) {
+			reports += st.report_requests;
+			punched += st.report_released_bytes;
+		}
+	}
+	printf("report: each checker touched and freed %llu MiB: host-backed %lld MiB with it, "
+	       "%lld MiB after the free%s; free page reporting: %llu reports, %llu MiB punched "
+	       "(since boot)\n", (unsigned long long)(freed / MiB), (long long)(with / (int64_t)MiB),
+	       (long long)(after / (int64_t)MiB), o->report ? " (4 s later)" : "",
+	       (unsigned long long)reports, (unsigned long long)(punched / MiB));
+}
+
+/* Inflate every guest's balloon to --balloon: time to the guest's MemTotal drop, bytes. */
+static void linux_balloon_phase(struct gfa_pool *pool, struct gfa_backing *b,
+				struct gfa_host_return *hr, struct linux_guest *gs,
+				const struct linux_opts *o)
+{
+	int tmo = (int)o->timeout_s * 1000;
+	unsigned long long kb0[LINUX_MAX_GUESTS];
+	int64_t before = host_backed(pool, b, hr), after;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned int i = 0; i < o->guests; i++) {
+		kb0[i] = gs[i].memtotal_kb;
+		gfa_rv_balloon_set_target(gs[i].bal, o->balloon);
+	}
+	for (unsigned int i = 0; i < o->guests; i++) {
+		double ms;
+
+		gs[i].ok = gs[i].ok && guest_wait_memtotal(&gs[i], kb0[i] - (o->balloon >> 10), true,
+							   tmo, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+		printf("balloon: guest %u: %llu MiB inflated %s %.0f ms after the target (MemTotal "
+		       "%llu -> %llu kB)\n", i, (unsigned long long)(o->balloon / MiB),
+		       gs[i].ok ? "by" : "FAILED: not done", ms, kb0[i], gs[i].memtotal_kb);
+	}
+	after = host_backed(pool, b, hr);
+	printf("balloon: host-backed %lld MiB before the targets, %lld MiB after (-%lld MiB, "
+	       "%.1f%% of the %llu MiB ballooned)\n", (long long)(before / (int64_t)MiB),
+	       (long long)(after / (int64_t)MiB), (long long)((before - after) / (int64_t)MiB),
+	       100.0 * (double)(before - after) / (double)(o->balloon * o->guests),
+	       (unsigned long long)(o->balloon * o->guests / MiB));
+	if (o->report)
+		printf("balloon: note: with --report the guests had reported their free memory "
+		       "already, so the pages the balloon took were mostly not host-backed\n");
+}
+
+static void linux_report(struct gfa_pool *pool, struct gfa_backing *b, struct gfa_host_return *hr,
+			 struct linux_guest *gs, const struct linux_opts *o, int64_t backed_before)
 {
 	uint64_t huge = 0, ranges = 0, pages_2m = 0;
 	struct gfa_thp_report thp;
@@ -244,7 +367,7 @@ static void linux_report(struct gfa_pool *pool, struct gfa_backing *b, struct li
 		printf("note: shmem_enabled is \"%s\": the host backs guest RAM with 4 KiB pages, "
 		       "so KVM maps no 2 MiB pages (set it to advise)\n", thp.shmem_enabled);
 	printf("host-backed bytes: %lld before the guests, %lld now\n", (long long)backed_before,
-	       (long long)host_backed(b));
+	       (long long)host_backed(pool, b, hr));
 	printf("2 MiB share: %llu of %llu ranges (%.1f%%), KVM pages_2m %llu\n",
 	       (unsigned long long)huge, (unsigned long long)ranges,
 	       ranges ? 100.0 * (double)huge / (double)ranges : 0.0, (unsigned long long)pages_2m);
@@ -259,7 +382,7 @@ static void linux_report(struct gfa_pool *pool, struct gfa_backing *b, struct li
 static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct linux_guest *gs,
 			   const struct linux_opts *o)
 {
-	char append[64], why[320];
+	char append[128], why[320];
 	struct gfa_linux_config cfg = {
 		.kernel = o->kernel, .initrd = o->initrd, .mem_bytes = o->mem, .vcpus = o->vcpus,
 		.small_only = o->small_only, .console_fd = o->console ? 2 : -1, .append = append,
@@ -267,13 +390,36 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 	int tmo = (int)o->timeout_s * 1000;
 	bool all = true;
 
-	/* with --moves the checkers loop until stopped, so they run while frames move */
-	snprintf(append, sizeof(append), "gfacheck=%llu,%d", (unsigned long long)o->check_mib,
-		 o->moves ? 0 : 2);
+	/* with --moves or a balloon the checkers loop until stopped, so they run while
+	 * frames move and balloons fill; with a balloon they report MemTotal on each change */
+	if (linux_has_balloon(o))
+		snprintf(append, sizeof(append), "gfacheck=%llu,0 gfacheck_opts=-i,200,-f,%llu",
+			 (unsigned long long)o->check_mib,
+			 (unsigned long long)(o->mem / LINUX_FREE_SHARE / MiB));
+	else
+		snprintf(append, sizeof(append), "gfacheck=%llu,%d",
+			 (unsigned long long)o->check_mib, o->moves ? 0 : 2);
 	for (unsigned int i = 0; i < o->guests; i++) {
+		struct gfa_rv_balloon_config bc = {
+			.backing = b, .slot = 1, .irq = GFA_LINUX_PCI_IRQ(1),
+			.irq_fn = gfa_linux_vm_irq_line, .free_page_reporting = o->report,
+		};
+
+		if (linux_has_balloon(o)) {
+			gs[i].pci = gfa_rv_pci_create();
+			if (!gs[i].pci)
+				return false;
+		}
+		cfg.pci = gs[i].pci;
 		gs[i].vm = gfa_linux_vm_create(pool, b, &cfg);
 		if (!gs[i].vm) {
 			fprintf(stderr, "gfactl linux: guest %u: %s\n", i, strerror(errno));
+			return false;
+		}
+		bc.guest = gfa_linux_vm_guest(gs[i].vm);
+		bc.irq_ctx = gs[i].vm;
+		if (gs[i].pci && !(gs[i].bal = gfa_rv_balloon_create(gs[i].pci, &bc))) {
+			fprintf(stderr, "gfactl linux: guest %u: balloon: %s\n", i, strerror(errno));
 			return false;
 		}
 	}
@@ -287,6 +433,8 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 		g->ok = guest_wait(g, "gfa-init up", tmo, NULL, 0, &g->init_ms) &&
 			guest_wait(g, "gfacheck: cpus", tmo, line, sizeof(line), NULL) &&
 			sscanf(strstr(line, "gfacheck: cpus"), "gfacheck: cpus %d", &g->cpus) == 1 &&
+			guest_wait(g, "gfacheck: MemTotal ", tmo, line, sizeof(line), NULL) &&
+			sscanf(strstr(line, "MemTotal "), "MemTotal %llu", &g->memtotal_kb) == 1 &&
 			guest_wait(g, "gfacheck: filled", tmo, NULL, 0, &g->report_ms) &&
 			guest_clean_pass(g, tmo, why, sizeof(why));
 		if (!g->ok)
@@ -304,6 +452,7 @@ int cmd_linux(int argc, char **argv)
 	struct gfa_backing_config bc = { 0 };
 	struct gfa_pool_config pc;
 	struct linux_opts o;
+	struct gfa_host_return *hr = NULL;
 	struct gfa_backing *b;
 	struct gfa_pool *pool;
 	int64_t before;
@@ -333,17 +482,33 @@ int cmd_linux(int argc, char **argv)
 		gfa_pool_destroy(pool);
 		return 1;
 	}
-	before = host_backed(b);
+	/* a balloon's frames go back to the host through the io_uring host return */
+	if (o.balloon) {
+		static const struct gfa_host_return_config hc = { .no_settle = true };
+
+		hr = gfa_host_return_start(pool, b, &hc);
+		if (!hr)
+			fprintf(stderr, "gfactl linux: host return: %s\n", strerror(errno));
+	}
+	before = host_backed(pool, b, hr);
 	printf("gfactl linux: %u guest(s) of %llu MiB, kernel %s, initramfs %s\n", o.guests,
 	       (unsigned long long)(o.mem / MiB), o.kernel, o.initrd);
 	ok = linux_boot_all(pool, b, gs, &o);
+	if (ok && linux_has_balloon(&o))
+		linux_free_phase(pool, b, hr, gs, &o);
+	if (ok && o.balloon)
+		linux_balloon_phase(pool, b, hr, gs, &o);
 	if (ok && o.moves)
 		linux_moves(pool, gs, &o);
-	linux_report(pool, b, gs, &o, before);
+	linux_report(pool, b, hr, gs, &o, before);
 	for (unsigned int i = 0; i < o.guests; i++) {
 		ok &= gs[i].ok;
+		gfa_linux_vm_stop(gs[i].vm);
+		gfa_rv_balloon_destroy(gs[i].bal);
 		gfa_linux_vm_destroy(gs[i].vm);
+		gfa_rv_pci_destroy(gs[i].pci);
 	}
+	gfa_host_return_stop(hr);
 	gfa_backing_destroy(b);
 	gfa_pool_destroy(pool);
 	return ok ? 0 : 1;
