@@ -135,7 +135,7 @@ int gfa_domain_parse_size(const char *value, const char *unit, uint64_t *bytes)
 	int rc;
 
 	if (!value || !bytes)
-		return -EINVAL;
+		return -EFAULT;
 	rc = unit_scale(unit, &scale);
 	if (rc)
 		return rc;
@@ -795,7 +795,7 @@ int gfa_domain_from_xml_string(const char *xml, struct gfa_domain_spec *out,
 			       char *err, size_t errlen)
 {
 	if (!xml || !out)
-		return fail(err, errlen, -EINVAL, "domain XML", "NULL argument");
+		return fail(err, errlen, -EFAULT, "domain XML", "NULL argument");
 	return import_xml(xml, strlen(xml), "domain XML string", out, err, errlen);
 }
 
@@ -862,7 +862,7 @@ int gfa_domain_from_xml_file(const char *path, struct gfa_domain_spec *out,
 	int rc;
 
 	if (!path || !out)
-		return fail(err, errlen, -EINVAL, "domain XML file", "NULL argument");
+		return fail(err, errlen, -EFAULT, "domain XML file", "NULL argument");
 	snprintf(what, sizeof(what), "domain XML file '%s'", path);
 	rc = read_file(path, what, &data, &len, err, errlen);
 	if (rc)
@@ -1002,7 +1002,7 @@ int gfa_domain_from_libvirt(const char *uri, const char *name,
 	int rc;
 
 	if (!name || !out)
-		return fail(err, errlen, -EINVAL, "libvirt", "NULL argument");
+		return fail(err, errlen, -EFAULT, "libvirt", "NULL argument");
 	pthread_once(&virt_once, virt_init);
 	if (virt_init_rc < 0)
 		return fail(err, errlen, -EIO, "libvirt", "virInitialize failed");
@@ -1044,7 +1044,9 @@ int gfa_domain_format_size(uint64_t bytes, char *buf, size_t len)
 	unsigned int u = 0;
 	int n;
 
-	if (!buf || !len)
+	if (!buf)
+		return -EFAULT;
+	if (!len)
 		return -EINVAL;
 	while (bytes && u + 1 < sizeof(units) / sizeof(units[0]) && !(bytes % 1024)) {
 		bytes /= 1024;
@@ -1115,7 +1117,9 @@ int gfa_domain_format(const struct gfa_domain_spec *s, char *buf, size_t len)
 	struct strbuf o = { .buf = buf, .len = len };
 	char size[32];
 
-	if (!s || !buf || !len || !spec_counts_ok(s))
+	if (!s || !buf)
+		return -EFAULT;
+	if (!len || !spec_counts_ok(s))
 		return -EINVAL;
 	buf[0] = '\0';
 	gfa_domain_format_size(s->memory_bytes, size, sizeof(size));
@@ -1153,7 +1157,9 @@ int gfa_domain_cell_page_size(const struct gfa_domain_spec *s, unsigned int cell
 	unsigned int i, ncells;
 	uint64_t fallback = 0;
 
-	if (!s || !bytes || !spec_counts_ok(s))
+	if (!s || !bytes)
+		return -EFAULT;
+	if (!spec_counts_ok(s))
 		return -EINVAL;
 	ncells = s->nr_cells ? s->nr_cells : 1;
 	if (cell >= ncells)
@@ -1218,8 +1224,10 @@ int gfa_domain_check_pages(const struct gfa_domain_spec *s, const char *dir, cha
 	char size[32], cells[GFA_DOMAIN_MAX_CELLS * 4], have[256], what[GFA_DOMAIN_NAME_MAX + 16];
 	unsigned int i;
 
-	if (!s || !spec_counts_ok(s))
-		return fail(err, errlen, -EINVAL, "domain", "NULL argument or counts too large");
+	if (!s)
+		return fail(err, errlen, -EFAULT, "domain", "NULL argument");
+	if (!spec_counts_ok(s))
+		return fail(err, errlen, -EINVAL, "domain", "counts too large for the arrays");
 	if (!dir)
 		dir = "/sys/kernel/mm/hugepages";
 	for (i = 0; s->hugepages && i < s->nr_pages; i++) {

@@ -1109,7 +1109,7 @@ static int handle_mmio(struct gfa_kvm_vcpu *vcpu)
 int gfa_kvm_vm_set_mmio_handler(struct gfa_kvm_vm *vm, gfa_kvm_mmio_fn fn, void *ctx)
 {
 	if (!vm)
-		return -EINVAL;
+		return -EFAULT;
 	vm->mmio_fn = fn;
 	vm->mmio_ctx = ctx;
 	return 0;

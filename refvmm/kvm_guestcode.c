@@ -129,7 +129,9 @@ int gfa_kvm_test_io(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io *io, void
 	struct gfa_kvm_test_ctx *t = ctx;
 	uint32_t v;
 
-	if (!t || !io || !io->out || io->size != 4 || io->count != 1)
+	if (!t || !io)
+		return -EFAULT;
+	if (!io->out || io->size != 4 || io->count != 1)
 		return -EPROTO;
 	v = gfa_kvm_io_value(io);
 	switch (io->port) {

@@ -273,7 +273,9 @@ int gfa_rv_pci_io(struct gfa_rv_pci *pci, uint16_t port, void *data, unsigned in
 	uint32_t val = 0;
 	int ret;
 
-	if (!pci || !data || (size != 1 && size != 2 && size != 4))
+	if (!pci || !data)
+		return -EFAULT;
+	if (size != 1 && size != 2 && size != 4)
 		return -EINVAL;
 	if (write)
 		memcpy(&val, data, size);

@@ -170,8 +170,8 @@ Test(domain_units, parse_size_units)
 			     bad[i].rc, "'%s' '%s'", bad[i].value, bad[i].unit);
 		cr_assert_eq(b, 12345, "output changed on error");
 	}
-	cr_assert_eq(gfa_domain_parse_size(NULL, "b", &b), -EINVAL);
-	cr_assert_eq(gfa_domain_parse_size("1", "b", NULL), -EINVAL);
+	cr_assert_eq(gfa_domain_parse_size(NULL, "b", &b), -EFAULT);
+	cr_assert_eq(gfa_domain_parse_size("1", "b", NULL), -EFAULT);
 }
 
 /* Each unit through a whole document: sizes are rounded up to a KiB. */
@@ -366,9 +366,11 @@ Test(domain_xml, format_errors)
 	cr_assert_eq(gfa_domain_format(&s, small, sizeof(small)), -ENOSPC);
 	cr_assert_eq(strlen(small), sizeof(small) - 1, "truncated, NUL-terminated");
 	cr_assert_eq(strncmp(small, "numa2: memory 4", sizeof(small) - 1), 0);
-	cr_assert_eq(gfa_domain_format(NULL, small, sizeof(small)), -EINVAL);
-	cr_assert_eq(gfa_domain_format(&s, NULL, 10), -EINVAL);
+	cr_assert_eq(gfa_domain_format(NULL, small, sizeof(small)), -EFAULT);
+	cr_assert_eq(gfa_domain_format(&s, NULL, 10), -EFAULT);
 	cr_assert_eq(gfa_domain_format(&s, small, 0), -EINVAL);
+	cr_assert_eq(gfa_domain_format_size(1, NULL, 8), -EFAULT);
+	cr_assert_eq(gfa_domain_format_size(1, small, 0), -EINVAL);
 }
 
 Test(domain_xml, bad_xml)
@@ -514,12 +516,12 @@ Test(domain_xml, null_arguments)
 {
 	struct gfa_domain_spec s;
 
-	cr_assert_eq(gfa_domain_from_xml_string(NULL, &s, NULL, 0), -EINVAL);
-	cr_assert_eq(gfa_domain_from_xml_string("<domain/>", NULL, NULL, 0), -EINVAL);
-	cr_assert_eq(gfa_domain_from_xml_file(NULL, &s, NULL, 0), -EINVAL);
+	cr_assert_eq(gfa_domain_from_xml_string(NULL, &s, NULL, 0), -EFAULT);
+	cr_assert_eq(gfa_domain_from_xml_string("<domain/>", NULL, NULL, 0), -EFAULT);
+	cr_assert_eq(gfa_domain_from_xml_file(NULL, &s, NULL, 0), -EFAULT);
 	cr_assert_eq(gfa_domain_from_libvirt("test:///default", NULL, &s, NULL, 0),
-		     -EINVAL);
-	cr_assert_eq(gfa_domain_cell_page_size(NULL, 0, &(uint64_t){ 0 }), -EINVAL);
+		     -EFAULT);
+	cr_assert_eq(gfa_domain_cell_page_size(NULL, 0, &(uint64_t){ 0 }), -EFAULT);
 }
 
 /* Build a domain with @vcpu, @numa and @backing spliced in. */
@@ -663,7 +665,7 @@ Test(domain_xml, odd_hugepage_size_is_refused_at_start)
 	cr_assert_eq(gfa_domain_check_pages(&s, dir, err, sizeof(err)), -EOPNOTSUPP);
 	cr_assert_not_null(strstr(err, "1 GiB (default) is not a page size of this host "
 				  "(it has 2 MiB)"), "%s", err);
-	cr_assert_eq(gfa_domain_check_pages(NULL, dir, err, sizeof(err)), -EINVAL);
+	cr_assert_eq(gfa_domain_check_pages(NULL, dir, err, sizeof(err)), -EFAULT);
 	snprintf(sub, sizeof(sub), "%s/%s", dir, sizes[0]);
 	rmdir(sub);
 	rmdir(dir);

@@ -462,6 +462,8 @@ Test(kvm, bad_inputs)
 	cr_assert_eq(gfa_kvm_vm_stat(NULL, "pages_4k", &val), -EFAULT);
 	cr_assert_eq(gfa_kvm_vm_fd(NULL), -EFAULT);
 	cr_assert_eq(gfa_kvm_test_guest_load(NULL, 0), -EFAULT);
+	cr_assert_eq(gfa_kvm_vm_set_mmio_handler(NULL, NULL, NULL), -EFAULT);
+	cr_assert_eq(gfa_kvm_test_io(NULL, NULL, NULL), -EFAULT);
 	errno = 0;
 	cr_assert_null(gfa_kvm_vcpu_create(NULL, 0));
 	cr_assert_eq(errno, EFAULT);

@@ -373,7 +373,7 @@ Test(virtio, pci_bus_config_space_and_bars)
 	cr_assert_eq(gfa_rv_pci_io(d.pci, 0xcf9, &v, 1, false), -ENOENT);
 	cr_assert_eq(gfa_rv_pci_io(d.pci, 0x3f8, &v, 1, false), -ENOENT, "no device there");
 	cr_assert_eq(gfa_rv_pci_io(d.pci, 0xcfc, &v, 3, false), -EINVAL);
-	cr_assert_eq(gfa_rv_pci_io(NULL, 0xcfc, &v, 4, false), -EINVAL);
+	cr_assert_eq(gfa_rv_pci_io(NULL, 0xcfc, &v, 4, false), -EFAULT);
 	/* sizing as Linux does, then a move of the BAR */
 	old = d.io;
 	cfg_out(&d, d.slot, 0x10, 0xffffffffu, 4);

@@ -3,13 +3,26 @@
  * gfa reference VMM (libgfa-refvmm): what gfa's own tests, benchmarks, examples and
  * gfactl use to run guests on gfa memory.  It is not part of libgfa: a VMM that links
  * libgfa brings its own KVM code and configuration, and none of libvirt, libxml2 or
- * GLib comes with libgfa.  Sections:
- *   KVM        a small wrapper around the KVM API for x86-64 hosts
- *   VMs        a gfa_guest plus vCPUs running gfa's test guest (or host threads)
- *   domains    a guest's memory layout imported from libvirt
- *   host memory  PMD-mapped, resident and memfd-backed bytes, as the host reports them
- *   PCI and virtio devices  a PCI bus for port IO and a virtio-balloon on it
- *   Linux guests  an unmodified Linux kernel booted on a gfa guest's RAM
+ * GLib comes with libgfa.
+ *
+ * Sections (each "---- name ----" below):
+ *   KVM                     a small wrapper around the KVM API for x86-64 hosts, and
+ *                           the test guest with its port-IO protocol (refvmm/kvm.c,
+ *                           refvmm/kvm_guestcode.c)
+ *   VMs                     a gfa_guest plus vCPUs running gfa's test guest (or host
+ *                           threads), and the pool of VM shells (refvmm/vm.c, shell.c)
+ *   domains                 a guest's memory layout imported from libvirt (domain.c)
+ *   host memory             PMD-mapped, resident and memfd-backed bytes, as the host
+ *                           reports them (hostmem.c)
+ *   PCI and virtio devices  a PCI bus for port IO and a virtio-balloon on it (pci.c,
+ *                           virtio_*.c)
+ *   Linux guests            an unmodified Linux kernel booted on a gfa guest's RAM
+ *                           (linux_boot.c, linux_vm.c)
+ *
+ * Errors are negative errno values, named per function under "Return:"; functions
+ * returning a pointer return NULL with errno set.  The conventions at the head of
+ * gfa/allocator.h hold here too: a NULL handle, config or output pointer is -EFAULT,
+ * and a NULL handle passed to a destroy call is a no-op.
  */
 #ifndef GFA_REFVMM_H
 #define GFA_REFVMM_H
@@ -44,11 +57,10 @@ extern "C" {
  *             verifies a pattern over a GPA range and reports through port IO, plus
  *             the host side of that protocol.
  *
- * Errors are negative errno values (pointer-returning functions return NULL and set
- * errno).  Bad input changes nothing.  Errors a guest causes (triple fault, failed
- * VM entry, KVM internal error, access to a GPA outside every memslot, unhandled
- * port IO) end gfa_kvm_vcpu_run with a negative errno; the reason, in words, is
- * printed to stderr and kept for gfa_kvm_vcpu_error().
+ * Bad input changes nothing.  Errors a guest causes (triple fault, failed VM entry,
+ * KVM internal error, access to a GPA outside every memslot, unhandled port IO) end
+ * gfa_kvm_vcpu_run with a negative errno; the reason, in words, is printed to stderr
+ * and kept for gfa_kvm_vcpu_error().
  *
  * Pausing and kicking use a signal: the first gfa_kvm_vcpu_create() installs a no-op
  * handler for GFA_KVM_KICK_SIGNAL (SIGRTMIN) unless the process already handles that
@@ -56,8 +68,9 @@ extern "C" {
  * unblock it only inside KVM_RUN (KVM_SET_SIGNAL_MASK, as QEMU does), so the signal only
  * interrupts KVM_RUN, never a poll() or nanosleep() of an IO handler; a signal that
  * arrives is consumed there (sigtimedwait), and an application's own handler for it
- * is called for each one (a process-wide SIGRTMIN routed to a vCPU thread included).  kvm_run->immediate_exit
- * closes the race with a vCPU thread that is just about to enter the guest.
+ * is called for each one (a process-wide SIGRTMIN routed to a vCPU thread included).
+ * kvm_run->immediate_exit closes the race with a vCPU thread that is just about to
+ * enter the guest.
  */
 
 struct gfa_kvm_vm;
@@ -78,118 +91,206 @@ struct gfa_kvm_vcpu;
 #define GFA_KVM_HUGE_PAGE	(2ULL << 20)
 #define GFA_KVM_MAX_IDENTITY_MAP (512ULL << 30)	/* one PDPT: 512 GiB */
 
-/*
- * 1 if /dev/kvm can be opened read-write, reports API version 12, has the
- * capabilities gfa needs (user memory, immediate_exit) and lets us create a VM.
- * Otherwise 0, with the reason in @why (if @why is not NULL and @len > 0; always
- * NUL-terminated).  Found out once per process (one throwaway VM); later calls, and
- * every VM's creation, use that answer and its /dev/kvm fd.  Thread-safe.
+/**
+ * gfa_kvm_available() - whether KVM can run gfa's VMs here
+ * @why: where the reason goes when KVM is not usable; may be NULL
+ * @len: bytes at @why; 0 writes nothing
+ *
+ * KVM is usable when /dev/kvm can be opened read-write, reports API version 12, has
+ * the capabilities gfa needs (user memory, immediate_exit) and lets us create a VM.
+ * Found out once per process (one throwaway VM); later calls, and every VM's
+ * creation, use that answer and its /dev/kvm fd.
+ *
+ * Return: 1 if usable; 0 otherwise, with the reason in @why (if @why is not NULL and
+ * @len > 0; always NUL-terminated, "" when usable).
+ * Context: any thread.
  */
 int gfa_kvm_available(char *why, size_t len);
 
-/*
- * Create an empty VM: no memory, no vCPUs.  Returns NULL with errno set:
+/**
+ * gfa_kvm_vm_create() - create an empty VM: no memory, no vCPUs
+ *
+ * Return: the VM, or NULL with errno set:
  *   ENOENT/EACCES/...  /dev/kvm cannot be opened (errno of open(2))
- *   EPROTO             KVM_GET_API_VERSION is not 12
+ *   EPROTO             KVM_GET_API_VERSION is not 12, or KVM_GET_VCPU_MMAP_SIZE is 0
  *   ENOTSUP            a needed capability is missing
  *   ENOMEM, or the errno of KVM_CREATE_VM
+ * Context: any thread.
  */
 struct gfa_kvm_vm *gfa_kvm_vm_create(void);
 
-/*
- * Destroy a VM.  Memslots are dropped with it; the caller's guest memory is not
- * touched (the caller unmaps it afterwards).  NULL is a no-op returning 0.
- * Errors: -EBUSY if vCPUs of this VM still exist (destroy them first); nothing is
- * freed then.  Call once, when no other thread uses the VM.
+/**
+ * gfa_kvm_vm_destroy() - destroy a VM
+ * @vm: the VM; NULL is a no-op returning 0
+ *
+ * Memslots are dropped with it; the caller's guest memory is not touched (the caller
+ * unmaps it afterwards).
+ *
+ * Return: 0, or -EBUSY if vCPUs of this VM still exist (destroy them first); nothing
+ * is freed then.
+ * Context: call once, when no other thread uses the VM.
  */
 int gfa_kvm_vm_destroy(struct gfa_kvm_vm *vm);
 
-/* The KVM VM file descriptor, for ioctls this wrapper does not cover; -EFAULT if NULL. */
+/**
+ * gfa_kvm_vm_fd() - the KVM VM file descriptor, for ioctls this wrapper does not cover
+ * @vm: the VM
+ *
+ * Return: the fd (owned by @vm: do not close it), or -EFAULT if @vm is NULL.
+ * Context: any thread.
+ */
 int gfa_kvm_vm_fd(const struct gfa_kvm_vm *vm);
 
-/*
- * Map [@hva, @hva + @size) into the guest at [@gpa, @gpa + @size) as memslot @slot
- * (KVM_SET_USER_MEMORY_REGION).  @size 0 removes the slot.  Changing an existing
- * slot is limited by KVM to flags-only changes or moving it to another @gpa with the
- * same @hva and @size.  The memory stays the caller's: it must stay mapped while the
- * slot exists; its backing may be replaced with mmap(MAP_FIXED) at any time.  Use a
- * 2 MiB-aligned @gpa and @hva (and huge-page backed memory) so KVM can map 2 MiB
- * pages.  Thread-safe.
- * Errors:
+/**
+ * gfa_kvm_set_memslot() - map host memory into the guest (KVM_SET_USER_MEMORY_REGION)
+ * @vm:    the VM
+ * @slot:  memslot number
+ * @gpa:   guest-physical start
+ * @hva:   host address of the memory; NULL only with @size 0
+ * @size:  bytes; 0 removes the slot
+ * @flags: GFA_KVM_MEM_LOG_DIRTY, GFA_KVM_MEM_READONLY
+ *
+ * Maps [@hva, @hva + @size) into the guest at [@gpa, @gpa + @size) as memslot @slot.
+ * Changing an existing slot is limited by KVM to flags-only changes or moving it to
+ * another @gpa with the same @hva and @size.  The memory stays the caller's: it must
+ * stay mapped while the slot exists; its backing may be replaced with mmap(MAP_FIXED)
+ * at any time.  Use a 2 MiB-aligned @gpa and @hva (and huge-page backed memory) so KVM
+ * can map 2 MiB pages.
+ *
+ * Return: 0, or
  *   -EFAULT  NULL @vm
  *   -EINVAL  @gpa, @hva or @size not 4 KiB aligned; NULL @hva with a
- *            non-zero @size; @gpa + @size wraps; unknown @flags
+ *            non-zero @size; @gpa + @size or @hva + @size wraps; unknown @flags
  *   -ERANGE  @slot >= the VM's memslot limit (KVM_CAP_NR_MEMSLOTS)
  *   -EEXIST  the range overlaps another slot
  *   -ENOENT  removing a slot that is not set
  *   -ENOMEM, or the errno of KVM_SET_USER_MEMORY_REGION (e.g. -EINVAL for a resize)
+ * Context: any thread.
  */
 int gfa_kvm_set_memslot(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa,
 			void *hva, uint64_t size, uint32_t flags);
 
-/*
- * Host address of guest range [@gpa, @gpa + @len), which must lie inside one
- * memslot.  NULL with errno EFAULT (NULL @vm, or not inside one slot) or EINVAL
- * (@len 0).  Thread-safe; the pointer is valid while that slot exists.
+/**
+ * gfa_kvm_gpa_to_hva() - host address of a guest-physical range
+ * @vm:  the VM
+ * @gpa: start of the range
+ * @len: bytes in the range, which must lie inside one memslot
+ *
+ * Return: the host address of @gpa, or NULL with errno EFAULT (NULL @vm, or
+ * [@gpa, @gpa + @len) not inside one slot) or EINVAL (@len 0).
+ * Context: any thread; the pointer is valid while that slot exists.
  */
 void *gfa_kvm_gpa_to_hva(struct gfa_kvm_vm *vm, uint64_t gpa, uint64_t len);
 
-/*
- * Read one KVM binary statistic of the VM (KVM_GET_STATS_FD), e.g. "pages_4k",
- * "pages_2m", "pages_1g", "remote_tlb_flush".  Thread-safe.
- * Errors: -EFAULT NULL argument; -EINVAL a statistic with several values (histogram);
- * -ENOENT unknown name; -EOPNOTSUPP the kernel has no binary stats fd; -EIO a
- * short or malformed read.
+/**
+ * gfa_kvm_vm_stat() - read one KVM binary statistic of the VM (KVM_GET_STATS_FD)
+ * @vm:   the VM
+ * @name: the statistic, e.g. "pages_4k", "pages_2m", "pages_1g", "remote_tlb_flush"
+ * @val:  where its value goes
+ *
+ * Return: 0 and *@val set, or
+ *   -EFAULT      NULL argument
+ *   -EINVAL      a statistic with several values (histogram)
+ *   -ENOENT      unknown name
+ *   -EOPNOTSUPP  the kernel has no binary stats fd
+ *   -EIO         a short or malformed read
+ *   -ENOMEM
+ * Context: any thread.
  */
 int gfa_kvm_vm_stat(struct gfa_kvm_vm *vm, const char *name, uint64_t *val);
 
-/*
- * Write the boot area at @boot_gpa (see GFA_KVM_BOOT_*): GDT, TSS and page tables
- * that identity-map guest-physical [0, @map_size) with 2 MiB pages (read, write,
- * execute, supervisor).  The whole area, gfa_kvm_boot_area_size(@map_size) bytes,
- * must lie inside one memslot.  Mapped GPAs without a memslot exit as MMIO when
- * touched.  Call again to move or resize the map; vCPUs entered before keep the
- * old CR3 until entered again.  Thread-safe against other VM calls, but do not
- * rewrite tables that running vCPUs use.
- * Errors: -EFAULT NULL @vm; -EINVAL @boot_gpa not 4 KiB aligned, @map_size 0, not a
- * multiple of 2 MiB or above GFA_KVM_MAX_IDENTITY_MAP; -EFAULT the area is not
- * inside one memslot.
+/**
+ * gfa_kvm_vm_build_page_tables() - write the boot area for 64-bit guests
+ * @vm:       the VM
+ * @boot_gpa: where the area goes (see GFA_KVM_BOOT_*), 4 KiB aligned
+ * @map_size: bytes of guest-physical memory to identity-map, from 0
+ *
+ * Writes a GDT, a TSS and page tables that identity-map guest-physical [0, @map_size)
+ * with 2 MiB pages (read, write, execute, supervisor).  The whole area,
+ * gfa_kvm_boot_area_size(@map_size) bytes, must lie inside one memslot.  Mapped GPAs
+ * without a memslot exit as MMIO when touched.  Call again to move or resize the map;
+ * vCPUs entered before keep the old CR3 until entered again.
+ *
+ * Return: 0, or
+ *   -EFAULT  NULL @vm, or the area is not inside one memslot
+ *   -EINVAL  @boot_gpa not 4 KiB aligned, @map_size 0, not a multiple of 2 MiB or
+ *            above GFA_KVM_MAX_IDENTITY_MAP
+ * Context: any thread, against other VM calls too; but do not rewrite tables that
+ * running vCPUs use.
  */
 int gfa_kvm_vm_build_page_tables(struct gfa_kvm_vm *vm, uint64_t boot_gpa,
 				 uint64_t map_size);
 
-/* Bytes of the boot area for an identity map of @map_size bytes (0 if invalid). */
+/**
+ * gfa_kvm_boot_area_size() - bytes of the boot area for an identity map
+ * @map_size: bytes to identity-map, as for gfa_kvm_vm_build_page_tables()
+ *
+ * Return: the size of the area gfa_kvm_vm_build_page_tables() writes, or 0 if
+ * @map_size is invalid there.
+ * Context: any thread.
+ */
 uint64_t gfa_kvm_boot_area_size(uint64_t map_size);
 
-/*
- * Create vCPU @id (also its APIC ID): KVM_CREATE_VCPU, mmap of kvm_run, and
- * KVM_SET_CPUID2 with everything KVM_GET_SUPPORTED_CPUID offers (APIC ID fields
- * set to @id).  Thread-safe.  Returns NULL with errno set: EFAULT (NULL @vm),
- * ERANGE (@id above the VM's limit), EEXIST (@id exists), ENOMEM, or the errno of
- * the failing ioctl or mmap.
+/**
+ * gfa_kvm_vcpu_create() - create a vCPU
+ * @vm: the VM
+ * @id: vCPU id, also its APIC ID
+ *
+ * KVM_CREATE_VCPU, mmap of kvm_run, and KVM_SET_CPUID2 with everything
+ * KVM_GET_SUPPORTED_CPUID offers (APIC ID fields set to @id).  An id destroyed
+ * before gets its parked vCPU back (see gfa_kvm_vcpu_destroy()).  The first call
+ * installs the kick signal's handler (see the head of this section).
+ *
+ * Return: the vCPU, or NULL with errno set: EFAULT (NULL @vm), ERANGE (@id above the
+ * VM's limit), EEXIST (@id exists), ENOMEM, or the errno of the failing ioctl or mmap.
+ * Context: any thread.
  */
 struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id);
 
-/*
- * Destroy a vCPU.  KVM keeps a vCPU until its VM is destroyed, so its fd is parked
- * (as QEMU parks unplugged vCPUs) and a later create of the same id takes it again,
- * registers as the last run left them.  NULL is a no-op returning 0.  Errors: -EBUSY
- * while a thread is inside gfa_kvm_vcpu_run() for it (kick it and wait for run to
- * return first).
+/**
+ * gfa_kvm_vcpu_destroy() - destroy a vCPU
+ * @vcpu: the vCPU; NULL is a no-op returning 0
+ *
+ * KVM keeps a vCPU until its VM is destroyed, so its fd is parked (as QEMU parks
+ * unplugged vCPUs) and a later create of the same id takes it again, registers as
+ * the last run left them.
+ *
+ * Return: 0, or -EBUSY while a thread is inside gfa_kvm_vcpu_run() for it (kick it and
+ * wait for run to return first).
+ * Context: any thread but one running the vCPU.
  */
 int gfa_kvm_vcpu_destroy(struct gfa_kvm_vcpu *vcpu);
 
-/*
- * Put the vCPU's registers (general, segment and control, FPU/SSE) back to what they
- * were when gfa_kvm_vcpu_create made it, and forget a pending kick and the last run
- * error, so a vCPU can serve another guest without handing it this one's state.
- * Errors: -EFAULT NULL; -EBUSY running or paused; or the errno of KVM_SET_REGS,
- * KVM_SET_SREGS or KVM_SET_FPU.
+/**
+ * gfa_kvm_vcpu_reset() - give a vCPU the state it was created with
+ * @vcpu: the vCPU
+ *
+ * Puts the vCPU's registers (general, segment and control, FPU/SSE) back to what they
+ * were when gfa_kvm_vcpu_create made it, and forgets a pending kick and the last run
+ * error, so a vCPU can serve another guest without handing
+ * it this one's state.
+ *
+ * Return: 0, or -EFAULT NULL @vcpu; -EBUSY running or paused; or the errno of
+ * KVM_SET_REGS, KVM_SET_SREGS or KVM_SET_FPU.
+ * Context: any thread, while no thread runs the vCPU.
  */
 int gfa_kvm_vcpu_reset(struct gfa_kvm_vcpu *vcpu);
 
-/* The KVM vCPU file descriptor and the vCPU id; -EFAULT if NULL. */
+/**
+ * gfa_kvm_vcpu_fd() - the KVM vCPU file descriptor
+ * @vcpu: the vCPU
+ *
+ * Return: the fd (owned by @vcpu: do not close it), or -EFAULT if @vcpu is NULL.
+ * Context: any thread.
+ */
 int gfa_kvm_vcpu_fd(const struct gfa_kvm_vcpu *vcpu);
+/**
+ * gfa_kvm_vcpu_id() - the vCPU id (and APIC ID) it was created with
+ * @vcpu: the vCPU
+ *
+ * Return: the id, or -EFAULT if @vcpu is NULL.
+ * Context: any thread.
+ */
 int gfa_kvm_vcpu_id(const struct gfa_kvm_vcpu *vcpu);
 
 /* Where a 64-bit guest starts. */
@@ -199,15 +300,20 @@ struct gfa_kvm_entry {
 	uint64_t args[6];	/* rdi, rsi, rdx, rcx, r8, r9 (System V order) */
 };
 
-/*
- * Put the vCPU into 64-bit long mode at @entry: CR0.PE|PG, CR4.PAE, EFER.LME|LMA,
+/**
+ * gfa_kvm_vcpu_enter_long_mode() - point a vCPU at 64-bit code
+ * @vcpu:  the vCPU
+ * @entry: entry point, stack and arguments
+ *
+ * Puts the vCPU into 64-bit long mode at @entry: CR0.PE|PG, CR4.PAE, EFER.LME|LMA,
  * CR3 = the VM's PML4, CS = 0x08 (64-bit), data segments 0x10, TR = 0x18, no IDT
  * (an exception becomes a triple fault, which gfa_kvm_vcpu_run reports), RFLAGS =
- * 0x2 (interrupts off).  All other general registers are zeroed.  Call from the
- * vCPU's thread or while it is not running.
- * Errors: -EFAULT NULL argument; -ENOENT gfa_kvm_vm_build_page_tables() was not
- * called for this VM; -EBUSY the vCPU is running; or the errno of KVM_SET_SREGS /
- * KVM_SET_REGS.
+ * 0x2 (interrupts off).  All other general registers are zeroed.
+ *
+ * Return: 0, or -EFAULT NULL argument; -ENOENT gfa_kvm_vm_build_page_tables() was not
+ * called for this VM; -EBUSY another thread is running the vCPU; or the errno of
+ * KVM_SET_SREGS / KVM_SET_REGS.
+ * Context: the vCPU's thread (an IO handler, say), or any thread while it is not running.
  */
 int gfa_kvm_vcpu_enter_long_mode(struct gfa_kvm_vcpu *vcpu,
 				 const struct gfa_kvm_entry *entry);
@@ -221,7 +327,13 @@ struct gfa_kvm_io {
 	void *data;
 };
 
-/* First element of an IO exit's data as a number (for size 1, 2 or 4). */
+/**
+ * gfa_kvm_io_value() - the first element of an IO exit's data as a number
+ * @io: the exit, of size 1, 2 or 4 (little-endian)
+ *
+ * Return: the value; 0 for a NULL @io or data, or another size.
+ * Context: any thread.
+ */
 uint32_t gfa_kvm_io_value(const struct gfa_kvm_io *io);
 
 /* What an IO handler returns (or a negative errno, which ends the run with it). */
@@ -237,20 +349,30 @@ typedef int (*gfa_kvm_io_fn)(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io 
 #define GFA_KVM_RUN_STOPPED	2	/* the IO handler returned GFA_KVM_IO_STOP */
 #define GFA_KVM_RUN_KICKED	3	/* gfa_kvm_vcpu_kick() was called */
 
-/*
- * Run the vCPU in the calling thread until something for the caller happens:
- * KVM_RUN in a loop; KVM_EXIT_IO goes to @io (called in this thread, with @ctx);
- * HLT returns GFA_KVM_RUN_HLT; a kick returns GFA_KVM_RUN_KICKED; while paused
- * (gfa_kvm_vcpu_pause) the thread waits here and re-enters the guest on resume.
- * Calling run again after any return continues the guest where it stopped.
- * Errors (the reason in words goes to stderr and gfa_kvm_vcpu_error()):
+/**
+ * gfa_kvm_vcpu_run() - run the vCPU until something for the caller happens
+ * @vcpu: the vCPU
+ * @io:   handler for KVM_EXIT_IO, called in this thread with @ctx; may be NULL
+ * @ctx:  passed to @io
+ *
+ * KVM_RUN in a loop; KVM_EXIT_IO goes to @io; HLT returns GFA_KVM_RUN_HLT; a kick
+ * returns GFA_KVM_RUN_KICKED; while paused (gfa_kvm_vcpu_pause) the thread waits here
+ * and re-enters the guest on resume.  Calling run again after any return continues
+ * the guest where it stopped.
+ *
+ * Return: GFA_KVM_RUN_HLT, GFA_KVM_RUN_STOPPED or GFA_KVM_RUN_KICKED, or (the reason
+ * in words goes to stderr and gfa_kvm_vcpu_error()):
  *   -EFAULT   NULL @vcpu
  *   -EBUSY    another thread is running this vCPU
  *   -EIO      KVM_EXIT_SHUTDOWN (triple fault), KVM_EXIT_FAIL_ENTRY,
- *             KVM_EXIT_INTERNAL_ERROR, or any other exit this loop does not handle
- *   -EFAULT   KVM_EXIT_MMIO: the guest touched a GPA that is in no memslot
+ *             KVM_EXIT_INTERNAL_ERROR, a system event, or any other exit this loop
+ *             does not handle
+ *   -EFAULT   KVM_EXIT_MMIO: the guest touched a GPA that is in no memslot (unless
+ *             gfa_kvm_vm_set_mmio_handler() gave a handler)
  *   -ENOSYS   KVM_EXIT_IO with @io NULL
- *   a negative value returned by @io, or the errno of KVM_RUN
+ *   -EINVAL   @io returned a value other than GFA_KVM_IO_CONTINUE or _STOP
+ *   a negative value returned by @io (or the MMIO handler), or the errno of KVM_RUN
+ * Context: one thread at a time per vCPU; it keeps GFA_KVM_KICK_SIGNAL blocked.
  */
 int gfa_kvm_vcpu_run(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn io, void *ctx);
 
@@ -263,43 +385,85 @@ struct gfa_kvm_mmio {
 };
 typedef int (*gfa_kvm_mmio_fn)(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_mmio *m,
 			       void *ctx);
-/*
- * Handle the MMIO exits of the VM's vCPUs with @fn (the IO handler's return convention)
- * instead of ending gfa_kvm_vcpu_run() with -EFAULT; NULL @fn restores that.  Call
- * before any vCPU runs.  Errors: -EINVAL NULL @vm.
+/**
+ * gfa_kvm_vm_set_mmio_handler() - handle MMIO exits instead of failing the run
+ * @vm:  the VM
+ * @fn:  the handler (the IO handler's return convention), called in the vCPU's thread
+ *       with @ctx; NULL restores the default (gfa_kvm_vcpu_run() ends with -EFAULT)
+ * @ctx: passed to @fn
+ *
+ * Return: 0, or -EFAULT NULL @vm.
+ * Context: before any vCPU of @vm runs.
  */
 int gfa_kvm_vm_set_mmio_handler(struct gfa_kvm_vm *vm, gfa_kvm_mmio_fn fn, void *ctx);
 
-/* The last run error in words ("" if none).  Read it after run returned. */
+/**
+ * gfa_kvm_vcpu_error() - the last run error in words
+ * @vcpu: the vCPU
+ *
+ * Return: the text, "" if none (reset when a run starts), "no vcpu" for NULL @vcpu;
+ * valid until the vCPU is destroyed.
+ * Context: read it after run returned.
+ */
 const char *gfa_kvm_vcpu_error(const struct gfa_kvm_vcpu *vcpu);
 
-/*
- * Pause the vCPU: returns once its thread is out of the guest and waiting inside
- * gfa_kvm_vcpu_run() (or no thread runs it; a later run then waits at once).  The
- * guest does not execute until a matching gfa_kvm_vcpu_resume(); pauses nest.  Use
- * it to move frames behind a guest.  Call from any thread but the vCPU's own; an
- * IO handler must not wait for a thread that is inside pause.
- * Errors: -EFAULT NULL; -EDEADLK called from the thread running the vCPU;
+/**
+ * gfa_kvm_vcpu_pause() - stop the guest from executing, and wait until it does not
+ * @vcpu: the vCPU
+ *
+ * Returns once its thread is out of the guest and waiting inside gfa_kvm_vcpu_run()
+ * (or no thread runs it; a later run then waits at once).  The guest does not execute
+ * until a matching gfa_kvm_vcpu_resume(); pauses nest.  Use it to move frames behind
+ * a guest.
+ *
+ * Return: 0, or -EFAULT NULL @vcpu; -EDEADLK called from the thread running the vCPU;
  * -EOVERFLOW too many nested pauses.
+ * Context: any thread but the vCPU's own; an IO handler must not wait for a thread
+ * that is inside pause.
  */
 int gfa_kvm_vcpu_pause(struct gfa_kvm_vcpu *vcpu);
 
-/* Undo one gfa_kvm_vcpu_pause().  Errors: -EFAULT NULL, -EINVAL
- * the vCPU is not paused. */
+/**
+ * gfa_kvm_vcpu_resume() - undo one gfa_kvm_vcpu_pause()
+ * @vcpu: the vCPU
+ *
+ * The guest runs again when the last pause is undone.
+ *
+ * Return: 0, or -EFAULT NULL @vcpu; -EINVAL the vCPU is not paused.
+ * Context: any thread.
+ */
 int gfa_kvm_vcpu_resume(struct gfa_kvm_vcpu *vcpu);
 
-/* True while paused (a pause is outstanding). */
+/**
+ * gfa_kvm_vcpu_paused() - whether a pause is outstanding
+ * @vcpu: the vCPU
+ *
+ * Return: true while paused; false otherwise or for NULL @vcpu.
+ * Context: any thread.
+ */
 bool gfa_kvm_vcpu_paused(struct gfa_kvm_vcpu *vcpu);
 
-/*
- * Make gfa_kvm_vcpu_run() return GFA_KVM_RUN_KICKED soon (also from a pause), or,
- * if no thread is running it, the next run returns that at once.  Does not wait.
- * Any thread, also an IO handler.  Errors: -EFAULT NULL.
+/**
+ * gfa_kvm_vcpu_kick() - make gfa_kvm_vcpu_run() return GFA_KVM_RUN_KICKED soon
+ * @vcpu: the vCPU
+ *
+ * Also from a pause; if no thread is running it, the next run returns that at once.
+ * Does not wait.
+ *
+ * Return: 0, or -EFAULT NULL @vcpu.
+ * Context: any thread, also an IO handler.
  */
 int gfa_kvm_vcpu_kick(struct gfa_kvm_vcpu *vcpu);
 
-/* Read one KVM binary statistic of the vCPU, e.g. "exits", "io_exits", "halt_exits".
-   Errors as gfa_kvm_vm_stat(). */
+/**
+ * gfa_kvm_vcpu_stat() - read one KVM binary statistic of the vCPU
+ * @vcpu: the vCPU
+ * @name: the statistic, e.g. "exits", "io_exits", "halt_exits"
+ * @val:  where its value goes
+ *
+ * Return: 0 and *@val set, or the errors of gfa_kvm_vm_stat().
+ * Context: any thread.
+ */
 int gfa_kvm_vcpu_stat(struct gfa_kvm_vcpu *vcpu, const char *name, uint64_t *val);
 
 /*
@@ -337,23 +501,44 @@ int gfa_kvm_vcpu_stat(struct gfa_kvm_vcpu *vcpu, const char *name, uint64_t *val
 extern const uint8_t gfa_kvm_test_guest_code[];
 extern const size_t gfa_kvm_test_guest_size;
 
-/*
- * Copy the test guest's code to @code_gpa (inside one memslot).
- * Errors: -EFAULT NULL @vm, or the code would not lie inside one memslot.
+/**
+ * gfa_kvm_test_guest_load() - copy the test guest's code into guest memory
+ * @vm:       the VM
+ * @code_gpa: where the code goes; all gfa_kvm_test_guest_size bytes inside one memslot
+ *
+ * Return: 0, or -EFAULT NULL @vm, or the code would not lie inside one memslot.
+ * Context: any thread, while no vCPU runs that code.
  */
 int gfa_kvm_test_guest_load(struct gfa_kvm_vm *vm, uint64_t code_gpa);
 
-/*
- * Enter long mode at @code_gpa with the test guest's arguments (the VM's page
- * tables must map @code_gpa and [@start, @end)).
- * Errors: -EFAULT NULL @vcpu; -EINVAL @start or @end not 8-byte aligned, @start > @end,
- * unknown @flags; else as gfa_kvm_vcpu_enter_long_mode().
+/**
+ * gfa_kvm_test_guest_enter() - enter long mode at the test guest with its arguments
+ * @vcpu:     the vCPU
+ * @code_gpa: where gfa_kvm_test_guest_load() put the code
+ * @start:    first GPA of the range, 8-byte aligned
+ * @end:      end of the range (exclusive), 8-byte aligned, >= @start
+ * @seed:     the pattern's seed
+ * @flags:    GFA_KVM_TEST_FILL, _VERIFY, _LOOP
+ *
+ * The VM's page tables must map @code_gpa and [@start, @end).
+ *
+ * Return: 0, or -EFAULT NULL @vcpu; -EINVAL @start or @end not 8-byte aligned,
+ * @start > @end, unknown @flags; else as gfa_kvm_vcpu_enter_long_mode().
+ * Context: as gfa_kvm_vcpu_enter_long_mode().
  */
 int gfa_kvm_test_guest_enter(struct gfa_kvm_vcpu *vcpu, uint64_t code_gpa,
 			     uint64_t start, uint64_t end, uint64_t seed,
 			     uint32_t flags);
 
-/* The checksum the test guest reports for FILL over [@start, @end) with @seed. */
+/**
+ * gfa_kvm_test_pattern_sum() - the checksum the test guest reports for FILL
+ * @start: first GPA of the range
+ * @end:   end of the range (exclusive)
+ * @seed:  the pattern's seed
+ *
+ * Return: the sum over [@start, @end) with @seed; never fails.
+ * Context: any thread.
+ */
 uint64_t gfa_kvm_test_pattern_sum(uint64_t start, uint64_t end, uint64_t seed);
 
 #define GFA_KVM_TEST_MAX_RESULTS 64
@@ -379,10 +564,17 @@ struct gfa_kvm_test_ctx {
 	int (*on_result)(struct gfa_kvm_vcpu *vcpu, uint64_t value, void *arg);
 };
 
-/*
- * IO handler for the test protocol (@ctx is a struct gfa_kvm_test_ctx).
- * Errors: -EPROTO a port or access size outside the protocol (a HI without a LO,
- * an IN, a non-32-bit access).
+/**
+ * gfa_kvm_test_io() - IO handler (a gfa_kvm_io_fn) for the test protocol
+ * @vcpu: the vCPU that exited
+ * @io:   the exit
+ * @ctx:  a struct gfa_kvm_test_ctx
+ *
+ * Return: GFA_KVM_IO_CONTINUE or GFA_KVM_IO_STOP (what the ctx's callbacks answer, or
+ * STOP at a checkpoint without on_checkpoint), a callback's negative
+ * errno, or -EFAULT NULL @io or @ctx; -EPROTO a port or access size outside the
+ * protocol (a HI without a LO, an IN, a non-32-bit access, a rep access).
+ * Context: the vCPU's thread, inside gfa_kvm_vcpu_run().
  */
 int gfa_kvm_test_io(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io *io, void *ctx);
 
@@ -414,48 +606,120 @@ struct gfa_vm_config {
  */
 #define GFA_VM_RAM_START (2ULL << 20)
 
-/*
- * Create a VM: (KVM mode) a VM shell -- a KVM VM with one KVM vCPU per vCPU and the
- * guest window as memslot 0, taken from the shells' pool or made now -- then a
- * gfa_guest for its RAM in that window, identity page tables with 2 MiB pages and the
- * test guest's code; or (thread mode) a gfa_guest and host threads that stand in for
- * vCPUs.  gfa_vm_destroy gives the shell back (see gfa_vm_shells_fill).  Every vCPU
- * gets a gfa cache of its own.  Compaction moves of the VM's frames pause its vCPUs.
- * Returns NULL with errno: EFAULT, EINVAL (size, vcpus or kvm mode), ENODEV (KVM required
- * but unavailable), EFBIG (KVM required, but above 508 GiB the test guest's identity map
- * does not fit below GFA_VM_RAM_START; AUTO falls back to threads), ENOMEM, or a KVM
- * error.  Thread rules: one thread drives a VM.
+/**
+ * gfa_vm_create() - create a test VM on gfa memory
+ * @pool: the pool the guest's RAM comes from
+ * @b:    the pool's backing
+ * @cfg:  size, vCPUs, zone and mode
+ *
+ * KVM mode: a VM shell -- a KVM VM with one KVM vCPU per vCPU and the guest window as
+ * memslot 0, taken from the shells' pool or made now -- then a gfa_guest for its RAM in
+ * that window, identity page tables with 2 MiB pages and the test guest's code.
+ * Thread mode: a gfa_guest and host threads that stand in for vCPUs.  Every vCPU gets
+ * a gfa cache of its own.  Compaction moves of the VM's frames pause its vCPUs.
+ *
+ * Return: the VM, or NULL with errno: EFAULT (NULL argument), EINVAL (size, vcpus or
+ * kvm mode), ENODEV (KVM required but unavailable), EFBIG (KVM required, but above
+ * 508 GiB the test guest's identity map does not fit below GFA_VM_RAM_START; AUTO
+ * falls back to threads, as it does without KVM), ENOMEM, or the error of
+ * gfa_guest_create(), gfa_pcp_create() or a KVM call.
+ * Context: one thread drives a VM.
  */
 struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 			     const struct gfa_vm_config *cfg);
+/**
+ * gfa_vm_destroy() - free a VM: its vCPUs' caches, its guest, and its shell
+ * @vm: the VM; NULL is a no-op
+ *
+ * The vCPU ops are forgotten first, so a compaction moving one of its blocks no longer
+ * pauses its vCPUs.  A KVM VM's shell goes back to the shells' pool (see
+ * gfa_vm_shells_fill()) with its vCPUs reset, or is destroyed if the pool is full.
+ * Context: the thread driving the VM, while no gfa_vm_run() is in progress.
+ */
 void gfa_vm_destroy(struct gfa_vm *vm);
+/**
+ * gfa_vm_guest() - the VM's gfa_guest
+ * @vm: the VM
+ *
+ * Return: the guest (valid until gfa_vm_destroy()), or NULL for NULL @vm.
+ * Context: any thread.
+ */
 struct gfa_guest *gfa_vm_guest(struct gfa_vm *vm);
-/* Whether the vCPUs are KVM vCPUs; why not (if not) in *why. */
+/**
+ * gfa_vm_is_kvm() - whether the vCPUs are KVM vCPUs
+ * @vm:  the VM
+ * @why: if not NULL, set to why not (a static or VM-owned string), or NULL if they are
+ *
+ * Return: true for KVM vCPUs; false for host threads or NULL @vm.
+ * Context: any thread.
+ */
 bool gfa_vm_is_kvm(const struct gfa_vm *vm, const char **why);
 
-/*
- * Run the test workload on every vCPU at once (each on its slice) and wait: FILL
- * writes the pattern (gpa ^ seed) and checks each vCPU's reported checksum against the
- * host's expectation; VERIFY counts words that differ.  Returns 0 when the checksums
- * match and *mismatches (if non-NULL) gets the words that differed (VERIFY), -EIO on a
- * checksum mismatch, or a KVM run error.
+/**
+ * gfa_vm_run() - run the test workload on every vCPU at once and wait
+ * @vm:         the VM
+ * @flags:      GFA_KVM_TEST_FILL and/or GFA_KVM_TEST_VERIFY (not _LOOP)
+ * @seed:       the pattern's seed
+ * @mismatches: if not NULL, the words that differed (VERIFY), summed over the vCPUs
+ *
+ * Each vCPU works on its slice.  FILL writes the pattern (gpa ^ seed) and checks each
+ * vCPU's reported checksum against the host's expectation; VERIFY counts words that
+ * differ.
+ *
+ * Return: 0 when the checksums match; -EIO on a checksum mismatch; -EFAULT NULL @vm;
+ * -EINVAL @flags 0 or with other bits; -EAGAIN a vCPU thread could not be started; or
+ * a KVM run error.
+ * Context: the thread driving the VM; one run at a time.
  */
 int gfa_vm_run(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t *mismatches);
-/*
- * The same on the first `bytes` of each vCPU's slice, rounded up to whole 8-byte words
- * (0 = all of it): software KVM
- * (kvm_pvm) emulates guests at about a million instructions a second, so callers keep
- * guest-side work small there.
+/**
+ * gfa_vm_run_part() - gfa_vm_run() on the start of each vCPU's slice
+ * @vm:         the VM
+ * @flags:      as gfa_vm_run()
+ * @seed:       as gfa_vm_run()
+ * @bytes:      bytes at the start of each slice, rounded up to whole 8-byte words;
+ *              0 (or more than the slice) means all of it
+ * @mismatches: as gfa_vm_run()
+ *
+ * Software KVM (kvm_pvm) emulates guests at about a million instructions a second, so
+ * callers keep guest-side work small there.
+ *
+ * Return: as gfa_vm_run().
+ * Context: as gfa_vm_run().
  */
 int gfa_vm_run_part(struct gfa_vm *vm, uint32_t flags, uint64_t seed, uint64_t bytes,
 		    uint64_t *mismatches);
-/* 1 when /dev/kvm is a software KVM (kvm_pvm): correct but not fast. */
+/**
+ * gfa_kvm_is_software() - whether /dev/kvm is a software KVM (kvm_pvm)
+ *
+ * Such a KVM is correct but not fast.
+ *
+ * Return: 1 when the kvm_pvm module is loaded, else 0.
+ * Context: any thread.
+ */
 int gfa_kvm_is_software(void);
 
-/* KVM's pages_4k / pages_2m for the VM (-EOPNOTSUPP in thread mode). */
+/**
+ * gfa_vm_kvm_pages() - KVM's pages_4k and pages_2m statistics for the VM
+ * @vm:       the VM
+ * @pages_4k: where pages_4k goes
+ * @pages_2m: where pages_2m goes
+ *
+ * Return: 0, or -EFAULT NULL argument; -EOPNOTSUPP in thread mode; or an error of
+ * gfa_kvm_vm_stat().
+ * Context: any thread.
+ */
 int gfa_vm_kvm_pages(struct gfa_vm *vm, uint64_t *pages_4k, uint64_t *pages_2m);
 
-/* KVM vCPU i of a KVM VM (NULL: thread mode, NULL vm or i out of range). */
+/**
+ * gfa_vm_kvm_vcpu() - KVM vCPU @i of a KVM VM
+ * @vm: the VM
+ * @i:  vCPU index, below the config's vcpus
+ *
+ * Return: the vCPU (valid until gfa_vm_destroy()), or NULL in thread mode, for NULL
+ * @vm or @i out of range.
+ * Context: any thread.
+ */
 struct gfa_kvm_vcpu *gfa_vm_kvm_vcpu(struct gfa_vm *vm, unsigned int i);
 
 #define GFA_VM_MAX_VCPUS   64
@@ -469,17 +733,38 @@ struct gfa_kvm_vcpu *gfa_vm_kvm_vcpu(struct gfa_vm *vm, unsigned int i);
  * and writes the page tables and code; gfa_vm_destroy gives the shell back with its
  * vCPUs reset (gfa_kvm_vcpu_reset; the window maps no frame then).  The pool keeps up
  * to the largest n a fill asked for (2 before any), and destroys shells beyond.
+ * Every idle shell is a live KVM VM, which makes the process's mapping changes a
+ * little slower: drain when no more starts come.
+ */
+
+/**
+ * gfa_vm_shells_fill() - make idle shells of one shape until there are @n
+ * @mem_bytes: the VMs' RAM size, a multiple of 2 MiB
+ * @vcpus:     their vCPU count, 1..GFA_VM_MAX_VCPUS
+ * @n:         idle shells of this shape wanted, at most GFA_VM_SHELLS_MAX; the pool
+ *             then keeps at least @n idle shells
  *
- * gfa_vm_shells_fill: make idle shells of this shape until there are n.  Returns how
- * many it made, or -EINVAL (size 0 or not a multiple of 2 MiB, vcpus 0 or above
- * GFA_VM_MAX_VCPUS, n above GFA_VM_SHELLS_MAX), -ENODEV (no usable KVM), or the errno
- * of the first creation that failed.  gfa_vm_shells_idle: idle shells of any shape.
- * gfa_vm_shells_drain: destroy the idle ones (and keep 2 again).  Every idle shell is a
- * live KVM VM, which makes the process's mapping changes a little slower: drain when
- * no more starts come.  Thread-safe.
+ * Return: how many it made (0 if there were enough), or -EINVAL (@mem_bytes 0 or not a
+ * multiple of 2 MiB, @vcpus 0 or above GFA_VM_MAX_VCPUS, @n above GFA_VM_SHELLS_MAX),
+ * -ENODEV (no usable KVM), or the errno of the first creation that failed when it
+ * made none (else the number made before it).
+ * Context: any thread.
  */
 int gfa_vm_shells_fill(uint64_t mem_bytes, unsigned int vcpus, unsigned int n);
+/**
+ * gfa_vm_shells_idle() - idle shells of any shape
+ *
+ * Return: their number.
+ * Context: any thread.
+ */
 unsigned int gfa_vm_shells_idle(void);
+/**
+ * gfa_vm_shells_drain() - destroy the idle shells
+ *
+ * The pool keeps 2 again afterwards (as before any fill).  Shells of running VMs are
+ * not touched.
+ * Context: any thread.
+ */
 void gfa_vm_shells_drain(void);
 
 /* ---- domains ---- */
@@ -497,16 +782,17 @@ void gfa_vm_shells_drain(void);
  *  - Sizes are bytes.  Like libvirt, memory sizes read from XML are rounded up
  *    to a whole KiB, so a file and the same domain defined in libvirt give the
  *    same numbers.
- *  - On error the function returns a negative errno, leaves *out untouched and,
- *    when err is non-NULL and errlen > 0, writes a NUL-terminated one-line
- *    message to err naming the file, URI or domain involved.  err may be NULL.
- *  - Errors used (beyond those listed per function):
- *      -EINVAL   NULL argument, or content that is inconsistent (memory devices
- *                beyond <memory>, zero vCPUs, unknown memory unit, malformed
- *                number or cpu list, overlapping cells, ...)
+ *  - On error the importers and gfa_domain_check_pages() return a negative errno,
+ *    leave *out untouched and, when err is non-NULL and errlen > 0, write a
+ *    NUL-terminated one-line message to err naming the file, URI or domain
+ *    involved.  err may be NULL.
  *  - What libvirt defines is imported, even where it fails only when it starts the
  *    domain (a hugepage size this host has not: gfa_domain_check_pages() is that
  *    start-time check).
+ *  - The content errors every importer can return:
+ *      -EINVAL   content that is inconsistent (memory devices beyond <memory>, zero
+ *                vCPUs, unknown memory unit, malformed number or cpu list,
+ *                overlapping cells, ...)
  *      -EBADMSG  not well-formed XML, root element is not <domain>, no <name>, or entity
  *                declarations (domain XML has none; expanding them is unbounded)
  *      -ERANGE   a value overflows 64 bits or exceeds a limit below
@@ -592,11 +878,15 @@ struct gfa_domain_spec {
 	enum gfa_domain_access access;
 };
 
-/*
- * gfa_domain_from_libvirt - import domain @name from the libvirt connection @uri.
- * @uri:   libvirt URI, e.g. "qemu:///system", "test:///default" or
- *         "test:///abs/path/node.xml"; NULL means libvirt's default URI.
- *         The connection is opened read-only and closed before returning.
+/**
+ * gfa_domain_from_libvirt() - import a domain from a libvirt connection
+ * @uri:    libvirt URI, e.g. "qemu:///system", "test:///default" or
+ *          "test:///abs/path/node.xml"; NULL means libvirt's default URI.
+ *          The connection is opened read-only and closed before returning.
+ * @name:   the domain's name
+ * @out:    the spec; untouched on error
+ * @err:    where a one-line message goes on error; may be NULL
+ * @errlen: bytes at @err
  *
  * Name, memory, current memory and vCPU counts come from the libvirt API
  * (virDomainGetMaxMemory, virDomainGetInfo, virDomainGetVcpusFlags); NUMA
@@ -613,97 +903,149 @@ struct gfa_domain_spec {
  * handler should install it after the first call.  During the connect, this
  * thread's libxml2 generic error handler is silenced and then restored.
  *
- * Return: 0 and *out filled, or
+ * Return: 0 and *@out filled, or
+ *   -EFAULT        NULL @name or @out
  *   -ECONNREFUSED  the URI could not be opened (invalid URI, no such driver,
  *                  daemon not running, unreadable test driver file)
  *   -ENOENT        no domain called @name there (message says "no domain")
- *   -EIO           another libvirt call failed (message has libvirt's text)
- *   -EBADMSG, -EINVAL, -ERANGE, -ENOMEM as in the header comment.
+ *   -EIO           virInitialize or another libvirt call failed (message has
+ *                  libvirt's text)
+ *   -EBADMSG, -EINVAL, -ERANGE, -ENOMEM as at the head of this section.
+ * Context: any thread (see the set-up above).
  */
 int gfa_domain_from_libvirt(const char *uri, const char *name,
 			    struct gfa_domain_spec *out, char *err, size_t errlen);
 
-/*
- * gfa_domain_from_xml_file - parse the domain XML file @path (libxml2 only,
- * no network, no entity declarations).  Any readable file works,
- * including pipes such as /dev/stdin.
+/**
+ * gfa_domain_from_xml_file() - import a domain from a domain XML file
+ * @path:   the file; any readable file works, including pipes such as /dev/stdin
+ * @out:    the spec; untouched on error
+ * @err:    where a one-line message goes on error; may be NULL
+ * @errlen: bytes at @err
  *
- * Return: 0 and *out filled, or
+ * Parsed with libxml2 only: no network, no entity declarations.
+ *
+ * Return: 0 and *@out filled, or
+ *   -EFAULT        NULL @path or @out
  *   -ENOENT        @path does not exist (message names the file)
  *   -EFBIG         the file is larger than GFA_DOMAIN_XML_MAX
  *   other -errno   from open()/read() (-EACCES, -EISDIR, ...)
- *   -EBADMSG, -EINVAL, -ERANGE, -ENOMEM as in the header comment.
+ *   -EBADMSG, -EINVAL, -ERANGE, -ENOMEM as at the head of this section.
+ * Context: any thread.
  */
 int gfa_domain_from_xml_file(const char *path, struct gfa_domain_spec *out,
 			     char *err, size_t errlen);
 
-/*
- * gfa_domain_from_xml_string - parse the NUL-terminated domain XML @xml.
- * Return: as gfa_domain_from_xml_file() minus the file errors; -EFBIG if
- * longer than GFA_DOMAIN_XML_MAX.
+/**
+ * gfa_domain_from_xml_string() - import a domain from a domain XML document
+ * @xml:    the NUL-terminated document
+ * @out:    the spec; untouched on error
+ * @err:    where a one-line message goes on error; may be NULL
+ * @errlen: bytes at @err
+ *
+ * Return: 0 and *@out filled, or -EFAULT NULL @xml or @out; -EFBIG longer than
+ * GFA_DOMAIN_XML_MAX; -EBADMSG, -EINVAL, -ERANGE, -ENOMEM as at the head of this
+ * section.
+ * Context: any thread.
  */
 int gfa_domain_from_xml_string(const char *xml, struct gfa_domain_spec *out,
 			       char *err, size_t errlen);
 
-/*
- * gfa_domain_parse_size - libvirt's scaled integer: @value (decimal digits,
- * optional surrounding blanks) times @unit.  Units, case-insensitive:
- * "b"/"bytes"; "KB","MB","GB","TB","PB","EB" (powers of 1000); "k","KiB",
- * "M","MiB","G","GiB","T","TiB","P","PiB","E","EiB" (powers of 1024).  NULL or
- * "" means KiB (libvirt's default for memory).  No rounding is done.
- * Return: 0 and *bytes set; -EINVAL bad number or unknown unit; -ERANGE the
- * result does not fit in 64 bits.
+/**
+ * gfa_domain_parse_size() - libvirt's scaled integer: @value times @unit
+ * @value: decimal digits, optional surrounding blanks
+ * @unit:  the unit, case-insensitive: "b"/"bytes"; "KB","MB","GB","TB","PB","EB"
+ *         (powers of 1000); "k","KiB","M","MiB","G","GiB","T","TiB","P","PiB","E",
+ *         "EiB" (powers of 1024).  NULL or "" means KiB (libvirt's default for memory).
+ * @bytes: where the result goes
+ *
+ * No rounding is done.
+ *
+ * Return: 0 and *@bytes set; -EFAULT NULL @value or @bytes; -EINVAL bad number or
+ * unknown unit; -ERANGE the result does not fit in 64 bits.
+ * Context: any thread.
  */
 int gfa_domain_parse_size(const char *value, const char *unit, uint64_t *bytes);
 
-/*
- * gfa_domain_cell_page_size - the hugepage size backing guest cell @cell, the
- * way libvirt picks it: the page whose nodeset names the cell, else the page
- * without nodeset, else the host's default hugepage size (reported as 0).
- * A domain without NUMA cells has one implicit cell 0.
- * Return: 0 and *bytes set; -ENODATA not hugepage-backed (*bytes untouched);
- * -ENOENT no such cell; -EINVAL NULL argument, or nr_cells/nr_pages beyond the arrays.
+/**
+ * gfa_domain_cell_page_size() - the hugepage size backing a guest cell
+ * @spec:  the domain
+ * @cell:  the cell; a domain without NUMA cells has one implicit cell 0
+ * @bytes: where the size goes
+ *
+ * Picked the way libvirt picks it: the page whose nodeset names the cell, else the
+ * page without nodeset, else the host's default hugepage size (reported as 0).
+ *
+ * Return: 0 and *@bytes set; -EFAULT NULL @spec or @bytes; -EINVAL nr_cells or
+ * nr_pages beyond the arrays; -ENOENT no such cell; -ENODATA not hugepage-backed
+ * (*@bytes untouched).
+ * Context: any thread.
  */
 int gfa_domain_cell_page_size(const struct gfa_domain_spec *spec,
 			      unsigned int cell, uint64_t *bytes);
 
-/*
- * gfa_domain_format - one-line human summary of @spec into @buf, e.g.
- * "numa2: memory 4 GiB, 4 vCPUs, 2 NUMA cells [0: cpus 0-1, 2 GiB; 1: cpus
- * 2-3, 2 GiB], hugepages 1 GiB (cells 0-1), source memfd, access shared".
- * Sizes are shown in the largest binary unit that divides them exactly.  Where the
- * NUMA cells gave another size than <memory>, the line says which was used and why:
- * "memory 4 GiB (the NUMA cells, as libvirt's QEMU driver sizes it; <memory> says
- * 8 GiB)".
- * Return: length written (without the NUL); -ENOSPC if @len was too small
- * (buf then holds a truncated NUL-terminated line); -EINVAL NULL, len 0, or
- * nr_cells/nr_pages beyond the arrays.
+/**
+ * gfa_domain_format() - a one-line human summary of a domain
+ * @spec: the domain
+ * @buf:  where the line goes
+ * @len:  bytes at @buf
+ *
+ * For example "numa2: memory 4 GiB, 4 vCPUs, 2 NUMA cells [0: cpus 0-1, 2 GiB; 1: cpus
+ * 2-3, 2 GiB], hugepages 1 GiB (cells 0-1), source memfd, access shared".  Sizes are
+ * shown in the largest binary unit that divides them exactly.  Where the NUMA cells
+ * gave another size than <memory>, the line says which was used and why: "memory
+ * 4 GiB (the NUMA cells, as libvirt's QEMU driver sizes it; <memory> says 8 GiB)".
+ *
+ * Return: length written (without the NUL); -ENOSPC if @len was too small (@buf then
+ * holds a truncated NUL-terminated line); -EFAULT NULL @spec or @buf; -EINVAL @len 0,
+ * or nr_cells/nr_pages beyond the arrays.
+ * Context: any thread.
  */
 int gfa_domain_format(const struct gfa_domain_spec *spec, char *buf, size_t len);
 
-/*
- * gfa_domain_format_size - @bytes in the largest binary unit that divides it exactly
- * ("4 GiB", "1464845 KiB", "5 MiB") into @buf.
- * Return: length written; -ENOSPC if @len was too small (cut, NUL-terminated);
- * -EINVAL @buf NULL or @len 0.
+/**
+ * gfa_domain_format_size() - a size in the largest binary unit that divides it exactly
+ * @bytes: the size
+ * @buf:   where the text goes ("4 GiB", "1464845 KiB", "5 MiB")
+ * @len:   bytes at @buf
+ *
+ * Return: length written (without the NUL); -ENOSPC if @len was too small (cut,
+ * NUL-terminated); -EFAULT @buf NULL; -EINVAL @len 0.
+ * Context: any thread.
  */
 int gfa_domain_format_size(uint64_t bytes, char *buf, size_t len);
 
-/*
- * gfa_domain_check_pages - the check libvirt's QEMU driver makes only when it starts
- * a hugepage-backed domain: every page size the domain names is one this host has:
- * the base page (which libvirt treats as no hugepages), 2 MiB (gfa's own order-9
- * block, with or without hugetlbfs), or a hugepage size listed under @dir as
- * hugepages-<n>kB (@dir NULL: /sys/kernel/mm/hugepages).  gfa backs guest RAM with
- * 2 MiB blocks whatever the size; a size no host page has (5 MiB) is a definition
- * error the domain meets under QEMU too, so a VMM refuses to start it.
- * Return: 0; -EOPNOTSUPP (message names the size, its cells and the host's sizes);
- * -EINVAL NULL @spec or counts beyond the arrays.  Reads @dir; any thread.
+/**
+ * gfa_domain_check_pages() - libvirt's start-time check of a domain's page sizes
+ * @spec:   the domain
+ * @dir:    where the host lists its hugepage sizes as hugepages-<n>kB; NULL:
+ *          /sys/kernel/mm/hugepages
+ * @err:    where a one-line message goes on error; may be NULL
+ * @errlen: bytes at @err
+ *
+ * The check libvirt's QEMU driver makes only when it starts a hugepage-backed domain:
+ * every page size the domain names is one this host has: the base page (which libvirt
+ * treats as no hugepages), 2 MiB (gfa's own order-9 block, with or without hugetlbfs),
+ * or a hugepage size listed under @dir.  gfa backs guest RAM with 2 MiB blocks whatever
+ * the size; a size no host page has (5 MiB) is a definition error the domain meets
+ * under QEMU too, so a VMM refuses to start it.
+ *
+ * Return: 0; -EOPNOTSUPP a size the host has not (message names the size, its cells
+ * and the host's sizes); -EFAULT NULL @spec; -EINVAL counts beyond the arrays.
+ * Context: any thread; reads @dir.
  */
 int gfa_domain_check_pages(const struct gfa_domain_spec *spec, const char *dir,
 			   char *err, size_t errlen);
 
-/* gfa_domain_cell_has_cpu - whether vCPU @cpu belongs to @cell. */
+/**
+ * gfa_domain_cell_has_cpu() - whether a vCPU belongs to a guest cell
+ * @cell: the cell
+ * @cpu:  the vCPU id
+ *
+ * Return: true if bit @cpu of the cell's cpus is set; false for @cpu at or above
+ * GFA_DOMAIN_MAX_VCPUS.
+ * Context: any thread.
+ */
 static inline bool gfa_domain_cell_has_cpu(const struct gfa_domain_cell *cell,
 					   unsigned int cpu)
 {
@@ -714,18 +1056,39 @@ static inline bool gfa_domain_cell_has_cpu(const struct gfa_domain_cell *cell,
 
 /* ---- host memory ---- */
 
-/*
- * Bytes mapped with PMDs (ShmemPmdMapped + FilePmdMapped + AnonHugePages in
- * /proc/self/smaps: memfd windows and the anonymous kernel baselines alike) over the
- * mappings that overlap [addr, addr + len).  Returns bytes or a negative errno.
+/**
+ * gfa_smaps_pmd_bytes() - bytes the host maps with PMDs over a range
+ * @addr: start of the range
+ * @len:  bytes in the range
+ *
+ * Sums ShmemPmdMapped + FilePmdMapped + AnonHugePages in /proc/self/smaps (memfd
+ * windows and the anonymous kernel baselines alike) over the mappings that overlap
+ * [@addr, @addr + @len).  For benchmarks and tests.
+ *
+ * Return: the byte count, or the negative errno of opening /proc/self/smaps.
+ * Context: any thread.
  */
 int64_t gfa_smaps_pmd_bytes(const void *addr, size_t len);
-/* Resident bytes (Rss) of the mappings overlapping [addr, addr + len). */
+/**
+ * gfa_smaps_rss_bytes() - resident bytes over a range
+ * @addr: start of the range
+ * @len:  bytes in the range
+ *
+ * Sums Rss in /proc/self/smaps over the mappings that overlap [@addr, @addr + @len).
+ * For benchmarks and tests.
+ *
+ * Return: the byte count, or the negative errno of opening /proc/self/smaps.
+ * Context: any thread.
+ */
 int64_t gfa_smaps_rss_bytes(const void *addr, size_t len);
-/*
- * Host-backed bytes of @fd: st_blocks * 512 from fstat(2).  For benchmarks and
- * tests.  Returns the byte count or a negative errno (-EBADF, ...).
- * Thread rules: any thread.
+/**
+ * gfa_memfd_allocated_bytes() - host-backed bytes of a file
+ * @fd: the memfd (any file works)
+ *
+ * st_blocks * 512 from fstat(2).  For benchmarks and tests.
+ *
+ * Return: the byte count, or the negative errno of fstat(2) (-EBADF, ...).
+ * Context: any thread.
  */
 int64_t gfa_memfd_allocated_bytes(int fd);
 
@@ -743,8 +1106,6 @@ int64_t gfa_memfd_allocated_bytes(int fd);
  * VMM whose guest's frames can move (compaction, collapse) calls gfa_rv_pci_pause in
  * its gfa_guest_vcpu_ops.pause (after pausing its vCPUs) and gfa_rv_pci_resume in
  * .resume, so a device never writes a frame being copied.
- *
- * Errors are negative errno values; pointer-returning calls return NULL with errno.
  */
 struct gfa_rv_pci;
 
@@ -757,38 +1118,79 @@ struct gfa_rv_pci;
  * the line) and device threads; must not block. */
 typedef void (*gfa_rv_irq_fn)(void *ctx, unsigned int irq, int level);
 
-/* An empty bus (the host bridge only).  NULL with errno ENOMEM. */
+/**
+ * gfa_rv_pci_create() - an empty bus (the host bridge only)
+ *
+ * Return: the bus, or NULL with errno ENOMEM.
+ * Context: any thread.
+ */
 struct gfa_rv_pci *gfa_rv_pci_create(void);
-/* Free the bus; its devices must have been destroyed first (-EBUSY otherwise, nothing
- * freed).  NULL is a no-op (0). */
+/**
+ * gfa_rv_pci_destroy() - free a bus
+ * @pci: the bus; NULL is a no-op returning 0
+ *
+ * Return: 0, or -EBUSY a device is still plugged in (destroy the devices first);
+ * nothing is freed then.
+ * Context: any thread, once no vCPU makes port IO to the bus.
+ */
 int gfa_rv_pci_destroy(struct gfa_rv_pci *pci);
-/*
- * Port IO that the VMM's exit loop does not handle itself: size 1, 2 or 4 bytes at port,
- * data in (write) or out (read, little-endian).  Returns 0 (handled; reads of absent
- * devices or functions fill all ones, as the hardware does), -ENOENT (no PCI port or
- * BAR there, or a non-dword access to 0xcf8-0xcfb: the VMM reads all ones and ignores
- * writes, or handles 0xcf9 reset itself), -EINVAL (pci or data NULL, size not 1, 2, 4).
- * Called from vCPU threads, concurrently: takes short locks only, never waits for guest
+/**
+ * gfa_rv_pci_io() - port IO that the VMM's exit loop does not handle itself
+ * @pci:   the bus
+ * @port:  the port
+ * @data:  the bytes, in (write) or out (read, little-endian)
+ * @size:  1, 2 or 4 bytes
+ * @write: true for OUT, false for IN
+ *
+ * Reads of absent devices or functions fill all ones, as the hardware does.
+ *
+ * Return: 0 handled; -ENOENT no PCI port or BAR there, or a non-dword access to
+ * 0xcf8-0xcfb (the VMM reads all ones and ignores writes, or handles 0xcf9 reset
+ * itself); -EFAULT NULL @pci or @data; -EINVAL @size not 1, 2 or 4.
+ * Context: vCPU threads, concurrently: takes short locks only, never waits for guest
  * memory, a device thread or a gfa call.
  */
 int gfa_rv_pci_io(struct gfa_rv_pci *pci, uint16_t port, void *data, unsigned int size,
 		  bool write);
-/*
- * Stop every device thread from touching guest RAM (returns once none does) / let them
- * go on.  Pauses nest.  0 or -EFAULT (pci NULL), -EINVAL (resume without a pause).
- * Any thread, a device's own included (its gfa calls may compact and so move the
- * guest's frames): devices never make gfa calls while they touch guest RAM.
+/**
+ * gfa_rv_pci_pause() - stop every device thread from touching guest RAM
+ * @pci: the bus
+ *
+ * Returns once no device thread touches guest RAM; they wait until the matching
+ * gfa_rv_pci_resume().  Pauses nest.
+ *
+ * Return: 0, or -EFAULT NULL @pci.
+ * Context: any thread, a device's own included (its gfa calls may compact and so move
+ * the guest's frames): devices never make gfa calls while they touch guest RAM.
  */
 int gfa_rv_pci_pause(struct gfa_rv_pci *pci);
+/**
+ * gfa_rv_pci_resume() - undo one gfa_rv_pci_pause()
+ * @pci: the bus
+ *
+ * Device threads go on when the last pause is undone.
+ *
+ * Return: 0, or -EFAULT NULL @pci; -EINVAL resume without a pause.
+ * Context: any thread.
+ */
 int gfa_rv_pci_resume(struct gfa_rv_pci *pci);
 
-/* What an MP table or ACPI writer needs per device: slot (device number on bus 0),
- * interrupt pin (1 = INTA#) and line.  Fills up to max, returns the number of devices
- * (the host bridge, which interrupts nothing, not counted), or -EFAULT. */
+/* What an MP table or ACPI writer needs per device (see gfa_rv_pci_slots()). */
 struct gfa_rv_pci_slot {
 	unsigned int slot, pin, irq;
 	uint16_t vendor, device, io_base, io_size;
 };
+/**
+ * gfa_rv_pci_slots() - the bus's devices, as an MP table or ACPI writer needs them
+ * @pci: the bus
+ * @out: up to @max entries: slot (device number on bus 0), interrupt pin (1 = INTA#)
+ *       and line, IDs and IO BAR; may be NULL when @max is 0
+ * @max: entries at @out
+ *
+ * Return: the number of devices (the host bridge, which interrupts nothing, not
+ * counted), even when more than @max; -EFAULT NULL @pci, or NULL @out with @max > 0.
+ * Context: any thread.
+ */
 int gfa_rv_pci_slots(struct gfa_rv_pci *pci, struct gfa_rv_pci_slot *out, unsigned int max);
 
 /*
@@ -829,25 +1231,46 @@ struct gfa_rv_balloon_config {
 	bool deflate_on_oom, free_page_reporting;
 };
 
-/*
- * Plug a balloon into cfg->slot of pci (or the first free one) and start its thread.
- * NULL with errno: EFAULT (pci, cfg, guest or irq_fn NULL; backing NULL with
- * free_page_reporting), EINVAL (irq above 255, slot above 31, a backing the guest is not
- * made of), EBUSY (the slot is taken), ENOSPC (no free slot), ENOMEM, or the error of
- * pthread_create.  Any thread but a vCPU's.
+/**
+ * gfa_rv_balloon_create() - plug a virtio-balloon into a bus and start its thread
+ * @pci: the bus
+ * @cfg: guest, backing, slot (cfg->slot, or the first free one), interrupt and features
+ *
+ * Return: the balloon, or NULL with errno: EFAULT (@pci, @cfg, guest or irq_fn NULL;
+ * backing NULL with free_page_reporting), EINVAL (irq above 255, slot above 31, a
+ * backing the guest is not made of), EBUSY (the slot is taken), ENOSPC (no free slot),
+ * ENOMEM, or the error of pthread_create.
+ * Context: any thread but a vCPU's.
  */
 struct gfa_rv_balloon *gfa_rv_balloon_create(struct gfa_rv_pci *pci,
 					     const struct gfa_rv_balloon_config *cfg);
-/* Unplug: stop the thread, wait for reports in flight, free.  Before the guest is
- * destroyed.  NULL is a no-op. */
+/**
+ * gfa_rv_balloon_destroy() - unplug a balloon: stop its thread, wait for reports in
+ * flight, free
+ * @b: the balloon; NULL is a no-op
+ *
+ * Context: before the guest is destroyed; any thread but a vCPU's.
+ */
 void gfa_rv_balloon_destroy(struct gfa_rv_balloon *b);
-/* The balloon size the device asks for (config num_pages, in 4 KiB pages), with a
- * configuration interrupt.  0, -EFAULT, -ERANGE (more than the guest's RAM).  Any
- * thread. */
+/**
+ * gfa_rv_balloon_set_target() - the balloon size the device asks the driver for
+ * @b:     the balloon
+ * @bytes: the size; sets config num_pages (in 4 KiB pages) and raises a configuration
+ *         interrupt
+ *
+ * Return: 0, or -EFAULT NULL @b; -ERANGE more than the guest's RAM.
+ * Context: any thread.
+ */
 int gfa_rv_balloon_set_target(struct gfa_rv_balloon *b, uint64_t bytes);
-/* Hand the stats buffer back so the driver refills it (the new values show in
- * gfa_rv_balloon_stat once it did).  0, -EFAULT, -EAGAIN (the driver has not given one
- * yet).  Any thread. */
+/**
+ * gfa_rv_balloon_request_stats() - hand the stats buffer back so the driver refills it
+ * @b: the balloon
+ *
+ * The new values show in gfa_rv_balloon_stat() once the driver did.
+ *
+ * Return: 0, or -EFAULT NULL @b; -EAGAIN the driver has not given a buffer yet.
+ * Context: any thread.
+ */
 int gfa_rv_balloon_request_stats(struct gfa_rv_balloon *b);
 
 #define GFA_RV_BALLOON_NR_STATS 10      /* the driver's tags 0..9, swap_in .. hugetlb_fail */
@@ -880,7 +1303,14 @@ struct gfa_rv_balloon_stat {
 	uint64_t err_stats;             /* stats buffer of bad length */
 	uint64_t err_nomem;             /* deflates given up for want of frames */
 };
-/* 0 or -EFAULT.  Any thread. */
+/**
+ * gfa_rv_balloon_stat() - the balloon's counters
+ * @b:  the balloon
+ * @st: where they go
+ *
+ * Return: 0, or -EFAULT NULL @b or @st.
+ * Context: any thread.
+ */
 int gfa_rv_balloon_stat(struct gfa_rv_balloon *b, struct gfa_rv_balloon_stat *st);
 /* ---- Linux guests ---- */
 
