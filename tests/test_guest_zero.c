@@ -2,7 +2,9 @@
 /*
  * Zeroing (vmm/zero.c): every non-temporal path the CPU offers against memset, on
  * unaligned and odd-sized ranges; the path GFA_ZERO forces; gfa_backing_prepare's runs
- * of dirty frames; the zeroing of what a stopped guest left, in the background.
+ * of dirty frames; the zeroing of what a stopped guest left, in the background; a
+ * restart that finds populated clean blocks while the stopped guest's wait for the
+ * zeroer takes those, faulting and zeroing nothing.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -10,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <gfa/vmm.h>
+#include "allocator/layers.h"      /* gfa_zone_release_take/_done: release as the host return does */
 #include "tests/test_util.h"
 
 #define MiB (1UL << 20)
@@ -171,6 +176,72 @@ Test(guest_zero, a_start_right_after_a_stop_gets_every_frame)
 		memset(w, 0x11 + round, 32 * MiB);
 		gfa_guest_destroy(g);
 	}
+	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
+	ASSERT_POOL_OK(pool);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(pool);
+}
+
+/* Release every free frame above @keep populated ones, as the host return does. */
+static void release_down_to(struct gfa_pool *pool, uint64_t keep)
+{
+	struct gfa_release_policy rp = { .low = keep / 2, .high = keep, .min_empty_frac = 4 };
+	struct gfa_frame_range fr[64];
+	int n;
+
+	cr_assert_eq(gfa_zone_set_release_policy(pool, 0, &rp), 0);
+	while ((n = gfa_zone_release_take(pool, 0, fr, 64, UINT64_MAX)) > 0)
+		for (int i = 0; i < n; i++) {
+			cr_assert_eq(madvise(gfa_pfn_to_addr(pool, fr[i].pfn), fr[i].nr * GFA_FRAME_SIZE,
+					     MADV_REMOVE), 0);
+			cr_assert_eq(gfa_zone_release_done(pool, fr[i].pfn, fr[i].nr, true), 0);
+		}
+}
+
+static long memfd_blocks(const struct gfa_backing *b)
+{
+	struct stat sb;
+
+	cr_assert_eq(fstat(gfa_backing_zone_fd(b, 0), &sb), 0);
+	return (long)sb.st_blocks;
+}
+
+/*
+ * A restart right after a stop, with the stopped guest's blocks still queued for the
+ * zeroer, part of the free memory given back to the host and enough populated clean
+ * 2 MiB blocks left: the start takes those, zeroes nothing in its own thread and
+ * faults nothing in (the memfd's st_blocks does not grow).  Zeroing the whole queue
+ * inline because some frame was released made every such restart pay for zeroing.
+ */
+Test(guest_zero, a_restart_takes_populated_clean_blocks_while_the_queue_waits)
+{
+	struct gfa_pool *pool;
+	struct gfa_backing *b = zbacking(&pool, 128 * MiB, true);
+	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
+	struct gfa_guest *g;
+	struct gfa_guest_stat st;
+	struct gfa_zone_stat zs;
+	uint64_t *w;
+	long blocks;
+
+	release_down_to(pool, 48 * MiB / GFA_FRAME_SIZE);
+	cr_assert_eq(gfa_zone_stat(pool, 0, &zs), 0);
+	cr_assert_eq(zs.nr_released, 80 * MiB / GFA_FRAME_SIZE);
+	g = gfa_guest_create(pool, b, &cfg);
+	cr_assert_not_null(g);
+	memset(gfa_guest_hva(g), 0x5a, 16 * MiB);
+	blocks = memfd_blocks(b);
+	gfa_guest_destroy(g);   /* its 16 MiB go to the zeroer's queue */
+	g = gfa_guest_create(pool, b, &cfg);
+	cr_assert_not_null(g);
+	gfa_guest_stat(g, &st);
+	cr_assert_eq(st.zeroed_frames, 0, "the restart zeroed %lu frames itself",
+		     (unsigned long)st.zeroed_frames);
+	w = gfa_guest_hva(g);
+	for (uint64_t i = 0; i < 16 * MiB / 8; i += 509)
+		cr_assert_eq(w[i], 0, "stale data at %lu", (unsigned long)(i * 8));
+	cr_assert_leq(memfd_blocks(b), blocks, "the restart faulted host memory in");
+	gfa_guest_destroy(g);
 	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
 	ASSERT_POOL_OK(pool);
 	gfa_backing_destroy(b);
