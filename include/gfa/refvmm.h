@@ -1384,21 +1384,31 @@ struct gfa_linux_e820 {
 };
 #define GFA_LINUX_E820_MAX	8
 
-/*
- * Create a Linux VM: the gfa_guest for its RAM, a KVM VM with irqchip and PIT, vCPUs,
- * and the kernel, initramfs, command line, boot information and MP table written into
- * guest RAM.  Nothing runs until gfa_linux_vm_start().
- * Returns NULL with errno: EFAULT (NULL argument), EINVAL (size, vCPUs, no kernel),
- * ENOEXEC (the kernel is neither an ELF vmlinux with a PVH entry nor a 64-bit bzImage,
- * or does not fit), E2BIG (command line too long, initramfs does not fit), ENODEV (no
- * usable KVM), or the errno of open/read, gfa_guest_create or a KVM ioctl.
- * Thread rules: one thread drives a VM; any thread may move its frames.
+/**
+ * gfa_linux_vm_create() - a Linux VM on a gfa guest's RAM
+ * @pool: the pool its RAM comes from
+ * @b: the pool's backing
+ * @cfg: struct gfa_linux_config
+ *
+ * Makes the gfa_guest for its RAM, a KVM VM with irqchip and PIT, vCPUs, and writes the
+ * kernel, initramfs, command line, boot information and MP table into guest RAM.
+ * Nothing runs until gfa_linux_vm_start().
+ *
+ * Return: the VM, or NULL with errno: EFAULT (NULL argument), EINVAL (size, vCPUs, no
+ * kernel), ENOEXEC (the kernel is neither an ELF vmlinux with a PVH entry nor a 64-bit
+ * bzImage, or does not fit), E2BIG (command line too long, initramfs does not fit),
+ * ENODEV (no usable KVM), or the errno of open/read, gfa_guest_create() or a KVM ioctl.
+ * Context: one thread drives a VM; any thread may move its frames.
  */
 struct gfa_linux_vm *gfa_linux_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 					 const struct gfa_linux_config *cfg);
-/*
- * Start the vCPU threads (once).  Errors: -EFAULT NULL; -EALREADY started before;
- * -EAGAIN a thread could not be created (the VM is stopped then).
+/**
+ * gfa_linux_vm_start() - start the vCPU threads (once)
+ * @vm: the VM
+ *
+ * Return: 0, -EFAULT (NULL), -EALREADY (started before), -EAGAIN (a thread could not be
+ * created: the VM is stopped then).
+ * Context: the thread that drives the VM.
  */
 int gfa_linux_vm_start(struct gfa_linux_vm *vm);
 
@@ -1411,45 +1421,95 @@ enum gfa_linux_exit {
 	GFA_LINUX_EXIT_ERROR,           /* a KVM run error: see gfa_linux_vm_error() */
 };
 
-/*
- * Wait up to @timeout_ms (< 0: for ever) for the VM to stop.  Returns the reason, or
- * GFA_LINUX_RUNNING on timeout; -EFAULT NULL.  Any thread.
+/**
+ * gfa_linux_vm_wait() - wait for the VM to stop
+ * @vm: the VM
+ * @timeout_ms: how long at most (< 0: for ever)
+ *
+ * Return: the reason (enum gfa_linux_exit), GFA_LINUX_RUNNING on timeout, or -EFAULT.
+ * Context: any thread.
  */
 int gfa_linux_vm_wait(struct gfa_linux_vm *vm, int timeout_ms);
-/*
- * Stop the vCPUs (kick them out of the guest for good) and join their threads.
- * Returns the reason the VM stopped (GFA_LINUX_EXIT_STOPPED if it was still running);
- * -EFAULT NULL.  Not from a vCPU thread.
+/**
+ * gfa_linux_vm_stop() - kick the vCPUs out of the guest for good and join their threads
+ * @vm: the VM
+ *
+ * Return: the reason the VM stopped (GFA_LINUX_EXIT_STOPPED if it was still running),
+ * or -EFAULT.
+ * Context: any thread but a vCPU's.
  */
 int gfa_linux_vm_stop(struct gfa_linux_vm *vm);
-/* Stop it if needed, free the vCPUs, the KVM VM and the guest.  NULL is a no-op. */
+/**
+ * gfa_linux_vm_destroy() - stop the VM if needed, free its vCPUs, KVM VM and guest
+ * @vm: the VM, or NULL (a no-op)
+ *
+ * Context: the thread that drives the VM, not a vCPU's.
+ */
 void gfa_linux_vm_destroy(struct gfa_linux_vm *vm);
 
-/* The VM's gfa_guest and KVM VM (valid until destroy). */
+/**
+ * gfa_linux_vm_guest() - the VM's gfa_guest
+ * @vm: the VM
+ *
+ * Return: the guest (valid until gfa_linux_vm_destroy()), NULL for a NULL @vm.
+ * Context: any thread.
+ */
 struct gfa_guest *gfa_linux_vm_guest(struct gfa_linux_vm *vm);
+/**
+ * gfa_linux_vm_kvm() - the VM's KVM VM
+ * @vm: the VM
+ *
+ * Return: the KVM VM (valid until gfa_linux_vm_destroy()), NULL for a NULL @vm.
+ * Context: any thread.
+ */
 struct gfa_kvm_vm *gfa_linux_vm_kvm(struct gfa_linux_vm *vm);
-/* The first KVM error text of a vCPU ("" if none). */
+/**
+ * gfa_linux_vm_error() - the first KVM error text of a vCPU
+ * @vm: the VM
+ *
+ * Return: the text, "" if none, "no vm" for a NULL @vm.
+ * Context: any thread.
+ */
 const char *gfa_linux_vm_error(struct gfa_linux_vm *vm);
 
-/*
- * Raise (1) or lower (0) interrupt line @irq (0..23) of the VM's irqchip: a
- * gfa_rv_irq_fn, @ctx is the struct gfa_linux_vm.  Any thread, a vCPU's IO handler too.
- * Errors are counted (gfa_linux_vm_stat) and otherwise ignored.
+/**
+ * gfa_linux_vm_irq_line() - raise (1) or lower (0) an interrupt line of the VM's irqchip
+ * @ctx: the struct gfa_linux_vm (this is a gfa_rv_irq_fn)
+ * @irq: the line, 0..23
+ * @level: 1 or 0
+ *
+ * Errors are counted (err_irq in gfa_linux_vm_stat()) and otherwise ignored.
+ * Context: any thread, a vCPU's IO handler too.
  */
 void gfa_linux_vm_irq_line(void *ctx, unsigned int irq, int level);
 
-/* The e820 map given to the guest: entries written to @e (up to @max), total count
- * returned; -EFAULT NULL @vm. */
+/**
+ * gfa_linux_vm_e820() - the e820 map given to the guest
+ * @vm: the VM
+ * @e: gets up to @max entries
+ * @max: room in @e
+ *
+ * Return: the map's total count of entries, or -EFAULT (NULL @vm).
+ * Context: any thread.
+ */
 int gfa_linux_vm_e820(struct gfa_linux_vm *vm, struct gfa_linux_e820 *e, unsigned int max);
 
-/*
- * Wait up to @timeout_ms (< 0: for ever) until a console line (since boot) contains
- * @needle at or after line @from (0 = the first line).  Returns that line's index; the
- * line itself (NUL-terminated, maybe cut) in @line if not NULL; its arrival time
- * (CLOCK_MONOTONIC ms since gfa_linux_vm_start) in *ms if not NULL.
- * Errors: -EFAULT NULL @vm or @needle; -ETIMEDOUT; -ESHUTDOWN the VM stopped first.
- * Thread rules: any thread.  The VM keeps the last GFA_LINUX_CONSOLE_LINES lines; older
- * ones are dropped (and not matched).
+/**
+ * gfa_linux_vm_console_wait() - wait for a console line that contains a string
+ * @vm: the VM
+ * @needle: what the line must contain
+ * @from: the first line to look at (0 = the first since boot)
+ * @timeout_ms: how long at most (< 0: for ever)
+ * @line: gets the line (NUL-terminated, maybe cut), if not NULL
+ * @len: room in @line
+ * @ms: gets its arrival time (CLOCK_MONOTONIC ms since gfa_linux_vm_start()), if not NULL
+ *
+ * The VM keeps the last GFA_LINUX_CONSOLE_LINES lines; older ones are dropped (and not
+ * matched).
+ *
+ * Return: the line's index, or -EFAULT (NULL @vm or @needle), -ETIMEDOUT, -ESHUTDOWN
+ * (the VM stopped first).
+ * Context: any thread.
  */
 #define GFA_LINUX_CONSOLE_LINES	4096
 int gfa_linux_vm_console_wait(struct gfa_linux_vm *vm, const char *needle, unsigned int from,
@@ -1464,7 +1524,14 @@ struct gfa_linux_stat {
 	double boot_ms;                 /* start to the first console line the kernel's
 					 * /init printed (a line starting "gfa-init"), 0 if none yet */
 };
-/* Errors: -EFAULT NULL.  Any thread. */
+/**
+ * gfa_linux_vm_stat() - the VM's counters
+ * @vm: the VM
+ * @st: gets them
+ *
+ * Return: 0 or -EFAULT (NULL).
+ * Context: any thread.
+ */
 int gfa_linux_vm_stat(struct gfa_linux_vm *vm, struct gfa_linux_stat *st);
 
 #ifdef __cplusplus
