@@ -442,7 +442,7 @@ static const char *fz_err_counter(int err)
 {
 	static const struct { int err; const char *name; } map[] = {
 		{ GFA_EFAULT, "err_fault" }, { GFA_ERANGE, "err_range" },
-		{ GFA_EALIGN, "err_align" }, { GFA_EORDER, "err_order" },
+		{ GFA_EALIGN, "err_align" }, { GFA_EINVAL, "err_inval" }, { GFA_EORDER, "err_order" },
 		{ GFA_EMIGRATE, "err_migratetype" }, { GFA_EDOUBLEFREE, "err_double_free" },
 		{ GFA_EWRONGORDER, "err_wrong_order" }, { GFA_ENOTHEAD, "err_not_head" },
 		{ GFA_EOWNER, "err_owner" }, { GFA_EBUSY, "err_busy" },
@@ -860,7 +860,7 @@ static void op_compact(void)
 		expect = GFA_EORDER;
 	} else if ((v & 0xc0) == 0x80 && (v & 7) == 7) {
 		mode = 3 + (v & 8);
-		expect = GFA_EALIGN;
+		expect = GFA_EINVAL;
 	}
 	r = gfa_compact_zone(F.pool, zone, order, (enum gfa_compact_mode)mode);
 	if (expect) {
@@ -960,10 +960,10 @@ static void op_collapse(void)
 	if (!n)
 		return;
 	switch ((v >> 3) % 8) {
-	case 1: if (n > 1) { offs[1] = offs[0]; expect = GFA_EALIGN; } break;
+	case 1: if (n > 1) { offs[1] = offs[0]; expect = GFA_EINVAL; } break;
 	case 2: orders[0] = GFA_PAGEBLOCK_ORDER; expect = GFA_EORDER; break;
 	case 3: zone = F.nr_zones; expect = GFA_ERANGE; break;
-	case 4: n = 0; expect = GFA_EALIGN; break;
+	case 4: n = 0; expect = GFA_EINVAL; break;
 	case 5: offs[0] += 1; expect = orders[0] ? GFA_EALIGN : 0; break;
 	default: break;
 	}
@@ -1234,7 +1234,7 @@ static void op_engine(void)
 	case 2: r = gfa_release_submit(e, 100, GFA_FRAME_SIZE, fz_rel_done, NULL); FZ_ASSERT(r == -EINVAL, "misaligned: %d", r); rejected++; break;
 	case 3: r = gfa_release_submit(e, F.znr[zone] << GFA_FRAME_SHIFT, GFA_FRAME_SIZE, fz_rel_done, NULL); FZ_ASSERT(r == -ERANGE, "beyond: %d", r); rejected++; break;
 	case 4: r = gfa_release_submit(e, GFA_FRAME_SIZE, UINT64_MAX & ~(GFA_FRAME_SIZE - 1), fz_rel_done, NULL); FZ_ASSERT(r == -ERANGE, "wrap: %d", r); rejected++; break;
-	case 5: r = gfa_release_submit(e, 0, GFA_FRAME_SIZE, NULL, NULL); FZ_ASSERT(r == -EINVAL, "no done: %d", r); rejected++; break;
+	case 5: r = gfa_release_submit(e, 0, GFA_FRAME_SIZE, NULL, NULL); FZ_ASSERT(r == -EFAULT, "no done: %d", r); rejected++; break;
 	default: break;
 	}
 	FZ_ASSERT(gfa_release_flush(e, 30000) == 0, "release_flush");
@@ -1476,6 +1476,8 @@ static void op_guest(void)
 		fz_guest_mark(0, F.gnr);
 		gfa_guest_destroy(F.g);
 		F.g = NULL;
+		/* its frames come free once the backing's zeroer has zeroed them */
+		FZ_ASSERT(gfa_backing_zero_quiesce(F.b, 10000) == 0, "zeroer quiesce");
 		fz_after(0, false);
 		return;
 	}
@@ -1667,24 +1669,24 @@ static void op_policy(void)
 	bool bad = false;
 	unsigned int zone = pick_zone(&bad);
 	uint8_t v = in8(F.in);
-	struct gfa_release_policy p = { in16(F.in) % 1024, 0, 1 + v % 8 };
-	struct gfa_compact_config cc = { v & 1, v % 101 };
+	struct gfa_release_policy p = { .low = in16(F.in) % 1024, .high = 0, .min_empty_frac = 1 + v % 8 };
+	struct gfa_compact_config cc = { .linear_only = v & 1, .proactiveness = v % 101 };
 	int r, expect = bad ? GFA_ERANGE : 0;
 
 	F.what = "policy";
 	p.high = p.low + in16(F.in) % 1024;
 	if (!expect && (v & 0x30) == 0x30) {
 		p.low = p.high + 1;
-		expect = GFA_EALIGN;
+		expect = GFA_EINVAL;
 	} else if (!expect && (v & 0x30) == 0x20) {
 		p.min_empty_frac = 0;
-		expect = GFA_EALIGN;
+		expect = GFA_EINVAL;
 	}
 	if (v & 0x40) {
 		if (v & 0x80)
 			cc.proactiveness = 101 + v % 50;
 		r = gfa_compact_configure(F.pool, &cc);
-		expect = v & 0x80 ? GFA_EALIGN : 0;
+		expect = v & 0x80 ? GFA_EINVAL : 0;
 	} else {
 		r = gfa_zone_set_release_policy(F.pool, zone, &p);
 	}
@@ -1757,7 +1759,7 @@ static bool fz_setup(struct fz_in *in)
 	memset(F.at, 0xff, sizeof(F.at));
 	memset(F.ghead, 0xff, sizeof(F.ghead));
 	if (in8(in) % 8) {
-		struct gfa_backing_config bc = { .no_thp_advice = true };
+		struct gfa_backing_config bc = { .no_thp_advice = true, .no_zero_on_stop = true };
 
 		F.b = gfa_backing_create(F.pool, &bc);
 		FZ_ASSERT(F.b, "backing: %d", errno);
@@ -1798,6 +1800,7 @@ static void fz_teardown(void)
 		fz_guest_mark(0, F.gnr);
 		gfa_guest_destroy(F.g);
 		F.g = NULL;
+		FZ_ASSERT(gfa_backing_zero_quiesce(F.b, 10000) == 0, "zeroer quiesce");
 	}
 	gfa_pcp_destroy(F.pcp[0]);
 	gfa_pcp_destroy(F.pcp[1]);
