@@ -108,17 +108,12 @@ static const char *lb_qboot(void)
 	return NULL;
 }
 
-static int lb_boot_qemu(const struct lb_env *e, double *init_ms, double *report_ms)
+/* The QEMU options both runs share (KVM, one vCPU, mem MiB, firmware, no devices of
+ * its own, the console on stdio); returns how many were written to argv. */
+static int qemu_common_argv(const char **argv, const char *mem, const char *bios)
 {
-	char mem[32];
-	const char *bios = lb_qboot();
-	const char *argv[32];
-	posix_spawn_file_actions_t fa;
-	int argc = 0, pipefd[2], r, status;
-	uint64_t t0;
-	pid_t pid;
+	int argc = 0;
 
-	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)(e->mem / MiB));
 	argv[argc++] = "qemu-system-x86_64";
 	argv[argc++] = "-accel"; argv[argc++] = "kvm";
 	argv[argc++] = "-cpu"; argv[argc++] = "host";
@@ -132,6 +127,21 @@ static int lb_boot_qemu(const struct lb_env *e, double *init_ms, double *report_
 	argv[argc++] = "-display"; argv[argc++] = "none";
 	argv[argc++] = "-serial"; argv[argc++] = "stdio";
 	argv[argc++] = "-no-reboot";
+	return argc;
+}
+
+static int lb_boot_qemu(const struct lb_env *e, double *init_ms, double *report_ms)
+{
+	char mem[32];
+	const char *bios = lb_qboot();
+	const char *argv[32];
+	posix_spawn_file_actions_t fa;
+	int argc, pipefd[2], r, status;
+	uint64_t t0;
+	pid_t pid;
+
+	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)(e->mem / MiB));
+	argc = qemu_common_argv(argv, mem, bios);
 	argv[argc++] = "-kernel"; argv[argc++] = e->kernel;
 	argv[argc++] = "-initrd"; argv[argc++] = e->initrd;
 	argv[argc++] = "-append"; argv[argc++] = e->cmdline;
@@ -470,7 +480,7 @@ static int lb_start_qemu(struct lb_guest *g, const struct lb_env *e, const char 
 	const char *bios = lb_qboot();
 	const char *argv[40];
 	posix_spawn_file_actions_t fa;
-	int argc = 0, pipefd[2], r;
+	int argc, pipefd[2], r;
 
 	snprintf(g->qmp_path, sizeof(g->qmp_path), "/tmp/gfa-bench-qmp.%d", (int)getpid());
 	unlink(g->qmp_path);
@@ -485,19 +495,7 @@ static int lb_start_qemu(struct lb_guest *g, const struct lb_env *e, const char 
 	acpi = strstr(cmdline, " acpi=off");
 	if (acpi)
 		memmove(acpi, acpi + 9, strlen(acpi + 9) + 1);
-	argv[argc++] = "qemu-system-x86_64";
-	argv[argc++] = "-accel"; argv[argc++] = "kvm";
-	argv[argc++] = "-cpu"; argv[argc++] = "host";
-	argv[argc++] = "-m"; argv[argc++] = mem;
-	argv[argc++] = "-smp"; argv[argc++] = "1";
-	if (bios) {
-		argv[argc++] = "-bios";
-		argv[argc++] = bios;
-	}
-	argv[argc++] = "-nodefaults"; argv[argc++] = "-no-user-config";
-	argv[argc++] = "-display"; argv[argc++] = "none";
-	argv[argc++] = "-serial"; argv[argc++] = "stdio";
-	argv[argc++] = "-no-reboot";
+	argc = qemu_common_argv(argv, mem, bios);
 	argv[argc++] = "-qmp"; argv[argc++] = qmp;
 	argv[argc++] = "-device";
 	argv[argc++] = reporting ? "virtio-balloon-pci,free-page-reporting=on" : "virtio-balloon-pci";
