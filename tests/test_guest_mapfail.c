@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <gfa/vmm.h>
@@ -194,10 +195,11 @@ Test(guest_mapfail, destroy_fallback_never_unmaps_what_another_thread_mapped_in_
 	gfa_pool_destroy(pool);
 }
 /*
- * A collapse whose final one-mapping remap (guest_collapsed) fails: the pieces are all
- * in the new order-9 block and the pool holds one block, but the guest keeps the
- * pieces' orders.  Its frees then name blocks the pool does not have (wrong order, not
- * a head) and are dropped: the 2 MiB stay allocated to a guest that no longer exists.
+ * A collapse whose one-mapping remap of the range fails.  Once the pieces were mapped one
+ * by one and the pool held one block while the guest kept the pieces' orders: its frees
+ * then named blocks the pool did not have and the 2 MiB stayed allocated to a guest that
+ * no longer existed.  Now the range is mapped at once or the collapse is refused: the
+ * pieces stay, their data too, and every frame comes back at destroy.
  */
 Test(guest_mapfail, collapse_whose_huge_remap_fails_loses_no_frame, .timeout = 60)
 {
@@ -209,7 +211,7 @@ Test(guest_mapfail, collapse_whose_huge_remap_fails_loses_no_frame, .timeout = 6
 	struct gfa_gpa_range one = { 4096, 4096 };
 	struct gfa_guest *g;
 	struct gfa_frame_info fi;
-	uint64_t pfn;
+	uint64_t pfn, before;
 	int n;
 
 	cr_assert_not_null(b);
@@ -221,15 +223,23 @@ Test(guest_mapfail, collapse_whose_huge_remap_fails_loses_no_frame, .timeout = 6
 			cr_assert_eq(gfa_free(pool, q, 0, F), 0);
 	g = gfa_guest_create(pool, b, &cfg);
 	cr_assert_not_null(g);
+	memset(gfa_guest_hva(g), 0x5a, 2 * MiB);
 	for (uint64_t q = 1024; q < 1536; q++)  /* an empty pageblock for the new block */
 		cr_assert_eq(gfa_free(pool, q, 0, F), 0);
 	atomic_store(&gmf_fail_2m_at, gfa_guest_hva(g));
+	cr_assert_eq(gfa_guest_gpa_to_pfn(g, 0, &before), 0);
 	n = gfa_guest_collapse(g, 1);
 	cr_assert_null(atomic_load(&gmf_fail_2m_at), "the huge remap was not attempted");
-	cr_assert_eq(n, 1);
+	/* the range is mapped at once or not at all: a failed mapping refuses the
+	 * collapse, and every piece stays where the window maps it */
+	cr_assert_eq(n, 0);
 	cr_assert_eq(gfa_guest_gpa_to_pfn(g, 0, &pfn), 0);
+	cr_assert_eq(pfn, before, "piece 0 moved to %lu from %lu", (unsigned long)pfn,
+		     (unsigned long)before);
 	cr_assert_eq(gfa_frame_lookup(pool, pfn, &fi), 0);
-	cr_assert_eq(fi.order, 9, "the pool holds one order-9 block");
+	cr_assert_eq(fi.order, 7, "the piece is the order-7 block it was");
+	for (uint64_t i = 0; i < 2 * MiB; i++)
+		cr_assert_eq(((unsigned char *)gfa_guest_hva(g))[i], 0x5a, "byte %lu lost", (unsigned long)i);
 	/* balloon one page of it: the frame must leave the guest */
 	cr_expect_eq(gfa_balloon_inflate(g, &one, 1), 1);
 	cr_assert_eq(gfa_frame_lookup(pool, pfn + 1, &fi), 0);

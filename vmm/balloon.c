@@ -179,6 +179,9 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	}
 	pthread_mutex_lock(&g->lock);
 	err = check_state(g, m, k, true);
+	for (unsigned int i = 0; !err && i < k; i++)
+		if (guest_span_pinned(g, m[i].gpa, m[i].len))
+			err = -EBUSY;   /* a device may write it behind the page tables */
 	if (!err)
 		err = inflate_ranges(g, m, k, &taken);
 	free(m);

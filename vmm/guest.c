@@ -5,9 +5,10 @@
  * aligned window addresses at 2 MiB aligned file offsets, so the host can map them with
  * a PMD and KVM with a 2 MiB EPT/NPT entry.
  *
- * The guest is the owner of its frames: compaction moves a block by pausing the vCPUs,
- * copying, remapping the window, resuming (guest_migrate).  g->lock (recursive, since
- * collapse calls back into migrate) serialises frees with moves.
+ * The guest is the owner of its frames: compaction and collapse move them
+ * (vmm/guest_move.c).  g->lock (recursive, since collapse calls back into migrate)
+ * serialises frees with moves.  Every mapping into the window is registered with the
+ * guest's userfaultfd, so a move can write-protect what it moves.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,6 +50,10 @@ static int guest_map_frames(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, uin
 	if (huge)
 		(void)madvise(g->win + (gfn << GFA_FRAME_SHIFT), nr << GFA_FRAME_SHIFT,
 			      MADV_HUGEPAGE);
+	/* a new mapping is not registered, whatever it replaced; a failure here only
+	 * costs a registration at the next move of these frames (uffd_move_begin) */
+	if (g->wp)
+		(void)uffd_register(&g->uffd, guest_addr(g, gfn), nr << GFA_FRAME_SHIFT);
 	return 0;
 }
 
@@ -131,8 +136,11 @@ static void guest_clear(struct gfa_guest *g, uint64_t gfn, unsigned int order)
 static int64_t guest_alloc(struct gfa_guest *g, struct gfa_pcp *pcp, unsigned int order,
 			   unsigned int flags)
 {
-	int64_t pfn = pcp ? gfa_pcp_alloc(pcp, order, GFA_MT_MOVABLE, g->id, flags)
-			  : gfa_alloc(g->pool, g->zone, order, GFA_MT_MOVABLE, g->id, flags);
+	/* a pinned guest's frames can never move: unmovable pageblocks keep them out of
+	 * the movable ones compaction empties */
+	enum gfa_migratetype mt = g->pinned ? GFA_MT_UNMOVABLE : GFA_MT_MOVABLE;
+	int64_t pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, g->id, flags)
+			  : gfa_alloc(g->pool, g->zone, order, mt, g->id, flags);
 	struct zero_worker *zw;
 	bool working;
 
@@ -140,8 +148,8 @@ static int64_t guest_alloc(struct gfa_guest *g, struct gfa_pcp *pcp, unsigned in
 		return pfn;
 	zw = backing_zero_hold(g->b, &working);
 	if (working)
-		pfn = pcp ? gfa_pcp_alloc(pcp, order, GFA_MT_MOVABLE, g->id, flags)
-			  : gfa_alloc(g->pool, g->zone, order, GFA_MT_MOVABLE, g->id, flags);
+		pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, g->id, flags)
+			  : gfa_alloc(g->pool, g->zone, order, mt, g->id, flags);
 	if (zw)
 		zero_worker_hold(zw, false);
 	return pfn;
@@ -283,79 +291,6 @@ void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 	GFA_BUG_ON(err);        /* the guest's own block: any other refusal is gfa's bug */
 }
 
-/* Pause the vCPUs, copy, remap, resume: the guest never sees a half-moved block. */
-static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
-{
-	struct gfa_guest *g = ctx;
-	struct gfa_frame_info fi;
-	uint64_t gfn;
-	int err;
-
-	if (order > GFA_PAGEBLOCK_ORDER || gfa_frame_lookup(g->pool, src, &fi) || fi.owner != owner)
-		return -EAGAIN;         /* no guest block is larger than a range */
-	gfn = fi.index + (src - fi.head_pfn);  /* src may lie inside a block (collapse undo) */
-	/*
-	 * trylock, as the kernel's trylock_page(): the thread compacting may be another
-	 * guest's, holding its own lock while its allocation compacts - waiting here
-	 * could close a cycle of guests.  Recursive: our own collapse gets in.
-	 */
-	if (pthread_mutex_trylock(&g->lock))
-		return -EAGAIN;
-	if (gfn >= g->nr_frames || guest_pfn(g, gfn) != src || guest_order(g, gfn) != order) {
-		pthread_mutex_unlock(&g->lock);
-		return -EAGAIN;  /* not indexed yet, or already gone */
-	}
-	if (g->ops.pause && g->ops.pause(g->ops_ctx)) {
-		pthread_mutex_unlock(&g->lock);
-		return -EBUSY;      /* the vCPUs could not be stopped: leave the block */
-	}
-	memcpy(gfa_pfn_to_addr(g->pool, dst), gfa_pfn_to_addr(g->pool, src), GFA_FRAME_SIZE << order);
-	err = guest_map(g, gfn, dst, order);
-	if (!err) {
-		guest_record(g, gfn, dst, order);
-		/* a collapse's moves (and its undo) are no compaction moves */
-		if (g->collapse_lo == NO_PFN || gfn < g->collapse_lo ||
-		    gfn >= g->collapse_lo + RANGE_FRAMES)
-			g->st.moves++;
-	}
-	if (g->ops.resume)
-		g->ops.resume(g->ops_ctx);
-	pthread_mutex_unlock(&g->lock);
-	return err ? -EAGAIN : 0;
-}
-
-/* After a collapse: one mapping for the whole range, so the host can use a PMD. */
-static void guest_collapsed(void *ctx, uint64_t owner, uint64_t dst)
-{
-	struct gfa_guest *g = ctx;
-	struct gfa_frame_info fi;
-
-	pthread_mutex_lock(&g->lock);
-	if (!gfa_frame_lookup(g->pool, dst, &fi) && fi.owner == owner) {
-		uint64_t gfn = g->nr_frames;
-
-		/* the pieces were recorded one by one; find the range from the first one */
-		for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES)
-			if (!guest_range_huge(g, r) && guest_pfn(g, r) == dst) {
-				gfn = r;
-				break;
-			}
-		if (gfn < g->nr_frames) {
-			/* the pieces' mappings already map dst + i at gfn + i: a failed
-			 * single mapping only costs the PMD, the index must say one block */
-			guest_map(g, gfn, dst, GFA_PAGEBLOCK_ORDER);
-			guest_record(g, gfn, dst, GFA_PAGEBLOCK_ORDER);
-			gfa_block_set_index(g->pool, dst, g->id, (uint32_t)gfn);
-		}
-	}
-	pthread_mutex_unlock(&g->lock);
-}
-
-static const struct gfa_owner_ops guest_owner_ops = {
-	.migrate = guest_migrate,
-	.collapsed = guest_collapsed,
-};
-
 static int guest_reserve(struct gfa_guest *g, void *window)
 {
 	size_t len = g->size + RANGE_BYTES;
@@ -387,7 +322,7 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return EINVAL;
 	if (cfg->vcpu_ops && (!cfg->vcpu_ops->pause || !cfg->vcpu_ops->resume))
 		return EINVAL;          /* a pause without its resume would stop them for good */
-	if (!GFA_RESERVED_ZERO(cfg))
+	if (!GFA_RESERVED_ZERO(cfg) || (cfg->flags & ~GFA_GUEST_PINNED))
 		return EINVAL;
 	if ((uintptr_t)cfg->window % RANGE_BYTES)
 		return EINVAL;          /* order-9 blocks need 2 MiB aligned addresses */
@@ -409,6 +344,20 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 	if ((cfg->mem_bytes >> GFA_FRAME_SHIFT) > nr)
 		return ENOMEM;
 	return 0;
+}
+
+/* Moves write-protect, or say once why they pause instead. */
+static void guest_open_uffd(struct gfa_guest *g)
+{
+	static atomic_flag said = ATOMIC_FLAG_INIT;
+	int err = uffd_open(&g->uffd);
+
+	g->wp = !err;
+	g->st.wp_errno = -err;
+	if (err && !atomic_flag_test_and_set(&said))
+		fprintf(stderr, "gfa: moves pause the vCPUs instead of write-protecting the "
+			"block they move (%s: %s); the vCPU ops' pause must then stop every "
+			"thread that writes guest RAM\n", uffd_why(err), strerror(-err));
 }
 
 struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
@@ -433,6 +382,10 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	g->id = cfg->id ? cfg->id : atomic_fetch_add(&next_guest_id, 1);
 	g->collapse_lo = NO_PFN;
 	g->small_only = cfg->small_only;
+	g->pinned = cfg->flags & GFA_GUEST_PINNED;
+	g->moved_fn = cfg->moved_fn;
+	g->moved_ctx = cfg->moved_ctx;
+	g->uffd.fd = g->uffd.stop_fd = -1;
 	if (cfg->vcpu_ops)
 		g->ops = *cfg->vcpu_ops;
 	g->ops_ctx = cfg->vcpu_ctx;
@@ -442,8 +395,11 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	pthread_mutexattr_destroy(&attr);
 	g->nr_ranges = g->nr_frames / RANGE_FRAMES;
 	g->range = malloc(g->nr_ranges * sizeof(*g->range));
-	if (!g->range)
+	g->pins = calloc(g->nr_ranges, sizeof(*g->pins));
+	if (!g->range || !g->pins)
 		err = -ENOMEM;
+	if (!err && !g->pinned)
+		guest_open_uffd(g);
 	if (!err) {
 		for (uint64_t r = 0; r < g->nr_ranges; r++)
 			g->range[r] = (struct guest_range){ NO_PFN, NULL };
@@ -565,7 +521,9 @@ void gfa_guest_destroy(struct gfa_guest *g)
 		gfa_owner_register(g->pool, g->id, NULL, NULL);
 	if (g->reserve && unmapped)
 		munmap(g->reserve, g->reserve_len);
+	uffd_close(&g->uffd);   /* no move can begin now */
 	pthread_mutex_destroy(&g->lock);
+	free(g->pins);
 	free(g->range);
 	free(g);
 }
@@ -627,54 +585,8 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 		for (uint64_t i = r; gfn_range(g, r)->d && i < r + RANGE_FRAMES; i++)
 			g->st.blocks += guest_order(g, i) != NOT_HEAD && guest_pfn(g, i) != NO_PFN;
 	}
+	g->st.wp_faults = __atomic_load_n(&g->uffd.faults, __ATOMIC_RELAXED);
 	*st = g->st;
 	pthread_mutex_unlock(&g->lock);
 	return 0;
-}
-
-/* Collapse one range backed by small blocks; 1 if it now sits in one block. */
-static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
-{
-	uint64_t pfns[RANGE_FRAMES];
-	unsigned int orders[RANGE_FRAMES], offs[RANGE_FRAMES], n = 0;
-	int64_t dst;
-
-	for (uint64_t i = gfn; i < gfn + RANGE_FRAMES; i++) {
-		if (guest_order(g, i) == NOT_HEAD)
-			continue;
-		if (guest_pfn(g, i) == NO_PFN)
-			return 0;   /* ballooned holes: nothing to collapse into */
-		pfns[n] = guest_pfn(g, i);
-		orders[n] = guest_order(g, i);
-		offs[n++] = (unsigned int)(i - gfn);
-	}
-	g->collapse_lo = gfn;
-	dst = gfa_collapse(g->pool, g->zone, g->id, pfns, orders, offs, n);
-	g->collapse_lo = NO_PFN;
-	if (dst < 0)
-		return (int)dst;
-	g->st.collapses++;
-	return 1;
-}
-
-int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges)
-{
-	int done = 0;
-
-	if (!g)
-		return GFA_EFAULT;
-	pthread_mutex_lock(&g->lock);
-	for (uint64_t r = 0; r < g->nr_frames && (unsigned int)done < max_ranges; r += RANGE_FRAMES) {
-		int ret;
-
-		if (guest_range_huge(g, r))
-			continue;
-		ret = guest_collapse_range(g, r);
-		if (ret == GFA_ENOMEM)
-			break;              /* no order-9 block to be had now */
-		if (ret > 0)
-			done++;
-	}
-	pthread_mutex_unlock(&g->lock);
-	return done;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <gfa/vmm.h>
 #include "allocator/bug.h"
+#include "vmm/uffd.h"
 
 #define RANGE_FRAMES  GFA_PAGEBLOCK_FRAMES
 #define RANGE_BYTES   (RANGE_FRAMES << GFA_FRAME_SHIFT)
@@ -47,9 +48,33 @@ struct gfa_guest {
 	struct gfa_guest_stat st;
 	uint64_t nr_mappings;   /* mmap calls the window's creation took (one per run) */
 	uint64_t collapse_lo;   /* first gfn of the range being collapsed, or NO_PFN */
+	unsigned int collapse_left;  /* its pieces not yet copied to the target */
+	uint64_t collapse_target;    /* the target's first pfn, NO_PFN before the first */
+	bool collapse_mapped;   /* the target is mapped over the range */
 	bool registered;        /* our owner ops are in the pool: destroy removes them */
 	bool small_only;       /* never an order-9 block (cfg->small_only; collapse aside) */
+	bool pinned;            /* GFA_GUEST_PINNED: unmovable frames, never moved */
+	bool wp;                /* moves write-protect through uffd (else: pause fallback) */
+	struct guest_uffd uffd;
+	uint32_t *pins;         /* per 2 MiB range: gfa_guest_pin() count */
+	gfa_guest_moved_fn moved_fn;
+	void *moved_ctx;
 };
+
+/* The owner ops of every guest (vmm/guest_move.c). */
+extern const struct gfa_owner_ops guest_owner_ops;
+
+/* The host address of gfn in the window. */
+static inline void *guest_addr(const struct gfa_guest *g, uint64_t gfn)
+{
+	return g->win + (gfn << GFA_FRAME_SHIFT);
+}
+
+/* The range holding gfn may not move (a pin, or a pinned guest). */
+static inline bool guest_range_pinned(const struct gfa_guest *g, uint64_t gfn)
+{
+	return g->pinned || g->pins[gfn / RANGE_FRAMES];
+}
 
 static inline struct guest_range *gfn_range(const struct gfa_guest *g, uint64_t gfn)
 {
@@ -96,6 +121,8 @@ static inline bool guest_range_huge(const struct gfa_guest *g, uint64_t gfn)
 }
 
 /* All with g->lock held. */
+/* Any 2 MiB range [gpa, gpa + len) touches is pinned (vmm/guest_pin.c). */
+bool guest_span_pinned(const struct gfa_guest *g, uint64_t gpa, uint64_t len);
 /* Give gfn's range its per-4 KiB detail (0, or -ENOMEM and nothing changed). */
 int guest_range_split(struct gfa_guest *g, uint64_t gfn);
 int guest_map(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order);

@@ -596,12 +596,53 @@ void gfa_backing_kick_host_return(struct gfa_backing *b);
 
 struct gfa_guest;
 
-/* How the VMM stops and restarts the guest's vCPUs while gfa moves its frames. */
+/*
+ * How gfa moves a guest's frames (compaction, kcompactd, collapse) while it runs.
+ *
+ * Write-protected moves, the default: the guest's window is registered with a
+ * userfaultfd in write-protect mode.  A move write-protects only the block it moves,
+ * copies it, maps the new frames over the window and wakes the writers that faulted
+ * meanwhile.  Any thread of the process that writes guest RAM - a vCPU (KVM's
+ * second-level entries are zapped with the protection), a device thread, a read(2),
+ * io_uring or O_DIRECT completion landing in guest RAM - waits for at most that one
+ * move and then lands in the new frame.  Readers never wait.  No thread is paused: the
+ * vCPU ops are not called.  A collapse protects its whole 2 MiB range once.
+ *
+ * Writes that bypass the page tables cannot be caught: a page pinned by GUP (VFIO DMA,
+ * io_uring fixed buffers, an O_DIRECT transfer in flight) and another process's mapping
+ * of the zone memfd (vhost-user).  The VMM says so: gfa_guest_pin() for a pinned range,
+ * GFA_GUEST_PINNED for a guest whose whole RAM is pinned (VFIO), the moved notifier for a
+ * shared mapping (docs/decisions.md, entry 27, has which device needs which).
+ *
+ * The pause fallback: without userfaultfd permission (root, CAP_SYS_PTRACE, read-write
+ * /dev/userfaultfd or vm.unprivileged_userfaultfd=1; kernel 6.1 or later), or with
+ * GFA_NO_UFFD=1 in the environment, gfa says so once on stderr and in
+ * gfa_guest_stat.wp_errno and moves under the vCPU ops instead.  Then pause must return
+ * only once EVERY thread that writes guest RAM has stopped (vCPUs, device threads, I/O
+ * completions), not only the vCPUs.  It is called once per batch: once per collapsed
+ * range, once per block compaction moves.
+ */
 struct gfa_guest_vcpu_ops {
-	int (*pause)(void *ctx);        /* return once no vCPU touches guest RAM; nonzero
-					 * refuses the move (the block stays where it is) */
+	int (*pause)(void *ctx);        /* the pause fallback: return once no thread writes
+					 * guest RAM; nonzero refuses the move (the block
+					 * stays where it is) */
 	int (*resume)(void *ctx);
 };
+
+/*
+ * Called by a move with the block's writers held off, after the copy and before the
+ * window maps the new frames: [gpa, gpa + len) of the guest will live at offset off of
+ * the memfd fd.  A VMM that maps guest RAM in another process (vhost-user) remaps it
+ * there now.  Return 0, or nonzero to refuse the move (the block stays where it was).
+ * Called from the moving thread with the guest's lock held: it must not call into the
+ * guest.
+ */
+typedef int (*gfa_guest_moved_fn)(void *ctx, uint64_t gpa, uint64_t len, int fd, uint64_t off);
+
+/* gfa_guest_config.flags */
+#define GFA_GUEST_PINNED (1U << 0)      /* all of its RAM is pinned (VFIO): its frames
+					 * are unmovable allocations, never moved, never
+					 * collapsed, never ballooned */
 
 struct gfa_guest_config {
 	uint64_t mem_bytes;     /* guest RAM, a multiple of 2 MiB */
@@ -623,7 +664,10 @@ struct gfa_guest_config {
 	 * caller; gfa maps the guest's blocks over it and, at destroy, leaves it reserved
 	 * again (PROT_NONE, no frame), so a VMM can keep a KVM memslot on it across guests. */
 	void *window;
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	unsigned int flags;             /* GFA_GUEST_* */
+	gfa_guest_moved_fn moved_fn;    /* optional: the moved notifier */
+	void *moved_ctx;                /* passed to it */
+	uint64_t reserved[1];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /**
@@ -637,20 +681,22 @@ struct gfa_guest_config {
  * available, zeroes any dirty frame, and maps the blocks into the window (MAP_SHARED |
  * MAP_FIXED of the zone memfd) with one mmap per run of blocks contiguous in the window
  * and in the memfd (a clean pool gives one run).  Registers the guest as the owner of its
- * frames so compaction can move them (pausing vCPUs through the ops).
+ * frames so compaction can move them, and the window with a userfaultfd so moves
+ * write-protect (the head of this section; the pause fallback uses the vCPU ops).
  *
  * Return: the guest, or NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, a
  * window not 2 MiB aligned, a pcp of another zone or pool, a backing of another pool,
- * vcpu_ops without pause or resume, nonzero reserved words), ERANGE (zone), ENODEV (pool
+ * vcpu_ops without pause or resume, unknown flags, nonzero reserved words), ERANGE (zone), ENODEV (pool
  * without backing), ENOMEM (not enough frames; no frame is kept, but what the blocks
  * taken drew from the owner's claim stays drawn: unclaim and claim again before
  * retrying; or the window's runs need more mappings than vm.max_map_count allows the
  * process: stderr names the limit), EEXIST (cfg->id is an owner of the pool already),
  * ENOSPC (owner registry full), or the error of mmap for the window.
- * Context: any thread; one guest's calls are serialised by the guest's lock.  Not from a
- * thread the vCPU ops wait for (a vCPU's own IO handler, e.g. a virtio-balloon device): a
- * move holds the guest's lock while it pauses the vCPUs, so that thread would wait for
- * the lock and the move for that thread.  Hand such work to another thread.
+ * Context: any thread; one guest's calls are serialised by the guest's lock.  On the
+ * pause fallback, not from a thread the vCPU ops wait for (a vCPU's own IO handler, e.g.
+ * a virtio-balloon device): a move holds the guest's lock while it pauses the vCPUs, so
+ * that thread would wait for the lock and the move for that thread.  Write-protected
+ * moves wait for no thread: any thread may call in.
  */
 struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 				   const struct gfa_guest_config *cfg);
@@ -712,7 +758,18 @@ struct gfa_guest_stat {
 	uint64_t ballooned_frames;      /* frames taken away by the balloon */
 	uint64_t window_mappings;       /* mmap calls that mapped the window at creation:
 					 * one per run of contiguous blocks */
-	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t wp_moves;              /* moves and collapsed ranges made under write
+					 * protection (no thread paused) */
+	uint64_t wp_faults;             /* writes that faulted on a move's protection (as
+					 * the service thread read them) */
+	uint64_t pauses;                /* vcpu_ops pause calls (the pause fallback) */
+	uint64_t paused_ns;             /* time from each pause to its resume */
+	uint64_t pinned_skips;          /* moves and collapses refused: a pinned range */
+	int32_t wp_errno;               /* 0: moves write-protect; else why they pause
+					 * (EPERM, EOPNOTSUPP, ECANCELED for GFA_NO_UFFD;
+					 * a GFA_GUEST_PINNED guest never moves: 0) */
+	uint32_t pad0;
+	uint64_t reserved[2];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
  * gfa_guest_stat() - the guest's counters
@@ -727,14 +784,50 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
  * gfa_guest_collapse() - khugepaged for one guest
  * @max_ranges: collapse at most this many ranges
  *
- * Collapses 2 MiB ranges that are backed by small blocks into order-9 blocks (pausing
- * vCPUs around each move) and maps each as one huge mapping.  A range whose collapse
- * fails (no order-9 block, a move refused) stays as it was and is not counted.
+ * Collapses 2 MiB ranges that are backed by small blocks into order-9 blocks and maps
+ * each as one huge mapping.  Each range's writers are held off once for all its pieces
+ * (one write protection, or on the pause fallback one pause), the pieces copied, then
+ * the range mapped at once.  A range whose collapse fails (no order-9 block, a move
+ * refused) stays as it was and is not counted; a pinned range is skipped (pinned_skips).
  *
  * Return: ranges collapsed, or -EFAULT (@g NULL).
  * Context: any thread but a vCPU's own IO handler (see gfa_guest_create()).
  */
 int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges);
+
+/**
+ * gfa_guest_pin() - keep a guest range where it is: no move, collapse or balloon
+ * @gpa: start of the range (any byte; the pin covers every 2 MiB range it touches)
+ * @len: its length, nonzero
+ *
+ * For memory whose writes bypass the page tables while the pin lasts: a VFIO DMA
+ * mapping, an io_uring fixed buffer, an O_DIRECT transfer in flight.  Pins nest: each
+ * 2 MiB range counts its pins, and stays put until as many unpins.  Compaction's and
+ * collapse's moves of a pinned block are refused (counted in pinned_skips); a balloon
+ * inflate or a free page report over it is refused.  A move already in flight finishes
+ * before the pin returns.
+ *
+ * Return: 0, or GFA_EFAULT (@g NULL), GFA_EINVAL (@len 0), GFA_ERANGE (beyond the
+ * guest), -EOVERFLOW (a range pinned 2^32 - 1 times; nothing changed).
+ * Context: any thread (the guest's lock), as gfa_guest_collapse().
+ */
+int gfa_guest_pin(struct gfa_guest *g, uint64_t gpa, uint64_t len);
+/**
+ * gfa_guest_unpin() - undo one gfa_guest_pin() of the same range
+ *
+ * Return: 0, or the errors of gfa_guest_pin(), -ENOENT (a range it covers is not
+ * pinned; nothing changed).
+ * Context: as gfa_guest_pin().
+ */
+int gfa_guest_unpin(struct gfa_guest *g, uint64_t gpa, uint64_t len);
+/**
+ * gfa_guest_pinned() - whether a guest range is pinned
+ *
+ * Return: 1 if any 2 MiB range that [@gpa, @gpa + @len) touches is pinned (or the guest
+ * is GFA_GUEST_PINNED), 0 if none, or the errors of gfa_guest_pin().
+ * Context: any thread (the guest's lock).
+ */
+int gfa_guest_pinned(struct gfa_guest *g, uint64_t gpa, uint64_t len);
 
 /* ---- balloon (for a VMM's virtio-balloon device) ---- */
 
@@ -759,7 +852,8 @@ struct gfa_gpa_range {
  *
  * Return: frames taken, or -EFAULT (NULL), -EINVAL (zero length or misaligned), -ERANGE
  * (outside the guest), -EALREADY (already ballooned), -ENOTUNIQ (ranges overlap each
- * other), -ENOMEM or another mmap errno (the window could not be remapped).
+ * other), -EBUSY (a range is pinned: gfa_guest_pin(), GFA_GUEST_PINNED), -ENOMEM or
+ * another mmap errno (the window could not be remapped).
  * Context: any thread (the guest's lock) but a vCPU's own IO handler (see
  * gfa_guest_create()).
  */

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A guest window's userfaultfd (vmm/uffd.c): the one place gfa talks to the kernel's
+ * userfaultfd.  Today it write-protects the block being moved (write-protect mode);
+ * a lazily populated guest would register the same descriptor in missing mode.
+ * Not installed.
+ */
+#ifndef GFA_VMM_UFFD_H
+#define GFA_VMM_UFFD_H
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct guest_uffd {
+	int fd;
+	int stop_fd;                    /* eventfd that ends the service thread */
+	pthread_t thread;
+	bool thread_started;
+	/*
+	 * The range under write protection for a move: [move_lo, move_hi), 0 when none.
+	 * Set before the protection and cleared after the wake, under lock, which the
+	 * service thread holds while it lifts a stray protection (so it never lifts a
+	 * move's).
+	 */
+	pthread_mutex_t lock;
+	uintptr_t move_lo, move_hi;
+	uint64_t faults;                /* write faults the service thread read (atomic) */
+	uint64_t strays;                /* of them, outside any move: lifted at once */
+};
+
+/*
+ * Open a userfaultfd that can write-protect shmem (memfd) mappings and catch kernel-mode
+ * writes as well as user ones: the syscall, else /dev/userfaultfd.  0, or -errno: EPERM
+ * (neither root, CAP_SYS_PTRACE, vm.unprivileged_userfaultfd=1 nor read-write access to
+ * /dev/userfaultfd), ENOSYS, EOPNOTSUPP (no write protection of shmem: before 6.1), or
+ * ECANCELED (GFA_NO_UFFD=1 in the environment).
+ */
+int uffd_open(struct guest_uffd *u);
+void uffd_close(struct guest_uffd *u);
+/* Register [addr, addr + len) in write-protect mode (a new mapping is not registered,
+ * whatever its predecessor was): 0 or -errno. */
+int uffd_register(struct guest_uffd *u, void *addr, size_t len);
+/*
+ * A move of [addr, addr + len) begins: mark it, then write-protect it (a writer's
+ * fault waits until uffd_move_end()).  0, or -errno with the range unprotected and
+ * every writer that waited woken.
+ */
+int uffd_move_begin(struct guest_uffd *u, void *addr, size_t len);
+/*
+ * The move ends: lift the protection if the range still maps the old frames (!remapped:
+ * the move failed), then wake every writer that waited; they fault again and land in
+ * whatever the window maps now.
+ */
+void uffd_move_end(struct guest_uffd *u, void *addr, size_t len, bool remapped);
+/* The text of uffd_open()'s errors, for the fallback's one line on stderr. */
+const char *uffd_why(int err);
+#endif
