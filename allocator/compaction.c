@@ -753,32 +753,92 @@ static void putback_block(struct compact_control *cc, struct iso_block *b)
 	fstate_set(FR(cc, b->pfn), GFA_FRAME_ALLOCATED);
 }
 
+/*
+ * The owners of a batch that have batch ops: each one's reference is kept from its
+ * batch_begin to its batch_end.  References form a per-thread stack: kept ones stay
+ * under the one in hand (ref[nr]) and are put last, innermost first.  Past BATCH_OWNERS
+ * owners a move is a batch of its own.
+ */
+#define BATCH_OWNERS 8
+struct migrate_batch {
+	struct owner_ref ref[BATCH_OWNERS + 1];
+	uint64_t owner[BATCH_OWNERS + 1];
+	unsigned int nr;
+};
+
+static void batch_end_one(struct gfa_pool *pool, struct owner_ref *r, uint64_t owner)
+{
+	if (owner_ref_live(pool, r))
+		r->ops->batch_end(r->ctx, owner);
+	owner_put(pool, r);
+}
+
+/* Before a move with the reference in hand: begin its owner's batch; true if begun
+ * here (the reference is then kept), false if begun before or without batch ops. */
+static bool batch_begin_for(struct migrate_batch *mb, uint64_t owner)
+{
+	struct owner_ref *r = &mb->ref[mb->nr];
+
+	if (!r->ops->batch_begin)
+		return false;
+	for (unsigned int k = 0; k < mb->nr; k++)
+		if (mb->owner[k] == owner && mb->ref[k].slot == r->slot)
+			return false;
+	r->ops->batch_begin(r->ctx, owner);
+	return true;
+}
+
+/* After the move: keep the reference in hand for the batch's end, or put it. */
+static void batch_keep_or_put(struct gfa_pool *pool, struct migrate_batch *mb, uint64_t owner,
+			      bool begun)
+{
+	struct owner_ref *r = &mb->ref[mb->nr];
+
+	if (!begun)
+		owner_put(pool, r);
+	else if (mb->nr < BATCH_OWNERS)
+		mb->owner[mb->nr++] = owner;
+	else
+		batch_end_one(pool, r, owner);
+}
+
+static void batch_end_all(struct gfa_pool *pool, struct migrate_batch *mb)
+{
+	while (mb->nr) {
+		mb->nr--;
+		batch_end_one(pool, &mb->ref[mb->nr], mb->owner[mb->nr]);
+	}
+}
+
 /* migrate_pages(): move every isolated source, freeing the source (capture may fire). */
 static void migrate_pages(struct compact_control *cc)
 {
 	struct gfa_zone *z = cc->zone;
+	struct migrate_batch mb = { .nr = 0 };
 	unsigned int i;
 
 	for (i = 0; i < cc->nr_migrate; i++) {
 		struct iso_block *b = &cc->migrate[i];
-		struct owner_ref ref;
+		struct owner_ref *ref = &mb.ref[mb.nr];
 		int64_t dst = -1;
+		bool begun;
 		int err;
 
 		if (cc->capc && cc->capc->pfn >= 0)
 			break;  /* captured: stop at once */
-		if (owner_get(z->pool, b->owner, &ref)) {
+		if (owner_get(z->pool, b->owner, ref)) {
 			dst = compaction_alloc(cc, b->order);
 			if (dst < 0)
-				owner_put(z->pool, &ref);
+				owner_put(z->pool, ref);
 		}
 		if (dst < 0) {
 			putback_block(cc, b);   /* no owner, or no target left: next round */
 			continue;
 		}
-		err = owner_migrate(z->pool, ref.ops, ref.ctx, b->owner, b->pfn, (uint64_t)dst,
+		begun = batch_begin_for(&mb, b->owner);
+		err = owner_migrate(z->pool, ref->ops, ref->ctx, b->owner, b->pfn, (uint64_t)dst,
 				    b->order);
-		owner_put(z->pool, &ref);
+		batch_keep_or_put(z->pool, &mb, b->owner, begun);
 		pthread_mutex_lock(&z->lock);
 		if (err) {
 			cc_add_free(cc, (uint64_t)dst, b->order);
@@ -795,6 +855,7 @@ static void migrate_pages(struct compact_control *cc)
 		}
 		pthread_mutex_unlock(&z->lock);
 	}
+	batch_end_all(z->pool, &mb);
 	for (; i < cc->nr_migrate; i++)
 		putback_block(cc, &cc->migrate[i]);
 	cc->nr_migrate = 0;

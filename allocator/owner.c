@@ -110,6 +110,8 @@ int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_o
 		pool_count_err(pool, GFA_EFAULT);
 		return GFA_EFAULT;
 	}
+	if (ops && !ops->batch_begin != !ops->batch_end)
+		return pool_err(pool, GFA_EINVAL);      /* a batch begun would never end */
 	pthread_rwlock_wrlock(&pool->owner_lock);
 	s = owner_slot(pool, owner, false);
 	if (ops && s) {

@@ -15,7 +15,9 @@
  *                  with a pattern, reports a checksum over port IO (vcpu_io), then
  *                  re-verifies the slice in a loop.
  *   maintain       while the guest runs: compaction and a khugepaged-style collapse
- *                  move its frames; gfa pauses the vCPUs around every move.
+ *                  move its frames; gfa write-protects the block it moves, and the
+ *                  vCPUs wait in their faults (without userfaultfd permission gfa
+ *                  pauses them through the ops instead).
  *   report         mismatches (must be 0), moves, KVM pages_2m, host PMD bytes,
  *                  buddyinfo.
  *
@@ -211,7 +213,8 @@ static int vcpu_result(struct vcpu *v, uint64_t value)
 
 /*
  * Port IO from the guest, on the vCPU's thread.  It must not wait for the guest's
- * lock (e.g. gfa_guest_gpa_to_pfn): a move holds it while waiting for us to pause.
+ * lock (e.g. gfa_guest_gpa_to_pfn): on the pause fallback a move holds it while waiting
+ * for us to pause.
  */
 static int vcpu_io(struct gfa_kvm_vcpu *kvcpu, const struct gfa_kvm_io *io, void *ctx)
 {
@@ -268,6 +271,7 @@ static void *vcpu_thread(void *arg)
 
 static void maintain(struct vmm *m)
 {
+	struct gfa_guest_stat st;
 	int collapsed;
 
 	for (unsigned int i = 0; i < m->nr_vcpus; i++)  /* all filled and verified once */
@@ -275,8 +279,10 @@ static void maintain(struct vmm *m)
 			sched_yield();
 	gfa_compact_zone(m->pool, 0, -1, GFA_COMPACT_SYNC);     /* kcompactd's job */
 	collapsed = gfa_guest_collapse(m->guest, UINT32_MAX);   /* khugepaged's job */
+	gfa_guest_stat(m->guest, &st);
 	printf("while the guest ran: full compaction, %d ranges collapsed into 2 MiB "
-	       "blocks, vCPUs paused %lu times\n", collapsed, atomic_load(&m->pauses));
+	       "blocks, vCPUs paused %lu times (%s)\n", collapsed, atomic_load(&m->pauses),
+	       st.wp_errno ? "the pause fallback" : "write-protected moves");
 	/* stop each vCPU after a pass that started after the last move */
 	for (unsigned int i = 0; i < m->nr_vcpus; i++)
 		atomic_store(&m->vcpu[i].stop_at, atomic_load(&m->vcpu[i].passes) + 2);

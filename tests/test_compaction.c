@@ -527,7 +527,8 @@ static void collapse_with_leaving_owner(int answer)
 	int64_t dst;
 
 	cr_assert_not_null(l);
-	*l = (struct co_leaving){ { leaving_migrate, leaving_note_collapsed }, p, answer };
+	*l = (struct co_leaving){ { .migrate = leaving_migrate, .collapsed = leaving_note_collapsed },
+				  p, answer };
 	leaving_calls = leaving_collapsed = 0;
 	cr_assert_eq(gfa_owner_register(p, 8, &l->ops, l), 0);
 	for (unsigned int i = 0; i < 2; i++) {

@@ -393,6 +393,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&g->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
+	pthread_mutex_init(&g->pause_lock, NULL);
 	g->nr_ranges = g->nr_frames / RANGE_FRAMES;
 	g->range = malloc(g->nr_ranges * sizeof(*g->range));
 	g->pins = calloc(g->nr_ranges, sizeof(*g->pins));
@@ -522,6 +523,7 @@ void gfa_guest_destroy(struct gfa_guest *g)
 	if (g->reserve && unmapped)
 		munmap(g->reserve, g->reserve_len);
 	uffd_close(&g->uffd);   /* no move can begin now */
+	pthread_mutex_destroy(&g->pause_lock);
 	pthread_mutex_destroy(&g->lock);
 	free(g->pins);
 	free(g->range);
@@ -533,8 +535,16 @@ void gfa_guest_forget_vcpus(struct gfa_guest *g)
 	if (!g)
 		return;
 	pthread_mutex_lock(&g->lock);   /* a move holds it while the vCPUs are paused */
+	pthread_mutex_lock(&g->pause_lock);
+	/* a compaction batch holds them paused between moves: resume them now (its end
+	 * then finds no ops and no pause) */
+	if (g->pause_refs && g->ops.resume)
+		g->ops.resume(g->ops_ctx);
+	g->pause_refs = 0;
+	g->batch_ref = false;
 	memset(&g->ops, 0, sizeof(g->ops));
 	g->ops_ctx = NULL;
+	pthread_mutex_unlock(&g->pause_lock);
 	pthread_mutex_unlock(&g->lock);
 }
 
@@ -586,7 +596,9 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 			g->st.blocks += guest_order(g, i) != NOT_HEAD && guest_pfn(g, i) != NO_PFN;
 	}
 	g->st.wp_faults = __atomic_load_n(&g->uffd.faults, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&g->pause_lock);     /* a batch's end counts under it */
 	*st = g->st;
+	pthread_mutex_unlock(&g->pause_lock);
 	pthread_mutex_unlock(&g->lock);
 	return 0;
 }

@@ -45,6 +45,16 @@ struct gfa_guest {
 	struct guest_range *range;
 	struct gfa_guest_vcpu_ops ops;
 	void *ops_ctx;
+	/*
+	 * The pause fallback's state, under pause_lock (a leaf lock: a compaction batch's
+	 * end takes it without g->lock, which a guest thread may hold while it compacts).
+	 * The vCPUs are paused while pause_refs > 0: each move or collapse outside a batch
+	 * holds one, and the open compaction batches (batches) share one (batch_ref).
+	 */
+	pthread_mutex_t pause_lock;
+	unsigned int pause_refs, batches;
+	bool batch_ref;
+	uint64_t pause_t0;
 	struct gfa_guest_stat st;
 	uint64_t nr_mappings;   /* mmap calls the window's creation took (one per run) */
 	uint64_t collapse_lo;   /* first gfn of the range being collapsed, or NO_PFN */

@@ -22,36 +22,130 @@
 #include "allocator/ktime.h"
 #include "allocator/layers.h"
 
-/*
- * Hold off every writer of [gfn, gfn + nr): protect it, or (the fallback) pause the
- * vCPUs, whose op must stop every thread that writes guest RAM.  0, -EAGAIN (the
- * protection failed), -EBUSY (the pause op refused).  *t0: when the pause began.
- */
-static int guest_writers_stop(struct gfa_guest *g, uint64_t gfn, uint64_t nr, uint64_t *t0)
+/* Take a reference on the pause (pause_lock held): the first one pauses. */
+static int guest_pause_get(struct gfa_guest *g)
 {
-	if (g->wp)
-		return uffd_move_begin(&g->uffd, guest_addr(g, gfn), nr << GFA_FRAME_SHIFT) ?
-		       -EAGAIN : 0;
 	if (!g->ops.pause)
 		return 0;       /* no ops: nobody writes while gfa calls run (the config) */
-	g->st.pauses++;
-	*t0 = ktime_get_ns();
-	return g->ops.pause(g->ops_ctx) ? -EBUSY : 0;
+	if (!g->pause_refs) {
+		g->st.pauses++;
+		g->pause_t0 = ktime_get_ns();
+		if (g->ops.pause(g->ops_ctx))
+			return -EBUSY;
+	}
+	g->pause_refs++;
+	return 0;
+}
+
+/* Drop one (pause_lock held): the last one resumes. */
+static void guest_pause_put(struct gfa_guest *g)
+{
+	if (!g->pause_refs || --g->pause_refs)
+		return;         /* (none: the ops were forgotten meanwhile) */
+	g->ops.resume(g->ops_ctx);
+	g->st.paused_ns += ktime_get_ns() - g->pause_t0;
+}
+
+/*
+ * Protect (on) or lift [gfn, gfn + nr): at once, or block by block where the kernel
+ * protects within one mapping only and the range spans several (a range of small
+ * blocks; each block lies inside one mapping).  0 or -errno.
+ */
+static int guest_protect(struct gfa_guest *g, uint64_t gfn, uint64_t nr, bool on)
+{
+	int err = uffd_protect(&g->uffd, guest_addr(g, gfn), nr << GFA_FRAME_SHIFT, on);
+
+	if (err != -ENOENT)
+		return err;
+	err = 0;
+	for (uint64_t h = gfn; h < gfn + nr; h += guest_block_frames(g, h)) {
+		int e = uffd_protect(&g->uffd, guest_addr(g, h),
+				     guest_block_frames(g, h) << GFA_FRAME_SHIFT, on);
+
+		if (e && on)
+			return e;
+		if (e)
+			err = e;        /* lifting goes on: lift all that can be */
+	}
+	return err;
+}
+
+/* Mark, then protect, [gfn, gfn + nr): 0, or -EAGAIN with it lifted and woken again. */
+static int guest_protect_begin(struct gfa_guest *g, uint64_t gfn, uint64_t nr)
+{
+	void *addr = guest_addr(g, gfn);
+
+	uffd_move_mark(&g->uffd, addr, nr << GFA_FRAME_SHIFT);
+	if (!guest_protect(g, gfn, nr, true))
+		return 0;
+	(void)guest_protect(g, gfn, nr, false);
+	uffd_move_end(&g->uffd, addr, nr << GFA_FRAME_SHIFT);
+	return -EAGAIN;
+}
+
+/*
+ * Hold off every writer of [gfn, gfn + nr): protect it, or (the fallback) pause the
+ * vCPUs, whose op must stop every thread that writes guest RAM - unless an open
+ * compaction batch holds them paused already.  0, -EAGAIN (the protection failed),
+ * -EBUSY (the pause op refused).
+ */
+static int guest_writers_stop(struct gfa_guest *g, uint64_t gfn, uint64_t nr, bool batched,
+			      bool *own)
+{
+	int err = 0;
+
+	*own = false;
+	if (g->wp)
+		return guest_protect_begin(g, gfn, nr);
+	pthread_mutex_lock(&g->pause_lock);
+	if (!batched || !g->batches)
+		*own = !(err = guest_pause_get(g));
+	else if (!g->batch_ref && !(err = guest_pause_get(g)))
+		g->batch_ref = true;    /* the batch's: its end resumes */
+	pthread_mutex_unlock(&g->pause_lock);
+	return err;
 }
 
 /* Let the writers of [gfn, gfn + nr) go: they land in what the window maps now
  * (remapped: the new frames; else the old ones, whose protection is lifted). */
 static void guest_writers_start(struct gfa_guest *g, uint64_t gfn, uint64_t nr, bool remapped,
-				uint64_t t0)
+				bool own)
 {
 	if (g->wp) {
-		uffd_move_end(&g->uffd, guest_addr(g, gfn), nr << GFA_FRAME_SHIFT, remapped);
+		if (!remapped)
+			(void)guest_protect(g, gfn, nr, false);
+		uffd_move_end(&g->uffd, guest_addr(g, gfn), nr << GFA_FRAME_SHIFT);
 		return;
 	}
-	if (!g->ops.resume)
-		return;
-	g->ops.resume(g->ops_ctx);
-	g->st.paused_ns += ktime_get_ns() - t0;
+	if (!own)
+		return;         /* the batch's pause, or none */
+	pthread_mutex_lock(&g->pause_lock);
+	guest_pause_put(g);
+	pthread_mutex_unlock(&g->pause_lock);
+}
+
+/* The owner ops' batch_begin/batch_end: one pause for all of a batch's moves. */
+static void guest_batch_begin(void *ctx, uint64_t owner)
+{
+	struct gfa_guest *g = ctx;
+
+	(void)owner;
+	pthread_mutex_lock(&g->pause_lock);
+	g->batches++;
+	pthread_mutex_unlock(&g->pause_lock);
+}
+
+static void guest_batch_end(void *ctx, uint64_t owner)
+{
+	struct gfa_guest *g = ctx;
+
+	(void)owner;
+	pthread_mutex_lock(&g->pause_lock);
+	if (!--g->batches && g->batch_ref) {
+		g->batch_ref = false;
+		guest_pause_put(g);
+	}
+	pthread_mutex_unlock(&g->pause_lock);
 }
 
 /* Tell the VMM's moved notifier that [gfn, +2^order) now lives at pfn: 0, or -EBUSY
@@ -80,8 +174,9 @@ static void guest_copy(struct gfa_guest *g, uint64_t src, uint64_t dst, unsigned
 static int guest_move_block(struct gfa_guest *g, uint64_t gfn, uint64_t src, uint64_t dst,
 			    unsigned int order)
 {
-	uint64_t nr = 1UL << order, t0 = 0;
-	int err = guest_writers_stop(g, gfn, nr, &t0);
+	uint64_t nr = 1UL << order;
+	bool own;
+	int err = guest_writers_stop(g, gfn, nr, true, &own);
 
 	if (err)
 		return err;
@@ -94,7 +189,7 @@ static int guest_move_block(struct gfa_guest *g, uint64_t gfn, uint64_t src, uin
 		g->st.moves++;
 		g->st.wp_moves += g->wp;
 	}
-	guest_writers_start(g, gfn, nr, !err, t0);
+	guest_writers_start(g, gfn, nr, !err, own);
 	return err;
 }
 
@@ -195,6 +290,8 @@ static void guest_collapsed(void *ctx, uint64_t owner, uint64_t dst)
 const struct gfa_owner_ops guest_owner_ops = {
 	.migrate = guest_migrate,
 	.collapsed = guest_collapsed,
+	.batch_begin = guest_batch_begin,
+	.batch_end = guest_batch_end,
 };
 
 /*
@@ -219,10 +316,10 @@ static void guest_collapse_restore(struct gfa_guest *g, uint64_t gfn, const uint
 /* Collapse one range backed by small blocks; 1 if it now sits in one block. */
 static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
 {
-	uint64_t pfns[RANGE_FRAMES], t0 = 0;
+	uint64_t pfns[RANGE_FRAMES];
 	unsigned int orders[RANGE_FRAMES], offs[RANGE_FRAMES], n = 0;
 	int64_t dst;
-	bool mapped;
+	bool mapped, own;
 	int err;
 
 	for (uint64_t i = gfn; i < gfn + RANGE_FRAMES; i++) {
@@ -238,7 +335,7 @@ static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
 		g->st.pinned_skips++;
 		return 0;
 	}
-	err = guest_writers_stop(g, gfn, RANGE_FRAMES, &t0);
+	err = guest_writers_stop(g, gfn, RANGE_FRAMES, false, &own);
 	if (err)
 		return err;
 	g->collapse_lo = gfn;
@@ -253,7 +350,7 @@ static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
 	if (dst < 0)
 		guest_collapse_restore(g, gfn, pfns, orders, offs, n);
 	g->collapse_lo = NO_PFN;
-	guest_writers_start(g, gfn, RANGE_FRAMES, mapped, t0);
+	guest_writers_start(g, gfn, RANGE_FRAMES, mapped, own);
 	if (dst < 0)
 		return (int)dst;
 	g->st.collapses++;

@@ -173,34 +173,31 @@ static void *uffd_service(void *arg)
 	return NULL;
 }
 
-int uffd_move_begin(struct guest_uffd *u, void *addr, size_t len)
+void uffd_move_mark(struct guest_uffd *u, void *addr, size_t len)
 {
-	uintptr_t a = (uintptr_t)addr;
-	int err;
-
 	pthread_mutex_lock(&u->lock);
 	/* started by the first move, not at create (a guest that never moves pays no
 	 * thread); without one the move is as safe, only its waits go uncounted */
 	if (!u->thread_started)
 		u->thread_started = !pthread_create(&u->thread, NULL, uffd_service, u);
-	u->move_lo = a;
-	u->move_hi = a + len;
+	u->move_lo = (uintptr_t)addr;
+	u->move_hi = (uintptr_t)addr + len;
 	pthread_mutex_unlock(&u->lock);
-	err = uffd_wp(u, a, len, true);
-	if (err == -ENOENT && !uffd_register(u, addr, len))
-		err = uffd_wp(u, a, len, true);    /* a mapping whose registration failed */
-	if (err)
-		uffd_move_end(u, addr, len, false);
+}
+
+int uffd_protect(struct guest_uffd *u, void *addr, size_t len, bool on)
+{
+	int err = uffd_wp(u, (uintptr_t)addr, len, on);
+
+	/* a mapping whose registration failed, or several mappings (below) */
+	if (err == -ENOENT && on && !uffd_register(u, addr, len))
+		err = uffd_wp(u, (uintptr_t)addr, len, on);
 	return err;
 }
 
-void uffd_move_end(struct guest_uffd *u, void *addr, size_t len, bool remapped)
+void uffd_move_end(struct guest_uffd *u, void *addr, size_t len)
 {
-	uintptr_t a = (uintptr_t)addr;
-
-	if (!remapped)
-		(void)uffd_wp(u, a, len, false);
-	uffd_wake(u, a, len);
+	uffd_wake(u, (uintptr_t)addr, len);
 	pthread_mutex_lock(&u->lock);
 	u->move_lo = u->move_hi = 0;
 	pthread_mutex_unlock(&u->lock);

@@ -41,18 +41,19 @@ void uffd_close(struct guest_uffd *u);
 /* Register [addr, addr + len) in write-protect mode (a new mapping is not registered,
  * whatever its predecessor was): 0 or -errno. */
 int uffd_register(struct guest_uffd *u, void *addr, size_t len);
+/* A move of [addr, addr + len) begins: the service thread leaves the writers that fault
+ * there waiting (for uffd_move_end()) instead of lifting their protection. */
+void uffd_move_mark(struct guest_uffd *u, void *addr, size_t len);
 /*
- * A move of [addr, addr + len) begins: mark it, then write-protect it (a writer's
- * fault waits until uffd_move_end()).  0, or -errno with the range unprotected and
- * every writer that waited woken.
+ * Write-protect (on) or lift the protection of [addr, addr + len), waking its writers
+ * when lifting.  0 or -errno; -ENOENT also when the range spans several mappings on a
+ * kernel that protects within one mapping at a time (6.1 does): the caller then goes
+ * mapping by mapping.  Protecting registers a mapping whose registration failed.
  */
-int uffd_move_begin(struct guest_uffd *u, void *addr, size_t len);
-/*
- * The move ends: lift the protection if the range still maps the old frames (!remapped:
- * the move failed), then wake every writer that waited; they fault again and land in
- * whatever the window maps now.
- */
-void uffd_move_end(struct guest_uffd *u, void *addr, size_t len, bool remapped);
+int uffd_protect(struct guest_uffd *u, void *addr, size_t len, bool on);
+/* The move ends: wake every writer that waited (they fault again and land in whatever
+ * the window maps now) and drop the mark. */
+void uffd_move_end(struct guest_uffd *u, void *addr, size_t len);
 /* The text of uffd_open()'s errors, for the fallback's one line on stderr. */
 const char *uffd_why(int err);
 #endif

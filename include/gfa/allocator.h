@@ -779,6 +779,15 @@ struct gfa_owner_ops {
 	 * order-9 block at dst_pfn, let the owner map it as one huge mapping.
 	 */
 	void (*collapsed)(void *ctx, uint64_t owner, uint64_t dst_pfn);
+	/*
+	 * Optional, both or neither (added in 0.3): compaction moves its isolated blocks
+	 * in batches (a source pageblock's worth) and calls batch_begin before the
+	 * batch's first migrate of this owner and batch_end after the batch's last, from
+	 * the compacting thread, so an owner that stops its users around a move can stop
+	 * them once per batch.  Calls of two compacting threads may overlap.
+	 */
+	void (*batch_begin)(void *ctx, uint64_t owner);
+	void (*batch_end)(void *ctx, uint64_t owner);
 };
 
 /**
@@ -790,8 +799,9 @@ struct gfa_owner_ops {
  * Unregistering waits until every call into the owner's ops that compaction or a collapse
  * has started returns, so the owner may free @ctx as soon as it returns.
  *
- * Return: 0, GFA_EFAULT, -EEXIST (already registered), -ENOENT (unregistering an unknown
- * owner), -ENOSPC (registry full: 32768 owners).
+ * Return: 0, GFA_EFAULT (also: ops without migrate), GFA_EINVAL (only one of
+ * batch_begin and batch_end), -EEXIST (already registered), -ENOENT (unregistering an unknown owner),
+ * -ENOSPC (registry full: 32768 owners).
  * Context: any thread.  An op may unregister its own owner (the call does not wait for
  * itself), but must not wait for another thread that is unregistering it.  Ops must not
  * block on a lock their owner holds while it allocates with compaction (use trylock,
