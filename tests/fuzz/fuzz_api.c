@@ -78,6 +78,7 @@ struct fz_owner_ctx {           /* malloc'd per registration, freed when unregis
 	enum fz_mode mode;
 	unsigned int calls, unreg_at;
 	int unreg_answer;
+	int batches;                    /* open compaction batches (atomic: kcompactd) */
 };
 
 struct fz_range {
@@ -112,6 +113,10 @@ struct fz {
 	uint8_t gball[FZ_GUEST_GFNS];   /* ballooned out */
 	uint8_t gzero[FZ_GUEST_GFNS];   /* held our data once, must read zero now */
 	uint64_t gval[FZ_GUEST_GFNS];   /* what a gfn's first word holds, 0: not written */
+	/* pins per 2 MiB range, and the pfns a pinned range's gfns had when it was
+	 * pinned first (UINT64_MAX: ballooned then): they must never change */
+	uint32_t gpin[FZ_GUEST_GFNS / GFA_PAGEBLOCK_FRAMES];
+	uint64_t gpin_pfn[FZ_GUEST_GFNS];
 	uint64_t next_tag;
 	struct gfa_vmstat vs;           /* counters after the last call */
 	struct fz_block last_freed;     /* for a second free of it */
@@ -410,6 +415,26 @@ static int fz_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, uns
 	return answer;
 }
 
+/* Batches open and close in pairs, and only around compaction's moves of the owner. */
+static void fz_batch_begin(void *ctx, uint64_t owner)
+{
+	struct fz_owner_ctx *c = ctx;
+
+	FZ_ASSERT(c->owner == owner, "batch_begin of owner %lu to %lu's ops",
+		  (unsigned long)owner, (unsigned long)c->owner);
+	__atomic_add_fetch(&c->batches, 1, __ATOMIC_RELAXED);
+}
+
+static void fz_batch_end(void *ctx, uint64_t owner)
+{
+	struct fz_owner_ctx *c = ctx;
+
+	FZ_ASSERT(c->owner == owner, "batch_end of owner %lu to %lu's ops",
+		  (unsigned long)owner, (unsigned long)c->owner);
+	FZ_ASSERT(__atomic_sub_fetch(&c->batches, 1, __ATOMIC_RELAXED) >= 0,
+		  "batch_end without its batch_begin");
+}
+
 static void fz_collapsed(void *ctx, uint64_t owner, uint64_t dst)
 {
 	struct fz_owner_ctx *c = ctx;
@@ -524,12 +549,27 @@ static void fz_check_pool(void)
 
 static bool fz_trace;   /* FUZZ_TRACE=1: one line per call, to read a crash's input */
 
+/* A pinned range never moves: its gfns keep the frames they had when it was pinned. */
+static void fz_check_pins(void)
+{
+	for (uint64_t gfn = 0; F.g && gfn < F.gnr; gfn++) {
+		uint64_t pfn;
+
+		if (!F.gpin[gfn / GFA_PAGEBLOCK_FRAMES] || F.gpin_pfn[gfn] == UINT64_MAX)
+			continue;
+		FZ_ASSERT(!gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT, &pfn) &&
+			  pfn == F.gpin_pfn[gfn], "pinned gfn %lu moved to pfn %lu from %lu",
+			  (unsigned long)gfn, (unsigned long)pfn, (unsigned long)F.gpin_pfn[gfn]);
+	}
+}
+
 static void fz_after(int err, bool counted)
 {
 	if (fz_trace)
 		fprintf(stderr, "op %d %s: %d, %u blocks\n", F.op, F.what, err, F.nr_blk);
 	fz_check_counters(err, counted);
 	fz_check_pool();
+	fz_check_pins();
 }
 
 /* ---- argument pickers ---- */
@@ -879,9 +919,12 @@ static struct fz_owner_ctx *fz_register(uint64_t owner, uint8_t v)
 	struct fz_owner_ctx *c = calloc(1, sizeof(*c));
 
 	FZ_ASSERT(c, "calloc");
-	*c = (struct fz_owner_ctx){ { fz_migrate, v & 2 ? fz_collapsed : NULL }, owner,
-				    (enum fz_mode)((v >> 2) % MODE_NR), 0, 1 + (v >> 5) % 3,
-				    v & 0x80 ? -EAGAIN : 0 };
+	*c = (struct fz_owner_ctx){
+		.ops = { .migrate = fz_migrate, .collapsed = v & 2 ? fz_collapsed : NULL,
+			 .batch_begin = v & 1 ? fz_batch_begin : NULL,
+			 .batch_end = v & 1 ? fz_batch_end : NULL },
+		.owner = owner, .mode = (enum fz_mode)((v >> 2) % MODE_NR), .calls = 0,
+		.unreg_at = 1 + (v >> 5) % 3, .unreg_answer = v & 0x80 ? -EAGAIN : 0 };
 	return c;
 }
 
@@ -1343,6 +1386,7 @@ static void fz_guest_create(uint8_t v)
 	memset(F.gball, 0, sizeof(F.gball));
 	memset(F.gzero, 0, sizeof(F.gzero));
 	memset(F.gval, 0, sizeof(F.gval));
+	memset(F.gpin, 0, sizeof(F.gpin));
 	/* a new guest reads zero where our data was */
 	for (uint64_t gfn = 0; gfn < F.gnr; gfn++) {
 		uint64_t pfn;
@@ -1400,6 +1444,11 @@ static void fz_balloon(uint8_t v)
 		if (overlap && wrong)
 			return;                 /* two errors at once: either may come first */
 		expect = overlap ? -ENOTUNIQ : wrong ? (deflate ? -ENOENT : -EALREADY) : 0;
+		for (unsigned int k = 0; !deflate && !expect && k < n; k++)
+			for (uint64_t g = r[k].gpa >> GFA_FRAME_SHIFT;
+			     g < (r[k].gpa + r[k].len) >> GFA_FRAME_SHIFT; g++)
+				if (F.gpin[g / GFA_PAGEBLOCK_FRAMES])
+					expect = -EBUSY;        /* pinned: not ballooned */
 	}
 	if (!deflate && !expect)
 		for (unsigned int k = 0; k < n; k++)
@@ -1425,6 +1474,34 @@ static void fz_balloon(uint8_t v)
 	fz_after(0, false);
 }
 
+/* Pin or unpin 1-3 whole or partial ranges (nested counts), against the model. */
+static void fz_pin(uint8_t v)
+{
+	uint64_t ranges = F.gnr / GFA_PAGEBLOCK_FRAMES, lo = in8(F.in) % ranges;
+	uint64_t hi = lo + 1 + v % 2 > ranges ? ranges : lo + 1 + v % 2;
+	uint64_t gpa = lo * GFA_PAGEBLOCK_FRAMES * GFA_FRAME_SIZE + (v & 4 ? GFA_FRAME_SIZE : 0);
+	uint64_t len = (hi - lo) * GFA_PAGEBLOCK_FRAMES * GFA_FRAME_SIZE - (v & 4 ? GFA_FRAME_SIZE : 0);
+	bool unpin = v & 8;
+	int r, expect = 0;
+
+	F.what = unpin ? "guest_unpin" : "guest_pin";
+	for (uint64_t k = lo; unpin && k < hi; k++)
+		if (!F.gpin[k])
+			expect = -ENOENT;
+	r = unpin ? gfa_guest_unpin(F.g, gpa, len) : gfa_guest_pin(F.g, gpa, len);
+	FZ_ASSERT(r == expect, "%s(%lx, %lx): %d, want %d", F.what, (unsigned long)gpa,
+		  (unsigned long)len, r, expect);
+	for (uint64_t k = lo; !r && k < hi; k++) {
+		if (!unpin && !F.gpin[k])
+			for (uint64_t gfn = k * GFA_PAGEBLOCK_FRAMES;
+			     gfn < (k + 1) * GFA_PAGEBLOCK_FRAMES; gfn++)
+				if (gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT, &F.gpin_pfn[gfn]))
+					F.gpin_pfn[gfn] = UINT64_MAX;
+		F.gpin[k] += unpin ? -1U : 1U;
+	}
+	fz_after(r, false);
+}
+
 static void op_guest(void)
 {
 	uint8_t v = in8(F.in);
@@ -1439,9 +1516,12 @@ static void op_guest(void)
 			fz_guest_create(in8(F.in));
 		return;
 	}
-	switch (v % 6) {
+	switch (v % 7) {
 	case 0: case 1:
 		fz_balloon(in8(F.in));
+		return;
+	case 6:
+		fz_pin(in8(F.in));
 		return;
 	case 2:
 		F.what = "guest write";
