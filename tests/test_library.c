@@ -66,6 +66,7 @@ Test(library, exports_the_public_api_only_under_its_version_node)
 
 	cr_expect_not_null(strstr(out, " gfa_pool_create@@GFA_0.2"), "%.2000s", out);
 	cr_expect_not_null(strstr(out, " gfa_version@@GFA_0.2"));
+	cr_expect_not_null(strstr(out, " gfa_guest_pin@@GFA_0.3"), "%.2000s", out);
 	for (size_t i = 0; i < sizeof(private_calls) / sizeof(private_calls[0]); i++) {
 		snprintf(want, sizeof(want), " %s@", private_calls[i]);
 		cr_expect_null(strstr(out, want), "libgfa.so exports %s", private_calls[i]);

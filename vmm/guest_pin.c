@@ -14,6 +14,7 @@
 /* The ranges [*lo, *hi) that [gpa, gpa + len) touches: 0 or a counted error. */
 static int pin_span(struct gfa_guest *g, uint64_t gpa, uint64_t len, uint64_t *lo, uint64_t *hi)
 {
+	*lo = *hi = 0;
 	if (!g)
 		return GFA_EFAULT;
 	if (!len)
