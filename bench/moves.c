@@ -25,10 +25,13 @@
  *     on pause too.
  *  2. time the writers were stopped on wp (paused_ns): must be 0.
  *  3. the cost of one 2 MiB move: every gfa_guest_collapse(g, 1) call timed (one range,
- *     one 2 MiB move), wp vs pause; full compaction's time per 2 MiB moved as info.
- *  4. a writer's wait on wp: p99 of the writes that took >= 20 us while moves ran, over
- *     the median wp collapse of one range.  The same writers' slow writes while nothing
- *     moved are printed beside it: the machine's own scheduling noise.
+ *     one 2 MiB move), wp vs pause.  As info: the same without writers (quiet runs: what
+ *     the protection costs by itself), the writers' progress while ranges collapse (on
+ *     wp they keep writing; on pause they wait), and full compaction per 2 MiB moved.
+ *  4. a writer's wait on wp: p99 of the writes that took >= 20 us while moves ran (for
+ *     kcompactd: from its start to its stop), over the median wp collapse of one range.
+ *     The same writers' slow writes while nothing moved are printed beside it: the
+ *     machine's own scheduling noise.
  *  5. pause calls per collapsed range on the pause path.
  *  6. host memory: a 512 MiB small_only guest on a fresh 768 MiB pool (backing created
  *     with the defaults, not populated) touches 32 MiB, balloons out the other 480 MiB,
@@ -38,7 +41,9 @@
  *     page to inflate (MADV_DONTNEED would not free shmem), nothing to deflate.
  *
  * Runs are interleaved per rep (the order reversed every other rep, so neither path
- * always runs first) after an untimed warm-up of the wp and pause collapses.
+ * always runs first) after an untimed warm-up of the wp and pause collapses.  The mover
+ * (the main thread, and the threads gfa starts from it) runs on the first CPU, both
+ * writers on the second (--no-pin: wherever the scheduler puts them); see pin_writers.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -76,13 +81,16 @@ static const char *const kind_name[NR_KIND] = { "collapse", "compact", "kcompact
 struct variant {
 	enum path p;
 	enum kind k;
+	bool quiet;             /* no writers: what a move costs by itself */
 };
 
 /* One rep's runs (the pause path's kcompactd would only repeat its compaction). */
 static const struct variant variants[] = {
-	{ P_WP, K_COLLAPSE }, { P_PAUSE, K_COLLAPSE }, { P_WP, K_COMPACT },
-	{ P_PAUSE, K_COMPACT }, { P_WP, K_KCOMPACTD }, { P_NONE, K_COLLAPSE },
-	{ P_NONE, K_COMPACT }, { P_NONE, K_KCOMPACTD },
+	{ P_WP, K_COLLAPSE, false }, { P_PAUSE, K_COLLAPSE, false },
+	{ P_WP, K_COMPACT, false }, { P_PAUSE, K_COMPACT, false },
+	{ P_WP, K_KCOMPACTD, false }, { P_NONE, K_COLLAPSE, false },
+	{ P_NONE, K_COMPACT, false }, { P_NONE, K_KCOMPACTD, false },
+	{ P_WP, K_COLLAPSE, true }, { P_PAUSE, K_COLLAPSE, true },
 };
 #define NR_VARIANTS (sizeof(variants) / sizeof(variants[0]))
 
@@ -122,11 +130,13 @@ static double samples_pct(struct samples *s, double p)
 struct acc {
 	uint64_t runs, short_runs, lost, errors, writes, moved;
 	uint64_t wp_faults, pauses, paused_ns;
+	uint64_t moving_writes, moving_ns;      /* the writers' progress while moves ran */
 	struct samples ns;              /* collapse: per range; compaction: per 2 MiB moved */
 	struct samples slow;            /* writes >= 20 us while the moves ran */
 };
 
 static struct acc acc[NR_PATH][NR_KIND];
+static struct acc acc_quiet[NR_PATH];   /* collapses without writers */
 static struct samples slow_idle;        /* wp: writes >= 20 us while nothing moved */
 static struct gw_set ws;                /* large (the slow samples): one for every run */
 static const struct gfa_guest_vcpu_ops gw_ops = { gw_pause, gw_resume };
@@ -256,6 +266,8 @@ static void mv_let_write(unsigned int passes)
 {
 	uint64_t want = gw_writes(&ws) + passes * ws.pages;
 
+	if (!ws.n)
+		return;         /* a quiet run */
 	for (int i = 0; i < 20000 && gw_writes(&ws) < want; i++)
 		usleep(500);
 }
@@ -325,16 +337,26 @@ static void mv_move(struct mv *m, enum kind k, struct acc *a)
 
 /* ================= one run ================= */
 
+/* The writers as the moves began or ended. */
+struct snap {
+	unsigned int nslow[GW_MAX];
+	uint64_t writes, t;
+};
+
 struct run {
 	struct gfa_guest_stat st0, st1;
-	unsigned int slow0[GW_MAX], slow1[GW_MAX];      /* nslow as the moves began, ended */
+	struct snap s0, s1;
 	uint64_t lost;
 };
 
-static void snap_slow(unsigned int *nslow)
+static void snap(struct snap *s)
 {
 	for (unsigned int i = 0; i < ws.n; i++)
-		nslow[i] = __atomic_load_n(&ws.w[i].nslow, __ATOMIC_RELAXED);
+		s->nslow[i] = __atomic_load_n(&ws.w[i].nslow, __ATOMIC_RELAXED);
+	s->writes = 0;
+	for (unsigned int i = 0; i < ws.n; i++)
+		s->writes += __atomic_load_n(&ws.w[i].writes, __ATOMIC_RELAXED);
+	s->t = bench_now_ns();
 }
 
 /* The writers' slow writes: those while the moves ran to the run's, the others idle. */
@@ -344,7 +366,7 @@ static void take_slow(const struct run *r, enum path p, struct acc *a)
 		const struct gw_writer *w = &ws.w[i];
 
 		for (unsigned int j = 0; j < w->nslow; j++) {
-			bool moving = j >= r->slow0[i] && j < r->slow1[i];
+			bool moving = j >= r->s0.nslow[i] && j < r->s1.nslow[i];
 
 			if (moving)
 				samples_add(&a->slow, (double)w->slow_ns[j]);
@@ -369,6 +391,8 @@ static void acc_add(struct acc *a, const struct run *r, enum kind k)
 	a->wp_faults += r->st1.wp_faults - r->st0.wp_faults;
 	a->pauses += r->st1.pauses - r->st0.pauses;
 	a->paused_ns += r->st1.paused_ns - r->st0.paused_ns;
+	a->moving_writes += r->s1.writes - r->s0.writes;
+	a->moving_ns += r->s1.t - r->s0.t;
 }
 
 /*
@@ -394,23 +418,29 @@ static bool pin_begin(void)
 	return bench_pin_self(0) >= 0;
 }
 
-static void pin_end(bool pinned)
+static void pin_end(void)
 {
 	if (pinned)
 		sched_setaffinity(0, sizeof(allowed), &allowed);
 }
 
-static void pin_writers(bool pinned)
+/* (they start on the mover's CPU, which they inherit, and leave it here) */
+static void pin_writers(void)
 {
 	for (unsigned int i = 0; pinned && i < ws.n; i++)
 		pthread_setaffinity_np(ws.w[i].th, sizeof(writer_cpu), &writer_cpu);
 }
 
-/* A fresh setup, the writers on it, the moves one way; into a (NULL: warm-up). */
-static void mv_run(enum path p, enum kind k, enum gw_kind second, struct acc *a)
+/*
+ * A fresh setup, the writers on it (none for a quiet run: gw_start still writes the
+ * guest once), the moves one way; into a (NULL: warm-up).
+ */
+static void mv_run(const struct variant *v, enum gw_kind second, struct acc *a)
 {
 	const enum gw_kind kinds[NR_WRITERS] = { GW_STORE, second };
 	static struct acc scratch;
+	enum path p = v->p;
+	enum kind k = v->k;
 	struct run r;
 	struct mv m;
 
@@ -418,13 +448,14 @@ static void mv_run(enum path p, enum kind k, enum gw_kind second, struct acc *a)
 	r.st0 = mv_stat(&m);
 	if ((p == P_WP) != !r.st0.wp_errno)
 		bench_die("%s guest: wp_errno %d", path_name[p], r.st0.wp_errno);
-	if (gw_start(&ws, gfa_guest_hva(m.g), gfa_guest_size(m.g), NR_WRITERS, kinds))
+	if (gw_start(&ws, gfa_guest_hva(m.g), gfa_guest_size(m.g), v->quiet ? 0 : NR_WRITERS,
+		     kinds))
 		bench_die("the writers could not be started");
-	pin_writers(pinned);
+	pin_writers();
 	mv_let_write(1);
-	snap_slow(r.slow0);
+	snap(&r.s0);
 	mv_move(&m, k, a ? a : &scratch);
-	snap_slow(r.slow1);
+	snap(&r.s1);
 	mv_let_write(1);
 	r.lost = gw_stop(&ws);
 	r.st1 = mv_stat(&m);
@@ -466,7 +497,7 @@ static void run_rep(int rep, bool wp)
 
 		if (v->p == P_WP && !wp)
 			continue;
-		mv_run(v->p, v->k, second, &acc[v->p][v->k]);
+		mv_run(v, second, v->quiet ? &acc_quiet[v->p] : &acc[v->p][v->k]);
 	}
 }
 
@@ -489,13 +520,18 @@ static void bench_moves(const struct bench_opts *o, bool wp)
 	       "CPU, both writers on the second" : "not pinned: the scheduler places the mover "
 	       "and the writers");
 	if (wp)
-		mv_run(P_WP, K_COLLAPSE, GW_READ, NULL);
-	mv_run(P_PAUSE, K_COLLAPSE, GW_READ, NULL);
+		mv_run(&variants[0], GW_READ, NULL);
+	mv_run(&variants[1], GW_READ, NULL);
 	bench_load_begin(&load);
 	for (int rep = 0; rep < o->reps; rep++)
 		run_rep(rep, wp);
-	pin_end(pinned);        /* first: the load line counts the CPUs we may use */
+	pin_end();        /* first: the load line counts the CPUs we may use */
 	bench_print_load(&load, "parts 1-5");
+}
+
+static double writes_per_ms(const struct acc *a)
+{
+	return a->moving_ns ? (double)a->moving_writes * 1e6 / (double)a->moving_ns : 0;
 }
 
 static void print_run(int p, int k, struct acc *a)
@@ -503,33 +539,35 @@ static void print_run(int p, int k, struct acc *a)
 	char name[32];
 
 	snprintf(name, sizeof(name), "%s/%s", path_name[p], kind_name[k]);
-	printf("%-16s %4lu %5lu %7lu %10lu %6lu %6lu %9lu %7lu %10.3f %6d %12.1f\n", name,
-	       (unsigned long)a->runs, (unsigned long)a->short_runs, (unsigned long)a->moved,
-	       (unsigned long)a->writes, (unsigned long)a->lost, (unsigned long)a->errors,
-	       (unsigned long)a->wp_faults, (unsigned long)a->pauses, (double)a->paused_ns / 1e6,
-	       a->slow.n, samples_pct(&a->slow, 99) / 1e3);
+	printf("%-16s %4lu %5lu %7lu %10lu %6lu %6lu %9lu %7lu %10.3f %6d %12.1f %10.1f\n",
+	       name, (unsigned long)a->runs, (unsigned long)a->short_runs,
+	       (unsigned long)a->moved, (unsigned long)a->writes, (unsigned long)a->lost,
+	       (unsigned long)a->errors, (unsigned long)a->wp_faults, (unsigned long)a->pauses,
+	       (double)a->paused_ns / 1e6, a->slow.n, samples_pct(&a->slow, 99) / 1e3,
+	       writes_per_ms(a));
 }
 
 static void print_runs(void)
 {
-	printf("%-16s %4s %5s %7s %10s %6s %6s %9s %7s %10s %6s %12s\n", "run", "runs",
+	printf("%-16s %4s %5s %7s %10s %6s %6s %9s %7s %10s %6s %12s %10s\n", "run", "runs",
 	       "short", "moved", "writes", "lost", "errors", "wp_faults", "pauses", "paused_ms",
-	       "slow", "slow_p99_us");
+	       "slow", "slow_p99_us", "writes/ms");
 	for (int p = 0; p < NR_PATH; p++)
 		for (int k = 0; k < NR_KIND; k++)
 			if (acc[p][k].runs)
 				print_run(p, k, &acc[p][k]);
 	printf("# moved: blocks compaction moved plus ranges collapsed; short: runs that "
 	       "moved less than expected (every range; %d blocks); slow: writes >= %llu us "
-	       "while the moves ran\n", COMPACT_MIN, GW_SLOW_NS / 1000);
+	       "while the moves ran; writes/ms: the writers' progress while the moves ran\n",
+	       COMPACT_MIN, GW_SLOW_NS / 1000);
 }
 
-static void print_time(int p, int k, struct samples *ns)
+static void print_time(int p, const char *k, struct samples *ns)
 {
 	struct bench_stat s = bench_stat_of(ns->v, ns->n);
 	char name[32];
 
-	snprintf(name, sizeof(name), "%s/%s", path_name[p], kind_name[k]);
+	snprintf(name, sizeof(name), "%s/%s", path_name[p], k);
 	printf("%-16s %5d %11.0f %11.0f %11.0f\n", name, s.n, s.min, s.median, s.max);
 }
 
@@ -540,9 +578,13 @@ static void print_timing(void)
 	for (int p = 0; p < P_NONE; p++)
 		for (int k = 0; k < K_KCOMPACTD; k++)
 			if (acc[p][k].ns.n)
-				print_time(p, k, &acc[p][k].ns);
+				print_time(p, kind_name[k], &acc[p][k].ns);
+	for (int p = 0; p < P_NONE; p++)
+		if (acc_quiet[p].ns.n)
+			print_time(p, "quiet", &acc_quiet[p].ns);
 	printf("# collapse: each gfa_guest_collapse(g, 1) call, one range; compact: a full "
-	       "compaction's time x 512 / blocks moved, one sample a run\n");
+	       "compaction's time x 512 / blocks moved, one sample a run; quiet: collapse "
+	       "with no writer running\n");
 }
 
 /* ================= 6. host memory ================= */
@@ -573,7 +615,6 @@ static double ms_since(uint64_t t0)
 	return bench_sec_since(t0) * 1e3;
 }
 
-/* The balloon round trip and the collapse on a guest the host backs only where touched. */
 typedef int64_t (*balloon_fn)(struct gfa_guest *g, const struct gfa_gpa_range *r,
 			      unsigned int n);
 
@@ -590,6 +631,7 @@ static double h_balloon(balloon_fn fn, const char *name, struct gfa_guest *g)
 	return ms_since(t0);
 }
 
+/* The balloon round trip and the collapse on a guest the host backs only where touched. */
 static void h_balloon_gfa(struct gfa_guest *g, int fd, struct growth *s)
 {
 	uint64_t t0;
@@ -626,6 +668,17 @@ static void h_gfa(struct growth *s)
 	gfa_pool_destroy(pool);
 }
 
+/* Inflate: each 4 KiB page past the touched part given back as the balloon asks for it. */
+static double h_remove_pages(char *p)
+{
+	uint64_t t0 = bench_now_ns();
+
+	for (uint64_t off = H_TOUCH_BYTES; off < H_GUEST_BYTES; off += GFA_FRAME_SIZE)
+		if (madvise(p + off, GFA_FRAME_SIZE, MADV_REMOVE))
+			bench_die("madvise(MADV_REMOVE): %s", strerror(errno));
+	return ms_since(t0);
+}
+
 /* The same on a plain memfd: inflate punches each 4 KiB page, deflate does nothing
  * (a page comes back when the guest touches it). */
 static void h_madvise(struct growth *s)
@@ -641,14 +694,7 @@ static void h_madvise(struct growth *s)
 	s->created = backed(fd);
 	touch(p, H_TOUCH_BYTES);
 	s->touched = backed(fd);
-	{
-		uint64_t t0 = bench_now_ns();
-
-		for (uint64_t off = H_TOUCH_BYTES; off < H_GUEST_BYTES; off += GFA_FRAME_SIZE)
-			if (madvise(p + off, GFA_FRAME_SIZE, MADV_REMOVE))
-				bench_die("madvise(MADV_REMOVE): %s", strerror(errno));
-		s->inflate_ms = ms_since(t0);
-	}
+	s->inflate_ms = h_remove_pages(p);
 	s->inflated = s->deflated = s->collapsed = backed(fd);
 	munmap(p, H_GUEST_BYTES);
 	close(fd);
@@ -719,6 +765,7 @@ struct summary {
 	bool wp, moves, host;
 	uint64_t lost, unprotected_lost, pause_lost, paused_ns;
 	double wp_ns, pause_ns, wp_min, pause_min, wp_compact, pause_compact;
+	double wp_quiet, pause_quiet, progress;
 	double wait_p99, idle_p99, pauses_per_range, host_mib, madvise_mib, load;
 };
 
@@ -750,6 +797,9 @@ static void summarise_moves(struct summary *s)
 	s->pause_ns = median_of(&pc->ns);
 	s->pause_min = min_of(&pc->ns);
 	s->wp_compact = median_of(&acc[P_WP][K_COMPACT].ns);
+	s->wp_quiet = median_of(&acc_quiet[P_WP].ns);
+	s->pause_quiet = median_of(&acc_quiet[P_PAUSE].ns);
+	s->progress = writes_per_ms(&acc[P_WP][K_COLLAPSE]) / writes_per_ms(pc);
 	s->pause_compact = median_of(&acc[P_PAUSE][K_COMPACT].ns);
 	s->wait_p99 = samples_pct(&wait, 99);
 	s->idle_p99 = samples_pct(&slow_idle, 99);
@@ -767,6 +817,10 @@ static void goals_wp(const struct summary *s)
 		   "median ns per 2 MiB collapsed, wp / pause ops that park the writers");
 	bench_goal("moves", "wait_p99_moves", s->wait_p99 / s->wp_ns, "<=", 2,
 		   "p99 of a wp writer's slow writes / median wp 2 MiB move");
+	bench_goal("moves", "wp_vs_pause_quiet", s->wp_quiet / s->pause_quiet, "info", 0,
+		   "the same with no writer running: what the protection itself costs");
+	bench_goal("moves", "writes_wp_vs_pause", s->progress, "info", 0,
+		   "the writers' writes per ms while ranges collapsed, wp / pause");
 	bench_goal("moves", "wp_compact_vs_pause", s->wp_compact / s->pause_compact, "info", 0,
 		   "full compaction, ns per 2 MiB moved, wp / pause");
 	bench_goal("moves", "idle_p99_moves", s->idle_p99 / s->wp_ns, "info", 0,
@@ -836,8 +890,11 @@ static void report(const struct summary *s)
 	result_add_f(&r, "pause_ns_per_2m", mv, "%.0f", s->pause_ns);
 	result_add_f(&r, "wp_min_ns_per_2m", wp, "%.0f", s->wp_min);
 	result_add_f(&r, "pause_min_ns_per_2m", mv, "%.0f", s->pause_min);
+	result_add_f(&r, "wp_quiet_ns_per_2m", wp, "%.0f", s->wp_quiet);
+	result_add_f(&r, "pause_quiet_ns_per_2m", mv, "%.0f", s->pause_quiet);
 	result_add_f(&r, "wp_compact_ns_per_2m", wp, "%.0f", s->wp_compact);
 	result_add_f(&r, "pause_compact_ns_per_2m", mv, "%.0f", s->pause_compact);
+	result_add_f(&r, "writes_wp_vs_pause", wp, "%.2f", s->progress);
 	result_add_f(&r, "wait_p99_us", wp, "%.1f", s->wait_p99 / 1e3);
 	result_add_f(&r, "idle_p99_us", wp, "%.1f", s->idle_p99 / 1e3);
 	bench_result_add(&r, "load", "%.2f", s->load);
@@ -874,7 +931,8 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		fprintf(stderr, "%s: --only wants moves or host\n", argv[0]);
 		ret = -EINVAL;
 	}
-	o->reps = o->reps > MAX_REPS ? MAX_REPS : o->reps;
+	if (!ret && o->reps > MAX_REPS)
+		o->reps = MAX_REPS;
 	return ret;
 }
 
