@@ -5,7 +5,7 @@
  * notifier), copies it, maps the new frames over the window and wakes the writers that
  * faulted meanwhile: every writer of the process - vCPU, device thread, a read(2) or an
  * io_uring completion landing in guest RAM - waits for at most that one move, and no
- * thread is paused (docs/decisions.md, entry 27).
+ * thread is paused (docs/decisions.md, entry 25).
  *
  * A writer that faults waits in the kernel until the range is woken, whether or not
  * anyone reads its message; the service thread reads them to count the waits and to

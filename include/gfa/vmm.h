@@ -612,7 +612,7 @@ struct gfa_guest;
  * io_uring fixed buffers, an O_DIRECT transfer in flight) and another process's mapping
  * of the zone memfd (vhost-user).  The VMM says so: gfa_guest_pin() for a pinned range,
  * GFA_GUEST_PINNED for a guest whose whole RAM is pinned (VFIO), the moved notifier for a
- * shared mapping (docs/decisions.md, entry 27, has which device needs which).
+ * shared mapping (docs/decisions.md, entry 25, has which device needs which).
  *
  * The pause fallback: without userfaultfd permission (root, CAP_SYS_PTRACE, read-write
  * /dev/userfaultfd or vm.unprivileged_userfaultfd=1; kernel 6.1 or later), or with
