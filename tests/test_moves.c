@@ -264,6 +264,11 @@ Test(moves, an_unprivileged_guest_falls_back_and_says_why, .timeout = 120)
 	cr_assert_not_null(strstr(text, "pause must then stop every thread"), "stderr: %s", text);
 }
 
+static void moved_done(void *cookie, int result)
+{
+	(void)cookie, (void)result;
+}
+
 /* A pinned range never moves, by collapse or compaction; unpinned, it does. */
 Test(moves, a_pinned_range_never_moves, .timeout = 120)
 {
@@ -290,6 +295,19 @@ Test(moves, a_pinned_range_never_moves, .timeout = 120)
 		struct gfa_gpa_range r = { pin_gpa, 4096 };
 
 		cr_assert_eq(gfa_balloon_inflate(m.g, &r, 1), -EBUSY);
+	}
+	{
+		/* nor reported free: its host memory may be a device's DMA target */
+		struct gfa_free_report *rep = gfa_guest_report_create(m.b, m.g);
+		struct gfa_gpa_range r = { pin_gpa + 8192, 4096 };
+		struct gfa_guest_report_stat rs;
+
+		cr_assert_not_null(rep);
+		cr_assert_eq(gfa_guest_report_free(rep, &r, 1, moved_done, NULL), -EBUSY);
+		cr_assert_eq(gfa_guest_report_stat(rep, &rs), 0);
+		cr_assert_eq(rs.err_pinned, 1);
+		cr_assert_eq(rs.requests, 0);
+		gfa_guest_report_destroy(rep);
 	}
 	cr_assert_eq(gfa_guest_unpin(m.g, pin_gpa, 2 * MiB), 0);
 	cr_assert_eq(gfa_guest_collapse(m.g, 64), 0, "still pinned once");

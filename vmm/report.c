@@ -177,8 +177,14 @@ static int report_check(struct gfa_free_report *rep, const struct gfa_gpa_range 
 {
 	int err = gpa_ranges_check(r, n, gfa_guest_size(rep->g));
 
+	/* a pinned page may be a device's DMA target: its host memory must stay */
+	for (unsigned int i = 0; !err && i < n; i++)
+		if (gfa_guest_pinned(rep->g, r[i].gpa, r[i].len) > 0)
+			err = -EBUSY;
 	pthread_mutex_lock(&reg.lock);
-	if (err == -EINVAL)
+	if (err == -EBUSY)
+		rep->st.err_pinned++;
+	else if (err == -EINVAL)
 		rep->st.err_invalid++;
 	else if (err == -ERANGE)
 		rep->st.err_range++;

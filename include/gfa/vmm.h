@@ -901,7 +901,8 @@ typedef void (*gfa_report_done_fn)(void *cookie, int result);
  * Report [gpa, gpa + len) of each range free.  Every range is checked first; one bad
  * range refuses the whole request (nothing punched, done never called), counted:
  *   -EFAULT rep, r or done NULL, -EINVAL n == 0, a zero length or misaligned range,
- *   -ERANGE outside the guest, -ENOTUNIQ ranges overlap each other, -ENOMEM.
+ *   -ERANGE outside the guest, -ENOTUNIQ ranges overlap each other, -EBUSY a range is
+ *   pinned (gfa_guest_pin(), GFA_GUEST_PINNED), -ENOMEM.
  * Gfns ballooned out have no frames and are passed over (frames_unbacked).  Until done
  * is called the caller must not balloon the ranges or destroy the guest (the guest
  * itself must not reuse the pages: virtio hands the buffer back only after done).
@@ -923,6 +924,7 @@ struct gfa_guest_report_stat {
 	uint64_t moves_waited;          /* moves that waited for a punch in flight */
 	uint64_t inflight_runs;         /* punches in flight */
 	uint64_t err_fault, err_invalid, err_range, err_overlap;   /* refused requests */
+	uint64_t err_pinned;            /* refused: a range is pinned (added in 0.3) */
 };
 /* 0 or -EFAULT.  Any thread. */
 int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_stat *st);
