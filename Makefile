@@ -160,7 +160,7 @@ tsan: deps-test
 # Criterion itself leaks one small block at exit; tests/lsan.supp names only it.
 sanitized-test: $(SO) $(TESTBIN) $(GFACTL) $(EX_BIN)
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
-	    TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=0" G_SLICE=always-malloc \
+	    TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=0 history_size=7" G_SLICE=always-malloc \
 	    GFA_SANITIZER=$(GFA_SANITIZER) \
 	    GFA_BUILD=$(BUILD) $(TESTBIN) $(TEST_ARGS)
 

@@ -150,7 +150,8 @@ static void *gw_main(void *arg)
 			}
 			dt = gw_now() - t0;
 			w->shadow[k] = v;
-			w->writes++;
+			/* read by the mover's thread while we run */
+			__atomic_store_n(&w->writes, w->writes + 1, __ATOMIC_RELAXED);
 			if (dt >= GW_SLOW_NS && w->nslow < GW_MAX_SLOW)
 				w->slow_ns[w->nslow++] = dt;
 		}
@@ -237,7 +238,7 @@ static inline uint64_t gw_writes(const struct gw_set *s)
 	uint64_t n = 0;
 
 	for (unsigned int i = 0; i < s->n; i++)
-		n += s->w[i].writes;
+		n += __atomic_load_n(&s->w[i].writes, __ATOMIC_RELAXED);
 	return n;
 }
 #endif
