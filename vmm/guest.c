@@ -309,8 +309,7 @@ static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, 
 		pthread_mutex_unlock(&g->lock);
 		return -EBUSY;      /* the vCPUs could not be stopped: leave the block */
 	}
-	memcpy(gfa_pfn_to_addr(g->pool, dst), gfa_pfn_to_addr(g->pool, src), GFA_FRAME_SIZE << order);
-	err = guest_map(g, gfn, dst, order);
+	err = backing_copy_block(g->b, src, dst, order) ?: guest_map(g, gfn, dst, order);
 	if (!err) {
 		guest_record(g, gfn, dst, order);
 		/* a collapse's moves (and its undo) are no compaction moves */
