@@ -129,6 +129,7 @@ Test(guest, backing_refuses_ranges_that_wrap)
 		gfa_backing_mark_clean(h.b, wrap[i], order[i]);
 		cr_assert_not(gfa_backing_block_dirty(h.b, wrap[i], order[i]));
 	}
+	*(volatile char *)gfa_pfn_to_addr(h.pool, 100) = 1;    /* only data is marked */
 	gfa_backing_mark_dirty(h.b, 100, 0);
 	/* (2^64 - 64) + 128 wraps to 64: once cleared bits far outside the bitmap */
 	gfa_backing_mark_clean_range(h.b, 0 - 64ULL, 128);
@@ -148,6 +149,8 @@ Test(guest, refused_backing_free_keeps_the_block_and_never_cleans)
 
 	cr_assert_geq(pfn, 0);
 	cr_assert_eq(gfa_backing_nr_dirty(h.b), 0);
+	/* the owner's data: a free marks only what the memfd holds */
+	memset(gfa_pfn_to_addr(h.pool, (uint64_t)pfn), 0xa5, 4 * GFA_FRAME_SIZE);
 	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)pfn, 2, 6), GFA_EOWNER);
 	cr_assert_eq(gfa_frame_lookup(h.pool, (uint64_t)pfn, &fi), 0);
 	cr_assert_eq(fi.state, GFA_FRAME_ALLOCATED);

@@ -47,6 +47,7 @@ struct gfa_backing {
 };
 
 static uint64_t dirty_update(struct gfa_backing *b, uint64_t pfn, uint64_t n, bool set);
+static void mark_data_dirty(struct gfa_backing *b, uint64_t pfn, uint64_t nr);
 
 /* mmap the memfd at a 2 MiB aligned address so every order-9 block can be a PMD. */
 static void *map_aligned(int fd, size_t len, void **reserve, size_t *reserve_len)
@@ -67,14 +68,15 @@ static void *map_aligned(int fd, size_t len, void **reserve, size_t *reserve_len
 	return a;
 }
 
-/* The pool's moved hook: a move's source (or failed target) holds the owner's data.
- * Both are isolated, never released: no released frame to leave alone. */
+/* The pool's moved hook: a move's source (or failed target) holds the owner's data
+ * where its memfd holds any.  Both are isolated, never released: no released frame to
+ * leave alone. */
 static void backing_moved(void *ctx, uint64_t pfn, unsigned int order)
 {
 	struct gfa_backing *b = ctx;
 
 	report_moved_wait(b, pfn, order);      /* a report's punch lands before the free */
-	atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, true));
+	mark_data_dirty(b, pfn, 1UL << order);
 }
 
 /* The pool's released hook (zone lock held): the host gives zeros back, so a released
@@ -216,7 +218,8 @@ static uint64_t dirty_update(struct gfa_backing *b, uint64_t pfn, uint64_t n, bo
 
 	while (n) {
 		uint64_t bit = pfn & 63, take = 64 - bit < n ? 64 - bit : n;
-		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
+		/* (take is at most 64: >= only tells the analyzer the shift is defined) */
+		uint64_t mask = (take >= 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
 		uint64_t old = set ? atomic_fetch_or(&b->dirty[pfn / 64], mask)
 				   : atomic_fetch_and(&b->dirty[pfn / 64], ~mask);
 
@@ -227,22 +230,139 @@ static uint64_t dirty_update(struct gfa_backing *b, uint64_t pfn, uint64_t n, bo
 	return changed;
 }
 
-/* Frames [pfn, pfn + nr) inside one zone (the gaps between zones are no frames); no
- * pfn + nr, which wraps near 2^64. */
+/* The zone frame pfn lies in, or b->nr_zones (the gaps between zones are no frames). */
+static unsigned int backing_zone_of(const struct gfa_backing *b, uint64_t pfn)
+{
+	unsigned int z;
+
+	for (z = 0; z < b->nr_zones; z++)
+		if (pfn >= b->zstart[z] && pfn - b->zstart[z] < b->size[z] >> GFA_FRAME_SHIFT)
+			break;
+	return z;
+}
+
+/* Frames [pfn, pfn + nr) inside one zone; no pfn + nr, which wraps near 2^64. */
 static bool backing_frames_ok(const struct gfa_backing *b, uint64_t pfn, uint64_t nr)
 {
-	for (unsigned int z = 0; z < b->nr_zones; z++) {
-		uint64_t n = b->size[z] >> GFA_FRAME_SHIFT;
+	unsigned int z = backing_zone_of(b, pfn);
 
-		if (pfn >= b->zstart[z] && pfn - b->zstart[z] < n)
-			return nr <= n - (pfn - b->zstart[z]);
-	}
-	return false;
+	return z < b->nr_zones && nr <= (b->size[z] >> GFA_FRAME_SHIFT) - (pfn - b->zstart[z]);
 }
 
 static bool backing_range_ok(const struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
 	return order <= GFA_MAX_ORDER && backing_frames_ok(b, pfn, 1UL << order);
+}
+
+/* One run of frames of one zone, all data or all holes (see backing_runs()). */
+typedef void (*backing_run_fn)(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data,
+			       void *ctx);
+
+/* Frames backing_runs() asks mincore() about at a time: a pageblock, a 512-byte vector. */
+#define RUNS_CHUNK GFA_PAGEBLOCK_FRAMES
+
+/*
+ * The first frame at or after pfn (< end) that zone z's memfd holds data for, rounded
+ * down to whole frames; end if none before end; -1 when the memfd cannot tell.
+ */
+static int64_t next_data(const struct gfa_backing *b, unsigned int z, uint64_t pfn,
+			 uint64_t end)
+{
+	off_t at = lseek(b->fd[z], (off_t)((pfn - b->zstart[z]) << GFA_FRAME_SHIFT), SEEK_DATA);
+	uint64_t f;
+
+	if (at < 0)
+		return errno == ENXIO ? (int64_t)end : -1;
+	f = b->zstart[z] + ((uint64_t)at >> GFA_FRAME_SHIFT);
+	return (int64_t)(f < end ? f : end);
+}
+
+/*
+ * [pfn, pfn + nr), none of it resident: each hole, or data swapped out.  One lseek per
+ * swapped-out frame and one more: SEEK_DATA stops at the first data it finds.
+ */
+static void nonresident_runs(struct gfa_backing *b, unsigned int z, uint64_t pfn, uint64_t nr,
+			     backing_run_fn fn, void *ctx)
+{
+	uint64_t end = pfn + nr;
+
+	while (pfn < end) {
+		int64_t d = next_data(b, z, pfn, end);
+
+		if (d < 0)
+			break;
+		if ((uint64_t)d > pfn)
+			fn(b, pfn, (uint64_t)d - pfn, false, ctx);
+		pfn = (uint64_t)d;
+		if (pfn < end)
+			fn(b, pfn++, 1, true, ctx);
+	}
+	if (pfn < end)
+		fn(b, pfn, end - pfn, true, ctx);
+}
+
+/* backing_runs() for at most RUNS_CHUNK frames. */
+static void chunk_runs(struct gfa_backing *b, unsigned int z, uint64_t pfn, uint64_t nr,
+		       backing_run_fn fn, void *ctx)
+{
+	unsigned char vec[RUNS_CHUNK];
+
+	if (sysconf(_SC_PAGESIZE) != (long)GFA_FRAME_SIZE ||
+	    mincore(gfa_pfn_to_addr(b->pool, pfn), nr << GFA_FRAME_SHIFT, vec)) {
+		fn(b, pfn, nr, true, ctx);
+		return;
+	}
+	for (uint64_t i = 0, j; i < nr; i = j) {
+		for (j = i + 1; j < nr && (vec[j] & 1) == (vec[i] & 1); j++)
+			;
+		if (vec[i] & 1)
+			fn(b, pfn + i, j - i, true, ctx);
+		else
+			nonresident_runs(b, z, pfn + i, j - i, fn, ctx);
+	}
+}
+
+/*
+ * Call fn on each run of [pfn, pfn + nr) of one zone by what its memfd holds: data, or
+ * a hole, which reads zero.  Frames resident in the page cache (mincore()) are data;
+ * the others are asked with SEEK_DATA, which also counts a swapped-out page as data,
+ * where mincore() alone would call it a hole and hand its data to the next owner.
+ * SEEK_HOLE is never asked: it walks every page after the offset until a hole, up to
+ * the end of a populated memfd (milliseconds a call).  Where neither can tell (a
+ * hugetlbfs memfd without SEEK_DATA, any error) the rest is data: the safe answer.  The
+ * fd is shared, but only lseek's return value is used, never the file position.
+ */
+static void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_fn fn,
+			 void *ctx)
+{
+	unsigned int z = backing_zone_of(b, pfn);
+
+	while (nr) {
+		uint64_t n = nr < RUNS_CHUNK ? nr : RUNS_CHUNK;
+
+		chunk_runs(b, z, pfn, n, fn, ctx);
+		pfn += n;
+		nr -= n;
+	}
+}
+
+/* backing_runs: what the memfd holds is an owner's data; a hole reads zero */
+static void mark_data_run(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data,
+			  void *ctx)
+{
+	(void)ctx;
+	if (data)
+		atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, nr, true));
+}
+
+/*
+ * Mark the frames of [pfn, pfn + nr) dirty where the memfd holds data.  A hole left
+ * unmarked is never zeroed: zeroing it through the pool mapping would fault it in and
+ * grow host memory for frames that read zero anyway.
+ */
+static void mark_data_dirty(struct gfa_backing *b, uint64_t pfn, uint64_t nr)
+{
+	backing_runs(b, pfn, nr, mark_data_run, NULL);
 }
 
 /* gfa_zone_free_runs: the marks of released frames go again */
@@ -253,13 +373,14 @@ static void unmark_released(void *ctx, uint64_t pfn, uint64_t nr, bool released)
 }
 
 /*
- * Mark a block dirty, but for its released free frames: their host memory is gone (they
- * read zero).  Marked first, then looked at under the zone lock: a release finishing
- * meanwhile clears the marks itself (backing_released), so no order leaves one behind.
+ * Mark a block's data dirty, but for its released free frames: their host memory is
+ * gone (they read zero).  Marked first, then looked at under the zone lock: a release
+ * finishing meanwhile clears the marks itself (backing_released), so no order leaves one
+ * behind (one that punched before the lseek left a hole, which is not marked at all).
  */
 static void mark_dirty_unreleased(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
-	atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, true));
+	mark_data_dirty(b, pfn, 1UL << order);
 	gfa_zone_free_runs(b->pool, pfn, 1UL << order, unmark_released, b);
 }
 
@@ -344,6 +465,50 @@ int64_t backing_prepare_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr)
 	zeroed = zero_dirty_range(b, pfn, nr);
 	atomic_fetch_sub(&b->nr_dirty, zeroed);
 	return (int64_t)zeroed;
+}
+
+/* backing_runs over the target inside a hole of the source: it must read zero there */
+static void zero_target_run(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data,
+			    void *ctx)
+{
+	(void)ctx;
+	/* a dirty frame holds an old owner's data, a clean one zero; a hole reads zero
+	 * whatever its mark says, and zeroing it would only fault it in */
+	atomic_fetch_sub(&b->nr_dirty, data ? zero_dirty_range(b, pfn, nr)
+					    : dirty_update(b, pfn, nr, false));
+}
+
+struct block_copy {
+	uint64_t src, dst;
+};
+
+/* backing_runs over the source: its data is copied, its holes read zero at the target */
+static void copy_source_run(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data,
+			    void *ctx)
+{
+	const struct block_copy *c = ctx;
+	uint64_t to = c->dst + (pfn - c->src);
+
+	if (data)
+		memcpy(gfa_pfn_to_addr(b->pool, to), gfa_pfn_to_addr(b->pool, pfn),
+		       nr << GFA_FRAME_SHIFT);
+	else
+		backing_runs(b, to, nr, zero_target_run, NULL);
+}
+
+int backing_copy_block(struct gfa_backing *b, uint64_t src, uint64_t dst, unsigned int order)
+{
+	struct block_copy c = { src, dst };
+
+	if (!b)
+		return -EFAULT;
+	/* aligned blocks of one order are the same block or disjoint */
+	if (!backing_range_ok(b, src, order) || !backing_range_ok(b, dst, order) ||
+	    backing_zone_of(b, src) != backing_zone_of(b, dst) || src == dst ||
+	    ((src | dst) & ((1UL << order) - 1)))
+		return -EINVAL;
+	backing_runs(b, src, 1UL << order, copy_source_run, &c);
+	return 0;
 }
 
 struct zero_worker *backing_zero_worker(struct gfa_backing *b)
@@ -553,6 +718,7 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 	/*
 	 * Dirty before the free: once freed, another thread may allocate the block and
 	 * prepare it, and must see it dirty (zero it) or it reads the old owner's data.
+	 * Only what the memfd holds: the owner wrote nothing into a hole.
 	 * A refused free keeps the marks: the block may be changing hands meanwhile (a
 	 * move in flight frees its source, which holds the data), and a mark costs at
 	 * most one zeroing more, where a cleared one would hand the data out.
@@ -561,7 +727,7 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 	bool ok = backing_range_ok(b, pfn, order);
 
 	if (ok)
-		atomic_fetch_add(&b->nr_dirty, dirty_update(b, pfn, 1UL << order, true));
+		mark_data_dirty(b, pfn, 1UL << order);
 	ret = pcp ? gfa_pcp_free(pcp, pfn, order, owner) : gfa_free(b->pool, pfn, order, owner);
 	/* refused: the pfn may be a free block's (a double free), released frames and all */
 	if (ret && ok)

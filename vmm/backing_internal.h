@@ -16,6 +16,14 @@ void backing_detach_host_return(struct gfa_backing *b, struct gfa_host_return *h
 /* Zero the dirty frames of [pfn, pfn + nr) (inside one zone): frames zeroed, or
  * GFA_EFAULT. */
 int64_t backing_prepare_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr);
+/*
+ * A move's copy: the block of 2^order frames at dst (same zone) reads as the one at src
+ * afterwards.  Only src's data is copied; where src is a hole dst's dirty frames are
+ * zeroed (and marked clean) and the rest left alone, so the copy never populates a
+ * frame src does not hold.  0, -EFAULT (no b) or -EINVAL (not two distinct aligned
+ * blocks of one zone of b).
+ */
+int backing_copy_block(struct gfa_backing *b, uint64_t src, uint64_t dst, unsigned int order);
 
 /* The backing's background zeroer (vmm/zero.c). */
 struct zero_worker;

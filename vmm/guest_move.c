@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <gfa/vmm.h>
+#include "vmm/backing_internal.h"
 #include "vmm/guest_internal.h"
 #include "allocator/ktime.h"
 #include "allocator/layers.h"
@@ -163,11 +164,14 @@ static int guest_notify_moved(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, u
 	       -EBUSY : 0;
 }
 
-/* Copy a block's data to its new frames, through the pool's mapping (the window's
- * writers are held off; the window itself is never written by gfa). */
-static void guest_copy(struct gfa_guest *g, uint64_t src, uint64_t dst, unsigned int order)
+/*
+ * Copy a block's data to its new frames, through the pool's mapping (the window's
+ * writers are held off; the window itself is never written by gfa): only what the
+ * memfd holds, so a hole the guest never touched stays a hole.  0 or -errno.
+ */
+static int guest_copy(struct gfa_guest *g, uint64_t src, uint64_t dst, unsigned int order)
 {
-	memcpy(gfa_pfn_to_addr(g->pool, dst), gfa_pfn_to_addr(g->pool, src), GFA_FRAME_SIZE << order);
+	return backing_copy_block(g->b, src, dst, order);
 }
 
 /* Compaction's move of one block: hold off, copy, remap, let go. */
@@ -180,8 +184,7 @@ static int guest_move_block(struct gfa_guest *g, uint64_t gfn, uint64_t src, uin
 
 	if (err)
 		return err;
-	guest_copy(g, src, dst, order);
-	err = guest_notify_moved(g, gfn, dst, order);
+	err = guest_copy(g, src, dst, order) ? -EAGAIN : guest_notify_moved(g, gfn, dst, order);
 	if (!err && guest_map(g, gfn, dst, order))
 		err = -EAGAIN;
 	if (!err) {
@@ -220,7 +223,8 @@ static int guest_collapse_piece(struct gfa_guest *g, uint64_t gfn, uint64_t src,
 		g->collapse_left++;
 		return 0;
 	}
-	guest_copy(g, src, dst, order);
+	if (guest_copy(g, src, dst, order))
+		return -EAGAIN;         /* refused: the collapse moves the others back */
 	guest_record(g, gfn, dst, order);
 	if (--g->collapse_left)
 		return 0;
