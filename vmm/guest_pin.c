@@ -26,8 +26,11 @@ static int pin_span(struct gfa_guest *g, uint64_t gpa, uint64_t len, uint64_t *l
 	return 0;
 }
 
-int gfa_guest_pin(struct gfa_guest *g, uint64_t gpa, uint64_t len)
+/* Add delta (+1 or -1) to every count the span touches, all or none: 0, -EOVERFLOW (a
+ * count at its top), -ENOENT (one at 0). */
+static int pin_add(struct gfa_guest *g, uint64_t gpa, uint64_t len, int delta)
 {
+	uint32_t stop = delta > 0 ? UINT32_MAX : 0;
 	uint64_t lo, hi;
 	int err = pin_span(g, gpa, len, &lo, &hi);
 
@@ -36,29 +39,22 @@ int gfa_guest_pin(struct gfa_guest *g, uint64_t gpa, uint64_t len)
 	/* taken after any move in flight: a move holds the lock to its end */
 	pthread_mutex_lock(&g->lock);
 	for (uint64_t r = lo; r < hi && !err; r++)
-		if (g->pins[r] == UINT32_MAX)
-			err = -EOVERFLOW;
+		if (g->pins[r] == stop)
+			err = delta > 0 ? -EOVERFLOW : -ENOENT;
 	for (uint64_t r = lo; r < hi && !err; r++)
-		g->pins[r]++;
+		g->pins[r] += (uint32_t)delta;
 	pthread_mutex_unlock(&g->lock);
 	return err;
 }
 
+int gfa_guest_pin(struct gfa_guest *g, uint64_t gpa, uint64_t len)
+{
+	return pin_add(g, gpa, len, 1);
+}
+
 int gfa_guest_unpin(struct gfa_guest *g, uint64_t gpa, uint64_t len)
 {
-	uint64_t lo, hi;
-	int err = pin_span(g, gpa, len, &lo, &hi);
-
-	if (err)
-		return err;
-	pthread_mutex_lock(&g->lock);
-	for (uint64_t r = lo; r < hi && !err; r++)
-		if (!g->pins[r])
-			err = -ENOENT;
-	for (uint64_t r = lo; r < hi && !err; r++)
-		g->pins[r]--;
-	pthread_mutex_unlock(&g->lock);
-	return err;
+	return pin_add(g, gpa, len, -1);
 }
 
 int gfa_guest_pinned(struct gfa_guest *g, uint64_t gpa, uint64_t len)
