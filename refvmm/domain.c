@@ -33,25 +33,54 @@
 #include "allocator/strbuf.h"
 
 #define KIB 1024ull
+/* libvirt keeps sizes as signed 64-bit byte counts and refuses larger ones. */
+#define LIBVIRT_SIZE_MAX ((uint64_t)INT64_MAX)
+/* The 52-bit physical address space: the most memory any x86-64 or arm64 host has. */
+#define HOST_MEMORY_MAX (4ull << 50)
+#define UNIT_NAMES "b, bytes, k, KiB, KB, M, MiB, MB, G, GiB, GB, T, TiB, TB, P, PiB, PB, " \
+		   "E, EiB, EB"
 
-/* Put "<what>: <message>" into err, if the caller gave a buffer. */
-static int __attribute__((format(printf, 5, 6)))
-fail(char *err, size_t errlen, int rc, const char *what, const char *fmt, ...)
+/*
+ * Where messages go.  Each reads "<origin>: <where>: <what is wrong>; accepted: <what
+ * would be>" (the header's form): fmt starts with where, the element or attribute.
+ */
+struct msgs {
+	const char *origin;	/* "domain XML file '/x'" etc. */
+	char *err;
+	size_t errlen;
+};
+
+/* Put "<origin>: <message>" into err, if the caller gave a buffer. */
+static int __attribute__((format(printf, 3, 4)))
+fail(const struct msgs *m, int rc, const char *fmt, ...)
 {
-	struct strbuf sb = { err, errlen, 0 };
+	struct strbuf sb = { m->err, m->errlen, 0 };
 	va_list ap;
 
-	if (!err || !errlen)
+	if (!m->err || !m->errlen)
 		return rc;
-	sb_printf(&sb, "%s: ", what);
+	sb_printf(&sb, "%s: ", m->origin);
 	va_start(ap, fmt);
 	sb_vprintf(&sb, fmt, ap);
 	va_end(ap);
 	sb_finish(&sb);
-	for (char *c = err; *c; c++)	/* one line, whatever the XML held */
-		if (*c == '\n' || *c == '\r')
+	for (char *c = m->err; *c; c++)	/* one line, whatever the XML held */
+		if (*c == '\n' || *c == '\r' || *c == '\t')
 			*c = ' ';
 	return rc;
+}
+
+/* A short text as a value (a size, a range): one message may hold several. */
+struct size_text {
+	char s[48];
+};
+
+static struct size_text human(uint64_t bytes)
+{
+	struct size_text t = { "" };
+
+	gfa_domain_format_size(bytes, t.s, sizeof(t.s));
+	return t;
 }
 
 /* ---------------------------------------------------------------- numbers */
@@ -236,9 +265,7 @@ static unsigned int popcount_bits(const uint64_t *bits, unsigned int nwords)
 struct xml_in {
 	xmlDocPtr doc;
 	xmlXPathContextPtr xp;
-	const char *what;	/* "domain XML file '/x'" etc., prefix of messages */
-	char *err;
-	size_t errlen;
+	struct msgs m;
 };
 
 /*
@@ -278,63 +305,81 @@ static xmlNodePtr xml_first(struct xml_in *in, const char *expr)
 	return n;
 }
 
+/* The first child element of @n called @name (libvirt's "./name"), or NULL. */
+static xmlNodePtr xml_child(xmlNodePtr n, const char *name)
+{
+	for (n = n ? n->children : NULL; n; n = n->next)
+		if (n->type == XML_ELEMENT_NODE && !strcmp((const char *)n->name, name))
+			return n;
+	return NULL;
+}
+
 static char *xml_prop(xmlNodePtr n, const char *name)
 {
 	return (char *)xmlGetProp(n, (const xmlChar *)name);
 }
 
+/* Why a size could not be read, in the one message form. */
+static int size_error(const struct msgs *m, int rc, const char *where,
+		      const char *value, const char *unit)
+{
+	if (!value)
+		return fail(m, -EINVAL, "%s: missing; accepted: a size, such as 2 with "
+			    "unit='GiB'", where);
+	if (rc == -ERANGE)
+		return fail(m, rc, "%s: larger than 8 EiB; accepted: sizes below 8 EiB "
+			    "(libvirt's limit)", where);
+	if (unit && unit_scale(unit, &(uint64_t){ 0 }))
+		return fail(m, rc, "%s: unknown unit '%s'; accepted: " UNIT_NAMES, where, unit);
+	return fail(m, rc, "%s: '%s' is not a whole number; accepted: decimal digits, "
+		    "the unit in unit=", where, value);
+}
+
 /*
  * A libvirt memory size: @value (element text if @attr is NULL, else that
  * attribute) scaled by the "unit" attribute, rounded up to a whole KiB as
- * libvirt stores it.  @label names the item in messages.
+ * libvirt stores it.  @where names the item in messages.
  */
 static int xml_size(struct xml_in *in, xmlNodePtr n, const char *attr,
-		    const char *label, uint64_t *bytes)
+		    const char *where, uint64_t *bytes)
 {
 	char *value = attr ? xml_prop(n, attr) : (char *)xmlNodeGetContent(n);
 	char *unit = xml_prop(n, "unit");
 	uint64_t b = 0;
-	int rc;
+	int rc = -EINVAL;
 
-	if (!value) {
-		rc = fail(in->err, in->errlen, -EINVAL, in->what,
-			  "%s has no %s", label, attr ? attr : "value");
-		goto out;
-	}
-	rc = gfa_domain_parse_size(value, unit, &b);
-	if (rc == 0 && b > UINT64_MAX - (KIB - 1))
+	if (value)
+		rc = gfa_domain_parse_size(value, unit, &b);
+	if (rc == 0 && b > LIBVIRT_SIZE_MAX)
 		rc = -ERANGE;
-	if (rc == -ERANGE)
-		fail(in->err, in->errlen, rc, in->what, "%s '%s %s' overflows 64 bits",
-		     label, value, unit ? unit : "KiB");
-	else if (rc && unit && unit_scale(unit, &(uint64_t){ 0 }))
-		fail(in->err, in->errlen, rc, in->what, "%s has unknown unit '%s'",
-		     label, unit);
-	else if (rc)
-		fail(in->err, in->errlen, rc, in->what,
-		     "%s value '%s' is not an unsigned decimal number", label, value);
+	if (rc)
+		size_error(&in->m, rc, where, value, unit);
 	else
 		*bytes = (b + KIB - 1) / KIB * KIB;
-out:
 	xmlFree(value);
 	xmlFree(unit);
 	return rc;
 }
 
-/* An unsigned int from an attribute (@attr) or element text (@attr NULL). */
+/* A count in @lo..@hi from an attribute (@attr) or element text (@attr NULL). */
 static int xml_uint(struct xml_in *in, xmlNodePtr n, const char *attr,
-		    const char *label, unsigned int *out)
+		    const char *where, unsigned int lo, unsigned int hi,
+		    unsigned int *out)
 {
 	char *value = attr ? xml_prop(n, attr) : (char *)xmlNodeGetContent(n);
-	uint64_t v;
+	uint64_t v = 0;
 	int rc;
 
 	rc = value ? parse_u64(value, &v) : -EINVAL;
-	if (rc == 0 && v > UINT32_MAX)
-		rc = -ERANGE;
-	if (rc)
-		fail(in->err, in->errlen, rc == -ERANGE ? -ERANGE : -EINVAL, in->what,
-		     "%s '%s' is not a valid count", label, value ? value : "");
+	if (rc == -ERANGE || (!rc && v > hi))
+		rc = fail(&in->m, -ERANGE, "%s: larger than %u; accepted: %u-%u", where, hi,
+			  lo, hi);
+	else if (rc)
+		rc = fail(&in->m, -EINVAL, "%s: '%s' is not a whole number; accepted: %u-%u",
+			  where, value ? value : "", lo, hi);
+	else if (v < lo)
+		rc = fail(&in->m, -EINVAL, "%s: %" PRIu64 " is below %u; accepted: %u-%u",
+			  where, v, lo, lo, hi);
 	else
 		*out = v;
 	xmlFree(value);
@@ -350,14 +395,51 @@ static int parse_name(struct xml_in *in, struct gfa_domain_spec *s)
 	int rc = 0;
 
 	if (!name || !*name)
-		rc = fail(in->err, in->errlen, -EBADMSG, in->what, "<domain> has no <name>");
+		rc = fail(&in->m, -EBADMSG, "<name>: missing; accepted: a <name> of 1-%d bytes",
+			  GFA_DOMAIN_NAME_MAX - 1);
 	else if (strlen(name) >= sizeof(s->name))
-		rc = fail(in->err, in->errlen, -ERANGE, in->what,
-			  "domain name is longer than %d bytes", GFA_DOMAIN_NAME_MAX - 1);
+		rc = fail(&in->m, -ERANGE, "<name>: longer than %d bytes; accepted: 1-%d bytes",
+			  GFA_DOMAIN_NAME_MAX - 1, GFA_DOMAIN_NAME_MAX - 1);
 	else
 		memcpy(s->name, name, strlen(name) + 1);   /* length checked above */
 	xmlFree(name);
 	return rc;
+}
+
+/* "memory device 2 <memory model='dimm'><target><node>": a device's element. */
+static void device_where(xmlNodePtr dev, int nr, const char *child, char *buf,
+			 size_t len)
+{
+	char *model = xml_prop(dev, "model");
+
+	if (model)
+		snprintf(buf, len, "memory device %d <memory model='%.32s'><target><%s>", nr,
+			 model, child);
+	else
+		snprintf(buf, len, "memory device %d <memory><target><%s>", nr, child);
+	xmlFree(model);
+}
+
+/* One <devices><memory>: its <target><size> counts into the devices' sum. */
+static int parse_device(struct xml_in *in, xmlNodePtr dev, int nr,
+			struct gfa_domain_spec *s)
+{
+	xmlNodePtr size = xml_child(xml_child(dev, "target"), "size");
+	char where[128];
+	uint64_t b = 0;
+	int rc;
+
+	if (!size)
+		return 0;
+	device_where(dev, nr, "size", where, sizeof(where));
+	rc = xml_size(in, size, NULL, where, &b);
+	if (rc)
+		return rc;
+	if (b > UINT64_MAX - s->device_memory_bytes)
+		return fail(&in->m, -ERANGE, "%s: the memory devices add up to more than "
+			    "16 EiB; accepted: a sum below 16 EiB", where);
+	s->device_memory_bytes += b;
+	return 0;
 }
 
 /* <memory>, <currentMemory>, <devices><memory> sizes.  Missing <memory> is 0. */
@@ -375,20 +457,9 @@ static int parse_memory(struct xml_in *in, struct gfa_domain_spec *s)
 				&s->current_memory_bytes)))
 		return rc;
 
-	devs = xml_find(in, "/domain/devices/memory/target/size");
-	for (i = 0; i < xml_count(devs); i++) {
-		uint64_t b = 0;
-
-		rc = xml_size(in, xml_node(devs, i), NULL, "memory device <size>", &b);
-		if (rc)
-			break;
-		if (b > UINT64_MAX - s->device_memory_bytes) {
-			rc = fail(in->err, in->errlen, -ERANGE, in->what,
-				  "memory device sizes overflow 64 bits");
-			break;
-		}
-		s->device_memory_bytes += b;
-	}
+	devs = xml_find(in, "/domain/devices/memory");
+	for (i = 0; !rc && i < xml_count(devs); i++)
+		rc = parse_device(in, xml_node(devs, i), i + 1, s);
 	xmlXPathFreeObject(devs);
 	return rc;
 }
@@ -403,16 +474,33 @@ static int parse_vcpus(struct xml_in *in, struct gfa_domain_spec *s)
 	s->vcpus = 1;
 	if (!n)
 		return 0;
-	rc = xml_uint(in, n, NULL, "<vcpu>", &s->vcpus);
+	rc = xml_uint(in, n, NULL, "<vcpu>", 1, GFA_DOMAIN_MAX_VCPUS, &s->vcpus);
 	if (rc)
 		return rc;
 	cur = xml_prop(n, "current");
 	if (cur)
-		rc = xml_uint(in, n, "current", "<vcpu current>", &s->current_vcpus);
-	if (cur && !rc && !s->current_vcpus)
-		rc = fail(in->err, in->errlen, -EINVAL, in->what,
-			  "<vcpu current> is zero");
+		rc = xml_uint(in, n, "current", "<vcpu current>", 1, GFA_DOMAIN_MAX_VCPUS,
+			      &s->current_vcpus);
 	xmlFree(cur);
+	return rc;
+}
+
+static int parse_cell_cpus(struct xml_in *in, xmlNodePtr n, struct gfa_domain_cell *c)
+{
+	char *cpus = xml_prop(n, "cpus");
+	int rc = 0;
+
+	if (cpus)
+		rc = parse_bitmap(cpus, c->cpus, GFA_DOMAIN_MAX_VCPUS);
+	if (rc == -ERANGE)
+		fail(&in->m, rc, "<cell id='%u' cpus='%s'>: names a vCPU above %d; accepted: "
+		     "vCPUs 0-%d", c->id, cpus, GFA_DOMAIN_MAX_VCPUS - 1,
+		     GFA_DOMAIN_MAX_VCPUS - 1);
+	else if (rc)
+		fail(&in->m, rc, "<cell id='%u' cpus='%s'>: not a list of vCPUs; accepted: "
+		     "a list such as 0-3,^2,8", c->id, cpus);
+	c->nr_cpus = popcount_bits(c->cpus, GFA_DOMAIN_MAX_VCPUS / 64);
+	xmlFree(cpus);
 	return rc;
 }
 
@@ -422,46 +510,28 @@ static int parse_cell(struct xml_in *in, xmlNodePtr n, int index,
 	struct gfa_domain_cell *c;
 	unsigned int id = index;
 	char *idstr = xml_prop(n, "id");
-	char *cpus;
+	char where[64];
 	int rc = 0;
 
 	/* libvirt numbers cells without an id by position. */
 	if (idstr)
-		rc = xml_uint(in, n, "id", "NUMA <cell id>", &id);
+		rc = xml_uint(in, n, "id", "<cell id>", 0, GFA_DOMAIN_MAX_CELLS - 1, &id);
 	xmlFree(idstr);
 	if (rc)
 		return rc;
-	if (id >= GFA_DOMAIN_MAX_CELLS)
-		return fail(in->err, in->errlen, -ERANGE, in->what,
-			    "NUMA cell id %u is beyond the limit of %d cells",
-			    id, GFA_DOMAIN_MAX_CELLS);
 	c = &s->cells[id];
 	if (c->memory_bytes)	/* every parsed cell has memory > 0 */
-		return fail(in->err, in->errlen, -EINVAL, in->what,
-			    "NUMA cell id %u appears twice", id);
+		return fail(&in->m, -EINVAL, "<cell id='%u'>: appears twice; accepted: each "
+			    "id once", id);
 	c->id = id;
 
-	rc = xml_size(in, n, "memory", "NUMA <cell memory>", &c->memory_bytes);
+	snprintf(where, sizeof(where), "<cell id='%u' memory>", id);
+	rc = xml_size(in, n, "memory", where, &c->memory_bytes);
 	if (rc)
 		return rc;
 	if (!c->memory_bytes)
-		return fail(in->err, in->errlen, -EINVAL, in->what,
-			    "NUMA cell %u has zero memory", id);
-
-	cpus = xml_prop(n, "cpus");
-	if (cpus) {
-		rc = parse_bitmap(cpus, c->cpus, GFA_DOMAIN_MAX_VCPUS);
-		if (rc == -ERANGE)
-			fail(in->err, in->errlen, rc, in->what,
-			     "NUMA cell %u cpus '%s' name a vCPU >= %d", id, cpus,
-			     GFA_DOMAIN_MAX_VCPUS);
-		else if (rc)
-			fail(in->err, in->errlen, rc, in->what,
-			     "NUMA cell %u has malformed cpus '%s'", id, cpus);
-		c->nr_cpus = popcount_bits(c->cpus, GFA_DOMAIN_MAX_VCPUS / 64);
-	}
-	xmlFree(cpus);
-	return rc;
+		return fail(&in->m, -EINVAL, "%s: zero; accepted: a size above 0", where);
+	return parse_cell_cpus(in, n, c);
 }
 
 static int parse_cells(struct xml_in *in, struct gfa_domain_spec *s)
@@ -474,11 +544,10 @@ static int parse_cells(struct xml_in *in, struct gfa_domain_spec *s)
 	cells = xml_find(in, "/domain/cpu/numa[1]/cell");
 	n = xml_count(cells);
 	if (n == 0)
-		rc = fail(in->err, in->errlen, -EINVAL, in->what,
-			  "<numa> has no <cell>");
+		rc = fail(&in->m, -EINVAL, "<numa>: no <cell>; accepted: one <cell> or more");
 	else if (n > GFA_DOMAIN_MAX_CELLS)
-		rc = fail(in->err, in->errlen, -ERANGE, in->what,
-			  "%d NUMA cells exceed the limit of %d", n, GFA_DOMAIN_MAX_CELLS);
+		rc = fail(&in->m, -ERANGE, "<numa>: %d cells; accepted: %d at most", n,
+			  GFA_DOMAIN_MAX_CELLS);
 	for (i = 0; !rc && i < n; i++)
 		rc = parse_cell(in, xml_node(cells, i), i, s);
 	xmlXPathFreeObject(cells);
@@ -488,148 +557,355 @@ static int parse_cells(struct xml_in *in, struct gfa_domain_spec *s)
 	/* n distinct ids below GFA_DOMAIN_MAX_CELLS: contiguous iff all < n. */
 	for (i = 0; i < n; i++)
 		if (!s->cells[i].memory_bytes)
-			return fail(in->err, in->errlen, -EINVAL, in->what,
-				    "NUMA cell ids must be 0..%d, cell %d is missing",
-				    n - 1, i);
+			return fail(&in->m, -EINVAL, "<numa>: no <cell id='%d'>; accepted: ids "
+				    "0-%d, each once", i, n - 1);
 	return 0;
 }
 
-static int parse_page(struct xml_in *in, xmlNodePtr n, struct gfa_domain_page *p)
+static int parse_page(struct xml_in *in, xmlNodePtr n, int nr, struct gfa_domain_page *p)
 {
-	char *nodeset;
+	char where[64], *nodeset;
 	int rc;
 
-	rc = xml_size(in, n, "size", "hugepage <page size>", &p->size_bytes);
+	snprintf(where, sizeof(where), "hugepage %d <page size>", nr);
+	rc = xml_size(in, n, "size", where, &p->size_bytes);
 	if (rc)
 		return rc;
 	nodeset = xml_prop(n, "nodeset");
 	if (nodeset) {
 		rc = parse_bitmap(nodeset, &p->nodeset, GFA_DOMAIN_MAX_CELLS);
-		if (rc)
-			fail(in->err, in->errlen, -EINVAL, in->what,
-			     "hugepage nodeset '%s' is not a list of cell ids", nodeset);
-		else if (!p->nodeset)
-			rc = fail(in->err, in->errlen, -EINVAL, in->what,
-				  "hugepage nodeset '%s' is empty", nodeset);
+		if (rc || !p->nodeset)
+			fail(&in->m, -EINVAL, "hugepage %d <page nodeset='%s'>: %s; accepted: "
+			     "a list of cell ids 0-%d such as 0-1,3", nr, nodeset,
+			     rc ? "not a list of cell ids" : "names no cell",
+			     GFA_DOMAIN_MAX_CELLS - 1);
+		if (!rc && !p->nodeset)
+			rc = -EINVAL;
 	}
 	xmlFree(nodeset);
 	return rc ? -EINVAL : 0;
 }
 
-static int parse_backing(struct xml_in *in, struct gfa_domain_spec *s)
+static int parse_source(struct xml_in *in, struct gfa_domain_spec *s)
 {
 	static const char *const sources[] = {
 		[GFA_DOMAIN_SOURCE_ANONYMOUS] = "anonymous",
 		[GFA_DOMAIN_SOURCE_FILE] = "file",
 		[GFA_DOMAIN_SOURCE_MEMFD] = "memfd",
 	};
-	xmlXPathObjectPtr pages;
-	xmlNodePtr n;
+	xmlNodePtr n = xml_first(in, "/domain/memoryBacking/source");
 	char *v;
 	int i, rc = 0;
 
-	n = xml_first(in, "/domain/memoryBacking/source");
-	if (n) {
-		v = xml_prop(n, "type");
-		for (i = 1; v && i < (int)(sizeof(sources) / sizeof(sources[0])); i++)
-			if (!strcmp(v, sources[i]))
-				s->source = i;
-		if (s->source == GFA_DOMAIN_SOURCE_DEFAULT)
-			rc = fail(in->err, in->errlen, -EINVAL, in->what,
-				  "unknown memory backing source type '%s'", v ? v : "");
-		xmlFree(v);
-		if (rc)
-			return rc;
-	}
-	n = xml_first(in, "/domain/memoryBacking/access");
-	if (n) {
-		v = xml_prop(n, "mode");
-		if (v && !strcmp(v, "shared"))
-			s->access = GFA_DOMAIN_ACCESS_SHARED;
-		else if (v && !strcmp(v, "private"))
-			s->access = GFA_DOMAIN_ACCESS_PRIVATE;
-		else
-			rc = fail(in->err, in->errlen, -EINVAL, in->what,
-				  "unknown memory access mode '%s'", v ? v : "");
-		xmlFree(v);
-		if (rc)
-			return rc;
-	}
-
-	if (!xml_first(in, "/domain/memoryBacking/hugepages"))
+	if (!n)
 		return 0;
+	v = xml_prop(n, "type");
+	for (i = 1; v && i < (int)(sizeof(sources) / sizeof(sources[0])); i++)
+		if (!strcmp(v, sources[i]))
+			s->source = i;
+	if (s->source == GFA_DOMAIN_SOURCE_DEFAULT)
+		rc = fail(&in->m, -EINVAL, "<memoryBacking><source type='%s'>: unknown type; "
+			  "accepted: anonymous, file, memfd", v ? v : "");
+	xmlFree(v);
+	return rc;
+}
+
+static int parse_access(struct xml_in *in, struct gfa_domain_spec *s)
+{
+	xmlNodePtr n = xml_first(in, "/domain/memoryBacking/access");
+	char *v;
+	int rc = 0;
+
+	if (!n)
+		return 0;
+	v = xml_prop(n, "mode");
+	if (v && !strcmp(v, "shared"))
+		s->access = GFA_DOMAIN_ACCESS_SHARED;
+	else if (v && !strcmp(v, "private"))
+		s->access = GFA_DOMAIN_ACCESS_PRIVATE;
+	else
+		rc = fail(&in->m, -EINVAL, "<memoryBacking><access mode='%s'>: unknown mode; "
+			  "accepted: shared, private", v ? v : "");
+	xmlFree(v);
+	return rc;
+}
+
+static int parse_backing(struct xml_in *in, struct gfa_domain_spec *s)
+{
+	xmlXPathObjectPtr pages;
+	int i, rc;
+
+	rc = parse_source(in, s);
+	if (!rc)
+		rc = parse_access(in, s);
+	if (rc || !xml_first(in, "/domain/memoryBacking/hugepages"))
+		return rc;
 	s->hugepages = true;
 	pages = xml_find(in, "/domain/memoryBacking/hugepages/page");
 	if (xml_count(pages) > GFA_DOMAIN_MAX_PAGES)
-		rc = fail(in->err, in->errlen, -ERANGE, in->what,
-			  "%d hugepage sizes exceed the limit of %d",
+		rc = fail(&in->m, -ERANGE, "<hugepages>: %d <page> sizes; accepted: %d at most",
 			  xml_count(pages), GFA_DOMAIN_MAX_PAGES);
 	for (i = 0; !rc && i < xml_count(pages); i++)
-		rc = parse_page(in, xml_node(pages, i), &s->pages[i]);
+		rc = parse_page(in, xml_node(pages, i), i + 1, &s->pages[i]);
 	if (!rc)
 		s->nr_pages = xml_count(pages);
 	xmlXPathFreeObject(pages);
 	return rc;
 }
 
+/* Without NUMA cells <memory> is the size; libvirt refuses a domain without one. */
+static int check_memory_given(struct xml_in *in, const struct gfa_domain_spec *s)
+{
+	if (s->nr_cells || s->memory_bytes)
+		return 0;
+	if (!xml_first(in, "/domain/memory"))
+		return fail(&in->m, -EINVAL, "<memory>: missing, and no NUMA cells give the "
+			    "size; accepted: a <memory> above 0, or <numa> cells");
+	return fail(&in->m, -EINVAL, "<memory>: zero; accepted: a size above 0");
+}
+
+/* "cell 0" or "cells 0-3": the ids of @n cells, for messages. */
+static struct size_text cell_range(unsigned int n)
+{
+	struct size_text t = { "" };
+
+	if (n == 1)
+		snprintf(t.s, sizeof(t.s), "cell 0");
+	else
+		snprintf(t.s, sizeof(t.s), "cells 0-%u", n - 1);
+	return t;
+}
+
+/* A <target><node> as libvirt reads it: blanks, an optional '+', digits.  "" is none. */
+static int parse_node_id(const char *text, unsigned int *id)
+{
+	const char *p = text, *end;
+	uint64_t v;
+
+	if (!p || !*p)
+		return -ENODATA;
+	while (isspace((unsigned char)*p))
+		p++;
+	if (*p == '+')
+		p++;
+	if (parse_digits(p, &v, &end) || *end || v > UINT_MAX)
+		return -EINVAL;
+	*id = v;
+	return 0;
+}
+
+/* Both libvirt drivers refuse a memory device on a NUMA cell the domain has not. */
+static int check_device_node(struct xml_in *in, xmlNodePtr dev, int nr,
+			     unsigned int ncells)
+{
+	xmlNodePtr node = xml_child(xml_child(dev, "target"), "node");
+	char *text = node ? (char *)xmlNodeGetContent(node) : NULL;
+	char where[128];
+	unsigned int id = 0;
+	int rc = parse_node_id(text, &id);
+
+	device_where(dev, nr, "node", where, sizeof(where));
+	if (rc == -ENODATA)
+		rc = 0;
+	else if (rc)
+		rc = fail(&in->m, rc, "%s: '%s' is not a cell id; accepted: a whole number",
+			  where, text);
+	else if (!ncells)
+		rc = fail(&in->m, -EINVAL, "%s: names NUMA cell %u, but the domain has no NUMA "
+			  "cells; accepted: no <node>, or <numa> cells", where, id);
+	else if (id >= ncells)
+		rc = fail(&in->m, -EINVAL, "%s: names NUMA cell %u, which does not exist; "
+			  "accepted: %s", where, id, cell_range(ncells).s);
+	xmlFree(text);
+	return rc;
+}
+
+/* What needs the NUMA cells parsed first. */
+static int check_parsed(struct xml_in *in, const struct gfa_domain_spec *s)
+{
+	xmlXPathObjectPtr devs;
+	int i, rc;
+
+	rc = check_memory_given(in, s);
+	if (rc)
+		return rc;
+	devs = xml_find(in, "/domain/devices/memory");
+	for (i = 0; !rc && i < xml_count(devs); i++)
+		rc = check_device_node(in, xml_node(devs, i), i + 1, s->nr_cells);
+	xmlXPathFreeObject(devs);
+	return rc;
+}
+
 /* ------------------------------------------------------------- validation */
 
-static int check_cells(const struct gfa_domain_spec *s, const char *what,
-		       char *err, size_t errlen)
+/* The first vCPU of @c at or above @vcpus, or -1. */
+static int cpu_beyond(const struct gfa_domain_cell *c, unsigned int vcpus)
 {
-	uint64_t seen[GFA_DOMAIN_MAX_VCPUS / 64] = { 0 };
-	unsigned int i, w;
+	unsigned int w;
+
+	for (w = vcpus / 64; w < GFA_DOMAIN_MAX_VCPUS / 64; w++) {
+		uint64_t beyond = c->cpus[w];
+
+		if (w == vcpus / 64)
+			beyond &= ~((1ull << (vcpus % 64)) - 1);
+		if (beyond)
+			return w * 64 + __builtin_ctzll(beyond);
+	}
+	return -1;
+}
+
+/* The first vCPU cells @a and @b share, or -1. */
+static int cpu_shared(const struct gfa_domain_cell *a, const struct gfa_domain_cell *b)
+{
+	unsigned int w;
+
+	for (w = 0; w < GFA_DOMAIN_MAX_VCPUS / 64; w++)
+		if (a->cpus[w] & b->cpus[w])
+			return w * 64 + __builtin_ctzll(a->cpus[w] & b->cpus[w]);
+	return -1;
+}
+
+static int check_cells(const struct gfa_domain_spec *s, const struct msgs *m)
+{
+	char list[GFA_DOMAIN_MAX_VCPUS * 6];
+	unsigned int i, j;
+	int cpu;
 
 	for (i = 0; i < s->nr_cells; i++) {
 		const struct gfa_domain_cell *c = &s->cells[i];
 
-		for (w = 0; w < GFA_DOMAIN_MAX_VCPUS / 64; w++) {
-			if (seen[w] & c->cpus[w])
-				return fail(err, errlen, -EINVAL, what,
-					    "NUMA cell %u shares vCPU %d with another cell",
-					    i, w * 64 + __builtin_ctzll(seen[w] & c->cpus[w]));
-			seen[w] |= c->cpus[w];
+		format_bitmap(c->cpus, GFA_DOMAIN_MAX_VCPUS, list, sizeof(list));
+		for (j = 0; j < i; j++) {
+			cpu = cpu_shared(c, &s->cells[j]);
+			if (cpu >= 0)
+				return fail(m, -EINVAL, "<cell id='%u' cpus='%s'>: shares vCPU %d "
+					    "with cell %u; accepted: each vCPU in one cell", i,
+					    list, cpu, j);
 		}
-	}
-	for (w = s->vcpus / 64; w < GFA_DOMAIN_MAX_VCPUS / 64; w++) {
-		uint64_t beyond = seen[w];
-
-		if (w == s->vcpus / 64)
-			beyond &= ~((1ull << (s->vcpus % 64)) - 1);
-		if (beyond)
-			return fail(err, errlen, -EINVAL, what,
-				    "NUMA cells name vCPU %d but the domain has %u vCPUs",
-				    w * 64 + __builtin_ctzll(beyond), s->vcpus);
+		cpu = cpu_beyond(c, s->vcpus);
+		if (cpu >= 0)
+			return fail(m, -EINVAL, "<cell id='%u' cpus='%s'>: names vCPU %d, but "
+				    "<vcpu> is %u; accepted: vCPUs 0-%u", i, list, cpu,
+				    s->vcpus, s->vcpus - 1);
 	}
 	return 0;
 }
 
-static int check_pages(const struct gfa_domain_spec *s, const char *what,
-		       char *err, size_t errlen)
+/*
+ * libvirt's QEMU driver boots the vCPUs that no cell names in cell 0 (it fills cell 0
+ * up to all vCPUs the other cells do not name): the same here, and unnamed_cpus keeps
+ * which they were for the summary.
+ */
+static void fill_cell0(struct gfa_domain_spec *s)
 {
-	uint64_t cells = s->nr_cells ? ~0ull >> (64 - s->nr_cells) : 1;
-	uint64_t named = 0;
-	unsigned int i, masters = 0;
+	struct gfa_domain_cell *c0 = &s->cells[0];
+	unsigned int i, w;
+
+	if (!s->nr_cells)
+		return;
+	for (w = 0; w < GFA_DOMAIN_MAX_VCPUS / 64; w++) {
+		uint64_t all = w < s->vcpus / 64 ? ~0ull :
+			       w == s->vcpus / 64 ? (1ull << (s->vcpus % 64)) - 1 : 0;
+
+		for (i = 0; i < s->nr_cells; i++)
+			all &= ~s->cells[i].cpus[w];
+		s->unnamed_cpus[w] = all;
+		c0->cpus[w] |= all;
+	}
+	c0->nr_cpus = popcount_bits(c0->cpus, GFA_DOMAIN_MAX_VCPUS / 64);
+}
+
+/* Without NUMA cells libvirt drops a nodeset of cell 0 alone: that cell is all cells. */
+static void drop_nodesets(struct gfa_domain_spec *s)
+{
+	unsigned int i;
+
+	for (i = 0; !s->nr_cells && i < s->nr_pages; i++) {
+		if (s->pages[i].nodeset != 1)
+			continue;
+		s->pages[i].nodeset = 0;
+		s->pages[i].nodeset_dropped = true;
+	}
+}
+
+/* "hugepage 2 (2 MiB, nodeset='1')": page @i as messages name it. */
+#define PAGE_WHERE_MAX (GFA_DOMAIN_MAX_CELLS * 4 + 128)
+
+static void page_where(const struct gfa_domain_spec *s, unsigned int i, char *buf,
+		       size_t len)
+{
+	const struct gfa_domain_page *p = &s->pages[i];
+	char list[GFA_DOMAIN_MAX_CELLS * 4];
+
+	format_bitmap(&p->nodeset, GFA_DOMAIN_MAX_CELLS, list, sizeof(list));
+	if (p->nodeset)
+		snprintf(buf, len, "hugepage %u (%s, nodeset='%s')", i + 1,
+			 human(p->size_bytes).s, list);
+	else
+		snprintf(buf, len, "hugepage %u (%s, %s)", i + 1, human(p->size_bytes).s,
+			 p->nodeset_dropped ? "nodeset='0' dropped: no NUMA cells" :
+			 "no nodeset");
+}
+
+/* libvirt's rules for two pages: nodesets share no cell, one page has none at most. */
+static int check_page_pair(const struct gfa_domain_spec *s, unsigned int i,
+			   unsigned int j, const struct msgs *m)
+{
+	const struct gfa_domain_page *p = &s->pages[i], *q = &s->pages[j];
+	char here[PAGE_WHERE_MAX], there[PAGE_WHERE_MAX];
+
+	if (!(p->nodeset & q->nodeset) && (p->nodeset || q->nodeset))
+		return 0;
+	page_where(s, i, here, sizeof(here));
+	page_where(s, j, there, sizeof(there));
+	if (p->nodeset)
+		return fail(m, -EINVAL, "%s: shares cell %d with %s; accepted: nodesets that "
+			    "share no cell", here, __builtin_ctzll(p->nodeset & q->nodeset),
+			    there);
+	return fail(m, -EINVAL, "%s: a second page without nodeset besides %s, and both "
+		    "would back every cell; accepted: one <page> without nodeset at most, as "
+		    "libvirt requires", here, there);
+}
+
+static int check_page_cells(const struct gfa_domain_spec *s, unsigned int i,
+			    const struct msgs *m)
+{
+	uint64_t cells = s->nr_cells ? ~0ull >> (64 - s->nr_cells) : 0;
+	uint64_t beyond = s->pages[i].nodeset & ~cells;
+	char here[PAGE_WHERE_MAX];
+
+	if (!beyond)
+		return 0;
+	page_where(s, i, here, sizeof(here));
+	if (!s->nr_cells)
+		return fail(m, -EINVAL, "%s: names NUMA cell %d, but the domain has no NUMA "
+			    "cells; accepted: no nodeset, or nodeset='0'", here,
+			    __builtin_ctzll(beyond));
+	return fail(m, -EINVAL, "%s: names NUMA cell %d, which does not exist; accepted: "
+		    "%s", here, __builtin_ctzll(beyond), cell_range(s->nr_cells).s);
+}
+
+static int check_pages(const struct gfa_domain_spec *s, const struct msgs *m)
+{
+	unsigned int i, j;
+	char here[PAGE_WHERE_MAX];
+	int rc;
 
 	for (i = 0; i < s->nr_pages; i++) {
-		const struct gfa_domain_page *p = &s->pages[i];
-
 		/* any other size is defined, as libvirt does: gfa_domain_check_pages()
 		 * is the start-time check (docs/decisions.md, entry 24) */
-		if (!p->size_bytes)
-			return fail(err, errlen, -EINVAL, what, "hugepage size is zero");
-		if (!p->nodeset && ++masters > 1)
-			return fail(err, errlen, -EINVAL, what,
-				    "more than one hugepage size without nodeset");
-		if (p->nodeset & ~cells)
-			return fail(err, errlen, -EINVAL, what,
-				    "hugepage nodeset names cell %d which does not exist",
-				    __builtin_ctzll(p->nodeset & ~cells));
-		if (p->nodeset & named)
-			return fail(err, errlen, -EINVAL, what,
-				    "hugepage nodesets overlap at cell %d",
-				    __builtin_ctzll(p->nodeset & named));
-		named |= p->nodeset;
+		if (!s->pages[i].size_bytes) {
+			page_where(s, i, here, sizeof(here));
+			return fail(m, -EINVAL, "%s: size zero; accepted: a size above 0", here);
+		}
+		for (j = 0; j < i; j++) {
+			rc = check_page_pair(s, i, j, m);
+			if (rc)
+				return rc;
+		}
+		rc = check_page_cells(s, i, m);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -641,61 +917,68 @@ static int check_pages(const struct gfa_domain_spec *s, const char *what,
  * QEMU then boots with -m = the total minus the devices (virDomainDefGetMemoryInitial):
  * the cells' sum.  Without cells <memory> stands and the devices must fit in it.
  */
-static int size_memory(struct gfa_domain_spec *s, const char *what, char *err,
-		       size_t errlen)
+static int size_memory(struct gfa_domain_spec *s, const struct msgs *m)
 {
-	char dev[32], mem[32];
 	uint64_t sum = s->device_memory_bytes;
 	unsigned int i;
 
 	s->stated_memory_bytes = s->memory_bytes;
 	for (i = 0; i < s->nr_cells; i++) {
 		if (s->cells[i].memory_bytes > UINT64_MAX - sum)
-			return fail(err, errlen, -ERANGE, what,
-				    "NUMA cells and memory devices overflow 64 bits");
+			return fail(m, -ERANGE, "<numa>: the cells and memory devices add up to "
+				    "more than 16 EiB; accepted: a sum below 16 EiB");
 		sum += s->cells[i].memory_bytes;
 	}
 	if (s->nr_cells)
 		s->memory_bytes = sum;
-	if (!s->memory_bytes)
-		return fail(err, errlen, -EINVAL, what, "domain memory is zero or missing");
-	gfa_domain_format_size(s->device_memory_bytes, dev, sizeof(dev));
-	gfa_domain_format_size(s->memory_bytes, mem, sizeof(mem));
+	if (!s->memory_bytes)	/* the XML is checked at parse: libvirt's figure */
+		return fail(m, -EINVAL, "<memory>: zero; accepted: a size above 0");
 	if (s->device_memory_bytes == s->memory_bytes)
-		return fail(err, errlen, -EINVAL, what,
-			    "all memory is in memory devices (%s), no boot RAM", dev);
+		return fail(m, -EINVAL, "<devices><memory>: all memory is in memory devices "
+			    "(%s), no boot RAM; accepted: devices smaller than <memory>",
+			    human(s->device_memory_bytes).s);
 	if (s->device_memory_bytes > s->memory_bytes)
-		return fail(err, errlen, -EINVAL, what,
-			    "memory devices (%s) exceed <memory> (%s)", dev, mem);
+		return fail(m, -EINVAL, "<devices><memory>: memory devices (%s) exceed "
+			    "<memory> (%s); accepted: devices smaller than <memory>",
+			    human(s->device_memory_bytes).s, human(s->memory_bytes).s);
 	/* libvirt clamps a balloon target above the total the same way. */
 	if (!s->current_memory_bytes || s->current_memory_bytes > s->memory_bytes)
 		s->current_memory_bytes = s->memory_bytes;
 	return 0;
 }
 
-static int check_spec(struct gfa_domain_spec *s, const char *what, char *err,
-		      size_t errlen)
+/* The vCPU counts; the XML's are checked at parse, these may be libvirt's figures. */
+static int check_vcpus(struct gfa_domain_spec *s, const struct msgs *m)
 {
-	int rc;
-
-	rc = size_memory(s, what, err, errlen);
-	if (rc)
-		return rc;
 	if (!s->vcpus)
-		return fail(err, errlen, -EINVAL, what, "domain has zero vCPUs");
+		return fail(m, -EINVAL, "<vcpu>: 0 is below 1; accepted: 1-%d",
+			    GFA_DOMAIN_MAX_VCPUS);
 	if (s->vcpus > GFA_DOMAIN_MAX_VCPUS)
-		return fail(err, errlen, -ERANGE, what, "%u vCPUs exceed the limit of %d",
-			    s->vcpus, GFA_DOMAIN_MAX_VCPUS);
+		return fail(m, -ERANGE, "<vcpu>: larger than %d; accepted: 1-%d",
+			    GFA_DOMAIN_MAX_VCPUS, GFA_DOMAIN_MAX_VCPUS);
 	if (!s->current_vcpus)
 		s->current_vcpus = s->vcpus;
 	if (s->current_vcpus > s->vcpus)
-		return fail(err, errlen, -EINVAL, what,
-			    "current vCPUs (%u) exceed the maximum (%u)",
-			    s->current_vcpus, s->vcpus);
-	rc = check_cells(s, what, err, errlen);
+		return fail(m, -EINVAL, "<vcpu current='%u'>: current vCPUs exceed the "
+			    "maximum, %u; accepted: 1-%u", s->current_vcpus, s->vcpus,
+			    s->vcpus);
+	return 0;
+}
+
+static int check_spec(struct gfa_domain_spec *s, const struct msgs *m)
+{
+	int rc;
+
+	rc = size_memory(s, m);
+	if (!rc)
+		rc = check_vcpus(s, m);
+	if (!rc)
+		rc = check_cells(s, m);
 	if (rc)
 		return rc;
-	return check_pages(s, what, err, errlen);
+	fill_cell0(s);
+	drop_nodesets(s);
+	return check_pages(s, m);
 }
 
 /* ----------------------------------------------------------- entry points */
@@ -708,83 +991,133 @@ static void xml_init(void)
 }
 
 /*
+ * libxml2's text up to its newline, less the line numbers it puts inside
+ * ("... mismatch: domain line 1 and domian"): the message has one, in front.
+ */
+static void xml_error_text(const char *msg, char *buf, size_t len)
+{
+	struct strbuf sb = { buf, len, 0 };
+	const char *p = msg;
+
+	while (*p && *p != '\n') {
+		const char *d = p + strlen(" line ");
+
+		if (!strncmp(p, " line ", strlen(" line ")) && isdigit((unsigned char)*d)) {
+			while (isdigit((unsigned char)*d))
+				d++;
+			p = d;
+			continue;
+		}
+		sb_printf(&sb, "%c", *p++);
+	}
+	sb_finish(&sb);
+}
+
+/* The parse error, in the one form: "line N: <what>; accepted: <what would be>". */
+static int xml_refuse(const struct msgs *m, const xmlError *e)
+{
+	char text[256];
+
+	if (e && e->code == XML_ERR_TAG_NAME_MISMATCH && e->str1 && e->str2)
+		return fail(m, -EBADMSG, "line %d: not well-formed XML, </%s> does not close "
+			    "<%s>; accepted: </%s>", e->line, e->str2, e->str1, e->str1);
+	xml_error_text(e && e->message ? e->message : "cannot parse", text, sizeof(text));
+	return fail(m, -EBADMSG, "line %d: not well-formed XML, %s; accepted: well-formed "
+		    "XML", e ? e->line : 0, text);
+}
+
+/* The document, or NULL with the reason in m; nothing is printed. */
+static xmlDocPtr xml_read(const char *xml, size_t len, const struct msgs *m)
+{
+	xmlParserCtxtPtr ctxt;
+	xmlDocPtr doc;
+
+	pthread_once(&xml_once, xml_init);
+	ctxt = xmlNewParserCtxt();
+	if (!ctxt) {
+		fail(m, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	doc = xmlCtxtReadMemory(ctxt, xml, (int)len, NULL, NULL,
+				XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	if (!doc)
+		xml_refuse(m, xmlCtxtGetLastError(ctxt));
+	xmlFreeParserCtxt(ctxt);
+	return doc;
+}
+
+/* A <domain> document without entity declarations. */
+static int check_root(xmlDocPtr doc, const struct msgs *m)
+{
+	xmlNodePtr root = xmlDocGetRootElement(doc);
+
+	/* Entity references stay in the tree and expand in xmlNodeGetContent(). */
+	if (doc->intSubset && (doc->intSubset->entities || doc->intSubset->pentities))
+		return fail(m, -EBADMSG, "<!DOCTYPE>: entity declarations; accepted: none "
+			    "(domain XML has none)");
+	if (!root || strcmp((const char *)root->name, "domain"))
+		return fail(m, -EBADMSG, "root element <%s>: not <domain>; accepted: a "
+			    "<domain> document", root ? (const char *)root->name : "");
+	return 0;
+}
+
+static int parse_parts(struct xml_in *in, struct gfa_domain_spec *s)
+{
+	int rc;
+
+	rc = parse_name(in, s);
+	if (!rc)
+		rc = parse_memory(in, s);
+	if (!rc)
+		rc = parse_vcpus(in, s);
+	if (!rc)
+		rc = parse_cells(in, s);
+	if (!rc)
+		rc = parse_backing(in, s);
+	if (!rc)
+		rc = check_parsed(in, s);
+	return rc;
+}
+
+/*
  * Parse @len bytes of @xml into *s (zeroed by the caller) without
  * validating.  Nothing is printed: libxml2's message goes to err.
  */
-static int parse_doc(const char *xml, size_t len, const char *what,
-		     struct gfa_domain_spec *s, char *err, size_t errlen)
+static int parse_doc(const char *xml, size_t len, struct gfa_domain_spec *s,
+		     const struct msgs *m)
 {
-	struct xml_in in = { .what = what, .err = err, .errlen = errlen };
-	xmlParserCtxtPtr ctxt;
-	xmlNodePtr root;
+	struct xml_in in = { .m = *m };
 	int rc;
 
 	if (len > GFA_DOMAIN_XML_MAX)
-		return fail(err, errlen, -EFBIG, what, "XML is larger than %u MiB",
-			    GFA_DOMAIN_XML_MAX >> 20);
-	pthread_once(&xml_once, xml_init);
-	ctxt = xmlNewParserCtxt();
-	if (!ctxt)
-		return fail(err, errlen, -ENOMEM, what, "out of memory");
-	in.doc = xmlCtxtReadMemory(ctxt, xml, (int)len, NULL, NULL,
-				   XML_PARSE_NONET | XML_PARSE_NOERROR |
-				   XML_PARSE_NOWARNING);
-	if (!in.doc) {
-		const xmlError *e = xmlCtxtGetLastError(ctxt);
-		const char *msg = e && e->message ? e->message : "cannot parse\n";
-
-		rc = fail(err, errlen, -EBADMSG, what, "bad XML at line %d: %.*s",
-			  e ? e->line : 0, (int)strcspn(msg, "\n"), msg);
-		xmlFreeParserCtxt(ctxt);
-		return rc;
+		return fail(m, -EFBIG, "document: larger than %u MiB; accepted: %u MiB at most",
+			    GFA_DOMAIN_XML_MAX >> 20, GFA_DOMAIN_XML_MAX >> 20);
+	in.doc = xml_read(xml, len, m);
+	if (!in.doc)
+		return -EBADMSG;	/* or -ENOMEM, said in m */
+	rc = check_root(in.doc, m);
+	if (!rc) {
+		in.xp = xmlXPathNewContext(in.doc);
+		rc = in.xp ? parse_parts(&in, s) : fail(m, -ENOMEM, "out of memory");
+		xmlXPathFreeContext(in.xp);
 	}
-	xmlFreeParserCtxt(ctxt);
-
-	/* Entity references stay in the tree and expand in xmlNodeGetContent(). */
-	if (in.doc->intSubset && (in.doc->intSubset->entities ||
-				  in.doc->intSubset->pentities)) {
-		rc = fail(err, errlen, -EBADMSG, what, "entity declarations are not allowed");
-		goto out_doc;
-	}
-	root = xmlDocGetRootElement(in.doc);
-	if (!root || strcmp((const char *)root->name, "domain")) {
-		rc = fail(err, errlen, -EBADMSG, what,
-			  "root element is <%s>, not <domain>",
-			  root ? (const char *)root->name : "");
-		goto out_doc;
-	}
-	in.xp = xmlXPathNewContext(in.doc);
-	if (!in.xp) {
-		rc = fail(err, errlen, -ENOMEM, what, "out of memory");
-		goto out_doc;
-	}
-	rc = parse_name(&in, s);
-	if (!rc)
-		rc = parse_memory(&in, s);
-	if (!rc)
-		rc = parse_vcpus(&in, s);
-	if (!rc)
-		rc = parse_cells(&in, s);
-	if (!rc)
-		rc = parse_backing(&in, s);
-	xmlXPathFreeContext(in.xp);
-out_doc:
 	xmlFreeDoc(in.doc);
 	return rc;
 }
 
 /* Parse + validate into a scratch spec; copy to *out only on success. */
-static int import_xml(const char *xml, size_t len, const char *what,
-		      struct gfa_domain_spec *out, char *err, size_t errlen)
+static int import_xml(const char *xml, size_t len, struct gfa_domain_spec *out,
+		      const struct msgs *m)
 {
 	struct gfa_domain_spec *s = calloc(1, sizeof(*s));
 	int rc;
 
 	if (!s)
-		return fail(err, errlen, -ENOMEM, what, "out of memory");
-	rc = parse_doc(xml, len, what, s, err, errlen);
+		return fail(m, -ENOMEM, "out of memory");
+	snprintf(s->origin, sizeof(s->origin), "%s", m->origin);
+	rc = parse_doc(xml, len, s, m);
 	if (!rc)
-		rc = check_spec(s, what, err, errlen);
+		rc = check_spec(s, m);
 	if (!rc)
 		*out = *s;
 	free(s);
@@ -794,14 +1127,15 @@ static int import_xml(const char *xml, size_t len, const char *what,
 int gfa_domain_from_xml_string(const char *xml, struct gfa_domain_spec *out,
 			       char *err, size_t errlen)
 {
+	struct msgs m = { "domain XML string", err, errlen };
+
 	if (!xml || !out)
-		return fail(err, errlen, -EFAULT, "domain XML", "NULL argument");
-	return import_xml(xml, strlen(xml), "domain XML string", out, err, errlen);
+		return fail(&m, -EFAULT, "NULL argument");
+	return import_xml(xml, strlen(xml), out, &m);
 }
 
 /* Read a whole file (regular or not) into a malloc'd buffer. */
-static int read_file(const char *path, const char *what, char **data,
-		     size_t *len, char *err, size_t errlen)
+static int read_file(const char *path, char **data, size_t *len, const struct msgs *m)
 {
 	size_t cap = 0, n = 0;
 	char *buf = NULL;
@@ -809,7 +1143,7 @@ static int read_file(const char *path, const char *what, char **data,
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(err, errlen, -errno, what, "%s", strerror(errno));
+		return fail(m, -errno, "%s", strerror(errno));
 	for (;;) {
 		ssize_t r;
 
@@ -818,8 +1152,9 @@ static int read_file(const char *path, const char *what, char **data,
 
 			/* One byte past the limit is enough to know it is too big. */
 			if (cap > GFA_DOMAIN_XML_MAX) {
-				rc = fail(err, errlen, -EFBIG, what,
-					  "file is larger than %u MiB", GFA_DOMAIN_XML_MAX >> 20);
+				rc = fail(m, -EFBIG, "document: larger than %u MiB; accepted: "
+					  "%u MiB at most", GFA_DOMAIN_XML_MAX >> 20,
+					  GFA_DOMAIN_XML_MAX >> 20);
 				break;
 			}
 			cap = cap ? cap * 2 : 16384;
@@ -827,7 +1162,7 @@ static int read_file(const char *path, const char *what, char **data,
 				cap = GFA_DOMAIN_XML_MAX + 1;
 			nb = realloc(buf, cap);
 			if (!nb) {
-				rc = fail(err, errlen, -ENOMEM, what, "out of memory");
+				rc = fail(m, -ENOMEM, "out of memory");
 				break;
 			}
 			buf = nb;
@@ -836,7 +1171,7 @@ static int read_file(const char *path, const char *what, char **data,
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			rc = fail(err, errlen, -errno, what, "%s", strerror(errno));
+			rc = fail(m, -errno, "%s", strerror(errno));
 			break;
 		}
 		if (r == 0)
@@ -857,17 +1192,18 @@ int gfa_domain_from_xml_file(const char *path, struct gfa_domain_spec *out,
 			     char *err, size_t errlen)
 {
 	char what[PATH_MAX + 32];
+	struct msgs m = { what, err, errlen };
 	char *data = NULL;
 	size_t len = 0;
 	int rc;
 
+	snprintf(what, sizeof(what), "domain XML file '%s'", path ? path : "");
 	if (!path || !out)
-		return fail(err, errlen, -EFAULT, "domain XML file", "NULL argument");
-	snprintf(what, sizeof(what), "domain XML file '%s'", path);
-	rc = read_file(path, what, &data, &len, err, errlen);
+		return fail(&m, -EFAULT, "NULL argument");
+	rc = read_file(path, &data, &len, &m);
 	if (rc)
 		return rc;
-	rc = import_xml(data ? data : "", len, what, out, err, errlen);
+	rc = import_xml(data ? data : "", len, out, &m);
 	free(data);
 	return rc;
 }
@@ -925,8 +1261,8 @@ static virConnectPtr virt_open(const char *uri)
 #pragma GCC diagnostic pop
 
 /* Fill the fields libvirt's API exposes, overriding what the XML said. */
-static int virt_api_fields(virDomainPtr dom, const char *what,
-			   struct gfa_domain_spec *s, char *err, size_t errlen)
+static int virt_api_fields(virDomainPtr dom, struct gfa_domain_spec *s,
+			   const struct msgs *m)
 {
 	virDomainInfo info;
 	unsigned long maxmem;
@@ -935,18 +1271,17 @@ static int virt_api_fields(virDomainPtr dom, const char *what,
 
 	name = virDomainGetName(dom);
 	if (!name)
-		return fail(err, errlen, -EIO, what, "virDomainGetName: %s", virt_msg());
+		return fail(m, -EIO, "virDomainGetName: %s", virt_msg());
 	if (strlen(name) >= sizeof(s->name))
-		return fail(err, errlen, -ERANGE, what,
-			    "domain name is longer than %d bytes", GFA_DOMAIN_NAME_MAX - 1);
+		return fail(m, -ERANGE, "<name>: longer than %d bytes; accepted: 1-%d bytes",
+			    GFA_DOMAIN_NAME_MAX - 1, GFA_DOMAIN_NAME_MAX - 1);
 	memcpy(s->name, name, strlen(name) + 1);   /* length checked above */
 
 	if (virDomainGetInfo(dom, &info) < 0)
-		return fail(err, errlen, -EIO, what, "virDomainGetInfo: %s", virt_msg());
+		return fail(m, -EIO, "virDomainGetInfo: %s", virt_msg());
 	maxmem = virDomainGetMaxMemory(dom);
 	if (!maxmem)
-		return fail(err, errlen, -EIO, what, "virDomainGetMaxMemory: %s",
-			    virt_msg());
+		return fail(m, -EIO, "virDomainGetMaxMemory: %s", virt_msg());
 	s->memory_bytes = (uint64_t)maxmem * KIB;
 	s->current_memory_bytes = (uint64_t)info.memory * KIB;
 
@@ -956,16 +1291,15 @@ static int virt_api_fields(virDomainPtr dom, const char *what,
 	if (n < 0)
 		n = virDomainGetMaxVcpus(dom);
 	if (n < 0)
-		return fail(err, errlen, -EIO, what, "virDomainGetVcpusFlags: %s",
-			    virt_msg());
+		return fail(m, -EIO, "virDomainGetVcpusFlags: %s", virt_msg());
 	s->vcpus = n;
 	n = virDomainGetVcpusFlags(dom, VIR_DOMAIN_AFFECT_CURRENT);
 	s->current_vcpus = n > 0 ? (unsigned int)n : info.nrVirtCpu;
 	return 0;
 }
 
-static int virt_import(virDomainPtr dom, const char *what,
-		       struct gfa_domain_spec *out, char *err, size_t errlen)
+static int virt_import(virDomainPtr dom, struct gfa_domain_spec *out,
+		       const struct msgs *m)
 {
 	struct gfa_domain_spec *s;
 	char *xml;
@@ -973,92 +1307,132 @@ static int virt_import(virDomainPtr dom, const char *what,
 
 	xml = virDomainGetXMLDesc(dom, 0);
 	if (!xml)
-		return fail(err, errlen, -EIO, what, "virDomainGetXMLDesc: %s",
-			    virt_msg());
+		return fail(m, -EIO, "virDomainGetXMLDesc: %s", virt_msg());
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		free(xml);
-		return fail(err, errlen, -ENOMEM, what, "out of memory");
+		return fail(m, -ENOMEM, "out of memory");
 	}
-	rc = parse_doc(xml, strlen(xml), what, s, err, errlen);
+	snprintf(s->origin, sizeof(s->origin), "%s", m->origin);
+	rc = parse_doc(xml, strlen(xml), s, m);
 	free(xml);
 	if (!rc)
-		rc = virt_api_fields(dom, what, s, err, errlen);
+		rc = virt_api_fields(dom, s, m);
 	if (!rc)
-		rc = check_spec(s, what, err, errlen);
+		rc = check_spec(s, m);
 	if (!rc)
 		*out = *s;
 	free(s);
 	return rc;
 }
 
+/* Look @name up on @conn and import it; @m names both. */
+static int virt_lookup(virConnectPtr conn, const char *name, const char *shown,
+		       struct gfa_domain_spec *out, const struct msgs *m)
+{
+	virDomainPtr dom = virDomainLookupByName(conn, name);
+	virErrorPtr e;
+	int rc;
+
+	if (dom) {
+		rc = virt_import(dom, out, m);
+		virDomainFree(dom);
+		return rc;
+	}
+	e = virGetLastError();
+	if (e && e->code == VIR_ERR_NO_DOMAIN)
+		return fail(m, -ENOENT, "no domain named '%s' on '%s' (%s)", name, shown,
+			    virt_msg());
+	return fail(m, -EIO, "lookup failed: %s", virt_msg());
+}
+
 int gfa_domain_from_libvirt(const char *uri, const char *name,
 			    struct gfa_domain_spec *out, char *err, size_t errlen)
 {
 	const char *shown = uri ? uri : "(default URI)";
+	struct msgs m = { "libvirt", err, errlen };
 	virConnectPtr conn;
-	virDomainPtr dom;
 	char *what;
 	int rc;
 
 	if (!name || !out)
-		return fail(err, errlen, -EFAULT, "libvirt", "NULL argument");
+		return fail(&m, -EFAULT, "NULL argument");
+	if (asprintf(&what, "libvirt domain '%s' on '%s'", name, shown) < 0)
+		return fail(&m, -ENOMEM, "out of memory");
+	m.origin = what;
 	pthread_once(&virt_once, virt_init);
-	if (virt_init_rc < 0)
-		return fail(err, errlen, -EIO, "libvirt", "virInitialize failed");
-
-	conn = virt_open(uri);
-	if (!conn)
-		return fail(err, errlen, -ECONNREFUSED, "libvirt",
-			    "cannot connect to '%s': %s", shown, virt_msg());
-	if (asprintf(&what, "libvirt domain '%s' on '%s'", name, shown) < 0) {
-		virConnectClose(conn);
-		return fail(err, errlen, -ENOMEM, "libvirt", "out of memory");
-	}
-	dom = virDomainLookupByName(conn, name);
-	if (!dom) {
-		virErrorPtr e = virGetLastError();
-
-		if (e && e->code == VIR_ERR_NO_DOMAIN)
-			rc = fail(err, errlen, -ENOENT, "libvirt",
-				  "no domain named '%s' on '%s' (%s)", name, shown,
-				  virt_msg());
-		else
-			rc = fail(err, errlen, -EIO, what, "lookup failed: %s",
-				  virt_msg());
+	if (virt_init_rc < 0) {
+		rc = fail(&m, -EIO, "virInitialize failed");
+	} else if (!(conn = virt_open(uri))) {
+		rc = fail(&m, -ECONNREFUSED, "cannot connect to '%s': %s", shown, virt_msg());
 	} else {
-		rc = virt_import(dom, what, out, err, errlen);
-		virDomainFree(dom);
+		rc = virt_lookup(conn, name, shown, out, &m);
+		virConnectClose(conn);
 	}
 	free(what);
-	virConnectClose(conn);
 	return rc;
 }
 
 /* ------------------------------------------------------------ formatting */
 
+static const char *const size_units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB",
+					  "EiB" };
+
+/* @bytes in the largest unit that divides it: *unit is its index in size_units. */
+static uint64_t exact_size(uint64_t bytes, unsigned int *unit)
+{
+	*unit = 0;
+	while (bytes && *unit + 1 < sizeof(size_units) / sizeof(size_units[0]) &&
+	       !(bytes % 1024)) {
+		bytes /= 1024;
+		(*unit)++;
+	}
+	return bytes;
+}
+
 int gfa_domain_format_size(uint64_t bytes, char *buf, size_t len)
 {
-	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB",
-					     "PiB", "EiB" };
-	unsigned int u = 0;
+	unsigned int u, big = 0;
+	uint64_t v;
 	int n;
 
 	if (!buf)
 		return -EFAULT;
 	if (!len)
 		return -EINVAL;
-	while (bytes && u + 1 < sizeof(units) / sizeof(units[0]) && !(bytes % 1024)) {
-		bytes /= 1024;
-		u++;
+	/* the number of a size no host has helps nobody: 9007199254740991 KiB */
+	if (bytes > HOST_MEMORY_MAX) {
+		n = snprintf(buf, len, "larger than %s", human(HOST_MEMORY_MAX).s);
+		return (size_t)n >= len ? -ENOSPC : n;
 	}
-	n = snprintf(buf, len, "%" PRIu64 " %s", bytes, units[u]);
+	v = exact_size(bytes, &u);
+	while (bytes >> (10 * (big + 1)))
+		big++;
+	if (v < 10000)
+		n = snprintf(buf, len, "%" PRIu64 " %s", v, size_units[u]);
+	else
+		n = snprintf(buf, len, "%" PRIu64 " %s (%.1f %s)", v, size_units[u],
+			     (double)bytes / (double)(1ull << (10 * big)), size_units[big]);
 	return (size_t)n >= len ? -ENOSPC : n;
+}
+
+/* "(vCPUs 3,5-7 are in no cell; node 0 gets them, ...)" if the import filled cell 0. */
+static void put_unnamed(struct strbuf *o, const struct gfa_domain_spec *s)
+{
+	unsigned int n = popcount_bits(s->unnamed_cpus, GFA_DOMAIN_MAX_VCPUS / 64);
+	char list[GFA_DOMAIN_MAX_VCPUS * 6];
+
+	if (!n)
+		return;
+	format_bitmap(s->unnamed_cpus, GFA_DOMAIN_MAX_VCPUS, list, sizeof(list));
+	sb_printf(o, " (vCPU%s %s %s in no cell; node 0 gets %s, as libvirt's QEMU driver "
+		  "does)", n == 1 ? "" : "s", list, n == 1 ? "is" : "are",
+		  n == 1 ? "it" : "them");
 }
 
 static void put_cells(struct strbuf *o, const struct gfa_domain_spec *s)
 {
-	char list[GFA_DOMAIN_MAX_VCPUS * 6], size[32];
+	char list[GFA_DOMAIN_MAX_VCPUS * 6];
 	unsigned int i;
 
 	if (!s->nr_cells) {
@@ -1070,16 +1444,16 @@ static void put_cells(struct strbuf *o, const struct gfa_domain_spec *s)
 		const struct gfa_domain_cell *c = &s->cells[i];
 
 		format_bitmap(c->cpus, GFA_DOMAIN_MAX_VCPUS, list, sizeof(list));
-		gfa_domain_format_size(c->memory_bytes, size, sizeof(size));
 		sb_printf(o, "%s%u: cpus %s, %s", i ? "; " : "", i,
-		    c->nr_cpus ? list : "none", size);
+		    c->nr_cpus ? list : "none", human(c->memory_bytes).s);
 	}
 	sb_printf(o, "]");
+	put_unnamed(o, s);
 }
 
 static void put_pages(struct strbuf *o, const struct gfa_domain_spec *s)
 {
-	char list[GFA_DOMAIN_MAX_CELLS * 4], size[32];
+	char list[GFA_DOMAIN_MAX_CELLS * 4];
 	unsigned int i;
 
 	if (!s->hugepages) {
@@ -1093,13 +1467,15 @@ static void put_pages(struct strbuf *o, const struct gfa_domain_spec *s)
 	sb_printf(o, ", hugepages");
 	for (i = 0; i < s->nr_pages; i++) {
 		const struct gfa_domain_page *p = &s->pages[i];
+		const char *size = human(p->size_bytes).s;
 
-		gfa_domain_format_size(p->size_bytes, size, sizeof(size));
 		if (p->nodeset) {
 			format_bitmap(&p->nodeset, GFA_DOMAIN_MAX_CELLS, list, sizeof(list));
 			sb_printf(o, "%s %s (cells %s)", i ? "," : "", size, list);
 		} else {
-			sb_printf(o, "%s %s (default)", i ? "," : "", size);
+			sb_printf(o, "%s %s (default%s)", i ? "," : "", size,
+				  p->nodeset_dropped ? "; nodeset='0' dropped: no NUMA cells, "
+				  "as libvirt does" : "");
 		}
 	}
 }
@@ -1110,34 +1486,32 @@ static bool spec_counts_ok(const struct gfa_domain_spec *s)
 	return s->nr_cells <= GFA_DOMAIN_MAX_CELLS && s->nr_pages <= GFA_DOMAIN_MAX_PAGES;
 }
 
+/* The memory figures: the total, why it is not <memory>, current, devices. */
+static void put_memory(struct strbuf *o, const struct gfa_domain_spec *s)
+{
+	sb_printf(o, "%s: memory %s", s->name, human(s->memory_bytes).s);
+	if (s->stated_memory_bytes && s->stated_memory_bytes != s->memory_bytes)
+		sb_printf(o, " (the NUMA cells%s, as libvirt's QEMU driver sizes it; "
+			  "<memory> says %s)", s->device_memory_bytes ? " plus memory devices"
+			  : "", human(s->stated_memory_bytes).s);
+	if (s->current_memory_bytes != s->memory_bytes)
+		sb_printf(o, " (current %s)", human(s->current_memory_bytes).s);
+	if (s->device_memory_bytes)
+		sb_printf(o, " incl. %s memory devices", human(s->device_memory_bytes).s);
+}
+
 int gfa_domain_format(const struct gfa_domain_spec *s, char *buf, size_t len)
 {
 	static const char *const sources[] = { "default", "anonymous", "file", "memfd" };
 	static const char *const access[] = { "default", "shared", "private" };
 	struct strbuf o = { .buf = buf, .len = len };
-	char size[32];
 
 	if (!s || !buf)
 		return -EFAULT;
 	if (!len || !spec_counts_ok(s))
 		return -EINVAL;
 	buf[0] = '\0';
-	gfa_domain_format_size(s->memory_bytes, size, sizeof(size));
-	sb_printf(&o, "%s: memory %s", s->name, size);
-	if (s->stated_memory_bytes && s->stated_memory_bytes != s->memory_bytes) {
-		gfa_domain_format_size(s->stated_memory_bytes, size, sizeof(size));
-		sb_printf(&o, " (the NUMA cells%s, as libvirt's QEMU driver sizes it; "
-			  "<memory> says %s)", s->device_memory_bytes ? " plus memory devices"
-			  : "", size);
-	}
-	if (s->current_memory_bytes != s->memory_bytes) {
-		gfa_domain_format_size(s->current_memory_bytes, size, sizeof(size));
-		sb_printf(&o, " (current %s)", size);
-	}
-	if (s->device_memory_bytes) {
-		gfa_domain_format_size(s->device_memory_bytes, size, sizeof(size));
-		sb_printf(&o, " incl. %s memory devices", size);
-	}
+	put_memory(&o, s);
 	sb_printf(&o, ", %u vCPU%s", s->vcpus, s->vcpus == 1 ? "" : "s");
 	if (s->current_vcpus != s->vcpus)
 		sb_printf(&o, " (%u current)", s->current_vcpus);
@@ -1202,14 +1576,12 @@ static void host_page_list(const char *dir, char *buf, size_t len)
 	struct strbuf sb = { buf, len, 0 };
 	DIR *d = opendir(dir);
 	struct dirent *e;
-	char size[32];
 	uint64_t kib;
 
 	while (d && (e = readdir(d))) {
 		if (sscanf(e->d_name, "hugepages-%" SCNu64 "kB", &kib) != 1)
 			continue;
-		gfa_domain_format_size((uint64_t)kib * KIB, size, sizeof(size));
-		sb_printf(&sb, "%s%s", sb.pos ? ", " : "", size);
+		sb_printf(&sb, "%s%s", sb.pos ? ", " : "", human((uint64_t)kib * KIB).s);
 	}
 	if (d)
 		closedir(d);
@@ -1221,28 +1593,33 @@ static void host_page_list(const char *dir, char *buf, size_t len)
 int gfa_domain_check_pages(const struct gfa_domain_spec *s, const char *dir, char *err,
 			   size_t errlen)
 {
-	char size[32], cells[GFA_DOMAIN_MAX_CELLS * 4], have[256], what[GFA_DOMAIN_NAME_MAX + 16];
+	char here[PAGE_WHERE_MAX], have[256], what[GFA_DOMAIN_ORIGIN_MAX + GFA_DOMAIN_NAME_MAX + 16];
+	struct msgs m = { "domain", err, errlen };
 	unsigned int i;
 
 	if (!s)
-		return fail(err, errlen, -EFAULT, "domain", "NULL argument");
+		return fail(&m, -EFAULT, "NULL argument");
 	if (!spec_counts_ok(s))
-		return fail(err, errlen, -EINVAL, "domain", "counts too large for the arrays");
+		return fail(&m, -EINVAL, "counts too large for the arrays");
+	if (s->origin[0])
+		snprintf(what, sizeof(what), "%.*s", (int)strnlen(s->origin, sizeof(s->origin)),
+			 s->origin);
+	else
+		snprintf(what, sizeof(what), "domain '%.*s'",
+			 (int)strnlen(s->name, sizeof(s->name)), s->name);
+	m.origin = what;
 	if (!dir)
 		dir = "/sys/kernel/mm/hugepages";
 	for (i = 0; s->hugepages && i < s->nr_pages; i++) {
-		const struct gfa_domain_page *p = &s->pages[i];
-
-		if (host_has_page(dir, p->size_bytes))
+		if (host_has_page(dir, s->pages[i].size_bytes))
 			continue;
-		gfa_domain_format_size(p->size_bytes, size, sizeof(size));
-		format_bitmap(&p->nodeset, GFA_DOMAIN_MAX_CELLS, cells, sizeof(cells));
+		page_where(s, i, here, sizeof(here));
 		host_page_list(dir, have, sizeof(have));
-		snprintf(what, sizeof(what), "domain '%s'", s->name);
-		return fail(err, errlen, -EOPNOTSUPP, what,
-			    "hugepage size %s (%s%s) is not a page size of this host (it has %s); "
-			    "libvirt's QEMU driver refuses to start it too", size,
-			    p->nodeset ? "cells " : "default", p->nodeset ? cells : "", have);
+		return fail(&m, -EOPNOTSUPP, "%s: %s is not a page size of this host (it has "
+			    "%s), and libvirt's QEMU driver refuses to start it too; accepted: "
+			    "%s, 2 MiB or a size this host has", here,
+			    human(s->pages[i].size_bytes).s, have,
+			    human((uint64_t)sysconf(_SC_PAGESIZE)).s);
 	}
 	return 0;
 }

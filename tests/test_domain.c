@@ -66,6 +66,26 @@ static char *domain_slurp(const char *fixture)
 	return text;
 }
 
+/*
+ * A message in the import's one form: "<origin>: <where>: <what>; accepted: <what
+ * would be>", on one line.
+ */
+static void domain_assert_one_form(const char *err, const char *origin)
+{
+	const char *where = err + strlen(origin);
+
+	cr_assert_eq(strncmp(err, origin, strlen(origin)), 0, "origin '%s' not first: %s",
+		     origin, err);
+	if (strncmp(origin, "domain XML file '", strlen(origin)) == 0)
+		where = strstr(err, "': ") + 3;
+	cr_assert(where[0] == '<' || !strncmp(where, "line ", 5) ||
+		  !strncmp(where, "hugepage ", 9) || !strncmp(where, "memory device ", 14) ||
+		  !strncmp(where, "root element", 12) || !strncmp(where, "document", 8),
+		  "no element after the origin: %s", err);
+	cr_assert_not_null(strstr(err, "; accepted: "), "no 'accepted': %s", err);
+	cr_assert_null(strpbrk(err, "\n\r"), "more than one line: %s", err);
+}
+
 static bool domain_cell_cpus_are(const struct gfa_domain_cell *c,
 				 const unsigned int *cpus, unsigned int n)
 {
@@ -103,6 +123,7 @@ static void domain_assert_same(const struct gfa_domain_spec *a,
 		cr_assert_arr_eq(a->cells[i].cpus, b->cells[i].cpus,
 				 sizeof(a->cells[i].cpus));
 	}
+	cr_assert_arr_eq(a->unnamed_cpus, b->unnamed_cpus, sizeof(a->unnamed_cpus));
 	cr_assert_eq(a->hugepages, b->hugepages);
 	cr_assert_eq(a->nr_pages, b->nr_pages);
 	for (i = 0; i < a->nr_pages; i++) {
@@ -121,6 +142,8 @@ static const struct {
 	{ "domain-pages-mixed.xml", "pages-mixed" },
 	{ "domain-units.xml", "units" },
 	{ "domain-dimm.xml", "dimm" },
+	{ "domain-vcpus-no-cell.xml", "vcpus-no-cell" },
+	{ "domain-nodeset-no-numa.xml", "nodeset-no-numa" },
 };
 
 /* ------------------------------------------------------------------ units */
@@ -380,7 +403,9 @@ Test(domain_xml, bad_xml)
 
 	cr_assert_eq(domain_load("domain-bad.xml", &s, err, sizeof(err)), -EBADMSG);
 	cr_assert_not_null(strstr(err, "domain-bad.xml"), "%s", err);
-	cr_assert_not_null(strstr(err, "bad XML at line 5"), "%s", err);
+	cr_assert_not_null(strstr(err, "line 5: not well-formed XML, </domian> does not "
+				  "close <domain>; accepted: </domain>"), "%s", err);
+	cr_assert_null(strstr(strstr(err, "line 5") + 1, "line"), "one line number: %s", err);
 	cr_assert_eq(gfa_domain_from_xml_string("", &s, err, sizeof(err)), -EBADMSG);
 	cr_assert_eq(gfa_domain_from_xml_string("<domain><name>x</name>", &s, NULL, 0),
 		     -EBADMSG);
@@ -392,7 +417,7 @@ Test(domain_xml, not_a_domain)
 	char err[256];
 
 	cr_assert_eq(domain_load("domain-notdomain.xml", &s, err, sizeof(err)), -EBADMSG);
-	cr_assert_not_null(strstr(err, "root element is <network>"), "%s", err);
+	cr_assert_not_null(strstr(err, "root element <network>: not <domain>"), "%s", err);
 	cr_assert_not_null(strstr(err, "domain-notdomain.xml"), "%s", err);
 }
 
@@ -495,7 +520,7 @@ Test(domain_xml, zero_vcpus)
 	char err[256];
 
 	cr_assert_eq(domain_load("domain-zero-vcpus.xml", &s, err, sizeof(err)), -EINVAL);
-	cr_assert_not_null(strstr(err, "zero vCPUs"), "%s", err);
+	cr_assert_not_null(strstr(err, "<vcpu>: 0 is below 1; accepted: 1-1024"), "%s", err);
 }
 
 Test(domain_xml, output_untouched_on_error)
@@ -550,61 +575,63 @@ Test(domain_xml, invalid_content)
 		int rc;
 		const char *msg;
 	} cases[] = {
-		{ "<vcpu>3</vcpu>", MEM2, CELLS2, "", -EINVAL, "name vCPU 3" },
+		{ "<vcpu>3</vcpu>", MEM2, CELLS2, "", -EINVAL, "<cell id='1' cpus='2-3'>: names vCPU 3, but <vcpu> is 3" },
 		{ VCPU4, MEM2, "<cell id='0' cpus='0-2' memory='1' unit='GiB'/>"
 		  "<cell id='1' cpus='2-3' memory='1' unit='GiB'/>", "", -EINVAL,
-		  "shares vCPU 2" },
+		  "shares vCPU 2 with cell 0" },
 		{ VCPU4, MEM2, "<cell id='0' cpus='0-1' memory='1' unit='GiB'/>"
 		  "<cell id='2' cpus='2-3' memory='1' unit='GiB'/>", "", -EINVAL,
-		  "cell 1 is missing" },
+		  "<numa>: no <cell id='1'>" },
 		{ VCPU4, MEM2, "<cell id='1' cpus='0-1' memory='1' unit='GiB'/>"
 		  "<cell id='1' cpus='2-3' memory='1' unit='GiB'/>", "", -EINVAL,
 		  "appears twice" },
 		{ VCPU4, MEM2, "", "", -EINVAL, "no <cell>" },
 		{ VCPU4, MEM2, "<cell id='64' memory='2' unit='GiB'/>", "", -ERANGE,
-		  "beyond the limit" },
+		  "<cell id>: larger than 63" },
 		{ VCPU4, MEM2, "<cell id='-1' memory='2' unit='GiB'/>", "", -EINVAL,
-		  "not a valid count" },
+		  "<cell id>: '-1' is not a whole number" },
 		{ VCPU4, MEM2, "<cell id='0' cpus='3-2' memory='2' unit='GiB'/>", "",
-		  -EINVAL, "malformed cpus '3-2'" },
+		  -EINVAL, "<cell id='0' cpus='3-2'>: not a list of vCPUs" },
 		{ VCPU4, MEM2, "<cell id='0' cpus='' memory='2' unit='GiB'/>", "",
-		  -EINVAL, "malformed cpus" },
+		  -EINVAL, "not a list of vCPUs" },
 		{ VCPU4, MEM2, "<cell id='0' cpus='0,,1' memory='2' unit='GiB'/>", "",
-		  -EINVAL, "malformed cpus" },
+		  -EINVAL, "not a list of vCPUs" },
 		{ VCPU4, MEM2, "<cell id='0' cpus='1024' memory='2' unit='GiB'/>", "",
-		  -ERANGE, "vCPU >= 1024" },
-		{ VCPU4, MEM2, "<cell id='0' cpus='0-3'/>", "", -EINVAL, "has no memory" },
+		  -ERANGE, "names a vCPU above 1023" },
+		{ VCPU4, MEM2, "<cell id='0' cpus='0-3'/>", "", -EINVAL, "<cell id='0' memory>: missing" },
 		{ VCPU4, "<memory>0</memory>", "<cell id='0' memory='0'/>", "", -EINVAL,
-		  "zero memory" },
+		  "<cell id='0' memory>: zero" },
 		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='1' unit='G' "
-		  "nodeset='2'/></hugepages>", -EINVAL, "names cell 2" },
+		  "nodeset='2'/></hugepages>", -EINVAL, "hugepage 1 (1 GiB, nodeset='2'): names NUMA cell 2, which does not exist; "
+		  "accepted: cells 0-1" },
 		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='1' unit='G'/><page "
-		  "size='2' unit='M'/></hugepages>", -EINVAL, "more than one" },
+		  "size='2' unit='M'/></hugepages>", -EINVAL, "hugepage 2 (2 MiB, no nodeset): a second page without nodeset besides "
+		  "hugepage 1 (1 GiB, no nodeset)" },
 		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='1' unit='G' "
 		  "nodeset='0-1'/><page size='2' unit='M' nodeset='1'/></hugepages>",
-		  -EINVAL, "overlap at cell 1" },
+		  -EINVAL, "hugepage 2 (2 MiB, nodeset='1'): shares cell 1 with hugepage 1" },
 		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='0' nodeset='0'/>"
-		  "</hugepages>", -EINVAL, "hugepage size is zero" },
+		  "</hugepages>", -EINVAL, "hugepage 1 (0 bytes, nodeset='0'): size zero" },
 		{ VCPU4, MEM2, CELLS2, "<hugepages><page nodeset='0'/></hugepages>",
-		  -EINVAL, "has no size" },
+		  -EINVAL, "hugepage 1 <page size>: missing" },
 		{ VCPU4, MEM2, CELLS2, "<hugepages><page size='2' unit='M' "
 		  "nodeset='x'/></hugepages>", -EINVAL, "not a list of cell ids" },
 		{ VCPU4, MEM2, CELLS2, "<source type='shm'/>", -EINVAL,
-		  "source type 'shm'" },
+		  "<source type='shm'>: unknown type; accepted: anonymous, file, memfd" },
 		{ VCPU4, MEM2, CELLS2, "<access mode='both'/>", -EINVAL,
-		  "access mode 'both'" },
+		  "<access mode='both'>: unknown mode; accepted: shared, private" },
 		{ "<vcpu current='5'>4</vcpu>", MEM2, CELLS2, "", -EINVAL,
-		  "exceed the maximum" },
+		  "<vcpu current='5'>: current vCPUs exceed the maximum, 4" },
 		{ "<vcpu current='0'>4</vcpu>", MEM2, CELLS2, "", -EINVAL,
-		  "current> is zero" },
-		{ "<vcpu>1025</vcpu>", MEM2, CELLS2, "", -ERANGE, "exceed the limit" },
-		{ "<vcpu>four</vcpu>", MEM2, CELLS2, "", -EINVAL, "not a valid count" },
+		  "<vcpu current>: 0 is below 1" },
+		{ "<vcpu>1025</vcpu>", MEM2, CELLS2, "", -ERANGE, "<vcpu>: larger than 1024" },
+		{ "<vcpu>four</vcpu>", MEM2, CELLS2, "", -EINVAL, "<vcpu>: 'four' is not a whole number" },
 		{ VCPU4, "<memory>99999999999999999999</memory>", CELLS2, "", -ERANGE,
-		  "overflows" },
+		  "<memory>: larger than 8 EiB" },
 		{ VCPU4, "<memory unit='EiB'>16</memory>", CELLS2, "", -ERANGE,
-		  "overflows" },
+		  "<memory>: larger than 8 EiB" },
 		{ VCPU4, "<memory unit='GiB'>2.0</memory>", CELLS2, "", -EINVAL,
-		  "not an unsigned decimal" },
+		  "<memory>: '2.0' is not a whole number" },
 	};
 	struct gfa_domain_spec s;
 	char err[256];
@@ -617,7 +644,7 @@ Test(domain_xml, invalid_content)
 			     cases[i].rc, "case %u: %s", i, err);
 		cr_assert_not_null(strstr(err, cases[i].msg),
 				   "case %u: '%s' lacks '%s'", i, err, cases[i].msg);
-		cr_assert_not_null(strstr(err, "domain XML string"), "%s", err);
+		domain_assert_one_form(err, "domain XML string: ");
 	}
 }
 
@@ -639,8 +666,9 @@ Test(domain_xml, odd_hugepage_size_is_refused_at_start)
 	cr_assert_eq(gfa_domain_cell_page_size(&s, 0, &page), 0);
 	cr_assert_eq(page, 5 * MIB);
 	cr_assert_eq(gfa_domain_check_pages(&s, dir, err, sizeof(err)), -EOPNOTSUPP);
-	cr_assert_not_null(strstr(err, "domain 'hugepage-5m': hugepage size 5 MiB (cells 0) "
-				  "is not a page size of this host (it has "), "%s", err);
+	cr_assert_not_null(strstr(err, "domain-hugepage-5m.xml': hugepage 1 (5 MiB, nodeset='0'"
+				  "): 5 MiB is not a page size of this host (it has "), "%s", err);
+	domain_assert_one_form(err, "domain XML file '");
 	cr_assert(strstr(err, "2 MiB") && strstr(err, "1 GiB"), "%s", err);
 	/* sizes the host has, the base page and the host's default size start */
 	cr_assert_eq(domain_load("domain-numa2-hugepages.xml", &s, err, sizeof(err)), 0);
@@ -663,8 +691,8 @@ Test(domain_xml, odd_hugepage_size_is_refused_at_start)
 	cr_assert_eq(domain_try(VCPU4, MEM2, CELLS2, "<hugepages><page size='1' unit='G'/>"
 				"</hugepages>", &s, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(gfa_domain_check_pages(&s, dir, err, sizeof(err)), -EOPNOTSUPP);
-	cr_assert_not_null(strstr(err, "1 GiB (default) is not a page size of this host "
-				  "(it has 2 MiB)"), "%s", err);
+	cr_assert_not_null(strstr(err, "domain XML string: hugepage 1 (1 GiB, no nodeset): 1 GiB "
+				  "is not a page size of this host (it has 2 MiB)"), "%s", err);
 	cr_assert_eq(gfa_domain_check_pages(NULL, dir, err, sizeof(err)), -EFAULT);
 	snprintf(sub, sizeof(sub), "%s/%s", dir, sizes[0]);
 	rmdir(sub);
@@ -678,10 +706,15 @@ Test(domain_xml, missing_elements)
 
 	cr_assert_eq(gfa_domain_from_xml_string("<domain><memory>1</memory></domain>",
 						&s, err, sizeof(err)), -EBADMSG);
-	cr_assert_not_null(strstr(err, "no <name>"), "%s", err);
+	cr_assert_not_null(strstr(err, "<name>: missing"), "%s", err);
+	/* a missing <memory> and a zero one are told apart */
 	cr_assert_eq(gfa_domain_from_xml_string("<domain><name>x</name></domain>",
 						&s, err, sizeof(err)), -EINVAL);
-	cr_assert_not_null(strstr(err, "memory is zero or missing"), "%s", err);
+	cr_assert_str_eq(err, "domain XML string: <memory>: missing, and no NUMA cells give "
+			 "the size; accepted: a <memory> above 0, or <numa> cells");
+	cr_assert_eq(gfa_domain_from_xml_string("<domain><name>x</name><memory>0</memory>"
+						"</domain>", &s, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "domain XML string: <memory>: zero; accepted: a size above 0");
 
 	memset(name, 'n', sizeof(name));
 	memcpy(name, "<domain><name>", 14);
@@ -707,8 +740,9 @@ Test(domain_xml, libvirt_defaults)
 	cr_assert_eq(domain_try(VCPU4, "<memory>2</memory>",
 				"<cell id='0' cpus=' 0 - 3 , ^1 ' memory='2'/>", "",
 				&s, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(s.cells[0].cpus[0], 0xd);
-	cr_assert_eq(s.cells[0].nr_cpus, 3);
+	cr_assert_eq(s.cells[0].cpus[0], 0xf, "vCPU 1 is in no cell: cell 0 gets it");
+	cr_assert_eq(s.unnamed_cpus[0], 0x2);
+	cr_assert_eq(s.cells[0].nr_cpus, 4);
 }
 
 /* ---------------------------------------------------------------- libvirt */
@@ -1049,12 +1083,271 @@ Test(domain_xml, memory_device_sizes_whose_sum_overflows_are_erange)
 	struct gfa_domain_spec s;
 	char err[256] = "";
 
+#define DIMM_7EIB "<memory model='dimm'><target><size>9007199254740991</size></target></memory>"
 	cr_assert_eq(gfa_domain_from_xml_string(
 			     "<domain><name>x</name><memory>2048</memory><devices>"
-			     "<memory model='dimm'><target><size unit='EiB'>8</size></target></memory>"
-			     "<memory model='dimm'><target><size unit='EiB'>8</size></target></memory>"
+			     DIMM_7EIB DIMM_7EIB DIMM_7EIB
 			     "</devices></domain>", &s, err, sizeof(err)),
 		     -ERANGE, "accepted: devices %llu bytes (%s)",
 		     (unsigned long long)s.device_memory_bytes, err);
-	cr_assert_not_null(strstr(err, "overflow"), "%s", err);
+	cr_assert_not_null(strstr(err, "memory device 3 <memory model='dimm'><target><size>: the "
+				  "memory devices add up to more than 16 EiB"), "%s", err);
+	/* one of 8 EiB is beyond libvirt's limit by itself */
+	cr_assert_eq(gfa_domain_from_xml_string(
+			     "<domain><name>x</name><memory>2048</memory><devices>"
+			     "<memory model='dimm'><target><size unit='EiB'>8</size></target></memory>"
+			     "</devices></domain>", &s, err, sizeof(err)), -ERANGE);
+	cr_assert_not_null(strstr(err, "memory device 1 <memory model='dimm'><target><size>: "
+				  "larger than 8 EiB"), "%s", err);
+}
+
+/* ------------------------------------------------- libvirt's QEMU driver */
+
+/*
+ * vCPUs 3 and 5-7 are in no cell: libvirt's QEMU driver boots them in cell 0
+ * (its -numa line for node 0 lists them), so the import puts them there and says so.
+ */
+Test(domain_xml, vcpus_in_no_cell_go_to_cell_0)
+{
+	static const unsigned int cell0[] = { 0, 1, 3, 5, 6, 7 }, cell1[] = { 2, 4 };
+	struct gfa_domain_spec s;
+	char err[256], line[512];
+
+	cr_assert_eq(domain_load("domain-vcpus-no-cell.xml", &s, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert(domain_cell_cpus_are(&s.cells[0], cell0, 6));
+	cr_assert(domain_cell_cpus_are(&s.cells[1], cell1, 2));
+	cr_assert_eq(s.unnamed_cpus[0], 0xe8);
+	cr_assert_gt(gfa_domain_format(&s, line, sizeof(line)), 0);
+	cr_assert_str_eq(line, "vcpus-no-cell: memory 2 GiB, 8 vCPUs, 2 NUMA cells [0: cpus "
+			 "0-1,3,5-7, 1 GiB; 1: cpus 2,4, 1 GiB] (vCPUs 3,5-7 are in no cell; "
+			 "node 0 gets them, as libvirt's QEMU driver does), no hugepages");
+	/* cells that name every vCPU are left as they are, and nothing is said */
+	cr_assert_eq(domain_load("domain-numa2-hugepages.xml", &s, err, sizeof(err)), 0);
+	cr_assert_eq(s.unnamed_cpus[0], 0);
+	cr_assert_gt(gfa_domain_format(&s, line, sizeof(line)), 0);
+	cr_assert_null(strstr(line, "in no cell"), "%s", line);
+	/* one vCPU reads in the singular; cells without cpus leave all to cell 0 */
+	cr_assert_eq(domain_try("<vcpu>2</vcpu>", MEM2, "<cell id='0' memory='1' unit='GiB'/>"
+				"<cell id='1' cpus='1' memory='1' unit='GiB'/>", "", &s, err,
+				sizeof(err)), 0, "%s", err);
+	cr_assert_eq(s.cells[0].cpus[0], 0x1);
+	cr_assert_gt(gfa_domain_format(&s, line, sizeof(line)), 0);
+	cr_assert_not_null(strstr(line, "(vCPU 0 is in no cell; node 0 gets it, as libvirt's "
+				  "QEMU driver does)"), "%s", line);
+}
+
+/*
+ * Without NUMA cells libvirt drops a page's nodeset='0' (the one cell is every cell):
+ * the page is the default page, and the summary says why the nodeset is gone.
+ */
+Test(domain_xml, nodeset_0_without_numa_cells_is_dropped)
+{
+	struct gfa_domain_spec s;
+	char err[256], line[512];
+	uint64_t page = 0;
+
+	cr_assert_eq(domain_load("domain-nodeset-no-numa.xml", &s, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(s.nr_pages, 1);
+	cr_assert_eq(s.pages[0].nodeset, 0);
+	cr_assert(s.pages[0].nodeset_dropped);
+	cr_assert_eq(gfa_domain_cell_page_size(&s, 0, &page), 0);
+	cr_assert_eq(page, 2 * MIB);
+	cr_assert_gt(gfa_domain_format(&s, line, sizeof(line)), 0);
+	cr_assert_str_eq(line, "nodeset-no-numa: memory 2 GiB, 2 vCPUs, no NUMA cells, "
+			 "hugepages 2 MiB (default; nodeset='0' dropped: no NUMA cells, as "
+			 "libvirt does)");
+	/* a nodeset naming more than cell 0 stays, and names a cell the domain has not */
+	cr_assert_eq(gfa_domain_from_xml_string(
+		"<domain><name>d</name><memory unit='GiB'>2</memory><memoryBacking><hugepages>"
+		"<page size='2' unit='MiB' nodeset='0-1'/></hugepages></memoryBacking></domain>",
+		&s, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "domain XML string: hugepage 1 (2 MiB, nodeset='0-1'): names NUMA "
+			 "cell 0, but the domain has no NUMA cells; accepted: no nodeset, or "
+			 "nodeset='0'");
+}
+
+/*
+ * No NUMA cells and pages of 1 GiB without nodeset and of 2 MiB with nodeset='0': once
+ * the nodeset is dropped both are default pages, which libvirt refuses.
+ */
+Test(domain_xml, two_default_pages_are_refused)
+{
+	struct gfa_domain_spec s, before;
+	char err[512], path[PATH_MAX], want[PATH_MAX + 512];
+
+	memset(&s, 0x5a, sizeof(s));
+	before = s;
+	domain_data("domain-two-default-pages.xml", path, sizeof(path));
+	cr_assert_eq(gfa_domain_from_xml_file(path, &s, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "domain XML file '%s': hugepage 2 (2 MiB, nodeset='0' "
+		 "dropped: no NUMA cells): a second page without nodeset besides hugepage 1 "
+		 "(1 GiB, no nodeset), and both would back every cell; accepted: one <page> "
+		 "without nodeset at most, as libvirt requires", path);
+	cr_assert_str_eq(err, want);
+	cr_assert_arr_eq(&s, &before, sizeof(s));
+}
+
+/* A memory device on a NUMA cell the domain has not: both libvirt drivers refuse it. */
+Test(domain_xml, memory_device_on_a_missing_cell_is_refused)
+{
+	struct gfa_domain_spec s;
+	char err[512], path[PATH_MAX], want[PATH_MAX + 512];
+
+	domain_data("domain-dimm-no-node.xml", path, sizeof(path));
+	cr_assert_eq(gfa_domain_from_xml_file(path, &s, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "domain XML file '%s': memory device 1 <memory "
+		 "model='dimm'><target><node>: names NUMA cell 1, which does not exist; "
+		 "accepted: cell 0", path);
+	cr_assert_str_eq(err, want);
+	/* without NUMA cells a device may name none */
+	cr_assert_eq(gfa_domain_from_xml_string(
+		"<domain><name>d</name><memory unit='GiB'>3</memory><devices><memory "
+		"model='dimm'><target><size unit='GiB'>1</size><node>0</node></target></memory>"
+		"</devices></domain>", &s, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "domain XML string: memory device 1 <memory model='dimm'><target>"
+			 "<node>: names NUMA cell 0, but the domain has no NUMA cells; accepted: "
+			 "no <node>, or <numa> cells");
+	/* what libvirt reads as no node, and as cell 1 */
+	cr_assert_eq(domain_try(VCPU4, MEM2, CELLS2, "", &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(gfa_domain_from_xml_string(
+		"<domain><name>d</name><memory unit='GiB'>3</memory><vcpu>4</vcpu><cpu><numa>"
+		CELLS2 "</numa></cpu><devices><memory model='dimm'><target><size unit='GiB'>1"
+		"</size><node></node></target></memory><memory model='dimm'><target><size "
+		"unit='GiB'>1</size><node> +1</node></target></memory></devices></domain>", &s,
+		err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(s.device_memory_bytes, 2 * GIB);
+	cr_assert_eq(gfa_domain_from_xml_string(
+		"<domain><name>d</name><memory unit='GiB'>3</memory><vcpu>4</vcpu><cpu><numa>"
+		CELLS2 "</numa></cpu><devices><memory model='dimm'><target><size unit='GiB'>1"
+		"</size><node>-1</node></target></memory></devices></domain>", &s, err,
+		sizeof(err)), -EINVAL);
+	cr_assert_not_null(strstr(err, "<node>: '-1' is not a cell id"), "%s", err);
+}
+
+/* libvirt keeps sizes as signed 64-bit byte counts: 8 EiB and more it refuses. */
+Test(domain_xml, sizes_beyond_libvirts_limit_are_refused)
+{
+	struct gfa_domain_spec s;
+	char err[256], line[256];
+
+	cr_assert_eq(gfa_domain_from_xml_string(
+		"<domain><name>d</name><memory>9007199254740991</memory></domain>", &s, err,
+		sizeof(err)), 0, "%s", err);
+	cr_assert_eq(s.memory_bytes, (1ull << 63) - KIB);
+	cr_assert_gt(gfa_domain_format(&s, line, sizeof(line)), 0);
+	cr_assert_str_eq(line, "d: memory larger than 4 PiB, 1 vCPU, no NUMA cells, "
+			 "no hugepages");
+	cr_assert_eq(gfa_domain_from_xml_string(
+		"<domain><name>d</name><memory>9007199254740992</memory></domain>", &s, err,
+		sizeof(err)), -ERANGE);
+	cr_assert_str_eq(err, "domain XML string: <memory>: larger than 8 EiB; accepted: "
+			 "sizes below 8 EiB (libvirt's limit)");
+	cr_assert_eq(gfa_domain_from_xml_string(
+		"<domain><name>d</name><memory unit='b'>9223372036854775807</memory></domain>",
+		&s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(gfa_domain_from_xml_string(
+		"<domain><name>d</name><memory unit='GiB'>1</memory><cpu><numa><cell "
+		"memory='8' unit='EiB'/></numa></cpu></domain>", &s, err, sizeof(err)), -ERANGE);
+	cr_assert_not_null(strstr(err, "<cell id='0' memory>: larger than 8 EiB"), "%s", err);
+}
+
+Test(domain_units, sizes_read_as_people_read_them)
+{
+	static const struct {
+		uint64_t bytes;
+		const char *text;
+	} cases[] = {
+		{ 0, "0 bytes" }, { 1, "1 bytes" }, { 4 * GIB, "4 GiB" }, { 1536 * MIB, "1536 MiB" },
+		{ 9999 * KIB, "9999 KiB" }, { 10000 * KIB, "10000 KiB (9.8 MiB)" },
+		{ 1464845 * KIB, "1464845 KiB (1.4 GiB)" }, { 4ull << 50, "4 PiB" },
+		{ (4ull << 50) + KIB, "larger than 4 PiB" },
+		{ (1ull << 63) - KIB, "larger than 4 PiB" }, { UINT64_MAX, "larger than 4 PiB" },
+	};
+	char buf[64];
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_assert_eq(gfa_domain_format_size(cases[i].bytes, buf, sizeof(buf)),
+			     (int)strlen(cases[i].text), "%llu",
+			     (unsigned long long)cases[i].bytes);
+		cr_assert_str_eq(buf, cases[i].text);
+	}
+	cr_assert_eq(gfa_domain_format_size(UINT64_MAX, buf, 8), -ENOSPC);
+	cr_assert_str_eq(buf, "larger ");
+}
+
+/*
+ * Every refusal reads "<origin>: <where>: <what>; accepted: <what would be>" on one
+ * line, XML that is not well-formed with one line number.
+ */
+Test(domain_xml, refusals_have_one_form)
+{
+	static const char *const bad[] = {
+		"<domain><name>x</name>\n<memory>1</memory>\n</domian>",
+		"<domain><name>x</name>\n<memory>1",
+		"<domain><name>x</name><memory>1</memory><vcpu>2</vcpu></domain><x/>",
+		"<domain><name>x</name><memory unit='GiBs'>1</memory></domain>",
+		"<domain><name>x</name><memory>\n  2.5\n</memory></domain>",
+		"<domain><name>x</name><memory>1</memory><vcpu current='3'>2</vcpu></domain>",
+		"<network/>",
+		"<domain><name>x</name><memory unit='GiB'>1</memory><devices><memory><target>"
+		"<size unit='GiB'>2</size></target></memory></devices></domain>",
+	};
+	struct gfa_domain_spec s;
+	char err[512];
+	unsigned int i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_neq(gfa_domain_from_xml_string(bad[i], &s, err, sizeof(err)), 0,
+			      "%s", bad[i]);
+		domain_assert_one_form(err, "domain XML string: ");
+		if (!strncmp(err, "domain XML string: line ", 24))
+			cr_assert_null(strstr(err + 24, "line"), "two line numbers: %s", err);
+	}
+}
+
+/*
+ * What gfa refuses for libvirt's reasons libvirt's own (test) driver refuses too, and
+ * what it changes as libvirt does reads the same through libvirt.
+ */
+/* libvirt's default handler prints the refusals that test expects. */
+static void domain_virt_quiet(void *opaque, virErrorPtr error)
+{
+	(void)opaque;
+	(void)error;
+}
+
+Test(domain_libvirt, refusals_are_libvirts)
+{
+	static const char *const refused[] = {
+		"domain-two-default-pages.xml", "domain-dimm-no-node.xml",
+	};
+	struct gfa_domain_spec s;
+	virConnectPtr conn;
+	virDomainPtr dom;
+	char err[512], *xml;
+	unsigned int i;
+
+	virSetErrorFunc(NULL, domain_virt_quiet);
+	conn = virConnectOpen("test:///default");
+	cr_assert_not_null(conn);
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		cr_assert_eq(domain_load(refused[i], &s, err, sizeof(err)), -EINVAL);
+		xml = domain_slurp(refused[i]);
+		dom = virDomainDefineXML(conn, xml);
+		free(xml);
+		cr_assert_null(dom, "libvirt defines %s, which gfa refuses (%s)", refused[i], err);
+	}
+	xml = domain_slurp("domain-nodeset-no-numa.xml");
+	dom = virDomainDefineXML(conn, xml);
+	free(xml);
+	cr_assert_not_null(dom);
+	cr_assert_eq(gfa_domain_from_libvirt("test:///default", "nodeset-no-numa", &s, err,
+					     sizeof(err)), 0, "%s", err);
+	cr_assert_eq(s.pages[0].nodeset, 0, "libvirt keeps no nodeset either");
+	virDomainUndefine(dom);
+	virDomainFree(dom);
+	virConnectClose(conn);
 }

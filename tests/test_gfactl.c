@@ -208,6 +208,15 @@ static int run_domain_xml(const char *g, const char *opts, const char *xml)
  */
 Test(gfactl, domain_figures_are_said, .timeout = 120)
 {
+	static const struct {
+		const char *xml, *said;
+	} too_big[] = {
+		{ "<domain><name>bigger</name><memory unit='TiB'>17</memory></domain>",
+		  "domain XML file '/tmp/gfactl-test-f.xml': <memory>: the domain's memory, "
+		  "17 TiB, is more than the 16 TiB" },
+		{ "<domain><name>huge</name><memory>9007199254740991</memory></domain>",
+		  "<memory>: the domain's memory, larger than 4 PiB, is more than the 16 TiB" },
+	};
 	const char *g = gfactl(), *src = getenv("GFA_SRCDIR");
 	const char *opts = "--vms 1 --rounds 0 --kvm off --host-thp keep --no-baseline --quiet "
 			   "--stat-file /tmp/gfactl-test-f.json";
@@ -218,8 +227,9 @@ Test(gfactl, domain_figures_are_said, .timeout = 120)
 	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-hugepage-5m.xml", g,
 		 opts, dir);
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
-	cr_assert_not_null(strstr(out, "domain-hugepage-5m.xml: domain 'hugepage-5m': hugepage "
-				  "size 5 MiB (cells 0) is not a page size of this host"), "%s", out);
+	cr_assert_not_null(strstr(out, "gfactl vmstart: domain XML file '"), "%s", out);
+	cr_assert_not_null(strstr(out, "domain-hugepage-5m.xml': hugepage 1 (5 MiB, nodeset='0'): "
+				  "5 MiB is not a page size of this host"), "%s", out);
 	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-vcpus-288.xml", g, opts,
 		 dir);
 	cr_assert_eq(rc, 0, "rc %d: %s", rc, out);
@@ -244,12 +254,58 @@ Test(gfactl, domain_figures_are_said, .timeout = 120)
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "--vms 1 x the domain's memory 15 TiB needs "), "%s", out);
 	cr_assert_null(strstr(out, "--mem"), "%s", out);
-	rc = run_domain_xml(g, opts, "<domain><name>bigger</name><memory unit='TiB'>17</memory>"
-			    "</domain>");
+	/* more than a VM may have, a size no host has said without its number */
+	for (unsigned int i = 0; i < sizeof(too_big) / sizeof(too_big[0]); i++) {
+		rc = run_domain_xml(g, opts, too_big[i].xml);
+		cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+		cr_assert_not_null(strstr(out, too_big[i].said), "%s", out);
+		cr_assert_null(strstr(out, "9007199254740991"), "%s", out);
+	}
 	unlink("/tmp/gfactl-test-f.json");
+}
+
+/*
+ * The import's messages come out as the import words them, their file named once, and
+ * the summary says what the import changed as libvirt's QEMU driver does.
+ */
+Test(gfactl, domain_messages_name_the_file_once, .timeout = 120)
+{
+	const char *g = gfactl(), *src = getenv("GFA_SRCDIR");
+	const char *opts = "--vms 1 --rounds 0 --kvm off --host-thp keep --no-baseline --quiet "
+			   "--stat-file /tmp/gfactl-test-m.json --pool 4M";
+	char dir[PATH_MAX], want[PATH_MAX + 256];
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/tests/data", src ? src : getcwd(out, sizeof(out)));
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-two-default-pages.xml",
+		 g, opts, dir);
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
-	cr_assert_not_null(strstr(out, "--domain-xml /tmp/gfactl-test-f.xml: the domain's memory, "
-				  "17 TiB, is more than the 16 TiB"), "%s", out);
+	snprintf(want, sizeof(want), "gfactl vmstart: domain XML file '%s/domain-two-default-"
+		 "pages.xml': hugepage 2 (2 MiB, nodeset='0' dropped: no NUMA cells): a second "
+		 "page without nodeset besides hugepage 1 (1 GiB, no nodeset)", dir);
+	cr_assert_not_null(strstr(out, want), "%s", out);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-dimm-no-node.xml", g,
+		 opts, dir);
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "domain-dimm-no-node.xml': memory device 1 <memory "
+				  "model='dimm'><target><node>: names NUMA cell 1, which does not "
+				  "exist; accepted: cell 0"), "%s", out);
+	rc = run_domain_xml(g, opts, "<domain>\n<name>x</name>\n</domian>");
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "gfactl vmstart: domain XML file '/tmp/gfactl-test-f.xml': "
+				  "line 3: not well-formed XML, </domian> does not close <domain>; "
+				  "accepted: </domain>"), "%s", out);
+	/* (--pool 4M: the summary is all these runs are for) */
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-vcpus-no-cell.xml", g,
+		 opts, dir);
+	cr_assert_not_null(strstr(out, "[0: cpus 0-1,3,5-7, 1 GiB; 1: cpus 2,4, 1 GiB] (vCPUs "
+				  "3,5-7 are in no cell; node 0 gets them, as libvirt's QEMU "
+				  "driver does)"), "%s", out);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-nodeset-no-numa.xml", g,
+		 opts, dir);
+	unlink("/tmp/gfactl-test-m.json");
+	cr_assert_not_null(strstr(out, "hugepages 2 MiB (default; nodeset='0' dropped: no NUMA "
+				  "cells, as libvirt does)"), "%s", out);
 }
 
 /* A --stat-file that cannot be written is an error that names it (it was ignored). */

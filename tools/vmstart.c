@@ -215,7 +215,7 @@ static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
 static int apply_domain(struct vmstart_opts *o)
 {
 	struct gfa_domain_spec *spec;
-	char err[512], line[1024], size[32];
+	char err[1024], line[1024], size[48];
 	int ret;
 
 	if (!o->domain_xml && !o->libvirt && !o->domain)
@@ -237,14 +237,14 @@ static int apply_domain(struct vmstart_opts *o)
 	gfa_domain_format(spec, line, sizeof(line));
 	printf("domain: %s\n", line);
 	gfa_domain_format_size(spec->memory_bytes, size, sizeof(size));
-	snprintf(line, sizeof(line), "%s %s", o->domain_xml ? "--domain-xml" : "--domain",
-		 o->domain_xml ? o->domain_xml : o->domain);
+	/* in the import's own form, so each domain message names its file or domain once */
 	if (spec->memory_bytes > (16ULL << 40)) {      /* as --mem: pool sizes must not wrap */
-		fprintf(stderr, "gfactl vmstart: %s: the domain's memory, %s, is more than the "
-			"16 TiB a VM may have here\n", line, size);
+		fprintf(stderr, "gfactl vmstart: %s: %s: the domain's memory, %s, is more than "
+			"the 16 TiB a VM may have here; accepted: 16 TiB at most\n",
+			spec->origin, spec->nr_cells ? "<numa>" : "<memory>", size);
 		ret = -1;
 	} else if (gfa_domain_check_pages(spec, NULL, err, sizeof(err))) {
-		fprintf(stderr, "gfactl vmstart: %s: %s\n", line, err);   /* as libvirt at start */
+		fprintf(stderr, "gfactl vmstart: %s\n", err);   /* as libvirt at start */
 		ret = -1;
 	}
 	if (ret) {
@@ -802,7 +802,7 @@ static struct gfa_pool *make_pool(struct run *r)
 	uint64_t total = 0;
 
 	if (avail && need > avail / 10 * 8) {
-		char mem[32];
+		char mem[48];
 
 		gfa_domain_format_size(r->o.mem, mem, sizeof(mem));
 		fprintf(stderr, "gfactl vmstart: --vms %lu x %s %s needs %lu MiB (a %lu MiB "

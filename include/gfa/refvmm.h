@@ -784,18 +784,30 @@ void gfa_vm_shells_drain(void);
  *    same numbers.
  *  - On error the importers and gfa_domain_check_pages() return a negative errno,
  *    leave *out untouched and, when err is non-NULL and errlen > 0, write a
- *    NUL-terminated one-line message to err naming the file, URI or domain
- *    involved.  err may be NULL.
+ *    NUL-terminated one-line message to err.  err may be NULL.  Every message has
+ *    one form, "<origin>: <where>: <what is wrong>; accepted: <what would be>":
+ *    origin is "domain XML file '<path>'", "domain XML string" or "libvirt domain
+ *    '<name>' on '<uri>'" (struct gfa_domain_spec keeps it for later messages);
+ *    where is the element or attribute, or "line N" for XML that is not
+ *    well-formed; sizes read as gfa_domain_format_size() writes them.  Errors
+ *    that concern no element (a file that cannot be read, a libvirt call that
+ *    fails) are "<origin>: <what is wrong>".
  *  - What libvirt defines is imported, even where it fails only when it starts the
  *    domain (a hugepage size this host has not: gfa_domain_check_pages() is that
- *    start-time check).
+ *    start-time check).  What both of libvirt's drivers refuse to define is refused.
+ *  - Where libvirt's QEMU driver changes a definition, the import changes it the same
+ *    way and gfa_domain_format() says so: NUMA cells size the memory, vCPUs that no
+ *    cell names go to cell 0, and without NUMA cells a hugepage nodeset='0' is
+ *    dropped.
  *  - The content errors every importer can return:
  *      -EINVAL   content that is inconsistent (memory devices beyond <memory>, zero
  *                vCPUs, unknown memory unit, malformed number or cpu list,
- *                overlapping cells, ...)
+ *                overlapping cells, two hugepages without nodeset, a memory device
+ *                on a NUMA cell that does not exist, ...)
  *      -EBADMSG  not well-formed XML, root element is not <domain>, no <name>, or entity
  *                declarations (domain XML has none; expanding them is unbounded)
- *      -ERANGE   a value overflows 64 bits or exceeds a limit below
+ *      -ERANGE   a value exceeds a limit below, or a size exceeds libvirt's limit
+ *                (sizes below 8 EiB: libvirt's sizes are signed 64-bit byte counts)
  *      -ENOMEM   out of memory
  *  - Thread rules: all functions are reentrant and may be called from several
  *    threads at once; they share no state except the one-time library set-up
@@ -808,6 +820,7 @@ void gfa_vm_shells_drain(void);
 #define GFA_DOMAIN_MAX_VCPUS	1024	/* vCPUs (= x86 KVM_MAX_VCPUS default) */
 #define GFA_DOMAIN_MAX_PAGES	8	/* <hugepages><page> entries */
 #define GFA_DOMAIN_XML_MAX	(16u << 20)	/* XML document bytes (-EFBIG) */
+#define GFA_DOMAIN_ORIGIN_MAX	4352	/* origin bytes with the NUL; longer ones are cut */
 
 /* <memoryBacking><source type=.../>: where libvirt would take guest RAM from. */
 enum gfa_domain_source {
@@ -841,10 +854,22 @@ struct gfa_domain_page {
 	 * size backs every cell that no other page names (at most one such page).
 	 */
 	uint64_t nodeset;
+	/*
+	 * The page said nodeset='0' in a domain without NUMA cells: libvirt drops such
+	 * a nodeset (the one implicit cell is every cell), and so does the import;
+	 * nodeset is then 0.
+	 */
+	bool nodeset_dropped;
 };
 
 struct gfa_domain_spec {
 	char name[GFA_DOMAIN_NAME_MAX];
+	/*
+	 * Where the domain came from, as messages name it: "domain XML file '<path>'",
+	 * "domain XML string" or "libvirt domain '<name>' on '<uri>'".  A spec the
+	 * caller builds may leave it empty; messages then say "domain '<name>'".
+	 */
+	char origin[GFA_DOMAIN_ORIGIN_MAX];
 	/*
 	 * Guest memory as libvirt's QEMU driver sizes it: boot RAM plus memory devices
 	 * (DIMMs, virtio-mem sizes).  With NUMA cells boot RAM is their sum, whatever
@@ -867,6 +892,12 @@ struct gfa_domain_spec {
 	/* Guest NUMA cells, cells[i].id == i.  0: no guest NUMA topology. */
 	unsigned int nr_cells;
 	struct gfa_domain_cell cells[GFA_DOMAIN_MAX_CELLS];
+	/*
+	 * vCPUs that no <cell cpus> named, bit i of unnamed_cpus[i / 64] = vCPU i.  libvirt's
+	 * QEMU driver boots them in cell 0, so they are in cells[0].cpus too.  Empty
+	 * without NUMA cells.
+	 */
+	uint64_t unnamed_cpus[GFA_DOMAIN_MAX_VCPUS / 64];
 	/*
 	 * <memoryBacking><hugepages> present.  With hugepages and nr_pages == 0
 	 * (a bare <hugepages/>) the host's default hugepage size is meant.
@@ -991,10 +1022,12 @@ int gfa_domain_cell_page_size(const struct gfa_domain_spec *spec,
  * @len:  bytes at @buf
  *
  * For example "numa2: memory 4 GiB, 4 vCPUs, 2 NUMA cells [0: cpus 0-1, 2 GiB; 1: cpus
- * 2-3, 2 GiB], hugepages 1 GiB (cells 0-1), source memfd, access shared".  Sizes are
- * shown in the largest binary unit that divides them exactly.  Where the NUMA cells
- * gave another size than <memory>, the line says which was used and why: "memory
- * 4 GiB (the NUMA cells, as libvirt's QEMU driver sizes it; <memory> says 8 GiB)".
+ * 2-3, 2 GiB], hugepages 1 GiB (cells 0-1), source memfd, access shared".  Sizes read
+ * as gfa_domain_format_size() writes them.  Where the import followed libvirt's QEMU
+ * driver rather than the letter of the XML, the line says so: "memory 4 GiB (the NUMA
+ * cells, as libvirt's QEMU driver sizes it; <memory> says 8 GiB)", "vCPUs 3,5-7 are in
+ * no cell; node 0 gets them, as libvirt's QEMU driver does", "hugepages 2 MiB (default;
+ * nodeset='0' dropped: no NUMA cells, as libvirt does)".
  *
  * Return: length written (without the NUL); -ENOSPC if @len was too small (@buf then
  * holds a truncated NUL-terminated line); -EFAULT NULL @spec or @buf; -EINVAL @len 0,
@@ -1004,10 +1037,16 @@ int gfa_domain_cell_page_size(const struct gfa_domain_spec *spec,
 int gfa_domain_format(const struct gfa_domain_spec *spec, char *buf, size_t len);
 
 /**
- * gfa_domain_format_size() - a size in the largest binary unit that divides it exactly
+ * gfa_domain_format_size() - a size for people to read
  * @bytes: the size
- * @buf:   where the text goes ("4 GiB", "1464845 KiB", "5 MiB")
+ * @buf:   where the text goes ("4 GiB", "5 MiB", "1464845 KiB (1.4 GiB)",
+ *         "larger than 4 PiB")
  * @len:   bytes at @buf
+ *
+ * The size in the largest binary unit that divides it exactly; where that takes five
+ * digits or more, the size rounded to a tenth of the largest unit follows in brackets.
+ * A size beyond 4 PiB (the 52-bit physical address space, the most any x86-64 or
+ * arm64 host can have) reads "larger than 4 PiB" instead of a number.
  *
  * Return: length written (without the NUL); -ENOSPC if @len was too small (cut,
  * NUL-terminated); -EFAULT @buf NULL; -EINVAL @len 0.
@@ -1030,8 +1069,9 @@ int gfa_domain_format_size(uint64_t bytes, char *buf, size_t len);
  * the size; a size no host page has (5 MiB) is a definition error the domain meets
  * under QEMU too, so a VMM refuses to start it.
  *
- * Return: 0; -EOPNOTSUPP a size the host has not (message names the size, its cells
- * and the host's sizes); -EFAULT NULL @spec; -EINVAL counts beyond the arrays.
+ * Return: 0; -EOPNOTSUPP a size the host has not (message names the spec's origin,
+ * the page, its cells and the host's sizes); -EFAULT NULL @spec; -EINVAL counts beyond
+ * the arrays.
  * Context: any thread; reads @dir.
  */
 int gfa_domain_check_pages(const struct gfa_domain_spec *spec, const char *dir,
