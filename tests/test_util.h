@@ -3,6 +3,7 @@
 #define GFA_TEST_UTIL_H
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -65,6 +66,20 @@ static inline void tu_shmem_thp_unlock(int fd)
 {
 	if (fd >= 0)
 		close(fd);
+}
+
+/*
+ * vm.max_map_count is the host's: a test that lowers it holds this lock exclusively until
+ * it has put it back, and tests whose guests need thousands of mappings hold it shared
+ * around their create.  Released on close or when the process exits.
+ */
+static inline int tu_map_count_lock(bool exclusive)
+{
+	int fd = open("/var/tmp/gfa-tests-max-map-count.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+
+	if (fd >= 0)
+		flock(fd, exclusive ? LOCK_EX : LOCK_SH);
+	return fd;
 }
 
 static inline int tu_sanitizer(void)
