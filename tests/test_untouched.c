@@ -101,6 +101,9 @@ static void balloon_and_collapse(bool host_return)
 	before = host_bytes(&h);
 	cr_assert_eq(gfa_balloon_inflate(g, &r, 1), (int64_t)(r.len >> GFA_FRAME_SHIFT));
 	cr_assert_eq(gfa_balloon_deflate(g, &r, 1), (int64_t)(r.len >> GFA_FRAME_SHIFT));
+	if (h.hr)
+		cr_assert_eq(gfa_host_return_quiesce(h.hr, 20000), 0);
+	cr_log_info("after the deflate: %+.1f MB", (double)(host_bytes(&h) - before) / 1e6);
 	collapsed = gfa_guest_collapse(g, UINT_MAX);
 	if (h.hr)
 		cr_assert_eq(gfa_host_return_quiesce(h.hr, 20000), 0);

@@ -87,8 +87,9 @@ void *gfa_backing_zone_base(const struct gfa_backing *b, unsigned int zone);
  * collapse: any owner, through the pool's moved hook) is dirty until zeroed or released
  * to the host.  A released frame is clean by definition (the host gives zeros back):
  * releasing a frame drops its mark, and this call leaves released free frames unmarked
- * (it takes the zone lock to tell them).  A NULL @b or a block not inside one zone is
- * ignored.
+ * (it takes the zone lock to tell them).  Only frames the zone's memfd holds data for
+ * (populated or swapped out) are marked: a hole reads zero, and zeroing it would fault
+ * it in.  A NULL @b or a block not inside one zone is ignored.
  * Context: any thread (the bitmap is updated atomically).
  */
 void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order);
@@ -207,7 +208,8 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
  * gfa_backing_free() - free as gfa_pcp_free() or gfa_free() and mark the frames dirty
  * @pcp: the calling thread's cache, or NULL for the zone path
  *
- * The frames are marked before the free: the next owner must see them dirty.  A refused
+ * The frames are marked before the free: the next owner must see them dirty.  As with
+ * gfa_backing_mark_dirty(), only frames the memfd holds data for are marked.  A refused
  * free changes no frame's owner or state but keeps the marks: the block may change hands
  * meanwhile (a move in flight frees its source, which holds the data), and a mark costs
  * at most one more zeroing.
