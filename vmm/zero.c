@@ -216,22 +216,17 @@ int gfa_zero_method_usable(const char *name)
 /* ---- zeroing in the background: what a stopped VM left dirty ---- */
 
 /*
- * When a guest stops, its blocks go to the backing's zeroer instead of straight back
- * to the free lists: the zeroer zeroes one block at a time in its own thread and frees
- * it clean, so the next start takes clean frames (the free lists hold the clean ones
- * meanwhile) and the stopping thread never zeroes.  An allocation that finds no frame
- * while blocks wait here takes them back at once, dirty (zero_worker_hold), and zeroes
- * what it gets itself: frames waiting to be zeroed never fail a start.  Once its queue
- * is empty, the zeroer also scrubs dirty free blocks (gfa_zone_scrub_take, as the idle
- * scrubber does), a small batch at a time.
+ * A stopped guest's blocks are free at once, dirty (at the tail of the free lists:
+ * buddy_free_block_cold), and the backing's zeroer zeroes dirty free blocks in its own
+ * thread, a batch at a time, as the idle scrubber does: gfa_zone_scrub_take takes a
+ * batch off the lists, so no frame is handed out while it is zeroed, and the frames
+ * stay counted free and claimable meanwhile (an allocation that finds none waits for
+ * the batch).  Zeroed blocks go back at the head, clean, so the next start finds them
+ * first.  Whoever takes a dirty block before the zeroer reaches it zeroes it itself
+ * (gfa_backing_prepare).  The stopping thread never zeroes.
  */
 #define ZERO_BATCH_RANGES 8
 #define ZERO_BATCH_FRAMES (4 * GFA_PAGEBLOCK_FRAMES)    /* 8 MiB: a few ms */
-
-struct stopped_block {
-	uint64_t pfn, owner;
-	unsigned int order;
-};
 
 struct zero_worker {
 	struct gfa_backing *b;
@@ -239,9 +234,6 @@ struct zero_worker {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool kicked, stop, busy;
-	unsigned int hold;
-	struct stopped_block *q;        /* blocks of stopped guests, to zero and free */
-	size_t nr_q, cap_q;
 	_Atomic uint64_t frames;        /* zeroed in the background, for tests and stats */
 };
 
@@ -273,51 +265,24 @@ static int zero_batch(struct zero_worker *zw)
 	return taken;
 }
 
-/* Free a stopped guest's block: zeroed (clean) or as it is (dirty). */
-static void free_stopped(struct zero_worker *zw, const struct stopped_block *sb, bool zero)
-{
-	struct gfa_pool *pool = backing_pool(zw->b);
-
-	/* dirty first, as any free of a guest's block: what it wrote stays marked
-	 * until the zeroing below clears it */
-	gfa_backing_mark_dirty(zw->b, sb->pfn, sb->order);
-	if (zero) {
-		int64_t done = gfa_backing_prepare(zw->b, sb->pfn, sb->order);
-
-		if (done > 0)
-			atomic_fetch_add(&zw->frames, (uint64_t)done);
-	}
-	/* (compaction may hold it isolated: its move fails, the owner is gone) */
-	while (gfa_free(pool, sb->pfn, sb->order, sb->owner) == GFA_EBUSY)
-		sched_yield();
-}
-
 static void *zero_main(void *arg)
 {
 	struct zero_worker *zw = arg;
 
 	pthread_mutex_lock(&zw->lock);
 	while (!zw->stop) {
-		struct stopped_block sb;
 		bool more;
 
-		if (!zw->kicked || zw->hold) {
+		if (!zw->kicked) {
 			pthread_cond_wait(&zw->cond, &zw->lock);
 			continue;
 		}
 		zw->busy = true;
-		if (zw->nr_q) {
-			sb = zw->q[--zw->nr_q];
-			pthread_mutex_unlock(&zw->lock);
-			free_stopped(zw, &sb, true);
-			more = true;
-		} else {
-			pthread_mutex_unlock(&zw->lock);
-			more = zero_batch(zw) > 0;
-		}
+		pthread_mutex_unlock(&zw->lock);
+		more = zero_batch(zw) > 0;
 		pthread_mutex_lock(&zw->lock);
 		zw->busy = false;
-		if (!more && !zw->nr_q)
+		if (!more)
 			zw->kicked = false;     /* all clean (or in others' hands): sleep */
 		pthread_cond_broadcast(&zw->cond);
 	}
@@ -351,56 +316,10 @@ void zero_worker_stop(struct zero_worker *zw)
 	zw->stop = true;
 	pthread_cond_broadcast(&zw->cond);
 	pthread_mutex_unlock(&zw->lock);
-	pthread_join(zw->thread, NULL);
-	/* what is left goes back dirty: the backing (and its bitmap) is going away */
-	for (size_t i = 0; i < zw->nr_q; i++)
-		free_stopped(zw, &zw->q[i], false);
-	free(zw->q);
+	pthread_join(zw->thread, NULL);  /* (its batch is back on the lists: it finishes it) */
 	pthread_cond_destroy(&zw->cond);
 	pthread_mutex_destroy(&zw->lock);
 	free(zw);
-}
-
-int zero_worker_queue(struct zero_worker *zw, uint64_t pfn, unsigned int order, uint64_t owner)
-{
-	int err = 0;
-
-	pthread_mutex_lock(&zw->lock);
-	if (zw->nr_q == zw->cap_q) {
-		size_t cap = zw->cap_q ? 2 * zw->cap_q : 256;
-		struct stopped_block *q = realloc(zw->q, cap * sizeof(*q));
-
-		if (q) {
-			zw->q = q;
-			zw->cap_q = cap;
-		} else {
-			err = -ENOMEM;
-		}
-	}
-	if (!err)
-		zw->q[zw->nr_q++] = (struct stopped_block){ pfn, owner, order };
-	pthread_mutex_unlock(&zw->lock);
-	return err;
-}
-
-uint64_t zero_worker_help(struct zero_worker *zw, uint64_t frames)
-{
-	uint64_t done = 0;
-
-	while (done < frames) {
-		struct stopped_block sb;
-
-		pthread_mutex_lock(&zw->lock);
-		if (!zw->nr_q) {
-			pthread_mutex_unlock(&zw->lock);
-			break;
-		}
-		sb = zw->q[--zw->nr_q];
-		pthread_mutex_unlock(&zw->lock);
-		free_stopped(zw, &sb, true);
-		done += 1ULL << sb.order;
-	}
-	return done;
 }
 
 void zero_worker_kick(struct zero_worker *zw)
@@ -409,35 +328,6 @@ void zero_worker_kick(struct zero_worker *zw)
 	zw->kicked = true;
 	pthread_cond_signal(&zw->cond);
 	pthread_mutex_unlock(&zw->lock);
-}
-
-bool zero_worker_hold(struct zero_worker *zw, bool hold)
-{
-	struct stopped_block *q = NULL;
-	size_t n = 0;
-	bool working = false;
-
-	pthread_mutex_lock(&zw->lock);
-	if (hold) {
-		zw->hold++;
-		working = zw->busy || zw->nr_q;
-		/* the queue comes back to the free lists now, dirty: the allocation
-		 * zeroes what it takes */
-		q = zw->q;
-		n = zw->nr_q;
-		zw->q = NULL;
-		zw->nr_q = zw->cap_q = 0;
-		while (zw->busy)
-			pthread_cond_wait(&zw->cond, &zw->lock);
-	} else {
-		zw->hold--;
-		pthread_cond_broadcast(&zw->cond);
-	}
-	pthread_mutex_unlock(&zw->lock);
-	for (size_t i = 0; i < n; i++)
-		free_stopped(zw, &q[i], false);
-	free(q);
-	return working;
 }
 
 int zero_worker_quiesce(struct zero_worker *zw, unsigned int timeout_ms)
@@ -453,7 +343,7 @@ int zero_worker_quiesce(struct zero_worker *zw, unsigned int timeout_ms)
 		ts.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&zw->lock);
-	while (!err && (zw->kicked || zw->busy || zw->nr_q) && !zw->hold)
+	while (!err && (zw->kicked || zw->busy))
 		err = pthread_cond_timedwait(&zw->cond, &zw->lock, &ts);
 	pthread_mutex_unlock(&zw->lock);
 	return err ? -ETIMEDOUT : 0;

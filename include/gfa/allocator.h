@@ -119,7 +119,8 @@ enum gfa_frame_state {
 	GFA_FRAME_PCP,          /* on a per-vCPU cache list (counts as free) */
 	GFA_FRAME_ALLOCATED,    /* owned by an owner cookie */
 	GFA_FRAME_ISOLATED,     /* taken by compaction for a move */
-	GFA_FRAME_INFLIGHT,     /* free, with a release to the host in flight */
+	GFA_FRAME_INFLIGHT,     /* free, with a release to the host in flight (or being
+				 * zeroed: gfa_zone_stat.nr_scrubbing) */
 };
 
 /*
@@ -409,7 +410,7 @@ struct gfa_vmstat {
 
 struct gfa_zone_stat {
 	uint64_t nr_frames;
-	uint64_t nr_free;                                    /* frames, incl. pcp */
+	uint64_t nr_free;            /* frames: buddy lists, pcp lists and nr_scrubbing */
 	uint64_t nr_free_buddy;                              /* frames on buddy lists */
 	uint64_t nr_pcp;                                     /* frames on pcp lists */
 	uint64_t nr_free_blocks[GFA_NR_ORDERS][GFA_MT_TYPES]; /* blocks per order and type */
@@ -418,7 +419,11 @@ struct gfa_zone_stat {
 	uint64_t nr_released;       /* free frames whose host memory was given back */
 	uint64_t nr_inflight;       /* frames with a release (or populate) in flight */
 	uint64_t nr_sidelined;      /* pageblocks holding released frames (reused last) */
-	uint64_t reserved[8];     /* zero: room to grow (the head of this file) */
+	uint64_t nr_scrubbing;      /* free frames being zeroed in the background: off the
+				     * lists for a moment, counted free and claimable (an
+				     * allocation that finds no frame waits for them; added
+				     * in 0.3) */
+	uint64_t reserved[7];     /* zero: room to grow (the head of this file) */
 };
 
 /**
@@ -505,7 +510,7 @@ int gfa_pool_vmstat_text(struct gfa_pool *pool, char *buf, size_t len);
  * Each frame in exactly one block, each block in one state, tail frames stateless;
  * free-list contents and links equal the counters; no two free buddies that should have
  * merged; pageblock types, flags and free/released counts; released bits only on free
- * frames; claims add up; cached compaction positions inside the zone; pcp counters equal
+ * frames; frames in flight and being scrubbed equal their counts; claims add up; cached compaction positions inside the zone; pcp counters equal
  * their lists and each cached block on exactly one list.
  *
  * Return: 0, GFA_EFAULT, -ENOMEM (no memory for the check's bitmap, one bit per frame),
