@@ -176,14 +176,12 @@ unsigned int gfa_pool_nr_zones(const struct gfa_pool *pool)
 int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone, uint64_t *start_pfn,
 		  uint64_t *nr_frames)
 {
-	if (!pool)
-		return GFA_EFAULT;
+	if (!pool || !start_pfn || !nr_frames)
+		return pool_err(pool, GFA_EFAULT);
 	if (zone >= pool->nr_zones)
 		return pool_err(pool, GFA_ERANGE);
-	if (start_pfn)
-		*start_pfn = pool->zones[zone].start_pfn;
-	if (nr_frames)
-		*nr_frames = pool->zones[zone].nr_frames;
+	*start_pfn = pool->zones[zone].start_pfn;
+	*nr_frames = pool->zones[zone].nr_frames;
 	return 0;
 }
 

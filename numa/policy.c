@@ -270,9 +270,9 @@ int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
 
 static int claim_check(struct gfa_numa_pool *np, unsigned int zone, uint64_t nr_frames)
 {
-	uint64_t n = 0;
+	uint64_t start, n = 0;
 
-	gfa_zone_span(np->pool, zone, NULL, &n);
+	gfa_zone_span(np->pool, zone, &start, &n);
 	return nr_frames > n ? GFA_ETOOBIG : 0;
 }
 

@@ -85,10 +85,10 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct gfa_frame_range *fr)
 {
 	struct hr_range *r = malloc(sizeof(*r));
-	uint64_t start;
+	uint64_t start, nr;
 	int err;
 
-	gfa_zone_span(hr->pool, zone, &start, NULL);
+	gfa_zone_span(hr->pool, zone, &start, &nr);
 	if (!r) {
 		gfa_zone_release_done(hr->pool, fr->pfn, fr->nr, false);
 		atomic_store(&hr->failed[zone], true);  /* back off, as after a failed punch */

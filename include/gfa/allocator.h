@@ -212,7 +212,8 @@ unsigned int gfa_pool_nr_zones(const struct gfa_pool *pool);
  * @start_pfn: gets the zone's first pfn
  * @nr_frames: gets its frame count
  *
- * Return: 0, GFA_EFAULT, GFA_ERANGE (no zone @zone).
+ * Return: 0, GFA_EFAULT (@pool, @start_pfn or @nr_frames NULL: both outputs are
+ * required, as every output pointer is), GFA_ERANGE (no zone @zone).
  * Context: any thread (fixed at creation).
  */
 int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone,

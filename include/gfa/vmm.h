@@ -850,10 +850,11 @@ struct gfa_gpa_range {
  * after all (counted in ballooned_frames): a gfn the guest owns is always mapped, one it
  * does not always reads zero.
  *
- * Return: frames taken, or -EFAULT (NULL), -EINVAL (zero length or misaligned), -ERANGE
- * (outside the guest), -EALREADY (already ballooned), -ENOTUNIQ (ranges overlap each
- * other), -EBUSY (a range is pinned: gfa_guest_pin(), GFA_GUEST_PINNED), -ENOMEM or
- * another mmap errno (the window could not be remapped).
+ * Return: frames taken, or -EFAULT (@g or @r NULL, @n 0 included), -EINVAL (zero length
+ * or misaligned), -ERANGE (outside the guest), -EALREADY (already ballooned), -ENOTUNIQ
+ * (ranges overlap each other), -EBUSY (a range is pinned: gfa_guest_pin(),
+ * GFA_GUEST_PINNED), -ENOMEM or another mmap errno (the window could not be remapped).
+ * -EFAULT (with @g), -EINVAL and -ERANGE are counted in the pool's err_* counters.
  * Context: any thread (the guest's lock) but a vCPU's own IO handler (see
  * gfa_guest_create()).
  */
