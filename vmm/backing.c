@@ -748,8 +748,10 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_b
 	struct free_walk w;
 	int err;
 
-	if (!b || !st)
+	if (!b)
 		return GFA_EFAULT;
+	if (!st)
+		return gfa_pool_count_error(b->pool, GFA_EFAULT);
 	if (zone >= b->nr_zones)
 		return gfa_pool_count_error(b->pool, GFA_ERANGE);
 	err = free_walk_zone(b, zone, &w);

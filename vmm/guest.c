@@ -363,6 +363,8 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	int err = guest_check_config(pool, b, cfg);
 
 	if (err) {
+		/* counted as the allocator counts its own (EFAULT, EINVAL, ERANGE) */
+		gfa_pool_count_error(pool, -err);
 		errno = err;
 		return NULL;
 	}
@@ -549,10 +551,12 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
 {
 	int err = 0;
 
-	if (!g || !pfn)
+	if (!g)
 		return GFA_EFAULT;
+	if (!pfn)
+		return gfa_pool_count_error(g->pool, GFA_EFAULT);
 	if (gpa >= g->size)
-		return GFA_ERANGE;
+		return gfa_pool_count_error(g->pool, GFA_ERANGE);
 	pthread_mutex_lock(&g->lock);
 	*pfn = guest_pfn(g, gpa >> GFA_FRAME_SHIFT);
 	if (*pfn == NO_PFN)
@@ -563,8 +567,10 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
 
 int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 {
-	if (!g || !st)
+	if (!g)
 		return GFA_EFAULT;
+	if (!st)
+		return gfa_pool_count_error(g->pool, GFA_EFAULT);
 	pthread_mutex_lock(&g->lock);
 	g->st.huge_ranges = g->st.small_ranges = g->st.blocks = 0;
 	for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES) {

@@ -334,8 +334,8 @@ int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *ar
 /**
  * gfa_pfn_to_addr() - host address of a frame
  *
- * Return: the address, or NULL when @pool is NULL, @pfn is outside it, or its zone has
- * no backing (the vmm layer's gfa_backing_create sets it).
+ * Return: the address, or NULL for a NULL @pool, a @pfn outside it, or a zone without
+ * backing (the vmm layer's gfa_backing_create sets it).
  * Context: any thread.
  */
 void *gfa_pfn_to_addr(const struct gfa_pool *pool, uint64_t pfn);
@@ -936,8 +936,9 @@ int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
 int gfa_compactd_start(struct gfa_pool *pool);
 /**
  * gfa_compactd_stop() - stop the workers and join them
+ * @pool: the pool; NULL is a no-op (0)
  *
- * Return: 0 or GFA_EFAULT.
+ * Return: 0.
  * Context: any thread but a worker.
  */
 int gfa_compactd_stop(struct gfa_pool *pool);

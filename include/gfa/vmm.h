@@ -166,7 +166,7 @@ int gfa_zero_set_method(const char *name);
  * gfa_zero_method_usable() - can this CPU run a zeroing path
  * @name: as gfa_zero_set_method()
  *
- * Return: 1 if it can, else 0.
+ * Return: 1 if it can, else 0 (a predicate: 0 for a NULL @name).
  * Context: any thread.
  */
 int gfa_zero_method_usable(const char *name);
@@ -237,13 +237,18 @@ struct gfa_backing_zone_stat {
  * Context: any thread (a snapshot).
  */
 int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st);
-/*
- * gfa_pool_check, then the backing's own invariants: no released frame marked dirty,
- * each zone's free and released frames by their states equal to gfa_zone_stat's, and
- * the dirty count equal to the marks.  Returns 0, GFA_EFAULT, gfa_pool_check's errors,
- * or -EUCLEAN with the first violation in words in msg (if non-NULL).  Thread rules: at
- * a quiet point (no other thread allocating, freeing, releasing or moving frames): the
- * totals compare two snapshots.
+/**
+ * gfa_backing_check() - gfa_pool_check(), then the backing's own invariants
+ * @msg: gets the first violation in words (may be NULL)
+ * @msglen: size of @msg
+ *
+ * No released frame marked dirty, each zone's free and released frames by their states
+ * equal to gfa_zone_stat's, and the dirty count equal to the marks.
+ *
+ * Return: 0, GFA_EFAULT, gfa_pool_check()'s errors, or -EUCLEAN (a violation, described
+ * in @msg).
+ * Context: at a quiet point (no other thread allocating, freeing, releasing or moving
+ * frames): the totals compare two snapshots.
  */
 int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen);
 
@@ -578,8 +583,8 @@ int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat
 /**
  * gfa_backing_host_return() - the host return started on a backing
  *
- * Return: the host return, or NULL (none, or @b NULL).  The pointer is only as good as
- * the caller's knowledge that nobody stops it meanwhile.
+ * Return: the host return, or NULL (none; NULL for a NULL @b).  The pointer is only as
+ * good as the caller's knowledge that nobody stops it meanwhile.
  * Context: any thread.
  */
 struct gfa_host_return *gfa_backing_host_return(const struct gfa_backing *b);
@@ -900,7 +905,8 @@ void gfa_guest_report_destroy(struct gfa_free_report *rep);
 typedef void (*gfa_report_done_fn)(void *cookie, int result);
 /*
  * Report [gpa, gpa + len) of each range free.  Every range is checked first; one bad
- * range refuses the whole request (nothing punched, done never called), counted:
+ * range refuses the whole request (nothing punched, done never called), counted in the
+ * reporter's err_* counters (and -EFAULT with rep, -EINVAL and -ERANGE in the pool's):
  *   -EFAULT rep, r or done NULL, -EINVAL n == 0, a zero length or misaligned range,
  *   -ERANGE outside the guest, -ENOTUNIQ ranges overlap each other, -EBUSY a range is
  *   pinned (gfa_guest_pin(), GFA_GUEST_PINNED), -ENOMEM.
