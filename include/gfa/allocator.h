@@ -15,7 +15,7 @@
  * errno of its own, so a caller can tell them apart (docs/decisions.md, entry 17);
  * gfa_strerror() names gfa's meaning of each.
  *
- *   GFA_EFAULT      -EFAULT        NULL pool, cache, config or output pointer
+ *   GFA_EFAULT      -EFAULT        NULL pointer argument (below: where NULL is allowed)
  *   GFA_EINVAL      -EINVAL        invalid argument: a bad config or mode, unknown flags,
  *                                  nonzero reserved fields, a cache of another pool
  *   GFA_ERANGE      -ERANGE        pfn outside the pool, or zone index out of range
@@ -31,8 +31,23 @@
  *   GFA_ETHREAD     -EDEADLK       a pcp used by two threads at once
  *
  * Conventions every public header follows:
- *   - A NULL handle, config or output pointer is -EFAULT (GFA_EFAULT); a NULL handle
- *     passed to a destroy, stop or kick call is a no-op.
+ *   - A NULL pointer argument (a handle, a config, an output, an array, a callback) is
+ *     -EFAULT (GFA_EFAULT), even where the count beside it is 0; a call that returns a
+ *     pointer returns NULL with errno EFAULT.  It is counted in err_fault when the
+ *     call's first argument is a handle with a pool (a pool, cache, backing, guest, NUMA
+ *     pool, host return or free page reporter) and not the NULL one.  The exceptions,
+ *     each said in the description of the parameter or of the result, are of these
+ *     kinds only:
+ *       - a NULL handle passed to a destroy, free, detach, stop, kick or forget call is
+ *         a no-op ("NULL is a no-op");
+ *       - a call that answers a count, an address, a flag or a name and no error
+ *         answers 0, NULL or false for a NULL handle ("0 for a NULL @pool");
+ *       - a parameter described "may be NULL" or "or NULL ..." takes NULL as a value: a
+ *         config's defaults, the zone path instead of a cache, an output not wanted,
+ *         NULL ops to unregister; "may be NULL when @len is 0" asks for a size only;
+ *       - void *ctx, *cookie and *arg are the caller's: passed on, never read.
+ *     The fuzz target makes every public call with each other pointer argument NULL and
+ *     checks the result against these words (tools/fuzz_null_calls.py reads them).
  *   - "Not found" (no such claim, owner, ballooned range) is -ENOENT.
  *   - Text formatters (gfa_pool_buddyinfo, gfa_numa_topology_text, ...) are
  *     snprintf-style: they write at most len bytes, NUL-terminated when len > 0, and
