@@ -252,7 +252,9 @@ int gfa_pfn_to_zone(const struct gfa_pool *pool, uint64_t pfn);
  * Takes the zone lock once; vCPU threads use gfa_pcp_alloc() instead.  Falls back to
  * other migratetypes as the kernel's __rmqueue_fallback does, stealing pageblocks, unless
  * GFA_ALLOC_NOFALLBACK; for order > 0, direct compaction with capture
- * (gfa_alloc_compact()) unless GFA_ALLOC_NOCOMPACT.
+ * (gfa_alloc_compact()) unless GFA_ALLOC_NOCOMPACT.  When none of that finds a block
+ * while free frames are being zeroed in the background (nr_scrubbing), it waits for
+ * that batch (milliseconds) and tries once more, with either flag.
  *
  * Return: the block's first pfn, or GFA_EFAULT, GFA_ERANGE (@zone), GFA_EORDER,
  * GFA_EMIGRATE, GFA_ENOMEM.
@@ -718,8 +720,9 @@ int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
  * it, and @owner's allocations consume it.
  *
  * Return: 0, GFA_EFAULT, GFA_ERANGE, -EEXIST (@owner already has a claim on this zone),
- * -ENOSPC (more than the zone's unclaimed free frames, counting those parked in vCPU
- * caches, which it drains when they make up the difference; or the claim table of
+ * -ENOSPC (more than the zone's unclaimed free frames, counting those being zeroed
+ * (nr_scrubbing) and those parked in vCPU caches, which it drains when they make up the
+ * difference; or the claim table of
  * GFA_MAX_CLAIMS is full, which drains nothing).  Nothing changes on error but such a
  * drain.
  * Context: any thread.

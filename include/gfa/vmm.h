@@ -32,7 +32,8 @@ struct gfa_backing_config {
 				 * memory (MADV_POPULATE_WRITE, else a touch loop) */
 	bool no_thp_advice;     /* skip MADV_HUGEPAGE on the pool mapping */
 	bool no_zero_on_stop;   /* leave what a stopped guest wrote dirty for the next owner
-				 * to zero (default: zeroed in the background at the stop) */
+				 * to zero (default: the backing's zeroer zeroes it in the
+				 * background; the frames are free either way) */
 	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
@@ -130,9 +131,12 @@ void gfa_zero(void *p, size_t len);
  * @b: the backing
  * @timeout_ms: how long at most
  *
- * When a guest stops (gfa_guest_destroy()) the backing's zeroer thread (started with the
- * first stop) zeroes the dirty free frames in the background, a few MiB at a time, so a
- * start right after finds them clean; the stopping thread never waits for it.
+ * When a guest stops (gfa_guest_destroy()) its frames are free at once, dirty, and the
+ * backing's zeroer thread (started with the first stop) zeroes the dirty free frames in
+ * the background, a few MiB at a time, so a later start finds them clean; the stopping
+ * thread never waits for it.  A batch in work is off the free lists but still counted
+ * free and claimable (gfa_zone_stat.nr_scrubbing): an allocation that finds no frame
+ * waits for it.
  *
  * Return: 0, GFA_EFAULT, or -ETIMEDOUT after @timeout_ms.
  * Context: any thread.
@@ -708,6 +712,12 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 /**
  * gfa_guest_destroy() - unmap the window, free every frame (marked dirty), unregister
  * @g: the guest; NULL is a no-op
+ *
+ * Every frame is free when it returns: counted free, claimable and allocatable by any
+ * owner.  They stay marked dirty until zeroed: whoever takes one first zeroes it
+ * (gfa_backing_prepare(), as guests do), and the backing's zeroer zeroes the rest in the
+ * background (gfa_backing_zero_quiesce()).  They go behind the clean free frames, so a
+ * start takes clean frames first, then these, before any released to the host.
  *
  * Context: once, when no other thread uses the guest.
  */
