@@ -529,6 +529,14 @@ struct zero_worker *backing_zero_worker(struct gfa_backing *b)
 	return zw;
 }
 
+void backing_zero_defer(struct gfa_backing *b)
+{
+	struct zero_worker *zw = atomic_load(&b->zw);
+
+	if (zw)
+		zero_worker_defer(zw);
+}
+
 int gfa_backing_zero_quiesce(struct gfa_backing *b, unsigned int timeout_ms)
 {
 	struct zero_worker *zw;

@@ -30,12 +30,16 @@ int backing_copy_block(struct gfa_backing *b, uint64_t src, uint64_t dst, unsign
 struct zero_worker;
 struct zero_worker *zero_worker_start(struct gfa_backing *b);
 void zero_worker_stop(struct zero_worker *zw);
-/* Zero what is dirty and free, soon, in the worker's thread. */
+/* Zero what is dirty and free in the worker's thread, once things settled (a stop). */
 void zero_worker_kick(struct zero_worker *zw);
+/* Put the work off for a settle again (a start is under way). */
+void zero_worker_defer(struct zero_worker *zw);
 int zero_worker_quiesce(struct zero_worker *zw, unsigned int timeout_ms);
 uint64_t zero_worker_frames(struct zero_worker *zw);
 
 /* The worker that zeroes what guests leave when they stop (started by the first call),
  * or NULL: none (no_zero_on_stop, or no thread to be had). */
 struct zero_worker *backing_zero_worker(struct gfa_backing *b);
+/* A guest start begins or ends: b's zeroer (if any) puts its work off for a settle. */
+void backing_zero_defer(struct gfa_backing *b);
 #endif

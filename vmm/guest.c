@@ -408,12 +408,14 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 		g->registered = !err;   /* -EEXIST: the id is another guest's, leave it */
 	}
 	pthread_mutex_lock(&g->lock);
+	backing_zero_defer(b);  /* the start has the CPUs, not the zeroer */
 	/* every block first, then the window in runs: a move meanwhile maps its own */
 	for (uint64_t gfn = 0; !err && gfn < g->nr_frames; gfn += RANGE_FRAMES)
 		err = guest_fill_range(g, cfg->pcp, gfn, cfg->small_only);
 	if (!err)
 		err = guest_map_runs(g);
 	g->st.window_mappings = g->nr_mappings;
+	backing_zero_defer(b);  /* (and its vCPUs' first touch) */
 	pthread_mutex_unlock(&g->lock);
 	if (err) {
 		gfa_guest_destroy(g);
