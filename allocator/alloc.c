@@ -49,6 +49,29 @@ int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int m
 	return pfn;
 }
 
+/*
+ * Frames a scrub holds (gfa_zone_scrub_take) are free frames being zeroed, back on the
+ * lists within one batch: wait for them rather than fail, as a refill waits out a
+ * drain.  No scrub takes more while one waits, and the try after the wait runs under
+ * the same lock hold, so it sees every frame they held.
+ */
+int64_t zone_alloc_after_scrub(struct gfa_zone *z, unsigned int order, unsigned int mt,
+			       uint64_t owner, unsigned int flags)
+{
+	int64_t pfn = GFA_ENOMEM;
+
+	pthread_mutex_lock(&z->lock);
+	if (z->nr_scrub) {
+		z->scrub_waiters++;
+		while (z->nr_scrub)
+			pthread_cond_wait(&z->scrub_done, &z->lock);
+		z->scrub_waiters--;
+		pfn = zone_alloc_locked(z, order, mt, owner, flags);
+	}
+	pthread_mutex_unlock(&z->lock);
+	return pfn;
+}
+
 int64_t gfa_alloc(struct gfa_pool *pool, unsigned int zone, unsigned int order,
 		  enum gfa_migratetype mt, uint64_t owner, unsigned int flags)
 {
@@ -130,7 +153,8 @@ int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 	return 0;
 }
 
-void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+/* A block back to the buddy lists (at the tail when cold). */
+static void zone_return(struct gfa_zone *z, uint64_t pfn, unsigned int order, bool cold)
 {
 	struct gfa_frame *f = &z->pool->frames[pfn];
 
@@ -141,7 +165,15 @@ void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	fstate_set(f, 0);
 	flink_set(&f->next, GFA_NIL);
 	flink_set(&f->prev, GFA_NIL);
-	buddy_free_block(z, pfn, order);
+	if (cold)
+		buddy_free_block_cold(z, pfn, order);
+	else
+		buddy_free_block(z, pfn, order);
+}
+
+void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	zone_return(z, pfn, order, false);
 }
 
 void zone_count_free(struct gfa_zone *z, unsigned int order)
@@ -157,7 +189,8 @@ void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	zone_count_free(z, order);
 }
 
-int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
+static int zone_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner,
+		     bool cold)
 {
 	struct gfa_zone *z = NULL;
 	int err = free_args(pool, pfn, order, &z);
@@ -168,12 +201,24 @@ int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t o
 	}
 	pthread_mutex_lock(&z->lock);
 	err = frame_begin_free(pool, z, pfn, order, owner, 0);
-	if (!err)
-		zone_free_locked(z, pfn, order);
+	if (!err) {
+		zone_return(z, pfn, order, cold);
+		zone_count_free(z, order);
+	}
 	pthread_mutex_unlock(&z->lock);
 	if (err)
 		pool_count_err(pool, err);
 	return err;
+}
+
+int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
+{
+	return zone_free(pool, pfn, order, owner, false);
+}
+
+int gfa_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
+{
+	return zone_free(pool, pfn, order, owner, true);
 }
 
 int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner,

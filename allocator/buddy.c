@@ -219,7 +219,8 @@ static uint64_t set_pageblocks_mt(struct gfa_zone *z, uint64_t pfn, unsigned int
  * put the result on the list of its pageblock's migratetype.  Merging never crosses
  * into or out of an ISOLATE pageblock at pageblock order and above, as in the kernel.
  */
-bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+static inline __attribute__((always_inline)) bool free_one(struct gfa_zone *z, uint64_t pfn,
+							  unsigned int order, bool cold)
 {
 	unsigned int mt = pfn_pageblock(z, pfn)->mt;
 	/* read once: a thread-local (a call per read in a shared library), asked per level */
@@ -263,7 +264,7 @@ bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	if (__builtin_expect(capc != NULL, 0) && compaction_capture(capc, z, pfn, order, mt))
 		goto captured;
 	/* blocks with released frames are reused last: a host fault costs more */
-	buddy_list_link(z->pool, z, pfn, order, mt, block_released(z, pfn, order));
+	buddy_list_link(z->pool, z, pfn, order, mt, cold || block_released(z, pfn, order));
 	free_account(z, freed_pfn, freed_order, 1);
 	return false;
 captured:
@@ -272,6 +273,22 @@ captured:
 	free_account(z, freed_pfn, freed_order, 1);
 	free_account(z, pfn, order, -1);
 	return true;
+}
+
+bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	return free_one(z, pfn, order, false);
+}
+
+/*
+ * The kernel's FPI_TO_TAIL: a stopped guest's dirty blocks are taken after the clean
+ * ones (a start then zeroes nothing while clean blocks last), and rmqueue_smallest()
+ * takes them before a released block at the head (zeroing costs less than a host
+ * fault).
+ */
+bool buddy_free_block_cold(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	return free_one(z, pfn, order, true);
 }
 
 /* expand(): split a block of order high down to low, giving back the upper halves. */
@@ -285,11 +302,27 @@ static void expand(struct gfa_zone *z, uint64_t pfn, unsigned int low, unsigned 
 	}
 }
 
+/*
+ * The block to take from list (o, mt): its head, or its tail when the head holds
+ * released frames and the tail does not.  Released blocks sit at the tail, so a
+ * populated tail is a cold block (buddy_free_block_cold), and zeroing it costs less
+ * than faulting the released one in (docs/decisions.md, entry 9).
+ */
+static inline uint32_t list_pick(struct gfa_zone *z, unsigned int o, unsigned int mt)
+{
+	const struct gfa_free_list *l = &z->area[o].list[mt];
+
+	if (l->head != l->tail && block_released(z, l->head, o) &&
+	    !block_released(z, l->tail, o))
+		return l->tail;
+	return l->head;
+}
+
 /* The halves stay counted as free frames; only the 2^order frames taken leave. */
 static int64_t rmqueue_smallest(struct gfa_zone *z, unsigned int order, unsigned int mt)
 {
 	for (unsigned int o = order; o <= GFA_MAX_ORDER; o++) {
-		uint32_t pfn = z->area[o].list[mt].head;
+		uint32_t pfn = list_pick(z, o, mt);
 
 		if (pfn == GFA_NIL)
 			continue;

@@ -13,7 +13,7 @@
 
 struct zone_tally {
 	uint64_t free_blocks[GFA_NR_ORDERS][GFA_MT_TYPES];
-	uint64_t free_frames, released, inflight;
+	uint64_t free_frames, released, inflight, scrub;
 	uint64_t pcp_frames;    /* in PCP blocks: must equal what the caches' lists hold */
 };
 
@@ -31,6 +31,16 @@ static int check_released(struct gfa_zone *z, uint64_t pfn, unsigned int st, uns
 	}
 	if (st == GFA_FRAME_INFLIGHT)
 		t->inflight += 1UL << order;
+	/* a scrub's mark: on in-flight heads only, each counted in nr_scrub */
+	if ((z->pool->frames[pfn].flags & FRAME_F_SCRUB) && st != GFA_FRAME_INFLIGHT)
+		FAIL("zone %u: block at pfn %lu in state %u is marked as a scrub's", z->id,
+		     (unsigned long)pfn, st);
+	if (z->pool->frames[pfn].flags & FRAME_F_SCRUB)
+		t->scrub += 1UL << order;
+	for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
+		if (z->pool->frames[p].flags & FRAME_F_SCRUB)
+			FAIL("zone %u: pfn %lu inside the block at %lu is marked as a scrub's",
+			     z->id, (unsigned long)p, (unsigned long)pfn);
 	return 0;
 }
 
@@ -181,10 +191,13 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 	if (t->free_frames != z->nr_free)
 		FAIL("zone %u: nr_free %lu but free blocks hold %lu frames", z->id,
 		     (unsigned long)z->nr_free, (unsigned long)t->free_frames);
-	if (t->released != z->nr_released || t->inflight != z->nr_inflight)
-		FAIL("zone %u: counters say %lu released, %lu in flight; frames say %lu and %lu",
-		     z->id, (unsigned long)z->nr_released, (unsigned long)z->nr_inflight,
-		     (unsigned long)t->released, (unsigned long)t->inflight);
+	if (t->released != z->nr_released || t->inflight != z->nr_inflight ||
+	    t->scrub != z->nr_scrub)
+		FAIL("zone %u: counters say %lu released, %lu in flight (%lu scrubbed); frames "
+		     "say %lu, %lu and %lu", z->id, (unsigned long)z->nr_released,
+		     (unsigned long)z->nr_inflight, (unsigned long)z->nr_scrub,
+		     (unsigned long)t->released, (unsigned long)t->inflight,
+		     (unsigned long)t->scrub);
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
 		if (z->pageblocks[i].mt >= GFA_MT_TYPES)
 			FAIL("zone %u: pageblock %lu has migratetype %u", z->id,

@@ -15,7 +15,15 @@ static int claim_find(struct gfa_zone *z, uint64_t owner)
 	return -1;
 }
 
+/* (frames a scrub holds are free: an allocation short of frames waits for them) */
 uint64_t claim_unclaimed_free(struct gfa_zone *z)
+{
+	uint64_t free = z->nr_free + z->nr_scrub;
+
+	return free > z->claimed ? free - z->claimed : 0;
+}
+
+uint64_t claim_unclaimed_listed(struct gfa_zone *z)
 {
 	return z->nr_free > z->claimed ? z->nr_free - z->claimed : 0;
 }

@@ -111,6 +111,8 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 gate:
 	pcp_isolate_end(z);
 out:
+	if (pfn < 0)
+		pfn = zone_alloc_after_scrub(z, order, mt, owner, flags);
 	if (pfn < 0) {
 		pthread_mutex_lock(&z->lock);
 		z->c.vm.pgalloc_fail++;

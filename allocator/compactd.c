@@ -115,7 +115,7 @@ int gfa_compactd_start(struct gfa_pool *pool)
 int gfa_compactd_stop(struct gfa_pool *pool)
 {
 	if (!pool)
-		return GFA_EFAULT;
+		return 0;       /* a stop of nothing, as every stop call */
 	pthread_mutex_lock(&pool->compactd_lock);
 	compactd_stop_locked(pool);
 	pthread_mutex_unlock(&pool->compactd_lock);

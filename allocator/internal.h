@@ -32,6 +32,11 @@
  * returns to the lists unwritten (release_take/release_restore).
  */
 #define FRAME_F_WAS_RELEASED 0x1u
+/*
+ * The head of an in-flight block a scrub took (gfa_zone_scrub_take): free frames being
+ * zeroed, counted free (gfa_zone.nr_scrub) while off the lists.
+ */
+#define FRAME_F_SCRUB 0x2u
 #define MAX_ORDER_FRAMES (1UL << GFA_MAX_ORDER)
 
 struct gfa_frame {
@@ -151,6 +156,14 @@ struct gfa_zone {
 	 */
 	uint64_t *free_heads;
 	uint64_t nr_released, nr_inflight;
+	/*
+	 * Of nr_inflight, the frames scrubs hold: free frames being zeroed, counted free
+	 * and claimable.  An allocation that finds no frame waits for them (scrub_done),
+	 * and no scrub takes more while one waits (scrub_waiters).
+	 */
+	uint64_t nr_scrub;
+	unsigned int scrub_waiters;
+	pthread_cond_t scrub_done;
 	uint64_t release_scans;         /* block_released() scans of release bits */
 	struct gfa_release_policy rp;
 	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
@@ -243,6 +256,8 @@ void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn);
  * it is on no list and its head is ISOLATED, owned by the capturing request).
  */
 bool buddy_free_block(struct gfa_zone *z, uint64_t pfn, unsigned int order);
+/* The same, the merged block at the tail of its list (cold: reused after the others). */
+bool buddy_free_block_cold(struct gfa_zone *z, uint64_t pfn, unsigned int order);
 
 /* Capture slot of the direct compaction running in this thread (compaction.c). */
 struct capture_control {
@@ -353,13 +368,19 @@ uint64_t claim_unwatch(uint64_t saved_owner, uint64_t saved_taken);
 void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames, uint64_t gen);
 /* The generation of the claim this thread's last watched charge went to. */
 uint64_t claim_watched_gen(void);
-/* Frames a pcp refill may take without touching claims (zone lock held). */
+/* Free frames no claim holds, those scrubs hold included (zone lock held). */
 uint64_t claim_unclaimed_free(struct gfa_zone *z);
+/* The same on the lists alone: what host work may take (zone lock held). */
+uint64_t claim_unclaimed_listed(struct gfa_zone *z);
 
 /* ---- compact_direct.c ---- */
 /* Slow path of an allocation that failed on the free lists (no lock held). */
 int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			uint64_t owner, unsigned int flags);
+/* An allocation found no frame: wait for the frames scrubs hold and try once more
+ * (GFA_ENOMEM at once when none are held; no lock held). */
+int64_t zone_alloc_after_scrub(struct gfa_zone *z, unsigned int order, unsigned int mt,
+			       uint64_t owner, unsigned int flags);
 
 /* ---- compaction.c ---- */
 void compaction_zone_init(struct gfa_zone *z);

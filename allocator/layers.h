@@ -64,15 +64,26 @@ typedef void (*gfa_released_fn)(void *ctx, uint64_t pfn, uint64_t nr);
 int gfa_pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ctx);
 /*
  * Call fn(ctx, pfn, nr, released) for the free frames of [pfn, pfn + nr) (one zone; on
- * the buddy lists or in vCPU caches), in pfn order, as runs that are all released or
- * all populated, with the zone lock held: fn must not call into the pool.  Frames in
- * flight to the host, isolated or allocated are no free frames.  For the backing's
- * figures and check.  Returns 0, GFA_EFAULT, GFA_ERANGE (not inside one zone).  Any
- * thread (a cached block's state is read as it stands).
+ * the buddy lists, in vCPU caches or held by a scrub), in pfn order, as runs that are
+ * all released or all populated, with the zone lock held: fn must not call into the
+ * pool.  Frames in flight to the host, isolated or allocated are no free frames.  For
+ * the backing's figures and check.  Returns 0, GFA_EFAULT, GFA_ERANGE (not inside one
+ * zone).  Any thread (a cached block's state is read as it stands).
  */
 typedef void (*gfa_free_run_fn)(void *ctx, uint64_t pfn, uint64_t nr, bool released);
 int gfa_zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
 		       void *ctx);
+
+/* ---- freeing ---- */
+
+/*
+ * gfa_free(), but the block goes to the tail of its free list, as the kernel's
+ * FPI_TO_TAIL does: for a block that is free now but worth less than the others (a
+ * stopped guest's, dirty), so allocations take the clean free blocks first and this
+ * one before any block holding released frames.  Same returns and thread rules as
+ * gfa_free().
+ */
+int gfa_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner);
 
 /* ---- errors ---- */
 
@@ -120,11 +131,14 @@ int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool
 /*
  * Background work on free frames (scrubbing): take up to max_frames populated free
  * frames whose block want() accepts off the free lists (INFLIGHT), as ranges; the
- * caller works on them and hands each back with gfa_zone_populate_done.  Never more
- * than leaves the claimed frames plus the zone's release policy `low` on the lists (blocks
- * that do not fit are passed over), so allocations do not fail for frames in work.
- * want() runs with the zone lock held and must not call into the pool.  Returns ranges
- * filled, GFA_EFAULT or GFA_ERANGE.
+ * caller works on them and hands each back with gfa_zone_populate_done.  They stay free
+ * frames: counted in nr_free (gfa_zone_stat.nr_scrubbing) and claimable, and an
+ * allocation that finds no frame waits until every range in work is back (no scrub
+ * takes any while one waits).  So hand each range back soon, and never allocate from
+ * the pool while holding one (the wait would be for the caller itself).  Never more
+ * than leaves the claimed frames plus the zone's release policy `low` on the lists
+ * (blocks that do not fit are passed over).  want() runs with the zone lock held and
+ * must not call into the pool.  Returns ranges filled, GFA_EFAULT or GFA_ERANGE.
  */
 typedef bool (*gfa_block_want_fn)(void *ctx, uint64_t pfn, unsigned int order);
 int gfa_zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,

@@ -690,7 +690,7 @@ int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
 	int err;
 	size_t i;
 
-	if ((!pfns && n) || n > INT_MAX) {
+	if (!pfns || n > INT_MAX) {
 		if (pcp)
 			pool_count_err(pcp->pool, GFA_EFAULT);
 		return GFA_EFAULT;

@@ -90,6 +90,7 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	if (release_zone_init(z))
 		return -ENOMEM;
 	zone_lock_init(&z->lock);
+	pthread_cond_init(&z->scrub_done, NULL);
 	pthread_mutex_init(&z->isolate_lock, NULL);
 	zone_free_all(z);
 	pcp_zone_init(pool, z);
@@ -156,6 +157,7 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {
 		if (pool->zones[i].pageblocks) {
 			pthread_mutex_destroy(&pool->zones[i].lock);
+			pthread_cond_destroy(&pool->zones[i].scrub_done);
 			pthread_mutex_destroy(&pool->zones[i].isolate_lock);
 		}
 		free(pool->zones[i].pageblocks);
@@ -174,14 +176,12 @@ unsigned int gfa_pool_nr_zones(const struct gfa_pool *pool)
 int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone, uint64_t *start_pfn,
 		  uint64_t *nr_frames)
 {
-	if (!pool)
-		return GFA_EFAULT;
+	if (!pool || !start_pfn || !nr_frames)
+		return pool_err(pool, GFA_EFAULT);
 	if (zone >= pool->nr_zones)
 		return pool_err(pool, GFA_ERANGE);
-	if (start_pfn)
-		*start_pfn = pool->zones[zone].start_pfn;
-	if (nr_frames)
-		*nr_frames = pool->zones[zone].nr_frames;
+	*start_pfn = pool->zones[zone].start_pfn;
+	*nr_frames = pool->zones[zone].nr_frames;
 	return 0;
 }
 

@@ -97,9 +97,12 @@ int gfa_zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_fre
 		unsigned int st = fstate(f);
 		uint64_t next = p + (1UL << f->order);
 
-		if (st == GFA_FRAME_FREE || st == GFA_FRAME_PCP)
+		/* a cached block and one a scrub holds are populated: their released bits
+		 * went when they left the lists */
+		if (st == GFA_FRAME_FREE || st == GFA_FRAME_PCP ||
+		    (st == GFA_FRAME_INFLIGHT && (f->flags & FRAME_F_SCRUB)))
 			free_block_runs(z, p > pfn ? p : pfn, next < end ? next : end,
-					st == GFA_FRAME_PCP, fn, ctx);
+					st != GFA_FRAME_FREE, fn, ctx);
 		p = st ? next : p + 1;
 	}
 	pthread_mutex_unlock(&z->lock);
@@ -349,8 +352,8 @@ int gfa_zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_f
 	if (budget > max_frames)
 		budget = max_frames;
 	/* frames in flight are off the lists: claimed frames stay where their owner gets them */
-	if (budget > claim_unclaimed_free(z))
-		budget = claim_unclaimed_free(z);
+	if (budget > claim_unclaimed_listed(z))
+		budget = claim_unclaimed_listed(z);
 	/* fully free pageblocks first (whole 2 MiB punches), then eligible ones */
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint64_t pb = z->nr_pageblocks; pb-- && got < budget && ro.n < ro.max;) {
@@ -408,8 +411,8 @@ int gfa_zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_
 	if (budget > max_frames)
 		budget = max_frames;
 	/* released frames in flight are off the lists too: leave the claimed ones */
-	if (budget > claim_unclaimed_free(z))
-		budget = claim_unclaimed_free(z);
+	if (budget > claim_unclaimed_listed(z))
+		budget = claim_unclaimed_listed(z);
 	for (uint64_t pb = 0; pb < z->nr_pageblocks && got < budget && ro.n < ro.max; pb++) {
 		unsigned int n;
 
@@ -446,9 +449,9 @@ int gfa_zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want
 		return pool_err(pool, GFA_EFAULT);
 	}
 	/* keep the low reserve and the claimed frames on the lists, as page reporting
-	 * keeps the low watermark: an allocation must not fail for frames that are only
-	 * being scrubbed */
-	room = claim_unclaimed_free(z);
+	 * keeps the low watermark, and take nothing while an allocation waits for the
+	 * frames in work: they come back before any more leave */
+	room = z->scrub_waiters ? 0 : claim_unclaimed_listed(z);
 	room = room > z->rp.low ? room - z->rp.low : 0;
 	if (max_frames > room)
 		max_frames = room;
@@ -465,6 +468,9 @@ int gfa_zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want
 			    release_bits_any(z, heads[i], 1UL << order) || !want(ctx, heads[i], order))
 				continue;
 			got += isolate_for_host(z, heads[i]);
+			/* still free frames: counted free and claimable (scrub_done) */
+			z->pool->frames[heads[i]].flags |= FRAME_F_SCRUB;
+			z->nr_scrub += 1UL << order;
 			range_add(&ro, heads[i], 1UL << order);
 		}
 	}
@@ -505,10 +511,21 @@ int gfa_zone_populate_failed(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
 	return host_done(pool, pfn, nr, HOST_POPULATE_FAILED);
 }
 
+/* A block a scrub took comes back (zone lock held); returns its frames. */
+static uint64_t scrub_end(struct gfa_zone *z, struct gfa_frame *f)
+{
+	uint64_t nr = 1UL << f->order;
+
+	GFA_BUG_ON(z->nr_scrub < nr);
+	f->flags &= (uint8_t)~FRAME_F_SCRUB;
+	z->nr_scrub -= nr;
+	return nr;
+}
+
 static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host_outcome how)
 {
 	struct gfa_zone *z;
-	uint64_t end = pfn + nr;
+	uint64_t end = pfn + nr, scrubbed = 0;
 	int err = 0;
 
 	if (!pool)
@@ -529,6 +546,8 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 		/* range_inflight() checked every block: INFLIGHT heads, counted in flight */
 		GFA_BUG_ON(fstate(f) != GFA_FRAME_INFLIGHT || z->nr_inflight < (1UL << order));
 		z->nr_inflight -= 1UL << order;
+		if (f->flags & FRAME_F_SCRUB)
+			scrubbed += scrub_end(z, f);
 		if (how == HOST_RELEASED || how == HOST_POPULATE_FAILED)
 			z->nr_released += release_bits(z, pfn, 1UL << order, true);
 		if (how == HOST_RELEASED)
@@ -541,6 +560,9 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 		buddy_free_block(z, pfn, order);
 		pfn += 1UL << order;
 	}
+	/* an allocation waits for these: they are on the lists again */
+	if (scrubbed && z->scrub_waiters)
+		pthread_cond_broadcast(&z->scrub_done);
 out:
 	pthread_mutex_unlock(&z->lock);
 	if (err)

@@ -48,13 +48,15 @@ int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat
 		st->nr_sidelined += z->pageblocks[i].nr_released != 0;
 	}
 	st->nr_released = z->nr_released;
-	st->nr_inflight = z->nr_inflight;
+	/* frames a scrub holds are free ones being zeroed, not host work in flight */
+	st->nr_scrubbing = z->nr_scrub;
+	st->nr_inflight = z->nr_inflight - z->nr_scrub;
 	pcp_stat_blocks_locked(pool, zone, st->nr_pcp_blocks);
 	pthread_mutex_unlock(&z->lock);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 		st->nr_pcp += st->nr_pcp_blocks[o] << o;
-	st->nr_free = st->nr_free_buddy + st->nr_pcp;
+	st->nr_free = st->nr_free_buddy + st->nr_pcp + st->nr_scrubbing;
 	return 0;
 }
 

@@ -8,9 +8,10 @@
  * of every 4 KiB.  Variants, interleaved in every repetition (the order rotates):
  *   gfa-clean      from a pool of clean frames, the KVM side from a shell made before
  *                  the timer (gfa_vm_shells_fill), as the pool was populated before it
- *   gfa-restart    right after the VM stopped (its blocks go to the backing's zeroer,
- *                  which zeroes them in the background meanwhile), its shell reused; the
- *                  pool has room for two guests, so the restart finds clean frames
+ *   gfa-restart    right after the VM stopped (its blocks free at once, dirty, behind
+ *                  the clean ones; the backing's zeroer zeroes them in the background
+ *                  meanwhile), its shell reused; the pool has room for two guests, so
+ *                  the restart finds clean frames
  *   prefaulted-kvm a THP memfd populated before the timer + the same KVM creation
  *   thp-kvm        anonymous MADV_HUGEPAGE first touch (fault and zero) + KVM creation
  *   hugetlb-kvm    a MFD_HUGETLB memfd from a 2 MiB pool reserved before the timer

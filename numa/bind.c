@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "numa/internal.h"
+#include "allocator/layers.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -185,8 +186,10 @@ int gfa_numa_verify_zone(struct gfa_numa_pool *np, unsigned int zone, struct gfa
 	size_t len;
 	int err;
 
-	if (!np || !p)
+	if (!np)
 		return GFA_EFAULT;
+	if (!p)
+		return gfa_pool_count_error(np->pool, GFA_EFAULT);
 	/* *p is filled before anything can fail: callers print every zone's entry */
 	*p = (struct gfa_numa_placement){
 		.zone = zone, .zone_node = -1, .fake = np->topo.fake, .node = -1,

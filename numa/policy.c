@@ -28,6 +28,7 @@ struct gfa_numa_pool *gfa_numa_attach(struct gfa_pool *pool, const struct gfa_nu
 	struct gfa_numa_pool *np;
 
 	if (!pool || !t) {
+		gfa_pool_count_error(pool, GFA_EFAULT);
 		errno = EFAULT;
 		return NULL;
 	}
@@ -109,8 +110,10 @@ int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp)
 {
 	int zone;
 
-	if (!np || !pcp)
+	if (!np)
 		return GFA_EFAULT;
+	if (!pcp)
+		return gfa_pool_count_error(np->pool, GFA_EFAULT);
 	zone = pcp_zone(np, pcp);
 	return zone < 0 ? zone : np->topo.nodes[zone].id;
 }
@@ -270,9 +273,9 @@ int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
 
 static int claim_check(struct gfa_numa_pool *np, unsigned int zone, uint64_t nr_frames)
 {
-	uint64_t n = 0;
+	uint64_t start, n = 0;
 
-	gfa_zone_span(np->pool, zone, NULL, &n);
+	gfa_zone_span(np->pool, zone, &start, &n);
 	return nr_frames > n ? GFA_ETOOBIG : 0;
 }
 
@@ -291,8 +294,10 @@ int gfa_numa_claim_nodes(struct gfa_numa_pool *np, uint64_t owner, const uint64_
 	unsigned int z;
 	int err = 0;
 
-	if (!np || !frames)
+	if (!np)
 		return GFA_EFAULT;
+	if (!frames)
+		return gfa_pool_count_error(np->pool, GFA_EFAULT);
 	for (z = 0; z < np->topo.nr_nodes; z++) {
 		err = claim_check(np, z, frames[z]);
 		if (err)

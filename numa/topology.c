@@ -275,8 +275,8 @@ int gfa_numa_cpuset_node(const struct gfa_numa_topology *t, const unsigned long 
 	int found = -1;
 	bool any = false;
 
-	if (!t || (!mask && nbits))
-		return GFA_EFAULT;
+	if (!t || !mask)
+		return GFA_EFAULT;      /* (an empty set too: NULL is never a set) */
 	for (size_t c = 0; c < nbits; c++) {
 		int i;
 

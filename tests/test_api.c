@@ -95,6 +95,34 @@ Test(api, invalid_arguments_and_misaligned_pfns_are_told_apart)
 	gfa_pool_destroy(p);
 }
 
+/*
+ * NULL output and array pointers are GFA_EFAULT, counted once, as the convention says
+ * (issue 24): gfa_zone_span answered 0 with a NULL output, and gfa_pcp_free_many 0
+ * for a NULL pfns with n 0.
+ */
+Test(api, null_outputs_and_arrays_are_efault_counted_once)
+{
+	struct gfa_pool *p = tu_pool(4096);
+	struct gfa_pcp *pcp = gfa_pcp_create(p, 0);
+	uint64_t start = 7, n = 7, before = tu_err_fault(p);
+
+	cr_assert_not_null(pcp);
+	cr_assert_eq(gfa_zone_span(p, 0, NULL, &n), GFA_EFAULT);
+	cr_assert_eq(tu_err_fault(p), before + 1);
+	cr_assert_eq(gfa_zone_span(p, 0, &start, NULL), GFA_EFAULT);
+	cr_assert_eq(tu_err_fault(p), before + 2);
+	cr_assert(start == 7 && n == 7, "nothing written");
+	cr_assert_eq(gfa_pcp_free_many(pcp, NULL, 0, 0, 1), GFA_EFAULT);
+	cr_assert_eq(tu_err_fault(p), before + 3);
+	cr_assert_eq(gfa_pcp_free_many(pcp, NULL, 1, 0, 1), GFA_EFAULT);
+	cr_assert_eq(tu_err_fault(p), before + 4);
+	cr_assert_eq(gfa_zone_span(p, 0, &start, &n), 0);
+	cr_assert(start == 0 && n == 4096);
+	gfa_pcp_destroy(pcp);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
 Test(api, allocation_flags_share_no_bit)
 {
 	static const unsigned int flags[] = {

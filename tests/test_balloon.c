@@ -83,6 +83,30 @@ static uint64_t pattern_bad(struct gfa_guest *g, uint64_t seed, uint64_t skip_lo
 	return bad;
 }
 
+/*
+ * A NULL range list is -EFAULT, counted once, even with n 0 (issue 24): inflate used to
+ * memcpy from NULL (undefined behaviour UBSan aborts on) and both answered 0.
+ */
+Test(balloon, a_null_range_list_is_efault_counted_once)
+{
+	struct bhost h = bhost_new(32 * MiB, NULL, 0);
+	struct gfa_guest *g = bguest(&h, 16 * MiB);
+	uint64_t before = tu_err_fault(h.pool);
+	struct gfa_guest_stat st;
+
+	cr_assert_eq(gfa_balloon_inflate(g, NULL, 0), -EFAULT);
+	cr_assert_eq(tu_err_fault(h.pool), before + 1);
+	cr_assert_eq(gfa_balloon_deflate(g, NULL, 0), -EFAULT);
+	cr_assert_eq(tu_err_fault(h.pool), before + 2);
+	cr_assert_eq(gfa_balloon_inflate(g, NULL, 3), -EFAULT);
+	cr_assert_eq(gfa_balloon_deflate(g, NULL, 3), -EFAULT);
+	cr_assert_eq(tu_err_fault(h.pool), before + 4);
+	cr_assert_eq(gfa_guest_stat(g, &st), 0);
+	cr_assert_eq(st.ballooned_frames, 0);
+	gfa_guest_destroy(g);
+	bhost_done(&h);
+}
+
 Test(balloon, bad_ranges_reject_the_whole_request)
 {
 	struct bhost h = bhost_new(32 * MiB, NULL, 0);

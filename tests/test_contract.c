@@ -209,7 +209,7 @@ Test(contract, pcp_edges)
 	EXPECT_ERR(p, gfa_pcp_free_many(c, pf + 1, 1, 9, 7), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_pcp_free_many(c, NULL, 1, 9, 7), GFA_EFAULT, "err_fault");
 	EXPECT_ERR(p, gfa_pcp_free_many(c, pf, (size_t)INT_MAX + 1, 9, 7), GFA_EFAULT, "err_fault");
-	cr_expect_eq(gfa_pcp_free_many(c, NULL, 0, 9, 7), 0);
+	EXPECT_ERR(p, gfa_pcp_free_many(c, NULL, 0, 9, 7), GFA_EFAULT, "err_fault");  /* n 0 too */
 	cr_expect_eq(gfa_pcp_free_many(c, pf, 2, 9, 7), 1);
 	EXPECT_ERR(p, gfa_pcp_stat(c, NULL), GFA_EFAULT, "err_fault");
 	cr_expect_eq(gfa_pcp_stat(NULL, &ps), GFA_EFAULT);

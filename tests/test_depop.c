@@ -483,6 +483,63 @@ Test(depop, scrubbing_keeps_the_low_reserve_on_the_lists)
 	gfa_pool_destroy(p);
 }
 
+struct scrub_hand {
+	struct gfa_pool *p;
+	struct gfa_frame_range *r;
+	int n;
+	atomic_bool back;
+};
+
+/* A scrubber that takes its time: the ranges come back 50 ms later. */
+static void *scrub_back_later(void *arg)
+{
+	struct scrub_hand *h = arg;
+	struct timespec ts = { 0, 50 * 1000000L };
+
+	nanosleep(&ts, NULL);
+	atomic_store(&h->back, true);
+	for (int i = 0; i < h->n; i++)
+		cr_assert_eq(gfa_zone_populate_done(h->p, h->r[i].pfn, h->r[i].nr), 0);
+	return NULL;
+}
+
+/*
+ * Frames being scrubbed are free frames, only in work (issue 24: a stopped guest's
+ * frames are free at once, with the zeroer at work): counted in nr_free, claimable as
+ * a whole, and an allocation that finds none on the lists waits for them instead of
+ * failing.
+ */
+Test(depop, frames_being_scrubbed_are_free_and_an_allocation_waits_for_them)
+{
+	struct gfa_pool *p = depop_pool(4, 0, 0);
+	struct gfa_frame_range r[64];
+	struct scrub_hand h = { p, r, 0, false };
+	uint64_t taken = 0;
+	pthread_t t;
+
+	h.n = gfa_zone_scrub_take(p, 0, want_any, NULL, r, 64, UINT64_MAX);
+	cr_assert_gt(h.n, 0);
+	for (int i = 0; i < h.n; i++)
+		taken += r[i].nr;
+	cr_assert_eq(taken, 4 * PB, "the whole zone in work (no reserve)");
+	cr_assert_eq(zst(p).nr_free, 4 * PB, "frames in work are free frames");
+	cr_assert_eq(zst(p).nr_scrubbing, 4 * PB);
+	cr_assert_eq(zst(p).nr_inflight, 0, "no host work in flight");
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(gfa_zone_claim(p, 0, 7, 4 * PB), 0, "a claim of all of them");
+	cr_assert_eq(gfa_zone_unclaim(p, 0, 7), 4 * PB);
+	cr_assert_eq(pthread_create(&t, NULL, scrub_back_later, &h), 0);
+	for (uint64_t i = 0; i < 4 * PB; i++)
+		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), 0,
+			      "allocation %lu failed while the frames were in work",
+			      (unsigned long)i);
+	cr_assert(atomic_load(&h.back), "an allocation succeeded before the frames were back");
+	pthread_join(t, NULL);
+	cr_assert_eq(zst(p).nr_scrubbing, 0);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
 /*
  * Populating back (grow) puts in flight only released frames, and no more than its
  * budget: a free order-10 block with one populated frame and 1023 released ones gives

@@ -502,9 +502,9 @@ static struct host host_two_zones(uint64_t z0, uint64_t z1)
 Test(guest, backing_refuses_pfns_between_zones)
 {
 	struct host h = host_two_zones(1536, 512);
-	uint64_t start;
+	uint64_t start, nr;
 
-	cr_assert_eq(gfa_zone_span(h.pool, 1, &start, NULL), 0);
+	cr_assert_eq(gfa_zone_span(h.pool, 1, &start, &nr), 0);
 	cr_assert_eq(start, 2048, "zone 1 starts on a 4 MiB boundary: a gap before it");
 	gfa_backing_mark_dirty(h.b, 1600, 0);
 	cr_assert_eq(gfa_backing_nr_dirty(h.b), 0, "a pfn in the gap counted dirty");

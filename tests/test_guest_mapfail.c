@@ -87,7 +87,7 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame, .timeout = 60)
 {
 	const uint64_t F = 5, D = 6, nr = GMF_NR;
-	struct gfa_backing_config bc = { .no_zero_on_stop = true };  /* frames counted at once */
+	struct gfa_backing_config bc = { 0 };      /* the default zeroer: frames free at once */
 	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true, .id = 4321 };
 	struct gfa_backing *b;
 	struct gfa_frame_info fi;
@@ -167,7 +167,7 @@ Test(guest_mapfail, destroy_fallback_never_unmaps_what_another_thread_mapped_in_
      .timeout = 60)
 {
 	struct gfa_pool *pool = tu_pool(4096);
-	struct gfa_backing_config bc = { .no_zero_on_stop = true };  /* frames counted at once */
+	struct gfa_backing_config bc = { 0 };      /* the default zeroer: frames free at once */
 	struct gfa_guest_config cfg = { .mem_bytes = 4 * MiB, .id = 777 };
 	struct gfa_backing *b = gfa_backing_create(pool, &bc);
 	struct gfa_guest *g;
@@ -205,7 +205,7 @@ Test(guest_mapfail, collapse_whose_huge_remap_fails_loses_no_frame, .timeout = 6
 {
 	const uint64_t F = 5, nr = 2048;        /* 8 MiB: four pageblocks */
 	struct gfa_pool *pool = tu_pool(nr);
-	struct gfa_backing_config bc = { .no_zero_on_stop = true };  /* frames counted at once */
+	struct gfa_backing_config bc = { 0 };      /* the default zeroer: frames free at once */
 	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true, .id = 999 };
 	struct gfa_backing *b = gfa_backing_create(pool, &bc);
 	struct gfa_gpa_range one = { 4096, 4096 };

@@ -2,9 +2,10 @@
 /*
  * Zeroing (vmm/zero.c): every non-temporal path the CPU offers against memset, on
  * unaligned and odd-sized ranges; the path GFA_ZERO forces; gfa_backing_prepare's runs
- * of dirty frames; the zeroing of what a stopped guest left, in the background; a
- * restart that finds populated clean blocks while the stopped guest's wait for the
- * zeroer takes those, faulting and zeroing nothing.
+ * of dirty frames; a stopped guest's frames free at once (counted, claimable and
+ * allocatable, reading zero when taken) and zeroed in the background; a failed create
+ * that keeps no frame; a restart that finds populated clean blocks while the stopped
+ * guest's dirty ones wait for the zeroer takes those, faulting and zeroing nothing.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -93,6 +94,15 @@ static struct gfa_backing *zbacking(struct gfa_pool **pool, uint64_t bytes, bool
 	return b;
 }
 
+/* The zeroer done, the pool checked, both gone. */
+static void zdone(struct gfa_pool *pool, struct gfa_backing *b)
+{
+	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
+	ASSERT_POOL_OK(pool);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(pool);
+}
+
 /* prepare zeroes exactly the dirty frames, in runs that cross bitmap words. */
 Test(guest_zero, prepare_zeroes_exactly_the_dirty_runs)
 {
@@ -125,6 +135,98 @@ Test(guest_zero, prepare_zeroes_exactly_the_dirty_runs)
 	gfa_pool_destroy(pool);
 }
 
+/* Owner 7 holds nr order-0 frames of zone 0, each holding data. */
+static void other_owner_holds(struct gfa_pool *pool, uint64_t nr)
+{
+	for (uint64_t i = 0; i < nr; i++) {
+		int64_t pfn = gfa_alloc(pool, 0, 0, GFA_MT_UNMOVABLE, 7, GFA_ALLOC_NOCOMPACT);
+
+		cr_assert_geq(pfn, 0, "frame %lu of owner 7", (unsigned long)i);
+		memset(gfa_pfn_to_addr(pool, (uint64_t)pfn), 0x33, GFA_FRAME_SIZE);
+	}
+}
+
+/*
+ * Right now, every frame of zone 0 but the other owner's is free: counted in nr_free,
+ * claimable as a whole, and allocatable by a third owner at once, each frame reading
+ * zero.  Everything goes back afterwards.
+ */
+static void assert_free_at_once(struct gfa_pool *pool, struct gfa_backing *b, uint64_t others)
+{
+	uint64_t want = 16 * MiB / GFA_FRAME_SIZE - others, *pfns = calloc(want, 8);
+	struct gfa_zone_stat zs;
+
+	cr_assert_not_null(pfns);
+	cr_assert_eq(gfa_zone_stat(pool, 0, &zs), 0);
+	cr_assert_eq(zs.nr_free, want, "free %lu, want %lu (the zone less the other owner's)",
+		     (unsigned long)zs.nr_free, (unsigned long)want);
+	cr_assert_eq(gfa_zone_claim(pool, 0, 9, want), 0, "a claim of every free frame");
+	for (uint64_t i = 0; i < want; i++) {
+		int64_t pfn = gfa_backing_alloc(b, NULL, 0, 0, GFA_MT_MOVABLE, 9, GFA_BACKING_ZERO);
+		const uint64_t *w;
+
+		cr_assert_geq(pfn, 0, "frame %lu of %lu: %ld", (unsigned long)i,
+			      (unsigned long)want, (long)pfn);
+		w = gfa_pfn_to_addr(pool, (uint64_t)pfn);
+		for (size_t k = 0; k < GFA_FRAME_SIZE / 8; k++)
+			cr_assert_eq(w[k], 0, "pfn %ld word %zu: another owner's data", (long)pfn, k);
+		pfns[i] = (uint64_t)pfn;
+	}
+	cr_assert_eq(gfa_zone_unclaim(pool, 0, 9), 0, "the claim was used up");
+	for (uint64_t i = 0; i < want; i++)
+		cr_assert_eq(gfa_backing_free(b, NULL, pfns[i], 0, 9), 0);
+	free(pfns);
+}
+
+/*
+ * A stopped guest's frames are free at once, with the default zeroer running: the
+ * zone shows them free, a claim of all of them succeeds and a third owner gets every
+ * one, zeroed.  The stop used to queue them for the zeroer, still allocated: right
+ * after it the zone showed 0 frames free, the claim failed with -ENOSPC and
+ * gfa_alloc with -ENOMEM.
+ */
+Test(guest_zero, a_stopped_guests_frames_are_free_at_once)
+{
+	struct gfa_pool *pool;
+	struct gfa_backing *b = zbacking(&pool, 16 * MiB, true);
+	struct gfa_guest_config cfg = { .mem_bytes = 12 * MiB };
+
+	other_owner_holds(pool, 16);
+	for (int round = 0; round < 4; round++) {
+		struct gfa_guest *g = gfa_guest_create(pool, b, &cfg);
+
+		cr_assert_not_null(g, "round %d: %s", round, strerror(errno));
+		memset(gfa_guest_hva(g), 0x77, 12 * MiB);
+		gfa_guest_destroy(g);
+		assert_free_at_once(pool, b, 16);
+	}
+	zdone(pool, b);
+}
+
+/*
+ * A create that fails for want of frames gives back every frame it took, at once: it
+ * used to leave them queued for the zeroer (1,536 of 2,048 in the issue's reproducer).
+ */
+Test(guest_zero, a_failed_create_keeps_no_frame)
+{
+	struct gfa_pool *pool;
+	struct gfa_backing *b = zbacking(&pool, 16 * MiB, true);
+	struct gfa_guest_config small = { .mem_bytes = 8 * MiB }, big = { .mem_bytes = 12 * MiB };
+	struct gfa_guest *g = gfa_guest_create(pool, b, &small);
+
+	cr_assert_not_null(g);
+	memset(gfa_guest_hva(g), 0x66, 8 * MiB);        /* what the failed one takes is dirty */
+	gfa_guest_destroy(g);
+	other_owner_holds(pool, 2048);
+	for (int round = 0; round < 4; round++) {
+		errno = 0;
+		cr_assert_null(gfa_guest_create(pool, b, &big), "round %d", round);
+		cr_assert_eq(errno, ENOMEM);
+		assert_free_at_once(pool, b, 2048);
+	}
+	zdone(pool, b);
+}
+
 /* A stopped guest's frames are zeroed in the background: the next start zeroes none. */
 Test(guest_zero, a_stop_zeroes_in_the_background_and_the_next_start_finds_clean_frames)
 {
@@ -150,10 +252,7 @@ Test(guest_zero, a_stop_zeroes_in_the_background_and_the_next_start_finds_clean_
 	for (uint64_t i = 0; i < 32 * MiB / 8; i += 257)
 		cr_assert_eq(w[i], 0, "stale data at %lu", (unsigned long)(i * 8));
 	gfa_guest_destroy(g);
-	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
-	ASSERT_POOL_OK(pool);
-	gfa_backing_destroy(b);
-	gfa_pool_destroy(pool);
+	zdone(pool, b);
 }
 
 /* A start that needs every frame while the worker holds a batch waits it out, never
@@ -176,10 +275,7 @@ Test(guest_zero, a_start_right_after_a_stop_gets_every_frame)
 		memset(w, 0x11 + round, 32 * MiB);
 		gfa_guest_destroy(g);
 	}
-	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
-	ASSERT_POOL_OK(pool);
-	gfa_backing_destroy(b);
-	gfa_pool_destroy(pool);
+	zdone(pool, b);
 }
 
 /* Release every free frame above @keep populated ones, as the host return does. */
@@ -207,43 +303,64 @@ static long memfd_blocks(const struct gfa_backing *b)
 }
 
 /*
- * A restart right after a stop, with the stopped guest's blocks still queued for the
- * zeroer, part of the free memory given back to the host and enough populated clean
- * 2 MiB blocks left: the start takes those, zeroes nothing in its own thread and
- * faults nothing in (the memfd's st_blocks does not grow).  Zeroing the whole queue
- * inline because some frame was released made every such restart pay for zeroing.
+ * A 16 MiB guest that wrote all its RAM stops and starts again at once: the restart
+ * zeroed `zeroed` frames itself, reads zero, and faulted no host memory in (the memfd's
+ * st_blocks does not grow).
  */
-Test(guest_zero, a_restart_takes_populated_clean_blocks_while_the_queue_waits)
+static void restart_zeroes(struct gfa_pool *pool, struct gfa_backing *b, uint64_t zeroed)
 {
-	struct gfa_pool *pool;
-	struct gfa_backing *b = zbacking(&pool, 128 * MiB, true);
 	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
-	struct gfa_guest *g;
+	struct gfa_guest *g = gfa_guest_create(pool, b, &cfg);
 	struct gfa_guest_stat st;
-	struct gfa_zone_stat zs;
 	uint64_t *w;
 	long blocks;
 
-	release_down_to(pool, 48 * MiB / GFA_FRAME_SIZE);
-	cr_assert_eq(gfa_zone_stat(pool, 0, &zs), 0);
-	cr_assert_eq(zs.nr_released, 80 * MiB / GFA_FRAME_SIZE);
-	g = gfa_guest_create(pool, b, &cfg);
 	cr_assert_not_null(g);
 	memset(gfa_guest_hva(g), 0x5a, 16 * MiB);
 	blocks = memfd_blocks(b);
-	gfa_guest_destroy(g);   /* its 16 MiB go to the zeroer's queue */
+	gfa_guest_destroy(g);   /* its 16 MiB free at once, dirty, behind the clean ones */
 	g = gfa_guest_create(pool, b, &cfg);
 	cr_assert_not_null(g);
-	gfa_guest_stat(g, &st);
-	cr_assert_eq(st.zeroed_frames, 0, "the restart zeroed %lu frames itself",
-		     (unsigned long)st.zeroed_frames);
+	cr_assert_eq(gfa_guest_stat(g, &st), 0);
+	cr_assert_eq(st.zeroed_frames, zeroed, "the restart zeroed %lu frames itself, not %lu",
+		     (unsigned long)st.zeroed_frames, (unsigned long)zeroed);
 	w = gfa_guest_hva(g);
 	for (uint64_t i = 0; i < 16 * MiB / 8; i += 509)
 		cr_assert_eq(w[i], 0, "stale data at %lu", (unsigned long)(i * 8));
 	cr_assert_leq(memfd_blocks(b), blocks, "the restart faulted host memory in");
 	gfa_guest_destroy(g);
-	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
-	ASSERT_POOL_OK(pool);
-	gfa_backing_destroy(b);
-	gfa_pool_destroy(pool);
+	zdone(pool, b);
+}
+
+/*
+ * A restart right after a stop, with the stopped guest's dirty blocks free at the tail
+ * of the lists for the zeroer, part of the free memory given back to the host and
+ * enough populated clean 2 MiB blocks left: the start takes those, zeroes nothing in
+ * its own thread and faults nothing in.
+ */
+Test(guest_zero, a_restart_takes_populated_clean_blocks_while_the_dirty_ones_wait)
+{
+	struct gfa_pool *pool;
+	struct gfa_backing *b = zbacking(&pool, 128 * MiB, true);
+	struct gfa_zone_stat zs;
+
+	release_down_to(pool, 48 * MiB / GFA_FRAME_SIZE);
+	cr_assert_eq(gfa_zone_stat(pool, 0, &zs), 0);
+	cr_assert_eq(zs.nr_released, 80 * MiB / GFA_FRAME_SIZE);
+	restart_zeroes(pool, b, 0);
+}
+
+/*
+ * Without clean populated blocks left, a restart takes the stopped guest's dirty ones
+ * (at the tail of the lists, behind the released blocks) and zeroes them itself before
+ * it takes a released block: zeroing costs less than faulting host memory in.  No
+ * zeroer here, so the count is exact.
+ */
+Test(guest_zero, a_restart_takes_dirty_blocks_before_released_ones)
+{
+	struct gfa_pool *pool;
+	struct gfa_backing *b = zbacking(&pool, 64 * MiB, false);
+
+	release_down_to(pool, 16 * MiB / GFA_FRAME_SIZE);
+	restart_zeroes(pool, b, 16 * MiB / GFA_FRAME_SIZE);
 }

@@ -39,6 +39,15 @@ static inline uint64_t tu_free_frames(struct gfa_pool *p)
 	return n;
 }
 
+/* The pool's err_fault counter: a NULL argument's count. */
+static inline uint64_t tu_err_fault(struct gfa_pool *p)
+{
+	struct gfa_vmstat vs;
+
+	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
+	return vs.err_fault;
+}
+
 /* xorshift64*: deterministic, seedable, fast */
 static inline uint64_t tu_rand(uint64_t *s)
 {

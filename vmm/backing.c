@@ -529,48 +529,12 @@ struct zero_worker *backing_zero_worker(struct gfa_backing *b)
 	return zw;
 }
 
-/*
- * Populated free frames a start can take whole 2 MiB blocks of, at least: free blocks of
- * pageblock order and up (buddy lists and caches), less every released frame, since
- * released frames may sit anywhere in them.  Smaller populated fragments do not count:
- * no order-9 request can use them.
- */
-static uint64_t populated_huge_free(const struct gfa_zone_stat *zs)
-{
-	uint64_t huge = 0;
-
-	for (unsigned int o = GFA_PAGEBLOCK_ORDER; o < GFA_NR_ORDERS; o++) {
-		for (unsigned int mt = 0; mt < GFA_MT_TYPES; mt++)
-			huge += zs->nr_free_blocks[o][mt] << o;
-		huge += zs->nr_pcp_blocks[o] << o;
-	}
-	return huge > zs->nr_released ? huge - zs->nr_released : 0;
-}
-
-uint64_t backing_zero_for_start(struct gfa_backing *b, unsigned int zone, uint64_t frames)
-{
-	struct zero_worker *zw = atomic_load(&b->zw);
-	struct gfa_zone_stat zs;
-	uint64_t populated;
-
-	if (!zw || gfa_zone_stat(b->pool, zone, &zs))
-		return 0;
-	/* released frames are taken last (docs/decisions.md, entry 9): a start that finds
-	 * enough populated 2 MiB blocks takes those and zeroes nothing of the queue; one
-	 * that would reach the released frames zeroes only the shortfall from the stopped
-	 * guests' blocks first, which costs less than faulting it in */
-	populated = populated_huge_free(&zs);
-	if (populated >= frames)
-		return 0;
-	return zero_worker_help(zw, frames - populated);
-}
-
-struct zero_worker *backing_zero_hold(struct gfa_backing *b, bool *working)
+void backing_zero_defer(struct gfa_backing *b)
 {
 	struct zero_worker *zw = atomic_load(&b->zw);
 
-	*working = zw && zero_worker_hold(zw, true);
-	return zw;
+	if (zw)
+		zero_worker_defer(zw);
 }
 
 int gfa_backing_zero_quiesce(struct gfa_backing *b, unsigned int timeout_ms)
@@ -792,8 +756,10 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_b
 	struct free_walk w;
 	int err;
 
-	if (!b || !st)
+	if (!b)
 		return GFA_EFAULT;
+	if (!st)
+		return gfa_pool_count_error(b->pool, GFA_EFAULT);
 	if (zone >= b->nr_zones)
 		return gfa_pool_count_error(b->pool, GFA_ERANGE);
 	err = free_walk_zone(b, zone, &w);

@@ -25,36 +25,21 @@ int64_t backing_prepare_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr);
  */
 int backing_copy_block(struct gfa_backing *b, uint64_t src, uint64_t dst, unsigned int order);
 
-/* The backing's background zeroer (vmm/zero.c). */
+/* The backing's background zeroer (vmm/zero.c): it zeroes dirty free frames, a batch
+ * at a time taken off the lists by gfa_zone_scrub_take (still counted free). */
 struct zero_worker;
 struct zero_worker *zero_worker_start(struct gfa_backing *b);
 void zero_worker_stop(struct zero_worker *zw);
-/* Zero and free queued blocks in the calling thread, beside the worker, until `frames`
- * are free again or none are queued; returns the frames so freed. */
-uint64_t zero_worker_help(struct zero_worker *zw, uint64_t frames);
-/* Zero what is queued and what is dirty and free, soon, in the worker's thread. */
+/* Zero what is dirty and free in the worker's thread, once things settled (a stop). */
 void zero_worker_kick(struct zero_worker *zw);
-/* A stopped guest's block (its window unmapped): the worker zeroes and frees it.
- * 0, or -ENOMEM (the caller frees it dirty). */
-int zero_worker_queue(struct zero_worker *zw, uint64_t pfn, unsigned int order, uint64_t owner);
-/* hold: wait for the batch in work to be back on the lists and take no more until
- * the matching !hold (an allocation that found no frame retries meanwhile); true if
- * the worker had work (a retry may find frames). */
-bool zero_worker_hold(struct zero_worker *zw, bool hold);
+/* Put the work off for a settle again (a start is under way). */
+void zero_worker_defer(struct zero_worker *zw);
 int zero_worker_quiesce(struct zero_worker *zw, unsigned int timeout_ms);
 uint64_t zero_worker_frames(struct zero_worker *zw);
 
 /* The worker that zeroes what guests leave when they stop (started by the first call),
  * or NULL: none (no_zero_on_stop, or no thread to be had). */
 struct zero_worker *backing_zero_worker(struct gfa_backing *b);
-/*
- * A start of `frames` frames in zone: when it may get frames released to the host
- * (they would fault in, zeroed by the kernel at a third of gfa_zero's rate), zero up
- * to `frames` of the stopped guests' queued blocks beside the worker first, so the
- * start takes those, populated and clean.  Returns the frames it zeroed.
- */
-uint64_t backing_zero_for_start(struct gfa_backing *b, unsigned int zone, uint64_t frames);
-/* An allocation for b found no frame: hold b's worker (NULL if none), *working says
- * whether a retry may find frames; let go with zero_worker_hold(zw, false). */
-struct zero_worker *backing_zero_hold(struct gfa_backing *b, bool *working);
+/* A guest start begins or ends: b's zeroer (if any) puts its work off for a settle. */
+void backing_zero_defer(struct gfa_backing *b);
 #endif

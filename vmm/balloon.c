@@ -13,13 +13,20 @@
 #include <sys/mman.h>
 #include "vmm/guest_internal.h"
 #include "vmm/gpa_ranges.h"
+#include "allocator/layers.h"
 
-/* Shape checks shared by inflate and deflate: aligned, inside, pairwise disjoint. */
+/*
+ * Shape checks shared by inflate and deflate: a list (even an empty one), aligned,
+ * inside, pairwise disjoint.  Argument errors with an allocator meaning (EFAULT, EINVAL,
+ * ERANGE) are counted in the pool's err_* counters.
+ */
 static int check_shape(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
 {
-	if (!g || (!r && n))
+	if (!g)
 		return -EFAULT;
-	return n ? gpa_ranges_check(r, n, g->size) : 0;
+	if (!r)
+		return gfa_pool_count_error(g->pool, GFA_EFAULT);
+	return n ? gfa_pool_count_error(g->pool, gpa_ranges_check(r, n, g->size)) : 0;
 }
 
 /* Every frame of every range backed (want_backed) or ballooned out (!want_backed)? */

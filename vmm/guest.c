@@ -131,28 +131,17 @@ static void guest_clear(struct gfa_guest *g, uint64_t gfn, unsigned int order)
 	}
 }
 
-/* Allocate from the cache or the zone; on GFA_ENOMEM once more after the background
- * zeroer put back the batch it has in work (those frames are free, only in work). */
+/* Allocate from the cache or the zone (an allocation that finds no frame waits for
+ * the frames a zeroer holds: they are free, only in work). */
 static int64_t guest_alloc(struct gfa_guest *g, struct gfa_pcp *pcp, unsigned int order,
 			   unsigned int flags)
 {
 	/* a pinned guest's frames can never move: unmovable pageblocks keep them out of
 	 * the movable ones compaction empties */
 	enum gfa_migratetype mt = g->pinned ? GFA_MT_UNMOVABLE : GFA_MT_MOVABLE;
-	int64_t pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, g->id, flags)
-			  : gfa_alloc(g->pool, g->zone, order, mt, g->id, flags);
-	struct zero_worker *zw;
-	bool working;
 
-	if (pfn != GFA_ENOMEM)
-		return pfn;
-	zw = backing_zero_hold(g->b, &working);
-	if (working)
-		pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, g->id, flags)
-			  : gfa_alloc(g->pool, g->zone, order, mt, g->id, flags);
-	if (zw)
-		zero_worker_hold(zw, false);
-	return pfn;
+	return pcp ? gfa_pcp_alloc(pcp, order, mt, g->id, flags)
+		   : gfa_alloc(g->pool, g->zone, order, mt, g->id, flags);
 }
 
 /* Take one block for the guest: zeroed where dirty, indexed, (map) mapped. */
@@ -271,12 +260,12 @@ static int guest_fill_range(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t g
 }
 
 /*
- * Give a block back; retries while compaction is moving it, keeping g->lock: the
- * mover's guest_migrate() only tries the lock, refuses, and puts the block back.
- * (Dropping the lock let a move of another block of a ballooned range map it into
- * the window again, just unmapped.)
+ * Give a block back, at the tail of the free lists when cold; retries while compaction
+ * is moving it, keeping g->lock: the mover's guest_migrate() only tries the lock,
+ * refuses, and puts the block back.  (Dropping the lock let a move of another block of
+ * a ballooned range map it into the window again, just unmapped.)
  */
-void guest_release_block(struct gfa_guest *g, uint64_t gfn)
+static void guest_free_block(struct gfa_guest *g, uint64_t gfn, bool cold)
 {
 	unsigned int order = guest_order(g, gfn);
 	uint64_t pfn = guest_pfn(g, gfn);
@@ -286,9 +275,15 @@ void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 	guest_clear(g, gfn, order);
 	/* dirty before the free: the next owner must zero what this guest wrote */
 	gfa_backing_mark_dirty(g->b, pfn, order);
-	while ((err = gfa_free(g->pool, pfn, order, g->id)) == GFA_EBUSY)
+	while ((err = cold ? gfa_free_cold(g->pool, pfn, order, g->id)
+			   : gfa_free(g->pool, pfn, order, g->id)) == GFA_EBUSY)
 		sched_yield();
 	GFA_BUG_ON(err);        /* the guest's own block: any other refusal is gfa's bug */
+}
+
+void guest_release_block(struct gfa_guest *g, uint64_t gfn)
+{
+	guest_free_block(g, gfn, false);
 }
 
 static int guest_reserve(struct gfa_guest *g, void *window)
@@ -368,6 +363,8 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	int err = guest_check_config(pool, b, cfg);
 
 	if (err) {
+		/* counted as the allocator counts its own (EFAULT, EINVAL, ERANGE) */
+		gfa_pool_count_error(pool, -err);
 		errno = err;
 		return NULL;
 	}
@@ -411,14 +408,14 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 		g->registered = !err;   /* -EEXIST: the id is another guest's, leave it */
 	}
 	pthread_mutex_lock(&g->lock);
-	if (!err)
-		g->st.zeroed_frames += backing_zero_for_start(b, g->zone, g->nr_frames);
+	backing_zero_defer(b);  /* the start has the CPUs, not the zeroer */
 	/* every block first, then the window in runs: a move meanwhile maps its own */
 	for (uint64_t gfn = 0; !err && gfn < g->nr_frames; gfn += RANGE_FRAMES)
 		err = guest_fill_range(g, cfg->pcp, gfn, cfg->small_only);
 	if (!err)
 		err = guest_map_runs(g);
 	g->st.window_mappings = g->nr_mappings;
+	backing_zero_defer(b);  /* (and its vCPUs' first touch) */
 	pthread_mutex_unlock(&g->lock);
 	if (err) {
 		gfa_guest_destroy(g);
@@ -465,23 +462,12 @@ static int guest_unmap_window(struct gfa_guest *g)
 	return -ENOMEM;
 }
 
-/* The block at gfn leaves the guest: to the backing's zeroer (zw), else freed dirty. */
-static void guest_stop_block(struct gfa_guest *g, uint64_t gfn, struct zero_worker *zw)
-{
-	unsigned int order = guest_order(g, gfn);
-	uint64_t pfn = guest_pfn(g, gfn);
-
-	if (zw && !zero_worker_queue(zw, pfn, order, g->id)) {
-		guest_clear(g, gfn, order);
-		return;
-	}
-	guest_release_block(g, gfn);
-}
-
 /*
- * Give every block back: to the backing's zeroer, which zeroes and frees them in its
- * thread (the stopping caller never waits for the zeroing), or freed dirty (the next
- * owner zeroes).  The window maps none of them any more.
+ * Give every block back at once, free and dirty, at the tail of the free lists: anyone
+ * may allocate them right away (and zeroes what it takes: gfa_backing_prepare), while
+ * allocations take clean blocks first.  The backing's zeroer then zeroes them in its
+ * thread; the stopping caller never waits for the zeroing.  The window maps none of
+ * them any more.
  */
 static void guest_release_all(struct gfa_guest *g)
 {
@@ -491,12 +477,12 @@ static void guest_release_all(struct gfa_guest *g)
 		uint64_t gfn = r * RANGE_FRAMES;
 
 		if (guest_range_huge(g, gfn)) {
-			guest_stop_block(g, gfn, zw);
+			guest_free_block(g, gfn, true);
 			continue;
 		}
 		for (uint64_t i = gfn; g->range[r].d && i < gfn + RANGE_FRAMES; i++)
 			if (guest_order(g, i) != NOT_HEAD && guest_pfn(g, i) != NO_PFN)
-				guest_stop_block(g, i, zw);
+				guest_free_block(g, i, true);
 		free(g->range[r].d);
 		g->range[r].d = NULL;
 	}
@@ -514,7 +500,7 @@ void gfa_guest_destroy(struct gfa_guest *g)
 	/* the window maps no frame before the frames are freed (as the balloon does) */
 	if (g->win && guest_unmap_window(g))
 		unmapped = false;       /* (the reservation is gone) */
-	/* zeroed in the background and freed clean (or freed dirty) */
+	/* free at once, dirty: the zeroer zeroes them in the background */
 	guest_release_all(g);
 	pthread_mutex_unlock(&g->lock);
 	/* waits for compaction calls into guest_migrate(), which use g */
@@ -567,10 +553,12 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
 {
 	int err = 0;
 
-	if (!g || !pfn)
+	if (!g)
 		return GFA_EFAULT;
+	if (!pfn)
+		return gfa_pool_count_error(g->pool, GFA_EFAULT);
 	if (gpa >= g->size)
-		return GFA_ERANGE;
+		return gfa_pool_count_error(g->pool, GFA_ERANGE);
 	pthread_mutex_lock(&g->lock);
 	*pfn = guest_pfn(g, gpa >> GFA_FRAME_SHIFT);
 	if (*pfn == NO_PFN)
@@ -581,8 +569,10 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
 
 int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 {
-	if (!g || !st)
+	if (!g)
 		return GFA_EFAULT;
+	if (!st)
+		return gfa_pool_count_error(g->pool, GFA_EFAULT);
 	pthread_mutex_lock(&g->lock);
 	g->st.huge_ranges = g->st.small_ranges = g->st.blocks = 0;
 	for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES) {

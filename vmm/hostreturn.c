@@ -85,10 +85,10 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct gfa_frame_range *fr)
 {
 	struct hr_range *r = malloc(sizeof(*r));
-	uint64_t start;
+	uint64_t start, nr;
 	int err;
 
-	gfa_zone_span(hr->pool, zone, &start, NULL);
+	gfa_zone_span(hr->pool, zone, &start, &nr);
 	if (!r) {
 		gfa_zone_release_done(hr->pool, fr->pfn, fr->nr, false);
 		atomic_store(&hr->failed[zone], true);  /* back off, as after a failed punch */
@@ -377,6 +377,7 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 	struct gfa_host_return *hr;
 
 	if (!pool || !b) {
+		gfa_pool_count_error(pool, GFA_EFAULT);
 		errno = EFAULT;
 		return NULL;
 	}
@@ -508,8 +509,10 @@ int gfa_host_return_stop(struct gfa_host_return *hr)
 
 int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat *st)
 {
-	if (!hr || !st)
+	if (!hr)
 		return -EFAULT;
+	if (!st)
+		return gfa_pool_count_error(hr->pool, GFA_EFAULT);
 	pthread_mutex_lock(&hr->lock);
 	*st = hr->st;
 	pthread_mutex_unlock(&hr->lock);

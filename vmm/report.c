@@ -25,6 +25,7 @@
 #include "vmm/backing_internal.h"
 #include "vmm/report_internal.h"
 #include "vmm/gpa_ranges.h"
+#include "allocator/layers.h"
 
 /* One punch: frames contiguous in the guest and in one zone's memfd. */
 struct report_run {
@@ -181,6 +182,9 @@ static int report_check(struct gfa_free_report *rep, const struct gfa_gpa_range 
 	for (unsigned int i = 0; !err && i < n; i++)
 		if (gfa_guest_pinned(rep->g, r[i].gpa, r[i].len) > 0)
 			err = -EBUSY;
+	/* the pool counts those with an allocator meaning too */
+	if (err == -EINVAL || err == -ERANGE)
+		gfa_pool_count_error(rep->pool, err);
 	pthread_mutex_lock(&reg.lock);
 	if (err == -EBUSY)
 		rep->st.err_pinned++;
@@ -314,9 +318,10 @@ int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_rang
 		pthread_mutex_lock(&reg.lock);
 		rep->st.err_fault++;
 		pthread_mutex_unlock(&reg.lock);
-		return -EFAULT;
+		return gfa_pool_count_error(rep->pool, GFA_EFAULT);
 	}
 	if (!n) {
+		gfa_pool_count_error(rep->pool, GFA_EINVAL);
 		pthread_mutex_lock(&reg.lock);
 		rep->st.err_invalid++;
 		pthread_mutex_unlock(&reg.lock);
@@ -364,6 +369,8 @@ struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gf
 	uint64_t pfn;
 
 	if (!b || !g) {
+		if (b)
+			gfa_pool_count_error(backing_pool(b), GFA_EFAULT);
 		errno = EFAULT;
 		return NULL;
 	}
@@ -417,8 +424,10 @@ int gfa_guest_report_flush(struct gfa_free_report *rep, int timeout_ms)
 
 int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_stat *st)
 {
-	if (!rep || !st)
+	if (!rep)
 		return -EFAULT;
+	if (!st)
+		return gfa_pool_count_error(rep->pool, GFA_EFAULT);
 	pthread_mutex_lock(&reg.lock);
 	*st = rep->st;
 	pthread_mutex_unlock(&reg.lock);

@@ -15,7 +15,7 @@
  * errno of its own, so a caller can tell them apart (docs/decisions.md, entry 17);
  * gfa_strerror() names gfa's meaning of each.
  *
- *   GFA_EFAULT      -EFAULT        NULL pool, cache, config or output pointer
+ *   GFA_EFAULT      -EFAULT        NULL pointer argument (below: where NULL is allowed)
  *   GFA_EINVAL      -EINVAL        invalid argument: a bad config or mode, unknown flags,
  *                                  nonzero reserved fields, a cache of another pool
  *   GFA_ERANGE      -ERANGE        pfn outside the pool, or zone index out of range
@@ -31,8 +31,23 @@
  *   GFA_ETHREAD     -EDEADLK       a pcp used by two threads at once
  *
  * Conventions every public header follows:
- *   - A NULL handle, config or output pointer is -EFAULT (GFA_EFAULT); a NULL handle
- *     passed to a destroy, stop or kick call is a no-op.
+ *   - A NULL pointer argument (a handle, a config, an output, an array, a callback) is
+ *     -EFAULT (GFA_EFAULT), even where the count beside it is 0; a call that returns a
+ *     pointer returns NULL with errno EFAULT.  It is counted in err_fault when the
+ *     call's first argument is a handle with a pool (a pool, cache, backing, guest, NUMA
+ *     pool, host return or free page reporter) and not the NULL one.  The exceptions,
+ *     each said in the description of the parameter or of the result, are of these
+ *     kinds only:
+ *       - a NULL handle passed to a destroy, free, detach, stop, kick or forget call is
+ *         a no-op ("NULL is a no-op");
+ *       - a call that answers a count, an address, a flag or a name and no error
+ *         answers 0, NULL or false for a NULL handle ("0 for a NULL @pool");
+ *       - a parameter described "may be NULL" or "or NULL ..." takes NULL as a value: a
+ *         config's defaults, the zone path instead of a cache, an output not wanted,
+ *         NULL ops to unregister; "may be NULL when @len is 0" asks for a size only;
+ *       - void *ctx, *cookie and *arg are the caller's: passed on, never read.
+ *     The fuzz target makes every public call with each other pointer argument NULL and
+ *     checks the result against these words (tools/fuzz_null_calls.py reads them).
  *   - "Not found" (no such claim, owner, ballooned range) is -ENOENT.
  *   - Text formatters (gfa_pool_buddyinfo, gfa_numa_topology_text, ...) are
  *     snprintf-style: they write at most len bytes, NUL-terminated when len > 0, and
@@ -119,7 +134,8 @@ enum gfa_frame_state {
 	GFA_FRAME_PCP,          /* on a per-vCPU cache list (counts as free) */
 	GFA_FRAME_ALLOCATED,    /* owned by an owner cookie */
 	GFA_FRAME_ISOLATED,     /* taken by compaction for a move */
-	GFA_FRAME_INFLIGHT,     /* free, with a release to the host in flight */
+	GFA_FRAME_INFLIGHT,     /* free, with a release to the host in flight (or being
+				 * zeroed: gfa_zone_stat.nr_scrubbing) */
 };
 
 /*
@@ -211,7 +227,8 @@ unsigned int gfa_pool_nr_zones(const struct gfa_pool *pool);
  * @start_pfn: gets the zone's first pfn
  * @nr_frames: gets its frame count
  *
- * Return: 0, GFA_EFAULT, GFA_ERANGE (no zone @zone).
+ * Return: 0, GFA_EFAULT (@pool, @start_pfn or @nr_frames NULL: both outputs are
+ * required, as every output pointer is), GFA_ERANGE (no zone @zone).
  * Context: any thread (fixed at creation).
  */
 int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone,
@@ -235,7 +252,9 @@ int gfa_pfn_to_zone(const struct gfa_pool *pool, uint64_t pfn);
  * Takes the zone lock once; vCPU threads use gfa_pcp_alloc() instead.  Falls back to
  * other migratetypes as the kernel's __rmqueue_fallback does, stealing pageblocks, unless
  * GFA_ALLOC_NOFALLBACK; for order > 0, direct compaction with capture
- * (gfa_alloc_compact()) unless GFA_ALLOC_NOCOMPACT.
+ * (gfa_alloc_compact()) unless GFA_ALLOC_NOCOMPACT.  When none of that finds a block
+ * while free frames are being zeroed in the background (nr_scrubbing), it waits for
+ * that batch (milliseconds) and tries once more, with either flag.
  *
  * Return: the block's first pfn, or GFA_EFAULT, GFA_ERANGE (@zone), GFA_EORDER,
  * GFA_EMIGRATE, GFA_ENOMEM.
@@ -332,8 +351,8 @@ int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *ar
 /**
  * gfa_pfn_to_addr() - host address of a frame
  *
- * Return: the address, or NULL when @pool is NULL, @pfn is outside it, or its zone has
- * no backing (the vmm layer's gfa_backing_create sets it).
+ * Return: the address, or NULL for a NULL @pool, a @pfn outside it, or a zone without
+ * backing (the vmm layer's gfa_backing_create sets it).
  * Context: any thread.
  */
 void *gfa_pfn_to_addr(const struct gfa_pool *pool, uint64_t pfn);
@@ -409,7 +428,7 @@ struct gfa_vmstat {
 
 struct gfa_zone_stat {
 	uint64_t nr_frames;
-	uint64_t nr_free;                                    /* frames, incl. pcp */
+	uint64_t nr_free;            /* frames: buddy lists, pcp lists and nr_scrubbing */
 	uint64_t nr_free_buddy;                              /* frames on buddy lists */
 	uint64_t nr_pcp;                                     /* frames on pcp lists */
 	uint64_t nr_free_blocks[GFA_NR_ORDERS][GFA_MT_TYPES]; /* blocks per order and type */
@@ -418,7 +437,11 @@ struct gfa_zone_stat {
 	uint64_t nr_released;       /* free frames whose host memory was given back */
 	uint64_t nr_inflight;       /* frames with a release (or populate) in flight */
 	uint64_t nr_sidelined;      /* pageblocks holding released frames (reused last) */
-	uint64_t reserved[8];     /* zero: room to grow (the head of this file) */
+	uint64_t nr_scrubbing;      /* free frames being zeroed in the background: off the
+				     * lists for a moment, counted free and claimable (an
+				     * allocation that finds no frame waits for them; added
+				     * in 0.3) */
+	uint64_t reserved[7];     /* zero: room to grow (the head of this file) */
 };
 
 /**
@@ -505,7 +528,7 @@ int gfa_pool_vmstat_text(struct gfa_pool *pool, char *buf, size_t len);
  * Each frame in exactly one block, each block in one state, tail frames stateless;
  * free-list contents and links equal the counters; no two free buddies that should have
  * merged; pageblock types, flags and free/released counts; released bits only on free
- * frames; claims add up; cached compaction positions inside the zone; pcp counters equal
+ * frames; frames in flight and being scrubbed equal their counts; claims add up; cached compaction positions inside the zone; pcp counters equal
  * their lists and each cached block on exactly one list.
  *
  * Return: 0, GFA_EFAULT, -ENOMEM (no memory for the check's bitmap, one bit per frame),
@@ -697,8 +720,9 @@ int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
  * it, and @owner's allocations consume it.
  *
  * Return: 0, GFA_EFAULT, GFA_ERANGE, -EEXIST (@owner already has a claim on this zone),
- * -ENOSPC (more than the zone's unclaimed free frames, counting those parked in vCPU
- * caches, which it drains when they make up the difference; or the claim table of
+ * -ENOSPC (more than the zone's unclaimed free frames, counting those being zeroed
+ * (nr_scrubbing) and those parked in vCPU caches, which it drains when they make up the
+ * difference; or the claim table of
  * GFA_MAX_CLAIMS is full, which drains nothing).  Nothing changes on error but such a
  * drain.
  * Context: any thread.
@@ -930,8 +954,9 @@ int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
 int gfa_compactd_start(struct gfa_pool *pool);
 /**
  * gfa_compactd_stop() - stop the workers and join them
+ * @pool: the pool; NULL is a no-op (0)
  *
- * Return: 0 or GFA_EFAULT.
+ * Return: 0.
  * Context: any thread but a worker.
  */
 int gfa_compactd_stop(struct gfa_pool *pool);

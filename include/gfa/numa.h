@@ -166,7 +166,7 @@ int gfa_numa_thread_node(const struct gfa_numa_topology *t, bool *pinned);
 
 /**
  * gfa_numa_zonelist() - a node's fallback order
- * @nodes: gets at most @max node ids
+ * @nodes: gets at most @max node ids; may be NULL when @max is 0 (to learn the count)
  * @max: size of @nodes
  *
  * Itself first, then by distance; equal distances are taken round-robin from the node's

@@ -32,7 +32,8 @@ struct gfa_backing_config {
 				 * memory (MADV_POPULATE_WRITE, else a touch loop) */
 	bool no_thp_advice;     /* skip MADV_HUGEPAGE on the pool mapping */
 	bool no_zero_on_stop;   /* leave what a stopped guest wrote dirty for the next owner
-				 * to zero (default: zeroed in the background at the stop) */
+				 * to zero (default: the backing's zeroer zeroes it in the
+				 * background; the frames are free either way) */
 	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
@@ -131,9 +132,12 @@ void gfa_zero(void *p, size_t len);
  * @b: the backing
  * @timeout_ms: how long at most
  *
- * When a guest stops (gfa_guest_destroy()) the backing's zeroer thread (started with the
- * first stop) zeroes the dirty free frames in the background, a few MiB at a time, so a
- * start right after finds them clean; the stopping thread never waits for it.
+ * When a guest stops (gfa_guest_destroy()) its frames are free at once, dirty, and the
+ * backing's zeroer thread (started with the first stop) zeroes the dirty free frames in
+ * the background, a few MiB at a time, so a later start finds them clean; the stopping
+ * thread never waits for it.  A batch in work is off the free lists but still counted
+ * free and claimable (gfa_zone_stat.nr_scrubbing): an allocation that finds no frame
+ * waits for it.
  *
  * Return: 0, GFA_EFAULT, or -ETIMEDOUT after @timeout_ms.
  * Context: any thread.
@@ -167,7 +171,7 @@ int gfa_zero_set_method(const char *name);
  * gfa_zero_method_usable() - can this CPU run a zeroing path
  * @name: as gfa_zero_set_method()
  *
- * Return: 1 if it can, else 0.
+ * Return: 1 if it can, else 0 (a predicate: 0 for a NULL @name).
  * Context: any thread.
  */
 int gfa_zero_method_usable(const char *name);
@@ -239,13 +243,18 @@ struct gfa_backing_zone_stat {
  * Context: any thread (a snapshot).
  */
 int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st);
-/*
- * gfa_pool_check, then the backing's own invariants: no released frame marked dirty,
- * each zone's free and released frames by their states equal to gfa_zone_stat's, and
- * the dirty count equal to the marks.  Returns 0, GFA_EFAULT, gfa_pool_check's errors,
- * or -EUCLEAN with the first violation in words in msg (if non-NULL).  Thread rules: at
- * a quiet point (no other thread allocating, freeing, releasing or moving frames): the
- * totals compare two snapshots.
+/**
+ * gfa_backing_check() - gfa_pool_check(), then the backing's own invariants
+ * @msg: gets the first violation in words (may be NULL)
+ * @msglen: size of @msg
+ *
+ * No released frame marked dirty, each zone's free and released frames by their states
+ * equal to gfa_zone_stat's, and the dirty count equal to the marks.
+ *
+ * Return: 0, GFA_EFAULT, gfa_pool_check()'s errors, or -EUCLEAN (a violation, described
+ * in @msg).
+ * Context: at a quiet point (no other thread allocating, freeing, releasing or moving
+ * frames): the totals compare two snapshots.
  */
 int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen);
 
@@ -580,8 +589,8 @@ int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat
 /**
  * gfa_backing_host_return() - the host return started on a backing
  *
- * Return: the host return, or NULL (none, or @b NULL).  The pointer is only as good as
- * the caller's knowledge that nobody stops it meanwhile.
+ * Return: the host return, or NULL (none; NULL for a NULL @b).  The pointer is only as
+ * good as the caller's knowledge that nobody stops it meanwhile.
  * Context: any thread.
  */
 struct gfa_host_return *gfa_backing_host_return(const struct gfa_backing *b);
@@ -705,6 +714,12 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 /**
  * gfa_guest_destroy() - unmap the window, free every frame (marked dirty), unregister
  * @g: the guest; NULL is a no-op
+ *
+ * Every frame is free when it returns: counted free, claimable and allocatable by any
+ * owner.  They stay marked dirty until zeroed: whoever takes one first zeroes it
+ * (gfa_backing_prepare(), as guests do), and the backing's zeroer zeroes the rest in the
+ * background (gfa_backing_zero_quiesce()).  They go behind the clean free frames, so a
+ * start takes clean frames first, then these, before any released to the host.
  *
  * Context: once, when no other thread uses the guest.
  */
@@ -852,10 +867,11 @@ struct gfa_gpa_range {
  * after all (counted in ballooned_frames): a gfn the guest owns is always mapped, one it
  * does not always reads zero.
  *
- * Return: frames taken, or -EFAULT (NULL), -EINVAL (zero length or misaligned), -ERANGE
- * (outside the guest), -EALREADY (already ballooned), -ENOTUNIQ (ranges overlap each
- * other), -EBUSY (a range is pinned: gfa_guest_pin(), GFA_GUEST_PINNED), -ENOMEM or
- * another mmap errno (the window could not be remapped).
+ * Return: frames taken, or -EFAULT (@g or @r NULL, @n 0 included), -EINVAL (zero length
+ * or misaligned), -ERANGE (outside the guest), -EALREADY (already ballooned), -ENOTUNIQ
+ * (ranges overlap each other), -EBUSY (a range is pinned: gfa_guest_pin(),
+ * GFA_GUEST_PINNED), -ENOMEM or another mmap errno (the window could not be remapped).
+ * -EFAULT (with @g), -EINVAL and -ERANGE are counted in the pool's err_* counters.
  * Context: any thread (the guest's lock) but a vCPU's own IO handler (see
  * gfa_guest_create()).
  */
@@ -901,7 +917,8 @@ void gfa_guest_report_destroy(struct gfa_free_report *rep);
 typedef void (*gfa_report_done_fn)(void *cookie, int result);
 /*
  * Report [gpa, gpa + len) of each range free.  Every range is checked first; one bad
- * range refuses the whole request (nothing punched, done never called), counted:
+ * range refuses the whole request (nothing punched, done never called), counted in the
+ * reporter's err_* counters (and -EFAULT with rep, -EINVAL and -ERANGE in the pool's):
  *   -EFAULT rep, r or done NULL, -EINVAL n == 0, a zero length or misaligned range,
  *   -ERANGE outside the guest, -ENOTUNIQ ranges overlap each other, -EBUSY a range is
  *   pinned (gfa_guest_pin(), GFA_GUEST_PINNED), -ENOMEM.

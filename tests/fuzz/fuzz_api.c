@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <gfa/allocator.h>
+#include <gfa/numa.h>
 #include <gfa/vmm.h>
 #include "allocator/layers.h"
 
@@ -1097,6 +1098,26 @@ static void fz_range_add(const struct gfa_frame_range *r, unsigned int zone, boo
 	F.fl[F.nr_fl++] = (struct fz_range){ r->pfn, r->nr, populate };
 }
 
+/*
+ * A scrubbed range is zeroed and handed back at once, as every scrubber does: its
+ * frames stay counted free, and an allocation that finds none waits for them, so
+ * holding one across calls would make the target wait for itself.
+ */
+static void fz_scrub(const struct gfa_frame_range *r, unsigned int zone)
+{
+	FZ_ASSERT(r->nr && fz_zone_of(r->pfn) == (int)zone &&
+		  fz_zone_of(r->pfn + r->nr - 1) == (int)zone, "scrub %lu+%lu outside zone %u",
+		  (unsigned long)r->pfn, (unsigned long)r->nr, zone);
+	for (uint64_t p = r->pfn; p < r->pfn + r->nr; p++) {
+		FZ_ASSERT(F.at[p] < 0 && !F.inflight[p], "scrub %lu+%lu takes pfn %lu (block %d)",
+			  (unsigned long)r->pfn, (unsigned long)r->nr, (unsigned long)p, F.at[p]);
+		if (F.b)
+			FZ_ASSERT(gfa_backing_prepare(F.b, p, 0) >= 0, "prepare");
+	}
+	fz_expect_zero(r->pfn, r->nr, "scrubbed range");
+	FZ_ASSERT(gfa_zone_populate_done(F.pool, r->pfn, r->nr) == 0, "scrub done");
+}
+
 static bool fz_want(void *ctx, uint64_t pfn, unsigned int order)
 {
 	(void)ctx, (void)pfn, (void)order;
@@ -1134,7 +1155,9 @@ static void op_take(void)
 		return;
 	}
 	FZ_ASSERT(n >= 0 && (unsigned int)n <= max, "take: %d (max %u)", n, max);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && (v >> 1) % 3 == 2; i++)
+		fz_scrub(&out[i], zone);
+	for (int i = 0; i < n && (v >> 1) % 3 != 2; i++)
 		fz_range_add(&out[i], zone, (v >> 1) % 3 == 1);
 	fz_after(0, false);
 }
@@ -1191,7 +1214,7 @@ static void op_done(void)
 		r = gfa_zone_release_done(F.pool, pfn, nr, false);
 		break;
 	case 2:
-		if (F.b && !F.fl[i].populate)   /* a scrub: zero what it holds */
+		if (F.b && !F.fl[i].populate)   /* zeroed and back, as a scrub does */
 			for (uint64_t p = pfn; p < pfn + nr; p++)
 				FZ_ASSERT(gfa_backing_prepare(F.b, p, 0) >= 0, "prepare");
 		if (!F.fl[i].populate)
@@ -1345,6 +1368,59 @@ static void op_host_return(void)
 
 /* ---- a guest and its balloon: guest-supplied ranges are bad input too ---- */
 
+#define FZ_CLAIMER 0x7e57ULL    /* an owner of no model block, nor a guest */
+
+/* Frames of zone z the model holds or has in flight: every other frame is free. */
+static uint64_t fz_held_in_zone(unsigned int z)
+{
+	uint64_t n = 0;
+
+	for (unsigned int i = 0; i < F.nr_blk; i++)
+		if (fz_zone_of(F.blk[i].pfn) == (int)z)
+			n += 1UL << F.blk[i].order;
+	for (unsigned int i = 0; i < F.nr_fl; i++)
+		if (fz_zone_of(F.fl[i].pfn) == (int)z)
+			n += F.fl[i].nr;
+	return n;
+}
+
+/*
+ * Right after a guest's destroy or a failed create, with the backing's zeroer at work
+ * meanwhile: each zone counts every frame the model does not hold free, a claim of all
+ * of them (but what others claimed) succeeds, and a frame allocated at once reads zero.
+ */
+static void fz_check_free_at_once(void)
+{
+	for (unsigned int z = 0; z < F.nr_zones; z++) {
+		uint64_t free = F.znr[z] - fz_held_in_zone(z), left;
+		struct gfa_zone_stat st;
+		int64_t pfn;
+
+		FZ_ASSERT(gfa_zone_stat(F.pool, z, &st) == 0, "zone_stat");
+		FZ_ASSERT(st.nr_free == free, "zone %u right after the guest went: %lu frames free "
+			  "(%lu being zeroed), the model leaves %lu", z, (unsigned long)st.nr_free,
+			  (unsigned long)st.nr_scrubbing, (unsigned long)free);
+		left = free - gfa_zone_claimed(F.pool, z);
+		FZ_ASSERT(gfa_zone_claim(F.pool, z, FZ_CLAIMER, left) == 0, "zone %u: a claim of "
+			  "its %lu unclaimed free frames failed", z, (unsigned long)left);
+		pfn = left ? gfa_backing_alloc(F.b, NULL, z, 0, GFA_MT_MOVABLE, FZ_CLAIMER,
+					       GFA_BACKING_ZERO) : -1;
+		FZ_ASSERT(!left || pfn >= 0, "zone %u: the claim's first frame: %ld", z, (long)pfn);
+		if (pfn >= 0) {
+			const uint64_t *w = fz_addr((uint64_t)pfn);
+
+			FZ_ASSERT(!w[0] && !w[1], "pfn %ld allocated at once holds %lx %lx", (long)pfn,
+				  (unsigned long)w[0], (unsigned long)w[1]);
+			F.data[pfn] = 0;
+			FZ_ASSERT(!gfa_backing_free(F.b, NULL, (uint64_t)pfn, 0, FZ_CLAIMER), "free");
+		}
+		FZ_ASSERT(gfa_zone_unclaim(F.pool, z, FZ_CLAIMER) == (int64_t)(left ? left - 1 : 0),
+			  "unclaim");
+	}
+	/* what the zeroer does next is its own: the checks after the call want it idle */
+	FZ_ASSERT(gfa_backing_zero_quiesce(F.b, 10000) == 0, "zeroer quiesce");
+}
+
 static void fz_guest_create(uint8_t v)
 {
 	static const struct gfa_guest_vcpu_ops half = { .pause = NULL, .resume = NULL };
@@ -1373,11 +1449,13 @@ static void fz_guest_create(uint8_t v)
 	if (expect) {
 		FZ_ASSERT(!F.g && errno == expect, "guest_create: %p errno %d, want %d",
 			  (void *)F.g, errno, expect);
-		fz_after(-expect, false);
+		fz_check_free_at_once();
+		fz_after(-expect, expect == EINVAL || expect == ERANGE);
 		return;
 	}
 	FZ_ASSERT(F.g || errno == ENOMEM, "guest_create: errno %d", errno);
 	if (!F.g) {
+		fz_check_free_at_once();        /* no frame is kept */
 		fz_after(-ENOMEM, false);
 		return;
 	}
@@ -1460,7 +1538,8 @@ static void fz_balloon(uint8_t v)
 	if (expect || ret == -ENOMEM) {
 		FZ_ASSERT(ret == expect || ret == -ENOMEM, "%s: %ld, want %ld", F.what, (long)ret,
 			  (long)expect);
-		fz_after((int)ret, false);
+		/* the argument errors with an allocator meaning are counted (vmm/balloon.c) */
+		fz_after((int)ret, ret == -EFAULT || ret == -EINVAL || ret == -ERANGE);
 		return;
 	}
 	FZ_ASSERT(ret == want, "%s of %ld frames: %ld", F.what, (long)want, (long)ret);
@@ -1547,8 +1626,7 @@ static void op_guest(void)
 
 			FZ_ASSERT(gfn >= F.gnr ? r == GFA_ERANGE : F.gball[gfn] ? r == -ENOENT : r == 0,
 				  "gpa_to_pfn(%lu): %d", (unsigned long)gfn, r);
-			/* (the guest's calls count no errors: vmm/guest.c, vmm/balloon.c) */
-			fz_after(r, false);
+			fz_after(r, r == GFA_ERANGE);   /* (-ENOENT: not found, not a bad call) */
 		}
 		return;
 	default:
@@ -1556,8 +1634,7 @@ static void op_guest(void)
 		fz_guest_mark(0, F.gnr);
 		gfa_guest_destroy(F.g);
 		F.g = NULL;
-		/* its frames come free once the backing's zeroer has zeroed them */
-		FZ_ASSERT(gfa_backing_zero_quiesce(F.b, 10000) == 0, "zeroer quiesce");
+		fz_check_free_at_once();        /* its frames are free at once */
 		fz_after(0, false);
 		return;
 	}
@@ -1774,6 +1851,173 @@ static void op_policy(void)
 	fz_after(r, r != 0);
 }
 
+/* ---- NULL arguments on every public call (tools/fuzz_null_calls.py) ---- */
+
+/* What a call with one pointer argument NULL must give (the generator's words). */
+enum fzn_expect {
+	FZN_EFAULT,     /* -EFAULT */
+	FZN_NULL,       /* NULL with errno EFAULT */
+	FZN_NULL_ANY,   /* NULL (an accessor: errno unspecified) */
+	FZN_VALUE,      /* the documented value (0, false) */
+	FZN_NOOP,       /* nothing (an int result: 0) */
+	FZN_OK,         /* a success (>= 0): NULL is allowed there */
+};
+
+/* The valid arguments of a case: a handle of each kind, a callback of each type. */
+struct fzn_args {
+	struct gfa_backing *h_gfa_backing;
+	struct gfa_free_report *h_gfa_free_report;
+	struct gfa_guest *h_gfa_guest;
+	struct gfa_host_return *h_gfa_host_return;
+	struct gfa_numa_pool *h_gfa_numa_pool;
+	struct gfa_numa_topology *h_gfa_numa_topology;
+	struct gfa_pcp *h_gfa_pcp;
+	struct gfa_pool *h_gfa_pool;
+	struct gfa_release_engine *h_gfa_release_engine;
+	gfa_block_fn fn_gfa_block_fn;
+	gfa_release_done_fn fn_gfa_release_done_fn;
+	gfa_report_done_fn fn_gfa_report_done_fn;
+	void *scratch;          /* zeroed: every other pointer argument */
+};
+
+struct fzn_case {
+	const char *fn, *param;         /* the call, and its argument passed NULL */
+	enum fzn_expect expect;
+	int64_t value;                  /* FZN_VALUE */
+	unsigned int needs;             /* FZN_NEED(kind) of the handles it takes */
+	bool counted;                   /* its -EFAULT counted in the first argument's pool */
+	int64_t (*call)(const struct fzn_args *a);
+};
+
+#include "fuzz_null_calls.h"
+#define FZN_NR (sizeof(fzn_cases) / sizeof(fzn_cases[0]))
+
+/* Callbacks a case passes: never called, since the call refuses first. */
+static int fzn_block(void *arg, uint64_t pfn, unsigned int order, enum gfa_migratetype mt,
+		     uint64_t owner)
+{
+	(void)arg, (void)pfn, (void)order, (void)mt, (void)owner;
+	fz_fail("a callback of a call with a NULL argument ran");
+}
+
+static void fzn_release_done(void *cookie, uint64_t off, uint64_t len, int result)
+{
+	(void)cookie, (void)off, (void)len, (void)result;
+	fz_fail("a callback of a call with a NULL argument ran");
+}
+
+static void fzn_report_done(void *cookie, int result)
+{
+	(void)cookie, (void)result;
+	fz_fail("a callback of a call with a NULL argument ran");
+}
+
+/* A handle the case needs, made for it where the model has none; false: none to be had. */
+static bool fzn_handle(struct fzn_args *a, unsigned int kind)
+{
+	static const struct gfa_host_return_config hc = { .no_settle = true, .force_sync = true };
+	static const struct gfa_release_config rc = { .force_sync = true };
+	int fd;
+	uint64_t off;
+
+	switch (kind) {
+	case FZN_K_gfa_pool:
+		return (a->h_gfa_pool = F.pool) != NULL;
+	case FZN_K_gfa_pcp:
+		return (a->h_gfa_pcp = F.pcp[0]) != NULL;
+	case FZN_K_gfa_backing:
+		return (a->h_gfa_backing = F.b) != NULL;
+	case FZN_K_gfa_guest:
+		return (a->h_gfa_guest = F.g) != NULL;
+	case FZN_K_gfa_numa_topology:
+		if (!a->h_gfa_numa_topology)
+			a->h_gfa_numa_topology = gfa_numa_topology_fake(F.nr_zones, NULL);
+		return a->h_gfa_numa_topology != NULL;
+	case FZN_K_gfa_numa_pool:
+		if (fzn_handle(a, FZN_K_gfa_numa_topology))
+			a->h_gfa_numa_pool = gfa_numa_attach(F.pool, a->h_gfa_numa_topology);
+		return a->h_gfa_numa_pool != NULL;
+	case FZN_K_gfa_release_engine:
+		if (F.b && !gfa_pfn_to_fd(F.pool, F.zstart[0], &fd, &off))
+			a->h_gfa_release_engine = gfa_release_create(fd, NULL, &rc);
+		return a->h_gfa_release_engine != NULL;
+	case FZN_K_gfa_host_return:
+		a->h_gfa_host_return = F.b ? gfa_host_return_start(F.pool, F.b, &hc) : NULL;
+		return a->h_gfa_host_return != NULL;
+	case FZN_K_gfa_free_report:
+		a->h_gfa_free_report = F.g ? gfa_guest_report_create(F.b, F.g) : NULL;
+		return a->h_gfa_free_report != NULL;
+	default:
+		fz_fail("no handle of kind %s", fzn_kind_name[kind]);
+	}
+}
+
+/* The handles made for a case go again (the host return quiet first, as op_host_return). */
+static void fzn_put(struct fzn_args *a)
+{
+	if (a->h_gfa_host_return) {
+		FZ_ASSERT(!gfa_host_return_quiesce(a->h_gfa_host_return, 30000), "quiesce");
+		gfa_host_return_stop(a->h_gfa_host_return);
+	}
+	gfa_guest_report_destroy(a->h_gfa_free_report);
+	FZ_ASSERT(!gfa_release_destroy(a->h_gfa_release_engine), "release_destroy");
+	gfa_numa_detach(a->h_gfa_numa_pool);
+	gfa_numa_topology_free(a->h_gfa_numa_topology);
+}
+
+/* Did the call give what its case promises? */
+static void fzn_check(const struct fzn_case *c, int64_t r, int err)
+{
+	bool ok;
+
+	switch (c->expect) {
+	case FZN_EFAULT: ok = r == -EFAULT; break;
+	case FZN_NULL: ok = !r && err == EFAULT; break;
+	case FZN_NULL_ANY: case FZN_NOOP: case FZN_VALUE: ok = r == c->value; break;
+	default: ok = r >= 0; break;
+	}
+	FZ_ASSERT(ok, "%s with %s NULL gave %ld (errno %d), the headers promise %s", c->fn,
+		  c->param, (long)r, err,
+		  c->expect == FZN_EFAULT ? "-EFAULT" : c->expect == FZN_NULL ?
+		  "NULL with errno EFAULT" : c->expect == FZN_OK ? "a success" : "0 (or NULL)");
+}
+
+/*
+ * One public call with one pointer argument NULL and the others valid: the promised
+ * result, counted once in err_fault where the call has a pool at hand (fz_after checks
+ * the counters, and that no frame moved).
+ */
+static void op_null(void)
+{
+	static uint64_t scratch[32768];
+	const struct fzn_case *c = &fzn_cases[in16(F.in) % FZN_NR];
+	struct fzn_args a = { .fn_gfa_block_fn = fzn_block,
+			      .fn_gfa_release_done_fn = fzn_release_done,
+			      .fn_gfa_report_done_fn = fzn_report_done, .scratch = scratch };
+	bool have = true;
+	int64_t r;
+	int err;
+
+	F.what = c->fn;
+	for (unsigned int k = 0; have && k < sizeof(fzn_kind_name) / sizeof(fzn_kind_name[0]); k++)
+		if (c->needs & (1U << k))
+			have = fzn_handle(&a, k);
+	if (!have) {
+		fzn_put(&a);
+		return;                 /* (no backing, cache or guest to call it on) */
+	}
+	memset(scratch, 0, sizeof(scratch));
+	errno = 0;
+	r = c->call(&a);
+	err = errno;
+	fzn_put(&a);
+	if (fz_trace)
+		fprintf(stderr, "op %d null: %s(%s = NULL): %ld, errno %d\n", F.op, c->fn,
+			c->param, (long)r, err);
+	fzn_check(c, r, err);
+	fz_after(c->expect == FZN_EFAULT || c->expect == FZN_NULL ? -EFAULT : 0, c->counted);
+}
+
 /* ---- pool setup ---- */
 
 /* Bad configs first: each one refused with its errno and nothing created. */
@@ -1839,7 +2083,8 @@ static bool fz_setup(struct fz_in *in)
 	memset(F.at, 0xff, sizeof(F.at));
 	memset(F.ghead, 0xff, sizeof(F.ghead));
 	if (in8(in) % 8) {
-		struct gfa_backing_config bc = { .no_thp_advice = true, .no_zero_on_stop = true };
+		/* the default zeroer: a stopped guest's frames are free at once all the same */
+		struct gfa_backing_config bc = { .no_thp_advice = true };
 
 		F.b = gfa_backing_create(F.pool, &bc);
 		FZ_ASSERT(F.b, "backing: %d", errno);
@@ -1922,7 +2167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		op_alloc, op_alloc, op_alloc, op_free, op_free, op_free_many, op_drain,
 		op_compact, op_owner, op_collapse, op_claim, op_take, op_done, op_backing,
 		op_split, op_index, op_stats, op_policy, op_engine, op_guest, op_guest,
-		op_host_return,
+		op_host_return, op_null,
 	};
 	struct fz_in in = { data, size };
 
