@@ -1,7 +1,7 @@
 # gfa — guest frame allocator.  `make` builds libgfa.{so,a}, gfactl, examples, benchmarks.
 # `make run` runs the main job (gfactl vmstart); `make test` runs the Criterion suite.
-VERSION   := 0.3.0
-SOVERSION := 1
+VERSION   := 0.4.0
+SOVERSION := 2
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 BUILD     ?= build

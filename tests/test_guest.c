@@ -277,30 +277,6 @@ Test(guest, compaction_moves_guest_frames_and_collapse_restores_huge, .timeout =
 }
 
 /* Set shmem THP to advise for the test, restore after; -1 if we cannot. */
-static int shmem_thp_advise(char *old, size_t len)
-{
-	struct gfa_thp_report r;
-	FILE *f;
-
-	gfa_host_thp_report(&r);
-	snprintf(old, len, "%s", r.shmem_enabled);
-	f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "w");
-	if (!f)
-		return -1;
-	fputs("advise", f);
-	return fclose(f) ? -1 : 0;
-}
-
-static void shmem_thp_restore(const char *old)
-{
-	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "w");
-
-	if (f) {
-		fputs(old, f);
-		fclose(f);
-	}
-}
-
 /* host settings a test changed, put back by its .fini even when an assertion fails */
 static char shmem_saved[32];
 static long hugetlb_saved = -1;
@@ -308,7 +284,7 @@ static long hugetlb_saved = -1;
 static void shmem_thp_fini(void)
 {
 	if (shmem_saved[0])
-		shmem_thp_restore(shmem_saved);
+		tu_shmem_thp_restore(shmem_saved);
 }
 
 Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60, .fini = shmem_thp_fini)
@@ -321,7 +297,7 @@ Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60, .fini = shmem_thp_
 
 	int lock = tu_shmem_thp_lock();
 
-	if (shmem_thp_advise(old, sizeof(shmem_saved))) {
+	if (tu_shmem_thp_advise(old, sizeof(shmem_saved))) {
 		old[0] = '\0';
 		cr_skip_test("cannot set shmem_enabled=advise (not root?): PMD backing not checked");
 	}
@@ -330,7 +306,7 @@ Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60, .fini = shmem_thp_
 	cr_assert_not_null(g);
 	fill(g, 3);
 	pmd = gfa_smaps_pmd_bytes(gfa_guest_hva(g), cfg.mem_bytes);
-	shmem_thp_restore(old);
+	tu_shmem_thp_restore(old);
 	old[0] = '\0';
 	tu_shmem_thp_unlock(lock);
 	cr_log_info("guest window: %ld of %lu bytes PMD-mapped", (long)pmd, cfg.mem_bytes);
@@ -629,7 +605,7 @@ Test(guest, unpopulated_backing_maps_order9_blocks_with_pmds, .timeout = 60, .fi
 	int64_t pmd;
 	int lock = tu_shmem_thp_lock();
 
-	if (shmem_thp_advise(old, sizeof(shmem_saved))) {
+	if (tu_shmem_thp_advise(old, sizeof(shmem_saved))) {
 		old[0] = '\0';
 		tu_shmem_thp_unlock(lock);
 		cr_skip_test("cannot set shmem_enabled=advise (not root?): PMD backing not checked");
@@ -639,7 +615,7 @@ Test(guest, unpopulated_backing_maps_order9_blocks_with_pmds, .timeout = 60, .fi
 	cr_assert_not_null(g);
 	fill(g, 5);
 	pmd = gfa_smaps_pmd_bytes(gfa_guest_hva(g), cfg.mem_bytes);
-	shmem_thp_restore(old);
+	tu_shmem_thp_restore(old);
 	old[0] = '\0';
 	tu_shmem_thp_unlock(lock);
 	gfa_guest_stat(g, &st);

@@ -3,12 +3,14 @@
 #define GFA_TEST_UTIL_H
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/file.h>
 #include <unistd.h>
 #include <string.h>
 #include <gfa/allocator.h>
+#include <gfa/vmm.h>
 
 #define ASSERT_POOL_OK(pool) do { \
 	char _m[256]; \
@@ -75,6 +77,31 @@ static inline void tu_shmem_thp_unlock(int fd)
 {
 	if (fd >= 0)
 		close(fd);
+}
+
+/* Set shmem_enabled to advise, the old value in old: 0, or -1 (not root?). */
+static inline int tu_shmem_thp_advise(char *old, size_t len)
+{
+	struct gfa_thp_report r;
+	FILE *f;
+
+	gfa_host_thp_report(&r);
+	snprintf(old, len, "%s", r.shmem_enabled);
+	f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "w");
+	if (!f)
+		return -1;
+	fputs("advise", f);
+	return fclose(f) ? -1 : 0;
+}
+
+static inline void tu_shmem_thp_restore(const char *old)
+{
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "w");
+
+	if (f) {
+		fputs(old, f);
+		fclose(f);
+	}
 }
 
 /*

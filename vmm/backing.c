@@ -254,10 +254,6 @@ static bool backing_range_ok(const struct gfa_backing *b, uint64_t pfn, unsigned
 	return order <= GFA_MAX_ORDER && backing_frames_ok(b, pfn, 1UL << order);
 }
 
-/* One run of frames of one zone, all data or all holes (see backing_runs()). */
-typedef void (*backing_run_fn)(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data,
-			       void *ctx);
-
 /* Frames backing_runs() asks mincore() about at a time: a pageblock, a 512-byte vector. */
 #define RUNS_CHUNK GFA_PAGEBLOCK_FRAMES
 
@@ -332,8 +328,8 @@ static void chunk_runs(struct gfa_backing *b, unsigned int z, uint64_t pfn, uint
  * hugetlbfs memfd without SEEK_DATA, any error) the rest is data: the safe answer.  The
  * fd is shared, but only lseek's return value is used, never the file position.
  */
-static void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_fn fn,
-			 void *ctx)
+void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_fn fn,
+		  void *ctx)
 {
 	unsigned int z = backing_zone_of(b, pfn);
 

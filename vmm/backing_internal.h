@@ -24,6 +24,13 @@ int64_t backing_prepare_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr);
  * blocks of one zone of b).
  */
 int backing_copy_block(struct gfa_backing *b, uint64_t src, uint64_t dst, unsigned int order);
+/* One run of frames of one zone, all data or all holes (see backing_runs()). */
+typedef void (*backing_run_fn)(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data,
+			       void *ctx);
+/* fn on each run of [pfn, pfn + nr) (one zone) by what its memfd holds: data, or a hole
+ * (reads zero); where the memfd cannot tell, data. */
+void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_fn fn,
+		  void *ctx);
 
 /* The backing's background zeroer (vmm/zero.c): it zeroes dirty free frames, a batch
  * at a time taken off the lists by gfa_zone_scrub_take (still counted free). */

@@ -77,6 +77,9 @@ static int split_around(struct gfa_guest *g, uint64_t head, uint64_t lo, uint64_
  */
 static int unmap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
+	if (hi > lo && g->lazy)
+		return guest_placeholder(g, lo, hi);    /* lazy again: the next touch takes
+							 * a fresh zeroed block */
 	if (hi > lo &&
 	    mmap(g->win + (lo << GFA_FRAME_SHIFT), (hi - lo) << GFA_FRAME_SHIFT,
 		 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
@@ -136,6 +139,26 @@ static uint64_t release_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 	return taken;
 }
 
+/* Free every backed run of [lo, hi) as inflate does, lazy pages passed over (they have
+ * nothing to give); a lazy guest's window over it is the placeholder again. */
+static int discard_range(struct gfa_guest *g, uint64_t lo, uint64_t hi, uint64_t *taken)
+{
+	int err = 0;
+
+	for (uint64_t a = lo, b; !err && a < hi; a = b) {
+		bool backed = guest_pfn(g, a) != NO_PFN;
+
+		for (b = a + 1; b < hi && (guest_pfn(g, b) != NO_PFN) == backed; b++)
+			;
+		if (!backed)
+			continue;
+		err = unmap_range(g, a, b);
+		if (!err)
+			*taken += release_range(g, a, b);
+	}
+	return err;
+}
+
 #define RANGE_LO(r)     ((r)->gpa >> GFA_FRAME_SHIFT)
 #define RANGE_HI(r)     (((r)->gpa + (r)->len) >> GFA_FRAME_SHIFT)
 
@@ -164,7 +187,7 @@ static int inflate_ranges(struct gfa_guest *g, const struct gfa_gpa_range *r, un
 
 int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
 {
-	uint64_t taken = 0;
+	uint64_t taken = 0, lazy = 0;
 	int err = check_shape(g, r, n);
 
 	if (err)
@@ -185,14 +208,20 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 			m[k++] = m[i];
 	}
 	pthread_mutex_lock(&g->lock);
-	err = check_state(g, m, k, true);
+	/* a lazy guest's balloon page may never have been touched: nothing to take there */
+	err = g->lazy ? 0 : check_state(g, m, k, true);
 	for (unsigned int i = 0; !err && i < k; i++)
 		if (guest_span_pinned(g, m[i].gpa, m[i].len))
 			err = -EBUSY;   /* a device may write it behind the page tables */
-	if (!err)
+	if (!err && !g->lazy)
 		err = inflate_ranges(g, m, k, &taken);
+	/* (counted whole: deflate gives the whole range back) */
+	for (unsigned int i = 0; !err && g->lazy && i < k; i++) {
+		err = discard_range(g, RANGE_LO(&m[i]), RANGE_HI(&m[i]), &taken);
+		lazy += err ? 0 : RANGE_HI(&m[i]) - RANGE_LO(&m[i]);
+	}
 	free(m);
-	g->st.ballooned_frames += taken;
+	g->st.ballooned_frames += g->lazy ? lazy : taken;
 	pthread_mutex_unlock(&g->lock);
 	if (err)
 		return err;
@@ -228,6 +257,21 @@ static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi, uint64_t
 	return 0;
 }
 
+/*
+ * A lazy guest's deflate takes no frame: the ranges are lazy, or touched again since
+ * (a first touch took their frames), and either way the guest may use them.  Returns
+ * the frames the ranges hold.
+ */
+static int64_t deflate_lazy(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
+{
+	uint64_t given = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		given += RANGE_HI(&r[i]) - RANGE_LO(&r[i]);
+	g->st.ballooned_frames -= given < g->st.ballooned_frames ? given : g->st.ballooned_frames;
+	return (int64_t)given;
+}
+
 int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
 {
 	uint64_t given = 0, kept = 0;
@@ -237,6 +281,12 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	if (err)
 		return err;
 	pthread_mutex_lock(&g->lock);
+	if (g->lazy) {
+		int64_t ret = deflate_lazy(g, r, n);
+
+		pthread_mutex_unlock(&g->lock);
+		return ret;
+	}
 	err = check_state(g, r, n, false);
 	for (; done < n && !err; done++) {
 		err = deflate_range(g, RANGE_LO(&r[done]), RANGE_HI(&r[done]), &kept);
@@ -256,4 +306,18 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	g->st.ballooned_frames -= given + kept;
 	pthread_mutex_unlock(&g->lock);
 	return err ? err : (int64_t)given;
+}
+
+
+int64_t guest_discard(struct gfa_guest *g, uint64_t gpa, uint64_t len)
+{
+	uint64_t taken = 0;
+	int err;
+
+	pthread_mutex_lock(&g->lock);
+	err = discard_range(g, gpa >> GFA_FRAME_SHIFT, (gpa + len) >> GFA_FRAME_SHIFT, &taken);
+	pthread_mutex_unlock(&g->lock);
+	if (taken)
+		gfa_backing_kick_host_return(g->b);
+	return err ? err : (int64_t)taken;
 }

@@ -159,8 +159,12 @@ int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn,
 	zeroed = gfa_backing_prepare(g->b, (uint64_t)pfn, order);
 	if (zeroed > 0)
 		g->st.zeroed_frames += (uint64_t)zeroed;
-	gfa_block_set_index(g->pool, (uint64_t)pfn, g->id, (uint32_t)gfn);
-	err = map ? guest_map(g, gfn, (uint64_t)pfn, order) : 0;
+	/* a lazy guest's first touch of a restored page: the snapshot's contents */
+	err = g->unfilled ? guest_lazy_fill(g, gfn, (uint64_t)pfn, order) : 0;
+	if (!err)
+		gfa_block_set_index(g->pool, (uint64_t)pfn, g->id, (uint32_t)gfn);
+	if (!err && map)
+		err = guest_map(g, gfn, (uint64_t)pfn, order);
 	if (err) {
 		/* compaction may hold it isolated (its move is refused: we hold g->lock) */
 		while (gfa_free(g->pool, (uint64_t)pfn, order, g->id) == GFA_EBUSY)
@@ -304,6 +308,22 @@ static int guest_reserve(struct gfa_guest *g, void *window)
 	return 0;
 }
 
+/* A lazy config: not pinned (a pinned guest's frames are all there for its device), one
+ * fill source at most, known flags.  Nonzero when it is wrong. */
+static int guest_check_lazy(const struct gfa_guest_config *cfg)
+{
+	const struct gfa_guest_lazy *lz = cfg->lazy;
+
+	if (!(cfg->flags & GFA_GUEST_LAZY))
+		return lz != NULL;
+	if (cfg->flags & GFA_GUEST_PINNED)
+		return 1;
+	if (!lz)
+		return 0;
+	return !GFA_RESERVED_ZERO(lz) || (lz->flags & ~GFA_LAZY_FILL_FD) ||
+	       ((lz->flags & GFA_LAZY_FILL_FD) && (lz->fill || lz->fill_fd < 0));
+}
+
 static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 			      const struct gfa_guest_config *cfg)
 {
@@ -317,7 +337,9 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return EINVAL;
 	if (cfg->vcpu_ops && (!cfg->vcpu_ops->pause || !cfg->vcpu_ops->resume))
 		return EINVAL;          /* a pause without its resume would stop them for good */
-	if (!GFA_RESERVED_ZERO(cfg) || (cfg->flags & ~GFA_GUEST_PINNED))
+	if (!GFA_RESERVED_ZERO(cfg) || (cfg->flags & ~(GFA_GUEST_PINNED | GFA_GUEST_LAZY)))
+		return EINVAL;
+	if (guest_check_lazy(cfg))
 		return EINVAL;
 	if ((uintptr_t)cfg->window % RANGE_BYTES)
 		return EINVAL;          /* order-9 blocks need 2 MiB aligned addresses */
@@ -335,8 +357,10 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 	if (fd != gfa_backing_zone_fd(b, cfg->zone))
 		return EINVAL;
 	/* more than the whole zone can never be backed: fail before sizing tables for it
-	 * (16 TiB of guest would mean 32 GiB of them) */
-	if ((cfg->mem_bytes >> GFA_FRAME_SHIFT) > nr)
+	 * (16 TiB of guest would mean 32 GiB of them).  A lazy guest is backed as it is
+	 * touched: overcommit, up to LAZY_OVERCOMMIT_MAX times the zone */
+	if ((cfg->mem_bytes >> GFA_FRAME_SHIFT) >
+	    nr * (cfg->flags & GFA_GUEST_LAZY ? LAZY_OVERCOMMIT_MAX : 1))
 		return ENOMEM;
 	return 0;
 }
@@ -380,6 +404,9 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	g->collapse_lo = NO_PFN;
 	g->small_only = cfg->small_only;
 	g->pinned = cfg->flags & GFA_GUEST_PINNED;
+	g->lazy = cfg->flags & GFA_GUEST_LAZY;
+	g->refuse_fd = -1;
+	g->lz.fill_fd = -1;
 	g->moved_fn = cfg->moved_fn;
 	g->moved_ctx = cfg->moved_ctx;
 	g->uffd.fd = g->uffd.stop_fd = -1;
@@ -409,10 +436,12 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	}
 	pthread_mutex_lock(&g->lock);
 	backing_zero_defer(b);  /* the start has the CPUs, not the zeroer */
+	if (!err && g->lazy)
+		err = guest_lazy_init(g, cfg);  /* no frame now: each at its first touch */
 	/* every block first, then the window in runs: a move meanwhile maps its own */
-	for (uint64_t gfn = 0; !err && gfn < g->nr_frames; gfn += RANGE_FRAMES)
+	for (uint64_t gfn = 0; !err && !g->lazy && gfn < g->nr_frames; gfn += RANGE_FRAMES)
 		err = guest_fill_range(g, cfg->pcp, gfn, cfg->small_only);
-	if (!err)
+	if (!err && !g->lazy)
 		err = guest_map_runs(g);
 	g->st.window_mappings = g->nr_mappings;
 	backing_zero_defer(b);  /* (and its vCPUs' first touch) */
@@ -496,6 +525,8 @@ void gfa_guest_destroy(struct gfa_guest *g)
 
 	if (!g)
 		return;
+	if (g->lazy)
+		guest_lazy_stop(g);     /* no first touch is served from now on */
 	pthread_mutex_lock(&g->lock);
 	/* the window maps no frame before the frames are freed (as the balloon does) */
 	if (g->win && guest_unmap_window(g))
@@ -509,6 +540,7 @@ void gfa_guest_destroy(struct gfa_guest *g)
 	if (g->reserve && unmapped)
 		munmap(g->reserve, g->reserve_len);
 	uffd_close(&g->uffd);   /* no move can begin now */
+	guest_lazy_fini(g);
 	pthread_mutex_destroy(&g->pause_lock);
 	pthread_mutex_destroy(&g->lock);
 	free(g->pins);
@@ -567,6 +599,35 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
 	return err;
 }
 
+/* The counters a scan of the ranges gives (g->lock held). */
+static void guest_count_blocks(struct gfa_guest *g)
+{
+	uint64_t frames = 0;
+
+	g->st.huge_ranges = g->st.small_ranges = g->st.blocks = 0;
+	for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES) {
+		if (guest_range_huge(g, r)) {
+			g->st.huge_ranges++;
+			g->st.blocks++;
+			frames += RANGE_FRAMES;
+			continue;
+		}
+		/* a lazy range nothing touched yet is neither huge nor small (a full guest's
+		 * range ballooned out whole counts as small, as it always has) */
+		if (!gfn_range(g, r)->d && g->lazy)
+			continue;
+		g->st.small_ranges++;
+		for (uint64_t i = r; gfn_range(g, r)->d && i < r + RANGE_FRAMES; i++) {
+			bool head = guest_order(g, i) != NOT_HEAD && guest_pfn(g, i) != NO_PFN;
+
+			g->st.blocks += head;
+			frames += guest_pfn(g, i) != NO_PFN;
+		}
+	}
+	g->st.populated_bytes = frames << GFA_FRAME_SHIFT;
+	g->st.lazy_bytes = g->lazy ? g->size - g->st.populated_bytes : 0;
+}
+
 int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 {
 	if (!g)
@@ -574,17 +635,7 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 	if (!st)
 		return gfa_pool_count_error(g->pool, GFA_EFAULT);
 	pthread_mutex_lock(&g->lock);
-	g->st.huge_ranges = g->st.small_ranges = g->st.blocks = 0;
-	for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES) {
-		if (guest_range_huge(g, r)) {
-			g->st.huge_ranges++;
-			g->st.blocks++;
-			continue;
-		}
-		g->st.small_ranges++;
-		for (uint64_t i = r; gfn_range(g, r)->d && i < r + RANGE_FRAMES; i++)
-			g->st.blocks += guest_order(g, i) != NOT_HEAD && guest_pfn(g, i) != NO_PFN;
-	}
+	guest_count_blocks(g);
 	g->st.wp_faults = __atomic_load_n(&g->uffd.faults, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&g->pause_lock);     /* a batch's end counts under it */
 	*st = g->st;

@@ -12,6 +12,8 @@
 #define RANGE_BYTES   (RANGE_FRAMES << GFA_FRAME_SHIFT)
 #define NO_PFN        UINT64_MAX
 #define NOT_HEAD      0xff
+/* A lazy guest may be this many times its zone (overcommit; vmm.h's ENOMEM). */
+#define LAZY_OVERCOMMIT_MAX 64
 
 /* The per-4 KiB detail of a split range: ballooned in part, or backed by small blocks. */
 struct guest_range_detail {
@@ -69,6 +71,13 @@ struct gfa_guest {
 	uint32_t *pins;         /* per 2 MiB range: gfa_guest_pin() count */
 	gfa_guest_moved_fn moved_fn;
 	void *moved_ctx;
+	/* GFA_GUEST_LAZY (vmm/guest_lazy.c), under lock */
+	bool lazy;
+	struct gfa_guest_lazy lz;       /* the config's, fill_fd our dup */
+	uint64_t *unfilled;     /* per gfn: the fill source still has its contents */
+	int refuse_fd;          /* an empty memfd: a refused touch maps it and faults */
+	struct lazy_vcpu *vcpus;        /* gfa_guest_vcpu_cache() */
+	unsigned int nr_vcpus, cap_vcpus;
 };
 
 /* The owner ops of every guest (vmm/guest_move.c). */
@@ -145,4 +154,20 @@ int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn, unsigned 
 void guest_release_block(struct gfa_guest *g, uint64_t gfn);
 /* Set the orders of the block at head (order `order`) to 0: its range must be split. */
 void guest_record_split(struct gfa_guest *g, uint64_t head, unsigned int order);
+
+/* Lazy guests (vmm/guest_lazy.c). */
+/* Set g up lazily (the window reserved): 0, or -errno with nothing left to undo but
+ * guest_lazy_fini(). */
+int guest_lazy_init(struct gfa_guest *g, const struct gfa_guest_config *cfg);
+/* Stop serving first touches (the first step of a destroy: no fault is served after). */
+void guest_lazy_stop(struct gfa_guest *g);
+void guest_lazy_fini(struct gfa_guest *g);
+/* [lo, hi) of the window is the placeholder again: its next touch is a first touch.
+ * 0 or -errno (the mmap: vm.max_map_count), the window then unchanged. */
+int guest_placeholder(struct gfa_guest *g, uint64_t lo, uint64_t hi);
+/* Write the fill source's contents of the block at gfn into its new frames at pfn:
+ * 0 or -EIO (counted by the caller). */
+int guest_lazy_fill(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int order);
+/* Give [lo, hi)'s blocks back as a lazy guest's report does: unmapped, freed, lazy. */
+int64_t guest_discard(struct gfa_guest *g, uint64_t gpa, uint64_t len);
 #endif

@@ -24,6 +24,7 @@
 #include <gfa/vmm.h>
 #include "vmm/backing_internal.h"
 #include "vmm/report_internal.h"
+#include "vmm/guest_internal.h"
 #include "vmm/gpa_ranges.h"
 #include "allocator/layers.h"
 
@@ -305,6 +306,37 @@ static void run_submit(struct gfa_free_report *rep, struct report_run *run)
 		run_finish(run, err, false);
 }
 
+/*
+ * A lazy guest's report: the ranges become lazy again (vmm/balloon.c) - their frames go
+ * back to the pool, where any owner may take them, and the next touch takes a fresh
+ * zeroed block.  Done at once, in the calling thread (no punch is in flight).
+ */
+static int report_lazy(struct gfa_free_report *rep, const struct gfa_gpa_range *r,
+		       unsigned int n, gfa_report_done_fn done, void *cookie)
+{
+	uint64_t frames = 0, taken = 0;
+	int err = 0;
+
+	for (unsigned int i = 0; i < n && !err; i++) {
+		int64_t got = guest_discard(rep->g, r[i].gpa, r[i].len);
+
+		frames += r[i].len >> GFA_FRAME_SHIFT;
+		if (got < 0)
+			err = (int)got;
+		else
+			taken += (uint64_t)got;
+	}
+	pthread_mutex_lock(&reg.lock);
+	rep->st.requests++;
+	rep->st.ranges += n;
+	rep->st.frames_submitted += taken;
+	rep->st.bytes_released += taken << GFA_FRAME_SHIFT;
+	rep->st.frames_unbacked += frames - taken;
+	pthread_mutex_unlock(&reg.lock);
+	done(cookie, err);
+	return 0;
+}
+
 int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_range *r,
 			  unsigned int n, gfa_report_done_fn done, void *cookie)
 {
@@ -330,6 +362,8 @@ int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_rang
 	err = report_check(rep, r, n);
 	if (err)
 		return err;
+	if (rep->g->lazy)
+		return report_lazy(rep, r, n, done, cookie);
 	req = calloc(1, sizeof(*req));
 	if (!req)
 		return -ENOMEM;
@@ -374,8 +408,13 @@ struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gf
 		errno = EFAULT;
 		return NULL;
 	}
-	/* g must be made of b's frames: its first backed frame is g's in b's pool */
-	for (uint64_t gpa = 0; gpa < gfa_guest_size(g); gpa += GFA_FRAME_SIZE) {
+	/* g must be made of b's frames: its first backed frame is g's in b's pool (a lazy
+	 * guest may have none yet: its backing says) */
+	if (g->lazy && g->b != b) {
+		errno = EINVAL;
+		return NULL;
+	}
+	for (uint64_t gpa = 0; !g->lazy && gpa < gfa_guest_size(g); gpa += GFA_FRAME_SIZE) {
 		int err = gfa_guest_gpa_to_pfn(g, gpa, &pfn);
 
 		if (err == -ENOENT)

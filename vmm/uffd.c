@@ -55,7 +55,11 @@ static int uffd_new_fd(void)
 
 int uffd_open(struct guest_uffd *u)
 {
-	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_WP_HUGETLBFS_SHMEM };
+	/* the faulting thread's id tells a lazy guest whose cache serves the first touch */
+	struct uffdio_api api = {
+		.api = UFFD_API,
+		.features = UFFD_FEATURE_WP_HUGETLBFS_SHMEM | UFFD_FEATURE_THREAD_ID,
+	};
 
 	memset(u, 0, sizeof(*u));
 	u->fd = u->stop_fd = -1;
@@ -81,16 +85,21 @@ int uffd_open(struct guest_uffd *u)
 	return 0;
 }
 
+void uffd_stop(struct guest_uffd *u)
+{
+	uint64_t one = 1;
+
+	if (!u->thread_started)
+		return;
+	if (write(u->stop_fd, &one, sizeof(one)) != sizeof(one))
+		abort();        /* an eventfd write of 1 cannot fail */
+	pthread_join(u->thread, NULL);
+	u->thread_started = false;
+}
+
 void uffd_close(struct guest_uffd *u)
 {
-	if (u->thread_started) {
-		uint64_t one = 1;
-
-		if (write(u->stop_fd, &one, sizeof(one)) != sizeof(one))
-			abort();        /* an eventfd write of 1 cannot fail */
-		pthread_join(u->thread, NULL);
-		u->thread_started = false;
-	}
+	uffd_stop(u);
 	if (u->stop_fd >= 0) {
 		close(u->stop_fd);
 		pthread_mutex_destroy(&u->lock);
@@ -100,16 +109,35 @@ void uffd_close(struct guest_uffd *u)
 	u->fd = u->stop_fd = -1;
 }
 
-int uffd_register(struct guest_uffd *u, void *addr, size_t len)
+static int uffd_register_mode(struct guest_uffd *u, void *addr, size_t len, uint64_t mode,
+			      uint64_t need)
 {
 	struct uffdio_register r = {
 		.range = { .start = (uintptr_t)addr, .len = len },
-		.mode = UFFDIO_REGISTER_MODE_WP,
+		.mode = mode,
 	};
 
 	if (ioctl(u->fd, UFFDIO_REGISTER, &r))
 		return -errno;
-	return r.ioctls & (1ULL << _UFFDIO_WRITEPROTECT) ? 0 : -EOPNOTSUPP;
+	return (r.ioctls & need) == need ? 0 : -EOPNOTSUPP;
+}
+
+int uffd_register(struct guest_uffd *u, void *addr, size_t len)
+{
+	return uffd_register_mode(u, addr, len, UFFDIO_REGISTER_MODE_WP,
+				  1ULL << _UFFDIO_WRITEPROTECT);
+}
+
+/*
+ * Missing mode only on the anonymous placeholder, never on a memfd mapping: there a
+ * page the memfd does not hold (released to the host, never touched) would be a missing
+ * fault too, and the first-touch handler would find the range backed and wake it to
+ * fault again, for good.
+ */
+int uffd_register_missing(struct guest_uffd *u, void *addr, size_t len)
+{
+	return uffd_register_mode(u, addr, len, UFFDIO_REGISTER_MODE_MISSING,
+				  1ULL << _UFFDIO_WAKE);
 }
 
 /* Protect (or lift the protection of, waking the range's writers) [addr, addr + len).
@@ -130,7 +158,7 @@ static int uffd_wp(struct guest_uffd *u, uintptr_t addr, size_t len, bool protec
 	return 0;
 }
 
-static void uffd_wake(struct guest_uffd *u, uintptr_t addr, size_t len)
+void uffd_wake(struct guest_uffd *u, uintptr_t addr, size_t len)
 {
 	struct uffdio_range r = { .start = addr, .len = len };
 
@@ -166,20 +194,43 @@ static void *uffd_service(void *arg)
 		if (p[1].revents)
 			break;
 		n = read(u->fd, msg, sizeof(msg));
-		for (ssize_t i = 0; n > 0 && i < n / (ssize_t)sizeof(msg[0]); i++)
-			if (msg[i].event == UFFD_EVENT_PAGEFAULT)
-				uffd_fault(u, &msg[i]);
+		for (ssize_t i = 0; n > 0 && i < n / (ssize_t)sizeof(msg[0]); i++) {
+			const struct uffd_msg *m = &msg[i];
+
+			if (m->event != UFFD_EVENT_PAGEFAULT)
+				continue;
+			if (m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)
+				uffd_fault(u, m);
+			else if (u->missing)
+				u->missing(u->missing_ctx, (uintptr_t)m->arg.pagefault.address,
+					   m->arg.pagefault.feat.ptid);
+			else
+				uffd_wake(u, (uintptr_t)m->arg.pagefault.address & ~(UFFD_PAGE - 1),
+					  UFFD_PAGE);
+		}
 	}
 	return NULL;
 }
 
+int uffd_start(struct guest_uffd *u)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&u->lock);
+	if (!u->thread_started) {
+		err = -pthread_create(&u->thread, NULL, uffd_service, u);
+		u->thread_started = !err;
+	}
+	pthread_mutex_unlock(&u->lock);
+	return err;
+}
+
 void uffd_move_mark(struct guest_uffd *u, void *addr, size_t len)
 {
-	pthread_mutex_lock(&u->lock);
 	/* started by the first move, not at create (a guest that never moves pays no
 	 * thread); without one the move is as safe, only its waits go uncounted */
-	if (!u->thread_started)
-		u->thread_started = !pthread_create(&u->thread, NULL, uffd_service, u);
+	(void)uffd_start(u);
+	pthread_mutex_lock(&u->lock);
 	u->move_lo = (uintptr_t)addr;
 	u->move_hi = (uintptr_t)addr + len;
 	pthread_mutex_unlock(&u->lock);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A guest window's userfaultfd (vmm/uffd.c): the one place gfa talks to the kernel's
- * userfaultfd.  Today it write-protects the block being moved (write-protect mode);
- * a lazily populated guest would register the same descriptor in missing mode.
- * Not installed.
+ * userfaultfd.  It write-protects the block being moved (write-protect mode, on the
+ * memfd mappings), and a lazy guest registers its placeholder in missing mode with the
+ * same descriptor (vmm/guest_lazy.c).  Not installed.
  */
 #ifndef GFA_VMM_UFFD_H
 #define GFA_VMM_UFFD_H
@@ -27,6 +27,13 @@ struct guest_uffd {
 	uintptr_t move_lo, move_hi;
 	uint64_t faults;                /* write faults the service thread read (atomic) */
 	uint64_t strays;                /* of them, outside any move: lifted at once */
+	/*
+	 * A first touch of a missing-mode range (a lazy guest's placeholder): the service
+	 * thread calls missing(ctx, address, faulting thread's id), which maps something
+	 * there and wakes the range (uffd_wake).  NULL: the range is only woken.
+	 */
+	void (*missing)(void *ctx, uintptr_t addr, uint32_t tid);
+	void *missing_ctx;
 };
 
 /*
@@ -41,6 +48,16 @@ void uffd_close(struct guest_uffd *u);
 /* Register [addr, addr + len) in write-protect mode (a new mapping is not registered,
  * whatever its predecessor was): 0 or -errno. */
 int uffd_register(struct guest_uffd *u, void *addr, size_t len);
+/* Register the anonymous placeholder [addr, addr + len) in missing mode: its first touch
+ * goes to u->missing.  0 or -errno. */
+int uffd_register_missing(struct guest_uffd *u, void *addr, size_t len);
+/* Start the service thread now (a lazy guest's first touch needs it from the start):
+ * 0 or -errno.  Moves start it themselves. */
+int uffd_start(struct guest_uffd *u);
+/* Stop the service thread (before the guest it serves goes away; uffd_close does it too). */
+void uffd_stop(struct guest_uffd *u);
+/* Wake the threads waiting on a fault in [addr, addr + len). */
+void uffd_wake(struct guest_uffd *u, uintptr_t addr, size_t len);
 /* A move of [addr, addr + len) begins: the service thread leaves the writers that fault
  * there waiting (for uffd_move_end()) instead of lifting their protection. */
 void uffd_move_mark(struct guest_uffd *u, void *addr, size_t len);

@@ -16,7 +16,7 @@ extern "C" {
 
 /* The version of the headers a caller is built against (the Makefile's VERSION). */
 #define GFA_VERSION_MAJOR 0
-#define GFA_VERSION_MINOR 3
+#define GFA_VERSION_MINOR 4
 #define GFA_VERSION_PATCH 0
 #define GFA_VERSION_NUMBER(maj, min, pat) (((maj) << 16) | ((min) << 8) | (pat))
 #define GFA_VERSION GFA_VERSION_NUMBER(GFA_VERSION_MAJOR, GFA_VERSION_MINOR, GFA_VERSION_PATCH)

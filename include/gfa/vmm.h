@@ -605,7 +605,6 @@ void gfa_backing_kick_host_return(struct gfa_backing *b);
 
 /* ---- guests ---- */
 
-struct gfa_guest;
 
 /*
  * How gfa moves a guest's frames (compaction, kcompactd, collapse) while it runs.
@@ -654,6 +653,58 @@ typedef int (*gfa_guest_moved_fn)(void *ctx, uint64_t gpa, uint64_t len, int fd,
 #define GFA_GUEST_PINNED (1U << 0)      /* all of its RAM is pinned (VFIO): its frames
 					 * are unmovable allocations, never moved, never
 					 * collapsed, never ballooned */
+#define GFA_GUEST_LAZY   (1U << 1)      /* RAM taken at first touch (below) */
+
+/*
+ * Lazy guests (GFA_GUEST_LAZY).  gfa_guest_create() takes no frame: the window is an
+ * anonymous placeholder registered with the guest's userfaultfd in missing mode, so a
+ * lazy guest needs userfaultfd (the head of this section) and fails with its errno
+ * (EPERM, EOPNOTSUPP, ECANCELED) where moves would fall back to pausing.  The first
+ * touch of a 2 MiB range - by a vCPU (KVM's fault on the window), a device thread, a
+ * read(2) or io_uring completion landing there - waits in the kernel while the guest's
+ * service thread takes a block for it: from the faulting thread's cache when the VMM
+ * registered one for that thread (gfa_guest_vcpu_cache()), else the zone path; an
+ * order-9 block whenever one can be had (node-local direct compaction with capture
+ * included), else the largest of orders 3..0 around the touched page.  The block is
+ * zeroed where dirty (or filled from the fill source, below), mapped over the
+ * placeholder at 2 MiB (so host THP and a 2 MiB EPT/NPT entry back it) and the waiting
+ * thread woken.  The balloon and free page reporting make ranges lazy again: their
+ * frames go back to the pool and the next touch takes a fresh zeroed block.  Moves and
+ * collapse move only what is populated.
+ *
+ * Overcommit ends where it is defined.  A first touch that finds no frame, after direct
+ * compaction, calls the reclaim hook (up to 3 times while it reports progress) with the
+ * guest's lock dropped; if it still finds none, the touched page is answered with a
+ * mapping that faults: a vCPU's KVM_RUN fails with EFAULT, another thread gets SIGBUS.
+ * It is counted (lazy_refused) and said once on stderr; never a hang.
+ *
+ * Snapshot restore: a fill source gives each 4 KiB page its contents before its first
+ * mapping - a file (GFA_LAZY_FILL_FD: fill_fd at fill_off + gpa, as gfa_guest_save()
+ * writes it; its holes stay zero and are never read) or a callback - written through
+ * the pool's mapping, not the window.  Pages a balloon or report made lazy again come
+ * back zeroed, not from the source.
+ */
+struct gfa_guest;
+/* Return frames freed (> 0: the first touch tries again), or <= 0: none.  Called from
+ * the guest's service thread without the guest's lock; it may call into other guests
+ * (inflate their balloons), not wait for this guest's vCPUs. */
+typedef int64_t (*gfa_guest_reclaim_fn)(void *ctx, struct gfa_guest *g, uint64_t frames);
+/* Write the contents of [gpa, gpa + len) to dst: 0, or nonzero (the touch is refused as
+ * above).  The service thread, guest's lock held: it must not call into the guest. */
+typedef int (*gfa_guest_fill_fn)(void *ctx, uint64_t gpa, void *dst, uint64_t len);
+
+#define GFA_LAZY_FILL_FD (1U << 0)      /* gfa_guest_lazy.fill_fd is a fill source */
+
+struct gfa_guest_lazy {
+	gfa_guest_reclaim_fn reclaim;   /* optional */
+	void *reclaim_ctx;
+	gfa_guest_fill_fn fill;         /* optional: a fill source (not with FILL_FD) */
+	void *fill_ctx;
+	int fill_fd;                    /* with GFA_LAZY_FILL_FD; gfa dup()s it */
+	unsigned int flags;             /* GFA_LAZY_* */
+	uint64_t fill_off;              /* file offset of guest physical address 0 */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+};
 
 struct gfa_guest_config {
 	uint64_t mem_bytes;     /* guest RAM, a multiple of 2 MiB */
@@ -678,7 +729,9 @@ struct gfa_guest_config {
 	unsigned int flags;             /* GFA_GUEST_* */
 	gfa_guest_moved_fn moved_fn;    /* optional: the moved notifier */
 	void *moved_ctx;                /* passed to it */
-	uint64_t reserved[1];     /* zero: room to grow (the head of gfa/allocator.h) */
+	const struct gfa_guest_lazy *lazy;      /* optional with GFA_GUEST_LAZY (added in
+						 * 0.4; copied at create) */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /**
@@ -786,7 +839,17 @@ struct gfa_guest_stat {
 					 * (EPERM, EOPNOTSUPP, ECANCELED for GFA_NO_UFFD;
 					 * a GFA_GUEST_PINNED guest never moves: 0) */
 	uint32_t pad0;
-	uint64_t reserved[2];     /* zero: room to grow (the head of gfa/allocator.h) */
+	/* lazy guests (added in 0.4; 0 for others but populated_bytes) */
+	uint64_t populated_bytes;       /* guest RAM backed by frames now */
+	uint64_t lazy_bytes;            /* guest RAM the next touch takes frames for */
+	uint64_t lazy_faults;           /* first touches served with a block */
+	uint64_t lazy_cache_faults;     /* of them, from the faulting thread's cache */
+	uint64_t lazy_huge_faults;      /* of them, with an order-9 block */
+	uint64_t lazy_filled_bytes;     /* written from the fill source */
+	uint64_t lazy_reclaims;         /* reclaim hook calls */
+	uint64_t lazy_refused;          /* first touches that found no frame (or whose fill
+					 * failed): answered with EFAULT / SIGBUS */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
  * gfa_guest_stat() - the guest's counters
@@ -796,6 +859,53 @@ struct gfa_guest_stat {
  * Context: any thread (the guest's lock).
  */
 int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
+
+/**
+ * gfa_guest_vcpu_cache() - serve a thread's first touches of a lazy guest from its cache
+ * @g: a lazy guest (GFA_GUEST_LAZY)
+ * @tid: the thread (gettid()), a vCPU's as a rule
+ * @pcp: its cache, of the guest's pool and zone; NULL forgets the thread
+ *
+ * A first touch by @tid takes its block through @pcp (the cache's holder becomes the
+ * guest's service thread for that call, while @tid waits for it; a call that finds @tid
+ * inside the cache takes the zone path).  Unknown threads use the zone path.  Each
+ * registered thread's touches are counted (gfa_guest_vcpu_stat()).
+ *
+ * Return: 0, GFA_EFAULT, GFA_EINVAL (not a lazy guest, @tid <= 0, a cache of another
+ * pool or zone), -ENOENT (forgetting a thread never registered), -ENOMEM.
+ * Context: any thread (the guest's lock); the cache must outlive the registration.
+ */
+int gfa_guest_vcpu_cache(struct gfa_guest *g, int tid, struct gfa_pcp *pcp);
+
+struct gfa_guest_vcpu_stat {
+	uint64_t faults;                /* its first touches served */
+	uint64_t cache_faults;          /* of them, from its own cache */
+	uint64_t huge_faults;           /* of them, with an order-9 block */
+	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+};
+/**
+ * gfa_guest_vcpu_stat() - the first-touch counters of one registered thread
+ * @st: gets them (reserved words zeroed)
+ *
+ * Return: 0, GFA_EFAULT, -ENOENT (@tid is not registered).
+ * Context: any thread (the guest's lock).
+ */
+int gfa_guest_vcpu_stat(struct gfa_guest *g, int tid, struct gfa_guest_vcpu_stat *st);
+/**
+ * gfa_guest_save() - write the guest's RAM to a file, sparse
+ * @fd: the file, open for writing
+ * @off: file offset of guest physical address 0
+ *
+ * Writes every page that holds data at @off + its gpa and sizes the file to @off +
+ * mem_bytes; pages never touched, lazy or ballooned are holes (they read zero).  Reads
+ * through the pool's mapping: no lazy range is populated by it.  A lazy guest created
+ * with this file as its fill source (GFA_LAZY_FILL_FD) reads the same.  The VMM stops
+ * whatever writes guest RAM first, or the file holds a mix of before and after.
+ *
+ * Return: bytes written, GFA_EFAULT, or -errno of pwrite/ftruncate (EBADF, ENOSPC, ...).
+ * Context: any thread (the guest's lock, held throughout: moves wait).
+ */
+int64_t gfa_guest_save(struct gfa_guest *g, int fd, uint64_t off);
 
 /**
  * gfa_guest_collapse() - khugepaged for one guest
