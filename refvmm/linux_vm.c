@@ -460,6 +460,7 @@ struct gfa_linux_vm *gfa_linux_vm_create(struct gfa_pool *pool, struct gfa_backi
 	gc.zone = cfg->zone;
 	gc.pcp = cfg->pcp;
 	gc.small_only = cfg->small_only;
+	gc.flags = cfg->lazy ? GFA_GUEST_LAZY : 0;
 	gc.vcpu_ops = &lvm_vcpu_ops;
 	gc.vcpu_ctx = vm;
 	vm->guest = gfa_guest_create(pool, b, &gc);

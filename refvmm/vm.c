@@ -43,6 +43,7 @@ struct gfa_vm {
 	 * is still being written), after gfa_guest_forget_vcpus nothing pauses */
 	atomic_bool vcpus_ready;
 	uint64_t code_gpa;
+	bool lazy;                      /* its guest is GFA_GUEST_LAZY */
 	struct vm_vcpu vcpu[MAX_VCPUS];
 	/* thread-mode pause: workers check `paused` between chunks */
 	pthread_mutex_t lock;
@@ -180,11 +181,16 @@ static void kvm_workload(struct vm_vcpu *v)
 static void *vcpu_main(void *arg)
 {
 	struct vm_vcpu *v = arg;
+	int tid = gettid();
+	/* a lazy guest serves this thread's first touches from its own cache */
+	bool cached = v->vm->lazy && !gfa_guest_vcpu_cache(v->vm->guest, tid, v->pcp);
 
 	if (v->vm->kvm)
 		kvm_workload(v);
 	else
 		thread_workload(v);
+	if (cached)
+		gfa_guest_vcpu_cache(v->vm->guest, tid, NULL);
 	return NULL;
 }
 
@@ -357,6 +363,8 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 	gc.vcpu_ops = &vm_vcpu_ops;
 	gc.vcpu_ctx = vm;
 	gc.small_only = cfg->small_only;
+	gc.flags = cfg->lazy ? GFA_GUEST_LAZY : 0;
+	vm->lazy = cfg->lazy;
 	gc.window = vm->shell ? vm->shell->win : NULL;
 	vm->guest = gfa_guest_create(pool, b, &gc);
 	if (!vm->guest) {

@@ -798,12 +798,54 @@ Test(vm, minivmm_example, .timeout = 120)
 	cr_assert_eq(vmt_number_after(out, "guest: "), 128, "%s", out);
 }
 
+/*
+ * A lazy guest under KVM: no frame at create; the vCPUs' own faults (KVM's, on the
+ * window) take the blocks, from each vCPU's own cache, and the checker sees its memory.
+ */
+Test(vm, lazy_guest_is_backed_by_its_vcpus_first_touches, .timeout = 120)
+{
+	const uint64_t mem = 32 * VMT_MIB, seed = 0x1a2b3c4d5e6f7081ULL;
+	struct gfa_vm_config cfg = { .mem_bytes = mem, .vcpus = 2, .kvm = GFA_VM_KVM_ON,
+				     .lazy = true };
+	struct gfa_guest_stat st;
+	struct vmt_host h;
+	struct gfa_vm *vm;
+	uint64_t bad = ~0ULL;
+	int r;
+
+	vmt_require_kvm();
+	h = vmt_host_new(64 * VMT_MIB, false);
+	vm = gfa_vm_create(h.pool, h.b, &cfg);
+	if (!vm && (errno == EPERM || errno == EOPNOTSUPP))
+		cr_skip_test("no userfaultfd here (%s): no lazy guest", strerror(errno));
+	cr_assert_not_null(vm, "lazy VM: %s", strerror(errno));
+	cr_assert_eq(gfa_guest_stat(gfa_vm_guest(vm), &st), 0);
+	/* only the firmware range the VMM wrote at create (page tables, code) */
+	cr_assert_leq(st.populated_bytes, GFA_VM_RAM_START, "%lu bytes populated at create",
+		      (unsigned long)st.populated_bytes);
+	r = gfa_vm_run(vm, GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY, seed, &bad);
+	cr_assert_eq(r, 0, "run: %s", strerror(-r));
+	cr_assert_eq(bad, 0);
+	cr_assert_eq(gfa_guest_stat(gfa_vm_guest(vm), &st), 0);
+	cr_log_info("lazy VM: %lu faults, %lu from the vCPU's own cache, %lu at 2 MiB",
+		    (unsigned long)st.lazy_faults, (unsigned long)st.lazy_cache_faults,
+		    (unsigned long)st.lazy_huge_faults);
+	cr_assert_eq(st.populated_bytes, mem, "every range touched by the checker");
+	cr_assert_geq(st.lazy_cache_faults, (mem - GFA_VM_RAM_START) / (2 * VMT_MIB),
+		      "the vCPUs' faults come from their own caches (%lu of %lu)",
+		      (unsigned long)st.lazy_cache_faults, (unsigned long)st.lazy_faults);
+	cr_assert_eq(st.lazy_huge_faults, st.lazy_faults);
+	gfa_vm_destroy(vm);
+	vmt_host_done(&h);
+}
+
 /* ---- suite vm_qemu: the tests that need KVM this host lacks, in one QEMU boot ---- */
 
 /* Every test of suite vm, for the no-/dev/kvm case. */
 static const char *const vmt_all_tests[] = {
 	"vm/fill_checksum_seen_through_pool", "vm/frames_move_under_a_guest",
 	"vm/huge_pages_end_to_end", "vm/many_vms_many_vcpus_repeatedly", "vm/minivmm_example",
+	"vm/lazy_guest_is_backed_by_its_vcpus_first_touches",
 };
 /*
  * Write-protected moves on the guest's kernel too (Debian's 6.1, which protects

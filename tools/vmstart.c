@@ -38,7 +38,7 @@ struct vmstart_opts {
 	uint64_t vms, vcpus, mem, pool, rounds, proactiveness;
 	enum gfa_vm_kvm kvm;
 	const char *csv, *plot, *stat_file, *libvirt, *domain, *domain_xml;
-	bool json, no_baseline, quiet, host_thp_keep;
+	bool json, no_baseline, quiet, host_thp_keep, lazy;
 };
 
 struct samples {
@@ -101,6 +101,9 @@ static void vm_help(void)
 	       "  --stat-file FILE    where snapshots for 'gfactl stat' go (default %s)\n"
 	       "  --json              print the final statistics as JSON too\n"
 	       "  --quiet             only the summary and the RESULT line\n"
+	       "  --lazy              lazy guests: RAM taken at first touch (the start then\n"
+	       "                      includes the first touch of all of it, as the full one\n"
+	       "                      includes taking and zeroing it)\n"
 	       "exit status: 0 ok, 1 failure, 2 bad usage or more memory than the host has\n"
 	       "available (the pool, and the kernel baselines' VMs beside it, within 80%%)\n",
 	       default_stat_file());
@@ -126,7 +129,7 @@ static int parse_kvm(const char *v, enum gfa_vm_kvm *out)
 enum {
 	OPT_VMS = 256, OPT_VCPUS, OPT_MEM, OPT_POOL, OPT_ROUNDS, OPT_PROACTIVENESS, OPT_KVM,
 	OPT_LIBVIRT, OPT_DOMAIN, OPT_DOMAIN_XML, OPT_HOST_THP, OPT_CSV, OPT_PLOT, OPT_STAT_FILE,
-	OPT_JSON, OPT_NO_BASELINE, OPT_QUIET,
+	OPT_JSON, OPT_NO_BASELINE, OPT_QUIET, OPT_LAZY,
 };
 
 static const struct option vmstart_options[] = {
@@ -147,6 +150,7 @@ static const struct option vmstart_options[] = {
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "no-baseline", no_argument, NULL, OPT_NO_BASELINE },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "lazy", no_argument, NULL, OPT_LAZY },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -171,6 +175,7 @@ static bool apply_opt(int c, const char *v, struct vmstart_opts *o)
 	case OPT_JSON:          o->json = true; return true;
 	case OPT_NO_BASELINE:   o->no_baseline = true; return true;
 	case OPT_QUIET:         o->quiet = true; return true;
+	case OPT_LAZY:          o->lazy = true; return true;
 	case OPT_HOST_THP:
 		if (!strcmp(v, "advise") || !strcmp(v, "keep")) {
 			o->host_thp_keep = !strcmp(v, "keep");
@@ -301,7 +306,8 @@ static int start_vm(struct run *r, unsigned int i, const char *phase, unsigned i
 	/* VMs go round-robin over the nodes, each built from its node's zone */
 	unsigned int zone = i % r->nr_zones;
 	struct gfa_vm_config vc = { .mem_bytes = r->o.mem, .vcpus = (unsigned int)r->o.vcpus,
-				    .kvm = r->o.kvm, .zone = zone, .pcp = r->zone_pcp[zone] };
+				    .kvm = r->o.kvm, .zone = zone, .pcp = r->zone_pcp[zone],
+				    .lazy = r->o.lazy };
 	struct gfa_guest_stat st;
 	double t0 = now_ms(), dt, create;
 

@@ -47,14 +47,25 @@ static int guest_map_frames(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, uin
 	 * memfd range is not populated yet (or was released to the host) would fault in
 	 * 4 KiB pages.  Advise it; failure only costs the PMD (THP off on this host).
 	 */
-	if (huge)
+	if (huge && g->thp_advise)
 		(void)madvise(g->win + (gfn << GFA_FRAME_SHIFT), nr << GFA_FRAME_SHIFT,
 			      MADV_HUGEPAGE);
 	/* a new mapping is not registered, whatever it replaced; a failure here only
-	 * costs a registration at the next move of these frames (uffd_move_begin) */
-	if (g->wp)
+	 * costs a registration at the next move of these frames (uffd_protect registers
+	 * what is not).  A lazy guest leaves it to that move: its first touch is on the
+	 * vCPU's path, and most blocks never move */
+	if (g->wp && !g->lazy)
 		(void)uffd_register(&g->uffd, guest_addr(g, gfn), nr << GFA_FRAME_SHIFT);
 	return 0;
+}
+
+/* Whether MADV_HUGEPAGE can give a memfd mapping PMDs (shmem_enabled is not never or
+ * deny): else the call is only cost, on a lazy guest's first touch too. */
+static bool guest_thp_possible(void)
+{
+	struct gfa_thp_report r;
+
+	return gfa_host_thp_report(&r) || r.shmem_thp_possible;
 }
 
 /* Map `order` frames at pfn into the window at gfn. */
@@ -405,7 +416,8 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	g->small_only = cfg->small_only;
 	g->pinned = cfg->flags & GFA_GUEST_PINNED;
 	g->lazy = cfg->flags & GFA_GUEST_LAZY;
-	g->refuse_fd = -1;
+	g->thp_advise = guest_thp_possible();
+	g->refuse_fd = g->placeholder_fd = -1;
 	g->lz.fill_fd = -1;
 	g->moved_fn = cfg->moved_fn;
 	g->moved_ctx = cfg->moved_ctx;

@@ -67,6 +67,7 @@ struct gfa_guest {
 	bool small_only;       /* never an order-9 block (cfg->small_only; collapse aside) */
 	bool pinned;            /* GFA_GUEST_PINNED: unmovable frames, never moved */
 	bool wp;                /* moves write-protect through uffd (else: pause fallback) */
+	bool thp_advise;        /* the host's shmem THP heeds MADV_HUGEPAGE (at create) */
 	struct guest_uffd uffd;
 	uint32_t *pins;         /* per 2 MiB range: gfa_guest_pin() count */
 	gfa_guest_moved_fn moved_fn;
@@ -76,6 +77,8 @@ struct gfa_guest {
 	struct gfa_guest_lazy lz;       /* the config's, fill_fd our dup */
 	uint64_t *unfilled;     /* per gfn: the fill source still has its contents */
 	int refuse_fd;          /* an empty memfd: a refused touch maps it and faults */
+	int placeholder_fd;     /* a sparse memfd of the guest's size that never gets a
+				 * page: the window's placeholder (vmm/guest_lazy.c) */
 	struct lazy_vcpu *vcpus;        /* gfa_guest_vcpu_cache() */
 	unsigned int nr_vcpus, cap_vcpus;
 };

@@ -49,19 +49,24 @@ static bool gfn_unfilled(const struct gfa_guest *g, uint64_t gfn)
 	return g->unfilled && (g->unfilled[gfn / 64] >> (gfn % 64) & 1);
 }
 
+/*
+ * The placeholder is a shared mapping of a sparse memfd that never gets a page, not
+ * anonymous memory: a missing fault on shmem is delivered before any page table is
+ * installed (an anonymous one installs a PTE table first, so each first touch's remap
+ * would free it and flush the TLB of every CPU the process runs on: 100 us a touch on
+ * this machine class).
+ */
 int guest_placeholder(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
 	void *at = guest_addr(g, lo);
 	size_t len = (hi - lo) << GFA_FRAME_SHIFT;
-	int err;
 
-	if (mmap(at, len, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+	if (mmap(at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
+		 g->placeholder_fd, (off_t)(lo << GFA_FRAME_SHIFT)) == MAP_FAILED)
 		return -errno;
-	/* unregistered, the placeholder would back the guest with anonymous memory gfa
-	 * never sees: the caller maps the frames back */
-	err = uffd_register_missing(&g->uffd, at, len);
-	return err;
+	/* unregistered, the placeholder would back the guest with pages of its own that
+	 * gfa never sees: the caller maps the frames back */
+	return uffd_register_missing(&g->uffd, at, len);
 }
 
 /*
@@ -253,7 +258,6 @@ int guest_lazy_init(struct gfa_guest *g, const struct gfa_guest_config *cfg)
 	const struct gfa_guest_lazy *lz = cfg->lazy ? cfg->lazy : &none;
 	int err;
 
-	g->refuse_fd = -1;
 	g->lz = *lz;
 	g->lz.fill_fd = -1;
 	if (!g->wp)
@@ -274,6 +278,9 @@ int guest_lazy_init(struct gfa_guest *g, const struct gfa_guest_config *cfg)
 	g->refuse_fd = memfd_create("gfa-refused", MFD_CLOEXEC);
 	if (g->refuse_fd < 0)
 		return -errno;
+	g->placeholder_fd = memfd_create("gfa-lazy-placeholder", MFD_CLOEXEC);
+	if (g->placeholder_fd < 0 || ftruncate(g->placeholder_fd, (off_t)g->size))
+		return -errno;
 	g->uffd.missing = guest_lazy_fault;
 	g->uffd.missing_ctx = g;
 	err = guest_placeholder(g, 0, g->nr_frames);
@@ -291,6 +298,8 @@ void guest_lazy_fini(struct gfa_guest *g)
 		close(g->lz.fill_fd);
 	if (g->refuse_fd >= 0)
 		close(g->refuse_fd);
+	if (g->placeholder_fd >= 0)
+		close(g->placeholder_fd);
 	free(g->unfilled);
 	free(g->vcpus);
 }

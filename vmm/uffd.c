@@ -58,7 +58,8 @@ int uffd_open(struct guest_uffd *u)
 	/* the faulting thread's id tells a lazy guest whose cache serves the first touch */
 	struct uffdio_api api = {
 		.api = UFFD_API,
-		.features = UFFD_FEATURE_WP_HUGETLBFS_SHMEM | UFFD_FEATURE_THREAD_ID,
+		.features = UFFD_FEATURE_WP_HUGETLBFS_SHMEM | UFFD_FEATURE_THREAD_ID |
+			    UFFD_FEATURE_MISSING_SHMEM,
 	};
 
 	memset(u, 0, sizeof(*u));
@@ -129,10 +130,10 @@ int uffd_register(struct guest_uffd *u, void *addr, size_t len)
 }
 
 /*
- * Missing mode only on the anonymous placeholder, never on a memfd mapping: there a
- * page the memfd does not hold (released to the host, never touched) would be a missing
- * fault too, and the first-touch handler would find the range backed and wake it to
- * fault again, for good.
+ * Missing mode only on the placeholder, never on a mapping of a zone memfd: there a page
+ * the memfd does not hold (released to the host, never touched) would be a missing fault
+ * too, and the first-touch handler would find the range backed and wake it to fault
+ * again, for good.
  */
 int uffd_register_missing(struct guest_uffd *u, void *addr, size_t len)
 {

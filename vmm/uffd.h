@@ -48,8 +48,8 @@ void uffd_close(struct guest_uffd *u);
 /* Register [addr, addr + len) in write-protect mode (a new mapping is not registered,
  * whatever its predecessor was): 0 or -errno. */
 int uffd_register(struct guest_uffd *u, void *addr, size_t len);
-/* Register the anonymous placeholder [addr, addr + len) in missing mode: its first touch
- * goes to u->missing.  0 or -errno. */
+/* Register the placeholder [addr, addr + len) in missing mode: its first touch goes to
+ * u->missing.  0 or -errno. */
 int uffd_register_missing(struct guest_uffd *u, void *addr, size_t len);
 /* Start the service thread now (a lazy guest's first touch needs it from the start):
  * 0 or -errno.  Moves start it themselves. */

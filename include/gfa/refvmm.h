@@ -597,6 +597,8 @@ struct gfa_vm_config {
 				 * blocks at adjacent memfd offsets still merge into one host
 				 * mapping, which the host may map with PMDs anyway */
 	struct gfa_pcp *pcp;    /* cache of the creating thread, or NULL */
+	bool lazy;              /* GFA_GUEST_LAZY: RAM taken at first touch, each vCPU's
+				 * from its own cache */
 };
 
 /*
@@ -1415,6 +1417,7 @@ struct gfa_linux_config {
 	struct gfa_pcp *pcp;    /* the creating thread's cache, or NULL */
 	struct gfa_rv_pci *pci; /* optional: port IO nobody else claims goes there */
 	int console_fd;         /* where console bytes are copied; -1: nowhere */
+	bool lazy;              /* GFA_GUEST_LAZY: RAM taken at first touch */
 };
 
 /* One e820 entry as given to the guest. */
