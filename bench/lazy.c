@@ -35,6 +35,32 @@
 #define RANGE (2 * MiB)
 
 static struct gfa_pool *pool;
+static char shmem_saved[32];
+
+static void shmem_restore(void)
+{
+	if (shmem_saved[0])
+		gfa_host_shmem_thp_set(shmem_saved, NULL, 0);
+}
+
+/* gfa's blocks PMD-mapped, as the kernel baseline's THPs are: shmem_enabled=advise for
+ * the run (Debian's default is never), put back at exit. */
+static void shmem_advise(void)
+{
+	struct gfa_thp_report r;
+
+	gfa_host_thp_report(&r);
+	if (r.shmem_thp_possible)
+		return;
+	if (gfa_host_shmem_thp_set("advise", shmem_saved, sizeof(shmem_saved))) {
+		shmem_saved[0] = '\0';
+		printf("# shmem_enabled is %s and cannot be changed (not root?): gfa's blocks "
+		       "stay on 4 KiB host pages\n", r.shmem_enabled);
+		return;
+	}
+	atexit(shmem_restore);
+	printf("# shmem_enabled %s -> advise for this run\n", shmem_saved);
+}
 static struct gfa_backing *bk;
 static uint64_t pool_bytes;
 
@@ -173,6 +199,9 @@ static double touch_gfa(uint64_t bytes, bool dirty, struct gfa_pcp *pcp, double 
 
 	if (!g)
 		bench_die("lazy guest: %s\n", strerror(errno));
+	if (!dirty && gfa_backing_nr_dirty(bk))
+		printf("# 'clean' touch: %lu MiB of the pool still dirty (the zeroer left them)\n",
+		       (unsigned long)(gfa_backing_nr_dirty(bk) * GFA_FRAME_SIZE / MiB));
 	t.base = gfa_guest_hva(g);
 	ns = touch(&t);
 	*own = t.st.faults ? 100.0 * (double)t.st.cache_faults / (double)t.st.faults : 0;
@@ -410,6 +439,7 @@ int main(int argc, char **argv)
 	if (err)
 		return err > 0 ? 0 : 2;
 	bench_print_machine();
+	shmem_advise();
 	pool_setup(o.quick ? 1 * GiB : 3 * GiB);
 	if (o.quick)
 		s_size[S_FBIG] = 512 * MiB;     /* the full guest must fit the quick pool */

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "gfa/refvmm.h"
+#include "gfa/vmm.h"
 
 /* Sum smaps fields (kB) of the VMAs overlapping [addr, addr + len). */
 static int64_t smaps_sum(const void *addr, size_t len, const char *const *fields, int nfields)
@@ -67,4 +68,26 @@ int64_t gfa_memfd_allocated_bytes(int fd)
 	if (fstat(fd, &sb))
 		return -errno;
 	return (int64_t)sb.st_blocks * 512;
+}
+
+int gfa_host_shmem_thp_set(const char *mode, char *old, size_t len)
+{
+	struct gfa_thp_report r;
+	FILE *f;
+
+	if (!mode)
+		return -EFAULT;
+	gfa_host_thp_report(&r);
+	if (old && len)
+		snprintf(old, len, "%s", r.shmem_enabled);
+	f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "w");
+	if (!f)
+		return -errno;
+	if (fputs(mode, f) < 0) {
+		int err = -errno;
+
+		fclose(f);
+		return err;
+	}
+	return fclose(f) ? -errno : 0;
 }

@@ -123,13 +123,14 @@ static void lt_host_done(struct lt_host *h)
 
 /* A guest of @mem and @vcpus whose checker fills @check_mib MiB and verifies it @passes times
  * (0: until the VM stops), started. */
-static struct gfa_linux_vm *lt_boot(struct lt_host *h, uint64_t mem, unsigned int vcpus,
-				    unsigned int check_mib, unsigned int passes, bool small_only)
+static struct gfa_linux_vm *lt_boot_lazy(struct lt_host *h, uint64_t mem, unsigned int vcpus,
+					 unsigned int check_mib, unsigned int passes,
+					 bool small_only, bool lazy)
 {
 	char append[64];
 	struct gfa_linux_config cfg = {
 		.kernel = lt_kernel, .initrd = lt_initrd, .mem_bytes = mem, .vcpus = vcpus,
-		.small_only = small_only, .console_fd = -1, .append = append,
+		.small_only = small_only, .console_fd = -1, .append = append, .lazy = lazy,
 	};
 	struct gfa_linux_vm *vm;
 
@@ -139,6 +140,12 @@ static struct gfa_linux_vm *lt_boot(struct lt_host *h, uint64_t mem, unsigned in
 			   (unsigned long long)(mem / LT_MIB), strerror(errno));
 	cr_assert_eq(gfa_linux_vm_start(vm), 0);
 	return vm;
+}
+
+static struct gfa_linux_vm *lt_boot(struct lt_host *h, uint64_t mem, unsigned int vcpus,
+				    unsigned int check_mib, unsigned int passes, bool small_only)
+{
+	return lt_boot_lazy(h, mem, vcpus, check_mib, passes, small_only, false);
 }
 
 /* Wait for a line holding @needle from line *@next on; advances *@next past it. */
@@ -376,6 +383,41 @@ Test(linux_boot, boots_to_init_with_two_vcpus_and_checks_its_memory, .timeout = 
 		(unsigned long long)ls.mmio_exits);
 	cr_assert_eq(ls.err_irq, 0);
 	cr_assert_eq(st.mem_bytes, mem);
+	gfa_linux_vm_destroy(vm);
+	lt_host_done(&h);
+}
+
+/*
+ * A lazy guest (GFA_GUEST_LAZY) boots with its RAM taken at first touch: at /init it
+ * holds a fraction of it (the full mode: all), and its checker still sees its memory.
+ */
+Test(linux_boot, boots_lazily_holding_a_quarter_of_its_ram_at_init, .timeout = 200)
+{
+	const uint64_t mem = 512 * LT_MIB;
+	unsigned int next = 0;
+	struct gfa_guest_stat st;
+	struct gfa_linux_vm *vm;
+	struct lt_host h;
+	double pct;
+
+	lt_require_linux();
+	h = lt_host_new(mem + 64 * LT_MIB);
+	vm = lt_boot_lazy(&h, mem, 1, 32, 1, false, true);
+	lt_expect(vm, "gfa-init up", &next, NULL, 0, NULL);
+	gfa_guest_stat(gfa_linux_vm_guest(vm), &st);
+	pct = 100.0 * (double)st.populated_bytes / (double)mem;
+	fprintf(stderr, "linux: lazy boot: %.1f%% of %llu MiB host-backed at /init (%llu first "
+		"touches, %llu at 2 MiB)\n", pct, (unsigned long long)(mem / LT_MIB),
+		(unsigned long long)st.lazy_faults, (unsigned long long)st.lazy_huge_faults);
+	cr_assert_leq(pct, 25.0, "a lazy guest holds %.1f%% of its RAM at /init", pct);
+	lt_expect(vm, "gfacheck: filled 32 MiB", &next, NULL, 0, NULL);
+	lt_expect_clean_pass(vm, &next);
+	lt_expect(vm, "gfa-init: checker exit 0", &next, NULL, 0, NULL);
+	cr_assert_eq(gfa_linux_vm_wait(vm, LT_TIMEOUT_MS), GFA_LINUX_EXIT_RESET,
+		     "the guest did not reset itself (%s)", gfa_linux_vm_error(vm));
+	lt_expect_no_oops(vm);
+	gfa_guest_stat(gfa_linux_vm_guest(vm), &st);
+	cr_assert_eq(st.lazy_refused, 0);
 	gfa_linux_vm_destroy(vm);
 	lt_host_done(&h);
 }
@@ -699,7 +741,7 @@ Test(linux_config, bad_configs_are_refused_and_keep_the_pool)
 
 /* ---- suite linux_qemu: suite linux_boot in one QEMU guest with nested KVM ------ */
 
-#define LT_TESTS 7
+#define LT_TESTS 8
 
 /* tools/linux-initramfs.sh on the host (the guest sees the tree read-only). */
 static bool lt_prepare(const char *root, const char *build, char *env, size_t len)
@@ -767,7 +809,7 @@ Test(linux_qemu, in_qemu, .timeout = 1500)
 		 "[ \"$n\" -ge %d ] || exit 3; exit 0", env, exe, LT_TESTS);
 	/*
 	 * 2 GiB: three guests of 128 MiB, one of 192 MiB plus its compaction room, or one of
-	 * 512 MiB fully host-backed.  The suite (seven tests) takes 95 s at load 0.5 and
+	 * 512 MiB fully host-backed.  The suite (seven tests; eight with the lazy boot) takes 95 s at load 0.5 and
 	 * 155 s at load 3 (four tests took up to 190 s at load 14); each test's own timeout
 	 * (200 s) reports a hang inside.  Exit 124 means the QEMU guest itself stopped (once
 	 * in the first nine runs of this suite, at load 11, with no output at all: nested

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <string.h>
 #include <gfa/allocator.h>
-#include <gfa/vmm.h>
+#include <gfa/refvmm.h>
 
 #define ASSERT_POOL_OK(pool) do { \
 	char _m[256]; \
@@ -82,26 +82,12 @@ static inline void tu_shmem_thp_unlock(int fd)
 /* Set shmem_enabled to advise, the old value in old: 0, or -1 (not root?). */
 static inline int tu_shmem_thp_advise(char *old, size_t len)
 {
-	struct gfa_thp_report r;
-	FILE *f;
-
-	gfa_host_thp_report(&r);
-	snprintf(old, len, "%s", r.shmem_enabled);
-	f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "w");
-	if (!f)
-		return -1;
-	fputs("advise", f);
-	return fclose(f) ? -1 : 0;
+	return gfa_host_shmem_thp_set("advise", old, len) ? -1 : 0;
 }
 
 static inline void tu_shmem_thp_restore(const char *old)
 {
-	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "w");
-
-	if (f) {
-		fputs(old, f);
-		fclose(f);
-	}
+	(void)gfa_host_shmem_thp_set(old, NULL, 0);
 }
 
 /*

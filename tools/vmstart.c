@@ -335,6 +335,11 @@ static int start_vm(struct run *r, unsigned int i, const char *phase, unsigned i
 		       (unsigned long)(st.zeroed_frames >> (20 - GFA_FRAME_SHIFT)),
 		       (long)(gfa_smaps_pmd_bytes(gfa_guest_hva(gfa_vm_guest(r->vm[i])), r->o.mem) /
 			      (int64_t)MiB));
+	if (!r->o.quiet && r->o.lazy)
+		printf("         lazy: %lu first touches (%lu at 2 MiB), %lu refused, %lu MiB "
+		       "populated\n", (unsigned long)st.lazy_faults,
+		       (unsigned long)st.lazy_huge_faults, (unsigned long)st.lazy_refused,
+		       (unsigned long)(st.populated_bytes / MiB));
 	return 0;
 }
 

@@ -1133,6 +1133,20 @@ int64_t gfa_smaps_rss_bytes(const void *addr, size_t len);
  * Context: any thread.
  */
 int64_t gfa_memfd_allocated_bytes(int fd);
+/**
+ * gfa_host_shmem_thp_set() - set the host's shmem THP mode
+ * @mode: "advise", "never", ... (written to transparent_hugepage/shmem_enabled)
+ * @old: gets the mode it had (may be NULL)
+ * @len: bytes at @old
+ *
+ * For benchmarks and tests that need memfd blocks PMD-mapped (Debian's default is
+ * never); the caller puts @old back.
+ *
+ * Return: 0, or the negative errno of opening or writing the file (-EACCES: not root).
+ * Context: any thread; the setting is the host's: callers in parallel processes
+ * serialise themselves.
+ */
+int gfa_host_shmem_thp_set(const char *mode, char *old, size_t len);
 
 /* ---- PCI and virtio devices ---- */
 

@@ -746,15 +746,21 @@ struct gfa_guest_config {
  * MAP_FIXED of the zone memfd) with one mmap per run of blocks contiguous in the window
  * and in the memfd (a clean pool gives one run).  Registers the guest as the owner of its
  * frames so compaction can move them, and the window with a userfaultfd so moves
- * write-protect (the head of this section; the pause fallback uses the vCPU ops).
+ * write-protect (the head of this section; the pause fallback uses the vCPU ops).  A
+ * GFA_GUEST_LAZY guest takes none of this at create: each block at its first touch
+ * (above).
  *
  * Return: the guest, or NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, a
  * window not 2 MiB aligned, a pcp of another zone or pool, a backing of another pool,
- * vcpu_ops without pause or resume, unknown flags, nonzero reserved words), ERANGE (zone), ENODEV (pool
- * without backing), ENOMEM (not enough frames; no frame is kept, but what the blocks
- * taken drew from the owner's claim stays drawn: unclaim and claim again before
- * retrying; or the window's runs need more mappings than vm.max_map_count allows the
- * process: stderr names the limit), EEXIST (cfg->id is an owner of the pool already),
+ * vcpu_ops without pause or resume, unknown flags, nonzero reserved words; lazy and
+ * pinned, lazy settings without GFA_GUEST_LAZY, GFA_LAZY_FILL_FD without a file or with
+ * a fill callback, unknown lazy flags or nonzero reserved words there), EPERM, ENOSYS,
+ * EOPNOTSUPP, ECANCELED (a lazy guest without userfaultfd: as wp_errno), EBADF (the
+ * fill file), ERANGE (zone), ENODEV (pool without backing), ENOMEM (not enough frames,
+ * or a lazy guest over 64 times its zone; no frame is kept, but what the blocks taken
+ * drew from the owner's claim stays drawn: unclaim and claim again before retrying; or
+ * the window's runs need more mappings than vm.max_map_count allows the process: stderr
+ * names the limit), EEXIST (cfg->id is an owner of the pool already),
  * ENOSPC (owner registry full), or the error of mmap for the window.
  * Context: any thread; one guest's calls are serialised by the guest's lock.  On the
  * pause fallback, not from a thread the vCPU ops wait for (a vCPU's own IO handler, e.g.
