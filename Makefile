@@ -57,6 +57,7 @@ GFACTL  := $(BUILD)/gfactl
 TESTBIN := $(BUILD)/tests/gfa-tests
 
 .PHONY: all deps deps-test run linux test check asan tsan bench install install-refvmm clean tidy cppcheck \
+        check-api \
         sanitized-test bench-buddy bench-pcp bench-thpscale bench-release bench-peer
 # The memory checker a Linux guest runs from its initramfs (tools/linux-initramfs.sh):
 # static, since the initramfs has no libraries; no sanitizer for the same reason.
@@ -203,6 +204,12 @@ install-refvmm: install $(REF_A)
 	install -m 644 $(REF_A) $(DESTDIR)$(PREFIX)/lib/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' refvmm/gfa-refvmm.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gfa-refvmm.pc
+
+# The public API's conventions (tools/check_api.py): kernel-doc, reserved words, GFA_E*
+# names, the map against the headers, 100 columns in the library's sources and headers.
+API_LINES := $(sort $(wildcard allocator/*.[ch] numa/*.[ch] vmm/*.[ch])) include/gfa/refvmm.h
+check-api:
+	@python3 tools/check_api.py --map libgfa.map $(sort $(HEADERS)) --lines $(API_LINES)
 
 tidy:
 	clang-tidy $(LIB_SRC) $(REF_SRC) -- -std=gnu11 -DGFA_DEBUG=1 -Iinclude -I. $(PKG_CFLAGS) $(REF_CFLAGS)
