@@ -1,6 +1,10 @@
 # gfa — guest frame allocator.  `make` builds libgfa.{so,a}, gfactl, examples, benchmarks.
 # `make run` runs the main job (gfactl vmstart); `make test` runs the Criterion suite.
-VERSION   := 0.3.0
+# The version is defined once, in include/gfa/gfa.h (GFA_VERSION_MAJOR/MINOR/PATCH): the
+# file names, gfa.pc and the man pages take it from there, and `make check-api` holds
+# libgfa.map's newest version node to it.
+VERSION   := $(shell sed -n 's/^\#define GFA_VERSION_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\)$$/\2/p' \
+		include/gfa/gfa.h | paste -sd.)
 SOVERSION := 1
 PREFIX    ?= /usr/local
 DESTDIR   ?=

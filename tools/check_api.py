@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Check the conventions of gfa's public API (issue 29): `make check-api`.
 
-Usage: tools/check_api.py [--map MAP] [--count] HEADER... [--lines FILE...]
+Usage: tools/check_api.py [--map MAP] [--count] [--list] HEADER... [--lines FILE...]
 
 The HEADERs are libgfa's public headers (include/gfa/{allocator,numa,vmm,gfa}.h); every
 gfa_* prototype in them is an export.  Each problem is one "file:line: what" line, and
@@ -17,13 +17,15 @@ the exit status is 1 when there is one.  The rules:
   errno     an errno is written as its GFA_E* name: a raw one (-EINVAL, EINVAL) may
             stand only in a GFA_E* #define and in the error table at the head of
             gfa/allocator.h (" *   GFA_EXXX  -EXXX  meaning");
-  map       MAP names every export once, under a version node, with no wildcard in a
-            global: list, and names no function the headers do not declare;
+  map       MAP names every export once, under a version node GFA_<major>.<minor> no
+            newer than gfa/gfa.h's version, with no wildcard in a global: list, and
+            names no function the headers do not declare;
   columns   no line of a HEADER or a --lines FILE is over 100 columns (a tab counts to
             the next multiple of 8, as checkpatch counts).
 
 --count prints the number of problems of each rule (for the issue's before/after
-figures) on standard error.
+figures) on standard error; --list prints the public functions, one a line, and checks
+nothing (the library test compares them with what libgfa.so exports).
 """
 import errno
 import os
@@ -152,9 +154,27 @@ def read_map(path, probs):
     return out
 
 
-def check_map(path, declared, probs):
+def header_version(texts):
+    """(major, minor) of gfa/gfa.h's GFA_VERSION_MAJOR/MINOR, or None."""
+    v = {}
+    for _, text in texts:
+        for m in re.finditer(r"^#define GFA_VERSION_(MAJOR|MINOR)\s+(\d+)", text, flags=re.M):
+            v[m.group(1)] = int(m.group(2))
+    return (v["MAJOR"], v["MINOR"]) if len(v) == 2 else None
+
+
+def check_map(path, declared, version, probs):
     text = open(path).read()
     exported = read_map(path, probs)
+    for node in sorted(set(exported.values())):
+        m = re.match(r"GFA_(\d+)\.(\d+)$", node)
+        if not m:
+            probs.add("map", path, line_of(text, text.find(node)),
+                      "version node %s is not GFA_<major>.<minor>" % node)
+        elif version and (int(m.group(1)), int(m.group(2))) > version:
+            probs.add("map", path, line_of(text, text.find(node)),
+                      "version node %s is newer than gfa/gfa.h's version %d.%d"
+                      % ((node,) + version))
     for name, where in sorted(declared.items()):
         if name not in exported:
             probs.add("map", where[0], where[1], "%s is declared but %s does not export it"
@@ -180,7 +200,7 @@ def check_columns(path, probs):
 
 def parse_args(argv):
     """(headers, map, files for the column rule, count)."""
-    headers, mapfile, files, count, mode = [], None, [], False, "headers"
+    headers, mapfile, files, count, listing, mode = [], None, [], False, False, "headers"
     it = iter(argv)
     for a in it:
         if a == "--map":
@@ -191,16 +211,23 @@ def parse_args(argv):
             mode = "headers"
         elif a == "--count":
             count = True
+        elif a == "--list":
+            listing = True
         elif mode == "lines":
             files.append(a)
         else:
             headers.append(a)
-    return headers, mapfile, files, count
+    return headers, mapfile, files, count, listing
 
 
-def run(headers, mapfile, files, count):
+def run(headers, mapfile, files, count, listing=False):
     probs = Problems()
     texts = [(h, open(h).read()) for h in headers]
+    if listing:
+        for _, text in texts:
+            for _, name, _ in prototypes(text):
+                print(name)
+        return 0
     protos, declared = [], {}
     for path, text in texts:
         for ret, name, params in prototypes(text):
@@ -210,7 +237,7 @@ def run(headers, mapfile, files, count):
         check_errnos(path, text, probs)
     check_reserved(texts, protos, probs)
     if mapfile:
-        check_map(mapfile, declared, probs)
+        check_map(mapfile, declared, header_version(texts), probs)
     for path in sorted(set(headers) | set(files)):
         check_columns(path, probs)
     for _, msg in probs.items:
@@ -228,7 +255,7 @@ def run(headers, mapfile, files, count):
 
 
 if __name__ == "__main__":
-    h, m, f, c = parse_args(sys.argv[1:])
+    h, m, f, c, ls = parse_args(sys.argv[1:])
     if not h:
-        sys.exit("usage: check_api.py [--map MAP] [--count] HEADER... [--lines FILE...]")
-    sys.exit(run(h, m, f, c))
+        sys.exit("usage: check_api.py [--map MAP] [--count] [--list] HEADER... [--lines FILE...]")
+    sys.exit(run(h, m, f, c, ls))
