@@ -248,7 +248,8 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
 
 			p->order = (uint8_t)new_order;
 			p->mt = (uint8_t)mt;
-			__atomic_store_n(&p->index, index + (uint32_t)(k << new_order), __ATOMIC_RELAXED);
+			__atomic_store_n(&p->index, index + (uint32_t)(k << new_order),
+					 __ATOMIC_RELAXED);
 			frame_set_owner(p, owner);
 			fstate_set(p, GFA_FRAME_ALLOCATED);
 		}

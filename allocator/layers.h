@@ -114,10 +114,9 @@ int gfa_zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_f
 /*
  * One grow step: when the zone has fewer than `low` populated free frames, take
  * released free frames (lowest first) up to `high` and max_frames, to be populated by
- * the caller and reported with gfa_zone_populate_done (or gfa_zone_populate_failed).  Only released frames go:
- * a free block that mixes them with populated ones is split, and its populated
- * pieces stay on the lists; claimed frames stay on the lists too.  Same returns as
- * above.
+ * the caller and reported with gfa_zone_populate_done (or gfa_zone_populate_failed).  Only released
+ * frames go: a free block that mixes them with populated ones is split, and its populated pieces
+ * stay on the lists; claimed frames stay on the lists too.  Same returns as above.
  */
 int gfa_zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			      unsigned int max_ranges, uint64_t max_frames);

@@ -244,7 +244,8 @@ static void pcp_claims_changed_one(struct gfa_pcp *pcp)
 
 	for (unsigned int o = 0; o < PCP_ORDER_SLOTS; o++)
 		atomic_store_explicit(&pcp->alloc_base[o],
-				      claims ? (int8_t)-1 : (int8_t)pcp->slots[o].base, memory_order_relaxed);
+				      claims ? (int8_t)-1 : (int8_t)pcp->slots[o].base,
+				      memory_order_relaxed);
 }
 
 void pcp_claims_changed(struct gfa_zone *z)

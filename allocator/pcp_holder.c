@@ -245,9 +245,9 @@ static void pcp_remote_take(struct gfa_pcp *pcp)
 		uintptr_t v = atomic_load_explicit(&pcp->holder_word, memory_order_relaxed);
 
 		if (!(v & PCP_HOLDER_REMOTE) &&
-		    atomic_compare_exchange_weak_explicit(&pcp->holder_word, &v, v | PCP_HOLDER_REMOTE,
-							  memory_order_acquire,
-							  memory_order_relaxed))
+		    atomic_compare_exchange_weak_explicit(
+			    &pcp->holder_word, &v, v | PCP_HOLDER_REMOTE, memory_order_acquire,
+			    memory_order_relaxed))
 			return;
 		sched_yield();
 	}
@@ -338,7 +338,8 @@ int pcp_enter_slow(struct gfa_pcp *pcp)
 		}
 		/* ours: wait out a remote holder while new takers wait for us, then enter */
 		atomic_store_explicit(&pcp->holder_waiting, 1, memory_order_release);
-		while (atomic_load_explicit(&pcp->holder_word, memory_order_acquire) & PCP_HOLDER_REMOTE)
+		while (atomic_load_explicit(&pcp->holder_word, memory_order_acquire) &
+		       PCP_HOLDER_REMOTE)
 			sched_yield();
 		err = pcp_holder(pcp) == me ? pcp_try_enter(pcp, me) : -EAGAIN;
 		atomic_store_explicit(&pcp->holder_waiting, 0, memory_order_release);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Which free frames go back to the host, and when (the kernel's "percpu: partial chunk
- * depopulation" adapted to pageblocks: docs/decisions.md, entry 21).  Pure policy: the vmm layer punches the
- * ranges out of the memfds and reports back.
+ * depopulation" adapted to pageblocks: docs/decisions.md, entry 21).  Pure policy: the vmm layer
+ * punches the ranges out of the memfds and reports back.
  *
  * State: a bit per frame says "free and released" (the host memory is gone; it reads
  * as zero when touched).  Only free frames carry the bit: taking a block off the free
@@ -274,7 +274,8 @@ static unsigned int pageblock_free_blocks(struct gfa_zone *z, uint64_t start, ui
 	/* a free block larger than a pageblock that started earlier counts here too */
 	if (pfn < start && fstate(&z->pool->frames[pfn]) != GFA_FRAME_FREE)
 		pfn += 1UL << z->pool->frames[pfn].order;
-	for (; pfn < end && pfn < z->start_pfn + z->nr_frames; pfn += 1UL << z->pool->frames[pfn].order)
+	for (; pfn < end && pfn < z->start_pfn + z->nr_frames;
+	     pfn += 1UL << z->pool->frames[pfn].order)
 		if (fstate(&z->pool->frames[pfn]) == GFA_FRAME_FREE)
 			heads[n++] = pfn;
 	return n;
@@ -325,8 +326,9 @@ static uint64_t release_pageblock(struct gfa_zone *z, uint64_t start, uint64_t b
 }
 
 /* Argument checks shared by the shrink and grow steps; locks the zone on success. */
-static int host_step_begin(struct gfa_pool *pool, unsigned int zone, const struct gfa_frame_range *out,
-			   unsigned int max_ranges, struct gfa_zone **zp)
+static int host_step_begin(struct gfa_pool *pool, unsigned int zone,
+			   const struct gfa_frame_range *out, unsigned int max_ranges,
+			   struct gfa_zone **zp)
 {
 	if (!pool || (!out && max_ranges))
 		return pool_err(pool, GFA_EFAULT);
@@ -465,7 +467,8 @@ int gfa_zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want
 			unsigned int order = z->pool->frames[heads[i]].order;
 
 			if ((1UL << order) > max_frames - got ||
-			    release_bits_any(z, heads[i], 1UL << order) || !want(ctx, heads[i], order))
+			    release_bits_any(z, heads[i], 1UL << order) ||
+			    !want(ctx, heads[i], order))
 				continue;
 			got += isolate_for_host(z, heads[i]);
 			/* still free frames: counted free and claimable (scrub_done) */

@@ -751,7 +751,8 @@ static int free_walk_zone(struct gfa_backing *b, unsigned int zone, struct free_
 	return err ? err : gfa_zone_free_runs(b->pool, start, n, free_walk_run, w);
 }
 
-int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st)
+int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone,
+			  struct gfa_backing_zone_stat *st)
 {
 	struct free_walk w;
 	int err;
@@ -798,9 +799,10 @@ int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen)
 		if (err)
 			return err;
 		if (w.released_dirty) {
-			snprintf(msg, msglen, "zone %u: %lu released frames marked dirty (first pfn "
-				 "%lu): clean + dirty + released would count them twice", z,
-				 (unsigned long)w.released_dirty, (unsigned long)w.first_bad);
+			snprintf(msg, msglen,
+				 "zone %u: %lu released frames marked dirty (first pfn "
+				 "%lu): clean + dirty + released would count them twice",
+				 z, (unsigned long)w.released_dirty, (unsigned long)w.first_bad);
 			return -EUCLEAN;
 		}
 		if (w.free != zs.nr_free || w.released != zs.nr_released) {

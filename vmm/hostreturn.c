@@ -82,7 +82,8 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 	}
 }
 
-static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct gfa_frame_range *fr)
+static int hr_submit(struct gfa_host_return *hr, unsigned int zone,
+		     const struct gfa_frame_range *fr)
 {
 	struct hr_range *r = malloc(sizeof(*r));
 	uint64_t start, nr;
@@ -137,7 +138,8 @@ static bool hr_populate(void *addr, uint64_t len)
 }
 
 /* Grow: fault released frames back in ahead of allocations.  Returns ranges populated. */
-static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone, struct gfa_frame_range *fr)
+static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone,
+			    struct gfa_frame_range *fr)
 {
 	unsigned int done = 0;
 	bool failed = false;
@@ -217,8 +219,8 @@ static bool hr_settled(struct gfa_host_return *hr, unsigned int zone, bool urgen
 	return urgent || now - hr->above_since[zone] >= hr->cfg.settle_ms;
 }
 
-static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, struct gfa_frame_range *fr,
-			      bool urgent)
+static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone,
+			      struct gfa_frame_range *fr, bool urgent)
 {
 	int n;
 
@@ -415,7 +417,8 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 		struct gfa_release_config rc = hr->cfg.engine;
 
 		rc.force_sync = rc.force_sync || hr->cfg.force_sync;
-		hr->engine[z] = gfa_release_create(gfa_backing_zone_fd(b, z), gfa_backing_zone_base(b, z), &rc);
+		hr->engine[z] = gfa_release_create(gfa_backing_zone_fd(b, z),
+						   gfa_backing_zone_base(b, z), &rc);
 		if (!hr->engine[z]) {
 			int err = errno;
 
