@@ -50,7 +50,7 @@ int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int m
 }
 
 /*
- * Frames a scrub holds (gfa_zone_scrub_take) are free frames being zeroed, back on the
+ * Frames a scrub holds (zone_scrub_take) are free frames being zeroed, back on the
  * lists within one batch: wait for them rather than fail, as a refill waits out a
  * drain.  No scrub takes more while one waits, and the try after the wait runs under
  * the same lock hold, so it sees every frame they held.

@@ -145,7 +145,7 @@ void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 	free_account(z, pfn, buddy_list_unlink(pool, z, pfn), -1);
 }
 
-__thread struct capture_control *gfa_capc;
+__thread struct capture_control *compact_capc;
 
 /*
  * compaction_capture(): a direct compaction running in this thread takes the block
@@ -225,7 +225,7 @@ static inline __attribute__((always_inline)) bool free_one(struct gfa_zone *z, u
 {
 	unsigned int mt = pfn_pageblock(z, pfn)->mt;
 	/* read once: a thread-local (a call per read in a shared library), asked per level */
-	struct capture_control *capc = gfa_capc;
+	struct capture_control *capc = compact_capc;
 	uint64_t freed_pfn = pfn;
 	unsigned int freed_order = order;
 

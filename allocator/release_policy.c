@@ -77,8 +77,8 @@ static void free_block_runs(struct gfa_zone *z, uint64_t from, uint64_t to, bool
 	}
 }
 
-int gfa_zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
-		       void *ctx)
+int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
+		   void *ctx)
 {
 	struct gfa_zone *z;
 	uint64_t end, p;
@@ -339,7 +339,7 @@ static int host_step_begin(struct gfa_pool *pool, unsigned int zone,
 	return 0;
 }
 
-int gfa_zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+int zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			     unsigned int max_ranges, uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
@@ -398,7 +398,7 @@ static uint64_t isolate_released(struct gfa_zone *z, uint64_t pfn, unsigned int 
 	return nr - isolate_for_host(z, pfn);
 }
 
-int gfa_zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+int zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			      unsigned int max_ranges, uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
@@ -435,7 +435,7 @@ int gfa_zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_
 	return (int)ro.n;
 }
 
-int gfa_zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
+int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
 			  void *ctx, struct gfa_frame_range *out, unsigned int max_ranges,
 			  uint64_t max_frames)
 {
@@ -499,17 +499,17 @@ enum host_outcome { HOST_RELEASED, HOST_RELEASE_FAILED, HOST_POPULATED, HOST_POP
 
 static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host_outcome how);
 
-int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released)
+int zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released)
 {
 	return host_done(pool, pfn, nr, released ? HOST_RELEASED : HOST_RELEASE_FAILED);
 }
 
-int gfa_zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
+int zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
 {
 	return host_done(pool, pfn, nr, HOST_POPULATED);
 }
 
-int gfa_zone_populate_failed(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
+int zone_populate_failed(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
 {
 	return host_done(pool, pfn, nr, HOST_POPULATE_FAILED);
 }

@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <gfa/vmm.h>
-#include "allocator/layers.h"      /* gfa_zone_release_take/_done: release as the host return does */
+#include "allocator/layers.h"      /* zone_release_take/_done: release as the host return does */
 #include "tests/test_util.h"
 
 #define MiB (1UL << 20)
@@ -286,11 +286,11 @@ static void release_down_to(struct gfa_pool *pool, uint64_t keep)
 	int n;
 
 	cr_assert_eq(gfa_zone_set_release_policy(pool, 0, &rp), 0);
-	while ((n = gfa_zone_release_take(pool, 0, fr, 64, UINT64_MAX)) > 0)
+	while ((n = zone_release_take(pool, 0, fr, 64, UINT64_MAX)) > 0)
 		for (int i = 0; i < n; i++) {
 			cr_assert_eq(madvise(gfa_pfn_to_addr(pool, fr[i].pfn), fr[i].nr * GFA_FRAME_SIZE,
 					     MADV_REMOVE), 0);
-			cr_assert_eq(gfa_zone_release_done(pool, fr[i].pfn, fr[i].nr, true), 0);
+			cr_assert_eq(zone_release_done(pool, fr[i].pfn, fr[i].nr, true), 0);
 		}
 }
 

@@ -26,7 +26,7 @@ int64_t backing_prepare_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr);
 int backing_copy_block(struct gfa_backing *b, uint64_t src, uint64_t dst, unsigned int order);
 
 /* The backing's background zeroer (vmm/zero.c): it zeroes dirty free frames, a batch
- * at a time taken off the lists by gfa_zone_scrub_take (still counted free). */
+ * at a time taken off the lists by zone_scrub_take (still counted free). */
 struct zero_worker;
 struct zero_worker *zero_worker_start(struct gfa_backing *b);
 void zero_worker_stop(struct zero_worker *zw);

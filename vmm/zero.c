@@ -219,7 +219,7 @@ int gfa_zero_method_usable(const char *name)
 /*
  * A stopped guest's blocks are free at once, dirty (at the tail of the free lists:
  * buddy_free_block_cold), and the backing's zeroer zeroes dirty free blocks in its own
- * thread, a batch at a time, as the idle scrubber does: gfa_zone_scrub_take takes a
+ * thread, a batch at a time, as the idle scrubber does: zone_scrub_take takes a
  * batch off the lists, so no frame is handed out while it is zeroed, and the frames
  * stay counted free and claimable meanwhile (an allocation that finds none waits for
  * the batch).  Zeroed blocks go back at the head, clean, so the next start finds them
@@ -267,15 +267,15 @@ static int zero_batch(struct zero_worker *zw)
 	int taken = 0;
 
 	for (unsigned int z = 0; z < gfa_pool_nr_zones(pool); z++) {
-		int n = gfa_zone_scrub_take(pool, z, want_dirty, zw->b, fr, ZERO_BATCH_RANGES,
-					    ZERO_BATCH_FRAMES);
+		int n = zone_scrub_take(pool, z, want_dirty, zw->b, fr, ZERO_BATCH_RANGES,
+					ZERO_BATCH_FRAMES);
 
 		for (int i = 0; i < n; i++) {
 			int64_t done = backing_prepare_range(zw->b, fr[i].pfn, fr[i].nr);
 
 			if (done > 0)
 				atomic_fetch_add(&zw->frames, (uint64_t)done);
-			gfa_zone_populate_done(pool, fr[i].pfn, fr[i].nr);
+			zone_populate_done(pool, fr[i].pfn, fr[i].nr);
 		}
 		taken += n > 0 ? n : 0;
 	}
