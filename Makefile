@@ -54,6 +54,9 @@ TOOL_SRC  := $(sort $(wildcard tools/*.c))
 HEADERS   := $(filter-out include/gfa/refvmm.h,$(wildcard include/gfa/*.h))
 
 SO      := $(BUILD)/libgfa.so.$(VERSION)
+# one section 3 man page per public function, from its kernel-doc (tools/kernel_doc_man.py)
+MAN_DIR   := $(BUILD)/man
+MAN_STAMP := $(MAN_DIR)/.stamp
 A       := $(BUILD)/libgfa.a
 A_DEBUG := $(BUILD)/libgfa-debug.a
 REF_A   := $(BUILD)/libgfa-refvmm.a
@@ -66,7 +69,7 @@ TESTBIN := $(BUILD)/tests/gfa-tests
 # The memory checker a Linux guest runs from its initramfs (tools/linux-initramfs.sh):
 # static, since the initramfs has no libraries; no sanitizer for the same reason.
 LINUX_CHECKER := $(BUILD)/tests/linux/gfacheck
-all: $(SO) $(A) $(REF_A) $(GFACTL) $(EX_BIN) $(BENCH_BIN) $(LINUX_CHECKER)
+all: $(SO) $(A) $(REF_A) $(GFACTL) $(EX_BIN) $(BENCH_BIN) $(LINUX_CHECKER) $(MAN_STAMP)
 
 $(LINUX_CHECKER): tests/linux/gfacheck.c
 	@mkdir -p $(dir $@)
@@ -112,6 +115,11 @@ $(SO): $(LIB_OBJ) libgfa.map
 	    -Wl,-z,defs -Wl,--as-needed $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS)
 	ln -sf libgfa.so.$(VERSION) $(BUILD)/libgfa.so.$(SOVERSION)
 	ln -sf libgfa.so.$(SOVERSION) $(BUILD)/libgfa.so
+
+$(MAN_STAMP): tools/kernel_doc_man.py tools/fuzz_null_calls.py $(HEADERS)
+	@rm -rf $(MAN_DIR) && mkdir -p $(MAN_DIR)
+	python3 tools/kernel_doc_man.py $(MAN_DIR) $(VERSION) $(sort $(HEADERS))
+	@touch $@
 
 $(GFACTL): $(TOOL_SRC:%.c=$(BUILD)/%.o) $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
@@ -193,8 +201,10 @@ bench: deps
 	$(MAKE) all
 	tools/bench-all.sh $(BUILD)
 
-install: $(SO) $(A)
-	install -d $(DESTDIR)$(PREFIX)/include/gfa $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+install: $(SO) $(A) $(MAN_STAMP)
+	install -d $(DESTDIR)$(PREFIX)/include/gfa $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	    $(DESTDIR)$(PREFIX)/share/man/man3
+	install -m 644 $(MAN_DIR)/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/gfa/
 	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libgfa.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libgfa.so.$(SOVERSION)

@@ -126,6 +126,31 @@ Test(library, exports_what_the_headers_declare)
 	free(decl);
 }
 
+/* `make` writes a section 3 man page of each public function into $GFA_BUILD/man. */
+Test(library, each_public_function_has_a_man_page)
+{
+	const char *build = getenv("GFA_BUILD");
+	char *decl = public_functions(), *save = NULL;
+	char path[512], line[256];
+	int n = 0;
+
+	for (char *name = strtok_r(decl, "\n", &save); name; name = strtok_r(NULL, "\n", &save)) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/man/%s.3", build ? build : "build", name);
+		f = fopen(path, "r");
+		cr_expect_not_null(f, "no man page %s", path);
+		if (!f)
+			continue;
+		cr_expect_not_null(fgets(line, sizeof(line), f));
+		cr_expect(!strncmp(line, ".TH ", 4), "%s: %s", path, line);
+		fclose(f);
+		n++;
+	}
+	cr_expect_gt(n, 100);
+	free(decl);
+}
+
 Test(library, version_of_headers_and_library_agree)
 {
 	cr_expect_eq(gfa_version(), GFA_VERSION);
