@@ -3,10 +3,47 @@
  * gfa allocator layer: pools, zones, the buddy allocator, per-vCPU caches (pcp),
  * statistics and the invariant checker.  Pure logic: no KVM, io_uring or libnuma.
  *
- * Vocabulary is the kernel's: a frame is 4 KiB, a pfn its index in the pool, a block
- * of order k is 2^k frames aligned to 2^k, a pageblock is order 9 (2 MiB) and carries
- * a migratetype and a skip bit.  A pool holds one or more zones, each a contiguous pfn
- * range with its own lock and free lists.
+ * Vocabulary is the kernel's; one word per mechanism, used in every layer:
+ *
+ *   frame        4 KiB of guest memory; a pfn is its index in the pool.
+ *   block        2^order frames aligned to 2^order (order 0..GFA_MAX_ORDER); freeing
+ *                merges it with its free buddy, the block of the same order beside it.
+ *   pageblock    order 9 (2 MiB, the THP size): the unit a migratetype and compaction's
+ *                skip bit are kept for.
+ *   migratetype  UNMOVABLE, MOVABLE or RECLAIMABLE: what a block's data allows; free
+ *                lists are kept per type, and an allocation falls back to another
+ *                type's pageblocks by stealing them.
+ *   pool, zone   a pool is all the frames of one allocator; a zone is a contiguous pfn
+ *                range of it (a NUMA node's memory) with its own lock and free lists.
+ *   zone path    an allocation or free under the zone lock (gfa_alloc, gfa_free).
+ *   pcp          a per-vCPU cache (struct gfa_pcp): free blocks of orders 0-3 and 9
+ *                that one thread allocates and frees without the zone lock, refilled
+ *                and drained in batches.
+ *   holder       the one thread a pcp belongs to at a time; another thread (a drain,
+ *                the checker, compaction) takes a remote hold and waits for the holder
+ *                to leave its call (allocator/pcp.h).
+ *   owner        the cookie an allocated block is allocated to (a guest's id); an owner
+ *                that registers migrate ops (gfa_owner_register) lets compaction move
+ *                its MOVABLE blocks.
+ *   claim        frames of a zone promised to an owner before it allocates them
+ *                (gfa_zone_claim): other owners cannot take them, host work neither.
+ *   compaction   moving MOVABLE blocks (copy, remap by the owner's op) to make free
+ *                high-order blocks; isolated blocks are those a move has taken off the
+ *                lists.
+ *   capture      direct compaction handing the block its own moves freed straight to
+ *                the allocation that asked for it, before another thread can take it.
+ *   released     a free frame whose host memory is gone (punched out of the memfd);
+ *                populating it gets host memory again.  Released frames are reused
+ *                last.
+ *   host return  the vmm layer's thread that releases free frames to the host and
+ *                populates them back (gfa_host_return_start): the one word for giving
+ *                memory back to the host.
+ *   in flight    free frames off the lists while host work is on them: a release or a
+ *                populate in progress, or a scrub (zeroing) of dirty free frames; they
+ *                count as free (GFA_FRAME_INFLIGHT).
+ *   dirty        a free frame that may still hold an owner's data: zeroed (scrubbed)
+ *                before it goes to another owner.
+ *   cold         a free to the tail of its list (a stopped guest's frames): taken last.
  *
  * Errors: every function that can fail returns a negative errno (or, for functions
  * returning a pfn, a negative errno in an int64_t); functions returning a pointer return
