@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * tools/check_api.py (`make check-api`) fails on each broken convention: the fixtures of
- * tests/data/check_api/ are one good header and map, and copies of them that break one
- * rule each.  Found from the working directory, or from $GFA_SRCDIR.
+ * tools/check_api.py (`make check-api`) fails on each broken convention: it passes the
+ * good header and map of tests/data/check_api/, and fails on each copy of them that one
+ * edit of the table below breaks.  Fixtures are found from the working directory, or
+ * from $GFA_SRCDIR.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -10,18 +11,23 @@
 #include <string.h>
 #include <sys/wait.h>
 
-/* Run the checker on a map and a header of the fixtures; its exit status, output in out. */
-static int check_api(const char *map, const char *header, char *out, size_t len)
+static const char *srcdir(void)
 {
 	const char *src = getenv("GFA_SRCDIR");
+
+	return src ? src : ".";
+}
+
+/* Run the checker on a map and a header; its exit status, its output in out. */
+static int check_api(const char *map, const char *header, char *out, size_t len)
+{
 	char cmd[1024];
 	size_t n;
 	FILE *p;
 	int st;
 
-	src = src ? src : ".";
-	snprintf(cmd, sizeof(cmd), "python3 %s/tools/check_api.py --map %s/tests/data/check_api/%s "
-		 "%s/tests/data/check_api/%s 2>&1", src, src, map, src, header);
+	snprintf(cmd, sizeof(cmd), "python3 %s/tools/check_api.py --map %s %s 2>&1", srcdir(),
+		 map, header);
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	n = fread(out, 1, len - 1, p);
@@ -31,37 +37,85 @@ static int check_api(const char *map, const char *header, char *out, size_t len)
 	return WEXITSTATUS(st);
 }
 
+/* Copy fixture name into dir with its first `find` replaced by `repl`; the copy's path. */
+static void broken_copy(const char *dir, const char *name, const char *find, const char *repl,
+			char *path, size_t len)
+{
+	char in[512], text[8192];
+	const char *at;
+	size_t n;
+	FILE *f;
+
+	snprintf(in, sizeof(in), "%s/tests/data/check_api/%s", srcdir(), name);
+	f = fopen(in, "r");
+	cr_assert_not_null(f, "%s", in);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = 0;
+	fclose(f);
+	snprintf(path, len, "%s/%s", dir, name);
+	f = fopen(path, "w");
+	cr_assert_not_null(f, "%s", path);
+	at = find ? strstr(text, find) : NULL;
+	if (find)
+		cr_assert_not_null(at, "%s has no \"%s\"", name, find);
+	if (at)
+		fprintf(f, "%.*s%s%s", (int)(at - text), text, repl, at + strlen(find));
+	else
+		fputs(text, f);
+	fclose(f);
+}
+
 Test(check_api, passes_a_header_that_keeps_the_conventions)
 {
-	char out[4096];
+	char out[4096], map[512], header[512];
 
-	cr_expect_eq(check_api("good.map", "good.h", out, sizeof(out)), 0, "%s", out);
+	snprintf(map, sizeof(map), "%s/tests/data/check_api/good.map", srcdir());
+	snprintf(header, sizeof(header), "%s/tests/data/check_api/good.h", srcdir());
+	cr_expect_eq(check_api(map, header, out, sizeof(out)), 0, "%s", out);
 }
 
 Test(check_api, fails_on_each_broken_convention)
 {
+	/* in good.h, or in good.map when map is set: find -> repl, and what the checker says */
 	static const struct {
-		const char *map, *header, *says;
+		bool map;
+		const char *find, *repl, *says;
 	} bad[] = {
-		{ "good.map", "bad-doc-none.h", ": doc: gfa_thing_stat() has no kernel-doc block" },
-		{ "good.map", "bad-doc-summary.h", "does not open with 'gfa_thing_free() - summary'" },
-		{ "good.map", "bad-doc-return.h", "returns int but has no 'Return:' line" },
-		{ "good.map", "bad-doc-context.h", "gfa_thing_stat(): no 'Context:' line" },
-		{ "good.map", "bad-reserved.h", ": reserved: struct gfa_thing_stat" },
-		{ "good.map", "bad-errno.h", ": errno: raw errno -EFAULT" },
-		{ "good.map", "bad-errno-positive.h", ": errno: raw errno ENOMEM" },
-		{ "good.map", "bad-columns.h", ": columns: 109 columns" },
-		{ "bad-wildcard.map", "good.h", ": map: wildcard 'gfa_*'" },
-		{ "bad-missing.map", "good.h", "gfa_thing_stat is declared but" },
-		{ "bad-undeclared.map", "good.h", "gfa_thing_gone is exported but no header" },
-		{ "bad-newer-node.map", "good.h", "GFA_0.4 is newer than gfa/gfa.h's version 0.3" },
+		{ false, "/**\n * gfa_thing_stat()", "/*\n * gfa_thing_stat()",
+		  ": doc: gfa_thing_stat() has no kernel-doc block" },
+		{ false, " * gfa_thing_free() - free a thing", " * free a thing",
+		  "does not open with 'gfa_thing_free() - summary'" },
+		{ false, " * Return: 0 or GFA_EFAULT.\n", "", "returns int but has no 'Return:' line" },
+		{ false, "GFA_EFAULT.\n * Context: any thread.\n", "GFA_EFAULT.\n",
+		  "gfa_thing_stat(): no 'Context:' line" },
+		{ false, "\tuint64_t reserved[4];", "", ": reserved: struct gfa_thing_stat" },
+		{ false, "Return: 0 or GFA_EFAULT.", "Return: 0 or -EFAULT.",
+		  ": errno: raw errno -EFAULT" },
+		{ false, "Return: 0 or GFA_EFAULT.", "Return: 0, or NULL with errno ENOMEM.",
+		  ": errno: raw errno ENOMEM" },
+		{ false, " * @t: the thing\n", " * @t: the thing, with a description long enough to "
+		  "run past the hundredth column of this line, and then some\n",
+		  ": columns: 109 columns" },
+		{ true, "\t\tgfa_thing_free;", "\t\tgfa_*;", ": map: wildcard 'gfa_*'" },
+		{ true, "\t\tgfa_thing_stat;\n", "", "gfa_thing_stat is declared but" },
+		{ true, "\t\tgfa_thing_stat;", "\t\tgfa_thing_stat;\n\t\tgfa_thing_gone;",
+		  "gfa_thing_gone is exported but no header" },
+		{ true, "GFA_0.3 {", "GFA_0.4 {", "GFA_0.4 is newer than gfa/gfa.h's version 0.3" },
 	};
-	char out[4096];
+	char dir[] = "/tmp/gfa-check-api-XXXXXX", out[4096], map[512], header[512];
 
+	cr_assert_not_null(mkdtemp(dir));
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		cr_expect_eq(check_api(bad[i].map, bad[i].header, out, sizeof(out)), 1,
-			     "%s %s passed:\n%s", bad[i].map, bad[i].header, out);
-		cr_expect_not_null(strstr(out, bad[i].says), "%s %s: no \"%s\" in:\n%s",
-				   bad[i].map, bad[i].header, bad[i].says, out);
+		broken_copy(dir, "good.map", bad[i].map ? bad[i].find : NULL, bad[i].repl, map,
+			    sizeof(map));
+		broken_copy(dir, "good.h", bad[i].map ? NULL : bad[i].find, bad[i].repl, header,
+			    sizeof(header));
+		cr_expect_eq(check_api(map, header, out, sizeof(out)), 1, "case %zu passed:\n%s",
+			     i, out);
+		cr_expect_not_null(strstr(out, bad[i].says), "case %zu: no \"%s\" in:\n%s", i,
+				   bad[i].says, out);
+		remove(map);
+		remove(header);
 	}
+	remove(dir);
 }
