@@ -353,11 +353,6 @@ out:
 
 /* ---- the zone isolation gate ---- */
 
-/*
- * Before isolating allocated blocks of zone z: raise the gate, then make sure no cache
- * call that started before it can still be freeing with plain stores.  Calls that start
- * later see the gate and use compare-and-swap, which decides any race with isolation.
- */
 /* Raise (+1) or lower (-1) the gate in every cache of z (pool->pcp_lock held). */
 static void pcp_gate_add(struct gfa_zone *z, int v)
 {
@@ -367,6 +362,11 @@ static void pcp_gate_add(struct gfa_zone *z, int v)
 			atomic_fetch_add_explicit(&pcp->cas_free, v, memory_order_release);
 }
 
+/*
+ * Before isolating allocated blocks of zone z: raise the gate, then make sure no cache
+ * call that started before it can still be freeing with plain stores.  Calls that start
+ * later see the gate and use compare-and-swap, which decides any race with isolation.
+ */
 void pcp_isolate_begin(struct gfa_zone *z)
 {
 	struct gfa_pool *pool = z->pool;
