@@ -137,7 +137,9 @@ int zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool rel
  * the pool while holding one (the wait would be for the caller itself).  Never more
  * than leaves the claimed frames plus the zone's release policy `low` on the lists
  * (blocks that do not fit are passed over).  want() runs with the zone lock held and
- * must not call into the pool.  Returns ranges filled, GFA_EFAULT or GFA_ERANGE.
+ * must not call into the pool.  Returns ranges filled (0: nothing it may take), -EAGAIN
+ * (an allocation waits for frames in work: nothing taken now, try again once it has
+ * run), GFA_EFAULT or GFA_ERANGE.
  */
 typedef bool (*gfa_block_want_fn)(void *ctx, uint64_t pfn, unsigned int order);
 int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,

@@ -12,6 +12,7 @@
  * back (release_restore).  Frames being released or populated are INFLIGHT: off the
  * lists, never handed out.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include "allocator/internal.h"
 
@@ -450,10 +451,17 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 		pthread_mutex_unlock(&z->lock);
 		return pool_err(pool, GFA_EFAULT);
 	}
+	/* take nothing while an allocation waits for the frames in work: they come back
+	 * before any more leave.  Said apart from "nothing to take" (-EAGAIN, not an
+	 * error): the waiter leaves as soon as it runs, and a scrubber that took 0 for
+	 * done stopped with its dirty blocks still on the lists */
+	if (z->scrub_waiters) {
+		pthread_mutex_unlock(&z->lock);
+		return -EAGAIN;
+	}
 	/* keep the low reserve and the claimed frames on the lists, as page reporting
-	 * keeps the low watermark, and take nothing while an allocation waits for the
-	 * frames in work: they come back before any more leave */
-	room = z->scrub_waiters ? 0 : claim_unclaimed_listed(z);
+	 * keeps the low watermark */
+	room = claim_unclaimed_listed(z);
 	room = room > z->rp.low ? room - z->rp.low : 0;
 	if (max_frames > room)
 		max_frames = room;
