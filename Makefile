@@ -1,6 +1,10 @@
 # gfa — guest frame allocator.  `make` builds libgfa.{so,a}, gfactl, examples, benchmarks.
 # `make run` runs the main job (gfactl vmstart); `make test` runs the Criterion suite.
-VERSION   := 0.4.0
+# The version is defined once, in include/gfa/gfa.h (GFA_VERSION_MAJOR/MINOR/PATCH): the
+# file names, gfa.pc and the man pages take it from there, and `make check-api` holds
+# libgfa.map's newest version node to it.
+VERSION   := $(shell sed -n 's/^\#define GFA_VERSION_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\)$$/\2/p' \
+		include/gfa/gfa.h | paste -sd.)
 SOVERSION := 2
 PREFIX    ?= /usr/local
 DESTDIR   ?=
@@ -50,6 +54,9 @@ TOOL_SRC  := $(sort $(wildcard tools/*.c))
 HEADERS   := $(filter-out include/gfa/refvmm.h,$(wildcard include/gfa/*.h))
 
 SO      := $(BUILD)/libgfa.so.$(VERSION)
+# one section 3 man page per public function, from its kernel-doc (tools/kernel_doc_man.py)
+MAN_DIR   := $(BUILD)/man
+MAN_STAMP := $(MAN_DIR)/.stamp
 A       := $(BUILD)/libgfa.a
 A_DEBUG := $(BUILD)/libgfa-debug.a
 REF_A   := $(BUILD)/libgfa-refvmm.a
@@ -57,11 +64,12 @@ GFACTL  := $(BUILD)/gfactl
 TESTBIN := $(BUILD)/tests/gfa-tests
 
 .PHONY: all deps deps-test run linux test check asan tsan bench install install-refvmm clean tidy cppcheck \
+        check-api \
         sanitized-test bench-buddy bench-pcp bench-thpscale bench-release bench-peer
 # The memory checker a Linux guest runs from its initramfs (tools/linux-initramfs.sh):
 # static, since the initramfs has no libraries; no sanitizer for the same reason.
 LINUX_CHECKER := $(BUILD)/tests/linux/gfacheck
-all: $(SO) $(A) $(REF_A) $(GFACTL) $(EX_BIN) $(BENCH_BIN) $(LINUX_CHECKER)
+all: $(SO) $(A) $(REF_A) $(GFACTL) $(EX_BIN) $(BENCH_BIN) $(LINUX_CHECKER) $(MAN_STAMP)
 
 $(LINUX_CHECKER): tests/linux/gfacheck.c
 	@mkdir -p $(dir $@)
@@ -107,6 +115,11 @@ $(SO): $(LIB_OBJ) libgfa.map
 	    -Wl,-z,defs -Wl,--as-needed $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS)
 	ln -sf libgfa.so.$(VERSION) $(BUILD)/libgfa.so.$(SOVERSION)
 	ln -sf libgfa.so.$(SOVERSION) $(BUILD)/libgfa.so
+
+$(MAN_STAMP): tools/kernel_doc_man.py tools/fuzz_null_calls.py $(HEADERS)
+	@rm -rf $(MAN_DIR) && mkdir -p $(MAN_DIR)
+	python3 tools/kernel_doc_man.py $(MAN_DIR) $(VERSION) $(sort $(HEADERS))
+	@touch $@
 
 $(GFACTL): $(TOOL_SRC:%.c=$(BUILD)/%.o) $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
@@ -188,8 +201,10 @@ bench: deps
 	$(MAKE) all
 	tools/bench-all.sh $(BUILD)
 
-install: $(SO) $(A)
-	install -d $(DESTDIR)$(PREFIX)/include/gfa $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+install: $(SO) $(A) $(MAN_STAMP)
+	install -d $(DESTDIR)$(PREFIX)/include/gfa $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	    $(DESTDIR)$(PREFIX)/share/man/man3
+	install -m 644 $(MAN_DIR)/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/gfa/
 	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libgfa.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libgfa.so.$(SOVERSION)
@@ -203,6 +218,12 @@ install-refvmm: install $(REF_A)
 	install -m 644 $(REF_A) $(DESTDIR)$(PREFIX)/lib/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' refvmm/gfa-refvmm.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gfa-refvmm.pc
+
+# The public API's conventions (tools/check_api.py): kernel-doc, reserved words, GFA_E*
+# names, the map against the headers, 100 columns in the library's sources and headers.
+API_LINES := $(sort $(wildcard allocator/*.[ch] numa/*.[ch] vmm/*.[ch])) include/gfa/refvmm.h
+check-api:
+	@python3 tools/check_api.py --map libgfa.map $(sort $(HEADERS)) --lines $(API_LINES)
 
 tidy:
 	clang-tidy $(LIB_SRC) $(REF_SRC) -- -std=gnu11 -DGFA_DEBUG=1 -Iinclude -I. $(PKG_CFLAGS) $(REF_CFLAGS)

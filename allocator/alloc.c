@@ -50,7 +50,7 @@ int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int m
 }
 
 /*
- * Frames a scrub holds (gfa_zone_scrub_take) are free frames being zeroed, back on the
+ * Frames a scrub holds (zone_scrub_take) are free frames being zeroed, back on the
  * lists within one batch: wait for them rather than fail, as a refill waits out a
  * drain.  No scrub takes more while one waits, and the try after the wait runs under
  * the same lock hold, so it sees every frame they held.
@@ -248,7 +248,8 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
 
 			p->order = (uint8_t)new_order;
 			p->mt = (uint8_t)mt;
-			__atomic_store_n(&p->index, index + (uint32_t)(k << new_order), __ATOMIC_RELAXED);
+			__atomic_store_n(&p->index, index + (uint32_t)(k << new_order),
+					 __ATOMIC_RELAXED);
 			frame_set_owner(p, owner);
 			fstate_set(p, GFA_FRAME_ALLOCATED);
 		}

@@ -17,7 +17,8 @@ static bool pfn_in_zone(const struct gfa_zone *z, uint64_t pfn, unsigned int ord
 }
 
 /* Keep each pageblock's count of free frames (an order-10 block spans two). */
-static inline __attribute__((always_inline)) void pb_account_free(struct gfa_zone *z, uint64_t pfn, unsigned int order, int sign)
+static inline __attribute__((always_inline)) void pb_account_free(struct gfa_zone *z, uint64_t pfn,
+								  unsigned int order, int sign)
 {
 	if (order <= GFA_PAGEBLOCK_ORDER) {
 		/* a pageblock's free count never goes below 0 nor above the pageblock */
@@ -144,7 +145,7 @@ void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 	free_account(z, pfn, buddy_list_unlink(pool, z, pfn), -1);
 }
 
-__thread struct capture_control *gfa_capc;
+__thread struct capture_control *compact_capc;
 
 /*
  * compaction_capture(): a direct compaction running in this thread takes the block
@@ -224,7 +225,7 @@ static inline __attribute__((always_inline)) bool free_one(struct gfa_zone *z, u
 {
 	unsigned int mt = pfn_pageblock(z, pfn)->mt;
 	/* read once: a thread-local (a call per read in a shared library), asked per level */
-	struct capture_control *capc = gfa_capc;
+	struct capture_control *capc = compact_capc;
 	uint64_t freed_pfn = pfn;
 	unsigned int freed_order = order;
 
@@ -236,7 +237,8 @@ static inline __attribute__((always_inline)) bool free_one(struct gfa_zone *z, u
 		uint64_t buddy = pfn ^ (1UL << order);
 		struct gfa_frame *bf;
 
-		if (__builtin_expect(capc != NULL, 0) && compaction_capture(capc, z, pfn, order, mt))
+		if (__builtin_expect(capc != NULL, 0) &&
+		    compaction_capture(capc, z, pfn, order, mt))
 			goto captured;
 		if (!pfn_in_zone(z, buddy, order))
 			break;
@@ -449,8 +451,8 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 		buddy_list_add(z->pool, z, pfn, order, start_mt, block_released(z, pfn, order));
 		return;
 	}
-	free_frames = buddy_move_freepages_block(z, (pb_start - z->start_pfn) >> GFA_PAGEBLOCK_ORDER,
-						 start_mt);
+	free_frames = buddy_move_freepages_block(
+		z, (pb_start - z->start_pfn) >> GFA_PAGEBLOCK_ORDER, start_mt);
 	if (start_mt == GFA_MT_MOVABLE)
 		alike = pageblock_movable_frames(z, pb_start);
 	else if (old_mt == GFA_MT_MOVABLE)
@@ -475,7 +477,8 @@ static bool rmqueue_fallback(struct gfa_zone *z, unsigned int order, unsigned in
 		/* A movable request that cannot steal the block splits the smallest one. */
 		if (!can_steal && start_mt == GFA_MT_MOVABLE && o > (int)order) {
 			for (o = (int)order; o <= GFA_MAX_ORDER; o++) {
-				fmt = find_suitable_fallback(z, (unsigned int)o, start_mt, &can_steal);
+				fmt = find_suitable_fallback(z, (unsigned int)o, start_mt,
+							     &can_steal);
 				if (fmt >= 0)
 					break;
 			}

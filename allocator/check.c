@@ -25,8 +25,8 @@ static int check_released(struct gfa_zone *z, uint64_t pfn, unsigned int st, uns
 		if (!release_test(z, p))
 			continue;
 		if (st != GFA_FRAME_FREE)
-			FAIL("zone %u: pfn %lu is marked released but its block is not free (state %u)",
-			     z->id, (unsigned long)p, st);
+			FAIL("zone %u: pfn %lu is marked released but its block is not free "
+			     "(state %u)", z->id, (unsigned long)p, st);
 		t->released++;
 	}
 	if (st == GFA_FRAME_INFLIGHT)
@@ -50,7 +50,8 @@ static int check_pageblock_counts(struct gfa_zone *z, char *msg, size_t len)
 		uint64_t start = z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER), nfree = 0, nrel = 0;
 		uint64_t pfn = frame_find_head(z->pool, z, start);
 
-		for (uint64_t p = start; p < start + GFA_PAGEBLOCK_FRAMES && p < z->start_pfn + z->nr_frames; p++)
+		for (uint64_t p = start;
+		     p < start + GFA_PAGEBLOCK_FRAMES && p < z->start_pfn + z->nr_frames; p++)
 			nrel += release_test(z, p);
 		while (pfn < start + GFA_PAGEBLOCK_FRAMES && pfn < z->start_pfn + z->nr_frames) {
 			struct gfa_frame *f = &z->pool->frames[pfn];
@@ -63,9 +64,10 @@ static int check_pageblock_counts(struct gfa_zone *z, char *msg, size_t len)
 			pfn += 1UL << f->order;
 		}
 		if (nfree != z->pageblocks[pb].nr_free || nrel != z->pageblocks[pb].nr_released)
-			FAIL("zone %u: pageblock %lu counts %u free %u released, frames say %lu and %lu",
-			     z->id, (unsigned long)pb, z->pageblocks[pb].nr_free,
-			     z->pageblocks[pb].nr_released, (unsigned long)nfree, (unsigned long)nrel);
+			FAIL("zone %u: pageblock %lu counts %u free %u released, "
+			     "frames say %lu and %lu", z->id, (unsigned long)pb,
+			     z->pageblocks[pb].nr_free, z->pageblocks[pb].nr_released,
+			     (unsigned long)nfree, (unsigned long)nrel);
 	}
 	return 0;
 }
@@ -122,9 +124,9 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 				     z->id, (unsigned long)p, (unsigned long)pfn);
 		for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
 			if (fstate(&z->pool->frames[p]))
-				FAIL("zone %u: pfn %lu inside the block at %lu (order %u) has state %u",
-				     z->id, (unsigned long)p, (unsigned long)pfn, order,
-				     fstate(&z->pool->frames[p]));
+				FAIL("zone %u: pfn %lu inside the block at %lu (order %u) "
+				     "has state %u", z->id, (unsigned long)p, (unsigned long)pfn,
+				     order, fstate(&z->pool->frames[p]));
 		if (check_released(z, pfn, st, order, t, msg, len))
 			return -EUCLEAN;
 		if (st == GFA_FRAME_PCP)
@@ -133,8 +135,8 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 			t->free_blocks[order][f->mt]++;
 			t->free_frames += 1UL << order;
 			if (should_have_merged(z, pfn, order))
-				FAIL("zone %u: free buddies at pfn %lu and %lu (order %u) not merged",
-				     z->id, (unsigned long)pfn,
+				FAIL("zone %u: free buddies at pfn %lu and %lu (order %u) "
+				     "not merged", z->id, (unsigned long)pfn,
 				     (unsigned long)(pfn ^ (1UL << order)), order);
 			/* a block of pageblocks is on its pageblocks' list (merges retype) */
 			for (uint64_t q = pfn; order >= GFA_PAGEBLOCK_ORDER &&
@@ -167,21 +169,24 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 				const struct gfa_frame *f;
 
 				if (p < z->start_pfn || p >= z->start_pfn + z->nr_frames)
-					FAIL("zone %u: free list order %u %s links to pfn %u, outside "
-					     "the zone", z->id, o, gfa_migratetype_name(mt), p);
+					FAIL("zone %u: free list order %u %s links to pfn %u, "
+					     "outside the zone", z->id, o,
+					     gfa_migratetype_name(mt), p);
 				f = &frames[p];
 				if (fstate(f) != GFA_FRAME_FREE || f->order != o || f->mt != mt ||
 				    f->prev != prev || pool_pfn_zone(z->pool, p) != z)
-					FAIL("zone %u: free list order %u %s holds pfn %u (state %u "
-					     "order %u mt %u)", z->id, o, gfa_migratetype_name(mt),
-					     p, fstate(f), f->order, f->mt);
+					FAIL("zone %u: free list order %u %s holds pfn %u "
+					     "(state %u order %u mt %u)", z->id, o,
+					     gfa_migratetype_name(mt), p, fstate(f), f->order,
+					     f->mt);
 				prev = p;
 				n++;
 			}
 			if (n != l->nr || n != t->free_blocks[o][mt] || l->tail != prev)
-				FAIL("zone %u: order %u %s: list holds %lu, counter %lu, blocks %lu",
-				     z->id, o, gfa_migratetype_name(mt), (unsigned long)n,
-				     (unsigned long)l->nr, (unsigned long)t->free_blocks[o][mt]);
+				FAIL("zone %u: order %u %s: list holds %lu, counter %lu, "
+				     "blocks %lu", z->id, o, gfa_migratetype_name(mt),
+				     (unsigned long)n, (unsigned long)l->nr,
+				     (unsigned long)t->free_blocks[o][mt]);
 			area_total += n;
 		}
 		if (area_total != z->area[o].nr_free)
@@ -227,11 +232,12 @@ static int check_zone_extras(struct gfa_zone *z, char *msg, size_t len)
 			FAIL("zone %u: pageblock %lu has unknown flags %#x", z->id,
 			     (unsigned long)i, z->pageblocks[i].flags);
 	for (int i = 0; i < 3; i++) {
-		uint64_t pos = i < 2 ? z->compact_cached_migrate_pfn[i] : z->compact_cached_free_pfn;
+		uint64_t pos = i < 2 ? z->compact_cached_migrate_pfn[i] :
+				       z->compact_cached_free_pfn;
 
 		if (pos < z->start_pfn || pos >= end || (pos & (GFA_PAGEBLOCK_FRAMES - 1)))
-			FAIL("zone %u: cached compaction position %lu is not a pageblock of the zone",
-			     z->id, (unsigned long)pos);
+			FAIL("zone %u: cached compaction position %lu is not a pageblock "
+			     "of the zone", z->id, (unsigned long)pos);
 	}
 	if (tailbits && (z->released[z->nr_frames / 64] >> tailbits))
 		FAIL("zone %u: released bits set beyond the zone's last frame", z->id);
@@ -288,8 +294,9 @@ static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
 			if (!f || fstate(f) != GFA_FRAME_PCP || f->order != order ||
 			    f->mt != (unsigned int)i % GFA_MT_PCPTYPES ||
 			    pool_pfn_zone(pool, p) != pcp->zone) {
-				snprintf(msg, len, "pcp %p list %d: pfn %u (state %u order %u mt %u) "
-					 "does not belong there", (void *)pcp, i, p,
+				snprintf(msg, len, "pcp %p list %d: pfn %u "
+					 "(state %u order %u mt %u) does not belong there",
+					 (void *)pcp, i, p,
 					 f ? fstate(f) : 0u, f ? (unsigned int)f->order : 0u,
 					 f ? (unsigned int)f->mt : 0u);
 				return -EUCLEAN;
@@ -319,8 +326,8 @@ static int pcp_check_unique(struct gfa_pool *pool, uint64_t *seen, char *msg, si
 				uint32_t p = plist_at(l, k);
 
 				if (seen[p / 64] & (1ULL << (p % 64))) {
-					snprintf(msg, len, "pfn %u is on a cache list twice (pcp %p "
-						 "list %d)", p, (void *)pcp, i);
+					snprintf(msg, len, "pfn %u is on a cache list twice "
+						 "(pcp %p list %d)", p, (void *)pcp, i);
 					return -EUCLEAN;
 				}
 				seen[p / 64] |= 1ULL << (p % 64);

@@ -240,7 +240,8 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 			claim_refund(z, owner, taken, gen);
 		} else {
 			collapse_putback(pool, pfns, n);
-			if (!frame_begin_free(pool, z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner, 0)) {
+			if (!frame_begin_free(pool, z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER, owner,
+					      0)) {
 				zone_free_locked(z, (uint64_t)dst, GFA_PAGEBLOCK_ORDER);
 				claim_refund(z, owner, taken, gen);
 			}

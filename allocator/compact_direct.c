@@ -15,16 +15,16 @@ static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned i
 			      enum gfa_compact_mode mode, unsigned int flags)
 {
 	bool nofb = flags & GFA_ALLOC_NOFALLBACK;
-	struct capture_control capc = { z, (int)order, mt, -1, nofb }, *outer = gfa_capc;
+	struct capture_control capc = { z, (int)order, mt, -1, nofb }, *outer = compact_capc;
 	bool capture = !__atomic_load_n(&z->pool->compact.linear_only, __ATOMIC_RELAXED);
 	unsigned int how = COMPACT_DIRECT | (mode == GFA_COMPACT_SYNC ? COMPACT_IGNORE_SKIP : 0) |
 			   (nofb ? COMPACT_NOFALLBACK : 0);
 
 	if (capture)
-		gfa_capc = &capc;
+		compact_capc = &capc;
 	compact_run(z, (int)order, mt, mode, how, capture ? &capc : NULL);
 	/* a migrate op may allocate and compact in this thread: the outer request's again */
-	gfa_capc = outer;
+	compact_capc = outer;
 	return capc.pfn;
 }
 

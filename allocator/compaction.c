@@ -330,7 +330,7 @@ static void fast_isolate_freepages(struct compact_control *cc)
 		if (order < 0)
 			order += cc->order;
 		if (order < 0 || order > GFA_MAX_ORDER)
-			continue;   /* search_order out of step with cc->order: never, but be safe */
+			continue; /* search_order out of step with cc->order: never, but be safe */
 		l = &z->area[order].list[GFA_MT_MOVABLE];
 		for (p = l->tail; p != GFA_NIL && order_scanned < limit; p = frames[p].prev) {
 			last = p;
@@ -338,7 +338,8 @@ static void fast_isolate_freepages(struct compact_control *cc)
 			order_scanned++;
 			if (pb_start(p) > highest_pb && pb_start(p) < cc->free_pfn)
 				highest_pb = pb_start(p);
-			if (pb_skip(z, p) || p < min_pfn || p + (1UL << order) > cc->free_pfn + GFA_PAGEBLOCK_FRAMES)
+			if (pb_skip(z, p) || p < min_pfn ||
+			    p + (1UL << order) > cc->free_pfn + GFA_PAGEBLOCK_FRAMES)
 				continue;
 			if (p >= low_pfn) {
 				found = p;
@@ -632,9 +633,10 @@ static uint64_t fast_find_migrateblock(struct compact_control *cc)
 				if (pb_test_and_set_skip(z, p)) {
 					/* owned by another instance: rotate to the tail */
 					buddy_list_del(z->pool, z, p);
-					buddy_list_add(z->pool, z, p, (unsigned int)order, GFA_MT_MOVABLE, true);
+					buddy_list_add(z->pool, z, p, (unsigned int)order,
+						       GFA_MT_MOVABLE, true);
 				} else {
-					/* move the scanned prefix to the tail: next search starts fresh */
+					/* the scanned prefix to the tail: a fresh next search */
 					cc->migrate_scanned += nr_scanned;
 					cc->migrate_blocks += nr_scanned;
 					cc->fast_search_fail = 0;
@@ -929,7 +931,8 @@ static int compact_finished(struct compact_control *cc)
 	pthread_mutex_lock(&z->lock);
 	if ((cc->free_pfn >> GFA_PAGEBLOCK_ORDER) <= (cc->migrate_pfn >> GFA_PAGEBLOCK_ORDER)) {
 		/* scanners met: restart from the ends, clearing skip hints next time */
-		z->compact_cached_migrate_pfn[0] = z->compact_cached_migrate_pfn[1] = cc->zone_start;
+		z->compact_cached_migrate_pfn[0] = z->compact_cached_migrate_pfn[1] =
+			cc->zone_start;
 		z->compact_cached_free_pfn = pb_start(cc->zone_end - 1);
 		z->compact_blockskip_flush = true;
 		ret = GFA_COMPACT_COMPLETE;

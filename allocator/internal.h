@@ -33,7 +33,7 @@
  */
 #define FRAME_F_WAS_RELEASED 0x1u
 /*
- * The head of an in-flight block a scrub took (gfa_zone_scrub_take): free frames being
+ * The head of an in-flight block a scrub took (zone_scrub_take): free frames being
  * zeroed, counted free (gfa_zone.nr_scrub) while off the lists.
  */
 #define FRAME_F_SCRUB 0x2u
@@ -267,7 +267,7 @@ struct capture_control {
 	int64_t pfn;            /* captured block, or -1 */
 	bool nofallback;        /* only from pageblocks of type mt (GFA_ALLOC_NOFALLBACK) */
 };
-extern __thread struct capture_control *gfa_capc;
+extern __thread struct capture_control *compact_capc;
 /* Take a block of exactly `order` and type mt (with fallback unless nofallback). */
 int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt,
 		      bool nofallback);

@@ -18,7 +18,7 @@
 
 /* Are a caller's reserved words all zero?  Nonzero ones are GFA_EINVAL: a caller built
  * against a newer header asked for something this library does not know. */
-static inline bool gfa_reserved_zero(const uint64_t *r, size_t n)
+static inline bool reserved_zero(const uint64_t *r, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (r[i])
@@ -26,7 +26,7 @@ static inline bool gfa_reserved_zero(const uint64_t *r, size_t n)
 	return true;
 }
 #define GFA_RESERVED_ZERO(s) \
-	gfa_reserved_zero((s)->reserved, sizeof((s)->reserved) / sizeof((s)->reserved[0]))
+	reserved_zero((s)->reserved, sizeof((s)->reserved) / sizeof((s)->reserved[0]))
 
 /* ---- host backing ---- */
 
@@ -36,7 +36,7 @@ static inline bool gfa_reserved_zero(const uint64_t *r, size_t n)
  * never touches frame memory except through gfa_pfn_to_addr callers.
  * Returns 0, GFA_EFAULT, GFA_ERANGE.
  */
-int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, int memfd);
+int zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, int memfd);
 /*
  * Be told of every block a migrate op leaves behind with the owner's data in it
  * (compaction, collapse and a collapse's moves back): fn(ctx, pfn, order) runs in the
@@ -48,20 +48,20 @@ int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, i
  * gfa_collapse).  Returns 0, GFA_EFAULT, GFA_EBUSY (a hook is set already).
  */
 typedef void (*gfa_moved_fn)(void *ctx, uint64_t pfn, unsigned int order);
-int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx);
+int pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx);
 
 /*
  * Be told of every free frame that becomes released (its host memory is gone: it reads
  * zero), so a layer that keeps marks on frames drops them: fn(ctx, pfn, nr) runs with
  * the zone lock held, before the frames are on the free lists again (nobody can
- * allocate them meanwhile), for gfa_zone_release_done with released set,
- * gfa_zone_populate_failed, and compaction targets given back unwritten.  fn must not
+ * allocate them meanwhile), for zone_release_done with released set,
+ * zone_populate_failed, and compaction targets given back unwritten.  fn must not
  * call into the pool.  A backing clears the frames' dirty marks here (gfa_backing_create
  * sets the hook).  Set or remove it while no frame can be released (no host return, no
  * compaction).  Returns 0, GFA_EFAULT, GFA_EBUSY (a hook is set already).
  */
 typedef void (*gfa_released_fn)(void *ctx, uint64_t pfn, uint64_t nr);
-int gfa_pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ctx);
+int pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ctx);
 /*
  * Call fn(ctx, pfn, nr, released) for the free frames of [pfn, pfn + nr) (one zone; on
  * the buddy lists, in vCPU caches or held by a scrub), in pfn order, as runs that are
@@ -71,8 +71,8 @@ int gfa_pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ct
  * zone).  Any thread (a cached block's state is read as it stands).
  */
 typedef void (*gfa_free_run_fn)(void *ctx, uint64_t pfn, uint64_t nr, bool released);
-int gfa_zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
-		       void *ctx);
+int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
+		   void *ctx);
 
 /* ---- freeing ---- */
 
@@ -107,19 +107,18 @@ struct gfa_frame_range {
  * max_ranges coalesced ranges, highest first.  Frames claimed (gfa_zone_claim) stay on
  * the lists, so a claim's owner never finds them in flight.  Returns ranges filled (0:
  * nothing to do - the zone is at or below its high mark), GFA_EFAULT, GFA_ERANGE.  The
- * caller releases them and reports each with gfa_zone_release_done.
+ * caller releases them and reports each with zone_release_done.
  */
-int gfa_zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+int zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			     unsigned int max_ranges, uint64_t max_frames);
 /*
  * One grow step: when the zone has fewer than `low` populated free frames, take
  * released free frames (lowest first) up to `high` and max_frames, to be populated by
- * the caller and reported with gfa_zone_populate_done (or gfa_zone_populate_failed).  Only released frames go:
- * a free block that mixes them with populated ones is split, and its populated
- * pieces stay on the lists; claimed frames stay on the lists too.  Same returns as
- * above.
+ * the caller and reported with zone_populate_done (or zone_populate_failed).  Only released
+ * frames go: a free block that mixes them with populated ones is split, and its populated pieces
+ * stay on the lists; claimed frames stay on the lists too.  Same returns as above.
  */
-int gfa_zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+int zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			      unsigned int max_ranges, uint64_t max_frames);
 /*
  * Put an isolated range back on the free lists: released (the host memory is gone and
@@ -127,30 +126,32 @@ int gfa_zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_
  * Returns 0, GFA_EFAULT, GFA_ERANGE, GFA_EBUSY (part of the range is not in flight:
  * nothing changes).  Any thread (release engines call it from their threads).
  */
-int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released);
+int zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released);
 /*
  * Background work on free frames (scrubbing): take up to max_frames populated free
  * frames whose block want() accepts off the free lists (INFLIGHT), as ranges; the
- * caller works on them and hands each back with gfa_zone_populate_done.  They stay free
+ * caller works on them and hands each back with zone_populate_done.  They stay free
  * frames: counted in nr_free (gfa_zone_stat.nr_scrubbing) and claimable, and an
  * allocation that finds no frame waits until every range in work is back (no scrub
  * takes any while one waits).  So hand each range back soon, and never allocate from
  * the pool while holding one (the wait would be for the caller itself).  Never more
  * than leaves the claimed frames plus the zone's release policy `low` on the lists
  * (blocks that do not fit are passed over).  want() runs with the zone lock held and
- * must not call into the pool.  Returns ranges filled, GFA_EFAULT or GFA_ERANGE.
+ * must not call into the pool.  Returns ranges filled (0: nothing it may take), -EAGAIN
+ * (an allocation waits for frames in work: nothing taken now, try again once it has
+ * run), GFA_EFAULT or GFA_ERANGE.
  */
 typedef bool (*gfa_block_want_fn)(void *ctx, uint64_t pfn, unsigned int order);
-int gfa_zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
+int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
 			  void *ctx, struct gfa_frame_range *out, unsigned int max_ranges,
 			  uint64_t max_frames);
-/* The same for a range taken by gfa_zone_populate_take, now populated. */
-int gfa_zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
+/* The same for a range taken by zone_populate_take, now populated. */
+int zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
 /*
- * A range taken by gfa_zone_populate_take that the host could not populate (memory
+ * A range taken by zone_populate_take that the host could not populate (memory
  * pressure): back on the lists released, counted in release_populate_failed.  Same
- * returns as gfa_zone_release_done.
+ * returns as zone_release_done.
  */
-int gfa_zone_populate_failed(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
+int zone_populate_failed(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
 
 #endif /* GFA_ALLOCATOR_LAYERS_H */

@@ -191,7 +191,7 @@ int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *
 	return err;
 }
 
-int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx)
+int pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx)
 {
 	if (!pool)
 		return GFA_EFAULT;
@@ -210,7 +210,7 @@ int gfa_pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx)
 	return 0;
 }
 
-int gfa_pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ctx)
+int pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ctx)
 {
 	if (!pool)
 		return GFA_EFAULT;

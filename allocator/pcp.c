@@ -244,7 +244,8 @@ static void pcp_claims_changed_one(struct gfa_pcp *pcp)
 
 	for (unsigned int o = 0; o < PCP_ORDER_SLOTS; o++)
 		atomic_store_explicit(&pcp->alloc_base[o],
-				      claims ? (int8_t)-1 : (int8_t)pcp->slots[o].base, memory_order_relaxed);
+				      claims ? (int8_t)-1 : (int8_t)pcp->slots[o].base,
+				      memory_order_relaxed);
 }
 
 void pcp_claims_changed(struct gfa_zone *z)
@@ -426,7 +427,8 @@ static __attribute__((noinline)) int64_t pcp_alloc_slow(struct gfa_pcp *pcp, uns
 
 /*
  * The hot path: a block from a non-empty list, nothing else.  Tail calls to
- * pcp_alloc_slow() with the caller's own arguments keep it free of stack frames.
+ * pcp_alloc_slow() with the caller's own arguments keep the slow cases' code out of
+ * it (it still saves one register; bench/pcp_insns holds it to its instruction budget).
  */
 int64_t gfa_pcp_alloc(struct gfa_pcp *pcp, unsigned int order, enum gfa_migratetype mt,
 		      uint64_t owner, unsigned int flags)
@@ -611,7 +613,8 @@ fail:
 
 /*
  * The fast path's tail for the rarer cases, which then leaves the call: as a tail call
- * it keeps the fast path itself free of a stack frame.
+ * it keeps their code out of the fast path (which still saves one register: the
+ * compiler pushes %rbx in gfa_pcp_free).
  */
 static __attribute__((noinline)) int pcp_free_begun_exit(struct gfa_pcp *pcp, uint64_t pfn,
 							 unsigned int order,

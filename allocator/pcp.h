@@ -122,8 +122,8 @@ struct gfa_pcp {
 	 * PCP_HOLDER_REMOTE set while a remote holder or a taker holds the cache.
 	 */
 	_Atomic uintptr_t holder_word;
-	/* frees take the frame state by compare-and-swap while non-zero: 1 for a pcp_free_strict pool,
-	 * plus 1 while the zone's isolation gate is up (pcp_holder.c) */
+	/* frees take the frame state by compare-and-swap while non-zero: 1 for a pcp_free_strict
+	 * pool, plus 1 while the zone's isolation gate is up (pcp_holder.c) */
 	_Atomic int cas_free;
 	/* what every hit reads or writes, in the holder word's line */
 	int count;              /* frames on all lists */

@@ -245,9 +245,9 @@ static void pcp_remote_take(struct gfa_pcp *pcp)
 		uintptr_t v = atomic_load_explicit(&pcp->holder_word, memory_order_relaxed);
 
 		if (!(v & PCP_HOLDER_REMOTE) &&
-		    atomic_compare_exchange_weak_explicit(&pcp->holder_word, &v, v | PCP_HOLDER_REMOTE,
-							  memory_order_acquire,
-							  memory_order_relaxed))
+		    atomic_compare_exchange_weak_explicit(
+			    &pcp->holder_word, &v, v | PCP_HOLDER_REMOTE, memory_order_acquire,
+			    memory_order_relaxed))
 			return;
 		sched_yield();
 	}
@@ -338,7 +338,8 @@ int pcp_enter_slow(struct gfa_pcp *pcp)
 		}
 		/* ours: wait out a remote holder while new takers wait for us, then enter */
 		atomic_store_explicit(&pcp->holder_waiting, 1, memory_order_release);
-		while (atomic_load_explicit(&pcp->holder_word, memory_order_acquire) & PCP_HOLDER_REMOTE)
+		while (atomic_load_explicit(&pcp->holder_word, memory_order_acquire) &
+		       PCP_HOLDER_REMOTE)
 			sched_yield();
 		err = pcp_holder(pcp) == me ? pcp_try_enter(pcp, me) : -EAGAIN;
 		atomic_store_explicit(&pcp->holder_waiting, 0, memory_order_release);
@@ -352,11 +353,6 @@ out:
 
 /* ---- the zone isolation gate ---- */
 
-/*
- * Before isolating allocated blocks of zone z: raise the gate, then make sure no cache
- * call that started before it can still be freeing with plain stores.  Calls that start
- * later see the gate and use compare-and-swap, which decides any race with isolation.
- */
 /* Raise (+1) or lower (-1) the gate in every cache of z (pool->pcp_lock held). */
 static void pcp_gate_add(struct gfa_zone *z, int v)
 {
@@ -366,6 +362,11 @@ static void pcp_gate_add(struct gfa_zone *z, int v)
 			atomic_fetch_add_explicit(&pcp->cas_free, v, memory_order_release);
 }
 
+/*
+ * Before isolating allocated blocks of zone z: raise the gate, then make sure no cache
+ * call that started before it can still be freeing with plain stores.  Calls that start
+ * later see the gate and use compare-and-swap, which decides any race with isolation.
+ */
 void pcp_isolate_begin(struct gfa_zone *z)
 {
 	struct gfa_pool *pool = z->pool;

@@ -28,7 +28,8 @@ static unsigned int rounddown_pow2(unsigned int x)
 void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z)
 {
 	const struct gfa_pool_config *cfg = &pool->cfg;
-	unsigned int batch = (unsigned int)((z->nr_frames >> 10) < 256 ? z->nr_frames >> 10 : 256) / 4;
+	unsigned int batch =
+		(unsigned int)((z->nr_frames >> 10) < 256 ? z->nr_frames >> 10 : 256) / 4;
 	uint64_t high;
 
 	if (batch < 1)

@@ -321,7 +321,7 @@ int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *ar
 	return 0;
 }
 
-int gfa_zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, int memfd)
+int zone_set_backing(struct gfa_pool *pool, unsigned int zone, void *base, int memfd)
 {
 	if (!pool)
 		return GFA_EFAULT;

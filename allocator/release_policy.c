@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Which free frames go back to the host, and when (the kernel's "percpu: partial chunk
- * depopulation" adapted to pageblocks: docs/decisions.md, entry 21).  Pure policy: the vmm layer punches the
- * ranges out of the memfds and reports back.
+ * depopulation" adapted to pageblocks: docs/decisions.md, entry 21).  Pure policy: the vmm layer
+ * punches the ranges out of the memfds and reports back.
  *
  * State: a bit per frame says "free and released" (the host memory is gone; it reads
  * as zero when touched).  Only free frames carry the bit: taking a block off the free
@@ -12,6 +12,7 @@
  * back (release_restore).  Frames being released or populated are INFLIGHT: off the
  * lists, never handed out.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include "allocator/internal.h"
 
@@ -77,8 +78,8 @@ static void free_block_runs(struct gfa_zone *z, uint64_t from, uint64_t to, bool
 	}
 }
 
-int gfa_zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
-		       void *ctx)
+int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
+		   void *ctx)
 {
 	struct gfa_zone *z;
 	uint64_t end, p;
@@ -274,7 +275,8 @@ static unsigned int pageblock_free_blocks(struct gfa_zone *z, uint64_t start, ui
 	/* a free block larger than a pageblock that started earlier counts here too */
 	if (pfn < start && fstate(&z->pool->frames[pfn]) != GFA_FRAME_FREE)
 		pfn += 1UL << z->pool->frames[pfn].order;
-	for (; pfn < end && pfn < z->start_pfn + z->nr_frames; pfn += 1UL << z->pool->frames[pfn].order)
+	for (; pfn < end && pfn < z->start_pfn + z->nr_frames;
+	     pfn += 1UL << z->pool->frames[pfn].order)
 		if (fstate(&z->pool->frames[pfn]) == GFA_FRAME_FREE)
 			heads[n++] = pfn;
 	return n;
@@ -325,8 +327,9 @@ static uint64_t release_pageblock(struct gfa_zone *z, uint64_t start, uint64_t b
 }
 
 /* Argument checks shared by the shrink and grow steps; locks the zone on success. */
-static int host_step_begin(struct gfa_pool *pool, unsigned int zone, const struct gfa_frame_range *out,
-			   unsigned int max_ranges, struct gfa_zone **zp)
+static int host_step_begin(struct gfa_pool *pool, unsigned int zone,
+			   const struct gfa_frame_range *out, unsigned int max_ranges,
+			   struct gfa_zone **zp)
 {
 	if (!pool || (!out && max_ranges))
 		return pool_err(pool, GFA_EFAULT);
@@ -337,7 +340,7 @@ static int host_step_begin(struct gfa_pool *pool, unsigned int zone, const struc
 	return 0;
 }
 
-int gfa_zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+int zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			     unsigned int max_ranges, uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
@@ -396,7 +399,7 @@ static uint64_t isolate_released(struct gfa_zone *z, uint64_t pfn, unsigned int 
 	return nr - isolate_for_host(z, pfn);
 }
 
-int gfa_zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
+int zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
 			      unsigned int max_ranges, uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
@@ -433,7 +436,7 @@ int gfa_zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_
 	return (int)ro.n;
 }
 
-int gfa_zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
+int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
 			  void *ctx, struct gfa_frame_range *out, unsigned int max_ranges,
 			  uint64_t max_frames)
 {
@@ -448,10 +451,17 @@ int gfa_zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want
 		pthread_mutex_unlock(&z->lock);
 		return pool_err(pool, GFA_EFAULT);
 	}
+	/* take nothing while an allocation waits for the frames in work: they come back
+	 * before any more leave.  Said apart from "nothing to take" (-EAGAIN, not an
+	 * error): the waiter leaves as soon as it runs, and a scrubber that took 0 for
+	 * done stopped with its dirty blocks still on the lists */
+	if (z->scrub_waiters) {
+		pthread_mutex_unlock(&z->lock);
+		return -EAGAIN;
+	}
 	/* keep the low reserve and the claimed frames on the lists, as page reporting
-	 * keeps the low watermark, and take nothing while an allocation waits for the
-	 * frames in work: they come back before any more leave */
-	room = z->scrub_waiters ? 0 : claim_unclaimed_listed(z);
+	 * keeps the low watermark */
+	room = claim_unclaimed_listed(z);
 	room = room > z->rp.low ? room - z->rp.low : 0;
 	if (max_frames > room)
 		max_frames = room;
@@ -465,7 +475,8 @@ int gfa_zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want
 			unsigned int order = z->pool->frames[heads[i]].order;
 
 			if ((1UL << order) > max_frames - got ||
-			    release_bits_any(z, heads[i], 1UL << order) || !want(ctx, heads[i], order))
+			    release_bits_any(z, heads[i], 1UL << order) ||
+			    !want(ctx, heads[i], order))
 				continue;
 			got += isolate_for_host(z, heads[i]);
 			/* still free frames: counted free and claimable (scrub_done) */
@@ -496,17 +507,17 @@ enum host_outcome { HOST_RELEASED, HOST_RELEASE_FAILED, HOST_POPULATED, HOST_POP
 
 static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host_outcome how);
 
-int gfa_zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released)
+int zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool released)
 {
 	return host_done(pool, pfn, nr, released ? HOST_RELEASED : HOST_RELEASE_FAILED);
 }
 
-int gfa_zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
+int zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
 {
 	return host_done(pool, pfn, nr, HOST_POPULATED);
 }
 
-int gfa_zone_populate_failed(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
+int zone_populate_failed(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
 {
 	return host_done(pool, pfn, nr, HOST_POPULATE_FAILED);
 }

@@ -107,8 +107,9 @@ int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 	}
 	pcp_add_vmstat_zone(pool, -1, vs);
 	pthread_mutex_unlock(&pool->pcp_lock);
-	_Static_assert(offsetof(struct gfa_vmstat, err_inval) - offsetof(struct gfa_vmstat, err_fault) ==
-		       ERR_INVAL * sizeof(uint64_t), "err_* counters in the order of enum gfa_err_slot");
+	_Static_assert(offsetof(struct gfa_vmstat, err_inval) -
+		       offsetof(struct gfa_vmstat, err_fault) == ERR_INVAL * sizeof(uint64_t),
+		       "err_* counters in the order of enum gfa_err_slot");
 	errs = &vs->err_fault;
 	for (int k = 0; k < ERR_NR; k++)
 		errs[k] += atomic_load_explicit(&pool->err[k], memory_order_relaxed);

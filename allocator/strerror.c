@@ -23,14 +23,18 @@ static const struct {
 	{ GFA_EALIGN, "pfn not aligned to the block's order" },
 	{ GFA_EORDER, "order above GFA_MAX_ORDER" },
 	{ GFA_EMIGRATE, "unknown migratetype" },
-	{ GFA_EDOUBLEFREE, "block is already free" },
+	{ GFA_EDOUBLEFREE, "already so (a block already free, a range already ballooned, a "
+			   "worker already running)" },
 	{ GFA_EWRONGORDER, "allocated block has another order" },
 	{ GFA_ENOTHEAD, "not found (no block starts at that pfn, or no such claim, owner or "
 			"ballooned range)" },
 	{ GFA_EOWNER, "owner cookie does not match the block's owner" },
 	{ GFA_EBUSY, "block is being moved or released to the host" },
 	{ GFA_ENOMEM, "no free block of that order" },
-	{ GFA_ETHREAD, "a per-vCPU cache used by two threads at once" },
+	{ GFA_ETHREAD, "a per-vCPU cache used by two threads at once, or a call from a thread "
+		       "that must not make it" },
+	{ GFA_ECORRUPT, "an invariant check found a violation" },
+	{ GFA_EOVERLAP, "ranges of one request overlap each other" },
 	{ GFA_ENONODE, "node not in the topology, or a zone without host backing" },
 	{ GFA_ENOCPU, "CPU (set) with no node in the topology" },
 	{ GFA_ESPAN, "CPU set spans several nodes" },

@@ -162,8 +162,8 @@ static void build(struct frag *f, uint64_t frames, void *mem, bool touch, bool l
 	f->pool = gfa_pool_create(&cfg);
 	if (!f->pool)
 		bench_die("gfa_pool_create: %s", strerror(errno));
-	if (mem && gfa_zone_set_backing(f->pool, 0, mem, -1))
-		bench_die("gfa_zone_set_backing failed");
+	if (mem && zone_set_backing(f->pool, 0, mem, -1))
+		bench_die("zone_set_backing failed");
 	if (gfa_compact_configure(f->pool, &(struct gfa_compact_config){ .linear_only = linear }))
 		bench_die("gfa_compact_configure failed");
 

@@ -219,7 +219,8 @@ static void carve_cpus(struct gfa_numa_topology *t, const struct gfa_numa_topolo
 	}
 }
 
-struct gfa_numa_topology *gfa_numa_topology_fake(unsigned int nr_nodes, const unsigned int *distance)
+struct gfa_numa_topology *gfa_numa_topology_fake(unsigned int nr_nodes,
+						 const unsigned int *distance)
 {
 	struct gfa_numa_topology *t, *real;
 	struct gfa_numa_node src;

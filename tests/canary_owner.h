@@ -206,7 +206,7 @@ static inline void *co_back_pool(struct gfa_pool *pool)
 	mem = aligned_alloc(1UL << 21, end << GFA_FRAME_SHIFT);
 	for (unsigned int z = 0; z < gfa_pool_nr_zones(pool); z++) {
 		gfa_zone_span(pool, z, &start, &n);
-		gfa_zone_set_backing(pool, z, mem + (start << GFA_FRAME_SHIFT), -1);
+		zone_set_backing(pool, z, mem + (start << GFA_FRAME_SHIFT), -1);
 	}
 	return mem;
 }

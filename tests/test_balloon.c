@@ -790,7 +790,7 @@ Test(balloon, blocks_moved_away_by_compaction_are_dirty_for_any_owner, .timeout 
 	cr_assert_gt(moved, 100, "compaction moved only %lu blocks", (unsigned long)moved);
 	cr_assert_eq(co_verify_all(o, NULL), 0);
 	/* one hook per pool: the backing holds it */
-	cr_assert_eq(gfa_pool_set_moved_fn(h.pool, no_moved, NULL), GFA_EBUSY);
+	cr_assert_eq(pool_set_moved_fn(h.pool, no_moved, NULL), GFA_EBUSY);
 	free(before);
 	for (uint64_t p = 1; p < 2048; p += 2)
 		cr_assert_eq(co_free(o, NULL, p), 0);

@@ -731,13 +731,13 @@ Test(buddy, released_frames_elsewhere_cost_no_scan)
 	struct gfa_pool *p = tu_pool(8192);
 	struct gfa_frame_range r[8];
 	struct gfa_zone_stat st;
-	int n = gfa_zone_release_take(p, 0, r, 8, 1024);
+	int n = zone_release_take(p, 0, r, 8, 1024);
 
 	/* the release takes the highest frames: the last GFA_MAX_ORDER block */
 	cr_assert_gt(n, 0);
 	for (int i = 0; i < n; i++) {
 		cr_assert_geq(r[i].pfn, 8192 - MAX_ORDER_FRAMES);
-		cr_assert_eq(gfa_zone_release_done(p, r[i].pfn, r[i].nr, true), 0);
+		cr_assert_eq(zone_release_done(p, r[i].pfn, r[i].nr, true), 0);
 	}
 	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
 	cr_assert_gt(st.nr_released, 0);

@@ -112,14 +112,14 @@ Test(contract, zone_index_edges)
 	EXPECT_ERR(p, gfa_zone_set_release_policy(p, 0, &rp), GFA_EINVAL, "err_inval");
 	EXPECT_ERR(p, gfa_zone_get_release_policy(p, 1, &rp), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_zone_get_release_policy(p, 0, NULL), GFA_EFAULT, "err_fault");
-	EXPECT_ERR(p, gfa_zone_release_take(p, 1, r, 4, 100), GFA_ERANGE, "err_range");
-	EXPECT_ERR(p, gfa_zone_release_take(p, 0, NULL, 4, 100), GFA_EFAULT, "err_fault");
-	EXPECT_ERR(p, gfa_zone_populate_take(p, 1, r, 4, 100), GFA_ERANGE, "err_range");
-	EXPECT_ERR(p, gfa_zone_release_done(p, UINT64_MAX, 1, true), GFA_ERANGE, "err_range");
-	EXPECT_ERR(p, gfa_zone_release_done(p, 0, 0, true), GFA_ERANGE, "err_range");
-	EXPECT_ERR(p, gfa_zone_release_done(p, 0, UINT64_MAX, true), GFA_ERANGE, "err_range");
-	EXPECT_ERR(p, gfa_zone_release_done(p, 0, 1, true), GFA_EBUSY, "err_busy");
-	EXPECT_ERR(p, gfa_zone_populate_done(p, 100, 4), GFA_EBUSY, "err_busy");
+	EXPECT_ERR(p, zone_release_take(p, 1, r, 4, 100), GFA_ERANGE, "err_range");
+	EXPECT_ERR(p, zone_release_take(p, 0, NULL, 4, 100), GFA_EFAULT, "err_fault");
+	EXPECT_ERR(p, zone_populate_take(p, 1, r, 4, 100), GFA_ERANGE, "err_range");
+	EXPECT_ERR(p, zone_release_done(p, UINT64_MAX, 1, true), GFA_ERANGE, "err_range");
+	EXPECT_ERR(p, zone_release_done(p, 0, 0, true), GFA_ERANGE, "err_range");
+	EXPECT_ERR(p, zone_release_done(p, 0, UINT64_MAX, true), GFA_ERANGE, "err_range");
+	EXPECT_ERR(p, zone_release_done(p, 0, 1, true), GFA_EBUSY, "err_busy");
+	EXPECT_ERR(p, zone_populate_done(p, 100, 4), GFA_EBUSY, "err_busy");
 	EXPECT_ERR(p, gfa_compact_zone(p, 1, 9, GFA_COMPACT_SYNC), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_compact_zone(p, 0, 11, GFA_COMPACT_SYNC), GFA_EORDER, "err_order");
 	EXPECT_ERR(p, gfa_compact_zone(p, 0, -2, GFA_COMPACT_SYNC), GFA_EORDER, "err_order");
@@ -134,7 +134,7 @@ Test(contract, zone_index_edges)
 	EXPECT_ERR(p, gfa_zone_claim(p, 1, 1, 1), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_zone_unclaim(p, 1, 1), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_pool_drain_all(p, 1), GFA_ERANGE, "err_range");
-	EXPECT_ERR(p, gfa_zone_set_backing(p, 1, NULL, -1), GFA_ERANGE, "err_range");
+	EXPECT_ERR(p, zone_set_backing(p, 1, NULL, -1), GFA_ERANGE, "err_range");
 	struct gfa_compact_config cc = {.proactiveness = 101};
 	EXPECT_ERR(p, gfa_compact_configure(p, &cc), GFA_EINVAL, "err_inval");
 	EXPECT_ERR(p, gfa_compact_configure(p, NULL), GFA_EFAULT, "err_fault");
@@ -506,18 +506,18 @@ Test(contract, random_contract, .timeout = 300)
 			struct gfa_frame_range fr[4];
 			struct gfa_release_policy rp = { .high = tu_rand(&s) % 3000, .min_empty_frac = 4 };
 			gfa_zone_set_release_policy(p, zone, &rp);
-			int n = gfa_zone_release_take(p, zone, fr, 4, tu_rand(&s) % 4000);
+			int n = zone_release_take(p, zone, fr, 4, tu_rand(&s) % 4000);
 			cr_assert_geq(n, 0);
 			for (int k = 0; k < n; k++)
-				cr_assert_eq(gfa_zone_release_done(p, fr[k].pfn, fr[k].nr,
-								   tu_rand(&s) % 2),
+				cr_assert_eq(zone_release_done(p, fr[k].pfn, fr[k].nr,
+							       tu_rand(&s) % 2),
 					     0);
 			rp.low = rp.high = tu_rand(&s) % 4000;
 			gfa_zone_set_release_policy(p, zone, &rp);
-			n = gfa_zone_populate_take(p, zone, fr, 4, tu_rand(&s) % 4000);
+			n = zone_populate_take(p, zone, fr, 4, tu_rand(&s) % 4000);
 			cr_assert_geq(n, 0);
 			for (int k = 0; k < n; k++)
-				cr_assert_eq(gfa_zone_populate_done(p, fr[k].pfn, fr[k].nr), 0);
+				cr_assert_eq(zone_populate_done(p, fr[k].pfn, fr[k].nr), 0);
 		}
 		if (it % 1000 == 0) {
 			uint64_t held = 0;

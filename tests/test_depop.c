@@ -36,14 +36,14 @@ static uint64_t populated_free(struct gfa_pool *p)
 static void done_all(struct gfa_pool *p, struct gfa_frame_range *r, int n, bool ok)
 {
 	for (int i = 0; i < n; i++)
-		cr_assert_eq(gfa_zone_release_done(p, r[i].pfn, r[i].nr, ok), 0);
+		cr_assert_eq(zone_release_done(p, r[i].pfn, r[i].nr, ok), 0);
 }
 
 Test(depop, whole_pageblocks_highest_first_down_to_the_reserve)
 {
 	struct gfa_pool *p = depop_pool(16, 256, 512);
 	struct gfa_frame_range r[64];
-	int n = gfa_zone_release_take(p, 0, r, 64, UINT64_MAX);
+	int n = zone_release_take(p, 0, r, 64, UINT64_MAX);
 	struct gfa_zone_stat st;
 
 	cr_assert_eq(n, 1, "adjacent blocks coalesce into one range");
@@ -65,7 +65,7 @@ Test(depop, whole_pageblocks_highest_first_down_to_the_reserve)
 	st = zst(p);
 	cr_assert_eq(st.nr_released, 14 * PB);
 	cr_assert_eq(st.nr_sidelined, 14);
-	cr_assert_eq(gfa_zone_release_take(p, 0, r, 64, UINT64_MAX), 0, "nothing populated left");
+	cr_assert_eq(zone_release_take(p, 0, r, 64, UINT64_MAX), 0, "nothing populated left");
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -74,7 +74,7 @@ Test(depop, released_frames_are_reused_last_and_come_back_populated)
 {
 	struct gfa_pool *p = depop_pool(8, 0, 2 * PB);
 	struct gfa_frame_range r[16];
-	int n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
+	int n = zone_release_take(p, 0, r, 16, UINT64_MAX);
 	struct gfa_vmstat vs;
 
 	cr_assert_gt(n, 0);
@@ -106,11 +106,11 @@ Test(depop, quarter_empty_rule_and_failure_keeps_frames_populated)
 		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0);
 	for (int i = 0; i < 100; i++)
 		cr_assert_eq(gfa_free(p, (uint64_t)i * 2, 0, 1), 0);
-	cr_assert_eq(gfa_zone_release_take(p, 0, r, 64, UINT64_MAX), 0,
+	cr_assert_eq(zone_release_take(p, 0, r, 64, UINT64_MAX), 0,
 		     "100 of 512 empty is under a quarter");
 	for (int i = 100; i < 140; i++)
 		gfa_free(p, (uint64_t)i * 2, 0, 1);
-	n = gfa_zone_release_take(p, 0, r, 64, UINT64_MAX);
+	n = zone_release_take(p, 0, r, 64, UINT64_MAX);
 	cr_assert_gt(n, 0, "140 of 512 empty qualifies");
 	cr_assert_eq(r[0].pfn, 278, "highest first");
 	done_all(p, r, n, false);
@@ -125,16 +125,16 @@ Test(depop, grow_populates_when_below_low)
 {
 	struct gfa_pool *p = depop_pool(8, PB, 2 * PB);
 	struct gfa_frame_range r[16];
-	int n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
+	int n = zone_release_take(p, 0, r, 16, UINT64_MAX);
 
 	done_all(p, r, n, true);
-	cr_assert_eq(gfa_zone_populate_take(p, 0, r, 16, UINT64_MAX), 0, "at high: no grow");
+	cr_assert_eq(zone_populate_take(p, 0, r, 16, UINT64_MAX), 0, "at high: no grow");
 	for (int i = 0; i < (int)(PB + PB / 2); i++)
 		gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
-	n = gfa_zone_populate_take(p, 0, r, 16, UINT64_MAX);
+	n = zone_populate_take(p, 0, r, 16, UINT64_MAX);
 	cr_assert_gt(n, 0);
 	for (int i = 0; i < n; i++)
-		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
+		cr_assert_eq(zone_populate_done(p, r[i].pfn, r[i].nr), 0);
 	cr_assert_geq(populated_free(p), 2 * PB - PB / 2);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
@@ -145,26 +145,26 @@ Test(depop, bad_completions_change_nothing)
 	struct gfa_pool *p = depop_pool(4, 0, 0);
 	struct gfa_frame_range r[4];
 	struct gfa_release_policy bad = { .low = 5, .high = 4, .min_empty_frac = 4 };
-	int n = gfa_zone_release_take(p, 0, r, 4, UINT64_MAX);
+	int n = zone_release_take(p, 0, r, 4, UINT64_MAX);
 
 	struct gfa_vmstat vs0, vs1;
 
 	cr_assert_eq(n, 1);
 	gfa_pool_vmstat(p, &vs0);
-	cr_assert_eq(gfa_zone_release_done(p, 1UL << 30, 1, true), GFA_ERANGE);
-	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn, r[0].nr + 1, true), GFA_ERANGE);
+	cr_assert_eq(zone_release_done(p, 1UL << 30, 1, true), GFA_ERANGE);
+	cr_assert_eq(zone_release_done(p, r[0].pfn, r[0].nr + 1, true), GFA_ERANGE);
 	/* pfn + nr wraps: once "in flight" by an empty range, and accepted */
-	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn + 1, UINT64_MAX, true), GFA_ERANGE);
-	cr_assert_eq(gfa_zone_populate_done(p, r[0].pfn + 1, UINT64_MAX - 2), GFA_ERANGE);
-	cr_assert_eq(gfa_zone_release_take(p, 7, r, 4, 100), GFA_ERANGE);
-	cr_assert_eq(gfa_zone_release_done(NULL, 0, 1, true), GFA_EFAULT);
+	cr_assert_eq(zone_release_done(p, r[0].pfn + 1, UINT64_MAX, true), GFA_ERANGE);
+	cr_assert_eq(zone_populate_done(p, r[0].pfn + 1, UINT64_MAX - 2), GFA_ERANGE);
+	cr_assert_eq(zone_release_take(p, 7, r, 4, 100), GFA_ERANGE);
+	cr_assert_eq(zone_release_done(NULL, 0, 1, true), GFA_EFAULT);
 	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &bad), GFA_EINVAL);
 	cr_assert_eq(gfa_zone_vmstat(p, 7, &vs1), GFA_ERANGE);
 	gfa_pool_vmstat(p, &vs1);
 	cr_assert_eq(vs1.err_range, vs0.err_range + 6, "argument errors are counted");
 	cr_assert_eq(vs1.err_inval, vs0.err_inval + 1);
 	done_all(p, r, n, true);
-	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn, r[0].nr, true), GFA_EBUSY, "twice");
+	cr_assert_eq(zone_release_done(p, r[0].pfn, r[0].nr, true), GFA_EBUSY, "twice");
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -174,7 +174,7 @@ Test(depop, bad_completions_change_nothing)
 static void release_everything(struct gfa_pool *p)
 {
 	struct gfa_frame_range r[16];
-	int n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
+	int n = zone_release_take(p, 0, r, 16, UINT64_MAX);
 
 	cr_assert_gt(n, 0);
 	done_all(p, r, n, true);
@@ -204,7 +204,7 @@ static void odd_frames_released(struct gfa_pool *p, uint64_t frames)
 		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
 	for (uint64_t pfn = 1; pfn < frames; pfn += 2)
 		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
-	while ((n = gfa_zone_release_take(p, 0, r, 256, UINT64_MAX)) > 0)
+	while ((n = zone_release_take(p, 0, r, 256, UINT64_MAX)) > 0)
 		done_all(p, r, n, true);
 }
 
@@ -225,14 +225,14 @@ Test(depop, mixed_block_sends_only_its_populated_frames)
 	before = zst(p).nr_released;
 	cr_assert_eq(before, 4 * PB - 1);
 	gfa_pool_vmstat(p, &v0);
-	n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
+	n = zone_release_take(p, 0, r, 16, UINT64_MAX);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(r[0].nr, 1, "one populated frame put %lu frames in flight",
 		     (unsigned long)r[0].nr);
-	cr_assert_eq(gfa_zone_release_done(p, r[0].pfn, r[0].nr, false), 0);
+	cr_assert_eq(zone_release_done(p, r[0].pfn, r[0].nr, false), 0);
 	ASSERT_POOL_OK(p);
 	cr_assert_eq(zst(p).nr_released, before, "a failed punch made released frames populated");
-	n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
+	n = zone_release_take(p, 0, r, 16, UINT64_MAX);
 	cr_assert_eq(n, 1);
 	done_all(p, r, n, true);
 	gfa_pool_vmstat(p, &v1);
@@ -281,7 +281,7 @@ Test(depop, split_pieces_that_stay_free_merge_again)
 	cr_assert_eq(gfa_free(p, (uint64_t)x + 2, 0, 1), 0);
 	ASSERT_POOL_OK(p);
 	/* one range only: x+2 fits, x does not */
-	cr_assert_eq(gfa_zone_release_take(p, 0, r, 1, UINT64_MAX), 1);
+	cr_assert_eq(zone_release_take(p, 0, r, 1, UINT64_MAX), 1);
 	ASSERT_POOL_OK(p);
 	done_all(p, r, 1, true);
 	ASSERT_POOL_OK(p);
@@ -303,9 +303,9 @@ static int tgt_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsign
 	cr_assert_eq(gfa_zone_stat(tgt_pool, 0, &st), 0);
 	tgt_bad_stat = st.nr_released > st.nr_free_buddy;
 	/* the reserve (high) is the whole zone: nothing may be released */
-	tgt_released_in_op = gfa_zone_release_take(tgt_pool, 0, r, 8, UINT64_MAX);
+	tgt_released_in_op = zone_release_take(tgt_pool, 0, r, 8, UINT64_MAX);
 	for (int i = 0; i < tgt_released_in_op; i++)
-		gfa_zone_release_done(tgt_pool, r[i].pfn, r[i].nr, false);
+		zone_release_done(tgt_pool, r[i].pfn, r[i].nr, false);
 	return -EAGAIN;
 }
 
@@ -347,7 +347,7 @@ Test(depop, a_steal_keeps_released_blocks_last)
 		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
 	for (uint64_t pfn = 256; pfn < 384; pfn++)
 		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
-	cr_assert_eq(gfa_zone_release_take(p, 0, r, 8, UINT64_MAX), 1);
+	cr_assert_eq(zone_release_take(p, 0, r, 8, UINT64_MAX), 1);
 	done_all(p, r, 1, true);
 	for (uint64_t pfn = 0; pfn < 128; pfn++)
 		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
@@ -465,7 +465,7 @@ Test(depop, scrubbing_keeps_the_low_reserve_on_the_lists)
 	for (uint64_t i = 0; i < 4 * PB - 400; i++)
 		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0);
 	cr_assert_eq(zst(p).nr_free_buddy, 400);
-	n = gfa_zone_scrub_take(p, 0, want_any, NULL, r, 64, UINT64_MAX);
+	n = zone_scrub_take(p, 0, want_any, NULL, r, 64, UINT64_MAX);
 	cr_assert_geq(n, 0);
 	for (int i = 0; i < n; i++)
 		taken += r[i].nr;
@@ -476,9 +476,9 @@ Test(depop, scrubbing_keeps_the_low_reserve_on_the_lists)
 		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 2, GFA_ALLOC_NOCOMPACT), 0,
 			      "allocation %d failed while frames were being scrubbed", i);
 	for (int i = 0; i < n; i++)
-		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
+		cr_assert_eq(zone_populate_done(p, r[i].pfn, r[i].nr), 0);
 	/* at the reserve: nothing more is taken */
-	cr_assert_eq(gfa_zone_scrub_take(p, 0, want_any, NULL, r, 64, UINT64_MAX), 0);
+	cr_assert_eq(zone_scrub_take(p, 0, want_any, NULL, r, 64, UINT64_MAX), 0);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -499,7 +499,7 @@ static void *scrub_back_later(void *arg)
 	nanosleep(&ts, NULL);
 	atomic_store(&h->back, true);
 	for (int i = 0; i < h->n; i++)
-		cr_assert_eq(gfa_zone_populate_done(h->p, h->r[i].pfn, h->r[i].nr), 0);
+		cr_assert_eq(zone_populate_done(h->p, h->r[i].pfn, h->r[i].nr), 0);
 	return NULL;
 }
 
@@ -517,7 +517,7 @@ Test(depop, frames_being_scrubbed_are_free_and_an_allocation_waits_for_them)
 	uint64_t taken = 0;
 	pthread_t t;
 
-	h.n = gfa_zone_scrub_take(p, 0, want_any, NULL, r, 64, UINT64_MAX);
+	h.n = zone_scrub_take(p, 0, want_any, NULL, r, 64, UINT64_MAX);
 	cr_assert_gt(h.n, 0);
 	for (int i = 0; i < h.n; i++)
 		taken += r[i].nr;
@@ -556,7 +556,7 @@ Test(depop, grow_takes_released_pieces_within_its_budget)
 
 	a = release_all_but_one(p);
 	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
-	n = gfa_zone_populate_take(p, 0, r, 16, UINT64_MAX);
+	n = zone_populate_take(p, 0, r, 16, UINT64_MAX);
 	cr_assert_gt(n, 0);
 	for (int i = 0; i < n; i++) {
 		inflight += r[i].nr;
@@ -568,7 +568,7 @@ Test(depop, grow_takes_released_pieces_within_its_budget)
 	ASSERT_POOL_OK(p);
 	cr_assert_eq(populated_free(p), 1, "the populated frame left the lists");
 	for (int i = 0; i < n; i++)
-		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
+		cr_assert_eq(zone_populate_done(p, r[i].pfn, r[i].nr), 0);
 	cr_assert_eq(zst(p).nr_released, 4 * PB - 1 - inflight);
 	cr_assert_eq(populated_free(p), 1 + inflight);
 	ASSERT_POOL_OK(p);
@@ -587,8 +587,8 @@ Test(depop, claimed_frames_never_go_in_flight)
 	int n, m;
 
 	cr_assert_eq(gfa_zone_claim(p, 0, 7, 1000), 0);
-	n = gfa_zone_release_take(p, 0, r, 16, UINT64_MAX);
-	m = gfa_zone_scrub_take(p, 0, want_any, NULL, s, 16, UINT64_MAX);
+	n = zone_release_take(p, 0, r, 16, UINT64_MAX);
+	m = zone_scrub_take(p, 0, want_any, NULL, s, 16, UINT64_MAX);
 	cr_assert(n >= 0 && m >= 0);
 	for (int i = 0; i < n; i++)
 		inflight += r[i].nr;
@@ -602,7 +602,7 @@ Test(depop, claimed_frames_never_go_in_flight)
 			      "claimed allocation %d failed while the host path worked", i);
 	done_all(p, r, n, true);
 	for (int i = 0; i < m; i++)
-		cr_assert_eq(gfa_zone_populate_done(p, s[i].pfn, s[i].nr), 0);
+		cr_assert_eq(zone_populate_done(p, s[i].pfn, s[i].nr), 0);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -650,13 +650,13 @@ Test(depop, populate_isolate_leaves_claimed_frames_on_the_lists)
 	cr_assert_eq(zst(p).nr_released, 4 * PB);
 	cr_assert_eq(gfa_zone_claim(p, 0, 7, 1000), 0);
 	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
-	n = gfa_zone_populate_take(p, 0, r, 64, UINT64_MAX);
+	n = zone_populate_take(p, 0, r, 64, UINT64_MAX);
 	cr_assert_gt(n, 0);
 	for (int i = 0; i < 1000; i++)
 		cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 7, GFA_ALLOC_NOCOMPACT), 0,
 			      "claimed allocation %d failed while the grow step worked", i);
 	for (int i = 0; i < n; i++)
-		cr_assert_eq(gfa_zone_populate_done(p, r[i].pfn, r[i].nr), 0);
+		cr_assert_eq(zone_populate_done(p, r[i].pfn, r[i].nr), 0);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -683,7 +683,7 @@ static uint64_t release_zone(struct gfa_pool *p)
 {
 	struct gfa_frame_range r[64];
 	uint64_t frames = 0;
-	int n = gfa_zone_release_take(p, 0, r, 64, UINT64_MAX);
+	int n = zone_release_take(p, 0, r, 64, UINT64_MAX);
 
 	cr_assert_geq(n, 1);
 	for (int i = 0; i < n; i++)
@@ -767,7 +767,7 @@ Test(depop, backing_check_catches_a_released_dirty_frame)
 
 	owner_writes(p, pfn, 0);
 	cr_assert_eq(gfa_backing_free(b, NULL, (uint64_t)pfn, 0, 3), 0);
-	cr_assert_eq(gfa_pool_set_released_fn(p, NULL, NULL), 0);
+	cr_assert_eq(pool_set_released_fn(p, NULL, NULL), 0);
 	release_zone(p);
 	cr_assert_eq(gfa_backing_check(b, msg, sizeof(msg)), -EUCLEAN);
 	cr_assert_not_null(strstr(msg, "released frames marked dirty"), "%s", msg);

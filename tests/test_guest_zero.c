@@ -10,13 +10,15 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <gfa/vmm.h>
-#include "allocator/layers.h"      /* gfa_zone_release_take/_done: release as the host return does */
+#include "allocator/layers.h"      /* zone_release_take/_done: release as the host return does */
 #include "tests/test_util.h"
 
 #define MiB (1UL << 20)
@@ -278,6 +280,74 @@ Test(guest_zero, a_start_right_after_a_stop_gets_every_frame)
 	zdone(pool, b);
 }
 
+static bool want_any(void *ctx, uint64_t pfn, unsigned int order)
+{
+	(void)ctx, (void)pfn, (void)order;
+	return true;
+}
+
+struct waiting_alloc {
+	struct gfa_backing *b;
+	int64_t pfn;
+};
+
+/* An allocation that finds no free frame on the lists: it waits for the scrub's. */
+static void *alloc_one(void *arg)
+{
+	struct waiting_alloc *wa = arg;
+
+	wa->pfn = gfa_backing_alloc(wa->b, NULL, 0, 0, GFA_MT_MOVABLE, 5,
+				    GFA_BACKING_ZERO | GFA_ALLOC_NOCOMPACT);
+	return NULL;
+}
+
+/*
+ * A stop while an allocation waits for frames another scrubber holds: the zeroer's
+ * batch is refused (no scrub takes frames while one waits), and it zeroes the stopped
+ * guest's frames once the waiter has run.  It used to take the refusal for "nothing
+ * dirty left" and sleep: gfa_backing_zero_quiesce returned 0 at once with all 2,048
+ * frames still dirty, and nothing zeroed them until the next stop.
+ */
+Test(guest_zero, a_zeroer_refused_for_a_waiting_allocation_finishes_later)
+{
+	struct gfa_pool *pool;
+	struct gfa_backing *b = zbacking(&pool, 16 * MiB, true);
+	struct gfa_guest_config cfg = { .mem_bytes = 8 * MiB };
+	struct gfa_release_policy rp;
+	struct waiting_alloc wa = { b, -1 };
+	struct gfa_frame_range r[64];
+	struct gfa_zone_stat zs;
+	struct gfa_guest *g;
+	pthread_t t;
+	int n;
+
+	/* no reserve on the lists: the scrub below takes every free frame */
+	cr_assert_eq(gfa_zone_get_release_policy(pool, 0, &rp), 0);
+	rp.low = 0;
+	cr_assert_eq(gfa_zone_set_release_policy(pool, 0, &rp), 0);
+	g = gfa_guest_create(pool, b, &cfg);
+	cr_assert_not_null(g, "%s", strerror(errno));
+	memset(gfa_guest_hva(g), 0x3c, 8 * MiB);
+	n = gfa_zone_scrub_take(pool, 0, want_any, NULL, r, 64, UINT64_MAX);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(gfa_zone_stat(pool, 0, &zs), 0);
+	cr_assert_eq(zs.nr_free_buddy + zs.nr_pcp, 0, "a free frame left on the lists");
+	cr_assert_eq(pthread_create(&t, NULL, alloc_one, &wa), 0);
+	usleep(100 * 1000);     /* the allocation waits for the scrubbed frames */
+	gfa_guest_destroy(g);   /* 2,048 dirty frames free, the zeroer kicked */
+	usleep(100 * 1000);     /* past the settle: the zeroer's batch is refused */
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(gfa_zone_populate_done(pool, r[i].pfn, r[i].nr), 0);
+	pthread_join(t, NULL);
+	cr_assert_geq(wa.pfn, 0, "the waiting allocation failed: %ld", (long)wa.pfn);
+	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
+	cr_assert_eq(gfa_backing_nr_dirty(b), 0, "the zeroer stopped with %lu frames dirty",
+		     (unsigned long)gfa_backing_nr_dirty(b));
+	cr_assert_geq(gfa_backing_zeroed_in_background(b), 8 * MiB / GFA_FRAME_SIZE - 1);
+	cr_assert_eq(gfa_backing_free(b, NULL, (uint64_t)wa.pfn, 0, 5), 0);
+	zdone(pool, b);
+}
+
 /* Release every free frame above @keep populated ones, as the host return does. */
 static void release_down_to(struct gfa_pool *pool, uint64_t keep)
 {
@@ -286,11 +356,11 @@ static void release_down_to(struct gfa_pool *pool, uint64_t keep)
 	int n;
 
 	cr_assert_eq(gfa_zone_set_release_policy(pool, 0, &rp), 0);
-	while ((n = gfa_zone_release_take(pool, 0, fr, 64, UINT64_MAX)) > 0)
+	while ((n = zone_release_take(pool, 0, fr, 64, UINT64_MAX)) > 0)
 		for (int i = 0; i < n; i++) {
 			cr_assert_eq(madvise(gfa_pfn_to_addr(pool, fr[i].pfn), fr[i].nr * GFA_FRAME_SIZE,
 					     MADV_REMOVE), 0);
-			cr_assert_eq(gfa_zone_release_done(pool, fr[i].pfn, fr[i].nr, true), 0);
+			cr_assert_eq(zone_release_done(pool, fr[i].pfn, fr[i].nr, true), 0);
 		}
 }
 

@@ -1,7 +1,8 @@
 /*
  * What a VMM that links libgfa gets: the shared library's dependencies (libnuma and
  * liburing, never the reference VMM's libvirt, libxml2 or GLib), the exported symbols
- * (the public API under its version node, none of allocator/layers.h) and the version.
+ * (the public headers' functions, each under its version node, and nothing else) and the
+ * version.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -53,27 +54,101 @@ Test(library, needs_only_libnuma_liburing_and_libc)
 	cr_expect_null(strstr(out, "libglib"));
 }
 
-Test(library, exports_the_public_api_only_under_its_version_node)
+/* Is name a line of list (one name a line)? */
+static bool listed(const char *list, const char *name, size_t len)
 {
-	static const char *const private_calls[] = {
-		"gfa_zone_set_backing", "gfa_pool_set_moved_fn", "gfa_pool_count_error",
-		"gfa_pool_set_released_fn", "gfa_zone_free_runs",
-		"gfa_zone_release_take", "gfa_zone_populate_take", "gfa_zone_release_done",
-		"gfa_capc", "gfa_kvm_vm_create", "gfa_vm_create", "gfa_domain_from_xml_file",
-		"gfa_smaps_pmd_bytes", "gfa_memfd_allocated_bytes"};
-	const char *out = tool_output("nm -D --defined-only --with-symbol-versions");
-	char want[128];
+	for (const char *l = list; (l = strstr(l, name)); l += len)
+		if ((l == list || l[-1] == '\n') && l[len] == '\n')
+			return true;
+	return false;
+}
 
-	cr_expect_not_null(strstr(out, " gfa_pool_create@@GFA_0.2"), "%.2000s", out);
-	cr_expect_not_null(strstr(out, " gfa_version@@GFA_0.2"));
-	cr_expect_not_null(strstr(out, " gfa_guest_pin@@GFA_0.3"), "%.2000s", out);
-	for (size_t i = 0; i < sizeof(private_calls) / sizeof(private_calls[0]); i++) {
-		snprintf(want, sizeof(want), " %s@", private_calls[i]);
-		cr_expect_null(strstr(out, want), "libgfa.so exports %s", private_calls[i]);
+/* The public functions of libgfa's headers, one a line (tools/check_api.py --list). */
+static char *public_functions(void)
+{
+	const char *src = getenv("GFA_SRCDIR");
+	char cmd[1024];
+	size_t n = 0, r;
+	char *out = malloc(64 * 1024);
+	FILE *p;
+
+	cr_assert_not_null(out);
+	src = src ? src : ".";
+	snprintf(cmd, sizeof(cmd), "python3 %s/tools/check_api.py --list %s/include/gfa/allocator.h "
+		 "%s/include/gfa/numa.h %s/include/gfa/vmm.h %s/include/gfa/gfa.h",
+		 src, src, src, src, src);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	while ((r = fread(out + n, 1, 64 * 1024 - 1 - n, p)) > 0)
+		n += r;
+	out[n] = 0;
+	cr_assert_eq(pclose(p), 0, "%s failed: %s", cmd, out);
+	return out;
+}
+
+/*
+ * libgfa.so exports exactly the functions the public headers declare, each under a
+ * version node (libgfa.map names each one: no wildcard makes a new internal gfa_
+ * function ABI), and no other name.
+ */
+Test(library, exports_what_the_headers_declare)
+{
+	const char *out = tool_output("nm -D --defined-only --with-symbol-versions");
+	char *decl = public_functions(), *save = NULL;
+	char want[160];
+	int nexp = 0, ndecl = 0;
+
+	/* every export is declared, and versioned */
+	for (const char *l = out; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+		char type, name[128];
+
+		if (sscanf(l, "%*s %c %127[^@\n]", &type, name) != 2 || type == 'A')
+			continue;
+		nexp++;
+		cr_expect(listed(decl, name, strlen(name)), "libgfa.so exports %s, no header declares it",
+			  name);
+		snprintf(want, sizeof(want), " %s@@GFA_0.", name);
+		cr_expect_not_null(strstr(out, want), "%s has no version node", name);
 	}
-	/* every exported name carries the gfa_ prefix */
-	for (const char *l = out; (l = strstr(l, " T ")); l += 3)
-		cr_expect(!strncmp(l + 3, "gfa_", 4), "exported: %.40s", l + 3);
+	/* every declared function is exported */
+	for (char *name = strtok_r(decl, "\n", &save); name; name = strtok_r(NULL, "\n", &save)) {
+		ndecl++;
+		snprintf(want, sizeof(want), " %s@@GFA_0.", name);
+		cr_expect_not_null(strstr(out, want), "%s is declared but libgfa.so does not export it",
+				   name);
+	}
+	cr_expect_eq(nexp, ndecl, "%d exports, %d public functions", nexp, ndecl);
+	cr_expect_gt(ndecl, 100);
+	/* a name of each node, and a cross-layer call that stays inside */
+	cr_expect_not_null(strstr(out, " gfa_pool_create@@GFA_0.2"), "%.2000s", out);
+	cr_expect_not_null(strstr(out, " gfa_guest_pin@@GFA_0.3"), "%.2000s", out);
+	cr_expect_null(strstr(out, "zone_release_take"));
+	free(decl);
+}
+
+/* `make` writes a section 3 man page of each public function into $GFA_BUILD/man. */
+Test(library, each_public_function_has_a_man_page)
+{
+	const char *build = getenv("GFA_BUILD");
+	char *decl = public_functions(), *save = NULL;
+	char path[512], line[256];
+	int n = 0;
+
+	for (char *name = strtok_r(decl, "\n", &save); name; name = strtok_r(NULL, "\n", &save)) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/man/%s.3", build ? build : "build", name);
+		f = fopen(path, "r");
+		cr_expect_not_null(f, "no man page %s", path);
+		if (!f)
+			continue;
+		cr_expect_not_null(fgets(line, sizeof(line), f));
+		cr_expect(!strncmp(line, ".TH ", 4), "%s: %s", path, line);
+		fclose(f);
+		n++;
+	}
+	cr_expect_gt(n, 100);
+	free(decl);
 }
 
 Test(library, version_of_headers_and_library_agree)

@@ -119,7 +119,7 @@ static int backing_zone(struct gfa_backing *b, unsigned int z, const struct gfa_
 		madvise(b->base[z], b->size[z], MADV_HUGEPAGE);
 	if (cfg->populate)
 		populate(b->base[z], b->size[z]);
-	return gfa_zone_set_backing(b->pool, z, b->base[z], b->fd[z]);
+	return zone_set_backing(b->pool, z, b->base[z], b->fd[z]);
 }
 
 struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg)
@@ -161,11 +161,11 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 	for (unsigned int z = 0; z < b->nr_zones && !err; z++)
 		err = backing_zone(b, z, cfg);
 	if (!err)
-		err = gfa_pool_set_moved_fn(pool, backing_moved, b);
+		err = pool_set_moved_fn(pool, backing_moved, b);
 	if (!err)
 		b->moved_fn_set = true;
 	if (!err)
-		err = gfa_pool_set_released_fn(pool, backing_released, b);
+		err = pool_set_released_fn(pool, backing_released, b);
 	if (!err)
 		b->released_fn_set = true;
 	if (err) {
@@ -182,12 +182,12 @@ void gfa_backing_destroy(struct gfa_backing *b)
 		return;
 	zero_worker_stop(atomic_load(&b->zw));   /* before the mappings it zeroes go */
 	if (b->moved_fn_set)
-		gfa_pool_set_moved_fn(b->pool, NULL, NULL);
+		pool_set_moved_fn(b->pool, NULL, NULL);
 	if (b->released_fn_set)
-		gfa_pool_set_released_fn(b->pool, NULL, NULL);
+		pool_set_released_fn(b->pool, NULL, NULL);
 	for (unsigned int z = 0; z < b->nr_zones; z++) {
 		if (b->base[z])
-			gfa_zone_set_backing(b->pool, z, NULL, -1);
+			zone_set_backing(b->pool, z, NULL, -1);
 		if (b->reserve[z])
 			munmap(b->reserve[z], b->reserve_len[z]);
 		if (b->fd[z] >= 0)
@@ -361,7 +361,7 @@ static void mark_data_dirty(struct gfa_backing *b, uint64_t pfn, uint64_t nr)
 	backing_runs(b, pfn, nr, mark_data_run, NULL);
 }
 
-/* gfa_zone_free_runs: the marks of released frames go again */
+/* zone_free_runs: the marks of released frames go again */
 static void unmark_released(void *ctx, uint64_t pfn, uint64_t nr, bool released)
 {
 	if (released)
@@ -377,7 +377,7 @@ static void unmark_released(void *ctx, uint64_t pfn, uint64_t nr, bool released)
 static void mark_dirty_unreleased(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
 	mark_data_dirty(b, pfn, 1UL << order);
-	gfa_zone_free_runs(b->pool, pfn, 1UL << order, unmark_released, b);
+	zone_free_runs(b->pool, pfn, 1UL << order, unmark_released, b);
 }
 
 void gfa_backing_mark_dirty(struct gfa_backing *b, uint64_t pfn, unsigned int order)
@@ -691,7 +691,7 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 	ret = pcp ? gfa_pcp_free(pcp, pfn, order, owner) : gfa_free(b->pool, pfn, order, owner);
 	/* refused: the pfn may be a free block's (a double free), released frames and all */
 	if (ret && ok)
-		gfa_zone_free_runs(b->pool, pfn, 1UL << order, unmark_released, b);
+		zone_free_runs(b->pool, pfn, 1UL << order, unmark_released, b);
 	return ret;
 }
 
@@ -744,10 +744,11 @@ static int free_walk_zone(struct gfa_backing *b, unsigned int zone, struct free_
 	int err = gfa_zone_span(b->pool, zone, &start, &n);
 
 	*w = (struct free_walk){ .b = b };
-	return err ? err : gfa_zone_free_runs(b->pool, start, n, free_walk_run, w);
+	return err ? err : zone_free_runs(b->pool, start, n, free_walk_run, w);
 }
 
-int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st)
+int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone,
+			  struct gfa_backing_zone_stat *st)
 {
 	struct free_walk w;
 	int err;
@@ -794,9 +795,10 @@ int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen)
 		if (err)
 			return err;
 		if (w.released_dirty) {
-			snprintf(msg, msglen, "zone %u: %lu released frames marked dirty (first pfn "
-				 "%lu): clean + dirty + released would count them twice", z,
-				 (unsigned long)w.released_dirty, (unsigned long)w.first_bad);
+			snprintf(msg, msglen,
+				 "zone %u: %lu released frames marked dirty (first pfn "
+				 "%lu): clean + dirty + released would count them twice",
+				 z, (unsigned long)w.released_dirty, (unsigned long)w.first_bad);
 			return -EUCLEAN;
 		}
 		if (w.free != zs.nr_free || w.released != zs.nr_released) {

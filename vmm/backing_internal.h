@@ -33,7 +33,7 @@ void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_
 		  void *ctx);
 
 /* The backing's background zeroer (vmm/zero.c): it zeroes dirty free frames, a batch
- * at a time taken off the lists by gfa_zone_scrub_take (still counted free). */
+ * at a time taken off the lists by zone_scrub_take (still counted free). */
 struct zero_worker;
 struct zero_worker *zero_worker_start(struct gfa_backing *b);
 void zero_worker_stop(struct zero_worker *zw);

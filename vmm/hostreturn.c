@@ -72,7 +72,7 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 	} else {
 		atomic_store(&hr->failed[r->zone], true);
 	}
-	gfa_zone_release_done(hr->pool, r->pfn, r->nr, result == 0);
+	zone_release_done(hr->pool, r->pfn, r->nr, result == 0);
 	atomic_fetch_add(result ? &hr->bytes_failed : &hr->bytes_released, len);
 	free(r);
 	if (atomic_fetch_sub(&hr->inflight, 1) == 1) {
@@ -82,7 +82,8 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 	}
 }
 
-static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct gfa_frame_range *fr)
+static int hr_submit(struct gfa_host_return *hr, unsigned int zone,
+		     const struct gfa_frame_range *fr)
 {
 	struct hr_range *r = malloc(sizeof(*r));
 	uint64_t start, nr;
@@ -90,7 +91,7 @@ static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct
 
 	gfa_zone_span(hr->pool, zone, &start, &nr);
 	if (!r) {
-		gfa_zone_release_done(hr->pool, fr->pfn, fr->nr, false);
+		zone_release_done(hr->pool, fr->pfn, fr->nr, false);
 		atomic_store(&hr->failed[zone], true);  /* back off, as after a failed punch */
 		return -ENOMEM;
 	}
@@ -102,7 +103,7 @@ static int hr_submit(struct gfa_host_return *hr, unsigned int zone, const struct
 		/* nothing was queued: the frames go back populated, and the zone backs off
 		 * as after a failed punch (a lasting error would busy-loop the thread) */
 		atomic_fetch_sub(&hr->inflight, 1);
-		gfa_zone_release_done(hr->pool, fr->pfn, fr->nr, false);
+		zone_release_done(hr->pool, fr->pfn, fr->nr, false);
 		atomic_store(&hr->failed[zone], true);
 		free(r);
 	}
@@ -137,7 +138,8 @@ static bool hr_populate(void *addr, uint64_t len)
 }
 
 /* Grow: fault released frames back in ahead of allocations.  Returns ranges populated. */
-static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone, struct gfa_frame_range *fr)
+static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone,
+			    struct gfa_frame_range *fr)
 {
 	unsigned int done = 0;
 	bool failed = false;
@@ -147,16 +149,16 @@ static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone, struc
 		hr->grow_skip[zone]--;
 		return 0;
 	}
-	n = gfa_zone_populate_take(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
+	n = zone_populate_take(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
 	for (int i = 0; i < n; i++) {
 		uint64_t len = fr[i].nr << GFA_FRAME_SHIFT;
 
 		if (!hr_populate(gfa_pfn_to_addr(hr->pool, fr[i].pfn), len)) {
-			gfa_zone_populate_failed(hr->pool, fr[i].pfn, fr[i].nr);
+			zone_populate_failed(hr->pool, fr[i].pfn, fr[i].nr);
 			failed = true;
 			continue;
 		}
-		gfa_zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
+		zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
 		hr->pass.bytes_populated += len;
 		done++;
 	}
@@ -217,8 +219,8 @@ static bool hr_settled(struct gfa_host_return *hr, unsigned int zone, bool urgen
 	return urgent || now - hr->above_since[zone] >= hr->cfg.settle_ms;
 }
 
-static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, struct gfa_frame_range *fr,
-			      bool urgent)
+static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone,
+			      struct gfa_frame_range *fr, bool urgent)
 {
 	int n;
 
@@ -227,7 +229,7 @@ static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone, str
 
 	if (hr_backing_off(hr, zone) || !settled)
 		return 0;
-	n = gfa_zone_release_take(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
+	n = zone_release_take(hr->pool, zone, fr, PASS_RANGES, hr->cfg.max_frames_per_pass);
 	if (n <= 0) {
 		hr->backoff[zone] = 0;
 		return 0;
@@ -283,7 +285,7 @@ static uint64_t hr_scrub(struct gfa_host_return *hr)
 	if (hr->cfg.no_scrub)
 		return 0;
 	for (unsigned int z = 0; z < hr->nr_zones; z++) {
-		int n = gfa_zone_scrub_take(hr->pool, z, hr_want_dirty, hr->b, fr, PASS_RANGES,
+		int n = zone_scrub_take(hr->pool, z, hr_want_dirty, hr->b, fr, PASS_RANGES,
 					      hr->cfg.scrub_frames_per_pass);
 
 		for (int i = 0; i < n; i++) {
@@ -291,7 +293,7 @@ static uint64_t hr_scrub(struct gfa_host_return *hr)
 			int64_t z0 = backing_prepare_range(hr->b, fr[i].pfn, fr[i].nr);
 
 			done += z0 > 0 ? (uint64_t)z0 : 0;
-			gfa_zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
+			zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
 		}
 	}
 	hr->pass.bytes_scrubbed += done << GFA_FRAME_SHIFT;
@@ -415,7 +417,8 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 		struct gfa_release_config rc = hr->cfg.engine;
 
 		rc.force_sync = rc.force_sync || hr->cfg.force_sync;
-		hr->engine[z] = gfa_release_create(gfa_backing_zone_fd(b, z), gfa_backing_zone_base(b, z), &rc);
+		hr->engine[z] = gfa_release_create(gfa_backing_zone_fd(b, z),
+						   gfa_backing_zone_base(b, z), &rc);
 		if (!hr->engine[z]) {
 			int err = errno;
 

@@ -219,7 +219,7 @@ int gfa_zero_method_usable(const char *name)
 /*
  * A stopped guest's blocks are free at once, dirty (at the tail of the free lists:
  * buddy_free_block_cold), and the backing's zeroer zeroes dirty free blocks in its own
- * thread, a batch at a time, as the idle scrubber does: gfa_zone_scrub_take takes a
+ * thread, a batch at a time, as the idle scrubber does: zone_scrub_take takes a
  * batch off the lists, so no frame is handed out while it is zeroed, and the frames
  * stay counted free and claimable meanwhile (an allocation that finds none waits for
  * the batch).  Zeroed blocks go back at the head, clean, so the next start finds them
@@ -234,6 +234,7 @@ int gfa_zero_method_usable(const char *name)
 #define ZERO_BATCH_RANGES 8
 #define ZERO_BATCH_FRAMES (4 * GFA_PAGEBLOCK_FRAMES)    /* 8 MiB: a few ms */
 #define ZERO_SETTLE_NS    (10 * 1000000ULL)
+#define ZERO_RETRY_NS     (1000000ULL)  /* after a zone said an allocation waits */
 
 struct zero_worker {
 	struct gfa_backing *b;
@@ -259,27 +260,37 @@ static bool want_dirty(void *ctx, uint64_t pfn, unsigned int order)
 	return gfa_backing_block_dirty(ctx, pfn, order);
 }
 
-/* One scrub batch from every zone; returns the ranges taken (0: nothing dirty free). */
+/*
+ * One scrub batch from every zone; returns the ranges taken, 0 when no zone has a dirty
+ * free block it may take, or -EAGAIN when none was taken but a zone refused because an
+ * allocation waits for frames in work (this worker's last batch, or another
+ * scrubber's).  That waiter wakes when they are back but needs the zone lock to leave,
+ * and the next batch often gets the lock first: taken for "all clean", the refusal put
+ * the worker to sleep with the stopped guest's dirty blocks on the lists, and
+ * gfa_backing_zero_quiesce returned at once with them still dirty.
+ */
 static int zero_batch(struct zero_worker *zw)
 {
 	struct gfa_pool *pool = backing_pool(zw->b);
 	struct gfa_frame_range fr[ZERO_BATCH_RANGES];
 	int taken = 0;
+	bool refused = false;
 
 	for (unsigned int z = 0; z < gfa_pool_nr_zones(pool); z++) {
-		int n = gfa_zone_scrub_take(pool, z, want_dirty, zw->b, fr, ZERO_BATCH_RANGES,
-					    ZERO_BATCH_FRAMES);
+		int n = zone_scrub_take(pool, z, want_dirty, zw->b, fr, ZERO_BATCH_RANGES,
+					ZERO_BATCH_FRAMES);
 
+		refused |= n == -EAGAIN;
 		for (int i = 0; i < n; i++) {
 			int64_t done = backing_prepare_range(zw->b, fr[i].pfn, fr[i].nr);
 
 			if (done > 0)
 				atomic_fetch_add(&zw->frames, (uint64_t)done);
-			gfa_zone_populate_done(pool, fr[i].pfn, fr[i].nr);
+			zone_populate_done(pool, fr[i].pfn, fr[i].nr);
 		}
 		taken += n > 0 ? n : 0;
 	}
-	return taken;
+	return taken || !refused ? taken : -EAGAIN;
 }
 
 static void *zero_main(void *arg)
@@ -288,7 +299,7 @@ static void *zero_main(void *arg)
 
 	pthread_mutex_lock(&zw->lock);
 	while (!zw->stop) {
-		bool more;
+		int taken;
 
 		if (!zw->kicked) {
 			pthread_cond_wait(&zw->cond, &zw->lock);
@@ -300,12 +311,14 @@ static void *zero_main(void *arg)
 		}
 		zw->busy = true;
 		pthread_mutex_unlock(&zw->lock);
-		more = zero_batch(zw) > 0;
+		taken = zero_batch(zw);
 		pthread_mutex_lock(&zw->lock);
 		zw->busy = false;
-		if (!more)
+		if (!taken)
 			zw->kicked = false;     /* all clean (or in others' hands): sleep */
 		pthread_cond_broadcast(&zw->cond);
+		if (taken == -EAGAIN && !zw->stop)      /* still kicked: let the waiter in */
+			zw_wait_until(zw, ktime_get_ns() + ZERO_RETRY_NS);
 	}
 	pthread_mutex_unlock(&zw->lock);
 	return NULL;

@@ -3,10 +3,47 @@
  * gfa allocator layer: pools, zones, the buddy allocator, per-vCPU caches (pcp),
  * statistics and the invariant checker.  Pure logic: no KVM, io_uring or libnuma.
  *
- * Vocabulary is the kernel's: a frame is 4 KiB, a pfn its index in the pool, a block
- * of order k is 2^k frames aligned to 2^k, a pageblock is order 9 (2 MiB) and carries
- * a migratetype and a skip bit.  A pool holds one or more zones, each a contiguous pfn
- * range with its own lock and free lists.
+ * Vocabulary is the kernel's; one word per mechanism, used in every layer:
+ *
+ *   frame        4 KiB of guest memory; a pfn is its index in the pool.
+ *   block        2^order frames aligned to 2^order (order 0..GFA_MAX_ORDER); freeing
+ *                merges it with its free buddy, the block of the same order beside it.
+ *   pageblock    order 9 (2 MiB, the THP size): the unit a migratetype and compaction's
+ *                skip bit are kept for.
+ *   migratetype  UNMOVABLE, MOVABLE or RECLAIMABLE: what a block's data allows; free
+ *                lists are kept per type, and an allocation falls back to another
+ *                type's pageblocks by stealing them.
+ *   pool, zone   a pool is all the frames of one allocator; a zone is a contiguous pfn
+ *                range of it (a NUMA node's memory) with its own lock and free lists.
+ *   zone path    an allocation or free under the zone lock (gfa_alloc, gfa_free).
+ *   pcp          a per-vCPU cache (struct gfa_pcp): free blocks of orders 0-3 and 9
+ *                that one thread allocates and frees without the zone lock, refilled
+ *                and drained in batches.
+ *   holder       the one thread a pcp belongs to at a time; another thread (a drain,
+ *                the checker, compaction) takes a remote hold and waits for the holder
+ *                to leave its call (allocator/pcp.h).
+ *   owner        the cookie an allocated block is allocated to (a guest's id); an owner
+ *                that registers migrate ops (gfa_owner_register) lets compaction move
+ *                its MOVABLE blocks.
+ *   claim        frames of a zone promised to an owner before it allocates them
+ *                (gfa_zone_claim): other owners cannot take them, host work neither.
+ *   compaction   moving MOVABLE blocks (copy, remap by the owner's op) to make free
+ *                high-order blocks; isolated blocks are those a move has taken off the
+ *                lists.
+ *   capture      direct compaction handing the block its own moves freed straight to
+ *                the allocation that asked for it, before another thread can take it.
+ *   released     a free frame whose host memory is gone (punched out of the memfd);
+ *                populating it gets host memory again.  Released frames are reused
+ *                last.
+ *   host return  the vmm layer's thread that releases free frames to the host and
+ *                populates them back (gfa_host_return_start): the one word for giving
+ *                memory back to the host.
+ *   in flight    free frames off the lists while host work is on them: a release or a
+ *                populate in progress, or a scrub (zeroing) of dirty free frames; they
+ *                count as free (GFA_FRAME_INFLIGHT).
+ *   dirty        a free frame that may still hold an owner's data: zeroed (scrubbed)
+ *                before it goes to another owner.
+ *   cold         a free to the tail of its list (a stopped guest's frames): taken last.
  *
  * Errors: every function that can fail returns a negative errno (or, for functions
  * returning a pfn, a negative errno in an int64_t); functions returning a pointer return
@@ -28,12 +65,34 @@
  *   GFA_EOWNER      -EPERM         owner cookie does not match the block's owner
  *   GFA_EBUSY       -EBUSY         block is isolated for a move or in flight to the host
  *   GFA_ENOMEM      -ENOMEM        no free block of that order (after fallbacks)
- *   GFA_ETHREAD     -EDEADLK       a pcp used by two threads at once
+ *   GFA_ETHREAD     -EDEADLK       a pcp used by two threads at once, or a call from a
+ *                                  thread that must not make it (an engine's own)
+ *   GFA_ECORRUPT    -EUCLEAN       an invariant check found a violation
+ *   GFA_EOVERLAP    -ENOTUNIQ      ranges of one request overlap each other
+ *
+ * The rest keep the C library's meaning (gfa_strerror() gives its text):
+ *
+ *   GFA_EEXIST      -EEXIST        already there (a claim, an owner)
+ *   GFA_ENOSPC      -ENOSPC        no room (a claim above the free frames, a registry full)
+ *   GFA_EAGAIN      -EAGAIN        refused for now (an owner's move op; thread resources)
+ *   GFA_ETIMEDOUT   -ETIMEDOUT     a wait ran out of its timeout
+ *   GFA_ECANCELED   -ECANCELED     a wait ended by a stop on another thread
+ *   GFA_ESHUTDOWN   -ESHUTDOWN     the handle's destroy has started
+ *   GFA_EOVERFLOW   -EOVERFLOW     a count that would overflow (pins, nodes)
+ *   GFA_ENOTSUP     -EOPNOTSUPP    not supported by this CPU or OS
+ *   GFA_EBADF       -EBADF         not an open file descriptor
+ *
+ * Three names share the errno of another, for the words of the calls that return them:
+ * GFA_ENOTFOUND is GFA_ENOTHEAD ("not found": no such claim, owner, ballooned range),
+ * GFA_EALREADY is GFA_EDOUBLEFREE (already so: a range ballooned, a worker running) and
+ * GFA_ENOBACKING is GFA_ENONODE (a zone without host backing).  An error a system call
+ * gave is passed on as its negative errno, and the call's description names the system
+ * call.
  *
  * Conventions every public header follows:
  *   - A NULL pointer argument (a handle, a config, an output, an array, a callback) is
- *     -EFAULT (GFA_EFAULT), even where the count beside it is 0; a call that returns a
- *     pointer returns NULL with errno EFAULT.  It is counted in err_fault when the
+ *     GFA_EFAULT, even where the count beside it is 0; a call that returns a pointer
+ *     returns NULL with errno GFA_EFAULT.  It is counted in err_fault when the
  *     call's first argument is a handle with a pool (a pool, cache, backing, guest, NUMA
  *     pool, host return or free page reporter) and not the NULL one.  The exceptions,
  *     each said in the description of the parameter or of the result, are of these
@@ -48,7 +107,9 @@
  *       - void *ctx, *cookie and *arg are the caller's: passed on, never read.
  *     The fuzz target makes every public call with each other pointer argument NULL and
  *     checks the result against these words (tools/fuzz_null_calls.py reads them).
- *   - "Not found" (no such claim, owner, ballooned range) is -ENOENT.
+ *   - "Not found" (no such claim, owner, ballooned range) is GFA_ENOTFOUND.
+ *   - "NULL with errno GFA_EXXX" means NULL with errno set to -GFA_EXXX (the positive
+ *     errno), as a pointer-returning call leaves it.
  *   - Text formatters (gfa_pool_buddyinfo, gfa_numa_topology_text, ...) are
  *     snprintf-style: they write at most len bytes, NUL-terminated when len > 0, and
  *     return the length the full text needs (excluding the NUL); buf may be NULL when
@@ -93,6 +154,19 @@ extern "C" {
 #define GFA_EBUSY       (-EBUSY)
 #define GFA_ENOMEM      (-ENOMEM)
 #define GFA_ETHREAD     (-EDEADLK)
+#define GFA_ECORRUPT    (-EUCLEAN)
+#define GFA_EOVERLAP    (-ENOTUNIQ)
+#define GFA_EEXIST      (-EEXIST)
+#define GFA_ENOSPC      (-ENOSPC)
+#define GFA_EAGAIN      (-EAGAIN)
+#define GFA_ETIMEDOUT   (-ETIMEDOUT)
+#define GFA_ECANCELED   (-ECANCELED)
+#define GFA_ESHUTDOWN   (-ESHUTDOWN)
+#define GFA_EOVERFLOW   (-EOVERFLOW)
+#define GFA_ENOTSUP     (-EOPNOTSUPP)
+#define GFA_EBADF       (-EBADF)
+#define GFA_ENOTFOUND   GFA_ENOTHEAD    /* -ENOENT: no such claim, owner, ballooned range */
+#define GFA_EALREADY    GFA_EDOUBLEFREE /* -EALREADY: a range ballooned, a worker running */
 /* The numa layer's errors (gfa/numa.h), here so that every gfa errno is in one list. */
 #define GFA_ENONODE     (-ENODEV)   /* node id not in the topology */
 #define GFA_ENOCPU      (-ENXIO)    /* CPU (set) with no node in the topology */
@@ -101,15 +175,16 @@ extern "C" {
 #define GFA_EPOLICY     (-ENOLINK)  /* zone memory lacks its MPOL_BIND policy */
 #define GFA_ETOOBIG     (-E2BIG)    /* more frames than the node has */
 #define GFA_ENONUMA     (-ENOSYS)   /* the host has no NUMA support (numa_available() < 0) */
+#define GFA_ENOBACKING  GFA_ENONODE /* -ENODEV: a zone without host backing */
 
 /**
  * gfa_strerror() - what a gfa error means
  * @err: a negative errno a gfa call returned (a positive errno, as a NULL-returning
  *       call leaves in errno, is taken as its negative)
  *
- * gfa gives some errnos a meaning of its own (GFA_EMIGRATE is -EPROTOTYPE, whose
- * strerror() text is "Protocol wrong type for socket"): this names gfa's meaning.
- * Where one errno has several meanings across calls (-ENOENT: not a block head, or no
+ * gfa gives some errnos a meaning of its own (the strerror() text of GFA_EMIGRATE's errno
+ * is "Protocol wrong type for socket"): this names gfa's meaning.
+ * Where one errno has several meanings across calls (GFA_ENOTHEAD and GFA_ENOTFOUND: no
  * such claim, owner or ballooned range), the text names each.
  *
  * Return: a static string, never NULL: gfa's meaning for every GFA_E* value, 0 is
@@ -199,9 +274,9 @@ void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames);
  * Every frame starts free, in MOVABLE pageblocks.  Zones are laid out one after another
  * in pfn space, each starting on a GFA_MAX_ORDER boundary.
  *
- * Return: the pool, or NULL with errno set: EFAULT (@cfg NULL), EINVAL (no zones, too
+ * Return: the pool, or NULL with errno set: GFA_EFAULT (@cfg NULL), GFA_EINVAL (no zones, too
  * many, a zone smaller than a pageblock or larger than 2^31 frames, pcp tunables above
- * their maximum, nonzero reserved words), ENOMEM.
+ * their maximum, nonzero reserved words), GFA_ENOMEM.
  * Context: not concurrent with any other call on the pool.
  */
 struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg);
@@ -324,7 +399,7 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
  * gfa_frame_lookup() - what the block holding a pfn is doing
  * @info: gets state, head, order, types, owner and index (reserved words zeroed)
  *
- * Return: 0, GFA_EFAULT, GFA_ERANGE; -EUCLEAN only if the pool's invariants are broken
+ * Return: 0, GFA_EFAULT, GFA_ERANGE; GFA_ECORRUPT only if the pool's invariants are broken
  * (a build with assertions aborts instead).
  * Context: any thread; the answer may be stale once the zone lock is dropped unless the
  * caller owns the block.
@@ -361,7 +436,7 @@ void *gfa_pfn_to_addr(const struct gfa_pool *pool, uint64_t pfn);
  * @fd: gets zone's memfd
  * @offset: gets the frame's byte offset in it
  *
- * Return: 0, GFA_EFAULT, GFA_ERANGE, or -ENODEV (the zone has no backing).
+ * Return: 0, GFA_EFAULT, GFA_ERANGE, or GFA_ENOBACKING (the zone has no backing).
  * Context: any thread.
  */
 int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *offset);
@@ -528,11 +603,12 @@ int gfa_pool_vmstat_text(struct gfa_pool *pool, char *buf, size_t len);
  * Each frame in exactly one block, each block in one state, tail frames stateless;
  * free-list contents and links equal the counters; no two free buddies that should have
  * merged; pageblock types, flags and free/released counts; released bits only on free
- * frames; frames in flight and being scrubbed equal their counts; claims add up; cached compaction positions inside the zone; pcp counters equal
- * their lists and each cached block on exactly one list.
+ * frames; frames in flight and being scrubbed equal their counts; claims add up; cached compaction
+ * positions inside the zone; pcp counters equal their lists and each cached block on exactly one
+ * list.
  *
- * Return: 0, GFA_EFAULT, -ENOMEM (no memory for the check's bitmap, one bit per frame),
- * or -EUCLEAN (a violation, described in @msg).
+ * Return: 0, GFA_EFAULT, GFA_ENOMEM (no memory for the check's bitmap, one bit per frame),
+ * or GFA_ECORRUPT (a violation, described in @msg).
  * Context: any thread: every zone lock is held in turn and each cache is held remotely
  * while its lists are read, so it may run while vCPU threads allocate.
  */
@@ -546,7 +622,7 @@ int gfa_pool_check(struct gfa_pool *pool, char *msg, size_t msglen);
  * Lists per order (0-3 and 9) and migratetype, 15 in all, sized from the zone (or the
  * pool config).
  *
- * Return: the cache, or NULL with errno EFAULT, ERANGE or ENOMEM.
+ * Return: the cache, or NULL with errno GFA_EFAULT, GFA_ERANGE or GFA_ENOMEM.
  * Context: a cache belongs to one thread at a time, the one that used it last (its
  * holder).  Its hot path does no atomic read-modify-write and no fence: the holder marks
  * itself busy with plain stores to its own per-thread line, and the rare other side
@@ -719,8 +795,8 @@ int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
  * is outstanding, allocations by other owners fail with GFA_ENOMEM rather than eat into
  * it, and @owner's allocations consume it.
  *
- * Return: 0, GFA_EFAULT, GFA_ERANGE, -EEXIST (@owner already has a claim on this zone),
- * -ENOSPC (more than the zone's unclaimed free frames, counting those being zeroed
+ * Return: 0, GFA_EFAULT, GFA_ERANGE, GFA_EEXIST (@owner already has a claim on this zone),
+ * GFA_ENOSPC (more than the zone's unclaimed free frames, counting those being zeroed
  * (nr_scrubbing) and those parked in vCPU caches, which it drains when they make up the
  * difference; or the claim table of
  * GFA_MAX_CLAIMS is full, which drains nothing).  Nothing changes on error but such a
@@ -731,7 +807,7 @@ int gfa_zone_claim(struct gfa_pool *pool, unsigned int zone, uint64_t owner, uin
 /**
  * gfa_zone_unclaim() - drop an owner's claim on a zone
  *
- * Return: the frames it did not use (>= 0), or GFA_EFAULT, GFA_ERANGE, -ENOENT (no
+ * Return: the frames it did not use (>= 0), or GFA_EFAULT, GFA_ERANGE, GFA_ENOTFOUND (no
  * claim).
  * Context: any thread.
  */
@@ -792,7 +868,7 @@ struct gfa_owner_ops {
 	/*
 	 * Copy 2^order frames from src_pfn to dst_pfn and repoint the owner's mapping
 	 * (guest memory window, page tables) at dst.  Called without any pool lock, from
-	 * the compacting thread.  Return 0, or -EBUSY / -EAGAIN to refuse: the block then
+	 * the compacting thread.  Return 0, or GFA_EBUSY / GFA_EAGAIN to refuse: the block then
 	 * stays at src, untouched.  The owner must not free the block while this runs
 	 * (its gfa_free gets GFA_EBUSY during a move; retry after).
 	 */
@@ -824,12 +900,12 @@ struct gfa_owner_ops {
  * has started returns, so the owner may free @ctx as soon as it returns.
  *
  * Return: 0, GFA_EFAULT (also: ops without migrate), GFA_EINVAL (only one of
- * batch_begin and batch_end), -EEXIST (already registered), -ENOENT (unregistering an unknown owner),
- * -ENOSPC (registry full: 32768 owners).
+ * batch_begin and batch_end), GFA_EEXIST (already registered), GFA_ENOTFOUND
+ * (unregistering an unknown owner), GFA_ENOSPC (registry full: 32768 owners).
  * Context: any thread.  An op may unregister its own owner (the call does not wait for
  * itself), but must not wait for another thread that is unregistering it.  Ops must not
  * block on a lock their owner holds while it allocates with compaction (use trylock,
- * answer -EAGAIN).
+ * answer GFA_EAGAIN).
  */
 int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_owner_ops *ops,
 		       void *ctx);
@@ -875,7 +951,7 @@ int gfa_compact_configure(struct gfa_pool *pool, const struct gfa_compact_config
  * Order 0 is GFA_COMPACT_SKIPPED.  Runs in the calling thread.
  *
  * Return: a gfa_compact_result, or GFA_EFAULT, GFA_ERANGE, GFA_EORDER, GFA_EINVAL (@mode
- * is no gfa_compact_mode), -ENOMEM.
+ * is no gfa_compact_mode), GFA_ENOMEM.
  * Context: any thread; several may compact one zone at once (pageblock skip bits give
  * each source pageblock a single owner; full compactions share blocks, each frame is
  * still isolated by one of them only).
@@ -914,7 +990,7 @@ int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int
  * by @owner; the old blocks are freed.  All or nothing: pieces stay moved only if the
  * collapse as a whole succeeds: if the owner refuses a piece, the pieces already moved
  * go back to their old blocks through the same op (asked again while it answers
- * -EAGAIN/-EBUSY, a bounded number of times), the new block is freed and the claim it was
+ * GFA_EAGAIN/GFA_EBUSY, a bounded number of times), the new block is freed and the claim it was
  * charged to (gfa_zone_claim()) gets its frames back.  A piece the owner will not take
  * back stays moved, as compaction leaves a block: it becomes a block of its order inside
  * the new one (where the owner maps it, freeable there), its old block and the rest of
@@ -924,15 +1000,16 @@ int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int
  * An op that unregisters its owner (gfa_owner_register() with NULL ops) ends the
  * collapse: no op of that owner is called again, the pieces moved so far stay moved as
  * a piece the owner will not take back does, the others stay where they were, and the
- * result is -ENOENT (the new block's pfn, without the collapsed call, when that op
+ * result is GFA_ENOTFOUND (the new block's pfn, without the collapsed call, when that op
  * moved the last piece).
  *
  * Return: the new block's pfn, or GFA_EFAULT, GFA_ERANGE (zone, or a block outside it),
  * GFA_EINVAL (@n 0 or above 512, offsets that overlap or leave the block, the same pfn
  * twice), GFA_EALIGN (an offset or a pfn misaligned for its piece's order), GFA_EORDER (a
  * piece of order >= 9), GFA_ENOTHEAD, GFA_EWRONGORDER, GFA_EOWNER (a block is not the
- * owner's MOVABLE block of that order), GFA_EBUSY (being moved), -ENOENT (owner not
- * registered, or unregistered by one of its ops as above), GFA_ENOMEM, or the owner's refusal (-EBUSY/-EAGAIN).
+ * owner's MOVABLE block of that order), GFA_EBUSY (being moved), GFA_ENOTFOUND (owner not
+ * registered, or unregistered by one of its ops as above), GFA_ENOMEM, or the owner's
+ * refusal (GFA_EBUSY/GFA_EAGAIN).
  * Context: any thread.
  */
 int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
@@ -948,7 +1025,7 @@ int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
  * every 64 intervals (the kernel's proactive_defer); also woken by failed order-9
  * allocations.
  *
- * Return: 0, GFA_EFAULT, -EALREADY (running), or a pthread_create error.
+ * Return: 0, GFA_EFAULT, GFA_EALREADY (running), or a pthread_create error.
  * Context: any thread; start and stop are serialised.
  */
 int gfa_compactd_start(struct gfa_pool *pool);

@@ -14,7 +14,8 @@
 extern "C" {
 #endif
 
-/* The version of the headers a caller is built against (the Makefile's VERSION). */
+/* The version of the headers a caller is built against: the one definition of gfa's
+ * version (the Makefile, gfa.pc and the man pages read it from here). */
 #define GFA_VERSION_MAJOR 0
 #define GFA_VERSION_MINOR 4
 #define GFA_VERSION_PATCH 0

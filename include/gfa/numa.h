@@ -86,9 +86,9 @@ struct gfa_numa_topology {
  * Memory (numa_node_size64), CPUs (numa_node_of_cpu), distances (numa_distance), and each
  * node's zonelist.
  *
- * Return: a topology (free with gfa_numa_topology_free()), or NULL with errno: ENOSYS (no
- * NUMA support on this host), EOVERFLOW (more than GFA_NUMA_MAX_NODES nodes with memory),
- * ENOMEM.
+ * Return: a topology (free with gfa_numa_topology_free()), or NULL with errno: GFA_ENONUMA (no
+ * NUMA support on this host), GFA_EOVERFLOW (more than GFA_NUMA_MAX_NODES nodes with memory),
+ * GFA_ENOMEM.
  * Context: any thread.
  */
 struct gfa_numa_topology *gfa_numa_topology_discover(void);
@@ -105,11 +105,12 @@ struct gfa_numa_topology *gfa_numa_topology_discover(void);
  * binds to the real node it was carved from (phys_node).  Everything that prints a
  * topology says "fake".
  *
- * Return: the topology, or NULL with errno: EINVAL (@nr_nodes 0 or above
- * GFA_NUMA_MAX_NODES, a bad distance), ENOMEM.
+ * Return: the topology, or NULL with errno: GFA_EINVAL (@nr_nodes 0 or above
+ * GFA_NUMA_MAX_NODES, a bad distance), GFA_ENOMEM.
  * Context: any thread.
  */
-struct gfa_numa_topology *gfa_numa_topology_fake(unsigned int nr_nodes, const unsigned int *distance);
+struct gfa_numa_topology *gfa_numa_topology_fake(unsigned int nr_nodes,
+						 const unsigned int *distance);
 
 /**
  * gfa_numa_topology_free() - free a topology
@@ -225,8 +226,8 @@ struct gfa_numa_pool;
  * Holds the per-node statistics.  Zone i must stand for t->nodes[i] (only the zone count
  * can be checked).
  *
- * Return: the NUMA pool, or NULL with errno: EFAULT, EINVAL (the pool's zone count
- * differs from @t's node count), ENOMEM.
+ * Return: the NUMA pool, or NULL with errno: GFA_EFAULT, GFA_EINVAL (the pool's zone count
+ * differs from @t's node count), GFA_ENOMEM.
  * Context: while no other thread uses the NUMA pool.
  */
 struct gfa_numa_pool *gfa_numa_attach(struct gfa_pool *pool, const struct gfa_numa_topology *t);
@@ -267,9 +268,9 @@ int gfa_numa_node_zone(const struct gfa_numa_pool *np, int node);
  * (guest windows) follows it.  Call before the memory is populated: pages already
  * present are moved if they can be, and a page that cannot be is an error.
  *
- * Return: 0, or GFA_EFAULT, -ENODEV (a zone without backing), or mbind's error (-EPERM in
- * containers that forbid it, -EIO for a page that could not move, -EINVAL for a node the
- * process may not use); on error every zone, the failing one included, is back to the
+ * Return: 0, or GFA_EFAULT, GFA_ENOBACKING (a zone without backing), or mbind's error (in
+ * containers that forbid it, for a page that could not move, for a node the process may
+ * not use); on error every zone, the failing one included, is back to the
  * default policy.
  * Context: not concurrent with populating or allocating from the pool.
  */
@@ -288,7 +289,7 @@ int gfa_numa_bind_zone(struct gfa_numa_pool *np, unsigned int zone);
  * MADV_POPULATE_WRITE, without changing the contents (a read-and-write-back loop on
  * kernels before 5.14).  Run it after binding, before guests start.
  *
- * Return: 0, GFA_EFAULT, -ENODEV or madvise's error.
+ * Return: 0, GFA_EFAULT, GFA_ENOBACKING or madvise's error.
  * Context: not concurrent with binding the pool.
  */
 int gfa_numa_populate_pool(struct gfa_numa_pool *np);
@@ -325,7 +326,7 @@ struct gfa_numa_placement {
  * nodes, which only reports).  Costs one move_pages call per 1024 frames.
  *
  * Return: 0, or GFA_EREMOTE (a frame on another node), GFA_EPOLICY (no MPOL_BIND to the
- * node), GFA_EFAULT, GFA_ERANGE, -ENODEV (no backing), or the syscall's error.
+ * node), GFA_EFAULT, GFA_ERANGE, GFA_ENOBACKING (no backing), or the syscall's error.
  * Context: any thread.
  */
 int gfa_numa_verify_zone(struct gfa_numa_pool *np, unsigned int zone, struct gfa_numa_placement *p);
@@ -357,8 +358,8 @@ int gfa_numa_placement_text(const struct gfa_numa_placement *p, char *buf, size_
  *
  * Destroy it with gfa_pcp_destroy().
  *
- * Return: the cache, or NULL with errno: EFAULT, ENODEV (no such node), ENXIO (the
- * thread's CPUs have no node), ENOMEM.
+ * Return: the cache, or NULL with errno: GFA_EFAULT, GFA_ENONODE (no such node), GFA_ENOCPU (the
+ * thread's CPUs have no node), GFA_ENOMEM.
  * Context: as gfa_pcp_create().
  */
 struct gfa_pcp *gfa_numa_pcp_create(struct gfa_numa_pool *np, int node);
@@ -406,7 +407,7 @@ int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
  * gfa_numa_claim() - reserve free frames of a node's zone for an owner (gfa_zone_claim())
  *
  * Return: 0, or GFA_EFAULT, GFA_ENONODE, GFA_ETOOBIG (more frames than the node's zone has
- * at all), -EEXIST (@owner already claims on that node), -ENOSPC (more than the node's
+ * at all), GFA_EEXIST (@owner already claims on that node), GFA_ENOSPC (more than the node's
  * unclaimed free frames now, or the claim table is full).  Nothing changes on error but a
  * drain of the zone's caches when their frames would have made up the difference.
  * Context: any thread.
@@ -423,7 +424,7 @@ int gfa_numa_claim_nodes(struct gfa_numa_pool *np, uint64_t owner, const uint64_
 /**
  * gfa_numa_unclaim() - drop an owner's claim on a node
  *
- * Return: the frames it did not use, or GFA_EFAULT, GFA_ENONODE, -ENOENT (no claim).
+ * Return: the frames it did not use, or GFA_EFAULT, GFA_ENONODE, GFA_ENOTFOUND (no claim).
  * Context: any thread.
  */
 int64_t gfa_numa_unclaim(struct gfa_numa_pool *np, int node, uint64_t owner);

@@ -1579,7 +1579,8 @@ struct gfa_linux_stat {
 	uint64_t err_irq;               /* failed KVM_IRQ_LINE calls */
 	uint64_t pages_4k, pages_2m;    /* KVM's mapping of guest RAM */
 	double boot_ms;                 /* start to the first console line the kernel's
-					 * /init printed (a line starting "gfa-init"), 0 if none yet */
+					 * /init printed (a line starting "gfa-init"), 0 if
+					 * none yet */
 };
 /**
  * gfa_linux_vm_stat() - the VM's counters

@@ -45,8 +45,8 @@ struct gfa_backing_config {
  * aligned address with MADV_HUGEPAGE, and handed to the pool (gfa_pfn_to_addr() then
  * answers).
  *
- * Return: the backing, or NULL with errno: EFAULT, EINVAL (nonzero reserved words), EBUSY
- * (the pool already has backing or a moved hook), or the memfd/ftruncate/mmap error.
+ * Return: the backing, or NULL with errno: GFA_EFAULT, GFA_EINVAL (nonzero reserved words),
+ * GFA_EBUSY (the pool already has backing or a moved hook), or the memfd/ftruncate/mmap error.
  * Context: create and destroy while no guest uses the pool and no migrate op can run (no
  * compaction or collapse; gfa_compactd_stop() first): a move's hook marks frames dirty in
  * the backing.
@@ -139,7 +139,7 @@ void gfa_zero(void *p, size_t len);
  * free and claimable (gfa_zone_stat.nr_scrubbing): an allocation that finds no frame
  * waits for it.
  *
- * Return: 0, GFA_EFAULT, or -ETIMEDOUT after @timeout_ms.
+ * Return: 0, GFA_EFAULT, or GFA_ETIMEDOUT after @timeout_ms.
  * Context: any thread.
  */
 int gfa_backing_zero_quiesce(struct gfa_backing *b, unsigned int timeout_ms);
@@ -162,7 +162,7 @@ const char *gfa_zero_method(void);
  * gfa_zero_set_method() - switch the zeroing path
  * @name: "avx512", "avx2", "movnti", "memset", or "" for the automatic choice
  *
- * Return: 0, GFA_EFAULT (NULL), -EINVAL (unknown name) or -ENOTSUP (this CPU or OS lacks
+ * Return: 0, GFA_EFAULT (NULL), GFA_EINVAL (unknown name) or GFA_ENOTSUP (this CPU or OS lacks
  * it).
  * Context: any thread.
  */
@@ -242,7 +242,8 @@ struct gfa_backing_zone_stat {
  * Return: 0, GFA_EFAULT, GFA_ERANGE.
  * Context: any thread (a snapshot).
  */
-int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_backing_zone_stat *st);
+int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone,
+			  struct gfa_backing_zone_stat *st);
 /**
  * gfa_backing_check() - gfa_pool_check(), then the backing's own invariants
  * @msg: gets the first violation in words (may be NULL)
@@ -251,7 +252,7 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone, struct gfa_b
  * No released frame marked dirty, each zone's free and released frames by their states
  * equal to gfa_zone_stat's, and the dirty count equal to the marks.
  *
- * Return: 0, GFA_EFAULT, gfa_pool_check()'s errors, or -EUCLEAN (a violation, described
+ * Return: 0, GFA_EFAULT, gfa_pool_check()'s errors, or GFA_ECORRUPT (a violation, described
  * in @msg).
  * Context: at a quiet point (no other thread allocating, freeing, releasing or moving
  * frames): the totals compare two snapshots.
@@ -295,7 +296,7 @@ int gfa_host_thp_report(struct gfa_thp_report *r);
  * reported before every punch touching it has completed, so frames reported done
  * can be handed out without a late punch zeroing them (in-flight exclusivity).
  *
- * If an io_uring cannot be set up (kernel.io_uring_disabled, ENOMEM, missing
+ * If an io_uring cannot be set up (kernel.io_uring_disabled, GFA_ENOMEM, missing
  * opcodes, injected failure) the engine runs in synchronous mode on its own thread
  * (callers still never wait) and prints one warning line to stderr.
  */
@@ -321,7 +322,7 @@ struct gfa_release_engine;
  * engine while it runs, so keep it short.  It may take the caller's locks (e.g. a
  * zone lock) and may call gfa_release_submit() (which never blocks) and
  * gfa_release_stats(); gfa_release_flush() and gfa_release_destroy() called from
- * here return -EDEADLK and do nothing.  Do not flush another engine from here
+ * here return GFA_ETHREAD and do nothing.  Do not flush another engine from here
  * either.  Consequently: a lock the callback takes may be held around
  * gfa_release_submit(), but never around gfa_release_flush()/destroy().
  */
@@ -331,7 +332,7 @@ typedef void (*gfa_release_done_fn)(void *cookie, uint64_t offset, uint64_t len,
 /*
  * Fault injection (shipped, for tests): operations of one kind are numbered from 1
  * over the engine's life; numbers nth .. nth+count-1 fail with -err (err is a
- * positive errno value, e.g. EIO).  nth == 0 disables; count == 0 means 1.
+ * positive errno value).  nth == 0 disables; count == 0 means 1.
  * An injected failure never touches the memfd, so the data stays intact.
  */
 struct gfa_release_fault {
@@ -398,10 +399,10 @@ struct gfa_release_stats {
  * a hugetlbfs memfd submit huge-page-aligned ranges.  Ring setup failure is not an error:
  * the engine runs in synchronous mode.
  *
- * Return: the engine, or NULL with errno: EBADF (@memfd is not an open file descriptor),
- * EINVAL (@memfd is not a regular file; max_punch_bytes not a page multiple or above
+ * Return: the engine, or NULL with errno: GFA_EBADF (@memfd is not an open file descriptor),
+ * GFA_EINVAL (@memfd is not a regular file; max_punch_bytes not a page multiple or above
  * GFA_RELEASE_MAX_PUNCH_LIMIT; ring_entries above GFA_RELEASE_MAX_RING; a fault with nth
- * != 0 and err <= 0; fault_setup_err < 0; nonzero reserved words), ENOMEM, EAGAIN (or
+ * != 0 and err <= 0; fault_setup_err < 0; nonzero reserved words), GFA_ENOMEM, GFA_EAGAIN (or
  * another pthread_create error: the thread could not be started).
  * Context: any thread.
  */
@@ -418,11 +419,11 @@ struct gfa_release_engine *gfa_release_create(int memfd, void *map_base,
  * Never waits for the host: O(1) work under a short lock, plus a rare fstat when the
  * range lies beyond the size last seen (the file may have grown).
  *
- * Return: 0, or (nothing queued, @done never called) -EFAULT (@engine or @done NULL),
- * -EINVAL (@len 0, @offset or @len not a page multiple), -ERANGE (@offset + @len
+ * Return: 0, or (nothing queued, @done never called) GFA_EFAULT (@engine or @done NULL),
+ * GFA_EINVAL (@len 0, @offset or @len not a page multiple), GFA_ERANGE (@offset + @len
  * overflows or exceeds the memfd's size: the largest size seen, so a file shrunk under
- * the engine is not noticed, and a punch past its end changes nothing), -ESHUTDOWN
- * (gfa_release_destroy() has started), -ENOMEM, or the errno of fstat() (e.g. -EBADF).
+ * the engine is not noticed, and a punch past its end changes nothing), GFA_ESHUTDOWN
+ * (gfa_release_destroy() has started), GFA_ENOMEM, or fstat()'s error.
  * Context: any thread, concurrently; also from a done callback.
  */
 int gfa_release_submit(struct gfa_release_engine *engine, uint64_t offset,
@@ -435,14 +436,14 @@ int gfa_release_submit(struct gfa_release_engine *engine, uint64_t offset,
  * blk_start_plug()), so a balloon inflation is punched as one.  Plugs nest;
  * gfa_release_flush() and gfa_release_destroy() override them.
  *
- * Return: 0 or -EFAULT (NULL @engine).
+ * Return: 0 or GFA_EFAULT (NULL @engine).
  * Context: any thread.
  */
 int gfa_release_plug(struct gfa_release_engine *engine);
 /**
  * gfa_release_unplug() - drop one plug
  *
- * Return: 0, -EFAULT (NULL @engine) or -EINVAL (no plug held).
+ * Return: 0, GFA_EFAULT (NULL @engine) or GFA_EINVAL (no plug held).
  * Context: any thread.
  */
 int gfa_release_unplug(struct gfa_release_engine *engine);
@@ -454,7 +455,7 @@ int gfa_release_unplug(struct gfa_release_engine *engine);
  * Waits until every such range has had its done callback return (ranges held by a plug
  * included).
  *
- * Return: 0, or -EFAULT (NULL @engine), -ETIMEDOUT, -EDEADLK (called on the engine
+ * Return: 0, or GFA_EFAULT (NULL @engine), GFA_ETIMEDOUT, GFA_ETHREAD (called on the engine
  * thread, i.e. from a done callback).
  * Context: any thread except the engine thread.
  */
@@ -467,7 +468,7 @@ int gfa_release_flush(struct gfa_release_engine *engine, int timeout_ms);
  * Refuses new submits, makes every done callback of what is queued, joins the thread and
  * tears down the ring.
  *
- * Return: 0, or -EDEADLK if called on the engine thread (nothing is done).
+ * Return: 0, or GFA_ETHREAD if called on the engine thread (nothing is done).
  * Context: once, from any thread but the engine thread, after which no other thread may
  * use the engine.
  */
@@ -491,7 +492,7 @@ const char *gfa_release_mode(const struct gfa_release_engine *engine,
  * @out: gets them (reserved words zeroed); each counter is read atomically, the set is
  *       not a single consistent cut while the engine runs
  *
- * Return: 0 or -EFAULT.
+ * Return: 0 or GFA_EFAULT.
  * Context: any thread.
  */
 int gfa_release_stats(const struct gfa_release_engine *engine,
@@ -532,8 +533,8 @@ struct gfa_host_return_config {
  * quarter-empty pageblocks, highest first, released blocks reused last).  Frames released
  * are zero when next touched and count as clean.
  *
- * Return: the host return, or NULL with errno: EFAULT, EINVAL (@b backs another pool,
- * nonzero reserved words), EBUSY (the backing has a host return already), or the
+ * Return: the host return, or NULL with errno: GFA_EFAULT, GFA_EINVAL (@b backs another pool,
+ * nonzero reserved words), GFA_EBUSY (the backing has a host return already), or the
  * engine's error (ring setup failures fall back to synchronous release inside the engine,
  * with a warning).
  * Context: start and stop once per backing.
@@ -554,7 +555,7 @@ void gfa_host_return_kick(struct gfa_host_return *hr);
  *
  * For tests, benchmarks and shutdown.
  *
- * Return: 0, -EFAULT, -ETIMEDOUT, -ECANCELED (a gfa_host_return_stop() on another thread
+ * Return: 0, GFA_EFAULT, GFA_ETIMEDOUT, GFA_ECANCELED (a gfa_host_return_stop() on another thread
  * overlapped; it waits for this call to return).
  * Context: any thread.
  */
@@ -582,7 +583,7 @@ struct gfa_host_return_stat {
  * gfa_host_return_stat() - the host return's counters
  * @st: gets them (reserved words zeroed)
  *
- * Return: 0 or -EFAULT.
+ * Return: 0 or GFA_EFAULT.
  * Context: any thread.
  */
 int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat *st);
@@ -657,9 +658,9 @@ typedef int (*gfa_guest_moved_fn)(void *ctx, uint64_t gpa, uint64_t len, int fd,
 
 /*
  * Lazy guests (GFA_GUEST_LAZY).  gfa_guest_create() takes no frame: the window is an
- * anonymous placeholder registered with the guest's userfaultfd in missing mode, so a
- * lazy guest needs userfaultfd (the head of this section) and fails with its errno
- * (EPERM, EOPNOTSUPP, ECANCELED) where moves would fall back to pausing.  The first
+ * placeholder registered with the guest's userfaultfd in missing mode, so a lazy guest
+ * needs userfaultfd (the head of this section) and fails with its errno (as wp_errno)
+ * where moves would fall back to pausing.  The first
  * touch of a 2 MiB range - by a vCPU (KVM's fault on the window), a device thread, a
  * read(2) or io_uring completion landing there - waits in the kernel while the guest's
  * service thread takes a block for it: from the faulting thread's cache when the VMM
@@ -675,7 +676,7 @@ typedef int (*gfa_guest_moved_fn)(void *ctx, uint64_t gpa, uint64_t len, int fd,
  * Overcommit ends where it is defined.  A first touch that finds no frame, after direct
  * compaction, calls the reclaim hook (up to 3 times while it reports progress) with the
  * guest's lock dropped; if it still finds none, the touched page is answered with a
- * mapping that faults: a vCPU's KVM_RUN fails with EFAULT, another thread gets SIGBUS.
+ * mapping that faults: a vCPU's KVM_RUN fails (-GFA_EFAULT), another thread gets SIGBUS.
  * It is counted (lazy_refused) and said once on stderr; never a hang.
  *
  * Snapshot restore: a fill source gives each 4 KiB page its contents before its first
@@ -750,18 +751,19 @@ struct gfa_guest_config {
  * GFA_GUEST_LAZY guest takes none of this at create: each block at its first touch
  * (above).
  *
- * Return: the guest, or NULL with errno: EFAULT, EINVAL (size 0 or not 2 MiB aligned, a
+ * Return: the guest, or NULL with errno: GFA_EFAULT, GFA_EINVAL (size 0 or not 2 MiB aligned, a
  * window not 2 MiB aligned, a pcp of another zone or pool, a backing of another pool,
  * vcpu_ops without pause or resume, unknown flags, nonzero reserved words; lazy and
  * pinned, lazy settings without GFA_GUEST_LAZY, GFA_LAZY_FILL_FD without a file or with
- * a fill callback, unknown lazy flags or nonzero reserved words there), EPERM, ENOSYS,
- * EOPNOTSUPP, ECANCELED (a lazy guest without userfaultfd: as wp_errno), EBADF (the
- * fill file), ERANGE (zone), ENODEV (pool without backing), ENOMEM (not enough frames,
- * or a lazy guest over 64 times its zone; no frame is kept, but what the blocks taken
- * drew from the owner's claim stays drawn: unclaim and claim again before retrying; or
- * the window's runs need more mappings than vm.max_map_count allows the process: stderr
- * names the limit), EEXIST (cfg->id is an owner of the pool already),
- * ENOSPC (owner registry full), or the error of mmap for the window.
+ * a fill callback, unknown lazy flags or nonzero reserved words there), userfaultfd()'s
+ * errno for a lazy guest that cannot have one (as wp_errno; GFA_ECANCELED for
+ * GFA_NO_UFFD), GFA_EBADF (the fill file), GFA_ERANGE (zone), GFA_ENOBACKING (pool
+ * without backing), GFA_ENOMEM (not enough frames, or a lazy guest over 64 times its
+ * zone; no frame is kept, but what the blocks taken drew from the owner's claim stays
+ * drawn: unclaim and claim again before retrying; or the window's runs need more
+ * mappings than vm.max_map_count allows the process: stderr names the limit), GFA_EEXIST
+ * (cfg->id is an owner of the pool already), GFA_ENOSPC (owner registry full), or the
+ * error of mmap for the window.
  * Context: any thread; one guest's calls are serialised by the guest's lock.  On the
  * pause fallback, not from a thread the vCPU ops wait for (a vCPU's own IO handler, e.g.
  * a virtio-balloon device): a move holds the guest's lock while it pauses the vCPUs, so
@@ -818,7 +820,7 @@ uint64_t gfa_guest_id(const struct gfa_guest *g);
  * gfa_guest_gpa_to_pfn() - the frame backing a guest physical address
  * @pfn: gets it
  *
- * Return: 0, or GFA_EFAULT, GFA_ERANGE (outside the guest), -ENOENT (ballooned out).
+ * Return: 0, or GFA_EFAULT, GFA_ERANGE (outside the guest), GFA_ENOTFOUND (ballooned out).
  * Context: any thread (the guest's lock).
  */
 int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn);
@@ -842,7 +844,7 @@ struct gfa_guest_stat {
 	uint64_t paused_ns;             /* time from each pause to its resume */
 	uint64_t pinned_skips;          /* moves and collapses refused: a pinned range */
 	int32_t wp_errno;               /* 0: moves write-protect; else why they pause
-					 * (EPERM, EOPNOTSUPP, ECANCELED for GFA_NO_UFFD;
+					 * (userfaultfd()'s errno; -GFA_ECANCELED for GFA_NO_UFFD;
 					 * a GFA_GUEST_PINNED guest never moves: 0) */
 	uint32_t pad0;
 	/* lazy guests (added in 0.4; 0 for others but populated_bytes) */
@@ -854,7 +856,7 @@ struct gfa_guest_stat {
 	uint64_t lazy_filled_bytes;     /* written from the fill source */
 	uint64_t lazy_reclaims;         /* reclaim hook calls */
 	uint64_t lazy_refused;          /* first touches that found no frame (or whose fill
-					 * failed): answered with EFAULT / SIGBUS */
+					 * failed): answered with a fault */
 	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
@@ -878,7 +880,7 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
  * registered thread's touches are counted (gfa_guest_vcpu_stat()).
  *
  * Return: 0, GFA_EFAULT, GFA_EINVAL (not a lazy guest, @tid <= 0, a cache of another
- * pool or zone), -ENOENT (forgetting a thread never registered), -ENOMEM.
+ * pool or zone), GFA_ENOTFOUND (forgetting a thread never registered), GFA_ENOMEM.
  * Context: any thread (the guest's lock); the cache must outlive the registration.
  */
 int gfa_guest_vcpu_cache(struct gfa_guest *g, int tid, struct gfa_pcp *pcp);
@@ -893,7 +895,7 @@ struct gfa_guest_vcpu_stat {
  * gfa_guest_vcpu_stat() - the first-touch counters of one registered thread
  * @st: gets them (reserved words zeroed)
  *
- * Return: 0, GFA_EFAULT, -ENOENT (@tid is not registered).
+ * Return: 0, GFA_EFAULT, GFA_ENOTFOUND (@tid is not registered).
  * Context: any thread (the guest's lock).
  */
 int gfa_guest_vcpu_stat(struct gfa_guest *g, int tid, struct gfa_guest_vcpu_stat *st);
@@ -908,7 +910,8 @@ int gfa_guest_vcpu_stat(struct gfa_guest *g, int tid, struct gfa_guest_vcpu_stat
  * with this file as its fill source (GFA_LAZY_FILL_FD) reads the same.  The VMM stops
  * whatever writes guest RAM first, or the file holds a mix of before and after.
  *
- * Return: bytes written, GFA_EFAULT, or -errno of pwrite/ftruncate (EBADF, ENOSPC, ...).
+ * Return: bytes written, GFA_EFAULT, GFA_EBADF (@fd < 0), or the error of pwrite or
+ * ftruncate (GFA_ENOSPC, ...).
  * Context: any thread (the guest's lock, held throughout: moves wait).
  */
 int64_t gfa_guest_save(struct gfa_guest *g, int fd, uint64_t off);
@@ -923,7 +926,7 @@ int64_t gfa_guest_save(struct gfa_guest *g, int fd, uint64_t off);
  * the range mapped at once.  A range whose collapse fails (no order-9 block, a move
  * refused) stays as it was and is not counted; a pinned range is skipped (pinned_skips).
  *
- * Return: ranges collapsed, or -EFAULT (@g NULL).
+ * Return: ranges collapsed, or GFA_EFAULT (@g NULL).
  * Context: any thread but a vCPU's own IO handler (see gfa_guest_create()).
  */
 int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges);
@@ -941,14 +944,14 @@ int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges);
  * before the pin returns.
  *
  * Return: 0, or GFA_EFAULT (@g NULL), GFA_EINVAL (@len 0), GFA_ERANGE (beyond the
- * guest), -EOVERFLOW (a range pinned 2^32 - 1 times; nothing changed).
+ * guest), GFA_EOVERFLOW (a range pinned 2^32 - 1 times; nothing changed).
  * Context: any thread (the guest's lock), as gfa_guest_collapse().
  */
 int gfa_guest_pin(struct gfa_guest *g, uint64_t gpa, uint64_t len);
 /**
  * gfa_guest_unpin() - undo one gfa_guest_pin() of the same range
  *
- * Return: 0, or the errors of gfa_guest_pin(), -ENOENT (a range it covers is not
+ * Return: 0, or the errors of gfa_guest_pin(), GFA_ENOTFOUND (a range it covers is not
  * pinned; nothing changed).
  * Context: as gfa_guest_pin().
  */
@@ -983,11 +986,11 @@ struct gfa_gpa_range {
  * after all (counted in ballooned_frames): a gfn the guest owns is always mapped, one it
  * does not always reads zero.
  *
- * Return: frames taken, or -EFAULT (@g or @r NULL, @n 0 included), -EINVAL (zero length
- * or misaligned), -ERANGE (outside the guest), -EALREADY (already ballooned), -ENOTUNIQ
- * (ranges overlap each other), -EBUSY (a range is pinned: gfa_guest_pin(),
- * GFA_GUEST_PINNED), -ENOMEM or another mmap errno (the window could not be remapped).
- * -EFAULT (with @g), -EINVAL and -ERANGE are counted in the pool's err_* counters.
+ * Return: frames taken, or GFA_EFAULT (@g or @r NULL, @n 0 included), GFA_EINVAL (zero length
+ * or misaligned), GFA_ERANGE (outside the guest), GFA_EALREADY (already ballooned), GFA_EOVERLAP
+ * (ranges overlap each other), GFA_EBUSY (a range is pinned: gfa_guest_pin(),
+ * GFA_GUEST_PINNED), GFA_ENOMEM or another mmap errno (the window could not be remapped).
+ * GFA_EFAULT (with @g), GFA_EINVAL and GFA_ERANGE are counted in the pool's err_* counters.
  * Context: any thread (the guest's lock) but a vCPU's own IO handler (see
  * gfa_guest_create()).
  */
@@ -999,8 +1002,8 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
  *
  * Fresh zeroed frames are mapped back.
  *
- * Return: frames given, or the errors of gfa_balloon_inflate(), -ENOENT for a range that
- * is not (wholly) ballooned, and -ENOMEM when frames cannot be had (nothing changes then,
+ * Return: frames given, or the errors of gfa_balloon_inflate(), GFA_ENOTFOUND for a range that
+ * is not (wholly) ballooned, and GFA_ENOMEM when frames cannot be had (nothing changes then,
  * except that frames whose window could not be unmapped again stay the guest's, counted
  * out of ballooned_frames).
  * Context: as gfa_balloon_inflate().
@@ -1017,13 +1020,30 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
  * A move of a reported block waits for the punch in flight on its old frames before
  * they are freed (the backing's moved hook), so a punch never reaches another owner.
  *
- * create: a reporter for guest g made of b's frames.  NULL with errno EFAULT, EINVAL (g
- * is not made of b's frames), ENOMEM.  Destroy before the guest: it waits for every
- * request in flight (their done callbacks included).  NULL is a no-op.
+ * A reporter is destroyed before its guest.
  */
 struct gfa_free_report;
+
+/**
+ * gfa_guest_report_create() - a free page reporter for a guest
+ * @b: the backing the guest's frames come from
+ * @g: the guest
+ *
+ * Return: the reporter, or NULL with errno GFA_EFAULT, GFA_EINVAL (@g is not made of
+ * @b's frames), GFA_ENOMEM.
+ * Context: any thread.
+ */
 struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gfa_guest *g);
+
+/**
+ * gfa_guest_report_destroy() - wait for every request in flight and free the reporter
+ * @rep: the reporter; NULL is a no-op
+ *
+ * Waits for the requests' done callbacks too.
+ * Context: before the guest's destroy; not from a done callback.
+ */
 void gfa_guest_report_destroy(struct gfa_free_report *rep);
+
 /*
  * Called once per accepted request, on a release engine's thread (or in the calling
  * thread when no frame needed a punch), after every punch of it completed: result 0,
@@ -1031,24 +1051,39 @@ void gfa_guest_report_destroy(struct gfa_free_report *rep);
  * it must not call gfa_guest_report_flush or _destroy.
  */
 typedef void (*gfa_report_done_fn)(void *cookie, int result);
-/*
- * Report [gpa, gpa + len) of each range free.  Every range is checked first; one bad
- * range refuses the whole request (nothing punched, done never called), counted in the
- * reporter's err_* counters (and -EFAULT with rep, -EINVAL and -ERANGE in the pool's):
- *   -EFAULT rep, r or done NULL, -EINVAL n == 0, a zero length or misaligned range,
- *   -ERANGE outside the guest, -ENOTUNIQ ranges overlap each other, -EBUSY a range is
- *   pinned (gfa_guest_pin(), GFA_GUEST_PINNED), -ENOMEM.
- * Gfns ballooned out have no frames and are passed over (frames_unbacked).  Until done
- * is called the caller must not balloon the ranges or destroy the guest (the guest
- * itself must not reuse the pages: virtio hands the buffer back only after done).
- * Returns 0.  Thread rules: any thread but a vCPU's own IO handler (gfa_guest_create:
- * it takes the guest's lock).
+
+/**
+ * gfa_guest_report_free() - report guest physical ranges free
+ * @r: the ranges, [gpa, gpa + len) each, 4 KiB aligned
+ * @n: how many
+ * @done: called once when every punch of the request completed
+ * @cookie: passed to @done
+ *
+ * Every range is checked first; one bad range refuses the whole request (nothing
+ * punched, @done never called), counted in the reporter's err_* counters (and
+ * GFA_EFAULT with @rep, GFA_EINVAL and GFA_ERANGE in the pool's).  Gfns ballooned out
+ * have no frames and are passed over (frames_unbacked).  Until @done is called the
+ * caller must not balloon the ranges or destroy the guest (the guest itself must not
+ * reuse the pages: virtio hands the buffer back only after done).
+ *
+ * Return: 0, or GFA_EFAULT (@rep, @r or @done NULL), GFA_EINVAL (@n 0, a zero length or
+ * a misaligned range), GFA_ERANGE (outside the guest), GFA_EOVERLAP (ranges overlap each
+ * other), GFA_EBUSY (a range is pinned: gfa_guest_pin(), GFA_GUEST_PINNED), GFA_ENOMEM.
+ * Context: any thread but a vCPU's own IO handler (gfa_guest_create(): it takes the
+ * guest's lock).
  */
 int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_range *r,
 			  unsigned int n, gfa_report_done_fn done, void *cookie);
-/* Wait until every accepted request's done has returned; timeout_ms < 0 waits forever.
- * 0, -EFAULT, -ETIMEDOUT.  Not from a done callback. */
+
+/**
+ * gfa_guest_report_flush() - wait until every accepted request's done has returned
+ * @timeout_ms: how long to wait at most; < 0 waits forever
+ *
+ * Return: 0, GFA_EFAULT, GFA_ETIMEDOUT.
+ * Context: any thread but a done callback.
+ */
 int gfa_guest_report_flush(struct gfa_free_report *rep, int timeout_ms);
+
 struct gfa_guest_report_stat {
 	uint64_t requests, ranges;      /* accepted calls and their ranges */
 	uint64_t frames_submitted;      /* frames whose punch was asked for */
@@ -1060,8 +1095,16 @@ struct gfa_guest_report_stat {
 	uint64_t inflight_runs;         /* punches in flight */
 	uint64_t err_fault, err_invalid, err_range, err_overlap;   /* refused requests */
 	uint64_t err_pinned;            /* refused: a range is pinned (added in 0.3) */
+	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
-/* 0 or -EFAULT.  Any thread. */
+
+/**
+ * gfa_guest_report_stat() - the reporter's counters
+ * @st: gets them
+ *
+ * Return: 0 or GFA_EFAULT.
+ * Context: any thread.
+ */
 int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_stat *st);
 
 #ifdef __cplusplus

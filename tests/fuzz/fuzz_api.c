@@ -1115,7 +1115,7 @@ static void fz_scrub(const struct gfa_frame_range *r, unsigned int zone)
 			FZ_ASSERT(gfa_backing_prepare(F.b, p, 0) >= 0, "prepare");
 	}
 	fz_expect_zero(r->pfn, r->nr, "scrubbed range");
-	FZ_ASSERT(gfa_zone_populate_done(F.pool, r->pfn, r->nr) == 0, "scrub done");
+	FZ_ASSERT(zone_populate_done(F.pool, r->pfn, r->nr) == 0, "scrub done");
 }
 
 static bool fz_want(void *ctx, uint64_t pfn, unsigned int order)
@@ -1138,15 +1138,15 @@ static void op_take(void)
 	switch ((v >> 1) % 3) {
 	case 0:
 		F.what = "release_take";
-		n = gfa_zone_release_take(F.pool, zone, out, max, max_frames);
+		n = zone_release_take(F.pool, zone, out, max, max_frames);
 		break;
 	case 1:
 		F.what = "populate_take";
-		n = gfa_zone_populate_take(F.pool, zone, out, max, max_frames);
+		n = zone_populate_take(F.pool, zone, out, max, max_frames);
 		break;
 	default:
 		F.what = "scrub_take";
-		n = gfa_zone_scrub_take(F.pool, zone, fz_want, NULL, out, max, max_frames);
+		n = zone_scrub_take(F.pool, zone, fz_want, NULL, out, max, max_frames);
 		break;
 	}
 	if (bad) {
@@ -1196,8 +1196,8 @@ static void op_done(void)
 		for (uint64_t p = pfn; expect == GFA_EBUSY && p < pfn + nr; p++)
 			if (F.inflight[p])
 				return;         /* partly in flight: block edges decide */
-		r = v & 0x20 ? gfa_zone_populate_done(F.pool, pfn, nr)
-			     : gfa_zone_release_done(F.pool, pfn, nr, v & 0x40);
+		r = v & 0x20 ? zone_populate_done(F.pool, pfn, nr)
+			     : zone_release_done(F.pool, pfn, nr, v & 0x40);
 		FZ_ASSERT(r == expect, "done on %lu+%lu not in flight: %d, want %d",
 			  (unsigned long)pfn, (unsigned long)nr, r, expect);
 		fz_after(r, true);
@@ -1208,10 +1208,10 @@ static void op_done(void)
 	switch ((v >> 3) % 4) {
 	case 0:
 		fz_punch(pfn, nr);
-		r = gfa_zone_release_done(F.pool, pfn, nr, true);
+		r = zone_release_done(F.pool, pfn, nr, true);
 		break;
 	case 1:
-		r = gfa_zone_release_done(F.pool, pfn, nr, false);
+		r = zone_release_done(F.pool, pfn, nr, false);
 		break;
 	case 2:
 		if (F.b && !F.fl[i].populate)   /* zeroed and back, as a scrub does */
@@ -1219,13 +1219,13 @@ static void op_done(void)
 				FZ_ASSERT(gfa_backing_prepare(F.b, p, 0) >= 0, "prepare");
 		if (!F.fl[i].populate)
 			fz_expect_zero(pfn, nr, "scrubbed range");
-		r = gfa_zone_populate_done(F.pool, pfn, nr);
+		r = zone_populate_done(F.pool, pfn, nr);
 		break;
 	default:
 		if (F.fl[i].populate)
 			fz_punch(pfn, nr);      /* (they were released; still are) */
-		r = F.fl[i].populate ? gfa_zone_populate_failed(F.pool, pfn, nr)
-				     : gfa_zone_release_done(F.pool, pfn, nr, false);
+		r = F.fl[i].populate ? zone_populate_failed(F.pool, pfn, nr)
+				     : zone_release_done(F.pool, pfn, nr, false);
 		break;
 	}
 	FZ_ASSERT(r == 0, "done on %lu+%lu in flight: %d", (unsigned long)pfn,
@@ -1252,7 +1252,7 @@ static void fz_rel_done(void *cookie, uint64_t off, uint64_t len, int result)
 	(void)off, (void)len;
 	r->result = result;
 	__atomic_store_n(&r->called, true, __ATOMIC_RELEASE);
-	if (gfa_zone_release_done(F.pool, r->pfn, r->nr, result == 0))
+	if (zone_release_done(F.pool, r->pfn, r->nr, result == 0))
 		abort();
 }
 
@@ -2110,7 +2110,7 @@ static void fz_teardown(void)
 	F.what = "teardown";
 	/* everything in flight comes back, every block is freed: all frames free again */
 	while (F.nr_fl) {
-		FZ_ASSERT(!gfa_zone_release_done(F.pool, F.fl[0].pfn, F.fl[0].nr, false),
+		FZ_ASSERT(!zone_release_done(F.pool, F.fl[0].pfn, F.fl[0].nr, false),
 			  "done at teardown");
 		F.fl[0] = F.fl[--F.nr_fl];
 	}

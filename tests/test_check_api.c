@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tools/check_api.py (`make check-api`) fails on each broken convention: it passes the
+ * good header and map of tests/data/check_api/, and fails on each copy of them that one
+ * edit of the table below breaks.  Fixtures are found from the working directory, or
+ * from $GFA_SRCDIR.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static const char *srcdir(void)
+{
+	const char *src = getenv("GFA_SRCDIR");
+
+	return src ? src : ".";
+}
+
+/* Run the checker on a map and a header; its exit status, its output in out. */
+static int check_api(const char *map, const char *header, char *out, size_t len)
+{
+	char cmd[1024];
+	size_t n;
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "python3 %s/tools/check_api.py --map %s %s 2>&1", srcdir(),
+		 map, header);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, len - 1, p);
+	out[n] = 0;
+	st = pclose(p);
+	cr_assert(WIFEXITED(st), "%s: %s", cmd, out);
+	return WEXITSTATUS(st);
+}
+
+/* Copy fixture name into dir with its first `find` replaced by `repl`; the copy's path. */
+static void broken_copy(const char *dir, const char *name, const char *find, const char *repl,
+			char *path, size_t len)
+{
+	char in[512], text[8192];
+	const char *at;
+	size_t n;
+	FILE *f;
+
+	snprintf(in, sizeof(in), "%s/tests/data/check_api/%s", srcdir(), name);
+	f = fopen(in, "r");
+	cr_assert_not_null(f, "%s", in);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = 0;
+	fclose(f);
+	snprintf(path, len, "%s/%s", dir, name);
+	f = fopen(path, "w");
+	cr_assert_not_null(f, "%s", path);
+	at = find ? strstr(text, find) : NULL;
+	if (find)
+		cr_assert_not_null(at, "%s has no \"%s\"", name, find);
+	if (at)
+		fprintf(f, "%.*s%s%s", (int)(at - text), text, repl, at + strlen(find));
+	else
+		fputs(text, f);
+	fclose(f);
+}
+
+Test(check_api, passes_a_header_that_keeps_the_conventions)
+{
+	char out[4096], map[512], header[512];
+
+	snprintf(map, sizeof(map), "%s/tests/data/check_api/good.map", srcdir());
+	snprintf(header, sizeof(header), "%s/tests/data/check_api/good.h", srcdir());
+	cr_expect_eq(check_api(map, header, out, sizeof(out)), 0, "%s", out);
+}
+
+Test(check_api, fails_on_each_broken_convention)
+{
+	/* in good.h, or in good.map when map is set: find -> repl, and what the checker says */
+	static const struct {
+		bool map;
+		const char *find, *repl, *says;
+	} bad[] = {
+		{ false, "/**\n * gfa_thing_stat()", "/*\n * gfa_thing_stat()",
+		  ": doc: gfa_thing_stat() has no kernel-doc block" },
+		{ false, " * gfa_thing_free() - free a thing", " * free a thing",
+		  "does not open with 'gfa_thing_free() - summary'" },
+		{ false, " * Return: 0 or GFA_EFAULT.\n", "", "returns int but has no 'Return:' line" },
+		{ false, "GFA_EFAULT.\n * Context: any thread.\n", "GFA_EFAULT.\n",
+		  "gfa_thing_stat(): no 'Context:' line" },
+		{ false, "\tuint64_t reserved[4];", "", ": reserved: struct gfa_thing_stat" },
+		{ false, "Return: 0 or GFA_EFAULT.", "Return: 0 or -EFAULT.",
+		  ": errno: raw errno -EFAULT" },
+		{ false, "Return: 0 or GFA_EFAULT.", "Return: 0, or NULL with errno ENOMEM.",
+		  ": errno: raw errno ENOMEM" },
+		{ false, " * @t: the thing\n", " * @t: the thing, with a description long enough to "
+		  "run past the hundredth column of this line, and then some\n",
+		  ": columns: 109 columns" },
+		{ true, "\t\tgfa_thing_free;", "\t\tgfa_*;", ": map: wildcard 'gfa_*'" },
+		{ true, "\t\tgfa_thing_stat;\n", "", "gfa_thing_stat is declared but" },
+		{ true, "\t\tgfa_thing_stat;", "\t\tgfa_thing_stat;\n\t\tgfa_thing_gone;",
+		  "gfa_thing_gone is exported but no header" },
+		{ true, "GFA_0.3 {", "GFA_0.4 {", "GFA_0.4 is newer than gfa/gfa.h's version 0.3" },
+	};
+	char dir[] = "/tmp/gfa-check-api-XXXXXX", out[4096], map[512], header[512];
+
+	cr_assert_not_null(mkdtemp(dir));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		broken_copy(dir, "good.map", bad[i].map ? bad[i].find : NULL, bad[i].repl, map,
+			    sizeof(map));
+		broken_copy(dir, "good.h", bad[i].map ? NULL : bad[i].find, bad[i].repl, header,
+			    sizeof(header));
+		cr_expect_eq(check_api(map, header, out, sizeof(out)), 1, "case %zu passed:\n%s",
+			     i, out);
+		cr_expect_not_null(strstr(out, bad[i].says), "case %zu: no \"%s\" in:\n%s", i,
+				   bad[i].says, out);
+		remove(map);
+		remove(header);
+	}
+	remove(dir);
+}
