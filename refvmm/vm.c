@@ -324,6 +324,7 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 			     const struct gfa_vm_config *cfg)
 {
 	struct gfa_guest_config gc;
+	struct gfa_guest_lazy restore = { .flags = GFA_LAZY_FILL_FD };
 	struct gfa_vm *vm;
 	int err = 0;
 
@@ -357,14 +358,16 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 		vm->why_not_kvm = "KVM turned off by configuration";
 	}
 	memset(&gc, 0, sizeof(gc));
+	restore.fill_fd = cfg->restore_fd;
 	gc.mem_bytes = cfg->mem_bytes;
 	gc.zone = cfg->zone;
 	gc.pcp = cfg->pcp;
 	gc.vcpu_ops = &vm_vcpu_ops;
 	gc.vcpu_ctx = vm;
 	gc.small_only = cfg->small_only;
-	gc.flags = cfg->lazy ? GFA_GUEST_LAZY : 0;
-	vm->lazy = cfg->lazy;
+	gc.flags = cfg->lazy || cfg->restore ? GFA_GUEST_LAZY : 0;
+	gc.lazy = cfg->restore ? &restore : NULL;
+	vm->lazy = gc.flags & GFA_GUEST_LAZY;
 	gc.window = vm->shell ? vm->shell->win : NULL;
 	vm->guest = gfa_guest_create(pool, b, &gc);
 	if (!vm->guest) {

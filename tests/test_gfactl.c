@@ -1,4 +1,5 @@
 /* gfactl end to end: the README's main job on a small scenario, its errors, stat. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -427,6 +428,51 @@ Test(gfactl, stat_refuses_a_cut_snapshot, .timeout = 60)
 	rc = run(out, sizeof(out), "%s stat --file /tmp/gfactl-test-t.json", g);
 	unlink("/tmp/gfactl-test-t.json");
 	cr_assert_eq(rc, 1, "%s", out);
+}
+
+/*
+ * gfactl vmsnap: a VM saved and run again lazily from its file checks its memory; a
+ * byte changed in the file is a mismatch its vCPUs see; a broken shape file is refused.
+ */
+Test(gfactl, vmsnap_restores_what_it_saved_and_sees_a_changed_byte, .timeout = 120)
+{
+	const char *g = gfactl();
+	char img[] = "/var/tmp/gfactl-vmsnap-XXXXXX", json[64];
+	int fd = mkstemp(img), rc;
+	unsigned long bad = 0;
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	snprintf(json, sizeof(json), "%s.json", img);
+	rc = run(out, sizeof(out), "%s vmsnap save %s --mem 64M --vcpus 2 --seed 77", g, img);
+	if (rc && strstr(out, "userfaultfd"))
+		cr_skip_test("no userfaultfd here: %s", out);
+	cr_assert_eq(rc, 0, "save: %s", out);
+	rc = run(out, sizeof(out), "%s vmsnap restore %s", g, img);
+	if (rc && (strstr(out, "Operation not permitted") || strstr(out, "not supported")))
+		cr_skip_test("no userfaultfd here: %s", out);
+	cr_assert_eq(rc, 0, "restore: %s", out);
+	cr_assert_not_null(strstr(out, "RESULT vmsnap restore_ms="), "%s", out);
+	cr_assert_not_null(strstr(out, " mismatches=0"), "%s", out);
+	/* one word of the workload area (above the first 2 MiB) changed in the file */
+	fd = open(img, O_WRONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, "X", 1, 8 * (1 << 20) + 8), 1);
+	close(fd);
+	rc = run(out, sizeof(out), "%s vmsnap restore %s", g, img);
+	cr_assert_eq(rc, 1, "a changed snapshot restored clean: %s", out);
+	cr_assert_eq(sscanf(strstr(out, " mismatches=") ? strstr(out, " mismatches=") : "",
+			    " mismatches=%lu", &bad), 1, "%s", out);
+	cr_assert_eq(bad, 1, "%s", out);
+	fd = open(json, O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "{\"mem_bytes\": 3}", 16), 16);
+	close(fd);
+	rc = run(out, sizeof(out), "%s vmsnap restore %s", g, img);
+	unlink(img);
+	unlink(json);
+	cr_assert_eq(rc, 1, "%s", out);
+	cr_assert_not_null(strstr(out, "not a snapshot's shape"), "%s", out);
 }
 
 /* ---- gfactl vmstart on two NUMA nodes (a two-node QEMU guest unless this host has them):

@@ -328,7 +328,7 @@ Test(guest_zero, a_zeroer_refused_for_a_waiting_allocation_finishes_later)
 	g = gfa_guest_create(pool, b, &cfg);
 	cr_assert_not_null(g, "%s", strerror(errno));
 	memset(gfa_guest_hva(g), 0x3c, 8 * MiB);
-	n = gfa_zone_scrub_take(pool, 0, want_any, NULL, r, 64, UINT64_MAX);
+	n = zone_scrub_take(pool, 0, want_any, NULL, r, 64, UINT64_MAX);
 	cr_assert_gt(n, 0);
 	cr_assert_eq(gfa_zone_stat(pool, 0, &zs), 0);
 	cr_assert_eq(zs.nr_free_buddy + zs.nr_pcp, 0, "a free frame left on the lists");
@@ -337,7 +337,7 @@ Test(guest_zero, a_zeroer_refused_for_a_waiting_allocation_finishes_later)
 	gfa_guest_destroy(g);   /* 2,048 dirty frames free, the zeroer kicked */
 	usleep(100 * 1000);     /* past the settle: the zeroer's batch is refused */
 	for (int i = 0; i < n; i++)
-		cr_assert_eq(gfa_zone_populate_done(pool, r[i].pfn, r[i].nr), 0);
+		cr_assert_eq(zone_populate_done(pool, r[i].pfn, r[i].nr), 0);
 	pthread_join(t, NULL);
 	cr_assert_geq(wa.pfn, 0, "the waiting allocation failed: %ld", (long)wa.pfn);
 	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);

@@ -21,7 +21,9 @@ static void usage(FILE *f)
 		"            of guest RAM on 2 MiB blocks and compare with the kernel's own memory\n"
 		"  linux     boot Debian's Linux kernel as guests on one pool (needs a KVM that\n"
 		"            boots Linux: native hardware KVM, or tools/kvm-in-qemu.sh)\n"
-		"  stat      buddyinfo, pagetypeinfo and vmstat of a vmstart run (--json too)\n\n"
+		"  stat      buddyinfo, pagetypeinfo and vmstat of a vmstart run (--json too)\n"
+		"  vmsnap    save a VM's RAM to a file, and run it again from there lazily (each\n"
+		"            page read at its first touch)\n\n"
 		"gfactl <command> --help shows the command's options; gfactl --version the\n"
 		"library's version.\n");
 }
@@ -106,6 +108,7 @@ static const struct {
 	{ "vmstart", cmd_vmstart },
 	{ "linux", cmd_linux },
 	{ "stat", cmd_stat },
+	{ "vmsnap", cmd_vmsnap },
 };
 
 int main(int argc, char **argv)

@@ -14,6 +14,7 @@
 int cmd_vmstart(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_linux(int argc, char **argv);
+int cmd_vmsnap(int argc, char **argv);
 
 /* Helpers shared by the commands (gfactl.c). */
 /* Milliseconds on the monotonic clock. */

@@ -599,6 +599,9 @@ struct gfa_vm_config {
 	struct gfa_pcp *pcp;    /* cache of the creating thread, or NULL */
 	bool lazy;              /* GFA_GUEST_LAZY: RAM taken at first touch, each vCPU's
 				 * from its own cache */
+	bool restore;           /* lazy, restored from restore_fd (gfa_guest_save()'s file,
+				 * guest physical address 0 at offset 0) */
+	int restore_fd;
 };
 
 /*
