@@ -181,6 +181,8 @@ sanitized-test: $(SO) $(TESTBIN) $(GFACTL) $(EX_BIN)
 run: deps-test
 	$(MAKE) all
 	$(GFACTL) vmstart $(ARGS)
+	@echo "== the same VMs lazy (RAM taken at first touch; each start then touches all of it) =="
+	$(GFACTL) vmstart --lazy --no-baseline --quiet $(LAZY_ARGS)
 
 # Linux guests on gfa (gfactl linux); inside the QEMU harness where KVM cannot boot Linux
 # (no /dev/kvm, or the software kvm_pvm), with shmem THP on there so KVM maps 2 MiB pages.
