@@ -438,7 +438,7 @@ Test(lazy, a_snapshot_round_trip_reads_back_what_was_saved, .timeout = 60)
 	cr_assert_gt(gfa_balloon_inflate(l.g, &ball, 1), 0);
 	cr_assert_eq(lz_bad(l.g, 3 * RANGE, RANGE, 0), 0);
 	st = lz_stat(l.g);
-	cr_assert_geq(st.lazy_filled_bytes, written);
+	cr_assert_geq(st.lazy_filled_bytes, (uint64_t)written);
 	cr_assert_eq(lz_bad(l.g, 4 * RANGE, 2 * RANGE, 0), 0);
 	lz_done(&l);
 }
