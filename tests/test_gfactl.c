@@ -458,7 +458,8 @@ static int vmstart_on_two_nodes(const char *args)
 	gfa_numa_topology_free(t);
 	rc = tu_run_in_qemu("--numa 2 --cpus 2 --mem 1024 --timeout 600", cmd, &secs);
 	if (rc == 77)
-		cr_skip_test("the QEMU harness cannot run here");
+		tu_qemu_skip("gfactl_numa", "the QEMU harness cannot run here (exit 77, see its "
+			     "message above)");
 	return rc;
 }
 
@@ -503,7 +504,8 @@ Test(gfactl_numa, memory_check_counts_the_baselines, .timeout = 900)
 		 "&& exit 3; exit $rc'", getenv("GFA_BUILD") ? getenv("GFA_BUILD") : "build");
 	rc = tu_run_in_qemu("--mem 1024 --timeout 600", cmd, &secs);
 	if (rc == 77)
-		cr_skip_test("the QEMU harness cannot run here");
+		tu_qemu_skip("gfactl_numa", "the QEMU harness cannot run here (exit 77, see its "
+			     "message above)");
 	/* 0: it fits after all; 3: refused up front as too large.  Never killed. */
 	cr_assert(rc == 0 || rc == 3, "gfactl vmstart in a 1 GiB guest: exit %d", rc);
 }
