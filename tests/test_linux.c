@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <gfa/refvmm.h>
 #include "tests/test_util.h"
@@ -666,6 +668,79 @@ Test(linux_boot, frames_move_while_the_balloon_holds_pages, .timeout = 200)
 	lt_host_done(&h);
 }
 
+/* ---- gfactl linux in the same guest: what it reports, and what it refuses ---------- */
+
+static char lt_out[1 << 16];
+
+/* Run gfactl (from $GFA_BUILD) with @args, stdout and stderr into lt_out; its exit code. */
+static int lt_gfactl(const char *args, double *secs)
+{
+	const char *b = getenv("GFA_BUILD");
+	char cmd[2 * PATH_MAX];
+	struct timespec t0, t1;
+	size_t n;
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s/gfactl linux %s 2>&1", b && *b ? b : "build", args);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(lt_out, 1, sizeof(lt_out) - 1, p);
+	lt_out[n] = '\0';
+	st = pclose(p);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (secs)
+		*secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	fprintf(stderr, "linux: gfactl linux %s: exit %d\n%s", args,
+		WIFEXITED(st) ? WEXITSTATUS(st) : -1, lt_out);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/*
+ * --kernel alone boots that kernel, with an initramfs of its own modules: a vmlinux
+ * given is the one booted (it used to be replaced by the default kernel's, silently).
+ */
+Test(linux_boot, gfactl_boots_the_kernel_given_without_initrd, .timeout = 200)
+{
+	char args[PATH_MAX + 64], want[PATH_MAX + 16];
+
+	lt_require_linux();
+	snprintf(args, sizeof(args), "--kernel %s --mem 128M --check 8", lt_kernel);
+	cr_assert_eq(lt_gfactl(args, NULL), 0, "%s", lt_out);
+	snprintf(want, sizeof(want), "kernel %s, initramfs ", lt_kernel);
+	cr_assert(strstr(lt_out, want), "gfactl did not boot the kernel given: %s", lt_out);
+	cr_assert(strstr(lt_out, "1 of 1 vCPUs online"), "%s", lt_out);
+}
+
+/* A guest with fewer online CPUs than --vcpus fails (maxcpus=1 keeps the second down). */
+Test(linux_boot, gfactl_fails_a_guest_with_fewer_cpus_online, .timeout = 200)
+{
+	lt_require_linux();
+	cr_assert_eq(lt_gfactl("--vcpus 2 --mem 128M --check 8 --append maxcpus=1", NULL), 1,
+		     "%s", lt_out);
+	cr_assert(strstr(lt_out, "guest 0: FAILED: 1 of 2 vCPUs online"), "%s", lt_out);
+	cr_assert(strstr(lt_out, "FAILED"), "%s", lt_out);
+}
+
+/*
+ * A balloon no driver took (the module refused, as with an initramfs of another
+ * kernel: here module_blacklist=) fails at once with the device's reason, not after the
+ * inflate's timeout with none.
+ */
+Test(linux_boot, gfactl_says_when_no_driver_took_the_balloon, .timeout = 200)
+{
+	double secs = 0;
+
+	lt_require_linux();
+	cr_assert_eq(lt_gfactl("--balloon 32 --mem 128M --check 8 --timeout 100 "
+			       "--append module_blacklist=virtio_balloon", &secs), 1, "%s", lt_out);
+	cr_assert(strstr(lt_out, "guest 0: FAILED: the balloon device never reached DRIVER_OK"),
+		  "%s", lt_out);
+	cr_assert(strstr(lt_out, "insmod"), "the message names no module: %s", lt_out);
+	cr_assert_lt(secs, 90, "the failure took %.0f s", secs);
+}
+
 /* ---- suite linux_config: bad configurations (wherever KVM opens) ------------------ */
 
 Test(linux_config, bad_configs_are_refused_and_keep_the_pool)
@@ -715,7 +790,7 @@ Test(linux_config, bad_configs_are_refused_and_keep_the_pool)
 
 /* ---- suite linux_qemu: suite linux_boot in one QEMU guest with nested KVM ------ */
 
-#define LT_TESTS 7
+#define LT_TESTS 10
 
 /* tools/linux-initramfs.sh on the host (the guest sees the tree read-only). */
 static bool lt_prepare(const char *root, const char *build, char *env, size_t len)
