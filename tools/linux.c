@@ -505,11 +505,17 @@ static bool guest_driver_ok(struct linux_guest *g, unsigned int i)
 	       "so no balloon target or free page report can work", i, st.status, what);
 	/* /init says which module it could not load ("invalid module format": the
 	 * initramfs was made for another kernel) */
-	if (gfa_linux_vm_console_wait(g->vm, "insmod", 0, 0, line, sizeof(line), NULL) >= 0 &&
-	    strstr(line, "failed"))
-		printf("; the guest's /init said: %s", line);
-	else
-		printf("; is virtio_balloon in the initramfs, built for this kernel?");
+	for (int k = 0, from = 0, n = 0; k < 4; k++, from++) {
+		from = gfa_linux_vm_console_wait(g->vm, "insmod", (unsigned int)from, 0, line,
+						 sizeof(line), NULL);
+		if (from < 0) {
+			if (!n)
+				printf("; is virtio_balloon in the initramfs, built for this kernel?");
+			break;
+		}
+		/* busybox's reason ("can't insert ...: Invalid module format"), then /init's */
+		printf("%s%s", n++ ? " / " : "; the guest said: ", line);
+	}
 	printf("\n");
 	return false;
 }
