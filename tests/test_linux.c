@@ -854,8 +854,9 @@ Test(linux_qemu, in_qemu, .timeout = 1500)
 		 "[ \"$n\" -ge %d ] || exit 3; exit 0", env, exe, LT_TESTS);
 	/*
 	 * 2 GiB: three guests of 128 MiB, one of 192 MiB plus its compaction room, or one of
-	 * 512 MiB fully host-backed.  The suite (seven tests) takes 95 s at load 0.5 and
-	 * 155 s at load 3 (four tests took up to 190 s at load 14); each test's own timeout
+	 * 512 MiB fully host-backed.  The suite (seven tests) took 95 s at load 0.5 and
+	 * 155 s at load 3 (four tests took up to 190 s at load 14); with the three gfactl
+	 * tests (ten) 148 s at load 2.7.  Each test's own timeout
 	 * (200 s) reports a hang inside.  Exit 124 means the QEMU guest itself stopped (once
 	 * in the first nine runs of this suite, at load 11, with no output at all: nested
 	 * guests coming and going have hung it before): then it gets one more boot.
