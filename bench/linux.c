@@ -792,10 +792,35 @@ static int lb_part_balloon(struct lb_env *e, const struct bench_opts *o)
 
 /* ---- where to run ---- */
 
+/*
+ * The harness timeout for the runs asked for: per repetition, the nested boot pair
+ * takes about 40 s and the balloon part's inflate and report pairs about 130 s (a full
+ * run of 5 took 834 s at load 2); twice that for a loaded host, plus the L1's boot.
+ * GFA_BENCH_TIMEOUT (seconds) overrides it.
+ */
+#define LB_SEC_BOOT_REP		40
+#define LB_SEC_BALLOON_REP	130
+static unsigned int lb_harness_timeout(const struct bench_opts *o)
+{
+	const char *env = getenv("GFA_BENCH_TIMEOUT");
+	int reps = o->reps > MAX_REPS ? MAX_REPS : o->reps;
+	unsigned int per = 0;
+
+	if (env && atoi(env) > 0)
+		return (unsigned int)atoi(env);
+	if (bench_wants(o, "boot"))
+		per += LB_SEC_BOOT_REP;
+	if (bench_wants(o, "balloon"))
+		per += LB_SEC_BALLOON_REP;
+	return 120 + 2 * per * (unsigned int)(reps > 0 ? reps : 1);
+}
+
 /* Build the initramfs on this host and run this benchmark again in the QEMU harness. */
-static int lb_run_in_qemu(int argc, char **argv)
+static int lb_run_in_qemu(int argc, char **argv, const struct bench_opts *o)
 {
 	char root[PATH_MAX], build[PATH_MAX], cmd[4 * PATH_MAX], line[2 * PATH_MAX], exe[PATH_MAX];
+	char opts[64];
+	unsigned int tmo = lb_harness_timeout(o);
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	double secs = 0, load[3] = { 0 };
 	FILE *p;
@@ -822,9 +847,10 @@ static int lb_run_in_qemu(int argc, char **argv)
 		n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, " '%s'", argv[i]);
 	getloadavg(load, 3);
 	printf("bench linux: this KVM cannot boot Linux; running inside a QEMU guest with nested "
-	       "KVM (tools/kvm-in-qemu.sh); host load average %.2f %.2f %.2f\n", load[0], load[1],
-	       load[2]);
-	rc = tu_run_in_qemu("--mem 2048 --timeout 900", cmd, &secs);
+	       "KVM (tools/kvm-in-qemu.sh, timeout %u s for these runs); host load average %.2f "
+	       "%.2f %.2f\n", tmo, load[0], load[1], load[2]);
+	snprintf(opts, sizeof(opts), "--mem 2048 --timeout %u", tmo);
+	rc = tu_run_in_qemu(opts, cmd, &secs);
 	getloadavg(load, 3);
 	printf("bench linux: QEMU harness exit %d after %.0f s; host load average %.2f %.2f %.2f\n",
 	       rc, secs, load[0], load[1], load[2]);
@@ -846,7 +872,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench linux: inside the QEMU harness, but no KVM that boots Linux\n");
 			return 1;
 		}
-		return lb_run_in_qemu(argc, argv);
+		return lb_run_in_qemu(argc, argv, &o);
 	}
 	e.kernel = getenv("GFA_LINUX_KERNEL");
 	e.initrd = getenv("GFA_LINUX_INITRD");

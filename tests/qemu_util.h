@@ -1,6 +1,7 @@
 /* Shared by the suites that re-run themselves inside a QEMU guest (header-only). */
 #ifndef GFA_TEST_QEMU_UTIL_H
 #define GFA_TEST_QEMU_UTIL_H
+#include <criterion/criterion.h>
 #include <limits.h>
 #include <spawn.h>
 #include <stdbool.h>
@@ -53,15 +54,81 @@ static inline bool tu_build_dir(char *out, size_t len)
 }
 
 /*
+ * The folders the harness's guest replaces with its own (tmpfs on /tmp, /run and
+ * /dev/shm, devtmpfs on /dev): a path under one is seen in the guest only if shared
+ * on its own (tools/kvm-in-qemu.sh does that for --dir and --rw).
+ */
+static inline bool tu_replaced_in_guest(const char *path)
+{
+	static const char *const top[] = { "/tmp/", "/run/", "/dev/", "/var/run/" };
+
+	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
+		if (!strncmp(path, top[i], strlen(top[i])))
+			return true;
+	return false;
+}
+
+/* @path is @dir or below it. */
+static inline bool tu_path_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Where QEMU comes from: $QEMU, as tools/kvm-in-qemu.sh reads it. */
+static inline bool tu_have_qemu(void)
+{
+	const char *q = getenv("QEMU");
+	char cmd[PATH_MAX + 64];
+
+	if (!q || !*q)
+		q = "qemu-system-x86_64";
+	if (strchr(q, '\''))
+		return false;
+	snprintf(cmd, sizeof(cmd), "command -v '%s' >/dev/null 2>&1", q);
+	return system(cmd) == 0;
+}
+
+/*
+ * A QEMU suite that cannot run: skip it with @why, printed on a line of its own
+ * ("SUITE: skipped: WHY").  Under CI=true the skip is a failure unless the reason is
+ * one CI cannot fix: a machine with neither /dev/kvm nor QEMU.  Everything else a
+ * skip names (packages tools/deps.sh installs, a folder the guest cannot see) is
+ * CI's to fix, and a green run that never booted the guest would hide it.
+ */
+#define tu_qemu_skip(suite, ...) do {							\
+	char tu_why_[512];								\
+	const char *tu_ci_ = getenv("CI");						\
+											\
+	snprintf(tu_why_, sizeof(tu_why_), __VA_ARGS__);				\
+	if (access("/dev/kvm", F_OK) != 0 && !tu_have_qemu()) {				\
+		fprintf(stderr, "%s: skipped: %s\n%s: the reason CI cannot fix: no "	\
+			"/dev/kvm and no QEMU on this machine\n", suite, tu_why_, suite);	\
+		cr_skip_test("%s", tu_why_);						\
+	}										\
+	fprintf(stderr, "%s: skipped: %s\n", suite, tu_why_);				\
+	if (tu_ci_ && !strcmp(tu_ci_, "true"))						\
+		cr_assert_fail("%s did not run under CI=true: %s (a skip CI can fix: "	\
+			       "tools/deps.sh test installs what the harness needs)",	\
+			       suite, tu_why_);						\
+	cr_skip_test("%s", tu_why_);							\
+} while (0)
+
+/*
  * Run the shell command cmd in a QEMU guest through tools/kvm-in-qemu.sh with opts
  * (extra harness options, space separated, no quoting), sharing the tree root and the
- * build directory.  Returns the exit code (77: the harness cannot run here) and the
- * wall time in *secs.
+ * build directory.  The test binary and the build directory are shared on their own
+ * when the guest would hide them (under /tmp, say) and the tree root does not hold
+ * them.  Returns the exit code (77: the harness cannot run here) and the wall time in
+ * *secs.
  */
 static inline int tu_run_in_qemu(const char *opts, const char *cmd, double *secs)
 {
 	char root[PATH_MAX], harness[PATH_MAX + 32], build[PATH_MAX], optbuf[256];
+	char exe[PATH_MAX], real_build[PATH_MAX], real_root[PATH_MAX], *slash;
 	char *argv[32], *save;
+	ssize_t n;
 	struct timespec t0, t1;
 	int argc = 0, status;
 	pid_t pid;
@@ -77,6 +144,26 @@ static inline int tu_run_in_qemu(const char *opts, const char *cmd, double *secs
 	argv[argc++] = build;
 	argv[argc++] = "--dir";
 	argv[argc++] = root;
+	if (!realpath(root, real_root))
+		snprintf(real_root, sizeof(real_root), "%s", root);
+	if (!realpath(build, real_build))
+		snprintf(real_build, sizeof(real_build), "%s", build);
+	if (tu_replaced_in_guest(real_build) && !tu_path_under(real_build, real_root)) {
+		argv[argc++] = "--rw";
+		argv[argc++] = real_build;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash && slash != exe)
+			*slash = '\0';
+		if (tu_replaced_in_guest(exe) && !tu_path_under(exe, real_root) &&
+		    !tu_path_under(exe, real_build)) {
+			argv[argc++] = "--rw";
+			argv[argc++] = exe;
+		}
+	}
 	snprintf(optbuf, sizeof(optbuf), "%s", opts);
 	for (char *tok = strtok_r(optbuf, " ", &save); tok && argc < 24;
 	     tok = strtok_r(NULL, " ", &save))

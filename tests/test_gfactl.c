@@ -504,7 +504,8 @@ static int vmstart_on_two_nodes(const char *args)
 	gfa_numa_topology_free(t);
 	rc = tu_run_in_qemu("--numa 2 --cpus 2 --mem 1024 --timeout 600", cmd, &secs);
 	if (rc == 77)
-		cr_skip_test("the QEMU harness cannot run here");
+		tu_qemu_skip("gfactl_numa", "the QEMU harness cannot run here (exit 77, see its "
+			     "message above)");
 	return rc;
 }
 
@@ -549,7 +550,8 @@ Test(gfactl_numa, memory_check_counts_the_baselines, .timeout = 900)
 		 "&& exit 3; exit $rc'", getenv("GFA_BUILD") ? getenv("GFA_BUILD") : "build");
 	rc = tu_run_in_qemu("--mem 1024 --timeout 600", cmd, &secs);
 	if (rc == 77)
-		cr_skip_test("the QEMU harness cannot run here");
+		tu_qemu_skip("gfactl_numa", "the QEMU harness cannot run here (exit 77, see its "
+			     "message above)");
 	/* 0: it fits after all; 3: refused up front as too large.  Never killed. */
 	cr_assert(rc == 0 || rc == 3, "gfactl vmstart in a 1 GiB guest: exit %d", rc);
 }
@@ -702,4 +704,76 @@ Test(gfactl, host_thp_handler_keeps_ignored_signals_ignored, .timeout = 120)
 
 	cr_assert_not_null(strstr(after, "alive"), "vmstart started with SIGHUP ignored (nohup) "
 			   "was killed by a SIGHUP: %s", after);
+}
+
+/* ---- gfactl linux: each refusal names the rule it broke (no KVM needed) ---- */
+
+/* tools/linux-initramfs.sh needs the built checker (make all builds it). */
+static bool build_has_checker(void)
+{
+	const char *b = getenv("GFA_BUILD");
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/tests/linux/gfacheck", b && *b ? b : "build");
+	return access(path, X_OK) == 0;
+}
+
+
+
+Test(gfactl, linux_refusals_name_the_rule, .timeout = 60)
+{
+	static const struct { const char *args, *says; } cases[] = {
+		{ "--balloon 0", "--balloon 0 inflates nothing" },
+		{ "--balloon 200", "--balloon 200 is more than half of --mem 256 MiB (at most 128)" },
+		{ "--mem 512M --check 300", "--check 300 is more than half of --mem 512 MiB" },
+		{ "--mem 65M", "--mem 65 MiB is not a multiple of 2 MiB" },
+		{ "--mem 4G", "--mem 4096 MiB: a guest has 64 MiB to 3 GiB" },
+		{ "--mem 32M", "--mem 32 MiB: a guest has 64 MiB to 3 GiB" },
+		{ "--guests 9", "--guests: 9 is too large: it takes 1 to 8" },
+		{ "--vcpus x", "--vcpus: 'x' is not a number" },
+		{ "--modules /nonexistent", "--modules is for the initramfs of a --kernel given" },
+	};
+	const char *g = gfactl();
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = run(out, sizeof(out), "%s linux %s", g, cases[i].args);
+
+		cr_assert_eq(rc, 2, "gfactl linux %s: exit %d: %s", cases[i].args, rc, out);
+		cr_assert(strstr(out, cases[i].says), "gfactl linux %s said: %s", cases[i].args, out);
+		cr_assert_eq(strchr(out, '\n'), out + strlen(out) - 1, "not one line: %s", out);
+	}
+	run(out, sizeof(out), "%s linux --help", g);
+	cr_assert(strstr(out, "at most\n                   half of --mem"), "%s", out);
+	cr_assert(strstr(out, "(1 to half of --mem)"), "%s", out);
+}
+
+/*
+ * --kernel K without --initrd: an initramfs of K's own modules, or a refusal that says
+ * why (it used to boot the default kernel instead, and report ok).
+ */
+Test(gfactl, linux_kernel_alone_is_refused_without_its_modules, .timeout = 120)
+{
+	char empty[] = "/tmp/gfactl-modules-XXXXXX", kernel[PATH_MAX] = "";
+	const char *g = gfactl();
+	FILE *p;
+	int rc;
+
+	rc = run(out, sizeof(out), "%s linux --kernel /etc/hostname", g);
+	cr_assert_eq(rc, 1, "%s", out);
+	cr_assert(strstr(out, "/etc/hostname: neither a bzImage nor a vmlinux"), "%s", out);
+	cr_assert(strstr(out, "--kernel /etc/hostname without --initrd"), "%s", out);
+	p = popen("ls /boot/vmlinuz-* 2>/dev/null | sort -rV | head -1", "r");
+	if (p && fgets(kernel, sizeof(kernel), p))
+		kernel[strcspn(kernel, "\n")] = '\0';
+	if (p)
+		pclose(p);
+	if (!kernel[0] || access(kernel, R_OK) || !build_has_checker())
+		cr_skip_test("no readable /boot/vmlinuz-* or no checker built");
+	cr_assert_not_null(mkdtemp(empty));
+	rc = run(out, sizeof(out), "%s linux --kernel %s --modules %s", g, kernel, empty);
+	rmdir(empty);
+	cr_assert_eq(rc, 1, "%s", out);
+	cr_assert(strstr(out, "no modules for"), "%s", out);
+	cr_assert(strstr(out, "modules.dep"), "%s", out);
+	cr_assert(strstr(out, "without --initrd"), "%s", out);
 }

@@ -979,11 +979,9 @@ Test(kvm_qemu, rerun_without_dev_kvm)
 	snprintf(cmd, sizeof(cmd), "exec '%s' --filter='kvm/*'", exe);
 	rc = tu_run_in_qemu("--cpus 1 --timeout 1100", cmd, &secs);
 	fprintf(stderr, "kvm_qemu: suite kvm in QEMU: exit %d after %.1f s\n", rc, secs);
-	if (rc == 77) {
-		fprintf(stderr, "kvm_qemu: skipped: no KVM (%s) and the QEMU harness cannot run\n",
-			why);
-		cr_skip_test("no KVM here (%s) and the QEMU harness cannot run (exit 77)", why);
-	}
+	if (rc == 77)
+		tu_qemu_skip("kvm_qemu", "no KVM here (%s) and the QEMU harness cannot run (exit 77; "
+			     "see its message above)", why);
 	cr_assert_eq(rc, 0, "suite kvm failed inside QEMU (exit %d)", rc);
 }
 
@@ -1010,7 +1008,82 @@ Test(kvm_qemu, harness_runs_kvm_guest)
 	fprintf(stderr, "kvm_qemu: harness boot + one KVM test: exit %d after %.1f s\n", rc,
 		secs);
 	if (rc == 77)
-		cr_skip_test("the QEMU harness cannot run here (exit 77; see its message)");
+		tu_qemu_skip("kvm_qemu", "the QEMU harness cannot run here (exit 77; see its "
+			     "message above)");
 	cr_assert_eq(rc, 42, "expected exit 42 from the guest command, got %d "
 		     "(3: test did not run, 4: GFA_IN_QEMU unset, 5: no second NUMA node)", rc);
+}
+
+/*
+ * A QEMU suite that skips fails under CI=true, unless the reason is one CI cannot fix
+ * (tests/qemu_util.h, tu_qemu_skip).  This binary runs kvm_qemu/harness_runs_kvm_guest
+ * once with a QEMU but no cpio on PATH (the harness exits 77: a skip CI can fix), then
+ * with no QEMU at all (with no /dev/kvm either: a skip CI cannot fix).
+ * (BXFI_MAP unset: Criterion hands it to its workers, and this run is none of them.)
+ */
+static int kvmt_self_run(const char *env, char *out, size_t len)
+{
+	char exe[PATH_MAX], cmd[2 * PATH_MAX + 256];
+	const char *rc;
+	size_t n;
+	FILE *p;
+
+	kvmt_self_exe(exe, sizeof(exe));
+	/* the other suites' "disabled" lines left out; the exit status as the last line */
+	snprintf(cmd, sizeof(cmd), "{ env -u GFA_SANITIZER -u BXFI_MAP %s '%s' "
+		 "--filter='kvm_qemu/harness_runs_kvm_guest' --verbose --color=never 2>&1; "
+		 "echo \"self-run exit $?\"; } | grep -v 'Test is disabled'", env, exe);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, len - 1, p);
+	out[n] = '\0';
+	pclose(p);
+	rc = strstr(out, "self-run exit ");
+	cr_assert_not_null(rc, "no exit status from the run: %.1500s", out);
+	return atoi(rc + 14);
+}
+
+/* The last lines of @out, short enough for an assertion message. */
+static const char *kvmt_tail(const char *out)
+{
+	size_t n = strlen(out);
+
+	return n > 1500 ? out + n - 1500 : out;
+}
+
+Test(qemu_skip, ci_fails_a_skip_it_can_fix, .timeout = 60)
+{
+	static char out[16384];
+	char qemu[PATH_MAX] = "", env[PATH_MAX + 128];
+	FILE *p;
+	int rc;
+
+	kvmt_qemu_preconditions();
+	p = popen("command -v qemu-system-x86_64", "r");
+	if (p && fgets(qemu, sizeof(qemu), p))
+		qemu[strcspn(qemu, "\n")] = '\0';
+	if (p)
+		pclose(p);
+	if (qemu[0]) {
+		/* QEMU there, cpio not: the harness skips, and under CI=true that fails */
+		snprintf(env, sizeof(env), "QEMU='%s' PATH=/nonexistent CI=true", qemu);
+		rc = kvmt_self_run(env, out, sizeof(out));
+		cr_assert_neq(rc, 0, "a fixable skip under CI=true passed:\n%s", kvmt_tail(out));
+		cr_assert(strstr(out, "kvm_qemu: skipped: the QEMU harness cannot run here"), "%s", kvmt_tail(out));
+		cr_assert(strstr(out, "did not run under CI=true"), "%s", kvmt_tail(out));
+		cr_assert(strstr(out, "[FAIL] kvm_qemu::harness_runs_kvm_guest"), "%s", kvmt_tail(out));
+		/* the same without CI: a skip, and a passing run */
+		snprintf(env, sizeof(env), "QEMU='%s' PATH=/nonexistent CI=", qemu);
+		rc = kvmt_self_run(env, out, sizeof(out));
+		cr_assert_eq(rc, 0, "%s", kvmt_tail(out));
+		cr_assert(strstr(out, "[SKIP] kvm_qemu::harness_runs_kvm_guest"), "%s", kvmt_tail(out));
+	}
+	if (!access("/dev/kvm", F_OK))
+		return;         /* "no /dev/kvm and no QEMU" cannot happen here */
+	/* neither /dev/kvm nor QEMU: a skip CI cannot fix, printed on its own line */
+	rc = kvmt_self_run("QEMU=/nonexistent/qemu-system-x86_64 CI=true", out, sizeof(out));
+	cr_assert_eq(rc, 0, "an unfixable skip under CI=true failed:\n%s", kvmt_tail(out));
+	cr_assert(strstr(out, "\nkvm_qemu: the reason CI cannot fix: no /dev/kvm and no QEMU on "
+			 "this machine\n"), "%s", kvmt_tail(out));
+	cr_assert(strstr(out, "[SKIP] kvm_qemu::harness_runs_kvm_guest"), "%s", kvmt_tail(out));
 }

@@ -1190,7 +1190,6 @@ Test(numa_real, remote_fallback_lands_on_the_remote_node, .timeout = 300)
 
 Test(numa_qemu, numa_real_in_two_node_guest, .timeout = 3200)
 {
-	char cwd[512];
 	const char *san = getenv("GFA_SANITIZER");
 	struct gfa_numa_topology *t;
 	char root[PATH_MAX], exe[PATH_MAX], cmd[2 * PATH_MAX];
@@ -1210,20 +1209,11 @@ Test(numa_qemu, numa_real_in_two_node_guest, .timeout = 3200)
 		cr_skip_test("this host has several NUMA nodes: suite numa_real ran directly");
 	}
 	gfa_numa_topology_free(t);
-	if (!tu_find_harness_root(root, sizeof(root))) {
-		fprintf(stderr, "numa_qemu: skipped: tools/kvm-in-qemu.sh not found\n");
-		cr_skip_test("tools/kvm-in-qemu.sh not found");
-	}
+	if (!tu_find_harness_root(root, sizeof(root)))
+		tu_qemu_skip("numa_qemu", "tools/kvm-in-qemu.sh not found");
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	cr_assert_gt(n, 0);
 	exe[n] = '\0';
-	/* the harness shares the working directory even under /tmp, nothing else there */
-	if (!strncmp(exe, "/tmp/", 5) && (!getcwd(cwd, sizeof(cwd)) ||
-					   strncmp(exe, cwd, strlen(cwd)))) {
-		fprintf(stderr, "numa_qemu: skipped: %s is under /tmp, which the guest does not "
-			"see\n", exe);
-		cr_skip_test("the test binary is under /tmp, which the guest replaces");
-	}
 	/* the guest prints the suite's own lines (not the other suites' "disabled") */
 	snprintf(cmd, sizeof(cmd),
 		 "out=$('%s' --filter='numa_real/*' --verbose --color=never 2>&1); rc=$?; "
@@ -1234,11 +1224,9 @@ Test(numa_qemu, numa_real_in_two_node_guest, .timeout = 3200)
 	rc = tu_run_in_qemu("--numa 2 --cpus 2 --mem 1024 --timeout 1500", cmd, &secs);
 	fprintf(stderr, "numa_qemu: suite numa_real in a 2-node QEMU guest: exit %d after "
 		"%.1f s\n", rc, secs);
-	if (rc == 77) {
-		fprintf(stderr, "numa_qemu: skipped: the QEMU harness cannot run here "
-			"(exit 77, see its message)\n");
-		cr_skip_test("the QEMU harness cannot run here (exit 77; see its message)");
-	}
+	if (rc == 77)
+		tu_qemu_skip("numa_qemu", "the QEMU harness cannot run here (exit 77, see its "
+			     "message above)");
 	cr_assert_eq(rc, 0, "suite numa_real failed in the guest (exit %d; 3: fewer than %d "
 		     "tests ran unskipped)", rc, NUMAT_REAL_TESTS);
 }

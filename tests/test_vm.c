@@ -916,11 +916,9 @@ Test(vm_qemu, in_qemu)
 	rc = tu_run_in_qemu("--cpus 1 --timeout 900", cmd, &secs);
 	fprintf(stderr, "vm_qemu: %s in QEMU (%s): exit %d after %.1f s\n", filter,
 		kvm ? "software KVM here" : why, rc, secs);
-	if (rc == 77) {
-		fprintf(stderr, "vm_qemu: skipped: the QEMU harness cannot run here (exit 77, "
-			"see its message); not run:%s\n", names);
-		cr_skip_test("QEMU harness cannot run here (exit 77); not run:%s", names);
-	}
+	if (rc == 77)
+		tu_qemu_skip("vm_qemu", "the QEMU harness cannot run here (exit 77, see its "
+			     "message above); not run:%s", names);
 	cr_assert_eq(rc, 0, "suite vm in QEMU: exit %d (3: a test skipped or did not run)", rc);
 }
 

@@ -40,9 +40,15 @@ bool parse_u64(const char *flag, const char *val, uint64_t min, uint64_t max, ui
 	errno = 0;
 	v = strtoull(val, &end, 10);
 	/* digits only: strtoull takes "-1" (as 2^64 - 1), spaces and '+' */
-	if (errno || *val < '0' || *val > '9' || *end || end == val || v < min || v > max) {
-		fprintf(stderr, "gfactl: %s: '%s' is not a number in [%llu, %llu]\n", flag, val,
-			(unsigned long long)min, (unsigned long long)max);
+	if (*val < '0' || *val > '9' || *end || end == val) {
+		fprintf(stderr, "gfactl: %s: '%s' is not a number (digits only, in [%llu, %llu])\n",
+			flag, val, (unsigned long long)min, (unsigned long long)max);
+		return false;
+	}
+	if (errno || v < min || v > max) {
+		fprintf(stderr, "gfactl: %s: %s is %s: it takes %llu to %llu\n", flag, val,
+			errno || v > max ? "too large" : "too small", (unsigned long long)min,
+			(unsigned long long)max);
 		return false;
 	}
 	*out = v;

@@ -9,7 +9,9 @@
 #
 # Usage: tools/kvm-in-qemu.sh [options] [--] command [args...]
 #   --build DIR     cache the initramfs under DIR/qemu (default: $GFA_BUILD or build)
-#   --dir DIR       working directory of the command (default: the current one)
+#   --dir DIR       working directory of the command (default: the current one);
+#                   under /tmp, /run or /dev, which the guest replaces, it is
+#                   shared on its own, as --rw does
 #   --mem MIB       guest memory in MiB (default 1024)
 #   --cpus N        guest vCPUs (default 1; see below)
 #   --numa N        N NUMA nodes, memory split evenly, vCPUs in contiguous blocks
@@ -301,11 +303,13 @@ if [ -z "$run" ] || [[ $run == *[[:space:]]* || $run == /tmp/* ]]; then
 	[ -n "$run" ] && rmdir "$run"
 	run=$(mktemp -d /var/tmp/gfa-kvm-in-qemu.XXXXXX) || die "mktemp failed"
 fi
-# The guest mounts a fresh tmpfs on /tmp: a directory under it is shared on its own.
+# The guest mounts its own /tmp, /run, /dev and /dev/shm: a directory under one of
+# them is shared on its own, at the same path (--dir, and every --rw below).
+replaced() { case $1 in /tmp/*|/run/*|/dev/*) return 0 ;; esac; return 1; }
 case $dir in
-/tmp/*) rw_dirs+=("$dir") ;;
-/tmp) die "--dir /tmp: the guest replaces /tmp with an empty tmpfs" ;;
+/tmp|/run|/dev|/dev/shm) die "--dir $dir: the guest replaces $dir with its own" ;;
 esac
+replaced "$dir" && rw_dirs+=("$dir")
 
 {
 	echo '#!/bin/bash'
@@ -344,11 +348,17 @@ if [ "$numa" -gt 0 ]; then
 	done
 fi
 rw_args=()
+resolved=()
+for d in "${rw_dirs[@]}"; do
+	r=$(cd "$d" 2>/dev/null && pwd -P) || die "no such directory: $d"
+	[[ $r == *[[:space:]]* ]] && die "--rw $r: no spaces"
+	resolved+=("$r")
+done
+# parents before their children: the guest mounts them in this order
+mapfile -t rw_dirs < <(printf '%s\n' "${resolved[@]}" | grep . | LC_ALL=C sort -u)
 for ((i = 0; i < ${#rw_dirs[@]}; i++)); do
-	d=$(cd "${rw_dirs[$i]}" 2>/dev/null && pwd -P) || die "no such directory: ${rw_dirs[$i]}"
-	[[ $d == *[[:space:]]* ]] && die "--rw $d: no spaces"
-	echo "$d" >"$run/rw$i"
-	rw_args+=(-virtfs "local,path=$d,mount_tag=rw$i,security_model=none,multidevs=remap")
+	echo "${rw_dirs[$i]}" >"$run/rw$i"
+	rw_args+=(-virtfs "local,path=${rw_dirs[$i]},mount_tag=rw$i,security_model=none,multidevs=remap")
 done
 
 # qboot starts a Linux kernel about a second sooner than SeaBIOS under TCG.

@@ -5,7 +5,13 @@
 # memory checker tests/linux/gfacheck.c.  Outputs are cached under OUT by a key of their
 # inputs; the last line printed is "kernel=PATH initrd=PATH".
 #
-# Usage: tools/linux-initramfs.sh --checker BIN [--out DIR] [--kernel /boot/vmlinuz-V]
+# Usage: tools/linux-initramfs.sh --checker BIN [--out DIR] [--kernel K] [--modules DIR]
+#   --kernel K     a bzImage (default: the newest /boot/vmlinuz-*) or a vmlinux; its
+#                  version comes from the image itself, so any file name will do
+#   --modules DIR  the kernel's module tree (default /lib/modules/VERSION), e.g. one
+#                  unpacked from a downloaded package; it needs modules.dep (depmod -b)
+# A bzImage's vmlinux is unpacked by the compressor's magic (xz, zstd, gzip, lz4); if
+# none works, the script says so and boots the bzImage itself.
 # Exit status: 0; 77 when busybox-static, cpio, the kernel or its modules are missing.
 #
 # The guest's /init prints "gfa-init up SECONDS" first (the host times the boot to it),
@@ -17,6 +23,7 @@ set -uo pipefail
 
 out=${GFA_BUILD:-build}/linux
 kernel=
+moddir=
 checker=
 say() { echo "linux-initramfs: $*" >&2; }
 skip() { say "SKIP: $*"; exit 77; }
@@ -26,6 +33,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--out) out=${2:?}; shift 2 ;;
 	--kernel) kernel=${2:?}; shift 2 ;;
+	--modules) moddir=${2:?}; shift 2 ;;
 	--checker) checker=${2:?}; shift 2 ;;
 	-h|--help) sed -n '2,/^set -uo/p' "$0" | sed -e '/^set -uo/d' -e 's/^# \{0,1\}//' >&2; exit 2 ;;
 	*) die "unknown argument $1" ;;
@@ -44,15 +52,38 @@ if [ -z "$kernel" ]; then
 	kernel=$(printf '%s\n' /boot/vmlinuz-* | sort -rV | head -1)
 fi
 [ -r "$kernel" ] || skip "no readable kernel ${kernel:-/boot/vmlinuz-*} (Debian package linux-image-amd64)"
-kver=${kernel##*/vmlinuz-}
-[ -f "/lib/modules/$kver/modules.dep" ] || skip "no modules for $kver"
+is_elf() { [ "$(head -c 4 "$1" | od -An -tx1 | tr -d ' \n')" = 7f454c46 ]; }
+# The kernel's release, as uname -r gives it: a bzImage's setup header points at its
+# version string (kernel_version, offset 0x20e, relative to 0x200); a vmlinux holds
+# the banner "Linux version RELEASE ...".
+kernel_release() {
+	local ptr
+	if is_elf "$1"; then
+		LC_ALL=C grep -aom1 'Linux version [^ ]*' "$1" | cut -d' ' -f3
+		return
+	fi
+	[ "$(dd if="$1" bs=1 skip=514 count=4 2>/dev/null)" = HdrS ] || return 0
+	ptr=$(od -An -tu2 -j 526 -N 2 "$1" | tr -d ' ')
+	[ -n "$ptr" ] && [ "$ptr" -gt 0 ] || return 0
+	dd if="$1" bs=1 skip=$((512 + ptr)) count=128 2>/dev/null | tr '\0' '\n' | head -1 |
+		cut -d' ' -f1
+}
+kver=$(kernel_release "$kernel")
+[ -n "$kver" ] || die "$kernel: neither a bzImage nor a vmlinux with a version string"
+moddir=${moddir:-/lib/modules/$kver}
+[ -f "$moddir/modules.dep" ] ||
+	skip "no modules for $kernel (version $kver): no $moddir/modules.dep (install the kernel's package, or pass --modules DIR of a tree made with depmod -b)"
 mkdir -p "$out" || die "cannot create $out"
 
-# vmlinux: the ELF inside the bzImage, found by its compressor's magic.
+# vmlinux: the ELF inside the bzImage, found by its compressor's magic (lz4: the
+# legacy frame the kernel's own build writes).
 vmlinux=$out/vmlinux-$kver-$(stat -c '%s-%Y' "$kernel")
-if [ ! -s "$vmlinux" ]; then
+if is_elf "$kernel"; then
+	vmlinux=$kernel
+elif [ ! -s "$vmlinux" ]; then
 	tmp=$vmlinux.tmp.$$
-	for pair in 'xz:\xfd7zXZ\x00' 'zstd:\x28\xb5\x2f\xfd' 'gzip:\x1f\x8b\x08\x00'; do
+	for pair in 'xz:\xfd7zXZ\x00' 'zstd:\x28\xb5\x2f\xfd' 'gzip:\x1f\x8b\x08\x00' \
+		'lz4:\x02\x21\x4c\x18'; do
 		tool=${pair%%:*}
 		command -v "$tool" >/dev/null || continue
 		for off in $(LC_ALL=C grep -obUaP "${pair#*:}" "$kernel" 2>/dev/null | cut -d: -f1 | head -3); do
@@ -65,12 +96,26 @@ if [ ! -s "$vmlinux" ]; then
 	done
 	rm -f "$tmp"
 	# no vmlinux inside: boot the bzImage itself (64-bit entry)
-	[ -s "$vmlinux" ] || vmlinux=$kernel
+	if [ ! -s "$vmlinux" ]; then
+		say "note: found no vmlinux inside $kernel that xz, zstd, gzip or lz4 unpacks" \
+			"(missing tool?): the bzImage boots itself, decompressing first"
+		vmlinux=$kernel
+	fi
 fi
 
-mods=$(modprobe -a -S "$kver" --show-depends virtio_pci virtio_balloon 2>/dev/null |
+# modprobe -d takes the root above lib/modules/VERSION: a tree elsewhere gets a
+# stand-in root of one symlink
+moddirs=$out/moddirs
+modroot=$moddirs/$kver-$(printf '%s' "$moddir" | sha256sum | cut -c1-8)
+if [ "$moddir" = "/lib/modules/$kver" ]; then
+	modroot=/
+else
+	mkdir -p "$modroot/lib/modules" || die "cannot create $modroot"
+	ln -sfn "$(cd "$moddir" && pwd -P)" "$modroot/lib/modules/$kver"
+fi
+mods=$(modprobe -d "$modroot" -a -S "$kver" --show-depends virtio_pci virtio_balloon 2>/dev/null |
 	awk '$1 == "insmod" && !seen[$2]++ { print $2 }')
-[ -n "$mods" ] || skip "kernel $kver has no virtio_pci / virtio_balloon modules"
+[ -n "$mods" ] || skip "kernel $kver has no virtio_pci / virtio_balloon modules in $moddir"
 key=$( { cat "$0" "$checker"; echo "$mods"; stat -c '%s %Y' "$busybox" $mods; } |
 	sha256sum | cut -c1-12)
 initrd=$out/initramfs-$kver-$key.cpio.gz

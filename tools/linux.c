@@ -23,12 +23,23 @@
 #include "tools/gfactl.h"
 
 #define LINUX_MAX_GUESTS 8
+/* Inside the QEMU harness: the most guests suite linux_boot runs side by side.  With 4
+ * and more the TCG L1 hung at times before any guest printed (README, Limitations). */
+#define LINUX_MAX_GUESTS_NESTED 3
+
+/* The virtio device status bits (the virtio spec, "Device Status Field"). */
+#define VIRTIO_STATUS_ACKNOWLEDGE	1
+#define VIRTIO_STATUS_DRIVER		2
+#define VIRTIO_STATUS_DRIVER_OK		4
+#define VIRTIO_STATUS_FAILED		128
 
 struct linux_opts {
 	unsigned int guests, vcpus;
 	uint64_t mem, check_mib, timeout_s, balloon;
-	const char *kernel, *initrd;
+	const char *kernel, *initrd, *modules, *append;
 	bool moves, console, small_only, report;
+	int argc;               /* the command line as given, for the QEMU hint */
+	char **argv;
 };
 
 /* With a balloon, each guest's checker touches and frees a quarter of its RAM first, so
@@ -53,22 +64,32 @@ static void linux_usage(FILE *f)
 		"usage: gfactl linux [options]\n"
 		"Boot Linux guests on one gfa pool; each runs gfa's memory checker from its\n"
 		"initramfs (tools/linux-initramfs.sh builds it).\n\n"
-		"  --guests N       guests on the pool (default 1, at most %d)\n"
-		"  --mem SIZE       RAM per guest (default 256M)\n"
-		"  --vcpus N        vCPUs per guest (default 1)\n"
-		"  --check MIB      memory each checker fills and verifies (default 32)\n"
+		"  --guests N       guests on the pool (default 1, at most %d; %d inside the\n"
+		"                   QEMU harness, as tested)\n"
+		"  --mem SIZE       RAM per guest (default 256M): a multiple of 2 MiB, 64 MiB to\n"
+		"                   3 GiB\n"
+		"  --vcpus N        vCPUs per guest (default 1, at most %d); each must come\n"
+		"                   online in the guest, or the guest fails\n"
+		"  --check MIB      memory each checker fills and verifies (default 32, at most\n"
+		"                   half of --mem)\n"
 		"  --moves          while the checkers run: full compaction, then collapse\n"
 		"                   (guests start on blocks below 2 MiB, so there is work)\n"
 		"  --balloon MIB    a virtio-balloon per guest; after boot, inflate it to MIB\n"
+		"                   (1 to half of --mem)\n"
 		"  --report         a virtio-balloon with free page reporting per guest; the\n"
 		"                   checker touches and frees a quarter of RAM so it fires\n"
-		"  --kernel PATH    vmlinux or bzImage (default: built from /boot/vmlinuz-*)\n"
+		"  --kernel PATH    vmlinux or bzImage (default: the newest /boot/vmlinuz-*);\n"
+		"                   without --initrd, tools/linux-initramfs.sh builds one of\n"
+		"                   this kernel's own modules\n"
+		"  --modules DIR    that kernel's module tree (default /lib/modules/VERSION)\n"
 		"  --initrd PATH    initramfs (default: tools/linux-initramfs.sh builds one)\n"
+		"  --append WORDS   added to each guest's kernel command line\n"
 		"  --timeout SEC    per guest phase (default 120)\n"
 		"  --console        copy the guests' consoles to stderr\n"
 		"Needs KVM that runs unmodified kernels; on the software kvm_pvm run it inside\n"
-		"the QEMU harness: tools/kvm-in-qemu.sh --mem 2048 -- build/gfactl linux ...\n",
-		LINUX_MAX_GUESTS);
+		"the QEMU harness: tools/kvm-in-qemu.sh --mem 2048 -- build/gfactl linux ...\n"
+		"(make linux ARGS=\"...\" does that).\n",
+		LINUX_MAX_GUESTS, LINUX_MAX_GUESTS_NESTED, GFA_LINUX_MAX_VCPUS);
 }
 
 static int linux_parse(int argc, char **argv, struct linux_opts *o)
@@ -80,6 +101,7 @@ static int linux_parse(int argc, char **argv, struct linux_opts *o)
 		{ "timeout", required_argument, NULL, 't' }, { "console", no_argument, NULL, 'C' },
 		{ "vcpus", required_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' },
 		{ "balloon", required_argument, NULL, 'b' }, { "report", no_argument, NULL, 'r' },
+		{ "modules", required_argument, NULL, 'D' }, { "append", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
@@ -113,32 +135,87 @@ static int linux_parse(int argc, char **argv, struct linux_opts *o)
 			o->vcpus = (unsigned int)v;
 			break;
 		case 'b':
-			if (!parse_u64("--balloon", optarg, 1, GFA_LINUX_MAX_MEM / MiB, &v))
+			if (!parse_u64("--balloon", optarg, 0, GFA_LINUX_MAX_MEM / MiB, &v))
 				return 2;
+			if (!v) {
+				fprintf(stderr, "gfactl linux: --balloon 0 inflates nothing: give the "
+					"MiB to inflate, 1 to half of --mem\n");
+				return 2;
+			}
 			o->balloon = v * MiB;
 			break;
 		case 'r': o->report = true; break;
 		case 'M': o->moves = o->small_only = true; break;
 		case 'k': o->kernel = optarg; break;
+		case 'D': o->modules = optarg; break;
+		case 'A': o->append = optarg; break;
 		case 'i': o->initrd = optarg; break;
 		case 'C': o->console = true; break;
 		case 'h': linux_usage(stdout); return 1;
 		default: linux_usage(stderr); return 2;
 		}
 	}
-	if (optind < argc || o->mem % (2 * MiB) || o->mem > GFA_LINUX_MAX_MEM ||
-	    o->mem < 64 * MiB || o->check_mib * MiB > o->mem / 2 || o->balloon > o->mem / 2) {
-		fprintf(stderr, "gfactl linux: --mem must be a multiple of 2 MiB in [64 MiB, 3 GiB], "
-			"--check and --balloon at most half of it\n");
+	o->argc = argc;
+	o->argv = argv;
+	if (getenv("GFA_IN_QEMU") && o->guests > LINUX_MAX_GUESTS_NESTED) {
+		fprintf(stderr, "gfactl linux: --guests %u: at most %d inside the QEMU harness (what "
+			"is tested; with 4 and more its guest hung at times)\n", o->guests,
+			LINUX_MAX_GUESTS_NESTED);
+		return 2;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gfactl linux: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (o->mem % (2 * MiB)) {
+		if (o->mem % MiB)
+			fprintf(stderr, "gfactl linux: --mem %llu KiB is not a multiple of 2 MiB\n",
+				(unsigned long long)(o->mem >> 10));
+		else
+			fprintf(stderr, "gfactl linux: --mem %llu MiB is not a multiple of 2 MiB\n",
+				(unsigned long long)(o->mem / MiB));
+		return 2;
+	}
+	if (o->mem < 64 * MiB || o->mem > GFA_LINUX_MAX_MEM) {
+		fprintf(stderr, "gfactl linux: --mem %llu MiB: a guest has 64 MiB to 3 GiB (no PCI "
+			"hole below 4 GiB to step over)\n", (unsigned long long)(o->mem / MiB));
+		return 2;
+	}
+	if (o->check_mib * MiB > o->mem / 2) {
+		fprintf(stderr, "gfactl linux: --check %llu is more than half of --mem %llu MiB "
+			"(at most %llu)\n", (unsigned long long)o->check_mib,
+			(unsigned long long)(o->mem / MiB), (unsigned long long)(o->mem / 2 / MiB));
+		return 2;
+	}
+	if (o->balloon > o->mem / 2) {
+		fprintf(stderr, "gfactl linux: --balloon %llu is more than half of --mem %llu MiB "
+			"(at most %llu)\n", (unsigned long long)(o->balloon / MiB),
+			(unsigned long long)(o->mem / MiB), (unsigned long long)(o->mem / 2 / MiB));
+		return 2;
+	}
+	if (o->modules && (!o->kernel || o->initrd)) {
+		fprintf(stderr, "gfactl linux: --modules is for the initramfs of a --kernel given "
+			"without --initrd\n");
 		return 2;
 	}
 	return 0;
 }
 
-/* Run tools/linux-initramfs.sh next to this binary's tree; fills kernel= and initrd=. */
+/* @s in single quotes for sh, or false if it holds one. */
+static bool sh_quote(char *out, size_t len, const char *s)
+{
+	return !strchr(s, '\'') && snprintf(out, len, "'%s'", s) < (int)len;
+}
+
+/*
+ * Run tools/linux-initramfs.sh next to this binary's tree for --kernel (default: the
+ * newest /boot/vmlinuz-*) and --modules; fills the kernel and, without --initrd, the
+ * initramfs of that kernel's own modules.
+ */
 static int linux_prepare(struct linux_opts *o, char *kernel, char *initrd, size_t len)
 {
-	char exe[PATH_MAX], cmd[4 * PATH_MAX], line[2 * PATH_MAX + 32], *dir;
+	char exe[PATH_MAX], cmd[6 * PATH_MAX], line[2 * PATH_MAX + 32], *dir;
+	char kq[PATH_MAX + 16] = "", mq[PATH_MAX + 16] = "";
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	FILE *p;
 	int ok = 0;
@@ -150,8 +227,13 @@ static int linux_prepare(struct linux_opts *o, char *kernel, char *initrd, size_
 	if (!dir)
 		return -ENOENT;
 	*dir = '\0';            /* the build directory: the tree is its parent */
+	if ((o->kernel && !sh_quote(kq, sizeof(kq), o->kernel)) ||
+	    (o->modules && !sh_quote(mq, sizeof(mq), o->modules)))
+		return -EINVAL;
 	if (snprintf(cmd, sizeof(cmd), "'%s/../tools/linux-initramfs.sh' --out '%s/linux' "
-		     "--checker '%s/tests/linux/gfacheck'", exe, exe, exe) >= (int)sizeof(cmd))
+		     "--checker '%s/tests/linux/gfacheck'%s%s%s%s", exe, exe, exe,
+		     o->kernel ? " --kernel " : "", kq, o->modules ? " --modules " : "",
+		     mq) >= (int)sizeof(cmd))
 		return -ENAMETOOLONG;
 	p = popen(cmd, "r");
 	if (!p)
@@ -169,8 +251,10 @@ static int linux_prepare(struct linux_opts *o, char *kernel, char *initrd, size_
 	}
 	if (pclose(p) != 0 || !ok)
 		return -ENOENT;
+	/* a vmlinux given stays as given; a bzImage boots as its unpacked vmlinux */
 	o->kernel = kernel;
-	o->initrd = initrd;
+	if (!o->initrd)
+		o->initrd = initrd;
 	return 0;
 }
 
@@ -327,6 +411,18 @@ static void linux_balloon_phase(struct gfa_pool *pool, struct gfa_backing *b,
 		printf("balloon: guest %u: %llu MiB inflated %s %.0f ms after the target (MemTotal "
 		       "%llu -> %llu kB)\n", i, (unsigned long long)(o->balloon / MiB),
 		       gs[i].ok ? "by" : "FAILED: not done", ms, kb0[i], gs[i].memtotal_kb);
+		if (!gs[i].ok) {
+			struct gfa_rv_balloon_stat st = { 0 };
+
+			gfa_rv_balloon_stat(gs[i].bal, &st);
+			printf("balloon: guest %u: the device holds %llu of %llu pages, the driver "
+			       "says %llu (status %#x)%s\n", i,
+			       (unsigned long long)st.inflated_pages,
+			       (unsigned long long)st.target_pages,
+			       (unsigned long long)st.actual_pages, st.status,
+			       gfa_linux_vm_wait(gs[i].vm, 0) != GFA_LINUX_RUNNING ?
+			       "; the guest has stopped" : "");
+		}
 	}
 	after = host_backed(pool, b, hr);
 	printf("balloon: host-backed %lld MiB before the targets, %lld MiB after (-%lld MiB, "
@@ -337,6 +433,12 @@ static void linux_balloon_phase(struct gfa_pool *pool, struct gfa_backing *b,
 	if (o->report)
 		printf("balloon: note: with --report the guests had reported their free memory "
 		       "already, so the pages the balloon took were mostly not host-backed\n");
+	else if (before - after < (int64_t)(o->balloon * o->guests) / 10 * 9)
+		printf("balloon: note: the guests had only %lld MiB host-backed of their %llu MiB "
+		       "RAM before the targets, so many of the pages the balloon took had never "
+		       "been touched: the host had nothing to give back for those\n",
+		       (long long)(before / (int64_t)MiB),
+		       (unsigned long long)(o->mem * o->guests / MiB));
 }
 
 static void linux_report(struct gfa_pool *pool, struct gfa_backing *b, struct gfa_host_return *hr,
@@ -378,11 +480,51 @@ static void linux_report(struct gfa_pool *pool, struct gfa_backing *b, struct gf
 	       (unsigned long long)v.thp_collapse_alloc);
 }
 
+/*
+ * Guest @g's balloon after boot: /init loaded the modules before the checker started,
+ * so a driver that took the device has set DRIVER_OK by now.  If none did, say what
+ * the device saw, at once (not after a balloon target's timeout).
+ */
+static bool guest_driver_ok(struct linux_guest *g, unsigned int i)
+{
+	struct gfa_rv_balloon_stat st;
+	char line[256];
+	const char *what;
+
+	if (gfa_rv_balloon_stat(g->bal, &st) || (st.status & VIRTIO_STATUS_DRIVER_OK))
+		return true;
+	if (st.status & VIRTIO_STATUS_FAILED)
+		what = "a driver gave up on it (status FAILED)";
+	else if (st.status & VIRTIO_STATUS_DRIVER)
+		what = "a driver began but never finished its set-up";
+	else if (st.status & VIRTIO_STATUS_ACKNOWLEDGE)
+		what = "the guest found it, but no driver took it";
+	else
+		what = "the guest never touched it";
+	printf("guest %u: FAILED: the balloon device never reached DRIVER_OK (status %#x): %s, "
+	       "so no balloon target or free page report can work", i, st.status, what);
+	/* /init says which module it could not load ("invalid module format": the
+	 * initramfs was made for another kernel) */
+	for (int k = 0, from = 0, n = 0; k < 4; k++, from++) {
+		from = gfa_linux_vm_console_wait(g->vm, "insmod", (unsigned int)from, 0, line,
+						 sizeof(line), NULL);
+		if (from < 0) {
+			if (!n)
+				printf("; is virtio_balloon in the initramfs, built for this kernel?");
+			break;
+		}
+		/* busybox's reason ("can't insert ...: Invalid module format"), then /init's */
+		printf("%s%s", n++ ? " / " : "; the guest said: ", line);
+	}
+	printf("\n");
+	return false;
+}
+
 /* Boot every guest, wait for /init and the first checker report. */
 static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct linux_guest *gs,
 			   const struct linux_opts *o)
 {
-	char append[128], why[320];
+	char append[512], why[320];
 	struct gfa_linux_config cfg = {
 		.kernel = o->kernel, .initrd = o->initrd, .mem_bytes = o->mem, .vcpus = o->vcpus,
 		.small_only = o->small_only, .console_fd = o->console ? 2 : -1, .append = append,
@@ -399,6 +541,8 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 	else
 		snprintf(append, sizeof(append), "gfacheck=%llu,%d",
 			 (unsigned long long)o->check_mib, o->moves ? 0 : 2);
+	if (o->append && strlen(append) + strlen(o->append) + 2 < sizeof(append))
+		snprintf(append + strlen(append), sizeof(append) - strlen(append), " %s", o->append);
 	for (unsigned int i = 0; i < o->guests; i++) {
 		struct gfa_rv_balloon_config bc = {
 			.backing = b, .slot = 1, .irq = GFA_LINUX_PCI_IRQ(1),
@@ -440,6 +584,15 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 		if (!g->ok)
 			printf("guest %u: did not boot to a clean checker pass: %s\n", i,
 			       gfa_linux_vm_error(g->vm)[0] ? gfa_linux_vm_error(g->vm) : "timeout");
+		if (g->ok && g->cpus != (int)o->vcpus) {
+			printf("guest %u: FAILED: %d of %u vCPUs online: this VMM describes the CPUs "
+			       "only by an MP table (no ACPI), which a kernel without "
+			       "CONFIG_X86_MPPARSE (Debian's cloud flavour) ignores, and maxcpus= or "
+			       "nosmp on the command line stop the rest\n", i, g->cpus, o->vcpus);
+			g->ok = false;
+		}
+		if (g->ok && g->bal)
+			g->ok = guest_driver_ok(g, i);
 		all &= g->ok;
 	}
 	return all;
@@ -461,17 +614,32 @@ int cmd_linux(int argc, char **argv)
 
 	if (r)
 		return r == 1 ? 0 : r;
+	/* what boots is settled first, so a bad --kernel is refused on any host */
+	if (!o.kernel || !o.initrd) {
+		const char *given = o.kernel;
+
+		r = linux_prepare(&o, kernel, initrd, sizeof(kernel));
+		if (r && given)
+			fprintf(stderr, "gfactl linux: --kernel %s without --initrd: "
+				"tools/linux-initramfs.sh made no initramfs of that kernel's modules "
+				"(its reason is above); pass --initrd I, or --modules DIR for a module "
+				"tree outside /lib/modules\n", given);
+		else if (r)
+			fprintf(stderr, "gfactl linux: tools/linux-initramfs.sh made no kernel and "
+				"initramfs to boot (its reason is above); pass --kernel K and --initrd "
+				"I\n");
+		if (r)
+			return 1;
+	}
 	if (!gfa_kvm_available(why, sizeof(why)) || gfa_kvm_is_software()) {
 		printf("gfactl linux: this KVM cannot boot Linux (%s): the native kvm_pvm stops an "
 		       "unmodified kernel with \"KVM internal error, emulation failure\". Run it "
 		       "in a QEMU guest with nested KVM: tools/kvm-in-qemu.sh --mem 2048 -- "
-		       "build/gfactl linux %s\n", gfa_kvm_is_software() ? "software kvm_pvm" : why,
-		       "--kernel K --initrd I (from tools/linux-initramfs.sh)");
+		       "build/gfactl linux", gfa_kvm_is_software() ? "software kvm_pvm" : why);
+		for (int i = 1; i < o.argc; i++)
+			printf(" %s", o.argv[i]);
+		printf(" (or make linux ARGS=\"...\")\n");
 		return 77;
-	}
-	if ((!o.kernel || !o.initrd) && linux_prepare(&o, kernel, initrd, sizeof(kernel))) {
-		fprintf(stderr, "gfactl linux: no kernel/initramfs: pass --kernel and --initrd\n");
-		return 1;
 	}
 	/* the guests, plus a quarter for compaction to move into */
 	gfa_pool_config_init(&pc, (o.mem * o.guests + o.mem * o.guests / 4) >> GFA_FRAME_SHIFT);
