@@ -171,7 +171,7 @@ tsan: deps-test
 	$(MAKE) BUILD=build/tsan SAN="-fsanitize=thread" OPT="-O1 -g" SHIM=1 \
 	    TEST_ARGS="$(TEST_ARGS)" GFA_SANITIZER=tsan sanitized-test
 # Criterion itself leaks one small block at exit; tests/lsan.supp names only it.
-sanitized-test: $(SO) $(TESTBIN) $(GFACTL) $(EX_BIN)
+sanitized-test: $(SO) $(TESTBIN) $(GFACTL) $(EX_BIN) $(MAN_STAMP) $(LINUX_CHECKER)
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	    TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=0 history_size=7" G_SLICE=always-malloc \
 	    GFA_SANITIZER=$(GFA_SANITIZER) \

@@ -207,6 +207,26 @@ static bool sh_quote(char *out, size_t len, const char *s)
 	return !strchr(s, '\'') && snprintf(out, len, "'%s'", s) < (int)len;
 }
 
+/* The source tree a build directory sits in: the first parent (up to three levels: a
+ * sanitizer build is build/asan) that holds tools/linux-initramfs.sh, or NULL. */
+static const char *linux_tree(const char *build, char *buf, size_t len)
+{
+	char probe[PATH_MAX + 64];
+
+	snprintf(buf, len, "%s", build);
+	for (int up = 0; up < 3; up++) {
+		char *slash = strrchr(buf, '/');
+
+		if (!slash || slash == buf)
+			return NULL;
+		*slash = '\0';
+		snprintf(probe, sizeof(probe), "%s/tools/linux-initramfs.sh", buf);
+		if (!access(probe, X_OK))
+			return buf;
+	}
+	return NULL;
+}
+
 /*
  * Run tools/linux-initramfs.sh next to this binary's tree for --kernel (default: the
  * newest /boot/vmlinuz-*) and --modules; fills the kernel and, without --initrd, the
@@ -214,7 +234,8 @@ static bool sh_quote(char *out, size_t len, const char *s)
  */
 static int linux_prepare(struct linux_opts *o, char *kernel, char *initrd, size_t len)
 {
-	char exe[PATH_MAX], cmd[6 * PATH_MAX], line[2 * PATH_MAX + 32], *dir;
+	char exe[PATH_MAX], cmd[6 * PATH_MAX], line[2 * PATH_MAX + 32], *dir, rootbuf[PATH_MAX];
+	const char *root;
 	char kq[PATH_MAX + 16] = "", mq[PATH_MAX + 16] = "";
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	FILE *p;
@@ -226,12 +247,15 @@ static int linux_prepare(struct linux_opts *o, char *kernel, char *initrd, size_
 	dir = strrchr(exe, '/');
 	if (!dir)
 		return -ENOENT;
-	*dir = '\0';            /* the build directory: the tree is its parent */
+	*dir = '\0';            /* the build directory (build/, build/asan/, ...) */
+	root = linux_tree(exe, rootbuf, sizeof(rootbuf));
+	if (!root)
+		return -ENOENT;
 	if ((o->kernel && !sh_quote(kq, sizeof(kq), o->kernel)) ||
 	    (o->modules && !sh_quote(mq, sizeof(mq), o->modules)))
 		return -EINVAL;
-	if (snprintf(cmd, sizeof(cmd), "'%s/../tools/linux-initramfs.sh' --out '%s/linux' "
-		     "--checker '%s/tests/linux/gfacheck'%s%s%s%s", exe, exe, exe,
+	if (snprintf(cmd, sizeof(cmd), "'%s/tools/linux-initramfs.sh' --out '%s/linux' "
+		     "--checker '%s/tests/linux/gfacheck'%s%s%s%s", root, exe, exe,
 		     o->kernel ? " --kernel " : "", kq, o->modules ? " --modules " : "",
 		     mq) >= (int)sizeof(cmd))
 		return -ENAMETOOLONG;
