@@ -98,7 +98,7 @@ static inline bool tu_have_qemu(void)
  * CI's to fix, and a green run that never booted the guest would hide it.
  */
 #define tu_qemu_skip(suite, ...) do {							\
-	char tu_why_[512];								\
+	char tu_why_[2048];	/* (a list of tests fits) */			\
 	const char *tu_ci_ = getenv("CI");						\
 											\
 	snprintf(tu_why_, sizeof(tu_why_), __VA_ARGS__);				\
