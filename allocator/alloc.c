@@ -216,7 +216,7 @@ int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t o
 	return zone_free(pool, pfn, order, owner, false);
 }
 
-int gfa_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
+int pool_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
 {
 	return zone_free(pool, pfn, order, owner, true);
 }

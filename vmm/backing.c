@@ -446,7 +446,7 @@ int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int or
 	if (!b)
 		return GFA_EFAULT;
 	if (!backing_range_ok(b, pfn, order))
-		return gfa_pool_count_error(b->pool, GFA_EFAULT);
+		return pool_count_error(b->pool, GFA_EFAULT);
 	zeroed = zero_dirty_range(b, pfn, 1UL << order);
 	atomic_fetch_sub(&b->nr_dirty, zeroed);
 	return (int64_t)zeroed;
@@ -660,7 +660,7 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
 		return GFA_EFAULT;
 	/* another pool's cache would hand out its frames, and we would zero ours */
 	if (pcp && gfa_pcp_pool(pcp) != b->pool)
-		return gfa_pool_count_error(b->pool, GFA_EINVAL);
+		return pool_count_error(b->pool, GFA_EINVAL);
 	pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, owner, aflags)
 		  : gfa_alloc(b->pool, zone, order, mt, owner, aflags);
 	if (pfn >= 0 && (flags & GFA_BACKING_ZERO))
@@ -674,7 +674,7 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 	if (!b)
 		return GFA_EFAULT;
 	if (pcp && gfa_pcp_pool(pcp) != b->pool)     /* its free would mark ours dirty */
-		return gfa_pool_count_error(b->pool, GFA_EINVAL);
+		return pool_count_error(b->pool, GFA_EINVAL);
 	/*
 	 * Dirty before the free: once freed, another thread may allocate the block and
 	 * prepare it, and must see it dirty (zero it) or it reads the old owner's data.
@@ -756,9 +756,9 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone,
 	if (!b)
 		return GFA_EFAULT;
 	if (!st)
-		return gfa_pool_count_error(b->pool, GFA_EFAULT);
+		return pool_count_error(b->pool, GFA_EFAULT);
 	if (zone >= b->nr_zones)
-		return gfa_pool_count_error(b->pool, GFA_ERANGE);
+		return pool_count_error(b->pool, GFA_ERANGE);
 	err = free_walk_zone(b, zone, &w);
 	if (err)
 		return err;

@@ -25,8 +25,8 @@ static int check_shape(struct gfa_guest *g, const struct gfa_gpa_range *r, unsig
 	if (!g)
 		return -EFAULT;
 	if (!r)
-		return gfa_pool_count_error(g->pool, GFA_EFAULT);
-	return n ? gfa_pool_count_error(g->pool, gpa_ranges_check(r, n, g->size)) : 0;
+		return pool_count_error(g->pool, GFA_EFAULT);
+	return n ? pool_count_error(g->pool, gpa_ranges_check(r, n, g->size)) : 0;
 }
 
 /* Every frame of every range backed (want_backed) or ballooned out (!want_backed)? */

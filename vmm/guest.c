@@ -226,8 +226,9 @@ static int guest_map_runs(struct gfa_guest *g)
 					"after %lu mappings (%s): it needs one mapping per run of "
 					"contiguous blocks and a process may have at most "
 					"vm.max_map_count (%ld) mappings\n",
-					(unsigned long)(g->size >> 20), (unsigned long)g->nr_mappings,
-					strerror(-err), max_map_count());
+					(unsigned long)(g->size >> 20),
+					(unsigned long)g->nr_mappings, strerror(-err),
+					max_map_count());
 				return err;
 			}
 			g->nr_mappings++;
@@ -290,7 +291,7 @@ static void guest_free_block(struct gfa_guest *g, uint64_t gfn, bool cold)
 	guest_clear(g, gfn, order);
 	/* dirty before the free: the next owner must zero what this guest wrote */
 	gfa_backing_mark_dirty(g->b, pfn, order);
-	while ((err = cold ? gfa_free_cold(g->pool, pfn, order, g->id)
+	while ((err = cold ? pool_free_cold(g->pool, pfn, order, g->id)
 			   : gfa_free(g->pool, pfn, order, g->id)) == GFA_EBUSY)
 		sched_yield();
 	GFA_BUG_ON(err);        /* the guest's own block: any other refusal is gfa's bug */
@@ -358,7 +359,8 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return ERANGE;
 	/* the frames come from cfg->zone of pool: another zone's or pool's cache would
 	 * hand out its own */
-	if (cfg->pcp && (gfa_pcp_pool(cfg->pcp) != pool || gfa_pcp_zone(cfg->pcp) != (int)cfg->zone))
+	if (cfg->pcp &&
+	    (gfa_pcp_pool(cfg->pcp) != pool || gfa_pcp_zone(cfg->pcp) != (int)cfg->zone))
 		return EINVAL;
 	if (gfa_zone_span(pool, cfg->zone, &start, &nr) ||
 	    gfa_pfn_to_fd(pool, start, &fd, &off))
@@ -399,7 +401,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 
 	if (err) {
 		/* counted as the allocator counts its own (EFAULT, EINVAL, ERANGE) */
-		gfa_pool_count_error(pool, -err);
+		pool_count_error(pool, -err);
 		errno = err;
 		return NULL;
 	}
@@ -600,9 +602,9 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
 	if (!g)
 		return GFA_EFAULT;
 	if (!pfn)
-		return gfa_pool_count_error(g->pool, GFA_EFAULT);
+		return pool_count_error(g->pool, GFA_EFAULT);
 	if (gpa >= g->size)
-		return gfa_pool_count_error(g->pool, GFA_ERANGE);
+		return pool_count_error(g->pool, GFA_ERANGE);
 	pthread_mutex_lock(&g->lock);
 	*pfn = guest_pfn(g, gpa >> GFA_FRAME_SHIFT);
 	if (*pfn == NO_PFN)
@@ -645,7 +647,7 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 	if (!g)
 		return GFA_EFAULT;
 	if (!st)
-		return gfa_pool_count_error(g->pool, GFA_EFAULT);
+		return pool_count_error(g->pool, GFA_EFAULT);
 	pthread_mutex_lock(&g->lock);
 	guest_count_blocks(g);
 	g->st.wp_faults = __atomic_load_n(&g->uffd.faults, __ATOMIC_RELAXED);

@@ -379,7 +379,7 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 	struct gfa_host_return *hr;
 
 	if (!pool || !b) {
-		gfa_pool_count_error(pool, GFA_EFAULT);
+		pool_count_error(pool, GFA_EFAULT);
 		errno = EFAULT;
 		return NULL;
 	}
@@ -515,7 +515,7 @@ int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat
 	if (!hr)
 		return -EFAULT;
 	if (!st)
-		return gfa_pool_count_error(hr->pool, GFA_EFAULT);
+		return pool_count_error(hr->pool, GFA_EFAULT);
 	pthread_mutex_lock(&hr->lock);
 	*st = hr->st;
 	pthread_mutex_unlock(&hr->lock);

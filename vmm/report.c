@@ -185,7 +185,7 @@ static int report_check(struct gfa_free_report *rep, const struct gfa_gpa_range 
 			err = -EBUSY;
 	/* the pool counts those with an allocator meaning too */
 	if (err == -EINVAL || err == -ERANGE)
-		gfa_pool_count_error(rep->pool, err);
+		pool_count_error(rep->pool, err);
 	pthread_mutex_lock(&reg.lock);
 	if (err == -EBUSY)
 		rep->st.err_pinned++;
@@ -350,10 +350,10 @@ int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_rang
 		pthread_mutex_lock(&reg.lock);
 		rep->st.err_fault++;
 		pthread_mutex_unlock(&reg.lock);
-		return gfa_pool_count_error(rep->pool, GFA_EFAULT);
+		return pool_count_error(rep->pool, GFA_EFAULT);
 	}
 	if (!n) {
-		gfa_pool_count_error(rep->pool, GFA_EINVAL);
+		pool_count_error(rep->pool, GFA_EINVAL);
 		pthread_mutex_lock(&reg.lock);
 		rep->st.err_invalid++;
 		pthread_mutex_unlock(&reg.lock);
@@ -404,7 +404,7 @@ struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gf
 
 	if (!b || !g) {
 		if (b)
-			gfa_pool_count_error(backing_pool(b), GFA_EFAULT);
+			pool_count_error(backing_pool(b), GFA_EFAULT);
 		errno = EFAULT;
 		return NULL;
 	}
@@ -466,7 +466,7 @@ int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_s
 	if (!rep)
 		return -EFAULT;
 	if (!st)
-		return gfa_pool_count_error(rep->pool, GFA_EFAULT);
+		return pool_count_error(rep->pool, GFA_EFAULT);
 	pthread_mutex_lock(&reg.lock);
 	*st = rep->st;
 	pthread_mutex_unlock(&reg.lock);
