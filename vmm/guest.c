@@ -22,6 +22,7 @@
 #include <gfa/vmm.h>
 #include "vmm/backing_internal.h"
 #include "vmm/guest_internal.h"
+#include "vmm/zero_worker.h"
 #include "allocator/layers.h"
 
 static _Atomic uint64_t next_guest_id = 1ULL << 40;
@@ -449,7 +450,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 		g->registered = !err;   /* -EEXIST: the id is another guest's, leave it */
 	}
 	pthread_mutex_lock(&g->lock);
-	backing_zero_defer(b);  /* the start has the CPUs, not the zeroer */
+	zero_worker_defer(b);  /* the start has the CPUs, not the zeroer */
 	if (!err && g->lazy)
 		err = guest_lazy_init(g, cfg);  /* no frame now: each at its first touch */
 	/* every block first, then the window in runs: a move meanwhile maps its own */
@@ -458,7 +459,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	if (!err && !g->lazy)
 		err = guest_map_runs(g);
 	g->st.window_mappings = g->nr_mappings;
-	backing_zero_defer(b);  /* (and its vCPUs' first touch) */
+	zero_worker_defer(b);  /* (and its vCPUs' first touch) */
 	pthread_mutex_unlock(&g->lock);
 	if (err) {
 		gfa_guest_destroy(g);
@@ -514,7 +515,7 @@ static int guest_unmap_window(struct gfa_guest *g)
  */
 static void guest_release_all(struct gfa_guest *g)
 {
-	struct zero_worker *zw = g->range ? backing_zero_worker(g->b) : NULL;
+	struct zero_worker *zw = g->range ? zero_worker_get(g->b) : NULL;
 
 	for (uint64_t r = 0; g->range && r < g->nr_ranges; r++) {
 		uint64_t gfn = r * RANGE_FRAMES;

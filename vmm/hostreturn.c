@@ -408,7 +408,7 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 	pthread_mutex_init(&hr->lock, NULL);
 	pthread_cond_init(&hr->cond, NULL);
 	/* one per backing: a second would release the same frames */
-	if (backing_attach_host_return(b, hr)) {
+	if (backing_attach_host_return(b, hr, gfa_host_return_kick)) {
 		gfa_host_return_stop(hr);
 		errno = EBUSY;
 		return NULL;

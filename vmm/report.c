@@ -11,9 +11,10 @@
  * reported block elsewhere and free its old frames while their punch is still queued,
  * and the late punch would then zero a new owner's data.  Every punch in flight is
  * registered (pfn range) before the frames are looked up a second time, and the
- * backing's moved hook waits in report_moved_wait() for a registered range before the
- * move's source is freed.  A move that slipped in between the two lookups is seen by
- * the second one, and that run is left alone.
+ * backing's moved hook waits in report_moved_wait() (the backing's move wait, set by
+ * gfa_guest_report_create) for a registered range before the move's source is freed.
+ * A move that slipped in between the two lookups is seen by the second one, and that
+ * run is left alone.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,7 +24,6 @@
 #include <string.h>
 #include <gfa/vmm.h>
 #include "vmm/backing_internal.h"
-#include "vmm/report_internal.h"
 #include "vmm/guest_internal.h"
 #include "vmm/gpa_ranges.h"
 #include "allocator/layers.h"
@@ -73,7 +73,12 @@ static bool run_overlaps(const struct report_run *r, const struct gfa_backing *b
 	return r->b == b && r->pfn < pfn + nr && pfn < r->pfn + r->nr;
 }
 
-void report_moved_wait(struct gfa_backing *b, uint64_t pfn, unsigned int order)
+/*
+ * A move of b's pool is about to free [pfn, pfn + 2^order): wait until no report punch
+ * is in flight over it, so the punch cannot land after the frames went to a new owner.
+ * One atomic load when nothing is in flight.  The moving thread, no pool lock held.
+ */
+static void report_moved_wait(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
 	uint64_t nr = 1ULL << order;
 	bool counted = false;
@@ -426,6 +431,8 @@ struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gf
 		}
 		break;
 	}
+	/* every reporter's runs are in one registry: one wait serves them all */
+	backing_set_move_wait(b, report_moved_wait);
 	rep = calloc(1, sizeof(*rep));
 	if (!rep)
 		return NULL;
