@@ -115,6 +115,10 @@ static void cc_add_free(struct compact_control *cc, uint64_t pfn, unsigned int o
 	struct gfa_frame *f = FR(cc, pfn);
 
 	GFA_BUG_ON(cc->nr_free >= MAX_ISOLATED);        /* cc_free_full() stops before */
+	/* an aligned block of the zone, the zone lock held */
+	GFA_BUG_ON(order > GFA_MAX_ORDER || (pfn & ((1UL << order) - 1)));
+	GFA_BUG_ON(pfn < cc->zone_start || pfn + (1UL << order) > cc->zone_end);
+	GFA_BUG_ON(!zone_lock_held(cc->zone));
 	f->order = (uint8_t)order;
 	frame_set_owner(f, 0);
 	fstate_set(f, GFA_FRAME_ISOLATED);
@@ -460,6 +464,9 @@ static int64_t compaction_alloc(struct compact_control *cc, unsigned int order)
 		if (best >= 0) {
 			struct iso_block b = cc->freepages[best];
 
+			/* a target is ours alone, and nr_free_frames counts the targets */
+			GFA_BUG_ON(fstate(FR(cc, b.pfn)) != GFA_FRAME_ISOLATED);
+			GFA_BUG_ON(cc->nr_free_frames < (1UL << b.order));
 			cc->freepages[best] = cc->freepages[--cc->nr_free];
 			cc->nr_free_frames -= 1UL << b.order;
 			/*
@@ -526,6 +533,7 @@ static void putback_since(struct compact_control *cc, unsigned int from)
 		struct iso_block *b = &cc->migrate[--cc->nr_migrate];
 
 		GFA_BUG_ON(fstate(FR(cc, b->pfn)) != GFA_FRAME_ISOLATED);
+		GFA_BUG_ON(cc->zone->c.vm.compact_isolated < (1UL << b->order));
 		fstate_set(FR(cc, b->pfn), GFA_FRAME_ALLOCATED);
 		cc->zone->c.vm.compact_isolated -= 1UL << b->order;
 	}
@@ -571,6 +579,7 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 			why = ISO_PERMANENT;
 		else if (st == GFA_FRAME_ALLOCATED &&
 			 fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED)) {
+			GFA_BUG_ON(cc->nr_migrate >= MAX_ISOLATED);
 			cc->migrate[cc->nr_migrate++] =
 				(struct iso_block){ pfn, order, frame_owner(f) };
 			z->c.vm.compact_isolated += 1UL << order;
@@ -796,6 +805,7 @@ static void batch_keep_or_put(struct gfa_pool *pool, struct migrate_batch *mb, u
 {
 	struct owner_ref *r = &mb->ref[mb->nr];
 
+	GFA_BUG_ON(mb->nr > BATCH_OWNERS);
 	if (!begun)
 		owner_put(pool, r);
 	else if (mb->nr < BATCH_OWNERS)
@@ -837,6 +847,10 @@ static void migrate_pages(struct compact_control *cc)
 			putback_block(cc, b);   /* no owner, or no target left: next round */
 			continue;
 		}
+		/* both sides isolated, ours alone: the target of the source's order */
+		GFA_BUG_ON(fstate(FR(cc, b->pfn)) != GFA_FRAME_ISOLATED);
+		GFA_BUG_ON(fstate(FR(cc, (uint64_t)dst)) != GFA_FRAME_ISOLATED ||
+			   FR(cc, (uint64_t)dst)->order != b->order);
 		begun = batch_begin_for(&mb, b->owner);
 		err = owner_migrate(z->pool, ref->ops, ref->ctx, b->owner, b->pfn, (uint64_t)dst,
 				    b->order);
@@ -876,6 +890,7 @@ static void release_freepages(struct compact_control *cc)
 
 		if (pfn > highest)
 			highest = pfn;
+		GFA_BUG_ON(fstate(FR(cc, pfn)) != GFA_FRAME_ISOLATED);     /* ISOLATED -> free */
 		fstate_set(FR(cc, pfn), 0);
 		/* unwritten: frames released when isolated are released still */
 		release_restore(z, pfn, 1UL << cc->freepages[i].order);
