@@ -104,6 +104,7 @@ static void report_moved_wait(struct gfa_backing *b, uint64_t pfn, unsigned int 
 /* With reg.lock held. */
 static void run_register(struct report_run *r)
 {
+	GFA_BUG_ON(r->registered || (reg.head && reg.head->prev));     /* once; the head */
 	r->prev = NULL;
 	r->next = reg.head;
 	if (reg.head)
@@ -117,6 +118,10 @@ static void run_unregister(struct report_run *r)
 {
 	if (!r->registered)
 		return;
+	/* on the registry's list: its neighbours (or the head) point at it */
+	GFA_BUG_ON(r->prev ? r->prev->next != r : reg.head != r);
+	GFA_BUG_ON(r->next && r->next->prev != r);
+	GFA_BUG_ON(!atomic_load(&reg.nr_runs));
 	if (r->prev)
 		r->prev->next = r->next;
 	else
@@ -135,6 +140,7 @@ static void req_put(struct report_req *req)
 	bool last;
 
 	pthread_mutex_lock(&reg.lock);
+	GFA_BUG_ON(!req->pending);      /* one reference a run, and one while submitting */
 	last = !--req->pending;
 	pthread_mutex_unlock(&reg.lock);
 	if (!last)
@@ -142,6 +148,7 @@ static void req_put(struct report_req *req)
 	req->done(req->cookie, req->result);
 	free(req);
 	pthread_mutex_lock(&reg.lock);
+	GFA_BUG_ON(!rep->reqs);
 	rep->reqs--;
 	pthread_cond_broadcast(&reg.cond);
 	pthread_mutex_unlock(&reg.lock);    /* rep may be freed from here on */
@@ -164,6 +171,7 @@ static void run_finish(struct report_run *r, int result, bool raced)
 		st->bytes_released += bytes;
 	if (result && !req->result)
 		req->result = result;
+	GFA_BUG_ON(!st->inflight_runs);
 	st->inflight_runs--;
 	pthread_mutex_unlock(&reg.lock);
 	free(r);

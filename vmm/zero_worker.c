@@ -85,10 +85,14 @@ static int zero_batch(struct zero_worker *zw)
 		refused |= n == -EAGAIN;
 		for (int i = 0; i < n; i++) {
 			int64_t done = backing_prepare_range(zw->b, fr[i].pfn, fr[i].nr);
+			int err;
 
+			/* a scrub's range of the pool, ours in flight until its done */
+			GFA_BUG_ON(done < 0 || (uint64_t)done > fr[i].nr);
 			if (done > 0)
 				atomic_fetch_add(&zw->frames, (uint64_t)done);
-			zone_populate_done(pool, fr[i].pfn, fr[i].nr);
+			err = zone_populate_done(pool, fr[i].pfn, fr[i].nr);
+			GFA_BUG_ON(err);
 		}
 		taken += n > 0 ? n : 0;
 	}
@@ -111,6 +115,7 @@ static void *zero_main(void *arg)
 			zw_wait_until(zw, zw->quiet_at);        /* (a start is under way) */
 			continue;
 		}
+		GFA_BUG_ON(zw->busy);   /* one thread runs batches */
 		zw->busy = true;
 		pthread_mutex_unlock(&zw->lock);
 		taken = zero_batch(zw);
