@@ -120,6 +120,9 @@ void guest_record_split(struct gfa_guest *g, uint64_t head, unsigned int order)
 {
 	struct guest_range *r = gfn_range(g, head);
 
+	/* split by guest_range_split: the head of a backed block of that order */
+	GFA_BUG_ON(!r->d || r->d->order[head % RANGE_FRAMES] != order ||
+		   r->d->pfn[head % RANGE_FRAMES] == NO_PFN);
 	for (uint64_t k = head; k < head + (1UL << order); k++)
 		r->d->order[k % RANGE_FRAMES] = 0;
 }
@@ -131,6 +134,7 @@ static void guest_clear(struct gfa_guest *g, uint64_t gfn, unsigned int order)
 	struct guest_range *r = gfn_range(g, gfn);
 	unsigned int off = (unsigned int)(gfn % RANGE_FRAMES);
 
+	GFA_BUG_ON(order < GFA_PAGEBLOCK_ORDER && !r->d);  /* a small block has the detail */
 	if (order >= GFA_PAGEBLOCK_ORDER) {
 		free(r->d);
 		r->d = NULL;
