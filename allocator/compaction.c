@@ -101,7 +101,7 @@ void compaction_zone_init(struct gfa_zone *z)
 
 	z->compact_cached_free_pfn = pb_start(z->start_pfn + z->nr_frames - 1);
 	/* compactd_sleep() computes its deadline on CLOCK_MONOTONIC: wait on that clock
-	 * (on the default realtime clock the deadline was long past: kcompactd spun) */
+	 * (docs/decisions.md, entry 28) */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&z->compactd_wait, &ca);
@@ -290,12 +290,10 @@ static unsigned int freelist_scan_limit(struct compact_control *cc)
  * blocks in the top quarter between the scanners, accept the top half (a candidate
  * there halves the remaining budget), and isolate the rest of that pageblock around
  * the find (fast_isolate_around).  The linear free scanner keeps its position on
- * success (moving it down to every find made the scanners meet early); on a failed
- * search at scan start it jumps to the highest pageblock seen between the scanners.
- * An order whose scan found nothing is rotated (move_freelist_head), and the next
- * search starts at the order that last found a target, as next_search_order() does:
- * rotating every order after every search, found or not, made the search start on
- * small orders whose entries lie below min_pfn and re-examine them on each call.
+ * success; on a failed search at scan start it jumps to the highest pageblock seen
+ * between the scanners.  An order whose scan found nothing is rotated
+ * (move_freelist_head), and the next search starts at the order that last found a
+ * target, as next_search_order() does.  Why both: docs/decisions.md, entry 28.
  */
 static void fast_isolate_freepages(struct compact_control *cc)
 {
@@ -319,7 +317,8 @@ static void fast_isolate_freepages(struct compact_control *cc)
 		min_pfn = floor;
 	if (low_pfn < min_pfn)
 		low_pfn = min_pfn;
-	/* a full budget at scan start, else max(1, limit >> 1) per order ([impl] note) */
+	/* half a pageblock at scan start, else max(1, limit >> 1) per order, as the
+	 * kernel's fast_isolate_freepages() */
 	scan_start = cc->free_pfn >= pb_start(cc->zone_end - 1);
 	if (scan_start)
 		limit = GFA_PAGEBLOCK_FRAMES >> 1;
@@ -512,9 +511,8 @@ enum iso_fail { ISO_OK, ISO_PERMANENT, ISO_TRANSIENT };
  * rest of its window futile: put back what the window gave and go to the next one.
  * The kernel does so in ASYNC and SYNC_LIGHT only, since a page it cannot isolate now
  * may be free of its lock or writeback when SYNC waits; a frame whose owner has no
- * migrate op (or an unmovable allocation) never moves, so gfa skips on it in SYNC too.
- * Without this, a direct compaction for an order-9 block on a pool whose pageblocks
- * all hold pinned frames moved every movable frame below the free scanner in vain.
+ * migrate op (or an unmovable allocation) never moves, so gfa skips on it in SYNC too
+ * (docs/decisions.md, entry 28).
  */
 static bool skip_on_failure(const struct compact_control *cc, enum iso_fail why)
 {
