@@ -248,7 +248,7 @@ clean:
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
-FUZZ_CFLAGS  := -O2 -g -std=gnu11 -Wall -Wextra -Werror -pthread -Iinclude -I. $(PKG_CFLAGS)
+FUZZ_CFLAGS  := -O2 -g -std=gnu11 -Wall -Wextra -Werror -pthread -Iinclude -I. -DGFA_DEBUG=1 $(PKG_CFLAGS)
 FUZZ_BIN     := $(FUZZ_DIR)/fuzz_api
 FUZZ_COV_BIN := $(FUZZ_DIR)/fuzz_api_cov
 FUZZ_OPTS    ?=

@@ -872,7 +872,7 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
  * gfa_guest_vcpu_cache() - serve a thread's first touches of a lazy guest from its cache
  * @g: a lazy guest (GFA_GUEST_LAZY)
  * @tid: the thread (gettid()), a vCPU's as a rule
- * @pcp: its cache, of the guest's pool and zone; NULL forgets the thread
+ * @pcp: its cache, of the guest's pool and zone, or NULL to forget the thread
  *
  * A first touch by @tid takes its block through @pcp (the cache's holder becomes the
  * guest's service thread for that call, while @tid waits for it; a call that finds @tid
