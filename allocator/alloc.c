@@ -41,6 +41,8 @@ int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int m
 	pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
 	if (pfn < 0)
 		return GFA_ENOMEM;  /* counted as pgalloc_fail once the slow path gives up */
+	/* an aligned block of the zone, off every list */
+	GFA_BUG_ON(((uint64_t)pfn & ((1UL << order) - 1)) || free_head_test(z, (uint64_t)pfn));
 	claim_consume(z, owner, order);
 	frame_mark_allocated(&z->pool->frames[pfn], mt, owner);
 	z->c.vm.pgalloc_blocks++;
@@ -178,6 +180,7 @@ void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 
 void zone_count_free(struct gfa_zone *z, unsigned int order)
 {
+	GFA_BUG_ON(!zone_lock_held(z) || order > GFA_MAX_ORDER);
 	z->c.vm.pgfree_blocks++;
 	z->c.vm.pgfree += 1UL << order;
 	z->c.vm.free_order[order]++;
@@ -216,7 +219,7 @@ int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t o
 	return zone_free(pool, pfn, order, owner, false);
 }
 
-int gfa_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
+int pool_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
 {
 	return zone_free(pool, pfn, order, owner, true);
 }

@@ -39,6 +39,7 @@ static inline __attribute__((always_inline)) void free_head_mark(struct gfa_zone
 {
 	uint64_t i = pfn - z->start_pfn, bit = 1ULL << (i % 64);
 
+	GFA_BUG_ON(pfn < z->start_pfn || i >= z->nr_frames);
 	if (set)
 		z->free_heads[i / 64] |= bit;
 	else
@@ -77,6 +78,10 @@ buddy_list_link(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigne
 	GFA_BUG_ON(pfn & ((1UL << order) - 1));                 /* blocks are aligned */
 	GFA_BUG_ON(!pfn_in_zone(z, pfn, order));
 	GFA_BUG_ON(free_head_test(z, pfn));                     /* on no list yet */
+	/* the list's ends: no frame before its head, none after its tail */
+	GFA_BUG_ON(l->head != GFA_NIL && pool->frames[l->head].prev != GFA_NIL);
+	GFA_BUG_ON(l->tail != GFA_NIL && pool->frames[l->tail].next != GFA_NIL);
+	GFA_BUG_ON((l->head == GFA_NIL) != !l->nr);
 	fstate_set(f, GFA_FRAME_FREE);
 	f->order = (uint8_t)order;
 	f->mt = (uint8_t)mt;
@@ -110,6 +115,9 @@ buddy_list_unlink(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 	/* only a listed free block leaves a list, and the counters never go below 0 */
 	GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE || !free_head_test(z, pfn));
 	GFA_BUG_ON(!l->nr || !z->area[f->order].nr_free || z->nr_free < (1UL << f->order));
+	/* on this list: its neighbours (or the list's ends) point at it */
+	GFA_BUG_ON(f->prev == GFA_NIL ? l->head != pfn : pool->frames[f->prev].next != pfn);
+	GFA_BUG_ON(f->next == GFA_NIL ? l->tail != pfn : pool->frames[f->next].prev != pfn);
 	if (f->prev == GFA_NIL)
 		l->head = f->next;
 	else
@@ -130,6 +138,7 @@ static inline __attribute__((always_inline)) void free_account(struct gfa_zone *
 							       unsigned int order, int sign)
 {
 	z->nr_free += (uint64_t)(int64_t)sign << order;
+	GFA_BUG_ON(z->nr_free > z->nr_frames);  /* (below 0 wraps above it too) */
 	pb_account_free(z, pfn, order, sign);
 }
 

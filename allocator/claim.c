@@ -9,10 +9,22 @@
 
 static int claim_find(struct gfa_zone *z, uint64_t owner)
 {
+	GFA_BUG_ON(z->nr_claims > GFA_MAX_CLAIMS);
 	for (unsigned int i = 0; i < z->nr_claims; i++)
 		if (z->claims[i].owner == owner)
 			return (int)i;
 	return -1;
+}
+
+/* The sum of z's claims, which z->claimed keeps (zone lock held).  Only GFA_BUG_ON
+ * calls it: a release build compiles those out, so it is marked unused. */
+static __attribute__((unused)) uint64_t claims_sum(const struct gfa_zone *z)
+{
+	uint64_t sum = 0;
+
+	for (unsigned int i = 0; i < z->nr_claims; i++)
+		sum += z->claims[i].frames;
+	return sum;
 }
 
 /* (frames a scrub holds are free: an allocation short of frames waits for them) */
@@ -20,11 +32,14 @@ uint64_t claim_unclaimed_free(struct gfa_zone *z)
 {
 	uint64_t free = z->nr_free + z->nr_scrub;
 
+	GFA_BUG_ON(!zone_lock_held(z));
+
 	return free > z->claimed ? free - z->claimed : 0;
 }
 
 uint64_t claim_unclaimed_listed(struct gfa_zone *z)
 {
+	GFA_BUG_ON(!zone_lock_held(z));
 	return z->nr_free > z->claimed ? z->nr_free - z->claimed : 0;
 }
 
@@ -33,6 +48,7 @@ bool claim_allows(struct gfa_zone *z, uint64_t owner, unsigned int order)
 	uint64_t need = 1UL << order;
 	int i;
 
+	GFA_BUG_ON(!zone_lock_held(z));
 	if (!__atomic_load_n(&z->nr_claims, __ATOMIC_RELAXED))
 		return true;
 	i = claim_find(z, owner);
@@ -56,6 +72,7 @@ void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 	uint64_t take = 1UL << order;
 	int i;
 
+	GFA_BUG_ON(!zone_lock_held(z));
 	if (!__atomic_load_n(&z->nr_claims, __ATOMIC_RELAXED) || (i = claim_find(z, owner)) < 0)
 		return;
 	if (take > z->claims[i].frames)
@@ -63,6 +80,7 @@ void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 	GFA_BUG_ON(z->claimed < take);  /* the zone's total is the sum of its claims */
 	z->claims[i].frames -= take;
 	z->claimed -= take;
+	GFA_BUG_ON(claims_sum(z) != z->claimed);
 	if (owner == claim_watched) {
 		claim_taken += take;
 		claim_taken_gen = z->claims[i].gen;
@@ -92,11 +110,13 @@ void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames, uint64_t 
 {
 	int i = frames ? claim_find(z, owner) : -1;
 
+	GFA_BUG_ON(!zone_lock_held(z));
 	/* a claim dropped meanwhile, or dropped and made again, is owed nothing */
 	if (i < 0 || z->claims[i].gen != gen)
 		return;         /* dropped meanwhile: nothing is promised any more */
 	z->claims[i].frames += frames;
 	z->claimed += frames;
+	GFA_BUG_ON(claims_sum(z) != z->claimed);
 }
 
 /* The zone of a claim call, or the argument error (counted). */
@@ -150,6 +170,7 @@ static int claim_try(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner,
 		__atomic_store_n(&z->nr_claims, z->nr_claims + 1, __ATOMIC_RELAXED);
 		z->claimed += nr_frames;
 	}
+	GFA_BUG_ON(claims_sum(z) != z->claimed);
 	pthread_mutex_unlock(&z->lock);
 	pcp_claims_changed(z);
 	pthread_mutex_unlock(&pool->pcp_lock);
@@ -185,10 +206,12 @@ int64_t gfa_zone_unclaim(struct gfa_pool *pool, unsigned int zone, uint64_t owne
 	i = claim_find(z, owner);
 	if (i >= 0) {
 		left = (int64_t)z->claims[i].frames;
+		GFA_BUG_ON(z->claimed < z->claims[i].frames);
 		z->claimed -= z->claims[i].frames;
 		z->claims[i] = z->claims[z->nr_claims - 1];
 		__atomic_store_n(&z->nr_claims, z->nr_claims - 1, __ATOMIC_RELAXED);
 	}
+	GFA_BUG_ON(claims_sum(z) != z->claimed);
 	pthread_mutex_unlock(&z->lock);
 	pcp_claims_changed(z);
 	pthread_mutex_unlock(&pool->pcp_lock);

@@ -101,7 +101,7 @@ void compaction_zone_init(struct gfa_zone *z)
 
 	z->compact_cached_free_pfn = pb_start(z->start_pfn + z->nr_frames - 1);
 	/* compactd_sleep() computes its deadline on CLOCK_MONOTONIC: wait on that clock
-	 * (on the default realtime clock the deadline was long past: kcompactd spun) */
+	 * (docs/decisions.md, entry 28) */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&z->compactd_wait, &ca);
@@ -115,6 +115,10 @@ static void cc_add_free(struct compact_control *cc, uint64_t pfn, unsigned int o
 	struct gfa_frame *f = FR(cc, pfn);
 
 	GFA_BUG_ON(cc->nr_free >= MAX_ISOLATED);        /* cc_free_full() stops before */
+	/* an aligned block of the zone, the zone lock held */
+	GFA_BUG_ON(order > GFA_MAX_ORDER || (pfn & ((1UL << order) - 1)));
+	GFA_BUG_ON(pfn < cc->zone_start || pfn + (1UL << order) > cc->zone_end);
+	GFA_BUG_ON(!zone_lock_held(cc->zone));
 	f->order = (uint8_t)order;
 	frame_set_owner(f, 0);
 	fstate_set(f, GFA_FRAME_ISOLATED);
@@ -286,12 +290,10 @@ static unsigned int freelist_scan_limit(struct compact_control *cc)
  * blocks in the top quarter between the scanners, accept the top half (a candidate
  * there halves the remaining budget), and isolate the rest of that pageblock around
  * the find (fast_isolate_around).  The linear free scanner keeps its position on
- * success (moving it down to every find made the scanners meet early); on a failed
- * search at scan start it jumps to the highest pageblock seen between the scanners.
- * An order whose scan found nothing is rotated (move_freelist_head), and the next
- * search starts at the order that last found a target, as next_search_order() does:
- * rotating every order after every search, found or not, made the search start on
- * small orders whose entries lie below min_pfn and re-examine them on each call.
+ * success; on a failed search at scan start it jumps to the highest pageblock seen
+ * between the scanners.  An order whose scan found nothing is rotated
+ * (move_freelist_head), and the next search starts at the order that last found a
+ * target, as next_search_order() does.  Why both: docs/decisions.md, entry 28.
  */
 static void fast_isolate_freepages(struct compact_control *cc)
 {
@@ -315,7 +317,8 @@ static void fast_isolate_freepages(struct compact_control *cc)
 		min_pfn = floor;
 	if (low_pfn < min_pfn)
 		low_pfn = min_pfn;
-	/* a full budget at scan start, else max(1, limit >> 1) per order ([impl] note) */
+	/* half a pageblock at scan start, else max(1, limit >> 1) per order, as the
+	 * kernel's fast_isolate_freepages() */
 	scan_start = cc->free_pfn >= pb_start(cc->zone_end - 1);
 	if (scan_start)
 		limit = GFA_PAGEBLOCK_FRAMES >> 1;
@@ -460,6 +463,9 @@ static int64_t compaction_alloc(struct compact_control *cc, unsigned int order)
 		if (best >= 0) {
 			struct iso_block b = cc->freepages[best];
 
+			/* a target is ours alone, and nr_free_frames counts the targets */
+			GFA_BUG_ON(fstate(FR(cc, b.pfn)) != GFA_FRAME_ISOLATED);
+			GFA_BUG_ON(cc->nr_free_frames < (1UL << b.order));
 			cc->freepages[best] = cc->freepages[--cc->nr_free];
 			cc->nr_free_frames -= 1UL << b.order;
 			/*
@@ -505,9 +511,8 @@ enum iso_fail { ISO_OK, ISO_PERMANENT, ISO_TRANSIENT };
  * rest of its window futile: put back what the window gave and go to the next one.
  * The kernel does so in ASYNC and SYNC_LIGHT only, since a page it cannot isolate now
  * may be free of its lock or writeback when SYNC waits; a frame whose owner has no
- * migrate op (or an unmovable allocation) never moves, so gfa skips on it in SYNC too.
- * Without this, a direct compaction for an order-9 block on a pool whose pageblocks
- * all hold pinned frames moved every movable frame below the free scanner in vain.
+ * migrate op (or an unmovable allocation) never moves, so gfa skips on it in SYNC too
+ * (docs/decisions.md, entry 28).
  */
 static bool skip_on_failure(const struct compact_control *cc, enum iso_fail why)
 {
@@ -526,6 +531,7 @@ static void putback_since(struct compact_control *cc, unsigned int from)
 		struct iso_block *b = &cc->migrate[--cc->nr_migrate];
 
 		GFA_BUG_ON(fstate(FR(cc, b->pfn)) != GFA_FRAME_ISOLATED);
+		GFA_BUG_ON(cc->zone->c.vm.compact_isolated < (1UL << b->order));
 		fstate_set(FR(cc, b->pfn), GFA_FRAME_ALLOCATED);
 		cc->zone->c.vm.compact_isolated -= 1UL << b->order;
 	}
@@ -571,6 +577,7 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 			why = ISO_PERMANENT;
 		else if (st == GFA_FRAME_ALLOCATED &&
 			 fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED)) {
+			GFA_BUG_ON(cc->nr_migrate >= MAX_ISOLATED);
 			cc->migrate[cc->nr_migrate++] =
 				(struct iso_block){ pfn, order, frame_owner(f) };
 			z->c.vm.compact_isolated += 1UL << order;
@@ -796,6 +803,7 @@ static void batch_keep_or_put(struct gfa_pool *pool, struct migrate_batch *mb, u
 {
 	struct owner_ref *r = &mb->ref[mb->nr];
 
+	GFA_BUG_ON(mb->nr > BATCH_OWNERS);
 	if (!begun)
 		owner_put(pool, r);
 	else if (mb->nr < BATCH_OWNERS)
@@ -837,6 +845,10 @@ static void migrate_pages(struct compact_control *cc)
 			putback_block(cc, b);   /* no owner, or no target left: next round */
 			continue;
 		}
+		/* both sides isolated, ours alone: the target of the source's order */
+		GFA_BUG_ON(fstate(FR(cc, b->pfn)) != GFA_FRAME_ISOLATED);
+		GFA_BUG_ON(fstate(FR(cc, (uint64_t)dst)) != GFA_FRAME_ISOLATED ||
+			   FR(cc, (uint64_t)dst)->order != b->order);
 		begun = batch_begin_for(&mb, b->owner);
 		err = owner_migrate(z->pool, ref->ops, ref->ctx, b->owner, b->pfn, (uint64_t)dst,
 				    b->order);
@@ -876,6 +888,7 @@ static void release_freepages(struct compact_control *cc)
 
 		if (pfn > highest)
 			highest = pfn;
+		GFA_BUG_ON(fstate(FR(cc, pfn)) != GFA_FRAME_ISOLATED);     /* ISOLATED -> free */
 		fstate_set(FR(cc, pfn), 0);
 		/* unwritten: frames released when isolated are released still */
 		release_restore(z, pfn, 1UL << cc->freepages[i].order);

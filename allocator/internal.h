@@ -273,6 +273,15 @@ int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt,
 		      bool nofallback);
 /* Move every free block of pageblock pb to free list mt; returns free frames moved. */
 uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned int mt);
+/* The free-head bitmap: is pfn the head of a listed free block? */
+static inline bool free_head_test(const struct gfa_zone *z, uint64_t pfn)
+{
+	uint64_t i = pfn - z->start_pfn;
+
+	return z->free_heads[i / 64] & (1ULL << (i % 64));
+}
+/* The first free-block head in [pfn, end), or end. */
+uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end);
 
 /* ---- pool.c, and the pageblock helpers every file uses ---- */
 static inline struct gfa_pageblock *pfn_pageblock(struct gfa_zone *z, uint64_t pfn)
@@ -319,6 +328,10 @@ void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
 void zone_count_free(struct gfa_zone *z, unsigned int order);
 /* A free's pfn and order checks: 0 and *zp, or the error (not counted). */
 int free_args(struct gfa_pool *pool, uint64_t pfn, unsigned int order, struct gfa_zone **zp);
+/* An allocation found no frame: wait for the frames scrubs hold and try once more
+ * (GFA_ENOMEM at once when none are held; no lock held). */
+int64_t zone_alloc_after_scrub(struct gfa_zone *z, unsigned int order, unsigned int mt,
+			       uint64_t owner, unsigned int flags);
 
 /* ---- release_policy.c ---- */
 int release_zone_init(struct gfa_zone *z);
@@ -342,16 +355,6 @@ static inline bool release_test(const struct gfa_zone *z, uint64_t pfn)
 
 	return z->released[i / 64] & (1ULL << (i % 64));
 }
-
-/* ---- buddy.c: the free-head bitmap ---- */
-static inline bool free_head_test(const struct gfa_zone *z, uint64_t pfn)
-{
-	uint64_t i = pfn - z->start_pfn;
-
-	return z->free_heads[i / 64] & (1ULL << (i % 64));
-}
-/* The first free-block head in [pfn, end), or end (zone lock held). */
-uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end);
 
 /* ---- claim.c ---- */
 /* May owner take 2^order frames without eating others' claims?  (zone lock held) */
@@ -377,10 +380,6 @@ uint64_t claim_unclaimed_listed(struct gfa_zone *z);
 /* Slow path of an allocation that failed on the free lists (no lock held). */
 int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			uint64_t owner, unsigned int flags);
-/* An allocation found no frame: wait for the frames scrubs hold and try once more
- * (GFA_ENOMEM at once when none are held; no lock held). */
-int64_t zone_alloc_after_scrub(struct gfa_zone *z, unsigned int order, unsigned int mt,
-			       uint64_t owner, unsigned int flags);
 
 /* ---- compaction.c ---- */
 void compaction_zone_init(struct gfa_zone *z);
@@ -411,14 +410,14 @@ int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *
 int owner_registry_init(struct gfa_pool *pool);
 void owner_registry_destroy(struct gfa_pool *pool);
 
-/* ---- pcp.c ---- */
+/* ---- pcp_tune.c ---- */
+/* The zone's cache sizing (pcp_batch, pcp_high_min/max), at pool creation. */
 void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z);
+
+/* ---- pcp.c ---- */
 /* Take/release every cache's lock (as a remote drainer) for stop-the-world readers. */
 void pcp_lock_all(struct gfa_pool *pool);
 void pcp_unlock_all(struct gfa_pool *pool);
-/* Pools whose caches fork() holds, so no cache call is half done in the child. */
-void pcp_pool_register(struct gfa_pool *pool);
-void pcp_pool_unregister(struct gfa_pool *pool);
 /* With pcp_lock_all held: frames the caches of zone z hold, by their counters. */
 uint64_t pcp_zone_frames(struct gfa_pool *pool, struct gfa_zone *z);
 /* Blocks per order on zone's caches (relaxed list lengths); pcp_lock held (and the zone

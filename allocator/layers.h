@@ -83,7 +83,7 @@ int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_ru
  * one before any block holding released frames.  Same returns and thread rules as
  * gfa_free().
  */
-int gfa_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner);
+int pool_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner);
 
 /* ---- errors ---- */
 
@@ -92,7 +92,7 @@ int gfa_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint6
  * pool's err_* counters as if the allocator had returned it, and return it.  Other
  * values and a NULL pool are returned uncounted.  Any thread.
  */
-int gfa_pool_count_error(struct gfa_pool *pool, int err);
+int pool_count_error(struct gfa_pool *pool, int err);
 
 /* ---- returning memory to the host: take and done steps ---- */
 

@@ -90,6 +90,9 @@ static void owner_unregister_wait(struct gfa_pool *pool, struct gfa_owner_slot *
 		pthread_cond_wait(&pool->owner_wait, &pool->owner_wait_lock);
 	pthread_mutex_unlock(&pool->owner_wait_lock);
 	pthread_rwlock_wrlock(&pool->owner_lock);
+	/* still this unregister's tombstone: a slot marked dying is never reused */
+	GFA_BUG_ON(s->ops != &owner_tombstone ||
+		   __atomic_load_n(&s->users, __ATOMIC_ACQUIRE) < OWNER_DYING);
 	__atomic_sub_fetch(&s->users, OWNER_DYING, __ATOMIC_ACQ_REL);
 	while (!pool->owners[(h + 1) & (GFA_OWNER_SLOTS - 1)].ops &&
 	       pool->owners[h].ops == &owner_tombstone &&
@@ -121,6 +124,7 @@ int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_o
 		if (!s) {
 			ret = -ENOSPC;
 		} else {
+			GFA_BUG_ON(s->ops && s->ops != &owner_tombstone);    /* a free slot */
 			s->owner = owner;
 			s->ops = ops;
 			s->ctx = ctx;
@@ -129,6 +133,7 @@ int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_o
 	} else if (!s) {
 		ret = -ENOENT;
 	} else {
+		GFA_BUG_ON(!pool->nr_owners);
 		s->ops = &owner_tombstone;
 		__atomic_add_fetch(&s->users, OWNER_DYING, __ATOMIC_ACQ_REL);
 		pool->nr_owners--;
@@ -146,6 +151,8 @@ bool owner_get(struct gfa_pool *pool, uint64_t owner, struct owner_ref *r)
 	pthread_rwlock_rdlock(&pool->owner_lock);
 	s = pool->nr_owners ? owner_slot(pool, owner, false) : NULL;
 	if (s) {
+		/* a live slot of this owner: the lookup passes tombstones by */
+		GFA_BUG_ON(s->ops == &owner_tombstone || s->owner != owner);
 		__atomic_add_fetch(&s->users, 1, __ATOMIC_ACQ_REL);
 		*r = (struct owner_ref){ s, s->ops, s->ctx, owner_refs };
 		owner_refs = r;
@@ -156,8 +163,12 @@ bool owner_get(struct gfa_pool *pool, uint64_t owner, struct owner_ref *r)
 
 void owner_put(struct gfa_pool *pool, struct owner_ref *r)
 {
+	unsigned int had;
+
+	GFA_BUG_ON(owner_refs != r);    /* put in the reverse order of their gets */
 	owner_refs = r->prev;
-	__atomic_sub_fetch(&r->slot->users, 1, __ATOMIC_ACQ_REL);
+	had = __atomic_fetch_sub(&r->slot->users, 1, __ATOMIC_ACQ_REL);
+	GFA_BUG_ON(!(had & (OWNER_DYING - 1)));        /* this reference was counted */
 	/* every put: a waiter may wait for its own references only (not for zero) */
 	pthread_mutex_lock(&pool->owner_wait_lock);
 	pthread_cond_broadcast(&pool->owner_wait);

@@ -167,6 +167,7 @@ int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 		do {
 			uint64_t pfn = plist_pop_bottom(l);
 
+			GFA_BUG_ON(pcp->frames[pfn].order != order);    /* its list's order */
 			count -= 1 << order;
 			pcp->count -= 1 << order;
 			freed += 1 << order;
@@ -191,6 +192,7 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 	struct pcp_list *l = &pcp->lists[pindex];
 	int got = 0;
 
+	GFA_BUG_ON(pindex_to_order(pindex) != order || mt >= GFA_MT_PCPTYPES);
 	/* the ring grows outside the zone lock; without memory, refill what fits */
 	while (n > 0 && plist_reserve(l, (uint32_t)n))
 		n >>= 1;

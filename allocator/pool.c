@@ -249,7 +249,7 @@ void pool_count_err(struct gfa_pool *pool, int err)
 		atomic_fetch_add_explicit(&pool->err[slot], 1, memory_order_relaxed);
 }
 
-int gfa_pool_count_error(struct gfa_pool *pool, int err)
+int pool_count_error(struct gfa_pool *pool, int err)
 {
 	pool_count_err(pool, err);
 	return err;

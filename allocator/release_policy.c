@@ -35,6 +35,8 @@ static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool
 {
 	uint64_t changed = 0;
 
+	GFA_BUG_ON(!zone_lock_held(z));
+	GFA_BUG_ON(pfn < z->start_pfn || nr > z->start_pfn + z->nr_frames - pfn);
 	for (uint64_t p = pfn; p < pfn + nr; p++) {
 		uint64_t i = p - z->start_pfn, bit = 1ULL << (i % 64);
 
@@ -129,6 +131,7 @@ bool release_bits_any(const struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 
 void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
+	GFA_BUG_ON(!zone_lock_held(z));
 	if (!z->nr_released)
 		return;
 	for (uint64_t p = pfn; p < pfn + nr; p += GFA_PAGEBLOCK_FRAMES) {
@@ -137,14 +140,19 @@ void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 
 		if (end > pfn + nr)
 			end = pfn + nr;
-		if (pfn_pageblock(z, p)->nr_released)
-			z->nr_released -= release_bits(z, p, end - p, false);
+		if (pfn_pageblock(z, p)->nr_released) {
+			uint64_t had = release_bits(z, p, end - p, false);
+
+			GFA_BUG_ON(z->nr_released < had);       /* the zone's sum of bits */
+			z->nr_released -= had;
+		}
 		p = end - GFA_PAGEBLOCK_FRAMES;
 	}
 }
 
 void release_take(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
+	GFA_BUG_ON(!zone_lock_held(z));
 	if (!z->nr_released)
 		return;
 	for (uint64_t p = pfn; p < pfn + nr; p++)
@@ -155,10 +163,13 @@ void release_take(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 
 void release_restore(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
+	GFA_BUG_ON(!zone_lock_held(z));
 	for (uint64_t p = pfn; p < pfn + nr; p++) {
 		struct gfa_frame *f = &z->pool->frames[p];
 
 		if (f->flags & FRAME_F_WAS_RELEASED) {
+			/* release_take() moved its bit to the mark: it has none now */
+			GFA_BUG_ON(release_test(z, p));
 			f->flags &= (uint8_t)~FRAME_F_WAS_RELEASED;
 			z->nr_released += release_bits(z, p, 1, true);
 		}
@@ -167,6 +178,7 @@ void release_restore(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 
 void release_forget(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
+	GFA_BUG_ON(!zone_lock_held(z));
 	for (uint64_t p = pfn; p < pfn + nr; p++)
 		z->pool->frames[p].flags &= (uint8_t)~FRAME_F_WAS_RELEASED;
 }
@@ -209,6 +221,7 @@ static bool range_add(struct range_out *ro, uint64_t pfn, uint64_t nr)
 {
 	struct gfa_frame_range *last = ro->n ? &ro->out[ro->n - 1] : NULL;
 
+	GFA_BUG_ON(!nr || ro->n > ro->max);
 	if (last && last->pfn == pfn + nr) {
 		last->pfn = pfn;
 		last->nr += nr;
@@ -230,12 +243,14 @@ static uint64_t isolate_for_host(struct gfa_zone *z, uint64_t pfn)
 	struct gfa_frame *f = &z->pool->frames[pfn];
 	uint64_t nr = 1UL << f->order, had;
 
+	GFA_BUG_ON(f->flags & FRAME_F_SCRUB);   /* a scrub's block is back before it is free */
 	buddy_list_del(z->pool, z, pfn);
 	had = release_bits(z, pfn, nr, false);
 	GFA_BUG_ON(z->nr_released < had);
 	z->nr_released -= had;
 	fstate_set(f, GFA_FRAME_INFLIGHT);      /* FREE -> INFLIGHT, off the lists */
 	z->nr_inflight += nr;
+	GFA_BUG_ON(z->nr_inflight > z->nr_frames);
 	return nr - had;
 }
 
@@ -253,6 +268,8 @@ static uint64_t isolate_populated(struct gfa_zone *z, uint64_t pfn, unsigned int
 {
 	uint64_t nr = 1UL << order, rel = release_count(z, pfn, nr);
 
+	/* a frame is released or not: a mixed block has two halves to split into */
+	GFA_BUG_ON(rel > nr || (rel && rel < nr && !order));
 	if (rel && rel < nr)
 		return isolate_populated(z, pfn + nr / 2, order - 1, mt, ro) +
 		       isolate_populated(z, pfn, order - 1, mt, ro);
@@ -277,8 +294,10 @@ static unsigned int pageblock_free_blocks(struct gfa_zone *z, uint64_t start, ui
 		pfn += 1UL << z->pool->frames[pfn].order;
 	for (; pfn < end && pfn < z->start_pfn + z->nr_frames;
 	     pfn += 1UL << z->pool->frames[pfn].order)
-		if (fstate(&z->pool->frames[pfn]) == GFA_FRAME_FREE)
+		if (fstate(&z->pool->frames[pfn]) == GFA_FRAME_FREE) {
+			GFA_BUG_ON(n >= RELEASE_MAX_LOCAL);     /* a pageblock's frames at most */
 			heads[n++] = pfn;
+		}
 	return n;
 }
 
@@ -286,6 +305,7 @@ static bool pageblock_eligible(struct gfa_zone *z, const struct gfa_pageblock *p
 {
 	unsigned int empty = pb->nr_free - pb->nr_released;
 
+	GFA_BUG_ON(pb->nr_released > pb->nr_free);      /* released frames are listed free */
 	if (!empty)
 		return false;
 	/* as partial chunk depopulation: a quarter empty and populated, or released
@@ -350,6 +370,7 @@ int zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame
 
 	if (err)
 		return err;
+	GFA_BUG_ON(z->nr_released > z->nr_free);
 	populated = z->nr_free - z->nr_released;
 	budget = populated > z->rp.high ? populated - z->rp.high : 0;
 	if (budget > max_frames)
@@ -387,6 +408,7 @@ static uint64_t isolate_released(struct gfa_zone *z, uint64_t pfn, unsigned int 
 {
 	uint64_t nr = 1UL << order, rel = release_count(z, pfn, nr), got;
 
+	GFA_BUG_ON(rel > nr || (rel && rel < nr && !order));
 	if (order && rel && (rel < nr || nr > budget)) {
 		got = isolate_released(z, pfn, order - 1, mt, ro, budget);     /* lowest first */
 		return got + isolate_released(z, pfn + nr / 2, order - 1, mt, ro, budget - got);
@@ -409,6 +431,7 @@ int zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_fram
 
 	if (err)
 		return err;
+	GFA_BUG_ON(z->nr_released > z->nr_free || z->rp.low > z->rp.high);
 	populated = z->nr_free - z->nr_released;
 	budget = populated < z->rp.low ? z->rp.high - populated : 0;
 	if (budget > max_frames)
@@ -485,6 +508,7 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 			range_add(&ro, heads[i], 1UL << order);
 		}
 	}
+	GFA_BUG_ON(z->nr_scrub > z->nr_inflight);       /* a scrub's frames are in flight */
 	pthread_mutex_unlock(&z->lock);
 	return (int)ro.n;
 }
@@ -571,6 +595,7 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 		buddy_free_block(z, pfn, order);
 		pfn += 1UL << order;
 	}
+	GFA_BUG_ON(z->nr_scrub > z->nr_inflight);
 	/* an allocation waits for these: they are on the lists again */
 	if (scrubbed && z->scrub_waiters)
 		pthread_cond_broadcast(&z->scrub_done);

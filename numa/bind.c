@@ -189,7 +189,7 @@ int gfa_numa_verify_zone(struct gfa_numa_pool *np, unsigned int zone, struct gfa
 	if (!np)
 		return GFA_EFAULT;
 	if (!p)
-		return gfa_pool_count_error(np->pool, GFA_EFAULT);
+		return pool_count_error(np->pool, GFA_EFAULT);
 	/* *p is filled before anything can fail: callers print every zone's entry */
 	*p = (struct gfa_numa_placement){
 		.zone = zone, .zone_node = -1, .fake = np->topo.fake, .node = -1,

@@ -28,7 +28,7 @@ struct gfa_numa_pool *gfa_numa_attach(struct gfa_pool *pool, const struct gfa_nu
 	struct gfa_numa_pool *np;
 
 	if (!pool || !t) {
-		gfa_pool_count_error(pool, GFA_EFAULT);
+		pool_count_error(pool, GFA_EFAULT);
 		errno = EFAULT;
 		return NULL;
 	}
@@ -113,7 +113,7 @@ int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp)
 	if (!np)
 		return GFA_EFAULT;
 	if (!pcp)
-		return gfa_pool_count_error(np->pool, GFA_EFAULT);
+		return pool_count_error(np->pool, GFA_EFAULT);
 	zone = pcp_zone(np, pcp);
 	return zone < 0 ? zone : np->topo.nodes[zone].id;
 }
@@ -247,14 +247,14 @@ int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
 		return GFA_EFAULT;
 	/* bad arguments are counted as the allocator counts its own */
 	if (order > GFA_MAX_ORDER)
-		return gfa_pool_count_error(np->pool, GFA_EORDER);
+		return pool_count_error(np->pool, GFA_EORDER);
 	if ((unsigned int)mt >= GFA_MT_PCPTYPES)
-		return gfa_pool_count_error(np->pool, GFA_EMIGRATE);
+		return pool_count_error(np->pool, GFA_EMIGRATE);
 	if (flags & ~NUMA_FLAGS)
-		return gfa_pool_count_error(np->pool, GFA_EINVAL);
+		return pool_count_error(np->pool, GFA_EINVAL);
 	local = requester_zone(np, pcp, node);
 	if (local < 0)
-		return gfa_pool_count_error(np->pool, local);
+		return pool_count_error(np->pool, local);
 	r.local = (unsigned int)local;
 	r.aflags = flags & (GFA_ALLOC_NOFALLBACK | GFA_ALLOC_NOCOMPACT);
 	pfn = numa_place(&r, order, flags, &zone, &got);
@@ -297,7 +297,7 @@ int gfa_numa_claim_nodes(struct gfa_numa_pool *np, uint64_t owner, const uint64_
 	if (!np)
 		return GFA_EFAULT;
 	if (!frames)
-		return gfa_pool_count_error(np->pool, GFA_EFAULT);
+		return pool_count_error(np->pool, GFA_EFAULT);
 	for (z = 0; z < np->topo.nr_nodes; z++) {
 		err = claim_check(np, z, frames[z]);
 		if (err)
@@ -343,7 +343,7 @@ int gfa_numa_node_stat(struct gfa_numa_pool *np, int node, struct gfa_numa_node_
 	if (zone < 0)
 		return zone;
 	if (!st)
-		return gfa_pool_count_error(np->pool, GFA_EFAULT);
+		return pool_count_error(np->pool, GFA_EFAULT);
 	err = gfa_zone_stat(np->pool, (unsigned int)zone, &zs);
 	if (err)
 		return err;
@@ -371,7 +371,7 @@ int gfa_numa_stat_text(struct gfa_numa_pool *np, char *buf, size_t len)
 	if (!np)
 		return GFA_EFAULT;
 	if (!buf && len)
-		return gfa_pool_count_error(np->pool, GFA_EFAULT);
+		return pool_count_error(np->pool, GFA_EFAULT);
 	t = &np->topo;
 	if (t->fake)
 		sb_printf(&sb, "numa: fake topology, %u nodes carved from real node %d\n",

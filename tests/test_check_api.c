@@ -3,7 +3,8 @@
  * tools/check_api.py (`make check-api`) fails on each broken convention: it passes the
  * good header and map of tests/data/check_api/, and fails on each copy of them that one
  * edit of the table below breaks.  Fixtures are found from the working directory, or
- * from $GFA_SRCDIR.
+ * from $GFA_SRCDIR.  tools/check_layers.py (also `make check-api`) finds numa/ and vmm/
+ * in layers, and fails on a copy of vmm/ whose backing calls or includes a user again.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -18,23 +19,29 @@ static const char *srcdir(void)
 	return src ? src : ".";
 }
 
-/* Run the checker on a map and a header; its exit status, its output in out. */
-static int check_api(const char *map, const char *header, char *out, size_t len)
+/* Run the shell command cmd; its exit status, its output in out. */
+static int run(const char *cmd, char *out, size_t len)
 {
-	char cmd[1024];
 	size_t n;
-	FILE *p;
+	FILE *p = popen(cmd, "r");
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "python3 %s/tools/check_api.py --map %s %s 2>&1", srcdir(),
-		 map, header);
-	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	n = fread(out, 1, len - 1, p);
 	out[n] = 0;
 	st = pclose(p);
 	cr_assert(WIFEXITED(st), "%s: %s", cmd, out);
 	return WEXITSTATUS(st);
+}
+
+/* Run the checker on a map and a header; its exit status, its output in out. */
+static int check_api(const char *map, const char *header, char *out, size_t len)
+{
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd), "python3 %s/tools/check_api.py --map %s %s 2>&1", srcdir(),
+		 map, header);
+	return run(cmd, out, len);
 }
 
 /* Copy fixture name into dir with its first `find` replaced by `repl`; the copy's path. */
@@ -118,4 +125,45 @@ Test(check_api, fails_on_each_broken_convention)
 		remove(header);
 	}
 	remove(dir);
+}
+
+#define CHECK_LAYERS "python3 %s/tools/check_layers.py --unit 'vmm/guest*.c' vmm/*.c 2>&1"
+
+Test(check_layers, finds_numa_and_vmm_in_layers)
+{
+	char cmd[1024], out[4096];
+
+	snprintf(cmd, sizeof(cmd), "cd %s && " CHECK_LAYERS " numa/*.c", srcdir(), ".");
+	cr_expect_eq(run(cmd, out, sizeof(out)), 0, "%s", out);
+	cr_expect_not_null(strstr(out, "no loop"), "%s", out);
+}
+
+/* The loop issue 29 untied: the backing called up into its zeroer and its reporter. */
+Test(check_layers, fails_when_the_backing_knows_a_user)
+{
+	static const struct {
+		const char *append, *says;
+	} bad[] = {
+		{ "void backing_kick_zeroer(struct gfa_backing *b)\n{\n"
+		  "\tzero_worker_kick(zero_worker_get(b));\n}\n",
+		  "vmm/backing.c -> vmm/zero_worker.c: zero_worker_get, zero_worker_kick" },
+		{ "#include \"vmm/zero_worker.h\"\n", "vmm/backing.c -> vmm/zero_worker.c: "
+		  "zero_worker.h" },
+	};
+	char dir[] = "/tmp/gfa-check-layers-XXXXXX", cmd[2048], check[512], out[8192];
+	char *src = realpath(srcdir(), NULL);
+
+	cr_assert_not_null(src);
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(check, sizeof(check), CHECK_LAYERS, src);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "cd %s && rm -rf vmm && cp -r %s/vmm . && "
+			 "printf '%%s' '%s' >> vmm/backing.c && %s", dir, src, bad[i].append, check);
+		cr_expect_eq(run(cmd, out, sizeof(out)), 1, "case %zu passed:\n%s", i, out);
+		cr_expect_not_null(strstr(out, bad[i].says), "case %zu: no \"%s\" in:\n%s", i,
+				   bad[i].says, out);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(run(cmd, out, sizeof(out)), 0, "%s", out);
+	free(src);
 }

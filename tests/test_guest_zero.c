@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * Zeroing (vmm/zero.c): every non-temporal path the CPU offers against memset, on
- * unaligned and odd-sized ranges; the path GFA_ZERO forces; gfa_backing_prepare's runs
- * of dirty frames; a stopped guest's frames free at once (counted, claimable and
- * allocatable, reading zero when taken) and zeroed in the background; a failed create
- * that keeps no frame; a restart that finds populated clean blocks while the stopped
- * guest's dirty ones wait for the zeroer takes those, faulting and zeroing nothing.
+ * Zeroing (vmm/zero.c, and vmm/zero_worker.c's zeroer): every non-temporal path the
+ * CPU offers against memset, on unaligned and odd-sized ranges; the path GFA_ZERO
+ * forces; gfa_backing_prepare's runs of dirty frames; a stopped guest's frames free at
+ * once (counted, claimable and allocatable, reading zero when taken) and zeroed in the
+ * background; a failed create that keeps no frame; a restart that finds populated
+ * clean blocks while the stopped guest's dirty ones wait for the zeroer takes those,
+ * faulting and zeroing nothing.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <gfa/gfa.h>
 
-/* Run cmd on $GFA_BUILD/libgfa.so and return its output (static buffer). */
-static const char *tool_output(const char *tool)
+/* Run tool on $GFA_BUILD/file and return its output (static buffer). */
+static const char *tool_output_on(const char *tool, const char *file)
 {
 	static char out[256 * 1024];
 	char cmd[512];
@@ -19,13 +19,19 @@ static const char *tool_output(const char *tool)
 	size_t n;
 	FILE *p;
 
-	snprintf(cmd, sizeof(cmd), "%s %s/libgfa.so 2>&1", tool, build ? build : "build");
+	snprintf(cmd, sizeof(cmd), "%s %s/%s 2>&1", tool, build ? build : "build", file);
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	n = fread(out, 1, sizeof(out) - 1, p);
 	out[n] = 0;
 	cr_assert_eq(pclose(p), 0, "%s failed: %s", cmd, out);
 	return out;
+}
+
+/* Run tool on $GFA_BUILD/libgfa.so and return its output (static buffer). */
+static const char *tool_output(const char *tool)
+{
+	return tool_output_on(tool, "libgfa.so");
 }
 
 Test(library, needs_only_libnuma_liburing_and_libc)
@@ -123,6 +129,32 @@ Test(library, exports_what_the_headers_declare)
 	cr_expect_not_null(strstr(out, " gfa_pool_create@@GFA_0.2"), "%.2000s", out);
 	cr_expect_not_null(strstr(out, " gfa_guest_pin@@GFA_0.3"), "%.2000s", out);
 	cr_expect_null(strstr(out, "zone_release_take"));
+	free(decl);
+}
+
+/*
+ * A gfa_ name is a public one: no global symbol of libgfa's objects wears the prefix
+ * unless a public header declares it.  The calls between the layers (allocator/layers.h,
+ * numa/ and vmm/'s internal headers) go by zone_, pool_, backing_ and the like, so the
+ * map's explicit list is the whole of gfa_.
+ */
+Test(library, internal_names_wear_no_public_prefix)
+{
+	const char *out = tool_output_on("nm -g --defined-only", "libgfa.a");
+	char *decl = public_functions();
+	int n = 0;
+
+	for (const char *l = out; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+		char type, name[128];
+
+		if (sscanf(l, "%*s %c %127s", &type, name) != 2 || strncmp(name, "gfa_", 4))
+			continue;
+		n++;
+		cr_expect(listed(decl, name, strlen(name)),
+			  "%s is global in libgfa.a with the public prefix, but no public header "
+			  "declares it", name);
+	}
+	cr_expect_gt(n, 100, "nm found %d gfa_ names:\n%.2000s", n, out);
 	free(decl);
 }
 

@@ -42,9 +42,6 @@ ERRNO_TABLE_LINE = re.compile(r"^\s*\*\s+GFA_E[A-Z0-9]+\s+-E[A-Z0-9]+\s")
 ERRNO_DEFINE_LINE = re.compile(r"^#define\s+GFA_E[A-Z0-9]+\s")
 COUNT_NAMES = re.compile(r"^(n|nr|nr_\w+|len|count|max)$")
 
-# Lines over MAX_COLUMNS in files being reworked on other branches of issue 29's
-# neighbours (lazy guests): at most this many each, until they land.
-PENDING_LONG_LINES = {"vmm/guest.c": 2, "vmm/uffd.c": 1, "vmm/guest_move.c": 1}
 
 
 class Problems:
@@ -185,17 +182,11 @@ def check_map(path, declared, version, probs):
 
 
 def check_columns(path, probs):
-    long_lines = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
             width = len(line.rstrip("\n").expandtabs(8))
             if width > MAX_COLUMNS:
-                long_lines.append((n, width))
-    allowed = PENDING_LONG_LINES.get(os.path.normpath(path), 0)
-    if len(long_lines) <= allowed:
-        return
-    for n, width in long_lines:
-        probs.add("columns", path, n, "%d columns (at most %d)" % (width, MAX_COLUMNS))
+                probs.add("columns", path, n, "%d columns (at most %d)" % (width, MAX_COLUMNS))
 
 
 def parse_args(argv):

@@ -17,7 +17,6 @@
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "backing_internal.h"
-#include "report_internal.h"
 #include "allocator/layers.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -38,11 +37,14 @@ struct gfa_backing {
 	_Atomic uint64_t *dirty;        /* one bit per pool pfn */
 	_Atomic uint64_t nr_dirty;
 	struct gfa_host_return *_Atomic hr;
+	backing_kick_fn hr_kick;        /* (hr_lock) what kicks hr */
 	pthread_mutex_t hr_lock;        /* a kick through the backing against detach */
 	bool moved_fn_set;              /* our backing_moved() is the pool's moved hook */
-	bool no_zero_on_stop;           /* cfg->no_zero_on_stop */
-	pthread_mutex_t zw_lock;        /* starting the zeroer */
-	struct zero_worker *_Atomic zw; /* the background zeroer, once a guest stopped */
+	bool no_zero_on_stop;           /* cfg->no_zero_on_stop: no worker */
+	pthread_mutex_t worker_lock;    /* starting the worker */
+	void *_Atomic worker;           /* the background zeroer, once a guest stopped */
+	backing_worker_stop_fn worker_stop;
+	_Atomic(backing_move_wait_fn) move_wait;        /* a reporter's */
 	bool released_fn_set;           /* and backing_released() its released hook */
 };
 
@@ -74,8 +76,10 @@ static void *map_aligned(int fd, size_t len, void **reserve, size_t *reserve_len
 static void backing_moved(void *ctx, uint64_t pfn, unsigned int order)
 {
 	struct gfa_backing *b = ctx;
+	backing_move_wait_fn wait = atomic_load(&b->move_wait);
 
-	report_moved_wait(b, pfn, order);      /* a report's punch lands before the free */
+	if (wait)
+		wait(b, pfn, order);    /* a report's punch lands before the free */
 	mark_data_dirty(b, pfn, 1UL << order);
 }
 
@@ -149,7 +153,7 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 	b->pool = pool;
 	b->no_zero_on_stop = cfg->no_zero_on_stop;
 	pthread_mutex_init(&b->hr_lock, NULL);
-	pthread_mutex_init(&b->zw_lock, NULL);
+	pthread_mutex_init(&b->worker_lock, NULL);
 	b->nr_zones = gfa_pool_nr_zones(pool);
 	for (unsigned int z = 0; z < b->nr_zones; z++)
 		b->fd[z] = -1;
@@ -180,7 +184,8 @@ void gfa_backing_destroy(struct gfa_backing *b)
 {
 	if (!b)
 		return;
-	zero_worker_stop(atomic_load(&b->zw));   /* before the mappings it zeroes go */
+	if (atomic_load(&b->worker))    /* before the mappings it works on go */
+		b->worker_stop(atomic_load(&b->worker));
 	if (b->moved_fn_set)
 		pool_set_moved_fn(b->pool, NULL, NULL);
 	if (b->released_fn_set)
@@ -195,7 +200,7 @@ void gfa_backing_destroy(struct gfa_backing *b)
 	}
 	free((void *)b->dirty);
 	pthread_mutex_destroy(&b->hr_lock);
-	pthread_mutex_destroy(&b->zw_lock);
+	pthread_mutex_destroy(&b->worker_lock);
 	free(b);
 }
 
@@ -446,7 +451,7 @@ int64_t gfa_backing_prepare(struct gfa_backing *b, uint64_t pfn, unsigned int or
 	if (!b)
 		return GFA_EFAULT;
 	if (!backing_range_ok(b, pfn, order))
-		return gfa_pool_count_error(b->pool, GFA_EFAULT);
+		return pool_count_error(b->pool, GFA_EFAULT);
 	zeroed = zero_dirty_range(b, pfn, 1UL << order);
 	atomic_fetch_sub(&b->nr_dirty, zeroed);
 	return (int64_t)zeroed;
@@ -507,47 +512,36 @@ int backing_copy_block(struct gfa_backing *b, uint64_t src, uint64_t dst, unsign
 	return 0;
 }
 
-struct zero_worker *backing_zero_worker(struct gfa_backing *b)
+void *backing_worker(struct gfa_backing *b, backing_worker_start_fn start,
+		     backing_worker_stop_fn stop)
 {
-	struct zero_worker *zw = atomic_load(&b->zw);
+	void *w = atomic_load(&b->worker);
 
-	if (b->no_zero_on_stop || zw)
-		return zw;
-	pthread_mutex_lock(&b->zw_lock);
-	zw = atomic_load(&b->zw);
-	if (!zw) {
-		/* no thread to be had: the frames go back dirty and the next owner zeroes
-		 * them, as before there was a worker (the next stop tries again) */
-		zw = zero_worker_start(b);
-		atomic_store(&b->zw, zw);
+	if (b->no_zero_on_stop || w)
+		return w;
+	pthread_mutex_lock(&b->worker_lock);
+	w = atomic_load(&b->worker);
+	if (!w) {
+		w = start(b);
+		b->worker_stop = stop;
+		atomic_store(&b->worker, w);
 	}
-	pthread_mutex_unlock(&b->zw_lock);
-	return zw;
+	pthread_mutex_unlock(&b->worker_lock);
+	return w;
 }
 
-void backing_zero_defer(struct gfa_backing *b)
+void *backing_worker_peek(const struct gfa_backing *b)
 {
-	struct zero_worker *zw = atomic_load(&b->zw);
-
-	if (zw)
-		zero_worker_defer(zw);
+	return atomic_load(&((struct gfa_backing *)b)->worker);
 }
 
-int gfa_backing_zero_quiesce(struct gfa_backing *b, unsigned int timeout_ms)
+void backing_set_move_wait(struct gfa_backing *b, backing_move_wait_fn wait)
 {
-	struct zero_worker *zw;
+	backing_move_wait_fn none = NULL;
 
-	if (!b)
-		return GFA_EFAULT;
-	zw = atomic_load(&b->zw);
-	return zw ? zero_worker_quiesce(zw, timeout_ms) : 0;
-}
-
-uint64_t gfa_backing_zeroed_in_background(const struct gfa_backing *b)
-{
-	struct zero_worker *zw = b ? atomic_load(&((struct gfa_backing *)b)->zw) : NULL;
-
-	return zw ? zero_worker_frames(zw) : 0;
+	/* one layer waits: a second would need a list the moved hook walks */
+	if (!atomic_compare_exchange_strong(&b->move_wait, &none, wait))
+		GFA_BUG_ON(none != wait);
 }
 
 uint64_t gfa_backing_nr_dirty(const struct gfa_backing *b)
@@ -599,15 +593,18 @@ void gfa_backing_mark_clean_range(struct gfa_backing *b, uint64_t pfn, uint64_t 
 	atomic_fetch_sub(&b->nr_dirty, dirty_update(b, pfn, nr, false));
 }
 
-int backing_attach_host_return(struct gfa_backing *b, struct gfa_host_return *hr)
+int backing_attach_host_return(struct gfa_backing *b, struct gfa_host_return *hr,
+			       backing_kick_fn kick)
 {
 	int err = 0;
 
 	pthread_mutex_lock(&b->hr_lock);
-	if (atomic_load(&b->hr))
+	if (atomic_load(&b->hr)) {
 		err = -EBUSY;
-	else
+	} else {
+		b->hr_kick = kick;
 		atomic_store(&b->hr, hr);
+	}
 	pthread_mutex_unlock(&b->hr_lock);
 	return err;
 }
@@ -626,7 +623,8 @@ void gfa_backing_kick_host_return(struct gfa_backing *b)
 	if (!b)
 		return;
 	pthread_mutex_lock(&b->hr_lock);
-	gfa_host_return_kick(atomic_load(&b->hr));
+	if (atomic_load(&b->hr))
+		b->hr_kick(atomic_load(&b->hr));
 	pthread_mutex_unlock(&b->hr_lock);
 }
 
@@ -660,7 +658,7 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
 		return GFA_EFAULT;
 	/* another pool's cache would hand out its frames, and we would zero ours */
 	if (pcp && gfa_pcp_pool(pcp) != b->pool)
-		return gfa_pool_count_error(b->pool, GFA_EINVAL);
+		return pool_count_error(b->pool, GFA_EINVAL);
 	pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, owner, aflags)
 		  : gfa_alloc(b->pool, zone, order, mt, owner, aflags);
 	if (pfn >= 0 && (flags & GFA_BACKING_ZERO))
@@ -674,7 +672,7 @@ int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
 	if (!b)
 		return GFA_EFAULT;
 	if (pcp && gfa_pcp_pool(pcp) != b->pool)     /* its free would mark ours dirty */
-		return gfa_pool_count_error(b->pool, GFA_EINVAL);
+		return pool_count_error(b->pool, GFA_EINVAL);
 	/*
 	 * Dirty before the free: once freed, another thread may allocate the block and
 	 * prepare it, and must see it dirty (zero it) or it reads the old owner's data.
@@ -756,9 +754,9 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone,
 	if (!b)
 		return GFA_EFAULT;
 	if (!st)
-		return gfa_pool_count_error(b->pool, GFA_EFAULT);
+		return pool_count_error(b->pool, GFA_EFAULT);
 	if (zone >= b->nr_zones)
-		return gfa_pool_count_error(b->pool, GFA_ERANGE);
+		return pool_count_error(b->pool, GFA_ERANGE);
 	err = free_walk_zone(b, zone, &w);
 	if (err)
 		return err;

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* The backing's link to its host-return thread, shared by vmm/backing.c and
- * vmm/hostreturn.c.  Not installed. */
+/*
+ * The backing's calls for the vmm/ files above it: its host-return thread
+ * (vmm/hostreturn.c), its zeroer (vmm/zero_worker.c), free page reporting
+ * (vmm/report.c) and the guests.  The backing calls none of them: what it must run of
+ * theirs it is handed as hooks (a kick, a worker's stop, a move's wait), as the
+ * allocator is handed the backing's moved and released hooks.  Not installed.
+ */
 #ifndef GFA_VMM_BACKING_INTERNAL_H
 #define GFA_VMM_BACKING_INTERNAL_H
 #include <stdbool.h>
@@ -9,8 +14,11 @@
 
 /* The pool b backs. */
 struct gfa_pool *backing_pool(const struct gfa_backing *b);
-/* Link hr to b: 0, or -EBUSY when b has a host return already. */
-int backing_attach_host_return(struct gfa_backing *b, struct gfa_host_return *hr);
+/* Link hr to b, with the kick that gfa_backing_kick_host_return(b) runs on it: 0, or
+ * -EBUSY when b has a host return already. */
+typedef void (*backing_kick_fn)(struct gfa_host_return *hr);
+int backing_attach_host_return(struct gfa_backing *b, struct gfa_host_return *hr,
+			       backing_kick_fn kick);
 /* Unlink hr if it is b's; once this returns no kick through b can reach hr. */
 void backing_detach_host_return(struct gfa_backing *b, struct gfa_host_return *hr);
 /* Zero the dirty frames of [pfn, pfn + nr) (inside one zone): frames zeroed, or
@@ -32,21 +40,30 @@ typedef void (*backing_run_fn)(struct gfa_backing *b, uint64_t pfn, uint64_t nr,
 void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_fn fn,
 		  void *ctx);
 
-/* The backing's background zeroer (vmm/zero.c): it zeroes dirty free frames, a batch
- * at a time taken off the lists by zone_scrub_take (still counted free). */
-struct zero_worker;
-struct zero_worker *zero_worker_start(struct gfa_backing *b);
-void zero_worker_stop(struct zero_worker *zw);
-/* Zero what is dirty and free in the worker's thread, once things settled (a stop). */
-void zero_worker_kick(struct zero_worker *zw);
-/* Put the work off for a settle again (a start is under way). */
-void zero_worker_defer(struct zero_worker *zw);
-int zero_worker_quiesce(struct zero_worker *zw, unsigned int timeout_ms);
-uint64_t zero_worker_frames(struct zero_worker *zw);
+/*
+ * The backing's worker: a thread of a layer above that works on b's frames (the zeroer,
+ * vmm/zero_worker.c), started at its first need.  The first call runs start(b) under
+ * b's lock and keeps what it returns with stop, which gfa_backing_destroy calls before
+ * b's mappings go; later calls return that one.  NULL: b was made with no_zero_on_stop
+ * (it wants no worker), or start returned NULL (the next call tries again).  Any
+ * thread.
+ */
+typedef void *(*backing_worker_start_fn)(struct gfa_backing *b);
+typedef void (*backing_worker_stop_fn)(void *worker);
+void *backing_worker(struct gfa_backing *b, backing_worker_start_fn start,
+		     backing_worker_stop_fn stop);
+/* b's worker, or NULL: none started yet.  Any thread. */
+void *backing_worker_peek(const struct gfa_backing *b);
 
-/* The worker that zeroes what guests leave when they stop (started by the first call),
- * or NULL: none (no_zero_on_stop, or no thread to be had). */
-struct zero_worker *backing_zero_worker(struct gfa_backing *b);
-/* A guest start begins or ends: b's zeroer (if any) puts its work off for a settle. */
-void backing_zero_defer(struct gfa_backing *b);
+/*
+ * A layer whose work a move could overtake (free page reporting's punches,
+ * vmm/report.c): the backing's moved hook runs wait(b, pfn, order) before it marks a
+ * move's source dirty, in the moving thread with no pool lock held, so the layer can
+ * wait until nothing of its own is in flight over the block before the block is freed.
+ * One wait per backing, kept until b is destroyed (setting it again is a no-op).  Any
+ * thread, moves running: a move that does not see the wait yet ran before the layer
+ * could have anything in flight.
+ */
+typedef void (*backing_move_wait_fn)(struct gfa_backing *b, uint64_t pfn, unsigned int order);
+void backing_set_move_wait(struct gfa_backing *b, backing_move_wait_fn wait);
 #endif

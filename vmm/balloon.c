@@ -25,8 +25,8 @@ static int check_shape(struct gfa_guest *g, const struct gfa_gpa_range *r, unsig
 	if (!g)
 		return -EFAULT;
 	if (!r)
-		return gfa_pool_count_error(g->pool, GFA_EFAULT);
-	return n ? gfa_pool_count_error(g->pool, gpa_ranges_check(r, n, g->size)) : 0;
+		return pool_count_error(g->pool, GFA_EFAULT);
+	return n ? pool_count_error(g->pool, gpa_ranges_check(r, n, g->size)) : 0;
 }
 
 /* Every frame of every range backed (want_backed) or ballooned out (!want_backed)? */
@@ -64,8 +64,10 @@ static int split_around(struct gfa_guest *g, uint64_t head, uint64_t lo, uint64_
 		return err;
 	/* order-0 pieces: simple, and a balloon page is 4 KiB anyway */
 	/* lock kept: a mover only tries it (guest_migrate), refuses and puts back */
-	while (gfa_block_split(g->pool, guest_pfn(g, head), order, g->id, 0) == GFA_EBUSY)
+	while ((err = gfa_block_split(g->pool, guest_pfn(g, head), order, g->id, 0)) ==
+	       GFA_EBUSY)
 		sched_yield();
+	GFA_BUG_ON(err);        /* the guest's own block: any other refusal is gfa's bug */
 	guest_record_split(g, head, order);
 	return 0;
 }

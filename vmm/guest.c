@@ -22,6 +22,7 @@
 #include <gfa/vmm.h>
 #include "vmm/backing_internal.h"
 #include "vmm/guest_internal.h"
+#include "vmm/zero_worker.h"
 #include "allocator/layers.h"
 
 static _Atomic uint64_t next_guest_id = 1ULL << 40;
@@ -119,6 +120,9 @@ void guest_record_split(struct gfa_guest *g, uint64_t head, unsigned int order)
 {
 	struct guest_range *r = gfn_range(g, head);
 
+	/* split by guest_range_split: the head of a backed block of that order */
+	GFA_BUG_ON(!r->d || r->d->order[head % RANGE_FRAMES] != order ||
+		   r->d->pfn[head % RANGE_FRAMES] == NO_PFN);
 	for (uint64_t k = head; k < head + (1UL << order); k++)
 		r->d->order[k % RANGE_FRAMES] = 0;
 }
@@ -130,6 +134,7 @@ static void guest_clear(struct gfa_guest *g, uint64_t gfn, unsigned int order)
 	struct guest_range *r = gfn_range(g, gfn);
 	unsigned int off = (unsigned int)(gfn % RANGE_FRAMES);
 
+	GFA_BUG_ON(order < GFA_PAGEBLOCK_ORDER && !r->d);  /* a small block has the detail */
 	if (order >= GFA_PAGEBLOCK_ORDER) {
 		free(r->d);
 		r->d = NULL;
@@ -226,8 +231,9 @@ static int guest_map_runs(struct gfa_guest *g)
 					"after %lu mappings (%s): it needs one mapping per run of "
 					"contiguous blocks and a process may have at most "
 					"vm.max_map_count (%ld) mappings\n",
-					(unsigned long)(g->size >> 20), (unsigned long)g->nr_mappings,
-					strerror(-err), max_map_count());
+					(unsigned long)(g->size >> 20),
+					(unsigned long)g->nr_mappings, strerror(-err),
+					max_map_count());
 				return err;
 			}
 			g->nr_mappings++;
@@ -290,7 +296,7 @@ static void guest_free_block(struct gfa_guest *g, uint64_t gfn, bool cold)
 	guest_clear(g, gfn, order);
 	/* dirty before the free: the next owner must zero what this guest wrote */
 	gfa_backing_mark_dirty(g->b, pfn, order);
-	while ((err = cold ? gfa_free_cold(g->pool, pfn, order, g->id)
+	while ((err = cold ? pool_free_cold(g->pool, pfn, order, g->id)
 			   : gfa_free(g->pool, pfn, order, g->id)) == GFA_EBUSY)
 		sched_yield();
 	GFA_BUG_ON(err);        /* the guest's own block: any other refusal is gfa's bug */
@@ -358,7 +364,8 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return ERANGE;
 	/* the frames come from cfg->zone of pool: another zone's or pool's cache would
 	 * hand out its own */
-	if (cfg->pcp && (gfa_pcp_pool(cfg->pcp) != pool || gfa_pcp_zone(cfg->pcp) != (int)cfg->zone))
+	if (cfg->pcp &&
+	    (gfa_pcp_pool(cfg->pcp) != pool || gfa_pcp_zone(cfg->pcp) != (int)cfg->zone))
 		return EINVAL;
 	if (gfa_zone_span(pool, cfg->zone, &start, &nr) ||
 	    gfa_pfn_to_fd(pool, start, &fd, &off))
@@ -399,7 +406,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 
 	if (err) {
 		/* counted as the allocator counts its own (EFAULT, EINVAL, ERANGE) */
-		gfa_pool_count_error(pool, -err);
+		pool_count_error(pool, -err);
 		errno = err;
 		return NULL;
 	}
@@ -447,7 +454,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 		g->registered = !err;   /* -EEXIST: the id is another guest's, leave it */
 	}
 	pthread_mutex_lock(&g->lock);
-	backing_zero_defer(b);  /* the start has the CPUs, not the zeroer */
+	zero_worker_defer(b);  /* the start has the CPUs, not the zeroer */
 	if (!err && g->lazy)
 		err = guest_lazy_init(g, cfg);  /* no frame now: each at its first touch */
 	/* every block first, then the window in runs: a move meanwhile maps its own */
@@ -456,7 +463,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	if (!err && !g->lazy)
 		err = guest_map_runs(g);
 	g->st.window_mappings = g->nr_mappings;
-	backing_zero_defer(b);  /* (and its vCPUs' first touch) */
+	zero_worker_defer(b);  /* (and its vCPUs' first touch) */
 	pthread_mutex_unlock(&g->lock);
 	if (err) {
 		gfa_guest_destroy(g);
@@ -512,7 +519,7 @@ static int guest_unmap_window(struct gfa_guest *g)
  */
 static void guest_release_all(struct gfa_guest *g)
 {
-	struct zero_worker *zw = g->range ? backing_zero_worker(g->b) : NULL;
+	struct zero_worker *zw = g->range ? zero_worker_get(g->b) : NULL;
 
 	for (uint64_t r = 0; g->range && r < g->nr_ranges; r++) {
 		uint64_t gfn = r * RANGE_FRAMES;
@@ -600,9 +607,9 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
 	if (!g)
 		return GFA_EFAULT;
 	if (!pfn)
-		return gfa_pool_count_error(g->pool, GFA_EFAULT);
+		return pool_count_error(g->pool, GFA_EFAULT);
 	if (gpa >= g->size)
-		return gfa_pool_count_error(g->pool, GFA_ERANGE);
+		return pool_count_error(g->pool, GFA_ERANGE);
 	pthread_mutex_lock(&g->lock);
 	*pfn = guest_pfn(g, gpa >> GFA_FRAME_SHIFT);
 	if (*pfn == NO_PFN)
@@ -645,7 +652,7 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 	if (!g)
 		return GFA_EFAULT;
 	if (!st)
-		return gfa_pool_count_error(g->pool, GFA_EFAULT);
+		return pool_count_error(g->pool, GFA_EFAULT);
 	pthread_mutex_lock(&g->lock);
 	guest_count_blocks(g);
 	g->st.wp_faults = __atomic_load_n(&g->uffd.faults, __ATOMIC_RELAXED);

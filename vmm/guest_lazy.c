@@ -313,7 +313,7 @@ int gfa_guest_vcpu_cache(struct gfa_guest *g, int tid, struct gfa_pcp *pcp)
 		return GFA_EFAULT;
 	if (!g->lazy || tid <= 0 ||
 	    (pcp && (gfa_pcp_pool(pcp) != g->pool || gfa_pcp_zone(pcp) != (int)g->zone)))
-		return gfa_pool_count_error(g->pool, GFA_EINVAL);
+		return pool_count_error(g->pool, GFA_EINVAL);
 	pthread_mutex_lock(&g->lock);
 	v = lazy_vcpu_find(g, tid);
 	if (!pcp && !v) {
@@ -346,7 +346,7 @@ int gfa_guest_vcpu_stat(struct gfa_guest *g, int tid, struct gfa_guest_vcpu_stat
 	if (!g)
 		return GFA_EFAULT;
 	if (!st)
-		return gfa_pool_count_error(g->pool, GFA_EFAULT);
+		return pool_count_error(g->pool, GFA_EFAULT);
 	pthread_mutex_lock(&g->lock);
 	v = lazy_vcpu_find(g, tid);
 	if (v)

@@ -371,7 +371,8 @@ int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges)
 	if (g->pinned)
 		return 0;
 	pthread_mutex_lock(&g->lock);
-	for (uint64_t r = 0; r < g->nr_frames && (unsigned int)done < max_ranges; r += RANGE_FRAMES) {
+	for (uint64_t r = 0; r < g->nr_frames && (unsigned int)done < max_ranges;
+	     r += RANGE_FRAMES) {
 		int ret;
 
 		if (guest_range_huge(g, r))

@@ -18,9 +18,9 @@ static int pin_span(struct gfa_guest *g, uint64_t gpa, uint64_t len, uint64_t *l
 	if (!g)
 		return GFA_EFAULT;
 	if (!len)
-		return gfa_pool_count_error(g->pool, GFA_EINVAL);
+		return pool_count_error(g->pool, GFA_EINVAL);
 	if (gpa >= g->size || len > g->size - gpa)
-		return gfa_pool_count_error(g->pool, GFA_ERANGE);
+		return pool_count_error(g->pool, GFA_ERANGE);
 	*lo = gpa / RANGE_BYTES;
 	*hi = (gpa + len - 1) / RANGE_BYTES + 1;
 	return 0;

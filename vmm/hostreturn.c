@@ -64,6 +64,8 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 {
 	struct hr_range *r = cookie;
 	struct gfa_host_return *hr = r->hr;
+	uint64_t was;
+	int err;
 
 	(void)offset;
 	/* (released frames lose their dirty marks in the pool's released hook) */
@@ -72,10 +74,13 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 	} else {
 		atomic_store(&hr->failed[r->zone], true);
 	}
-	zone_release_done(hr->pool, r->pfn, r->nr, result == 0);
+	err = zone_release_done(hr->pool, r->pfn, r->nr, result == 0);
+	GFA_BUG_ON(err);        /* the range this thread took in flight: never refused */
 	atomic_fetch_add(result ? &hr->bytes_failed : &hr->bytes_released, len);
 	free(r);
-	if (atomic_fetch_sub(&hr->inflight, 1) == 1) {
+	was = atomic_fetch_sub(&hr->inflight, 1);
+	GFA_BUG_ON(!was);       /* one a submitted range */
+	if (was == 1) {
 		pthread_mutex_lock(&hr->lock);
 		pthread_cond_broadcast(&hr->cond);
 		pthread_mutex_unlock(&hr->lock);
@@ -90,6 +95,8 @@ static int hr_submit(struct gfa_host_return *hr, unsigned int zone,
 	int err;
 
 	gfa_zone_span(hr->pool, zone, &start, &nr);
+	/* zone_release_take's range: inside the zone */
+	GFA_BUG_ON(fr->pfn < start || !fr->nr || fr->nr > nr - (fr->pfn - start));
 	if (!r) {
 		zone_release_done(hr->pool, fr->pfn, fr->nr, false);
 		atomic_store(&hr->failed[zone], true);  /* back off, as after a failed punch */
@@ -153,12 +160,16 @@ static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone,
 	for (int i = 0; i < n; i++) {
 		uint64_t len = fr[i].nr << GFA_FRAME_SHIFT;
 
+		int err;
+
 		if (!hr_populate(gfa_pfn_to_addr(hr->pool, fr[i].pfn), len)) {
-			zone_populate_failed(hr->pool, fr[i].pfn, fr[i].nr);
+			err = zone_populate_failed(hr->pool, fr[i].pfn, fr[i].nr);
+			GFA_BUG_ON(err);        /* our range in flight */
 			failed = true;
 			continue;
 		}
-		zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
+		err = zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
+		GFA_BUG_ON(err);
 		hr->pass.bytes_populated += len;
 		done++;
 	}
@@ -291,9 +302,12 @@ static uint64_t hr_scrub(struct gfa_host_return *hr)
 		for (int i = 0; i < n; i++) {
 			/* whole runs at a time, with non-temporal stores (vmm/zero.c) */
 			int64_t z0 = backing_prepare_range(hr->b, fr[i].pfn, fr[i].nr);
+			int err;
 
+			GFA_BUG_ON(z0 < 0 || (uint64_t)z0 > fr[i].nr);  /* a range of the pool */
 			done += z0 > 0 ? (uint64_t)z0 : 0;
-			zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
+			err = zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
+			GFA_BUG_ON(err);
 		}
 	}
 	hr->pass.bytes_scrubbed += done << GFA_FRAME_SHIFT;
@@ -379,7 +393,7 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 	struct gfa_host_return *hr;
 
 	if (!pool || !b) {
-		gfa_pool_count_error(pool, GFA_EFAULT);
+		pool_count_error(pool, GFA_EFAULT);
 		errno = EFAULT;
 		return NULL;
 	}
@@ -408,7 +422,7 @@ struct gfa_host_return *gfa_host_return_start(struct gfa_pool *pool, struct gfa_
 	pthread_mutex_init(&hr->lock, NULL);
 	pthread_cond_init(&hr->cond, NULL);
 	/* one per backing: a second would release the same frames */
-	if (backing_attach_host_return(b, hr)) {
+	if (backing_attach_host_return(b, hr, gfa_host_return_kick)) {
 		gfa_host_return_stop(hr);
 		errno = EBUSY;
 		return NULL;
@@ -515,7 +529,7 @@ int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat
 	if (!hr)
 		return -EFAULT;
 	if (!st)
-		return gfa_pool_count_error(hr->pool, GFA_EFAULT);
+		return pool_count_error(hr->pool, GFA_EFAULT);
 	pthread_mutex_lock(&hr->lock);
 	*st = hr->st;
 	pthread_mutex_unlock(&hr->lock);

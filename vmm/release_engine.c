@@ -157,6 +157,8 @@ static void range_complete(struct gfa_release_engine *e, struct rel_range *r)
 		STAT_ADD(e, ranges_failed, 1);
 	else
 		STAT_ADD(e, bytes_released, r->len);
+	/* submitted, so counted in flight */
+	GFA_BUG_ON(!STAT_GET(e, inflight_ranges) || STAT_GET(e, inflight_bytes) < r->len);
 	STAT_SUB(e, inflight_ranges, 1);
 	STAT_SUB(e, inflight_bytes, r->len);
 	free(r);
@@ -406,6 +408,7 @@ static void ring_reap(struct gfa_release_engine *e)
 		int res = cqe->res;
 
 		n++;
+		GFA_BUG_ON(!e->kernel_inflight);        /* an op the kernel took */
 		e->kernel_inflight--;
 		if (p->inject_err) {
 			res = -p->inject_err;
@@ -899,6 +902,7 @@ int gfa_release_flush(struct gfa_release_engine *e, int timeout_ms)
 						&deadline) == ETIMEDOUT)
 			ret = e->completed_seq < target ? -ETIMEDOUT : 0;
 	}
+	GFA_BUG_ON(!e->flushers);
 	e->flushers--;
 	pthread_mutex_unlock(&e->lock);
 	return ret;

@@ -11,9 +11,10 @@
  * reported block elsewhere and free its old frames while their punch is still queued,
  * and the late punch would then zero a new owner's data.  Every punch in flight is
  * registered (pfn range) before the frames are looked up a second time, and the
- * backing's moved hook waits in report_moved_wait() for a registered range before the
- * move's source is freed.  A move that slipped in between the two lookups is seen by
- * the second one, and that run is left alone.
+ * backing's moved hook waits in report_moved_wait() (the backing's move wait, set by
+ * gfa_guest_report_create) for a registered range before the move's source is freed.
+ * A move that slipped in between the two lookups is seen by the second one, and that
+ * run is left alone.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,7 +24,6 @@
 #include <string.h>
 #include <gfa/vmm.h>
 #include "vmm/backing_internal.h"
-#include "vmm/report_internal.h"
 #include "vmm/guest_internal.h"
 #include "vmm/gpa_ranges.h"
 #include "allocator/layers.h"
@@ -73,7 +73,12 @@ static bool run_overlaps(const struct report_run *r, const struct gfa_backing *b
 	return r->b == b && r->pfn < pfn + nr && pfn < r->pfn + r->nr;
 }
 
-void report_moved_wait(struct gfa_backing *b, uint64_t pfn, unsigned int order)
+/*
+ * A move of b's pool is about to free [pfn, pfn + 2^order): wait until no report punch
+ * is in flight over it, so the punch cannot land after the frames went to a new owner.
+ * One atomic load when nothing is in flight.  The moving thread, no pool lock held.
+ */
+static void report_moved_wait(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
 	uint64_t nr = 1ULL << order;
 	bool counted = false;
@@ -99,6 +104,7 @@ void report_moved_wait(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 /* With reg.lock held. */
 static void run_register(struct report_run *r)
 {
+	GFA_BUG_ON(r->registered || (reg.head && reg.head->prev));     /* once; the head */
 	r->prev = NULL;
 	r->next = reg.head;
 	if (reg.head)
@@ -112,6 +118,10 @@ static void run_unregister(struct report_run *r)
 {
 	if (!r->registered)
 		return;
+	/* on the registry's list: its neighbours (or the head) point at it */
+	GFA_BUG_ON(r->prev ? r->prev->next != r : reg.head != r);
+	GFA_BUG_ON(r->next && r->next->prev != r);
+	GFA_BUG_ON(!atomic_load(&reg.nr_runs));
 	if (r->prev)
 		r->prev->next = r->next;
 	else
@@ -130,6 +140,7 @@ static void req_put(struct report_req *req)
 	bool last;
 
 	pthread_mutex_lock(&reg.lock);
+	GFA_BUG_ON(!req->pending);      /* one reference a run, and one while submitting */
 	last = !--req->pending;
 	pthread_mutex_unlock(&reg.lock);
 	if (!last)
@@ -137,6 +148,7 @@ static void req_put(struct report_req *req)
 	req->done(req->cookie, req->result);
 	free(req);
 	pthread_mutex_lock(&reg.lock);
+	GFA_BUG_ON(!rep->reqs);
 	rep->reqs--;
 	pthread_cond_broadcast(&reg.cond);
 	pthread_mutex_unlock(&reg.lock);    /* rep may be freed from here on */
@@ -159,6 +171,7 @@ static void run_finish(struct report_run *r, int result, bool raced)
 		st->bytes_released += bytes;
 	if (result && !req->result)
 		req->result = result;
+	GFA_BUG_ON(!st->inflight_runs);
 	st->inflight_runs--;
 	pthread_mutex_unlock(&reg.lock);
 	free(r);
@@ -185,7 +198,7 @@ static int report_check(struct gfa_free_report *rep, const struct gfa_gpa_range 
 			err = -EBUSY;
 	/* the pool counts those with an allocator meaning too */
 	if (err == -EINVAL || err == -ERANGE)
-		gfa_pool_count_error(rep->pool, err);
+		pool_count_error(rep->pool, err);
 	pthread_mutex_lock(&reg.lock);
 	if (err == -EBUSY)
 		rep->st.err_pinned++;
@@ -350,10 +363,10 @@ int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_rang
 		pthread_mutex_lock(&reg.lock);
 		rep->st.err_fault++;
 		pthread_mutex_unlock(&reg.lock);
-		return gfa_pool_count_error(rep->pool, GFA_EFAULT);
+		return pool_count_error(rep->pool, GFA_EFAULT);
 	}
 	if (!n) {
-		gfa_pool_count_error(rep->pool, GFA_EINVAL);
+		pool_count_error(rep->pool, GFA_EINVAL);
 		pthread_mutex_lock(&reg.lock);
 		rep->st.err_invalid++;
 		pthread_mutex_unlock(&reg.lock);
@@ -404,7 +417,7 @@ struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gf
 
 	if (!b || !g) {
 		if (b)
-			gfa_pool_count_error(backing_pool(b), GFA_EFAULT);
+			pool_count_error(backing_pool(b), GFA_EFAULT);
 		errno = EFAULT;
 		return NULL;
 	}
@@ -426,6 +439,8 @@ struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gf
 		}
 		break;
 	}
+	/* every reporter's runs are in one registry: one wait serves them all */
+	backing_set_move_wait(b, report_moved_wait);
 	rep = calloc(1, sizeof(*rep));
 	if (!rep)
 		return NULL;
@@ -466,7 +481,7 @@ int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_s
 	if (!rep)
 		return -EFAULT;
 	if (!st)
-		return gfa_pool_count_error(rep->pool, GFA_EFAULT);
+		return pool_count_error(rep->pool, GFA_EFAULT);
 	pthread_mutex_lock(&reg.lock);
 	*st = rep->st;
 	pthread_mutex_unlock(&reg.lock);

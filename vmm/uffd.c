@@ -184,7 +184,10 @@ static void uffd_fault(struct guest_uffd *u, const struct uffd_msg *m)
 static void *uffd_service(void *arg)
 {
 	struct guest_uffd *u = arg;
-	struct pollfd p[2] = { { .fd = u->fd, .events = POLLIN }, { .fd = u->stop_fd, .events = POLLIN } };
+	struct pollfd p[2] = {
+		{ .fd = u->fd, .events = POLLIN },
+		{ .fd = u->stop_fd, .events = POLLIN },
+	};
 
 	for (;;) {
 		struct uffd_msg msg[16];
