@@ -208,11 +208,10 @@ static void lazy_refuse(struct gfa_guest *g, uint64_t gfn, int err)
 			"(KVM_RUN fails with EFAULT, another thread gets SIGBUS)\n",
 			(unsigned long)g->id, (unsigned long)(gfn << GFA_FRAME_SHIFT),
 			strerror(-err));
-	if (mmap(guest_addr(g, gfn), GFA_FRAME_SIZE, PROT_READ | PROT_WRITE,
-		 MAP_SHARED | MAP_FIXED, g->refuse_fd, 0) == MAP_FAILED)
-		/* no VMA for it (vm.max_map_count): the touch will fault again and be
-		 * refused again - a loop of refusals, counted, that the VMM sees */
-		return;
+	/* should there be no VMA for it (vm.max_map_count), the touch faults again and is
+	 * refused again: a loop of refusals, counted, that the VMM sees */
+	(void)mmap(guest_addr(g, gfn), GFA_FRAME_SIZE, PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_FIXED, g->refuse_fd, 0);
 }
 
 /* The service thread's missing-fault handler (struct guest_uffd.missing). */
