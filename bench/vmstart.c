@@ -52,17 +52,12 @@ struct host {
 	bool hugetlb;
 };
 
-#define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 static char shmem_saved[32];
 
 static void shmem_restore(void)
 {
-	FILE *f = shmem_saved[0] ? fopen(SHMEM_THP, "w") : NULL;
-
-	if (f) {
-		fputs(shmem_saved, f);
-		fclose(f);
-	}
+	if (shmem_saved[0])
+		(void)gfa_host_shmem_thp_set(shmem_saved, NULL, 0);
 	shmem_saved[0] = '\0';
 }
 
@@ -74,20 +69,20 @@ static void shmem_restore(void)
 static void shmem_advise(void)
 {
 	struct gfa_thp_report thp;
-	FILE *f;
+	int err;
 
 	gfa_host_thp_report(&thp);
 	if (thp.shmem_thp_possible || !strcmp(thp.shmem_enabled, "unknown")) {
 		printf("host: THP enabled=%s shmem_enabled=%s\n", thp.thp_enabled, thp.shmem_enabled);
 		return;
 	}
-	f = fopen(SHMEM_THP, "w");
-	if (!f || fputs("advise", f) < 0 || fclose(f)) {
+	err = gfa_host_shmem_thp_set("advise", shmem_saved, sizeof(shmem_saved));
+	if (err) {
+		shmem_saved[0] = '\0';
 		printf("host: shmem_enabled=%s, cannot set advise (%s): memfds on 4 KiB pages\n",
-		       thp.shmem_enabled, strerror(errno));
+		       thp.shmem_enabled, strerror(-err));
 		return;
 	}
-	snprintf(shmem_saved, sizeof(shmem_saved), "%s", thp.shmem_enabled);
 	atexit(shmem_restore);
 	printf("host: THP enabled=%s, shmem_enabled %s -> advise for this run (restored at exit)\n",
 	       thp.thp_enabled, shmem_saved);
