@@ -936,9 +936,37 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	return ret;
 }
 
+/* The write-protected moves against the fallbacks, with their tables. */
+static int run_moves(const struct bench_opts *o, void *ctx)
+{
+	struct summary *s = ctx;
+
+	s->moves = true;
+	bench_moves(o, s->wp);
+	print_runs();
+	print_timing();
+	summarise_moves(s);
+	return 0;
+}
+
+/* Host memory after a balloon round trip and a collapse. */
+static int run_host(const struct bench_opts *o, void *ctx)
+{
+	struct summary *s = ctx;
+
+	s->host = true;
+	bench_host(o, &s->host_mib, &s->madvise_mib);
+	return 0;
+}
+
+static struct summary summary;
+static const struct bench_part moves_parts[] = {
+	{ "moves", run_moves, NULL, &summary },
+	{ "host", run_host, NULL, &summary },
+};
+
 int main(int argc, char **argv)
 {
-	struct summary s = { 0 };
 	struct bench_load load;
 	struct bench_opts o;
 	uint64_t t_start = bench_now_ns();
@@ -955,24 +983,15 @@ int main(int argc, char **argv)
 	bench_print_machine();
 	printf("# mode=%s reps=%d\n", o.quick ? "quick" : "full", o.reps);
 	wp_errno = probe_wp();
-	s.wp = !wp_errno;
+	summary.wp = !wp_errno;
 	if (wp_errno)
 		printf("# ** the write-protect path is unavailable here (wp_errno %d: %s); its "
 		       "parts are skipped **\n", wp_errno, strerror(wp_errno));
 	bench_load_begin(&load);
-	s.moves = bench_wants(&o, "moves");
-	s.host = bench_wants(&o, "host");
-	if (s.moves) {
-		bench_moves(&o, s.wp);
-		print_runs();
-		print_timing();
-		summarise_moves(&s);
-	}
-	if (s.host)
-		bench_host(&o, &s.host_mib, &s.madvise_mib);
-	s.load = bench_load_other(&load);
+	bench_parts_run(&o, moves_parts, ARRAY_SIZE(moves_parts));
+	summary.load = bench_load_other(&load);
 	printf("\n");
-	report(&s);
+	report(&summary);
 	printf("# elapsed %.1f s\n", bench_sec_since(t_start));
 	return 0;
 }

@@ -330,8 +330,9 @@ struct ws_results {
 	struct bench_stat tight_cpu[NR_PATHS];
 };
 
-static void bench_pairs(const struct bench_opts *o, struct ws_results *res)
+static int bench_pairs(const struct bench_opts *o, void *ctx)
 {
+	struct ws_results *res = ctx;
 	static struct ws_worker w[WS_THREADS];
 	static double samples[NR_PATHS][WS_THREADS + 1][MAX_REPS];
 	static double tight[NR_PATHS][MAX_REPS];
@@ -416,6 +417,7 @@ static void bench_pairs(const struct bench_opts *o, struct ws_results *res)
 		       1, st->median / 1e6, st->min / 1e6, st->max / 1e6, 1e9 / st->median,
 		       res->tight_cpu[p].median / 1e6);
 	}
+	return 0;
 }
 
 /* ================= b. bulk free of 1 GiB of mixed orders ================= */
@@ -555,8 +557,9 @@ struct bf_results {
 	struct bench_stat high[NR_BF_MODES], nohigh[NR_BF_MODES];
 };
 
-static void bench_bulkfree(const struct bench_opts *o, struct bf_results *res)
+static int bench_bulkfree(const struct bench_opts *o, void *ctx)
 {
+	struct bf_results *res = ctx;
 	struct bf_variant v[4];
 	struct bf_set set;
 	uint64_t *pfns;
@@ -627,6 +630,7 @@ static void bench_bulkfree(const struct bench_opts *o, struct bf_results *res)
 	}
 	free(pfns);
 	free(set.runs);
+	return 0;
 }
 
 /* ================= c. producer/consumer ================= */
@@ -867,8 +871,9 @@ static uint64_t median_u64(double *d, int n)
 	return (uint64_t)bench_stat_of(d, n).median;
 }
 
-static void bench_prodcons(const struct bench_opts *o, struct pc_results *res)
+static int bench_prodcons(const struct bench_opts *o, void *ctx)
 {
+	struct pc_results *res = ctx;
 	static struct pc_sample s[NR_PC_MODES][NR_PC_CFGS][PC_MAX_PAIRS + 1][MAX_REPS];
 	int reps = o->reps_set ? o->reps : o->quick ? 3 : 7;
 	uint64_t n = o->quick ? 200000 : 800000;        /* quick: a run lasts >= 20 ms */
@@ -942,6 +947,7 @@ static void bench_prodcons(const struct bench_opts *o, struct pc_results *res)
 			}
 		}
 	}
+	return 0;
 }
 
 /* ================= main ================= */
@@ -974,8 +980,9 @@ static void report_tight(const struct ws_results *a)
 	bench_result_print(&r);
 }
 
-static void report_pairs(const struct ws_results *a)
+static void report_pairs(void *ctx)
 {
+	const struct ws_results *a = ctx;
 	double pcp1 = a->st[PATH_PCP][1].median, off1 = a->st[PATH_ZONE][1].median;
 	double glibc1 = a->st[PATH_MALLOC][1].median, pcp2 = a->st[PATH_PCP][2].median;
 	double off2 = a->st[PATH_ZONE][2].median, glibc2 = a->st[PATH_MALLOC][2].median;
@@ -1008,8 +1015,9 @@ static void report_pairs(const struct ws_results *a)
 	report_tight(a);
 }
 
-static void report_bulkfree(const struct bf_results *b)
+static void report_bulkfree(void *ctx)
 {
+	const struct bf_results *b = ctx;
 	struct bench_result r;
 
 	bench_goal("pcp_bulkfree", "vs_nohighorder", b->ratio[BF_SINGLE], ">=", 1.0,
@@ -1027,8 +1035,9 @@ static void report_bulkfree(const struct bf_results *b)
 	bench_result_print(&r);
 }
 
-static void report_prodcons(const struct pc_results *c)
+static void report_prodcons(void *ctx)
 {
+	const struct pc_results *c = ctx;
 	char bench[64], key[64], why[200];
 	struct bench_result r;
 
@@ -1089,11 +1098,17 @@ static void report_prodcons(const struct pc_results *c)
 	}
 }
 
+static struct ws_results pairs;
+static struct bf_results bulkfree;
+static struct pc_results prodcons;
+static const struct bench_part pcp_parts[] = {
+	{ "pairs", bench_pairs, report_pairs, &pairs },
+	{ "bulkfree", bench_bulkfree, report_bulkfree, &bulkfree },
+	{ "prodcons", bench_prodcons, report_prodcons, &prodcons },
+};
+
 int main(int argc, char **argv)
 {
-	static struct ws_results a;
-	static struct bf_results b;
-	static struct pc_results c;
 	struct bench_opts o;
 	uint64_t t_start = bench_now_ns();
 	int ret;
@@ -1103,11 +1118,8 @@ int main(int argc, char **argv)
 			       "--only pairs|bulkfree|prodcons runs one part.");
 	if (ret)
 		return ret > 0 ? 0 : 2;
-	if (o.only && strcmp(o.only, "pairs") && strcmp(o.only, "bulkfree") &&
-	    strcmp(o.only, "prodcons")) {
-		fprintf(stderr, "%s: --only wants pairs, bulkfree or prodcons\n", argv[0]);
+	if (!bench_parts_only_ok(&o, argv[0], pcp_parts, ARRAY_SIZE(pcp_parts)))
 		return 2;
-	}
 	if (o.reps > MAX_REPS)
 		o.reps = MAX_REPS;
 	/* Keep glibc's heap resident across runs (as gfa's metadata is). */
@@ -1124,20 +1136,7 @@ int main(int argc, char **argv)
 	printf("# memory: pools are metadata only (no host memory behind frames); descriptors "
 	       "and glibc's heap are resident after warm-up (M_TRIM_THRESHOLD=1G); allocated "
 	       "memory is never written\n");
-
-	if (bench_wants(&o, "pairs"))
-		bench_pairs(&o, &a);
-	if (bench_wants(&o, "bulkfree"))
-		bench_bulkfree(&o, &b);
-	if (bench_wants(&o, "prodcons"))
-		bench_prodcons(&o, &c);
-	printf("\n");
-	if (bench_wants(&o, "pairs"))
-		report_pairs(&a);
-	if (bench_wants(&o, "bulkfree"))
-		report_bulkfree(&b);
-	if (bench_wants(&o, "prodcons"))
-		report_prodcons(&c);
+	bench_parts_run(&o, pcp_parts, ARRAY_SIZE(pcp_parts));
 	printf("# elapsed %.1f s\n", bench_sec_since(t_start));
 	return 0;
 }
