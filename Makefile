@@ -80,7 +80,7 @@ deps:
 deps-test:
 	@tools/deps.sh test
 
-LIB_HDRS := $(wildcard include/gfa/*.h allocator/*.h numa/*.h vmm/*.h refvmm/*.h)
+LIB_HDRS := $(wildcard include/gfa/*.h common/*.h allocator/*.h numa/*.h vmm/*.h refvmm/*.h)
 $(BUILD)/%.o: %.c $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
@@ -234,7 +234,8 @@ install-refvmm: install $(REF_A)
 # And numa/ and vmm/ in layers (tools/check_layers.py): no file calls or includes its
 # users (vmm/backing.c reaches the zeroer, the reporter and the host return by hooks);
 # the guest's files are one object.
-API_LINES := $(sort $(wildcard allocator/*.[ch] numa/*.[ch] vmm/*.[ch])) include/gfa/refvmm.h
+API_LINES := $(sort $(wildcard common/*.h allocator/*.[ch] numa/*.[ch] vmm/*.[ch])) \
+	     include/gfa/refvmm.h
 LAYER_SRC := $(sort $(wildcard numa/*.c vmm/*.c))
 check-api:
 	@python3 tools/check_api.py --map libgfa.map $(sort $(HEADERS)) --lines $(API_LINES)

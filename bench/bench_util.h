@@ -30,8 +30,9 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
-#include "allocator/ktime.h"
-#include "allocator/strbuf.h"
+#include "common/compiler.h"
+#include "common/ktime.h"
+#include "common/strbuf.h"
 
 struct bench_opts {
 	bool quick;
@@ -83,7 +84,7 @@ static inline int bench_longopts(struct option *all, const struct bench_extra_op
 	};
 	int n = 0;
 
-	for (size_t i = 0; i < sizeof(common) / sizeof(common[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(common); i++)
 		all[n++] = common[i];
 	for (int i = 0; extra && extra->longopts[i].name; i++) {
 		if (i == BENCH_OPT_MAX_EXTRA || extra->longopts[i].val >= BENCH_OPT_BASE)
@@ -467,10 +468,6 @@ static inline void bench_result_print(struct bench_result *r)
 	printf("%s\n", r->buf);
 	fflush(stdout);
 }
-
-#ifndef ARRAY_SIZE
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#endif
 
 /*
  * A benchmark as a table of parts, walked by a short main.  run measures (0, or the

@@ -50,6 +50,7 @@
 #include <gfa/refvmm.h>
 #include "bench/bench_util.h"
 #include "tests/qemu_util.h"
+#include "common/compiler.h"
 
 #define MiB (1ULL << 20)
 #define BOOT_TIMEOUT_MS 180000
@@ -102,7 +103,7 @@ static const char *lb_qboot(void)
 {
 	static const char *const roms[] = { "/usr/share/qemu/qboot.rom", "/usr/share/qboot/bios.bin" };
 
-	for (size_t i = 0; i < sizeof(roms) / sizeof(roms[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(roms); i++)
 		if (!access(roms[i], R_OK))
 			return roms[i];
 	return NULL;

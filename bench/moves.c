@@ -57,6 +57,7 @@
 #include "bench/bench_util.h"
 #include "tests/guest_writers.h"
 #include "bench/moves/moves.h"
+#include "common/compiler.h"
 
 #define RANGE_FRAMES    (RANGE_BYTES / GFA_FRAME_SIZE)
 #define MAX_REPS        100
@@ -87,7 +88,7 @@ static const struct variant variants[] = {
 	{ P_NONE, K_COMPACT, false }, { P_NONE, K_KCOMPACTD, false },
 	{ P_WP, K_COLLAPSE, true }, { P_PAUSE, K_COLLAPSE, true },
 };
-#define NR_VARIANTS (sizeof(variants) / sizeof(variants[0]))
+#define NR_VARIANTS ARRAY_SIZE(variants)
 
 /* A growing array of samples. */
 struct samples {

@@ -47,6 +47,7 @@
 #include "bench/bench_util.h"
 #include "tests/canary_owner.h"
 #include "allocator/layers.h"
+#include "common/compiler.h"
 
 #define FILL_PCT        80      /* of the pool, in whole pageblocks, owner A */
 #define B_FILL_PCT      30      /* of the hole frames, owner B, before reclaim */
@@ -61,7 +62,7 @@
 #define MAX_REPS        100
 
 static const int thread_counts[] = { 1, 2, 4, 8 };
-#define NR_N (int)(sizeof(thread_counts) / sizeof(thread_counts[0]))
+#define NR_N (int)ARRAY_SIZE(thread_counts)
 
 /* ---- the fragmented pool ---- */
 

@@ -12,7 +12,7 @@ static const char *const size_units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "
 static uint64_t exact_size(uint64_t bytes, unsigned int *unit)
 {
 	*unit = 0;
-	while (bytes && *unit + 1 < sizeof(size_units) / sizeof(size_units[0]) &&
+	while (bytes && *unit + 1 < ARRAY_SIZE(size_units) &&
 	       !(bytes % 1024)) {
 		bytes /= 1024;
 		(*unit)++;

@@ -26,7 +26,8 @@
 #include <libxml/xpath.h>
 
 #include <gfa/refvmm.h>
-#include "allocator/strbuf.h"
+#include "common/compiler.h"
+#include "common/strbuf.h"
 
 #define KIB 1024ull
 /* libvirt keeps sizes as signed 64-bit byte counts and refuses larger ones. */

@@ -219,7 +219,7 @@ static int parse_source(struct xml_in *in, struct gfa_domain_spec *s)
 	if (!n)
 		return 0;
 	v = domain_xml_prop(n, "type");
-	for (i = 1; v && i < (int)(sizeof(sources) / sizeof(sources[0])); i++)
+	for (i = 1; v && i < (int)ARRAY_SIZE(sources); i++)
 		if (!strcmp(v, sources[i]))
 			s->source = i;
 	if (s->source == GFA_DOMAIN_SOURCE_DEFAULT)

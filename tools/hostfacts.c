@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "tools/vmstart.h"
+#include "common/compiler.h"
 
 uint64_t hostfacts_mem_available(void)
 {
@@ -65,7 +66,7 @@ static void shmem_thp_on_signals(void)
 	struct sigaction old;
 
 	/* a signal the caller ignores stays ignored (nohup, background jobs) */
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
 		if (!sigaction(sigs[i], NULL, &old) && old.sa_handler != SIG_IGN)
 			sigaction(sigs[i], &sa, NULL);
 }

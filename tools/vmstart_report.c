@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tools/vmstart.h"
+#include "common/compiler.h"
 
 void vmstart_sample(struct samples *s, double v)
 {
@@ -146,7 +147,7 @@ static double strongest(struct run *r, const char **name)
 	double best = 0;
 
 	*name = "none";
-	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(b); i++)
 		if (b[i].s->n && (!best || p50(b[i].s) < best)) {
 			best = p50(b[i].s);
 			*name = b[i].name;
