@@ -80,7 +80,7 @@ deps:
 deps-test:
 	@tools/deps.sh test
 
-LIB_HDRS := $(wildcard include/gfa/*.h allocator/*.h numa/*.h vmm/*.h refvmm/*.h)
+LIB_HDRS := $(wildcard include/gfa/*.h common/*.h allocator/*.h numa/*.h vmm/*.h refvmm/*.h)
 $(BUILD)/%.o: %.c $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
@@ -93,7 +93,7 @@ $(BUILD)/refvmm/%.o: refvmm/%.c $(LIB_HDRS)
 $(BUILD)/tools/%.o: tools/%.c $(LIB_HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
-$(BUILD)/bench/%.o: bench/%.c $(LIB_HDRS) $(wildcard bench/*.h tests/*.h)
+$(BUILD)/bench/%.o: bench/%.c $(LIB_HDRS) $(wildcard bench/*.h bench/*/*.h tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
 $(BUILD)/examples/%.o: examples/%.c $(LIB_HDRS)
@@ -126,7 +126,15 @@ $(GFACTL): $(TOOL_SRC:%.c=$(BUILD)/%.o) $(REF_A) $(A)
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(REF_A) $(A)
-	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(REF_LDLIBS)
+# A benchmark's parts, bench/NAME/*.c, link into bench/NAME (their objects go to
+# bench-parts/: bench/NAME is the binary's name)
+BENCH_PART_DIRS := $(sort $(dir $(wildcard bench/*/*.c)))
+$(foreach d,$(BENCH_PART_DIRS),$(eval $(BUILD)/bench/$(notdir $(d:/=)): \
+	$(patsubst bench/%.c,$(BUILD)/bench-parts/%.o,$(wildcard $(d)*.c))))
+$(BUILD)/bench-parts/%.o: bench/%.c $(LIB_HDRS) $(wildcard bench/*.h bench/*/*.h tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
 
 # bench/peer runs LLFree beside gfa.  LLFree comes from the shared peers folder next to
 # the clone, built with clang (its header needs it) into the build folder, behind the
@@ -226,7 +234,8 @@ install-refvmm: install $(REF_A)
 # And numa/ and vmm/ in layers (tools/check_layers.py): no file calls or includes its
 # users (vmm/backing.c reaches the zeroer, the reporter and the host return by hooks);
 # the guest's files are one object.
-API_LINES := $(sort $(wildcard allocator/*.[ch] numa/*.[ch] vmm/*.[ch])) include/gfa/refvmm.h
+API_LINES := $(sort $(wildcard common/*.h allocator/*.[ch] numa/*.[ch] vmm/*.[ch])) \
+	     include/gfa/refvmm.h
 LAYER_SRC := $(sort $(wildcard numa/*.c vmm/*.c))
 check-api:
 	@python3 tools/check_api.py --map libgfa.map $(sort $(HEADERS)) --lines $(API_LINES)

@@ -23,7 +23,7 @@
 #include <stdatomic.h>
 #include <gfa/allocator.h>
 #include "allocator/layers.h"
-#include "allocator/bug.h"
+#include "common/bug.h"
 
 #define GFA_NIL UINT32_MAX
 /*

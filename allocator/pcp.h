@@ -28,6 +28,7 @@
 #define GFA_ALLOCATOR_PCP_H
 
 #include "allocator/internal.h"
+#include "common/compiler.h"
 
 #define PCP_COSTLY_ORDER   3
 #define NR_PCP_THP         1
@@ -36,8 +37,6 @@
 #define PCP_THP_REFILL     8        /* pageblock-order blocks per refill, at most */
 #define PCPF_FREE_HIGH_BATCH 0x2u   /* gfa_pcp_free_many: free_high waits for a batch */
 
-#define likely(x)   __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
 #define PCP_HOT     static inline __attribute__((always_inline))
 
 /*

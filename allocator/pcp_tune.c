@@ -9,6 +9,7 @@
  */
 #include <time.h>
 #include "allocator/pcp.h"
+#include "common/ktime.h"
 
 static unsigned int rounddown_pow2(unsigned int x)
 {
@@ -52,14 +53,6 @@ void pcp_zone_init(struct gfa_pool *pool, struct gfa_zone *z)
 		z->pcp_high_max = z->pcp_high_min;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void pcp_tune_init(struct gfa_pcp *pcp, const struct gfa_zone *z)
 {
 	const struct gfa_pool_config *cfg = &pcp->pool->cfg;
@@ -75,7 +68,7 @@ void pcp_tune_init(struct gfa_pcp *pcp, const struct gfa_zone *z)
 	 * order-9 caching, zones of 64-350 MiB were past it) */
 	if (pcp->free_high_threshold > (unsigned int)pcp->free_count_cap)
 		pcp->free_high_threshold = (unsigned int)pcp->free_count_cap;
-	pcp->idle_since_ms = now_ms();
+	pcp->idle_since_ms = ktime_get_ms();
 }
 
 /*
@@ -201,7 +194,7 @@ int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms)
 	pcp_remote_lock_zone(pool, -1);
 	/* read under the lock: a concurrent caller's later stamp must not lie ahead of
 	 * ours (now - idle_since wrapped to a huge idle time and drained active caches) */
-	now = now_ms();
+	now = ktime_get_ms();
 	for (struct gfa_pcp *pcp = pool->pcps; pcp; pcp = pcp->next) {
 		uint64_t ops = pcp_nr_alloc(pcp) + pcp_nr_free(pcp);
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "allocator/internal.h"
-#include "allocator/strbuf.h"
+#include "common/strbuf.h"
 
 const char *gfa_migratetype_name(enum gfa_migratetype mt)
 {

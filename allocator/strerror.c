@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <string.h>
 #include <gfa/allocator.h>
+#include "common/compiler.h"
 
 static const struct {
 	int err;
@@ -52,7 +53,7 @@ const char *gfa_strerror(int err)
 		return "success";
 	if (err > 0)
 		err = -err;
-	for (size_t i = 0; i < sizeof(gfa_errors) / sizeof(gfa_errors[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(gfa_errors); i++)
 		if (gfa_errors[i].err == err)
 			return gfa_errors[i].text;
 	/* strerrordesc_np: strerror's text without its thread-unsafe buffer */

@@ -30,8 +30,9 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
-#include "allocator/ktime.h"
-#include "allocator/strbuf.h"
+#include "common/compiler.h"
+#include "common/ktime.h"
+#include "common/strbuf.h"
 
 struct bench_opts {
 	bool quick;
@@ -83,7 +84,7 @@ static inline int bench_longopts(struct option *all, const struct bench_extra_op
 	};
 	int n = 0;
 
-	for (size_t i = 0; i < sizeof(common) / sizeof(common[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(common); i++)
 		all[n++] = common[i];
 	for (int i = 0; extra && extra->longopts[i].name; i++) {
 		if (i == BENCH_OPT_MAX_EXTRA || extra->longopts[i].val >= BENCH_OPT_BASE)
@@ -466,6 +467,60 @@ static inline void bench_result_print(struct bench_result *r)
 	sb_finish(&r->sb);
 	printf("%s\n", r->buf);
 	fflush(stdout);
+}
+
+/*
+ * A benchmark as a table of parts, walked by a short main.  run measures (0, or the
+ * exit status it asks for) into ctx; report, if any, prints the part's GOAL and RESULT
+ * lines from ctx once every part has run, so that one part's printing never lands in
+ * another's timing.  A part without a name always runs (--only means something else
+ * there, or nothing).
+ */
+struct bench_part {
+	const char *name;
+	int (*run)(const struct bench_opts *o, void *ctx);
+	void (*report)(void *ctx);
+	void *ctx;
+};
+
+/* Whether --only names a part of the table (or is not given); says which it wants if not. */
+static inline bool bench_parts_only_ok(const struct bench_opts *o, const char *prog,
+				       const struct bench_part *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (bench_wants(o, p[i].name))
+			return true;
+	fprintf(stderr, "%s: --only wants ", prog);
+	for (size_t i = 0; i < n; i++)
+		fprintf(stderr, "%s%s", i ? i + 1 < n ? ", " : " or " : "", p[i].name);
+	fprintf(stderr, "\n");
+	return false;
+}
+
+static inline bool bench_part_wanted(const struct bench_opts *o, const struct bench_part *p)
+{
+	return !p->name || bench_wants(o, p->name);
+}
+
+/* The wanted parts' runs in order, then their reports: the runs' statuses or'ed. */
+static inline int bench_parts_run(const struct bench_opts *o, const struct bench_part *p,
+				  size_t n)
+{
+	bool reports = false;
+	int ret = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!bench_part_wanted(o, &p[i]))
+			continue;
+		ret |= p[i].run(o, p[i].ctx);
+		reports |= p[i].report != NULL;
+	}
+	if (reports)
+		printf("\n");
+	for (size_t i = 0; i < n; i++)
+		if (p[i].report && bench_part_wanted(o, &p[i]))
+			p[i].report(p[i].ctx);
+	return ret;
 }
 
 #endif /* GFA_BENCH_UTIL_H */

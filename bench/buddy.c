@@ -254,54 +254,43 @@ static double ratio(const struct variant *a, const struct variant *b)
 	return a->st.median / b->st.median;
 }
 
-int main(int argc, char **argv)
+static struct gfa_ctx g0 = { .order = 0 }, g0w = { .order = 0 }, g9 = { .order = 9 },
+		      g9w = { .order = GFA_PAGEBLOCK_ORDER };
+static struct host_ctx m4 = { .size = 4096 }, m4w = { .size = 4096 },
+		       m2 = { .size = 2UL << 20 }, m2w = { .size = 2UL << 20 },
+		       p4 = { .size = 4096 }, p4w = { .size = 4096 },
+		       p2 = { .size = 2UL << 20 }, p2w = { .size = 2UL << 20 };
+static struct gfa_ctx *const gctx[] = { &g0, &g0w, &g9, &g9w };
+static struct host_ctx *const hctx[] = { &m4, &m4w, &m2, &m2w, &p4, &p4w, &p2, &p2w };
+/* interleaved in this order every rep; the reports name them by index */
+static struct variant v[] = {
+	V("gfa_o0_pair", "gfa_alloc/gfa_free order 0, pair", gfa_pair_round, &g0),
+	V("malloc4k_pair", "malloc(4096)/free, pair", malloc_pair_round, &m4),
+	V("mmap4k_pair", "mmap/munmap 4 KiB, pair", mmap_pair_round, &p4),
+	V("gfa_o0_ws", "gfa order 0, 4096 live, random free", gfa_ws_round, &g0w),
+	V("malloc4k_ws", "malloc(4096), 4096 live, random free", malloc_ws_round, &m4w),
+	V("mmap4k_ws", "mmap 4 KiB, 4096 live, random munmap", mmap_ws_round, &p4w),
+	V("gfa_o9_pair", "gfa_alloc/gfa_free order 9, pair", gfa_pair_round, &g9),
+	V("malloc2m_pair", "malloc(2 MiB)/free, pair", malloc_pair_round, &m2),
+	V("mmap2m_pair", "mmap/munmap 2 MiB, pair", mmap_pair_round, &p2),
+	V("gfa_o9_ws", "gfa order 9, 128 live, random free", gfa_ws_round, &g9w),
+	V("malloc2m_ws", "malloc(2 MiB), 128 live, random free", malloc_ws_round, &m2w),
+	V("mmap2m_ws", "mmap 2 MiB, 128 live, random munmap", mmap_ws_round, &p2w),
+};
+#define NV ((int)ARRAY_SIZE(v))
+
+/* The pool, fragmented; each context's working set and its permutations. */
+static struct gfa_pool *setup(void)
 {
-	struct bench_opts o;
 	struct gfa_pool_config cfg;
 	struct gfa_pool *pool;
-	struct gfa_ctx g0 = { .order = 0 }, g0w = { .order = 0 }, g9 = { .order = 9 },
-		       g9w = { .order = GFA_PAGEBLOCK_ORDER };
-	struct host_ctx m4 = { .size = 4096 }, m4w = { .size = 4096 },
-			m2 = { .size = 2UL << 20 }, m2w = { .size = 2UL << 20 },
-			p4 = { .size = 4096 }, p4w = { .size = 4096 },
-			p2 = { .size = 2UL << 20 }, p2w = { .size = 2UL << 20 };
-	struct variant v[] = {
-		V("gfa_o0_pair", "gfa_alloc/gfa_free order 0, pair", gfa_pair_round, &g0),
-		V("malloc4k_pair", "malloc(4096)/free, pair", malloc_pair_round, &m4),
-		V("mmap4k_pair", "mmap/munmap 4 KiB, pair", mmap_pair_round, &p4),
-		V("gfa_o0_ws", "gfa order 0, 4096 live, random free", gfa_ws_round, &g0w),
-		V("malloc4k_ws", "malloc(4096), 4096 live, random free", malloc_ws_round, &m4w),
-		V("mmap4k_ws", "mmap 4 KiB, 4096 live, random munmap", mmap_ws_round, &p4w),
-		V("gfa_o9_pair", "gfa_alloc/gfa_free order 9, pair", gfa_pair_round, &g9),
-		V("malloc2m_pair", "malloc(2 MiB)/free, pair", malloc_pair_round, &m2),
-		V("mmap2m_pair", "mmap/munmap 2 MiB, pair", mmap_pair_round, &p2),
-		V("gfa_o9_ws", "gfa order 9, 128 live, random free", gfa_ws_round, &g9w),
-		V("malloc2m_ws", "malloc(2 MiB), 128 live, random free", malloc_ws_round, &m2w),
-		V("mmap2m_ws", "mmap 2 MiB, 128 live, random munmap", mmap_ws_round, &p2w),
-	};
-	const int nv = (int)(sizeof(v) / sizeof(v[0]));
-	struct gfa_ctx *gctx[] = { &g0, &g0w, &g9, &g9w };
-	struct host_ctx *hctx[] = { &m4, &m4w, &m2, &m2w, &p4, &p4w, &p2, &p2w };
-	struct bench_result r;
-	uint64_t t_start = bench_now_ns();
-	struct bench_load load;
-	int ret;
 
-	ret = bench_parse_args(argc, argv, &o, 5, 0.025, 11, 0.25,
-			       "Zone-path allocate+free pairs/s vs glibc malloc and mmap.");
-	if (ret)
-		return ret > 0 ? 0 : 2;
-
-	/* Like for like: keep glibc's heap resident (see the comment at the top). */
-	if (!mallopt(M_TRIM_THRESHOLD, 1 << 30) || !mallopt(M_MMAP_THRESHOLD, 32 << 20))
-		printf("# note: mallopt refused (a sanitizer's malloc?): glibc baselines may "
-		       "include heap trimming and first-touch faults\n");
 	gfa_pool_config_init(&cfg, POOL_FRAMES);
 	pool = gfa_pool_create(&cfg);
 	if (!pool)
 		bench_die("gfa_pool_create: %s", strerror(errno));
 	fragment_pool(pool);
-	for (size_t i = 0; i < sizeof(gctx) / sizeof(gctx[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(gctx); i++) {
 		unsigned int n = gctx[i]->order ? WS_ORDER9 : WS_ORDER0;
 
 		gctx[i]->pool = pool;
@@ -310,7 +299,7 @@ int main(int argc, char **argv)
 			bench_die("out of memory");
 		perms_init(&gctx[i]->pm, n, 0x1234 + i);
 	}
-	for (size_t i = 0; i < sizeof(hctx) / sizeof(hctx[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(hctx); i++) {
 		unsigned int n = hctx[i]->size > 4096 ? WS_ORDER9 : WS_ORDER0;
 
 		hctx[i]->ptrs = calloc(n, sizeof(void *));
@@ -318,50 +307,72 @@ int main(int argc, char **argv)
 			bench_die("out of memory");
 		perms_init(&hctx[i]->pm, n, 0x5678 + i);
 	}
+	return pool;
+}
 
-	printf("# bench buddy: allocate+free pairs per second, zone path vs glibc malloc and mmap\n");
-	bench_print_machine();
-	printf("# mode=%s reps=%d rep_sec=%.3f (median of reps; variants interleaved per rep)\n",
-	       o.quick ? "quick" : "full", o.reps, o.rep_sec);
-	printf("# pool: %lu frames (1 GiB), metadata only; background: %lu order-0 blocks "
-	       "allocated, every other one freed\n", POOL_FRAMES, BG_FRAMES);
-	printf("# memory: no benchmark writes the memory it allocates (only glibc's chunk "
-	       "headers); gfa and glibc metadata are resident after a warm-up round of every "
-	       "variant (glibc: M_TRIM_THRESHOLD=1G, M_MMAP_THRESHOLD=32M so freed heap "
-	       "stays resident); mmap'd pages are never faulted in\n");
+static void teardown(struct gfa_pool *pool)
+{
+	check_pool(pool);
+	for (size_t i = 0; i < ARRAY_SIZE(gctx); i++) {
+		free(gctx[i]->pfns);
+		perms_fini(&gctx[i]->pm);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(hctx); i++) {
+		free(hctx[i]->ptrs);
+		perms_fini(&hctx[i]->pm);
+	}
+	gfa_pool_destroy(pool);
+}
+
+/* Every variant once untimed, so metadata and code are resident; then the reps. */
+static int run_variants(const struct bench_opts *o, void *ctx)
+{
+	int *reps = ctx;
+	struct bench_load load;
+	int ret;
 
 	bench_load_begin(&load);
-	/* Warm-up: every variant once, untimed, so metadata and code are resident. */
-	for (int i = 0; i < nv; i++) {
+	for (int i = 0; i < NV; i++) {
 		double rate;
 
-		ret = bench_rate(v[i].fn, v[i].ctx, o.rep_sec / 2, &rate);
+		ret = bench_rate(v[i].fn, v[i].ctx, o->rep_sec / 2, &rate);
 		if (ret)
 			bench_die("%s warm-up: %s", v[i].name, strerror(-ret));
 	}
-	for (int rep = 0; rep < o.reps; rep++) {
-		for (int i = 0; i < nv; i++) {
-			ret = bench_rate(v[i].fn, v[i].ctx, o.rep_sec, &v[i].samples[rep]);
+	for (int rep = 0; rep < o->reps; rep++) {
+		for (int i = 0; i < NV; i++) {
+			ret = bench_rate(v[i].fn, v[i].ctx, o->rep_sec, &v[i].samples[rep]);
 			if (ret)
 				bench_die("%s: %s", v[i].name, strerror(-ret));
 		}
 	}
 	bench_print_load(&load, "the measurements");
-	printf("\n%-15s %-40s %10s %10s %10s %9s\n", "variant", "what", "Mpairs/s", "min",
+	*reps = o->reps;
+	return 0;
+}
+
+static void report_table(const int *reps)
+{
+
+	printf("%-15s %-40s %10s %10s %10s %9s\n", "variant", "what", "Mpairs/s", "min",
 	       "max", "ns/pair");
-	for (int i = 0; i < nv; i++) {
-		v[i].st = bench_stat_of(v[i].samples, o.reps);
+	for (int i = 0; i < NV; i++) {
+		v[i].st = bench_stat_of(v[i].samples, *reps);
 		printf("%-15s %-40s %10.3f %10.3f %10.3f %9.1f\n", v[i].name, v[i].what,
 		       v[i].st.median / 1e6, v[i].st.min / 1e6, v[i].st.max / 1e6,
 		       1e9 / v[i].st.median);
 	}
 	printf("\n");
-	/*
-	 * The issue sets no numeric goal for the zone path.  The one goal here is the
-	 * bench's own: handing out a frame must beat asking the kernel for a page.  Against
-	 * malloc the comparison is informational: the per-vCPU cache (bench/pcp) is what
-	 * competes with malloc's thread cache, not the locked zone path.
-	 */
+}
+
+/*
+ * The issue sets no numeric goal for the zone path.  The one goal here is the bench's
+ * own: handing out a frame must beat asking the kernel for a page.  Against malloc the
+ * comparison is informational: the per-vCPU cache (bench/pcp) is what competes with
+ * malloc's thread cache, not the locked zone path.
+ */
+static void report_goals(void)
+{
 	bench_goal("buddy", "vs_mmap", ratio(&v[0], &v[2]), ">=", 1.0,
 		   "order-0 pair vs mmap+munmap 4 KiB (bench's own goal, not the issue's)");
 	bench_goal("buddy", "vs_malloc", ratio(&v[0], &v[1]), "info", 0,
@@ -374,23 +385,29 @@ int main(int argc, char **argv)
 		   "order-9 pair vs mmap+munmap 2 MiB (bench's own goal)");
 	bench_goal("buddy_order9", "vs_malloc2m", ratio(&v[6], &v[7]), "info", 0,
 		   "order-9 pair vs malloc(2 MiB)+free");
+}
 
-	bench_result_init(&r, "buddy");
-	bench_result_add(&r, "order0_mops", "%.3f", mops(&v[0]));
-	bench_result_add(&r, "order9_mops", "%.3f", mops(&v[6]));
-	bench_result_add(&r, "malloc_mops", "%.3f", mops(&v[1]));
-	bench_result_add(&r, "mmap_mops", "%.3f", mops(&v[2]));
-	bench_result_add(&r, "vs_malloc", "%.3f", ratio(&v[0], &v[1]));
-	bench_result_add(&r, "vs_mmap", "%.3f", ratio(&v[0], &v[2]));
+/* One RESULT line: the rates of variants gfa, malloc and mmap, and gfa's ratios to them. */
+static void result_line(const char *bench, int gfa, int order9)
+{
+	struct bench_result r;
+
+	bench_result_init(&r, bench);
+	bench_result_add(&r, "order0_mops", "%.3f", mops(&v[gfa]));
+	bench_result_add(&r, "order9_mops", "%.3f", mops(&v[order9]));
+	bench_result_add(&r, "malloc_mops", "%.3f", mops(&v[gfa + 1]));
+	bench_result_add(&r, "mmap_mops", "%.3f", mops(&v[gfa + 2]));
+	bench_result_add(&r, "vs_malloc", "%.3f", ratio(&v[gfa], &v[gfa + 1]));
+	bench_result_add(&r, "vs_mmap", "%.3f", ratio(&v[gfa], &v[gfa + 2]));
 	bench_result_print(&r);
-	bench_result_init(&r, "buddy_ws");
-	bench_result_add(&r, "order0_mops", "%.3f", mops(&v[3]));
-	bench_result_add(&r, "order9_mops", "%.3f", mops(&v[9]));
-	bench_result_add(&r, "malloc_mops", "%.3f", mops(&v[4]));
-	bench_result_add(&r, "mmap_mops", "%.3f", mops(&v[5]));
-	bench_result_add(&r, "vs_malloc", "%.3f", ratio(&v[3], &v[4]));
-	bench_result_add(&r, "vs_mmap", "%.3f", ratio(&v[3], &v[5]));
-	bench_result_print(&r);
+}
+
+static void report_results(void)
+{
+	struct bench_result r;
+
+	result_line("buddy", 0, 6);
+	result_line("buddy_ws", 3, 9);
 	bench_result_init(&r, "buddy_order9");
 	bench_result_add(&r, "pair_mops", "%.3f", mops(&v[6]));
 	bench_result_add(&r, "malloc2m_mops", "%.3f", mops(&v[7]));
@@ -401,17 +418,53 @@ int main(int argc, char **argv)
 	bench_result_add(&r, "vs_malloc2m", "%.3f", ratio(&v[6], &v[7]));
 	bench_result_add(&r, "vs_mmap2m", "%.3f", ratio(&v[6], &v[8]));
 	bench_result_print(&r);
+}
 
-	check_pool(pool);
-	for (size_t i = 0; i < sizeof(gctx) / sizeof(gctx[0]); i++) {
-		free(gctx[i]->pfns);
-		perms_fini(&gctx[i]->pm);
-	}
-	for (size_t i = 0; i < sizeof(hctx) / sizeof(hctx[0]); i++) {
-		free(hctx[i]->ptrs);
-		perms_fini(&hctx[i]->pm);
-	}
-	gfa_pool_destroy(pool);
+/* The table, the goals, the RESULT lines. */
+static void report(void *ctx)
+{
+	report_table(ctx);
+	report_goals();
+	report_results();
+}
+
+/* One part: every variant interleaved in each rep. */
+static int reps_run;
+static const struct bench_part buddy_parts[] = {
+	{ NULL, run_variants, report, &reps_run },
+};
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o;
+	struct gfa_pool *pool;
+	uint64_t t_start = bench_now_ns();
+	int ret;
+
+	ret = bench_parse_args(argc, argv, &o, 5, 0.025, 11, 0.25,
+			       "Zone-path allocate+free pairs/s vs glibc malloc and mmap.");
+	if (ret)
+		return ret > 0 ? 0 : 2;
+
+	/* Like for like: keep glibc's heap resident (see the comment at the top). */
+	if (!mallopt(M_TRIM_THRESHOLD, 1 << 30) || !mallopt(M_MMAP_THRESHOLD, 32 << 20))
+		printf("# note: mallopt refused (a sanitizer's malloc?): glibc baselines may "
+		       "include heap trimming and first-touch faults\n");
+	pool = setup();
+
+	printf("# bench buddy: allocate+free pairs per second, zone path vs glibc malloc and "
+	       "mmap\n");
+	bench_print_machine();
+	printf("# mode=%s reps=%d rep_sec=%.3f (median of reps; variants interleaved per rep)\n",
+	       o.quick ? "quick" : "full", o.reps, o.rep_sec);
+	printf("# pool: %lu frames (1 GiB), metadata only; background: %lu order-0 blocks "
+	       "allocated, every other one freed\n", POOL_FRAMES, BG_FRAMES);
+	printf("# memory: no benchmark writes the memory it allocates (only glibc's chunk "
+	       "headers); gfa and glibc metadata are resident after a warm-up round of every "
+	       "variant (glibc: M_TRIM_THRESHOLD=1G, M_MMAP_THRESHOLD=32M so freed heap "
+	       "stays resident); mmap'd pages are never faulted in\n");
+	bench_parts_run(&o, buddy_parts, ARRAY_SIZE(buddy_parts));
+	teardown(pool);
 	printf("# elapsed %.1f s\n", bench_sec_since(t_start));
 	return 0;
 }

@@ -118,8 +118,9 @@ static double start_once(int v)
 	return ms;
 }
 
-static void bench_start(const struct bench_opts *o, struct bench_result *res)
+static int bench_start(const struct bench_opts *o, void *ctx)
 {
+	struct bench_result *res = ctx;
 	int reps = o->quick ? 5 : 15;
 	double v[S_N][64];
 	struct bench_stat st[S_N];
@@ -146,6 +147,7 @@ static void bench_start(const struct bench_opts *o, struct bench_result *res)
 	bench_result_add(res, "start_128m_ms", "%.3f", st[S_L128].median);
 	bench_result_add(res, "start_16g_vs_128m", "%.2f", st[S_L16G].median / st[S_L128].median);
 	bench_result_add(res, "full_start_big_ms", "%.2f", st[S_FBIG].median);
+	return 0;
 }
 
 /* ---- 2. first touch ---- */
@@ -229,8 +231,9 @@ static double touch_kernel(uint64_t bytes, int64_t *thp)
 	return ns;
 }
 
-static void bench_touch(const struct bench_opts *o, struct bench_result *res)
+static int bench_touch(const struct bench_opts *o, void *ctx)
 {
+	struct bench_result *res = ctx;
 	uint64_t bytes = o->quick ? 128 * MiB : 512 * MiB;
 	int reps = o->quick ? 3 : 9;
 	double gfa[64], dirty[64], kern[64], own = 0, own_min = 100, o1;
@@ -266,6 +269,7 @@ static void bench_touch(const struct bench_opts *o, struct bench_result *res)
 		   "a registered vCPU's first touches its own cache served (lowest rep)");
 	bench_result_add(res, "first_touch_vs_kernel_thp", "%.3f", sg.median / sk.median);
 	bench_result_add(res, "own_cache_pct", "%.0f", own_min);
+	return 0;
 }
 
 /* ---- 3. overcommit ---- */
@@ -288,8 +292,11 @@ static void *check_run(void *arg)
 	return NULL;
 }
 
-static void bench_overcommit(struct bench_result *res)
+static int bench_overcommit(const struct bench_opts *o, void *ctx)
 {
+	struct bench_result *res = ctx;
+
+	(void)o;
 	enum { NG = 8 };
 	struct checker c[NG];
 	struct gfa_guest_stat st;
@@ -324,6 +331,7 @@ static void bench_overcommit(struct bench_result *res)
 	bench_goal("lazy", "overcommit_refused", (double)(refused + bad), "<=", 0,
 		   "8 lazy guests of 4x the pool in all: refused touches + bad words");
 	bench_result_add(res, "overcommit_ok", "%d", !refused && !bad);
+	return 0;
 }
 
 /* ---- 4. restore ---- */
@@ -398,8 +406,9 @@ static double restore_full(int fd, uint64_t bytes, uint64_t *bad)
 	return ms;
 }
 
-static void bench_restore(const struct bench_opts *o, struct bench_result *res)
+static int bench_restore(const struct bench_opts *o, void *ctx)
 {
+	struct bench_result *res = ctx;
 	uint64_t bytes = o->quick ? 512 * MiB : 2 * GiB, bad = 0;
 	int reps = o->quick ? 3 : 7, fd;
 	double lz[64], full[64];
@@ -424,12 +433,20 @@ static void bench_restore(const struct bench_opts *o, struct bench_result *res)
 		   "lazy restore / full guest read from the file up front");
 	bench_result_add(res, "restore_ms", "%.3f", sl.median);
 	bench_result_add(res, "restore_equal", "%d", !bad);
+	return 0;
 }
+
+static struct bench_result res;
+static const struct bench_part lazy_parts[] = {
+	{ "start", bench_start, NULL, &res },
+	{ "touch", bench_touch, NULL, &res },
+	{ "overcommit", bench_overcommit, NULL, &res },
+	{ "restore", bench_restore, NULL, &res },
+};
 
 int main(int argc, char **argv)
 {
 	struct bench_opts o;
-	struct bench_result res;
 	struct bench_load load;
 	struct gfa_guest *probe;
 	int err = bench_parse_args(argc, argv, &o, 3, 0, 9, 0,
@@ -454,14 +471,7 @@ int main(int argc, char **argv)
 	settle();
 	bench_result_init(&res, "lazy");
 	bench_load_begin(&load);
-	if (bench_wants(&o, "start"))
-		bench_start(&o, &res);
-	if (bench_wants(&o, "touch"))
-		bench_touch(&o, &res);
-	if (bench_wants(&o, "overcommit"))
-		bench_overcommit(&res);
-	if (bench_wants(&o, "restore"))
-		bench_restore(&o, &res);
+	bench_parts_run(&o, lazy_parts, ARRAY_SIZE(lazy_parts));
 	bench_print_load(&load, "the benchmark");
 	bench_result_add(&res, "boot_resident_pct", "n/a");
 	bench_result_print(&res);

@@ -50,6 +50,7 @@
 #include <gfa/refvmm.h>
 #include "bench/bench_util.h"
 #include "tests/qemu_util.h"
+#include "common/compiler.h"
 
 #define MiB (1ULL << 20)
 #define BOOT_TIMEOUT_MS 180000
@@ -102,7 +103,7 @@ static const char *lb_qboot(void)
 {
 	static const char *const roms[] = { "/usr/share/qemu/qboot.rom", "/usr/share/qboot/bios.bin" };
 
-	for (size_t i = 0; i < sizeof(roms) / sizeof(roms[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(roms); i++)
 		if (!access(roms[i], R_OK))
 			return roms[i];
 	return NULL;
@@ -224,8 +225,9 @@ static void lb_print_stat(const char *who, const char *what, double *v, int n)
 	       s.min, s.median, s.max, n);
 }
 
-static int lb_part_boot(struct lb_env *e, const struct bench_opts *o)
+static int lb_part_boot(const struct bench_opts *o, void *ctx)
 {
+	struct lb_env *e = ctx;
 	double qi[MAX_REPS], qr[MAX_REPS], gi[MAX_REPS], gr[MAX_REPS];
 	int reps = o->reps > MAX_REPS ? MAX_REPS : o->reps, r;
 	double load[3] = { 0 };
@@ -722,8 +724,9 @@ static void lb_column(const struct lb_drop *d, int n, size_t off, double *out)
 		out[i] = *(const double *)((const char *)&d[i] + off);
 }
 
-static int lb_part_balloon(struct lb_env *e, const struct bench_opts *o)
+static int lb_part_balloon(const struct bench_opts *o, void *ctx)
 {
+	struct lb_env *e = ctx;
 	struct lb_drop q[MAX_REPS], g[MAX_REPS];
 	int reps = o->reps > MAX_REPS ? MAX_REPS : o->reps;
 	double qm[MAX_REPS], gm[MAX_REPS], qh[MAX_REPS], gh[MAX_REPS], gd[MAX_REPS], qd[MAX_REPS];
@@ -857,10 +860,15 @@ static int lb_run_in_qemu(int argc, char **argv, const struct bench_opts *o)
 	return rc == 77 ? 0 : rc;
 }
 
+static struct lb_env env;
+static const struct bench_part linux_parts[] = {
+	{ "boot", lb_part_boot, NULL, &env },
+	{ "balloon", lb_part_balloon, NULL, &env },
+};
+
 int main(int argc, char **argv)
 {
 	struct bench_opts o;
-	struct lb_env e = { 0 };
 	int r = bench_parse_args(argc, argv, &o, 2, 0, 5, 0,
 				 "Linux guest boot, gfa's VMM against QEMU (parts: boot, balloon)");
 
@@ -869,26 +877,24 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!gfa_kvm_available(NULL, 0) || gfa_kvm_is_software()) {
 		if (getenv("GFA_IN_QEMU")) {
-			fprintf(stderr, "bench linux: inside the QEMU harness, but no KVM that boots Linux\n");
+			fprintf(stderr, "bench linux: inside the QEMU harness, but no KVM that "
+				"boots Linux\n");
 			return 1;
 		}
 		return lb_run_in_qemu(argc, argv, &o);
 	}
-	e.kernel = getenv("GFA_LINUX_KERNEL");
-	e.initrd = getenv("GFA_LINUX_INITRD");
-	if (!e.kernel || !e.initrd) {
+	env.kernel = getenv("GFA_LINUX_KERNEL");
+	env.initrd = getenv("GFA_LINUX_INITRD");
+	if (!env.kernel || !env.initrd) {
 		fprintf(stderr, "bench linux: set GFA_LINUX_KERNEL and GFA_LINUX_INITRD "
 			"(tools/linux-initramfs.sh prints them)\n");
 		return 2;
 	}
-	e.mem = 256 * MiB;
-	snprintf(e.cmdline, sizeof(e.cmdline), "%s pci=off gfacheck=16,1", GFA_LINUX_DEFAULT_CMDLINE);
-	r = 0;
-	bench_result_init(&e.res, "linux");
-	if (bench_wants(&o, "boot"))
-		r |= lb_part_boot(&e, &o);
-	if (bench_wants(&o, "balloon"))
-		r |= lb_part_balloon(&e, &o);
-	bench_result_print(&e.res);
+	env.mem = 256 * MiB;
+	snprintf(env.cmdline, sizeof(env.cmdline), "%s pci=off gfacheck=16,1",
+		 GFA_LINUX_DEFAULT_CMDLINE);
+	bench_result_init(&env.res, "linux");
+	r = bench_parts_run(&o, linux_parts, ARRAY_SIZE(linux_parts));
+	bench_result_print(&env.res);
 	return r;
 }

@@ -44,6 +44,7 @@
  * always runs first) after an untimed warm-up of the wp and pause collapses.  The mover
  * (the main thread, and the threads gfa starts from it) runs on the first CPU, both
  * writers on the second (--no-pin: wherever the scheduler puts them); see pin_writers.
+ * Part 6 is in bench/moves/host.c.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -55,9 +56,9 @@
 #include <gfa/refvmm.h>
 #include "bench/bench_util.h"
 #include "tests/guest_writers.h"
+#include "bench/moves/moves.h"
+#include "common/compiler.h"
 
-#define MiB             (1ULL << 20)
-#define RANGE_BYTES     (2 * MiB)
 #define RANGE_FRAMES    (RANGE_BYTES / GFA_FRAME_SIZE)
 #define MAX_REPS        100
 #define F_DUMMY         7               /* the owner of the frames that fragment the zone */
@@ -66,11 +67,6 @@
 #define KC_QUIET_NS     300000000ULL    /* kcompactd is done: no move for this long */
 #define KC_TIMEOUT_NS   10000000000ULL
 #define KC_POLL_US      20000
-
-#define H_GUEST_BYTES   (512 * MiB)
-#define H_ZONE_BYTES    (768 * MiB)
-#define H_TOUCH_BYTES   (32 * MiB)
-#define H_MAX_REPS      5
 
 enum path { P_WP, P_PAUSE, P_NONE, NR_PATH };
 enum kind { K_COLLAPSE, K_COMPACT, K_KCOMPACTD, NR_KIND };
@@ -92,7 +88,7 @@ static const struct variant variants[] = {
 	{ P_NONE, K_COMPACT, false }, { P_NONE, K_KCOMPACTD, false },
 	{ P_WP, K_COLLAPSE, true }, { P_PAUSE, K_COLLAPSE, true },
 };
-#define NR_VARIANTS (sizeof(variants) / sizeof(variants[0]))
+#define NR_VARIANTS ARRAY_SIZE(variants)
 
 /* A growing array of samples. */
 struct samples {
@@ -165,7 +161,7 @@ static void no_uffd_for_next_guest(bool on)
 		unsetenv("GFA_NO_UFFD");
 }
 
-static struct gfa_guest *guest_create(struct gfa_pool *pool, struct gfa_backing *b,
+struct gfa_guest *guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 				      const struct gfa_guest_config *gc, bool no_uffd)
 {
 	struct gfa_guest *g;
@@ -178,7 +174,7 @@ static struct gfa_guest *guest_create(struct gfa_pool *pool, struct gfa_backing 
 	return g;
 }
 
-static struct gfa_pool *pool_create(uint64_t bytes)
+struct gfa_pool *pool_create(uint64_t bytes)
 {
 	struct gfa_pool_config pc;
 	struct gfa_pool *pool;
@@ -190,7 +186,7 @@ static struct gfa_pool *pool_create(uint64_t bytes)
 	return pool;
 }
 
-static void check_pool(struct gfa_pool *pool, const char *when)
+void check_pool(struct gfa_pool *pool, const char *when)
 {
 	char msg[256];
 
@@ -587,178 +583,6 @@ static void print_timing(void)
 	       "with no writer running\n");
 }
 
-/* ================= 6. host memory ================= */
-
-struct growth {
-	int64_t created, touched, inflated, deflated, collapsed;        /* allocated bytes */
-	double inflate_ms, deflate_ms, collapse_ms;
-	int ranges;                     /* collapsed */
-};
-
-static int64_t backed(int fd)
-{
-	int64_t v = gfa_memfd_allocated_bytes(fd);
-
-	if (v < 0)
-		bench_die("fstat on a memfd: %s", strerror((int)-v));
-	return v;
-}
-
-static void touch(char *p, uint64_t bytes)
-{
-	for (uint64_t off = 0; off < bytes; off += GFA_FRAME_SIZE)
-		((volatile char *)p)[off] = 1;
-}
-
-static double ms_since(uint64_t t0)
-{
-	return bench_sec_since(t0) * 1e3;
-}
-
-typedef int64_t (*balloon_fn)(struct gfa_guest *g, const struct gfa_gpa_range *r,
-			      unsigned int n);
-
-/* Inflate or deflate everything past the touched part, timed; must take every frame. */
-static double h_balloon(balloon_fn fn, const char *name, struct gfa_guest *g)
-{
-	struct gfa_gpa_range r = { H_TOUCH_BYTES, H_GUEST_BYTES - H_TOUCH_BYTES };
-	int64_t want = (int64_t)(r.len / GFA_FRAME_SIZE), n;
-	uint64_t t0 = bench_now_ns();
-
-	n = fn(g, &r, 1);
-	if (n != want)
-		bench_die("%s: %ld of %ld frames", name, (long)n, (long)want);
-	return ms_since(t0);
-}
-
-/* The balloon round trip and the collapse on a guest the host backs only where touched. */
-static void h_balloon_gfa(struct gfa_guest *g, int fd, struct growth *s)
-{
-	uint64_t t0;
-
-	s->inflate_ms = h_balloon(gfa_balloon_inflate, "gfa_balloon_inflate", g);
-	s->inflated = backed(fd);
-	s->deflate_ms = h_balloon(gfa_balloon_deflate, "gfa_balloon_deflate", g);
-	s->deflated = backed(fd);
-	t0 = bench_now_ns();
-	s->ranges = gfa_guest_collapse(g, H_GUEST_BYTES / RANGE_BYTES);
-	s->collapse_ms = ms_since(t0);
-	s->collapsed = backed(fd);
-}
-
-static void h_gfa(struct growth *s)
-{
-	struct gfa_guest_config gc = { .mem_bytes = H_GUEST_BYTES, .small_only = true };
-	struct gfa_pool *pool = pool_create(H_ZONE_BYTES);
-	struct gfa_backing *b = gfa_backing_create(pool, NULL);
-	struct gfa_guest *g;
-	int fd;
-
-	if (!b)
-		bench_die("gfa_backing_create: %s", strerror(errno));
-	fd = gfa_backing_zone_fd(b, 0);
-	g = guest_create(pool, b, &gc, false);
-	s->created = backed(fd);
-	touch(gfa_guest_hva(g), H_TOUCH_BYTES);
-	s->touched = backed(fd);
-	h_balloon_gfa(g, fd, s);
-	gfa_guest_destroy(g);
-	check_pool(pool, "after part 6");
-	gfa_backing_destroy(b);
-	gfa_pool_destroy(pool);
-}
-
-/* Inflate: each 4 KiB page past the touched part given back as the balloon asks for it. */
-static double h_remove_pages(char *p)
-{
-	uint64_t t0 = bench_now_ns();
-
-	for (uint64_t off = H_TOUCH_BYTES; off < H_GUEST_BYTES; off += GFA_FRAME_SIZE)
-		if (madvise(p + off, GFA_FRAME_SIZE, MADV_REMOVE))
-			bench_die("madvise(MADV_REMOVE): %s", strerror(errno));
-	return ms_since(t0);
-}
-
-/* The same on a plain memfd: inflate punches each 4 KiB page, deflate does nothing
- * (a page comes back when the guest touches it). */
-static void h_madvise(struct growth *s)
-{
-	int fd = memfd_create("moves-balloon", MFD_CLOEXEC);
-	char *p;
-
-	if (fd < 0 || ftruncate(fd, (off_t)H_GUEST_BYTES))
-		bench_die("memfd: %s", strerror(errno));
-	p = mmap(NULL, H_GUEST_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		bench_die("mmap: %s", strerror(errno));
-	s->created = backed(fd);
-	touch(p, H_TOUCH_BYTES);
-	s->touched = backed(fd);
-	s->inflate_ms = h_remove_pages(p);
-	s->inflated = s->deflated = s->collapsed = backed(fd);
-	munmap(p, H_GUEST_BYTES);
-	close(fd);
-}
-
-static double growth_mib(const struct growth *s)
-{
-	return (double)(s->collapsed - s->touched) / (double)MiB;
-}
-
-/* The median growth, and the rep nearest to it (the median rep for an odd count). */
-static const struct growth *h_median(const struct growth *v, int n, double *med)
-{
-	double d[H_MAX_REPS];
-	int best = 0;
-
-	for (int i = 0; i < n; i++)
-		d[i] = growth_mib(&v[i]);
-	*med = bench_stat_of(d, n).median;
-	for (int i = 1; i < n; i++)
-		if (fabs(growth_mib(&v[i]) - *med) < fabs(growth_mib(&v[best]) - *med))
-			best = i;
-	return &v[best];
-}
-
-/* (med by pointer: h_median sets it, and arguments are evaluated in no set order) */
-static void h_print(const char *name, const struct growth *s, const double *med)
-{
-	printf("%-8s %8.1f %8.1f %9.1f %9.1f %10.1f %7.1f %10.1f %10.1f %11.1f %6d\n", name,
-	       (double)s->created / MiB, (double)s->touched / MiB, (double)s->inflated / MiB,
-	       (double)s->deflated / MiB, (double)s->collapsed / MiB, *med, s->inflate_ms,
-	       s->deflate_ms, s->collapse_ms, s->ranges);
-}
-
-static void bench_host(const struct bench_opts *o, double *gfa_mib, double *madv_mib)
-{
-	static struct growth g[H_MAX_REPS], m[H_MAX_REPS];
-	int reps = o->reps < H_MAX_REPS ? o->reps : H_MAX_REPS;
-	struct bench_load load;
-
-	printf("\n## 6. host memory: a %lu MiB guest touches %lu MiB, balloons out the rest, "
-	       "takes it back, collapses; MiB allocated in the memfd (st_blocks)\n",
-	       (unsigned long)(H_GUEST_BYTES / MiB), (unsigned long)(H_TOUCH_BYTES / MiB));
-	printf("# gfa: %lu MiB pool, backing with the defaults (not populated), small_only "
-	       "guest, gfa_balloon_inflate + gfa_balloon_deflate of one range, "
-	       "gfa_guest_collapse of every range, no host-return thread; madvise: plain "
-	       "memfd MAP_SHARED, one madvise(MADV_REMOVE) per 4 KiB page (kvmtool's "
-	       "balloon, with the advice that frees shmem), deflate = nothing; %d rep(s)\n",
-	       (unsigned long)(H_ZONE_BYTES / MiB), reps);
-	bench_load_begin(&load);
-	for (int rep = 0; rep < reps; rep++) {
-		h_gfa(&g[rep]);
-		h_madvise(&m[rep]);
-	}
-	bench_print_load(&load, "part 6");
-	printf("%-8s %8s %8s %9s %9s %10s %7s %10s %10s %11s %6s\n", "balloon", "created",
-	       "touched", "inflated", "deflated", "collapsed", "growth", "inflate_ms",
-	       "deflate_ms", "collapse_ms", "ranges");
-	h_print("gfa", h_median(g, reps, gfa_mib), gfa_mib);
-	h_print("madvise", h_median(m, reps, madv_mib), madv_mib);
-	printf("# growth = collapsed - touched, the median over the reps; the other columns "
-	       "are of the rep nearest to it\n");
-}
-
 /* ================= report ================= */
 
 struct summary {
@@ -936,9 +760,37 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	return ret;
 }
 
+/* The write-protected moves against the fallbacks, with their tables. */
+static int run_moves(const struct bench_opts *o, void *ctx)
+{
+	struct summary *s = ctx;
+
+	s->moves = true;
+	bench_moves(o, s->wp);
+	print_runs();
+	print_timing();
+	summarise_moves(s);
+	return 0;
+}
+
+/* Host memory after a balloon round trip and a collapse. */
+static int run_host(const struct bench_opts *o, void *ctx)
+{
+	struct summary *s = ctx;
+
+	s->host = true;
+	bench_host(o, &s->host_mib, &s->madvise_mib);
+	return 0;
+}
+
+static struct summary summary;
+static const struct bench_part moves_parts[] = {
+	{ "moves", run_moves, NULL, &summary },
+	{ "host", run_host, NULL, &summary },
+};
+
 int main(int argc, char **argv)
 {
-	struct summary s = { 0 };
 	struct bench_load load;
 	struct bench_opts o;
 	uint64_t t_start = bench_now_ns();
@@ -955,24 +807,15 @@ int main(int argc, char **argv)
 	bench_print_machine();
 	printf("# mode=%s reps=%d\n", o.quick ? "quick" : "full", o.reps);
 	wp_errno = probe_wp();
-	s.wp = !wp_errno;
+	summary.wp = !wp_errno;
 	if (wp_errno)
 		printf("# ** the write-protect path is unavailable here (wp_errno %d: %s); its "
 		       "parts are skipped **\n", wp_errno, strerror(wp_errno));
 	bench_load_begin(&load);
-	s.moves = bench_wants(&o, "moves");
-	s.host = bench_wants(&o, "host");
-	if (s.moves) {
-		bench_moves(&o, s.wp);
-		print_runs();
-		print_timing();
-		summarise_moves(&s);
-	}
-	if (s.host)
-		bench_host(&o, &s.host_mib, &s.madvise_mib);
-	s.load = bench_load_other(&load);
+	bench_parts_run(&o, moves_parts, ARRAY_SIZE(moves_parts));
+	summary.load = bench_load_other(&load);
 	printf("\n");
-	report(&s);
+	report(&summary);
 	printf("# elapsed %.1f s\n", bench_sec_since(t_start));
 	return 0;
 }

@@ -156,17 +156,104 @@ static void lackey_lines(const char *log, uint64_t base, uint64_t size, uint64_t
 	}
 }
 
+/* What the two valgrind runs measured. */
+struct insns {
+	long alloc, free;               /* instructions over PAIRS hits */
+	int alloc_lines, free_lines;    /* struct gfa_pcp lines one hit touches */
+	uint64_t size;                  /* of struct gfa_pcp */
+};
+
+/* Instructions of the hits, under callgrind. */
+static void run_callgrind(const char *self, struct insns *m)
+{
+	char out[256], cmd[8192];
+
+	snprintf(out, sizeof(out), "/tmp/gfa-pcp-insns.%d.out", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "GFA_PCP_INSNS_CHILD=callgrind valgrind -q --tool=callgrind "
+		 "--callgrind-out-file=%s --toggle-collect=insns_pairs '%s'", out, self);
+	if (system(cmd))
+		bench_die("callgrind run failed: %s", cmd);
+	m->alloc = annotate_inclusive(out, "gfa_pcp_alloc");
+	m->free = annotate_inclusive(out, "gfa_pcp_free");
+	unlink(out);
+	if (m->alloc < 0 || m->free < 0)
+		bench_die("no gfa_pcp_alloc/gfa_pcp_free in callgrind's output");
+}
+
+/* The cache's lines one pair touches, under lackey. */
+static void run_lackey(const char *self, struct insns *m)
+{
+	char log[256], cmd[8192], line[256];
+	uint64_t base = 0, marker = 0;
+	FILE *p;
+
+	snprintf(log, sizeof(log), "/tmp/gfa-pcp-insns.%d.log", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "GFA_PCP_INSNS_CHILD=lackey valgrind -q --tool=lackey "
+		 "--trace-mem=yes --log-file=%s '%s'", log, self);
+	p = popen(cmd, "r");
+	if (!p)
+		bench_die("lackey run failed");
+	while (fgets(line, sizeof(line), p))
+		sscanf(line, "pcp=%" SCNx64 " size=%" SCNu64 " marker=%" SCNx64, &base, &m->size,
+		       &marker);
+	if (pclose(p) || !base)
+		bench_die("lackey run failed: %s", cmd);
+	lackey_lines(log, base, m->size, marker, &m->alloc_lines, &m->free_lines);
+	unlink(log);
+}
+
+static int run_all(const struct bench_opts *o, void *ctx)
+{
+	struct insns *m = ctx;
+	char self[4096];
+	ssize_t n;
+
+	(void)o;
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		bench_die("readlink /proc/self/exe failed");
+	self[n] = 0;
+	run_callgrind(self, m);
+	run_lackey(self, m);
+	return 0;
+}
+
+static void report(void *ctx)
+{
+	const struct insns *m = ctx;
+	double a = (double)m->alloc / PAIRS, f = (double)m->free / PAIRS;
+	struct bench_result res;
+
+	printf("# %d alloc+free pairs that hit, under callgrind; one pair under lackey\n", PAIRS);
+	printf("%-14s %12s %8s %22s\n", "call", "insns/call", "budget", "struct gfa_pcp lines");
+	printf("%-14s %12.2f %8d %22d\n", "gfa_pcp_alloc", a, BUDGET_ALLOC, m->alloc_lines);
+	printf("%-14s %12.2f %8d %22d\n", "gfa_pcp_free", f, BUDGET_FREE, m->free_lines);
+	printf("# struct gfa_pcp is %lu bytes (%lu lines)\n", (unsigned long)m->size,
+	       (unsigned long)(m->size + 63) / 64);
+	bench_goal("pcp_insns", "alloc_hit", a, "<=", BUDGET_ALLOC,
+		   "instructions of an allocation hit, budget from before the cleanup");
+	bench_goal("pcp_insns", "free_hit", f, "<=", BUDGET_FREE,
+		   "instructions of a free hit, budget from before the cleanup");
+	bench_result_init(&res, "pcp_insns");
+	bench_result_add(&res, "alloc_insns", "%.2f", a);
+	bench_result_add(&res, "free_insns", "%.2f", f);
+	bench_result_add(&res, "alloc_budget", "%d", BUDGET_ALLOC);
+	bench_result_add(&res, "free_budget", "%d", BUDGET_FREE);
+	bench_result_add(&res, "alloc_pcp_lines", "%d", m->alloc_lines);
+	bench_result_add(&res, "free_pcp_lines", "%d", m->free_lines);
+	bench_result_print(&res);
+}
+
+static struct insns insns = { .alloc_lines = -1, .free_lines = -1 };
+static const struct bench_part pcp_insns_parts[] = {
+	{ NULL, run_all, report, &insns },
+};
+
 int main(int argc, char **argv)
 {
 	const char *part = getenv("GFA_PCP_INSNS_CHILD");
-	char self[4096], out[256], log[256], cmd[8192], line[256];
 	struct bench_result res;
 	struct bench_opts o;
-	long a, f;
-	int alloc_lines = -1, free_lines = -1;
-	uint64_t base = 0, size = 0, marker = 0;
-	ssize_t n;
-	FILE *p;
 	int err;
 
 	if (part)
@@ -176,57 +263,14 @@ int main(int argc, char **argv)
 			       "(valgrind), against the hot paths' budget");
 	if (err)
 		return err > 0 ? 0 : 2;
-	bench_result_init(&res, "pcp_insns");
 	if (system("valgrind --version >/dev/null 2>&1")) {
-		printf("# bench/pcp_insns: SKIPPED: valgrind is not installed (tools/deps.sh build)\n");
+		printf("# bench/pcp_insns: SKIPPED: valgrind is not installed (tools/deps.sh "
+		       "build)\n");
+		bench_result_init(&res, "pcp_insns");
 		bench_result_add(&res, "skipped", "1");
 		bench_result_print(&res);
 		return 0;
 	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		bench_die("readlink /proc/self/exe failed");
-	self[n] = 0;
-	snprintf(out, sizeof(out), "/tmp/gfa-pcp-insns.%d.out", (int)getpid());
-	snprintf(log, sizeof(log), "/tmp/gfa-pcp-insns.%d.log", (int)getpid());
-	snprintf(cmd, sizeof(cmd), "GFA_PCP_INSNS_CHILD=callgrind valgrind -q --tool=callgrind "
-		 "--callgrind-out-file=%s --toggle-collect=insns_pairs '%s'", out, self);
-	if (system(cmd))
-		bench_die("callgrind run failed: %s", cmd);
-	a = annotate_inclusive(out, "gfa_pcp_alloc");
-	f = annotate_inclusive(out, "gfa_pcp_free");
-	unlink(out);
-	if (a < 0 || f < 0)
-		bench_die("no gfa_pcp_alloc/gfa_pcp_free in callgrind's output");
-	snprintf(cmd, sizeof(cmd), "GFA_PCP_INSNS_CHILD=lackey valgrind -q --tool=lackey "
-		 "--trace-mem=yes --log-file=%s '%s'", log, self);
-	p = popen(cmd, "r");
-	if (!p)
-		bench_die("lackey run failed");
-	while (fgets(line, sizeof(line), p))
-		sscanf(line, "pcp=%" SCNx64 " size=%" SCNu64 " marker=%" SCNx64, &base, &size, &marker);
-	if (pclose(p) || !base)
-		bench_die("lackey run failed: %s", cmd);
-	lackey_lines(log, base, size, marker, &alloc_lines, &free_lines);
-	unlink(log);
-	printf("# %d alloc+free pairs that hit, under callgrind; one pair under lackey\n", PAIRS);
-	printf("%-14s %12s %8s %22s\n", "call", "insns/call", "budget", "struct gfa_pcp lines");
-	printf("%-14s %12.2f %8d %22d\n", "gfa_pcp_alloc", (double)a / PAIRS, BUDGET_ALLOC,
-	       alloc_lines);
-	printf("%-14s %12.2f %8d %22d\n", "gfa_pcp_free", (double)f / PAIRS, BUDGET_FREE,
-	       free_lines);
-	printf("# struct gfa_pcp is %lu bytes (%lu lines)\n", (unsigned long)size,
-	       (unsigned long)(size + 63) / 64);
-	bench_goal("pcp_insns", "alloc_hit", (double)a / PAIRS, "<=", BUDGET_ALLOC,
-		   "instructions of an allocation hit, budget from before the cleanup");
-	bench_goal("pcp_insns", "free_hit", (double)f / PAIRS, "<=", BUDGET_FREE,
-		   "instructions of a free hit, budget from before the cleanup");
-	bench_result_add(&res, "alloc_insns", "%.2f", (double)a / PAIRS);
-	bench_result_add(&res, "free_insns", "%.2f", (double)f / PAIRS);
-	bench_result_add(&res, "alloc_budget", "%d", BUDGET_ALLOC);
-	bench_result_add(&res, "free_budget", "%d", BUDGET_FREE);
-	bench_result_add(&res, "alloc_pcp_lines", "%d", alloc_lines);
-	bench_result_add(&res, "free_pcp_lines", "%d", free_lines);
-	bench_result_print(&res);
+	bench_parts_run(&o, pcp_insns_parts, ARRAY_SIZE(pcp_insns_parts));
 	return 0;
 }

@@ -477,16 +477,141 @@ static void print_row(const struct peer_row *r, const struct peer_pool *pp, int 
 	}
 }
 
-int main(int argc, char **argv)
-{
-	static struct peer_worker w[MAX_THREADS];
-	static struct peer_row rows[NR_WL * NR_ORDERS_RUN * MAX_THREADS];
+/* The worker threads, the rows they run, and the goals their rows met. */
+struct peer_bench {
+	struct peer_worker w[MAX_THREADS];
+	struct peer_row rows[NR_WL * NR_ORDERS_RUN * MAX_THREADS];
+	unsigned int nrows, met, goals;
 	struct peer_counts n;
 	struct peer_ctl ctl;
-	struct bench_opts o;
+};
+
+static void workers_start(struct peer_bench *b)
+{
+	memset(&b->ctl, 0, sizeof(b->ctl));
+	pthread_barrier_init(&b->ctl.go, NULL, MAX_THREADS + 1);
+	pthread_barrier_init(&b->ctl.done, NULL, MAX_THREADS + 1);
+	for (int i = 0; i < MAX_THREADS; i++) {
+		struct peer_worker *w = &b->w[i];
+
+		w->id = i;
+		w->ctl = &b->ctl;
+		w->owner = 0x100 + (uint64_t)i;
+		w->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+		w->cap = (size_gib[NR_SIZES - 1] << 18) * RAND_HELD_PCT / 100 + 1;
+		w->blocks = malloc(w->cap * sizeof(uint64_t));
+		if (!w->blocks || pthread_create(&w->th, NULL, peer_thread, w))
+			bench_die("out of memory or threads");
+	}
+}
+
+static void workers_stop(struct peer_bench *b)
+{
+	b->ctl.cmd = CMD_QUIT;
+	pthread_barrier_wait(&b->ctl.go);
+	for (int i = 0; i < MAX_THREADS; i++) {
+		pthread_join(b->w[i].th, NULL);
+		free(b->w[i].blocks);
+	}
+}
+
+/* The rows of the workloads --only leaves: each order, each thread count. */
+static void rows_make(const struct bench_opts *o, struct peer_bench *b)
+{
+	for (int wl = 0; wl < NR_WL; wl++)
+		for (int oi = 0; oi < NR_ORDERS_RUN && bench_wants(o, wl_name[wl]); oi++)
+			for (int t = 1; t <= MAX_THREADS; t++) {
+				b->rows[b->nrows].wl = (enum peer_wl)wl;
+				b->rows[b->nrows].order = orders[oi];
+				b->rows[b->nrows++].threads = t;
+			}
+}
+
+/* One pool size: the metadata, every row's reps (kinds interleaved), their table. */
+static void run_size(const struct bench_opts *o, struct peer_bench *b, uint64_t gib)
+{
+	struct peer_row *rows = b->rows;
+	struct peer_pool pp;
+
+	pool_open(&pp, gib << 18);
+	b->ctl.pp = &pp;
+	printf("\n## pool %lu GiB (%lu frames): metadata gfa %.2f MiB, LLFree %.3f MiB\n",
+	       (unsigned long)gib, (unsigned long)pp.frames,
+	       (double)pp.gfa_meta / 1048576.0, (double)pp.ll_meta / 1048576.0);
+	printf("RESULT peer_llfree metadata_%lug gfa_bytes=%lu llfree_bytes=%lu\n",
+	       (unsigned long)gib, (unsigned long)pp.gfa_meta, (unsigned long)pp.ll_meta);
+	for (int rep = -1; rep < o->reps; rep++)
+		for (unsigned int r = 0; r < b->nrows; r++)
+			for (int k = 0; k < NR_KINDS; k++)
+				peer_rep(&b->ctl, b->w, &rows[r],
+					 (enum peer_kind)((k + rep + 1) % NR_KINDS), rep, &b->n);
+	printf("%-6s %5s %7s %5s %9s %9s %9s %9s %9s %9s %8s %8s %8s %6s %6s\n", "work",
+	       "order", "threads", "GiB", "gfa", "gfa_min", "zone", "zone_min", "llfree",
+	       "ll_min", "gfa_cpu", "zone_cpu", "ll_cpu", "rmin", "zrmin");
+	for (unsigned int r = 0; r < b->nrows; r++)
+		print_row(&rows[r], &pp, o->reps, &b->met, &b->goals);
+	for (unsigned int r = 0; r < b->nrows; r++) {
+		if (rows[r].wl != WL_RAND || rows[r].order)
+			continue;
+		printf("# fragmentation after rand order 0, %d thread(s) (fully free 2 MiB "
+		       "blocks, caches drained): gfa %lu, zone path %lu, LLFree %lu of %lu\n",
+		       rows[r].threads, (unsigned long)rows[r].frag[K_CACHE],
+		       (unsigned long)rows[r].frag[K_ZONE], (unsigned long)rows[r].frag[K_LLFREE],
+		       (unsigned long)rows[r].frag_possible);
+	}
+	pool_close(&pp);
+}
+
+static int run_all(const struct bench_opts *o, void *ctx)
+{
+	struct peer_bench *b = ctx;
 	struct bench_load load;
+
+	b->n.repeat = o->quick ? 1u << 15 : 1u << 17;
+	b->n.bulk_frames = o->quick ? 1u << 19 : 1u << 22;
+	b->n.bulk_ops = o->quick ? 1u << 14 : 1u << 16;
+	b->n.rand_steps = o->quick ? 1u << 16 : 1u << 18;
+	bench_print_machine();
+	printf("# %d reps after a warm-up, interleaved; pinned threads; ns per %s (repeat: per "
+	       "alloc+free pair); median and min of wall time, median of CPU time\n",
+	       o->reps, "operation");
+	bench_load_begin(&load);
+	workers_start(b);
+	rows_make(o, b);
+	for (unsigned int s = 0; s < NR_SIZES; s++)
+		run_size(o, b, size_gib[s]);
+	workers_stop(b);
+	bench_print_load(&load, "the run");
+	return 0;
+}
+
+/* The markdown table of every size, and the goals the rows met. */
+static void report(void *ctx)
+{
+	const struct peer_bench *b = ctx;
 	struct bench_result sum;
-	unsigned int nrows = 0, met = 0, goals = 0, nsizes;
+
+	printf("| workload | order | threads | pool GiB | gfa cache ns (min / median) | gfa zone "
+	       "path ns | LLFree ns | cache / LLFree | zone / LLFree | CPU ns: cache / zone / "
+	       "LLFree (median) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+	for (unsigned int i = 0; i < nr_md_rows; i++)
+		printf("%s\n", md_rows[i]);
+	printf("\n");
+	bench_result_init(&sum, "peer_llfree");
+	bench_result_add(&sum, "goals_met", "%u", b->met);
+	bench_result_add(&sum, "goals", "%u", b->goals);
+	bench_result_print(&sum);
+}
+
+/* One part: --only picks the workloads, whose rows interleave within each pool size. */
+static struct peer_bench peer;
+static const struct bench_part peer_parts[] = {
+	{ NULL, run_all, report, &peer },
+};
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o;
 	int err = bench_parse_args(argc, argv, &o, 3, 0, 7, 0,
 				   "gfa (cache and zone path) beside LLFree: repeat, bulk, rand at "
 				   "orders 0 and 9 on 1 and 2 threads, pools of 1, 4 and 16 GiB.\n"
@@ -504,83 +629,6 @@ int main(int argc, char **argv)
 		printf("RESULT peer_llfree skipped=1\n");
 		return 0;
 	}
-	n.repeat = o.quick ? 1u << 15 : 1u << 17;
-	n.bulk_frames = o.quick ? 1u << 19 : 1u << 22;
-	n.bulk_ops = o.quick ? 1u << 14 : 1u << 16;
-	n.rand_steps = o.quick ? 1u << 16 : 1u << 18;
-	nsizes = NR_SIZES;
-	bench_print_machine();
-	printf("# %d reps after a warm-up, interleaved; pinned threads; ns per %s (repeat: per "
-	       "alloc+free pair); median and min of wall time, median of CPU time\n",
-	       o.reps, "operation");
-	bench_load_begin(&load);
-	memset(&ctl, 0, sizeof(ctl));
-	pthread_barrier_init(&ctl.go, NULL, MAX_THREADS + 1);
-	pthread_barrier_init(&ctl.done, NULL, MAX_THREADS + 1);
-	for (int i = 0; i < MAX_THREADS; i++) {
-		w[i].id = i;
-		w[i].ctl = &ctl;
-		w[i].owner = 0x100 + (uint64_t)i;
-		w[i].rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
-		w[i].cap = (size_gib[NR_SIZES - 1] << 18) * RAND_HELD_PCT / 100 + 1;
-		w[i].blocks = malloc(w[i].cap * sizeof(uint64_t));
-		if (!w[i].blocks || pthread_create(&w[i].th, NULL, peer_thread, &w[i]))
-			bench_die("out of memory or threads");
-	}
-	for (int wl = 0; wl < NR_WL; wl++)
-		for (int oi = 0; oi < NR_ORDERS_RUN && bench_wants(&o, wl_name[wl]); oi++)
-			for (int t = 1; t <= MAX_THREADS; t++) {
-				rows[nrows].wl = (enum peer_wl)wl;
-				rows[nrows].order = orders[oi];
-				rows[nrows++].threads = t;
-			}
-	bench_result_init(&sum, "peer_llfree");
-	for (unsigned int s = 0; s < nsizes; s++) {
-		struct peer_pool pp;
-
-		pool_open(&pp, size_gib[s] << 18);
-		ctl.pp = &pp;
-		printf("\n## pool %lu GiB (%lu frames): metadata gfa %.2f MiB, LLFree %.3f MiB\n",
-		       (unsigned long)size_gib[s], (unsigned long)pp.frames,
-		       (double)pp.gfa_meta / 1048576.0, (double)pp.ll_meta / 1048576.0);
-		printf("RESULT peer_llfree metadata_%lug gfa_bytes=%lu llfree_bytes=%lu\n",
-		       (unsigned long)size_gib[s], (unsigned long)pp.gfa_meta, (unsigned long)pp.ll_meta);
-		for (int rep = -1; rep < o.reps; rep++)
-			for (unsigned int r = 0; r < nrows; r++)
-				for (int k = 0; k < NR_KINDS; k++)
-					peer_rep(&ctl, w, &rows[r], (enum peer_kind)((k + rep + 1) % NR_KINDS),
-						 rep, &n);
-		printf("%-6s %5s %7s %5s %9s %9s %9s %9s %9s %9s %8s %8s %8s %6s %6s\n", "work",
-		       "order", "threads", "GiB", "gfa", "gfa_min", "zone", "zone_min", "llfree",
-		       "ll_min", "gfa_cpu", "zone_cpu", "ll_cpu", "rmin", "zrmin");
-		for (unsigned int r = 0; r < nrows; r++)
-			print_row(&rows[r], &pp, o.reps, &met, &goals);
-		for (unsigned int r = 0; r < nrows; r++) {
-			if (rows[r].wl != WL_RAND || rows[r].order)
-				continue;
-			printf("# fragmentation after rand order 0, %d thread(s) (fully free 2 MiB "
-			       "blocks, caches drained): gfa %lu, zone path %lu, LLFree %lu of %lu\n",
-			       rows[r].threads, (unsigned long)rows[r].frag[K_CACHE],
-			       (unsigned long)rows[r].frag[K_ZONE], (unsigned long)rows[r].frag[K_LLFREE],
-			       (unsigned long)rows[r].frag_possible);
-		}
-		pool_close(&pp);
-	}
-	ctl.cmd = CMD_QUIT;
-	pthread_barrier_wait(&ctl.go);
-	for (int i = 0; i < MAX_THREADS; i++) {
-		pthread_join(w[i].th, NULL);
-		free(w[i].blocks);
-	}
-	bench_print_load(&load, "the run");
-	printf("\n| workload | order | threads | pool GiB | gfa cache ns (min / median) | gfa zone "
-	       "path ns | LLFree ns | cache / LLFree | zone / LLFree | CPU ns: cache / zone / "
-	       "LLFree (median) |\n|---|---|---|---|---|---|---|---|---|---|\n");
-	for (unsigned int i = 0; i < nr_md_rows; i++)
-		printf("%s\n", md_rows[i]);
-	printf("\n");
-	bench_result_add(&sum, "goals_met", "%u", met);
-	bench_result_add(&sum, "goals", "%u", goals);
-	bench_result_print(&sum);
+	bench_parts_run(&o, peer_parts, ARRAY_SIZE(peer_parts));
 	return 0;
 }

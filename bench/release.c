@@ -387,8 +387,9 @@ static void p1_stat(struct p1_sample *s, int reps, size_t field, struct bench_st
 	*out = bench_stat_of(d, reps);
 }
 
-static void bench_inflate(const struct bench_opts *o, struct p1_results *res)
+static int bench_inflate(const struct bench_opts *o, void *ctx)
 {
+	struct p1_results *res = ctx;
 	static struct p1_sample s[NR_V][MAX_REPS];
 	uint64_t bytes = (o->quick ? 256 : 1024) * MiB;
 	struct bench_load load;
@@ -447,6 +448,7 @@ static void bench_inflate(const struct bench_opts *o, struct p1_results *res)
 		       (unsigned long)hs->grows, (unsigned long)hs->ranges,
 		       (unsigned long)(hs->bytes_released / MiB), (unsigned long)hs->bytes_failed);
 	}
+	return 0;
 }
 
 /* ================= 2. T1: parents and children ================= */
@@ -622,8 +624,9 @@ static void t1_summarise(struct t1_sample *v, int reps, enum t1_variant t, struc
 	res->s[t] = *m;
 }
 
-static void bench_t1(const struct bench_opts *o, struct t1_results *res)
+static int bench_t1(const struct bench_opts *o, void *ctx)
 {
+	struct t1_results *res = ctx;
 	static struct t1_sample s[NR_T][MAX_REPS];
 	int reps = o->reps;
 	struct bench_load load;
@@ -676,12 +679,14 @@ static void bench_t1(const struct bench_opts *o, struct t1_results *res)
 	       (unsigned long)res->s[T_ON].hs.grows,
 	       (unsigned long)(res->s[T_ON].hs.bytes_released >> 10),
 	       (unsigned long)(res->s[T_ON].hs.bytes_populated >> 10));
+	return 0;
 }
 
 /* ================= main ================= */
 
-static void report_inflate(const struct p1_results *r)
+static void report_inflate(void *ctx)
 {
+	const struct p1_results *r = ctx;
 	double async = r->caller[V_ONE].median, s4k = r->caller[V_SYNC4K].median;
 	double s2m = r->caller[V_SYNC2M].median;
 	struct bench_result res;
@@ -717,8 +722,9 @@ static void report_inflate(const struct p1_results *r)
 	bench_result_print(&res);
 }
 
-static void report_t1(const struct t1_results *r)
+static void report_t1(void *ctx)
 {
+	const struct t1_results *r = ctx;
 	struct bench_result res;
 
 	bench_goal("release_t1", "drop_ratio", r->ratio[T_ON], ">=", 5.0,
@@ -753,10 +759,15 @@ static void report_t1(const struct t1_results *r)
 	bench_result_print(&res);
 }
 
+static struct p1_results inflate;
+static struct t1_results t1;
+static const struct bench_part release_parts[] = {
+	{ "inflate", bench_inflate, report_inflate, &inflate },
+	{ "t1", bench_t1, report_t1, &t1 },
+};
+
 int main(int argc, char **argv)
 {
-	static struct p1_results p1;
-	static struct t1_results t1;
 	struct gfa_thp_report thp;
 	struct bench_opts o;
 	uint64_t t_start = bench_now_ns();
@@ -769,10 +780,8 @@ int main(int argc, char **argv)
 			       "--only inflate|t1 runs one part.");
 	if (ret)
 		return ret > 0 ? 0 : 2;
-	if (o.only && strcmp(o.only, "inflate") && strcmp(o.only, "t1")) {
-		fprintf(stderr, "%s: --only wants inflate or t1\n", argv[0]);
+	if (!bench_parts_only_ok(&o, argv[0], release_parts, ARRAY_SIZE(release_parts)))
 		return 2;
-	}
 	if (o.reps > MAX_REPS)
 		o.reps = MAX_REPS;
 	printf("# bench release: balloon inflation + host return vs synchronous punching; "
@@ -785,16 +794,7 @@ int main(int argc, char **argv)
 	       "memfds use 4 KiB pages: every 4 KiB punch frees memory");
 	printf("# mode=%s reps=%d (medians; variants interleaved per rep, after warm-up runs)\n",
 	       o.quick ? "quick" : "full", o.reps);
-
-	if (bench_wants(&o, "inflate"))
-		bench_inflate(&o, &p1);
-	if (bench_wants(&o, "t1"))
-		bench_t1(&o, &t1);
-	printf("\n");
-	if (bench_wants(&o, "inflate"))
-		report_inflate(&p1);
-	if (bench_wants(&o, "t1"))
-		report_t1(&t1);
+	bench_parts_run(&o, release_parts, ARRAY_SIZE(release_parts));
 	printf("# elapsed %.1f s\n", bench_sec_since(t_start));
 	return 0;
 }

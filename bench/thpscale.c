@@ -47,6 +47,7 @@
 #include "bench/bench_util.h"
 #include "tests/canary_owner.h"
 #include "allocator/layers.h"
+#include "common/compiler.h"
 
 #define FILL_PCT        80      /* of the pool, in whole pageblocks, owner A */
 #define B_FILL_PCT      30      /* of the hole frames, owner B, before reclaim */
@@ -61,7 +62,7 @@
 #define MAX_REPS        100
 
 static const int thread_counts[] = { 1, 2, 4, 8 };
-#define NR_N (int)(sizeof(thread_counts) / sizeof(thread_counts[0]))
+#define NR_N (int)ARRAY_SIZE(thread_counts)
 
 /* ---- the fragmented pool ---- */
 
@@ -489,139 +490,109 @@ static void print_runs(struct run runs[][NR_N][2], int reps, const bool *want)
 			}
 }
 
-int main(int argc, char **argv)
-{
-	static struct run runs[MAX_REPS][NR_N][2];
-	struct own_opts own = { argv[0], false, 0, B_DROP_PCT };
-	const struct bench_extra_opts extra = {
-		own_longopts, " [--no-touch] [--mib N] [--b-drop P]", parse_own_opt, &own,
-	};
-	struct bench_opts opts;
-	struct bench_load load;
-	struct bench_result res;
+/* The runs, which N they cover, and what the reports sum up over them. */
+struct thpscale {
 	struct params p;
-	struct run warm;
-	double huge_min = 100, huge_min_lin = 100, huge_worst_run = 100;
-	double lat_ratio_max = 0, lat_log_sum = 0, conc2 = 0, mr1 = -1, fr1 = -1;
-	uint64_t ms[2] = { 0 }, fs[2] = { 0 }, mb[2] = { 0 };
+	struct run runs[MAX_REPS][NR_N][2];
 	bool want[NR_N];
-	int err, nr_want = 0;
+	int nr_want, reps;
+	double huge_min, huge_min_lin, huge_worst_run;
+	double lat_ratio_max, lat_log_sum, conc2, mr1, fr1;
+	uint64_t ms[2], fs[2], mb[2];
+};
 
-	err = bench_parse_args_ext(argc, argv, &opts, 9, 0, 15, 0,
-				   "thpscale: order-9 requests on a fragmented pool, full vs linear-only "
-				   "compaction.\n  --no-touch  metadata-only moves (no frame copies)\n"
-				   "  --mib N     pool size in MiB (default 1024)\n"
-				   "  --b-drop P  % of owner B's frames freed again (default 50)\n"
-				   "  --only N    only the runs with N threads (1, 2, 4, 8)", &extra);
-	if (err)
-		return err > 0 ? 0 : 2;
-	if (opts.reps > MAX_REPS)
-		opts.reps = MAX_REPS;
-	for (int ni = 0; ni < NR_N; ni++) {
-		want[ni] = !opts.only || atoi(opts.only) == thread_counts[ni];
-		nr_want += want[ni];
-	}
-	if (!nr_want) {
-		fprintf(stderr, "%s: --only wants a thread count: 1, 2, 4 or 8\n", argv[0]);
-		return 2;
-	}
-	/* --quick: fewer reps, same pool: smaller pools left each thread a few requests,
-	 * and N threads ran one after the other */
-	p.frames = (uint64_t)(own.mib ? own.mib : 1024) << (20 - GFA_FRAME_SHIFT);
-	p.touch = !own.no_touch;
-	p.b_drop = (unsigned int)own.b_drop;
-	p.mem = NULL;
-
-	bench_print_machine();
-	printf("# thpscale: pool %lu MiB (%lu frames); A fills %d%%, then the first half of "
-	       "every pageblock is freed; B takes %d%% of the holes and drops %u%% of that; "
-	       "%d.%d%% unmovable; moves %s; %d rep(s); seed %#llx\n",
-	       (unsigned long)(p.frames >> 8), (unsigned long)p.frames, FILL_PCT, B_FILL_PCT,
-	       p.b_drop, UNMOVABLE_PERMILLE / 10, UNMOVABLE_PERMILLE % 10,
-	       p.touch ? "copy 4 KiB per frame (touch=true)" : "metadata only (touch=false)",
-	       opts.reps, (unsigned long long)SEED);
-	if (bench_cores() < MAX_THREADS)
-		printf("# %ld cores: runs with more threads than that oversubscribe them\n",
-		       bench_cores());
-	if (p.touch)
-		p.mem = back_memory(p.frames);
-	print_layout(&p);
-	one_run(&p, 1, true, &warm);    /* warm-up, not reported */
+/* Every rep, every N, both modes (the order alternates between reps); then the runs' table. */
+static int run_all(const struct bench_opts *o, void *ctx)
+{
+	struct thpscale *t = ctx;
+	struct bench_load load;
 
 	bench_load_begin(&load);
-	for (int rep = 0; rep < opts.reps; rep++)
+	for (int rep = 0; rep < o->reps; rep++)
 		for (int ni = 0; ni < NR_N; ni++)
-			for (int k = 0; k < 2 && want[ni]; k++) {
+			for (int k = 0; k < 2 && t->want[ni]; k++) {
 				int m = (k + rep) & 1;  /* alternate which mode goes first */
 
-				one_run(&p, thread_counts[ni], m, &runs[rep][ni][m]);
+				one_run(&t->p, thread_counts[ni], m, &t->runs[rep][ni][m]);
 			}
 	bench_print_load(&load, "the runs");
-	print_runs(runs, opts.reps, want);
+	print_runs(t->runs, o->reps, t->want);
+	t->reps = o->reps;
+	return 0;
+}
 
-	printf("\n%-3s %11s %11s %7s %9s %10s %11s %11s %11s %11s %9s\n", "N", "lat_lin_us",
+/* N's row of the summary, from its reps of both modes; the totals over N go into t. */
+static void summarise_n(struct thpscale *t, int ni)
+{
+	double lat[2], huge[2], v[MAX_REPS], conc = 1e9;
+	uint64_t sms[2] = { 0 }, sfs[2] = { 0 };
+
+	for (int m = 0; m < 2; m++) {
+		uint64_t ok = 0, req = 0;
+
+		for (int rep = 0; rep < t->reps; rep++) {
+			struct run *r = &t->runs[rep][ni][m];
+			double pct = 100.0 * (double)r->ok / (double)r->requests;
+
+			v[rep] = r->mean_us;
+			conc = r->conc < conc ? r->conc : conc;
+			ok += r->ok;
+			req += r->requests;
+			sms[m] += r->migrate_scanned;
+			sfs[m] += r->free_scanned;
+			t->mb[m] += r->migrate_blocks;
+			if (m && pct < t->huge_worst_run)
+				t->huge_worst_run = pct;
+		}
+		lat[m] = bench_stat_of(v, t->reps).median;
+		huge[m] = 100.0 * (double)ok / (double)req;
+		t->ms[m] += sms[m];
+		t->fs[m] += sfs[m];
+	}
+	if (huge[1] < t->huge_min)
+		t->huge_min = huge[1];
+	if (huge[0] < t->huge_min_lin)
+		t->huge_min_lin = huge[0];
+	if (lat[1] / lat[0] > t->lat_ratio_max)
+		t->lat_ratio_max = lat[1] / lat[0];
+	t->lat_log_sum += log2(lat[1] / lat[0]);
+	printf("%-3d %11.1f %11.1f %7.3f %9.2f %10.2f %11lu %11lu %11lu %11lu %9.2f\n",
+	       thread_counts[ni], lat[0], lat[1], lat[1] / lat[0], huge[0], huge[1],
+	       (unsigned long)sms[0], (unsigned long)sms[1], (unsigned long)sfs[0],
+	       (unsigned long)sfs[1], conc);
+	if (thread_counts[ni] == 2)
+		t->conc2 = conc;
+	if (thread_counts[ni] == 1 && sms[0] && sfs[0]) {
+		t->mr1 = (double)sms[1] / (double)sms[0];
+		t->fr1 = (double)sfs[1] / (double)sfs[0];
+	}
+}
+
+static void report_table(struct thpscale *t)
+{
+	printf("%-3s %11s %11s %7s %9s %10s %11s %11s %11s %11s %9s\n", "N", "lat_lin_us",
 	       "lat_full_us", "ratio", "huge_lin%", "huge_full%", "migr_lin", "migr_full",
 	       "free_lin", "free_full", "conc_min");
-	for (int ni = 0; ni < NR_N; ni++) {
-		double lat[2], huge[2], v[MAX_REPS], conc = 1e9;
-		uint64_t sms[2] = { 0 }, sfs[2] = { 0 };
-
-		if (!want[ni])
-			continue;
-		for (int m = 0; m < 2; m++) {
-			uint64_t ok = 0, req = 0;
-
-			for (int rep = 0; rep < opts.reps; rep++) {
-				struct run *r = &runs[rep][ni][m];
-				double pct = 100.0 * (double)r->ok / (double)r->requests;
-
-				v[rep] = r->mean_us;
-				conc = r->conc < conc ? r->conc : conc;
-				ok += r->ok;
-				req += r->requests;
-				sms[m] += r->migrate_scanned;
-				sfs[m] += r->free_scanned;
-				mb[m] += r->migrate_blocks;
-				if (m && pct < huge_worst_run)
-					huge_worst_run = pct;
-			}
-			lat[m] = bench_stat_of(v, opts.reps).median;
-			huge[m] = 100.0 * (double)ok / (double)req;
-			ms[m] += sms[m];
-			fs[m] += sfs[m];
-		}
-		if (huge[1] < huge_min)
-			huge_min = huge[1];
-		if (huge[0] < huge_min_lin)
-			huge_min_lin = huge[0];
-		if (lat[1] / lat[0] > lat_ratio_max)
-			lat_ratio_max = lat[1] / lat[0];
-		lat_log_sum += log2(lat[1] / lat[0]);
-		printf("%-3d %11.1f %11.1f %7.3f %9.2f %10.2f %11lu %11lu %11lu %11lu %9.2f\n",
-		       thread_counts[ni], lat[0], lat[1], lat[1] / lat[0], huge[0], huge[1],
-		       (unsigned long)sms[0], (unsigned long)sms[1], (unsigned long)sfs[0],
-		       (unsigned long)sfs[1], conc);
-		if (thread_counts[ni] == 2)
-			conc2 = conc;
-		if (thread_counts[ni] == 1 && sms[0] && sfs[0]) {
-			mr1 = (double)sms[1] / (double)sms[0];
-			fr1 = (double)sfs[1] / (double)sfs[0];
-		}
-	}
+	for (int ni = 0; ni < NR_N; ni++)
+		if (t->want[ni])
+			summarise_n(t, ni);
 	printf("%-3s %11s %11s %7s %9s %10s %11lu %11lu %11lu %11lu\n\n", "all", "", "", "", "",
-	       "", (unsigned long)ms[0], (unsigned long)ms[1], (unsigned long)fs[0],
-	       (unsigned long)fs[1]);
+	       "", (unsigned long)t->ms[0], (unsigned long)t->ms[1], (unsigned long)t->fs[0],
+	       (unsigned long)t->fs[1]);
+}
 
-	double mr = ms[0] ? (double)ms[1] / (double)ms[0] : 0;
-	double mbr = mb[0] ? (double)mb[1] / (double)mb[0] : 0;
-	double fr = fs[0] ? (double)fs[1] / (double)fs[0] : 0;
-	double lr = exp2(lat_log_sum / nr_want);
+static double ratio_or_0(uint64_t full, uint64_t linear)
+{
+	return linear ? (double)full / (double)linear : 0;
+}
 
-	bench_goal("thpscale", "huge_pct_min", huge_min, ">=", 98,
+static void report_goals(const struct thpscale *t, double mr, double mbr, double fr, double lr)
+{
+	bench_goal("thpscale", "huge_pct_min", t->huge_min, ">=", 98,
 		   "full mode: % of order-9 requests served, lowest N (reps pooled)");
-	bench_goal("thpscale", "huge_pct_worst_run", huge_worst_run, "info", 0,
+	bench_goal("thpscale", "huge_pct_worst_run", t->huge_worst_run, "info", 0,
 		   "full mode, the single worst run");
-	bench_goal("thpscale", "huge_pct_min_linear", huge_min_lin, "info", 0,
+	bench_goal("thpscale", "huge_pct_min_linear", t->huge_min_lin, "info", 0,
 		   "linear-only mode, same measure");
 	bench_goal("thpscale", "migrate_scanned_ratio", mr, "<=", 0.26,
 		   "full / linear-only compact_migrate_scanned, all runs");
@@ -633,35 +604,123 @@ int main(int argc, char **argv)
 		   "full / linear-only compact_free_scanned, all runs");
 	/* with more threads, linear-only wastes more the more they really overlap: the
 	 * pooled ratios depend on how busy the host is; N=1 does not (same every rep) */
-	if (mr1 >= 0) {
-		bench_goal("thpscale", "migrate_scanned_ratio_n1", mr1, "info", 0,
+	if (t->mr1 >= 0) {
+		bench_goal("thpscale", "migrate_scanned_ratio_n1", t->mr1, "info", 0,
 			   "the same at N=1 only: no overlap, the same every rep and host load");
-		bench_goal("thpscale", "free_scanned_ratio_n1", fr1, "info", 0,
+		bench_goal("thpscale", "free_scanned_ratio_n1", t->fr1, "info", 0,
 			   "the same at N=1 only");
 	}
 	bench_goal("thpscale", "latency_ratio", lr, "<=", 1.0,
 		   "full / linear-only mean order-9 latency, geometric mean over N (goal: below 1)");
-	bench_goal("thpscale", "latency_ratio_worst_n", lat_ratio_max, "info", 0,
+	bench_goal("thpscale", "latency_ratio_worst_n", t->lat_ratio_max, "info", 0,
 		   "the same at the worst N");
-	if (conc2 > 0)
-		bench_goal("thpscale", "concurrency_n2_min", conc2, "info", 0,
+	if (t->conc2 > 0)
+		bench_goal("thpscale", "concurrency_n2_min", t->conc2, "info", 0,
 			   "CPUs the request threads used at once in the N=2 runs (their CPU "
 			   "time / wall time, worst run; 1 = one after the other, as on a busy host)");
+}
+
+static void report(void *ctx)
+{
+	struct thpscale *t = ctx;
+	struct bench_result res;
+	double mr, mbr, fr, lr;
+
+	report_table(t);
+	mr = ratio_or_0(t->ms[1], t->ms[0]);
+	mbr = ratio_or_0(t->mb[1], t->mb[0]);
+	fr = ratio_or_0(t->fs[1], t->fs[0]);
+	lr = exp2(t->lat_log_sum / t->nr_want);
+	report_goals(t, mr, mbr, fr, lr);
 	bench_result_init(&res, "thpscale");
-	bench_result_add(&res, "huge_pct_min", "%.2f", huge_min);
+	bench_result_add(&res, "huge_pct_min", "%.2f", t->huge_min);
 	bench_result_add(&res, "migrate_scanned_ratio", "%.4f", mr);
 	bench_result_add(&res, "free_scanned_ratio", "%.4f", fr);
 	bench_result_add(&res, "migrate_blocks_ratio", "%.4f", mbr);
 	bench_result_add(&res, "latency_ratio", "%.3f", lr);
-	bench_result_add(&res, "latency_ratio_worst_n", "%.3f", lat_ratio_max);
-	bench_result_add(&res, "huge_pct_worst_run", "%.2f", huge_worst_run);
-	if (mr1 >= 0) {
-		bench_result_add(&res, "migrate_scanned_ratio_n1", "%.4f", mr1);
-		bench_result_add(&res, "free_scanned_ratio_n1", "%.4f", fr1);
+	bench_result_add(&res, "latency_ratio_worst_n", "%.3f", t->lat_ratio_max);
+	bench_result_add(&res, "huge_pct_worst_run", "%.2f", t->huge_worst_run);
+	if (t->mr1 >= 0) {
+		bench_result_add(&res, "migrate_scanned_ratio_n1", "%.4f", t->mr1);
+		bench_result_add(&res, "free_scanned_ratio_n1", "%.4f", t->fr1);
 	}
-	if (conc2 > 0)
-		bench_result_add(&res, "concurrency_n2_min", "%.2f", conc2);
+	if (t->conc2 > 0)
+		bench_result_add(&res, "concurrency_n2_min", "%.2f", t->conc2);
 	bench_result_print(&res);
-	free(p.mem);
+}
+
+/* --only N: the thread counts that run; false after saying so when none does. */
+static bool pick_threads(const struct bench_opts *o, const char *prog, struct thpscale *t)
+{
+	for (int ni = 0; ni < NR_N; ni++) {
+		t->want[ni] = !o->only || atoi(o->only) == thread_counts[ni];
+		t->nr_want += t->want[ni];
+	}
+	if (!t->nr_want)
+		fprintf(stderr, "%s: --only wants a thread count: 1, 2, 4 or 8\n", prog);
+	return t->nr_want;
+}
+
+static void print_params(const struct params *p, int reps)
+{
+	printf("# thpscale: pool %lu MiB (%lu frames); A fills %d%%, then the first half of "
+	       "every pageblock is freed; B takes %d%% of the holes and drops %u%% of that; "
+	       "%d.%d%% unmovable; moves %s; %d rep(s); seed %#llx\n",
+	       (unsigned long)(p->frames >> 8), (unsigned long)p->frames, FILL_PCT, B_FILL_PCT,
+	       p->b_drop, UNMOVABLE_PERMILLE / 10, UNMOVABLE_PERMILLE % 10,
+	       p->touch ? "copy 4 KiB per frame (touch=true)" : "metadata only (touch=false)",
+	       reps, (unsigned long long)SEED);
+	if (bench_cores() < MAX_THREADS)
+		printf("# %ld cores: runs with more threads than that oversubscribe them\n",
+		       bench_cores());
+}
+
+/* --only N picks thread counts, not parts: the one part always runs. */
+static struct thpscale thp = {
+	.huge_min = 100, .huge_min_lin = 100, .huge_worst_run = 100, .mr1 = -1, .fr1 = -1,
+};
+static const struct bench_part thpscale_parts[] = {
+	{ NULL, run_all, report, &thp },
+};
+
+int main(int argc, char **argv)
+{
+	struct own_opts own = { argv[0], false, 0, B_DROP_PCT };
+	const struct bench_extra_opts extra = {
+		own_longopts, " [--no-touch] [--mib N] [--b-drop P]", parse_own_opt, &own,
+	};
+	struct bench_opts opts;
+	struct run warm;
+	int err;
+
+	err = bench_parse_args_ext(argc, argv, &opts, 9, 0, 15, 0,
+				   "thpscale: order-9 requests on a fragmented pool, full vs "
+				   "linear-only compaction.\n"
+				   "  --no-touch  metadata-only moves (no frame copies)\n"
+				   "  --mib N     pool size in MiB (default 1024)\n"
+				   "  --b-drop P  % of owner B's frames freed again (default 50)\n"
+				   "  --only N    only the runs with N threads (1, 2, 4, 8)",
+				   &extra);
+	if (err)
+		return err > 0 ? 0 : 2;
+	if (opts.reps > MAX_REPS)
+		opts.reps = MAX_REPS;
+	if (!pick_threads(&opts, argv[0], &thp))
+		return 2;
+	/* --quick: fewer reps, same pool: smaller pools left each thread a few requests,
+	 * and N threads ran one after the other */
+	thp.p.frames = (uint64_t)(own.mib ? own.mib : 1024) << (20 - GFA_FRAME_SHIFT);
+	thp.p.touch = !own.no_touch;
+	thp.p.b_drop = (unsigned int)own.b_drop;
+	thp.p.mem = NULL;
+
+	bench_print_machine();
+	print_params(&thp.p, opts.reps);
+	if (thp.p.touch)
+		thp.p.mem = back_memory(thp.p.frames);
+	print_layout(&thp.p);
+	one_run(&thp.p, 1, true, &warm);    /* warm-up, not reported */
+	bench_parts_run(&opts, thpscale_parts, ARRAY_SIZE(thpscale_parts));
+	free(thp.p.mem);
 	return 0;
 }

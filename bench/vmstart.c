@@ -52,17 +52,12 @@ struct host {
 	bool hugetlb;
 };
 
-#define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 static char shmem_saved[32];
 
 static void shmem_restore(void)
 {
-	FILE *f = shmem_saved[0] ? fopen(SHMEM_THP, "w") : NULL;
-
-	if (f) {
-		fputs(shmem_saved, f);
-		fclose(f);
-	}
+	if (shmem_saved[0])
+		(void)gfa_host_shmem_thp_set(shmem_saved, NULL, 0);
 	shmem_saved[0] = '\0';
 }
 
@@ -74,20 +69,20 @@ static void shmem_restore(void)
 static void shmem_advise(void)
 {
 	struct gfa_thp_report thp;
-	FILE *f;
+	int err;
 
 	gfa_host_thp_report(&thp);
 	if (thp.shmem_thp_possible || !strcmp(thp.shmem_enabled, "unknown")) {
 		printf("host: THP enabled=%s shmem_enabled=%s\n", thp.thp_enabled, thp.shmem_enabled);
 		return;
 	}
-	f = fopen(SHMEM_THP, "w");
-	if (!f || fputs("advise", f) < 0 || fclose(f)) {
+	err = gfa_host_shmem_thp_set("advise", shmem_saved, sizeof(shmem_saved));
+	if (err) {
+		shmem_saved[0] = '\0';
 		printf("host: shmem_enabled=%s, cannot set advise (%s): memfds on 4 KiB pages\n",
-		       thp.shmem_enabled, strerror(errno));
+		       thp.shmem_enabled, strerror(-err));
 		return;
 	}
-	snprintf(shmem_saved, sizeof(shmem_saved), "%s", thp.shmem_enabled);
 	atexit(shmem_restore);
 	printf("host: THP enabled=%s, shmem_enabled %s -> advise for this run (restored at exit)\n",
 	       thp.thp_enabled, shmem_saved);
@@ -205,110 +200,149 @@ static void host_done(struct host *h)
 	gfa_pool_destroy(h->pool);
 }
 
+static const uint64_t sizes[] = { 128 * MiB, 512 * MiB, 1024 * MiB, 4096 * MiB };
+
+/* Every size's runs, and the zeroing rates. */
+struct vmstart_bench {
+	struct size_run runs[ARRAY_SIZE(sizes)];
+	unsigned int nr_sizes;
+	struct zero_rates zr;
+};
+
+/* One guest size on a host of its own: the variants' reps, then its table. */
+static void run_one_size(const struct bench_opts *o, struct size_run *s, bool first)
+{
+	struct host h = { 0 };
+	char why[160];
+	long got;
+
+	h.kvm = gfa_kvm_available(why, sizeof(why));
+	if (!h.kvm && first)
+		printf("no KVM (%s): the VMs run host threads, no baseline creates a KVM VM\n",
+		       why);
+	/* room for two guests, as gfactl vmstart's default pool (VMs x RAM x 1.25
+	 * for 8 VMs) leaves two VMs' worth free: a restart right after a stop finds
+	 * clean frames while the stopped guest's are zeroed in the background */
+	host_new(&h, 2 * s->mem + 64 * MiB);
+	if (h.kvm && gfa_vm_shells_fill(s->mem, VCPUS, 1) < 0)
+		bench_die("VM shell: %s\n", strerror(errno));
+	got = baseline_hugetlb_reserve((unsigned long)(s->mem / (2 * MiB)), why, sizeof(why));
+	h.hugetlb = got >= 0;
+	if (!h.hugetlb)
+		printf("hugetlb-kvm %llu MiB: not run: %s\n",
+		       (unsigned long long)(s->mem / MiB), why);
+	run_size(&h, s, o->reps);
+	baseline_hugetlb_restore();
+	host_done(&h);
+	print_size(s);
+}
+
+static int run_all(const struct bench_opts *o, void *ctx)
+{
+	struct vmstart_bench *b = ctx;
+	struct bench_load load;
+
+	b->nr_sizes = o->quick ? 2 : 4;
+	bench_load_begin(&load);
+	for (unsigned int i = 0; i < b->nr_sizes; i++) {
+		b->runs[i].mem = sizes[i];
+		run_one_size(o, &b->runs[i], !i);
+	}
+	bench_print_load(&load, "vmstart");
+	if (baseline_zero_rates(128 * MiB, o->quick ? 5 : 11, &b->zr))
+		bench_die("gfa_zero left data behind\n");
+	return 0;
+}
+
+/* The largest over the smallest ms per GiB across the sizes, of clean starts or restarts. */
+static double flatness(const struct vmstart_bench *b, int v)
+{
+	double lo = 0, hi = 0;
+
+	for (unsigned int i = 0; i < b->nr_sizes; i++) {
+		double x = b->runs[i].st[v].median / ((double)b->runs[i].mem / (1 << 30));
+
+		lo = !i || x < lo ? x : lo;
+		hi = x > hi ? x : hi;
+	}
+	return hi / lo;
+}
+
+static void report_goals(const struct size_run *s, const struct zero_rates *zr, double best,
+			 double flat_clean, double flat_restart)
+{
+	double c = s->st[V_CLEAN].median, r = s->st[V_RESTART].median;
+
+	bench_goal("vmstart", "clean_vs_prefaulted_kvm", c / s->st[V_PRE_KVM].median, "<=", 1.0,
+		   "128 MiB clean start / pre-faulted memfd + the same KVM creation");
+	bench_goal("vmstart", "clean_vs_prefaulted", c / s->st[V_PRE].median, "<=", 1.0,
+		   "aim: / the pre-faulted memfd without KVM (shells take KVM off the path)");
+	bench_goal("vmstart", "clean_vs_strongest", c / best, "info", 0,
+		   "/ the fastest of the baselines with KVM");
+	bench_goal("vmstart", "restart_vs_kernel_thp_kvm", r / s->st[V_THP_KVM].median, "<=",
+		   0.5, "restart / MADV_HUGEPAGE fault-and-zero + KVM creation");
+	bench_goal("vmstart", "restart_vs_clean", r / c, "<=", 1.5,
+		   "restart right after a stop / clean start");
+	bench_goal("vmstart", "zero_vs_memset", zr->zero_gbs / zr->memset_gbs, ">=", 1.8,
+		   "gfa_zero / memset rate on 128 MiB");
+	bench_goal("vmstart", "per_gib_flatness_clean", flat_clean, "info", 0,
+		   "largest / smallest clean-start ms per GiB over the sizes (1 = flat)");
+	bench_goal("vmstart", "per_gib_flatness_restart", flat_restart, "info", 0,
+		   "the same for restarts");
+}
+
+static void report(void *ctx)
+{
+	const struct vmstart_bench *b = ctx;
+	const struct zero_rates *zr = &b->zr;
+	const struct size_run *s = &b->runs[0];        /* 128 MiB: the goals' size */
+	double c = s->st[V_CLEAN].median, r = s->st[V_RESTART].median;
+	double best = s->st[V_PRE_KVM].median;
+	double flat_clean = flatness(b, V_CLEAN), flat_restart = flatness(b, V_RESTART);
+	struct bench_result res;
+
+	printf("zeroing 128 MiB: %s p50 %.2f ms (%.1f GB/s), memset p50 %.2f ms (%.1f GB/s); "
+	       "min %.2f / %.2f ms\n", zr->method, zr->zero_p50_ms, zr->zero_gbs,
+	       zr->memset_p50_ms, zr->memset_gbs, zr->zero_min_ms, zr->memset_min_ms);
+	if (s->n[V_THP_KVM] && s->st[V_THP_KVM].median < best)
+		best = s->st[V_THP_KVM].median;
+	if (s->n[V_HUGE_KVM] && s->st[V_HUGE_KVM].median < best)
+		best = s->st[V_HUGE_KVM].median;
+	printf("\n");
+	report_goals(s, zr, best, flat_clean, flat_restart);
+	bench_result_init(&res, "vmstart");
+	bench_result_add(&res, "vs_prefaulted_kvm", "%.3f", c / s->st[V_PRE_KVM].median);
+	bench_result_add(&res, "vs_prefaulted", "%.3f", c / s->st[V_PRE].median);
+	bench_result_add(&res, "vs_strongest", "%.3f", c / best);
+	bench_result_add(&res, "restart_vs_kernel_thp", "%.3f", r / s->st[V_THP_KVM].median);
+	bench_result_add(&res, "restart_vs_clean", "%.3f", r / c);
+	bench_result_add(&res, "zero_vs_memset", "%.3f", zr->zero_gbs / zr->memset_gbs);
+	bench_result_add(&res, "clean_p50_ms", "%.3f", c);
+	bench_result_add(&res, "restart_p50_ms", "%.3f", r);
+	bench_result_add(&res, "flat_clean", "%.2f", flat_clean);
+	bench_result_add(&res, "flat_restart", "%.2f", flat_restart);
+	bench_result_add(&res, "zero", "%s", zr->method);
+	bench_result_add(&res, "kvm", "%d", gfa_kvm_available(NULL, 0));
+	bench_result_print(&res);
+}
+
+/* One part: the sizes, each on its own host, with the variants interleaved in each. */
+static struct vmstart_bench vmstart;
+static const struct bench_part vmstart_parts[] = {
+	{ NULL, run_all, report, &vmstart },
+};
+
 int main(int argc, char **argv)
 {
-	static const uint64_t sizes[] = { 128 * MiB, 512 * MiB, 1024 * MiB, 4096 * MiB };
-	static struct size_run runs[4];
 	struct bench_opts o;
-	struct bench_result res;
-	struct bench_load load;
-	struct zero_rates zr;
-	char why[160];
-	unsigned int nr_sizes;
-	double flat_clean = 0, flat_restart = 0, lo_c = 0, hi_c = 0, lo_r = 0, hi_r = 0;
 	int ret = bench_parse_args(argc, argv, &o, 5, 0, 9, 0,
 				   "VM start on gfa vs the kernel's memory on equal terms "
 				   "(see the comment at the top of bench/vmstart.c)");
 
 	if (ret)
 		return ret > 0 ? 0 : 2;
-	nr_sizes = o.quick ? 2 : 4;
 	bench_print_machine();
 	shmem_advise();
-	bench_load_begin(&load);
-	for (unsigned int i = 0; i < nr_sizes; i++) {
-		struct host h = { 0 };
-		struct size_run *s = &runs[i];
-		long got;
-
-		s->mem = sizes[i];
-		h.kvm = gfa_kvm_available(why, sizeof(why));
-		if (!h.kvm && !i)
-			printf("no KVM (%s): the VMs run host threads, no baseline creates a KVM VM\n",
-			       why);
-		/* room for two guests, as gfactl vmstart's default pool (VMs x RAM x 1.25
-		 * for 8 VMs) leaves two VMs' worth free: a restart right after a stop finds
-		 * clean frames while the stopped guest's are zeroed in the background */
-		host_new(&h, 2 * s->mem + 64 * MiB);
-		if (h.kvm && gfa_vm_shells_fill(s->mem, VCPUS, 1) < 0)
-			bench_die("VM shell: %s\n", strerror(errno));
-		got = baseline_hugetlb_reserve((unsigned long)(s->mem / (2 * MiB)), why, sizeof(why));
-		h.hugetlb = got >= 0;
-		if (!h.hugetlb)
-			printf("hugetlb-kvm %llu MiB: not run: %s\n",
-			       (unsigned long long)(s->mem / MiB), why);
-		run_size(&h, s, o.reps);
-		baseline_hugetlb_restore();
-		host_done(&h);
-		print_size(s);
-	}
-	bench_print_load(&load, "vmstart");
-	if (baseline_zero_rates(128 * MiB, o.quick ? 5 : 11, &zr))
-		bench_die("gfa_zero left data behind\n");
-	printf("\nzeroing 128 MiB: %s p50 %.2f ms (%.1f GB/s), memset p50 %.2f ms (%.1f GB/s); "
-	       "min %.2f / %.2f ms\n", zr.method, zr.zero_p50_ms, zr.zero_gbs, zr.memset_p50_ms,
-	       zr.memset_gbs, zr.zero_min_ms, zr.memset_min_ms);
-	for (unsigned int i = 0; i < nr_sizes; i++) {
-		double gib = (double)runs[i].mem / (1 << 30);
-		double c = runs[i].st[V_CLEAN].median / gib, r = runs[i].st[V_RESTART].median / gib;
-
-		lo_c = !i || c < lo_c ? c : lo_c;
-		hi_c = c > hi_c ? c : hi_c;
-		lo_r = !i || r < lo_r ? r : lo_r;
-		hi_r = r > hi_r ? r : hi_r;
-	}
-	flat_clean = hi_c / lo_c;
-	flat_restart = hi_r / lo_r;
-	{
-		const struct size_run *s = &runs[0];        /* 128 MiB: the goals' size */
-		double c = s->st[V_CLEAN].median, r = s->st[V_RESTART].median;
-		double best = s->st[V_PRE_KVM].median;
-
-		if (s->n[V_THP_KVM] && s->st[V_THP_KVM].median < best)
-			best = s->st[V_THP_KVM].median;
-		if (s->n[V_HUGE_KVM] && s->st[V_HUGE_KVM].median < best)
-			best = s->st[V_HUGE_KVM].median;
-		printf("\n");
-		bench_goal("vmstart", "clean_vs_prefaulted_kvm", c / s->st[V_PRE_KVM].median, "<=", 1.0,
-			   "128 MiB clean start / pre-faulted memfd + the same KVM creation");
-		bench_goal("vmstart", "clean_vs_prefaulted", c / s->st[V_PRE].median, "<=", 1.0,
-			   "aim: / the pre-faulted memfd without KVM (shells take KVM off the path)");
-		bench_goal("vmstart", "clean_vs_strongest", c / best, "info", 0,
-			   "/ the fastest of the baselines with KVM");
-		bench_goal("vmstart", "restart_vs_kernel_thp_kvm", r / s->st[V_THP_KVM].median, "<=", 0.5,
-			   "restart / MADV_HUGEPAGE fault-and-zero + KVM creation");
-		bench_goal("vmstart", "restart_vs_clean", r / c, "<=", 1.5,
-			   "restart right after a stop / clean start");
-		bench_goal("vmstart", "zero_vs_memset", zr.zero_gbs / zr.memset_gbs, ">=", 1.8,
-			   "gfa_zero / memset rate on 128 MiB");
-		bench_goal("vmstart", "per_gib_flatness_clean", flat_clean, "info", 0,
-			   "largest / smallest clean-start ms per GiB over the sizes (1 = flat)");
-		bench_goal("vmstart", "per_gib_flatness_restart", flat_restart, "info", 0,
-			   "the same for restarts");
-		bench_result_init(&res, "vmstart");
-		bench_result_add(&res, "vs_prefaulted_kvm", "%.3f", c / s->st[V_PRE_KVM].median);
-		bench_result_add(&res, "vs_prefaulted", "%.3f", c / s->st[V_PRE].median);
-		bench_result_add(&res, "vs_strongest", "%.3f", c / best);
-		bench_result_add(&res, "restart_vs_kernel_thp", "%.3f", r / s->st[V_THP_KVM].median);
-		bench_result_add(&res, "restart_vs_clean", "%.3f", r / c);
-		bench_result_add(&res, "zero_vs_memset", "%.3f", zr.zero_gbs / zr.memset_gbs);
-		bench_result_add(&res, "clean_p50_ms", "%.3f", c);
-		bench_result_add(&res, "restart_p50_ms", "%.3f", r);
-		bench_result_add(&res, "flat_clean", "%.2f", flat_clean);
-		bench_result_add(&res, "flat_restart", "%.2f", flat_restart);
-		bench_result_add(&res, "zero", "%s", zr.method);
-		bench_result_add(&res, "kvm", "%d", gfa_kvm_available(NULL, 0));
-		bench_result_print(&res);
-	}
+	bench_parts_run(&o, vmstart_parts, ARRAY_SIZE(vmstart_parts));
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include "numa/internal.h"
 #include "allocator/layers.h"
+#include "common/compiler.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -242,7 +243,7 @@ static const char *mode_name(int mode)
 	if (mode < 0)
 		return "unknown";
 	mode &= MPOL_MODE_MASK;
-	return mode < (int)(sizeof(names) / sizeof(names[0])) ? names[mode] : "other";
+	return mode < (int)ARRAY_SIZE(names) ? names[mode] : "other";
 }
 
 int gfa_numa_placement_text(const struct gfa_numa_placement *p, char *buf, size_t len)

@@ -5,8 +5,8 @@
 
 #include <stdatomic.h>
 #include <gfa/numa.h>
-#include "allocator/strbuf.h"      /* the text functions' appender */
-#include "allocator/bug.h"
+#include "common/strbuf.h"      /* the text functions' appender */
+#include "common/bug.h"
 
 /* Per-node counters of gfa_numa_alloc (relaxed atomics: statistics only). */
 struct numa_node_counters {

@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/ktime.h"
 
 #define GW_PAGE       4096UL
 #define GW_WORDS      8                 /* stored words a page, 512 bytes apart */
@@ -58,14 +59,6 @@ struct gw_set {
 	atomic_int pause_req, parked;
 	struct gw_writer w[GW_MAX];
 };
-
-static inline uint64_t gw_now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
-}
 
 static inline char *gw_page(struct gw_writer *w, uint64_t k)
 {
@@ -143,12 +136,12 @@ static void *gw_main(void *arg)
 
 			gw_park(w->set);
 			gw_verify(w, k);
-			t0 = gw_now();
+			t0 = ktime_get_ns();
 			if (gw_write(w, k, ++v)) {
 				w->errors++;
 				continue;       /* the page keeps its old value */
 			}
-			dt = gw_now() - t0;
+			dt = ktime_get_ns() - t0;
 			w->shadow[k] = v;
 			/* read by the mover's thread while we run */
 			__atomic_store_n(&w->writes, w->writes + 1, __ATOMIC_RELAXED);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/compiler.h"
 
 extern char **environ;
 
@@ -62,7 +63,7 @@ static inline bool tu_replaced_in_guest(const char *path)
 {
 	static const char *const top[] = { "/tmp/", "/run/", "/dev/", "/var/run/" };
 
-	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(top); i++)
 		if (!strncmp(path, top[i], strlen(top[i])))
 			return true;
 	return false;

@@ -10,6 +10,7 @@
 #include "tests/test_util.h"
 #include <gfa/gfa.h>
 #include "allocator/internal.h"
+#include "common/compiler.h"
 
 static const int gfa_errs[] = {
 	GFA_EFAULT, GFA_EINVAL, GFA_ERANGE, GFA_EALIGN, GFA_EORDER, GFA_EMIGRATE,
@@ -19,7 +20,7 @@ static const int gfa_errs[] = {
 
 Test(api, every_allocator_error_has_an_errno_of_its_own)
 {
-	size_t n = sizeof(gfa_errs) / sizeof(gfa_errs[0]);
+	size_t n = ARRAY_SIZE(gfa_errs);
 
 	for (size_t i = 0; i < n; i++) {
 		cr_assert_lt(gfa_errs[i], 0);
@@ -41,7 +42,7 @@ Test(api, strerror_names_gfa_meanings_and_falls_back_to_the_c_library)
 	cr_assert_str_eq(gfa_strerror(-ESHUTDOWN), strerror(ESHUTDOWN));
 	cr_assert_str_eq(gfa_strerror(-100000), "unknown error");
 	cr_assert_str_eq(gfa_strerror(-2147483647 - 1), "unknown error");
-	for (size_t i = 0; i < sizeof(gfa_errs) / sizeof(gfa_errs[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(gfa_errs); i++)
 		cr_assert_str_neq(gfa_strerror(gfa_errs[i]), strerror(-gfa_errs[i]),
 				  "%d has no gfa meaning", gfa_errs[i]);
 }
@@ -131,7 +132,7 @@ Test(api, allocation_flags_share_no_bit)
 	};
 	unsigned int seen = 0;
 
-	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		cr_assert_eq(flags[i] & (flags[i] - 1), 0, "flag %#x is one bit", flags[i]);
 		cr_assert_eq(seen & flags[i], 0, "flag %#x is taken twice", flags[i]);
 		seen |= flags[i];
@@ -219,7 +220,7 @@ Test(api, statistics_come_back_with_reserved_fields_zero)
 	POISON(vs);
 	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
 	ASSERT_RESERVED_ZERO(vs);
-	for (size_t i = 0; i < sizeof(vs.reserved_end) / sizeof(vs.reserved_end[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(vs.reserved_end); i++)
 		cr_assert_eq(vs.reserved_end[i], 0);
 	POISON(vs);
 	cr_assert_eq(gfa_zone_vmstat(p, 0, &vs), 0);

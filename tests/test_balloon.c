@@ -8,6 +8,7 @@
 #include "tests/test_util.h"
 #include "tests/canary_owner.h"
 #include "allocator/layers.h"
+#include "common/compiler.h"
 
 #define MiB (1UL << 20)
 
@@ -1107,7 +1108,7 @@ Test(balloon, stop_while_another_thread_quiesces, .timeout = 120)
 Test(balloon, prepare_zeroes_every_dirty_frame_of_an_order9_block)
 {
 	static const uint64_t offs[] = { 0, 64, 65, 130, 511 };
-	const unsigned int n = sizeof(offs) / sizeof(offs[0]);
+	const unsigned int n = ARRAY_SIZE(offs);
 	struct gfa_backing_config bc = { .populate = true };
 	struct gfa_pool *p = tu_pool(2048);
 	struct gfa_backing *b = gfa_backing_create(p, &bc);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include "common/compiler.h"
 
 static const char *srcdir(void)
 {
@@ -112,7 +113,7 @@ Test(check_api, fails_on_each_broken_convention)
 	char dir[] = "/tmp/gfa-check-api-XXXXXX", out[4096], map[512], header[512];
 
 	cr_assert_not_null(mkdtemp(dir));
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		broken_copy(dir, "good.map", bad[i].map ? bad[i].find : NULL, bad[i].repl, map,
 			    sizeof(map));
 		broken_copy(dir, "good.h", bad[i].map ? NULL : bad[i].find, bad[i].repl, header,
@@ -156,7 +157,7 @@ Test(check_layers, fails_when_the_backing_knows_a_user)
 	cr_assert_not_null(src);
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(check, sizeof(check), CHECK_LAYERS, src);
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		snprintf(cmd, sizeof(cmd), "cd %s && rm -rf vmm && cp -r %s/vmm . && "
 			 "printf '%%s' '%s' >> vmm/backing.c && %s", dir, src, bad[i].append, check);
 		cr_expect_eq(run(cmd, out, sizeof(out)), 1, "case %zu passed:\n%s", i, out);

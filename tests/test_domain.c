@@ -24,6 +24,7 @@
 #include <libvirt/virterror.h>
 
 #include <gfa/refvmm.h>
+#include "common/compiler.h"
 
 #define GIB (1ull << 30)
 #define MIB (1ull << 20)
@@ -180,14 +181,14 @@ Test(domain_units, parse_size_units)
 	unsigned int i;
 	uint64_t b;
 
-	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(ok); i++) {
 		b = 12345;
 		cr_assert_eq(gfa_domain_parse_size(ok[i].value, ok[i].unit, &b), 0,
 			     "'%s' '%s'", ok[i].value, ok[i].unit ? ok[i].unit : "(null)");
 		cr_assert_eq(b, ok[i].bytes, "'%s' '%s' gave %llu", ok[i].value,
 			     ok[i].unit ? ok[i].unit : "(null)", (unsigned long long)b);
 	}
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
 		b = 12345;
 		cr_assert_eq(gfa_domain_parse_size(bad[i].value, bad[i].unit, &b),
 			     bad[i].rc, "'%s' '%s'", bad[i].value, bad[i].unit);
@@ -214,7 +215,7 @@ Test(domain_units, memory_element_units)
 	char xml[512], err[256];
 	unsigned int i;
 
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		char unit[32] = "";
 
 		if (cases[i].unit)
@@ -637,7 +638,7 @@ Test(domain_xml, invalid_content)
 	char err[256];
 	unsigned int i;
 
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		err[0] = '\0';
 		cr_assert_eq(domain_try(cases[i].vcpu, cases[i].mem, cases[i].numa,
 					cases[i].backing, &s, err, sizeof(err)),
@@ -831,7 +832,7 @@ Test(domain_libvirt, quiet_on_stderr, .init = cr_redirect_stderr)
 Test(domain_libvirt, define_then_import)
 {
 	struct gfa_domain_spec from_virt, from_file;
-	virDomainPtr doms[sizeof(domain_fixtures) / sizeof(domain_fixtures[0])];
+	virDomainPtr doms[ARRAY_SIZE(domain_fixtures)];
 	virConnectPtr conn;
 	virDomainPtr bad;
 	char err[256], *xml;
@@ -839,7 +840,7 @@ Test(domain_libvirt, define_then_import)
 
 	conn = virConnectOpen("test:///default");
 	cr_assert_not_null(conn);
-	for (i = 0; i < sizeof(doms) / sizeof(doms[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(doms); i++) {
 		xml = domain_slurp(domain_fixtures[i].file);
 		doms[i] = virDomainDefineXML(conn, xml);
 		free(xml);
@@ -879,7 +880,7 @@ Test(domain_libvirt, define_then_import)
 	cr_assert_eq(from_virt.pages[0].size_bytes, 5 * MIB);
 	virDomainUndefine(bad);
 	virDomainFree(bad);
-	for (i = 0; i < sizeof(doms) / sizeof(doms[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(doms); i++) {
 		virDomainUndefine(doms[i]);
 		virDomainFree(doms[i]);
 	}
@@ -895,7 +896,7 @@ Test(domain_libvirt, testnode_uri)
 
 	domain_data("testnode.xml", node, sizeof(node));
 	snprintf(uri, sizeof(uri), "test://%s", node);
-	for (i = 0; i < sizeof(domain_fixtures) / sizeof(domain_fixtures[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(domain_fixtures); i++) {
 		cr_assert_eq(gfa_domain_from_libvirt(uri, domain_fixtures[i].name,
 						     &from_virt, err, sizeof(err)),
 			     0, "%s", err);
@@ -1268,7 +1269,7 @@ Test(domain_units, sizes_read_as_people_read_them)
 	char buf[64];
 	unsigned int i;
 
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		cr_assert_eq(gfa_domain_format_size(cases[i].bytes, buf, sizeof(buf)),
 			     (int)strlen(cases[i].text), "%llu",
 			     (unsigned long long)cases[i].bytes);
@@ -1299,7 +1300,7 @@ Test(domain_xml, refusals_have_one_form)
 	char err[512];
 	unsigned int i;
 
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
 		cr_assert_neq(gfa_domain_from_xml_string(bad[i], &s, err, sizeof(err)), 0,
 			      "%s", bad[i]);
 		domain_assert_one_form(err, "domain XML string: ");
@@ -1333,7 +1334,7 @@ Test(domain_libvirt, refusals_are_libvirts)
 	virSetErrorFunc(NULL, domain_virt_quiet);
 	conn = virConnectOpen("test:///default");
 	cr_assert_not_null(conn);
-	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(refused); i++) {
 		cr_assert_eq(domain_load(refused[i], &s, err, sizeof(err)), -EINVAL);
 		xml = domain_slurp(refused[i]);
 		dom = virDomainDefineXML(conn, xml);

@@ -11,6 +11,7 @@
 #include "tests/test_util.h"
 #include "tests/qemu_util.h"
 #include "gfa/numa.h"
+#include "common/compiler.h"
 
 /* Run a shell command, capture stdout+stderr; returns the exit code. */
 static int run(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -256,7 +257,7 @@ Test(gfactl, domain_figures_are_said, .timeout = 120)
 	cr_assert_not_null(strstr(out, "--vms 1 x the domain's memory 15 TiB needs "), "%s", out);
 	cr_assert_null(strstr(out, "--mem"), "%s", out);
 	/* more than a VM may have, a size no host has said without its number */
-	for (unsigned int i = 0; i < sizeof(too_big) / sizeof(too_big[0]); i++) {
+	for (unsigned int i = 0; i < ARRAY_SIZE(too_big); i++) {
 		rc = run_domain_xml(g, opts, too_big[i].xml);
 		cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 		cr_assert_not_null(strstr(out, too_big[i].said), "%s", out);
@@ -735,7 +736,7 @@ Test(gfactl, linux_refusals_name_the_rule, .timeout = 60)
 	};
 	const char *g = gfactl();
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		int rc = run(out, sizeof(out), "%s linux %s", g, cases[i].args);
 
 		cr_assert_eq(rc, 2, "gfactl linux %s: exit %d: %s", cases[i].args, rc, out);

@@ -21,6 +21,7 @@
 #include <gfa/vmm.h>
 #include "allocator/layers.h"      /* zone_release_take/_done: release as the host return does */
 #include "tests/test_util.h"
+#include "common/compiler.h"
 
 #define MiB (1UL << 20)
 
@@ -49,7 +50,7 @@ Test(guest_zero, every_path_matches_memset_on_unaligned_odd_ranges)
 	unsigned int ran = 0;
 
 	cr_assert(buf && ref);
-	for (size_t m = 0; m < sizeof(zero_paths) / sizeof(zero_paths[0]); m++) {
+	for (size_t m = 0; m < ARRAY_SIZE(zero_paths); m++) {
 		if (!gfa_zero_method_usable(zero_paths[m])) {
 			cr_assert_eq(gfa_zero_set_method(zero_paths[m]), -ENOTSUP);
 			fprintf(stderr, "guest_zero: %s: not on this CPU\n", zero_paths[m]);
@@ -58,7 +59,7 @@ Test(guest_zero, every_path_matches_memset_on_unaligned_odd_ranges)
 		cr_assert_eq(gfa_zero_set_method(zero_paths[m]), 0);
 		cr_assert_str_eq(gfa_zero_method(), zero_paths[m]);
 		for (size_t off = 0; off < 70; off += (off < 8 ? 1 : 13))
-			for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+			for (size_t l = 0; l < ARRAY_SIZE(lens); l++)
 				check_range(buf, ref, off, lens[l]);
 		ran++;
 	}

@@ -26,6 +26,7 @@
 
 #include <gfa/refvmm.h>
 #include "tests/qemu_util.h"
+#include "common/compiler.h"
 
 extern char **environ;
 
@@ -232,7 +233,7 @@ Test(kvm, checkpoint_move_resume_verify)
 	const uint64_t ram = 4 * KVMT_MIB, seed = 0x1234;
 	const uint64_t bad_gpa[] = { KVMT_DATA_GPA, KVMT_DATA_GPA + 8 * 1000,
 				     ram - 2 * KVMT_MIB + 4096, ram - 8 };
-	const unsigned int nbad = sizeof(bad_gpa) / sizeof(bad_gpa[0]);
+	const unsigned int nbad = ARRAY_SIZE(bad_gpa);
 	struct gfa_kvm_test_ctx ctx = { 0 };
 	struct gfa_kvm_vcpu *vcpu;
 	struct kvmt_vm t;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <gfa/gfa.h>
+#include "common/compiler.h"
 
 /* Run tool on $GFA_BUILD/file and return its output (static buffer). */
 static const char *tool_output_on(const char *tool, const char *file)
@@ -48,7 +49,7 @@ Test(library, needs_only_libnuma_liburing_and_libc)
 		bool ok = false;
 
 		cr_assert_not_null(lib);
-		for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+		for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
 			ok |= !strncmp(lib + 1, allowed[i], strlen(allowed[i]));
 		cr_expect(ok, "libgfa.so needs %.*s", (int)strcspn(lib + 1, "]"), lib + 1);
 		needed++;

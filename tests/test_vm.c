@@ -29,6 +29,7 @@
 #include <gfa/refvmm.h>
 #include "tests/test_util.h"
 #include "tests/qemu_util.h"
+#include "common/compiler.h"
 
 extern char **environ;
 
@@ -884,7 +885,7 @@ Test(vm_qemu, in_qemu)
 		cr_skip_test("KVM here maps 2 MiB pages: suite vm ran all its tests directly");
 	if (!kvm) {
 		list = vmt_all_tests;
-		nr = sizeof(vmt_all_tests) / sizeof(vmt_all_tests[0]);
+		nr = ARRAY_SIZE(vmt_all_tests);
 	}
 	off = (size_t)snprintf(filter, sizeof(filter), "@(");
 	for (size_t i = 0; i < nr + 2; i++) {

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <gfa/refvmm.h>
 #include "tests/test_util.h"
+#include "common/compiler.h"
 
 #define XS_MiB          (1UL << 20)
 #define XS_ZONES        2
@@ -555,7 +556,7 @@ static void xs_blk_alloc(struct xs_pthread *p, int i)
 	static const enum gfa_migratetype mts[] = { GFA_MT_MOVABLE, GFA_MT_MOVABLE,
 						    GFA_MT_UNMOVABLE, GFA_MT_RECLAIMABLE };
 	struct xs_blk *k = &p->blk[i];
-	unsigned int order = orders[tu_rand(&p->rnd) % (sizeof(orders) / sizeof(orders[0]))];
+	unsigned int order = orders[tu_rand(&p->rnd) % ARRAY_SIZE(orders)];
 	unsigned int flags = GFA_BACKING_ZERO | (tu_rand(&p->rnd) % 4 ? 0 : GFA_ALLOC_NOCOMPACT);
 	/* now and then from the other zone's lists: freed through our cache all the same */
 	bool other = tu_rand(&p->rnd) % 8 == 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "tools/gfactl.h"
+#include "common/compiler.h"
 
 static void usage(FILE *f)
 {
@@ -150,7 +151,7 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
 		if (!strcmp(argv[optind], commands[i].name)) {
 			char **cargv = argv + optind;
 			int cargc = argc - optind;

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <gfa/gfa.h>
 #include <gfa/refvmm.h>
-#include "allocator/ktime.h"
+#include "common/ktime.h"
 
 #define MiB (1ULL << 20)
 

@@ -418,9 +418,8 @@ static void linux_balloon_phase(struct gfa_pool *pool, struct gfa_backing *b,
 	int tmo = (int)o->timeout_s * 1000;
 	unsigned long long kb0[LINUX_MAX_GUESTS];
 	int64_t before = host_backed(pool, b, hr), after;
-	struct timespec t0, t1;
+	double t0 = now_ms();
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (unsigned int i = 0; i < o->guests; i++) {
 		kb0[i] = gs[i].memtotal_kb;
 		gfa_rv_balloon_set_target(gs[i].bal, o->balloon);
@@ -430,8 +429,7 @@ static void linux_balloon_phase(struct gfa_pool *pool, struct gfa_backing *b,
 
 		gs[i].ok = gs[i].ok && guest_wait_memtotal(&gs[i], kb0[i] - (o->balloon >> 10), true,
 							   tmo, NULL);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+		ms = now_ms() - t0;
 		printf("balloon: guest %u: %llu MiB inflated %s %.0f ms after the target (MemTotal "
 		       "%llu -> %llu kB)\n", i, (unsigned long long)(o->balloon / MiB),
 		       gs[i].ok ? "by" : "FAILED: not done", ms, kb0[i], gs[i].memtotal_kb);

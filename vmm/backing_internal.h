@@ -10,7 +10,7 @@
 #define GFA_VMM_BACKING_INTERNAL_H
 #include <stdbool.h>
 #include <gfa/vmm.h>
-#include "allocator/bug.h"
+#include "common/bug.h"
 
 /* The pool b backs. */
 struct gfa_pool *backing_pool(const struct gfa_backing *b);

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <gfa/vmm.h>
-#include "allocator/bug.h"
+#include "common/bug.h"
 #include "vmm/uffd.h"
 
 #define RANGE_FRAMES  GFA_PAGEBLOCK_FRAMES

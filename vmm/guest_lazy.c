@@ -26,6 +26,7 @@
 #include "vmm/backing_internal.h"
 #include "vmm/guest_internal.h"
 #include "allocator/layers.h"
+#include "common/compiler.h"
 
 #define LAZY_RECLAIM_TRIES 3
 #define LAZY_SMALL_ORDER   3    /* the largest cached order below 9 */
@@ -172,7 +173,7 @@ static int lazy_serve(struct gfa_guest *g, struct lazy_vcpu *v, uint64_t gfn, ui
 	static const unsigned int orders[] = { GFA_PAGEBLOCK_ORDER, 3, 2, 1, 0 };
 	int err = GFA_ENOMEM;
 
-	for (unsigned int i = g->small_only ? 1 : 0; i < sizeof(orders) / sizeof(orders[0]); i++) {
+	for (unsigned int i = g->small_only ? 1 : 0; i < ARRAY_SIZE(orders); i++) {
 		bool cached;
 
 		*order = orders[i];

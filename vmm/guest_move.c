@@ -20,7 +20,7 @@
 #include <gfa/vmm.h>
 #include "vmm/backing_internal.h"
 #include "vmm/guest_internal.h"
-#include "allocator/ktime.h"
+#include "common/ktime.h"
 #include "allocator/layers.h"
 
 /* Take a reference on the pause (pause_lock held): the first one pauses. */

@@ -20,6 +20,7 @@
 #include <gfa/vmm.h>
 #include "backing_internal.h"
 #include "allocator/layers.h"
+#include "common/ktime.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -199,14 +200,6 @@ static bool hr_backing_off(struct gfa_host_return *hr, unsigned int zone)
 	return false;
 }
 
-static double mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /*
  * T3: a live set that oscillates (a VM stops, another starts) must not release and
  * repopulate the same frames in one balance epoch.  Timer passes release only after
@@ -217,7 +210,7 @@ static bool hr_settled(struct gfa_host_return *hr, unsigned int zone, bool urgen
 {
 	struct gfa_zone_stat st;
 	struct gfa_release_policy rp;
-	double now = mono_ms();
+	double now = (double)ktime_get_ns() / 1e6;
 
 	if (gfa_zone_stat(hr->pool, zone, &st) || gfa_zone_get_release_policy(hr->pool, zone, &rp))
 		return false;
@@ -334,7 +327,7 @@ static void hr_merge_pass(struct gfa_host_return *hr)
  */
 static void hr_drain_idle_caches(struct gfa_host_return *hr)
 {
-	double now = mono_ms();
+	double now = (double)ktime_get_ns() / 1e6;
 	int64_t n;
 
 	if (hr->cfg.no_pcp_drain || now < hr->next_pcp_drain)

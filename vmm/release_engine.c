@@ -30,7 +30,7 @@
 #define _GNU_SOURCE
 #include "gfa/vmm.h"
 #include "allocator/layers.h"
-#include "allocator/bug.h"
+#include "common/bug.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -20,6 +20,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#include "common/compiler.h"
 
 typedef void (*zero_fn)(void *p, size_t len);
 
@@ -137,7 +138,7 @@ static const struct zero_method methods[] = {
 #endif
 	{ "memset", zero_memset, always },
 };
-#define NR_METHODS (sizeof(methods) / sizeof(methods[0]))
+#define NR_METHODS ARRAY_SIZE(methods)
 
 static _Atomic(const struct zero_method *) current;
 static pthread_once_t zero_once = PTHREAD_ONCE_INIT;

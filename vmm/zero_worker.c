@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <gfa/vmm.h>
-#include "allocator/ktime.h"
+#include "common/ktime.h"
 #include "allocator/layers.h"
 #include "vmm/backing_internal.h"
 #include "vmm/zero_worker.h"

@@ -33,6 +33,7 @@
 #include <gfa/numa.h>
 #include <gfa/vmm.h>
 #include "allocator/layers.h"
+#include "common/compiler.h"
 
 #define FZ_MAX_BLOCKS   96
 #define FZ_MAX_OPS      24
@@ -456,7 +457,7 @@ static const char *const fz_err_name[] = {
 	GFA_VMSTAT_ITEMS(FZ_ERR_NAME)
 #undef FZ_ERR_NAME
 };
-#define FZ_NR_ITEMS (sizeof(fz_err_off) / sizeof(fz_err_off[0]))
+#define FZ_NR_ITEMS ARRAY_SIZE(fz_err_off)
 
 static uint64_t vs_get(const struct gfa_vmstat *vs, size_t off)
 {
@@ -475,7 +476,7 @@ static const char *fz_err_counter(int err)
 		{ GFA_ETHREAD, "err_thread" },
 	};
 
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
 		if (map[i].err == err)
 			return map[i].name;
 	return NULL;
@@ -1890,7 +1891,7 @@ struct fzn_case {
 };
 
 #include "fuzz_null_calls.h"
-#define FZN_NR (sizeof(fzn_cases) / sizeof(fzn_cases[0]))
+#define FZN_NR ARRAY_SIZE(fzn_cases)
 
 /* Callbacks a case passes: never called, since the call refuses first. */
 static int fzn_block(void *arg, uint64_t pfn, unsigned int order, enum gfa_migratetype mt,
@@ -1999,7 +2000,7 @@ static void op_null(void)
 	int err;
 
 	F.what = c->fn;
-	for (unsigned int k = 0; have && k < sizeof(fzn_kind_name) / sizeof(fzn_kind_name[0]); k++)
+	for (unsigned int k = 0; have && k < ARRAY_SIZE(fzn_kind_name); k++)
 		if (c->needs & (1U << k))
 			have = fzn_handle(&a, k);
 	if (!have) {
@@ -2173,7 +2174,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	fz_setup(&in);
 	for (F.op = 0; F.op < FZ_MAX_OPS && in.n; F.op++)
-		ops[in8(&in) % (sizeof(ops) / sizeof(ops[0]))]();
+		ops[in8(&in) % ARRAY_SIZE(ops)]();
 	fz_teardown();
 	return 0;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * allocator/bug.h - GFA_BUG_ON(cond): an invariant of gfa's own, stated next to the line
+ * common/bug.h - GFA_BUG_ON(cond): an invariant of gfa's own, stated next to the line
  * that relies on it (docs/decisions.md, entry 19).  Test and sanitizer builds define
  * GFA_DEBUG=1: a true cond prints file:line and the condition and aborts.  Release
  * builds compile it out: the condition is type-checked but never evaluated, so it may
@@ -9,8 +9,8 @@
  * Never for bad input: a caller's mistake gets its errno (and an err_* count), not an
  * abort.  GFA_BUG_ON is for what no input can cause while gfa is correct.
  */
-#ifndef GFA_ALLOCATOR_BUG_H
-#define GFA_ALLOCATOR_BUG_H
+#ifndef GFA_COMMON_BUG_H
+#define GFA_COMMON_BUG_H
 
 #if defined(GFA_DEBUG) && GFA_DEBUG
 #include <stdio.h>
@@ -31,4 +31,4 @@ static inline __attribute__((noreturn, cold)) void gfa_bug(const char *file, int
 #define GFA_BUG_ON(cond) ((void)sizeof(!(cond)))
 #endif
 
-#endif /* GFA_ALLOCATOR_BUG_H */
+#endif /* GFA_COMMON_BUG_H */
