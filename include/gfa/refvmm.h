@@ -1415,7 +1415,7 @@ struct gfa_rv_pci;
  * firmware-less nested guest slow probes (RTC driver, i8042 aux/mux, TSC checks, the
  * port-0x80 delay, UARTs beyond ttyS0). */
 #define GFA_LINUX_DEFAULT_CMDLINE \
-	"console=ttyS0 reboot=pci panic=-1 quiet acpi=off mitigations=off nokaslr " \
+	"console=ttyS0 reboot=pci panic=-1 quiet mitigations=off nokaslr " \
 	"tsc=reliable " \
 	"no_timer_check edd=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd " \
 	"random.trust_cpu=on cryptomgr.notests initcall_blacklist=cmos_init,add_rtc_cmos " \
