@@ -1392,8 +1392,8 @@ int gfa_rv_balloon_stat(struct gfa_rv_balloon *b, struct gfa_rv_balloon_stat *st
  * Guest-physical layout: the whole guest window is RAM at GPA 0 (one memslot, so KVM can
  * map it with 2 MiB pages); the e820 map reports [0, 0x9fc00) and [1 MiB, size) as RAM
  * and the hole between as reserved (the MP table lives at 0x9fc00, the ACPI tables at
- * 0xe0000, their RSDP first, which the PVH start info or boot_params also names).  Guests are at most
- * GFA_LINUX_MAX_MEM: there is no PCI hole below 4 GiB to step over.
+ * 0xe0000, their RSDP first, which the PVH start info or boot_params also names).
+ * Guests are at most GFA_LINUX_MAX_MEM: there is no PCI hole below 4 GiB to step over.
  *
  * Interrupts: ISA IRQs 0-15 are edge triggered on IOAPIC pins 0-15; PCI slot s, INTA#, is
  * wired to IOAPIC pin GFA_LINUX_PCI_IRQ(s), level triggered (the line is asserted while a
