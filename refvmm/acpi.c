@@ -1,35 +1,30 @@
 // SPDX-License-Identifier: MIT
 /*
- * ACPI tables for a Linux guest, written into guest RAM as firmware would, and the two
- * PM1 registers the tables promise.  Why each one is there:
+ * ACPI tables for a Linux guest, written into guest RAM as firmware would, and the PM1
+ * registers they promise.  Why each table is there:
  *
- * - RSDP: where the kernel starts.  It sits at LINUX_ACPI_GPA, inside the 0xe0000-0xfffff
- *   area the kernel scans, and the boot information names it as well (PVH start info
- *   rsdp_paddr, boot_params acpi_rsdp_addr), so neither entry path has to scan.
- * - XSDT: the list of the other tables (the RSDP's 32-bit RSDT is left out).
- * - MADT: the CPUs and the interrupt controllers.  A kernel without CONFIG_X86_MPPARSE
- *   (Debian's cloud flavour) ignores the MP table and finds CPUs and the IOAPIC only
- *   here.  One local APIC entry per vCPU (APIC id = vCPU id), the IOAPIC with GSI base 0,
- *   LINT1 as NMI, and interrupt source overrides for the ISA lines that are not edge
- *   triggered: the SCI and the PCI slots' INTA# pins, level triggered, active low as the
- *   DSDT's _PRT makes them (KVM's IOAPIC ignores the polarity bit).  ISA IRQs 0-15 are
- *   otherwise identity mapped, as KVM's default routing wires them, so IRQ 0 needs no
- *   override.
- * - FACS: what a FADT that is not hardware-reduced must point at (the global lock).
- * - FADT: points at the FACS and the DSDT and describes the fixed hardware.  Not hardware-reduced:
- *   in that mode Linux drops the legacy PIC and the PIT and expects every ISA device
- *   (the UART) in the DSDT.  So it has an SCI line, PM1a event and control blocks that
- *   linux_acpi_pm_io() answers (SCI_EN reads set: ACPI mode from the start, no SMI
- *   command port), no PM timer, no GPE block, the reset register on port 0xcf9, and
- *   boot flags saying there is no i8042, no VGA, no MSI and no CMOS RTC.
- * - DSDT: the PCI host bridge (PNP0A03).  With ACPI on, Linux scans PCI only from
- *   the root bridges the namespace has, and routes INTx only by their _PRT: one entry per
- *   slot, INTA# on GSI GFA_LINUX_PCI_IRQ(slot), and _CRS windows covering every IO port
- *   but the configuration ports (the VMM's IO BARs live at GFA_RV_PCI_IO_BASE).
+ * - RSDP: where the kernel starts, at LINUX_ACPI_GPA in the 0xe0000-0xfffff area it
+ *   scans; the PVH start info (rsdp_paddr) and boot_params (acpi_rsdp_addr) name it too.
+ * - XSDT: the list of the FADT and the MADT (no 32-bit RSDT).
+ * - MADT: the CPUs and interrupt controllers, which a kernel without CONFIG_X86_MPPARSE
+ *   (Debian's cloud flavour) finds only here: one local APIC per vCPU (APIC id = vCPU
+ *   id), the IOAPIC at GSI 0, LINT1 as NMI, and overrides for the ISA lines that are not
+ *   edge triggered, the SCI and the PCI slots' INTA# pins: level, active low as the
+ *   DSDT's _PRT makes them (KVM's IOAPIC ignores the polarity).  Other ISA IRQs are
+ *   identity mapped, as KVM's default routing wires them (IRQ 0 too).
+ * - FACS: what a FADT that is not hardware-reduced points at (the global lock).
+ * - FADT: the DSDT and the fixed hardware.  Not hardware-reduced: then Linux drops the
+ *   legacy PIC and the PIT and wants every ISA device (the UART) in the DSDT.  An SCI,
+ *   PM1a event and control blocks that linux_acpi_pm_io() answers (SCI_EN set: ACPI mode
+ *   from the start, no SMI command port), no PM timer or GPE block, the reset register on
+ *   port 0xcf9; boot flags: no i8042, VGA, MSI or CMOS RTC.
+ * - DSDT: the PCI host bridge (PNP0A03).  With ACPI on, Linux scans PCI only from the
+ *   namespace's root bridges and routes INTx only by their _PRT: INTA# of slot s on GSI
+ *   GFA_LINUX_PCI_IRQ(s); _CRS windows take every IO port but the configuration ports.
  *
  * The MP table stays (refvmm/linux_boot.c): with acpi=off a kernel still finds its CPUs.
+ * See docs/decisions.md, entry 29.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
 #include "refvmm/linux.h"
@@ -43,11 +38,9 @@ struct acpi_rsdp {
 	uint8_t checksum;               /* of the first 20 bytes */
 	char oem_id[6];
 	uint8_t revision;               /* 2: has the XSDT */
-	uint32_t rsdt_address;
-	uint32_t length;
+	uint32_t rsdt_address, length;
 	uint64_t xsdt_address;
-	uint8_t ext_checksum;           /* of the whole structure */
-	uint8_t reserved[3];
+	uint8_t ext_checksum, reserved[3];      /* of the whole structure */
 } __attribute__((packed));
 
 struct acpi_header {
@@ -86,8 +79,7 @@ struct acpi_fadt {                      /* revision 6 */
 	uint16_t arm_boot_arch;
 	uint8_t minor_revision;
 	uint64_t x_facs, x_dsdt;
-	struct acpi_gas x_pm1a_evt_blk, x_pm1b_evt_blk, x_pm1a_cnt_blk, x_pm1b_cnt_blk;
-	struct acpi_gas x_pm2_cnt_blk, x_pm_tmr_blk, x_gpe0_blk, x_gpe1_blk;
+	struct acpi_gas x_blk[8];       /* X_PM1a_EVT_BLK..X_GPE1_BLK: the 32-bit ones serve */
 	struct acpi_gas sleep_control_reg, sleep_status_reg;
 	uint64_t hypervisor_vendor_id;
 } __attribute__((packed));
@@ -100,14 +92,13 @@ struct acpi_fadt {                      /* revision 6 */
 #define BOOT_MSI_NOT_SUPPORTED	(1u << 3)
 #define BOOT_CMOS_RTC_NOT_PRESENT (1u << 5)
 #define GAS_SYSTEM_IO		1
+#define PM1_CNT_SCI_EN		1u
 
 struct acpi_facs {
 	char signature[4];              /* "FACS" */
 	uint32_t length, hardware_signature, waking_vector, global_lock, flags;
 	uint64_t x_waking_vector;
-	uint8_t version, reserved[3];
-	uint32_t ospm_flags;
-	uint8_t reserved1[24];
+	uint8_t version, reserved[31];  /* (OSPM flags, then reserved) */
 } __attribute__((packed));
 
 struct acpi_madt {
@@ -138,10 +129,7 @@ struct madt_lapic_nmi {
 } __attribute__((packed));
 
 #define MADT_PCAT_COMPAT	1u      /* there is an 8259 pair (KVM's PIC) */
-#define MADT_LAPIC		0
-#define MADT_IOAPIC		1
-#define MADT_ISO		2
-#define MADT_LAPIC_NMI		4
+enum { MADT_LAPIC = 0, MADT_IOAPIC = 1, MADT_ISO = 2, MADT_LAPIC_NMI = 4 };
 #define MADT_ENABLED		1u
 #define MADT_LEVEL_LOW		0xfu    /* polarity active low (3), trigger level (3 << 2) */
 #define MADT_ALL_CPUS		0xff
@@ -161,15 +149,12 @@ static void acpi_seal(void *p, const char *sig, uint32_t len, uint8_t rev)
 {
 	struct acpi_header *h = p;
 
+	*h = (struct acpi_header){ .length = len, .revision = rev, .oem_revision = 1,
+				   .creator_revision = 1 };
 	memcpy(h->signature, sig, 4);
-	h->length = len;
-	h->revision = rev;
 	memcpy(h->oem_id, ACPI_OEM_ID, 6);
 	memcpy(h->oem_table_id, ACPI_OEM_TABLE_ID, 8);
-	h->oem_revision = 1;
 	memcpy(h->creator_id, ACPI_CREATOR_ID, 4);
-	h->creator_revision = 1;
-	h->checksum = 0;
 	h->checksum = acpi_checksum(p, len);
 }
 
@@ -192,8 +177,7 @@ static uint32_t write_madt(uint8_t *t, unsigned int vcpus)
 	m->lapic_address = LINUX_LAPIC_ADDR;
 	m->flags = MADT_PCAT_COMPAT;
 	for (unsigned int i = 0; i < vcpus; i++) {
-		struct madt_lapic l = { MADT_LAPIC, sizeof(l), (uint8_t)i, (uint8_t)i,
-					MADT_ENABLED };
+		struct madt_lapic l = { MADT_LAPIC, sizeof(l), (uint8_t)i, (uint8_t)i, MADT_ENABLED };
 
 		p = put(p, &l, sizeof(l));
 	}
@@ -206,11 +190,6 @@ static uint32_t write_madt(uint8_t *t, unsigned int vcpus)
 	p = put(p, &nmi, sizeof(nmi));
 	acpi_seal(t, "APIC", (uint32_t)(p - t), 5);
 	return (uint32_t)(p - t);
-}
-
-static struct acpi_gas io_gas(uint16_t port, uint8_t bytes)
-{
-	return (struct acpi_gas){ GAS_SYSTEM_IO, (uint8_t)(8 * bytes), 0, 1, port };
 }
 
 /* The FACS, 64-byte aligned: a global lock and waking vector nothing uses, no checksum. */
@@ -228,8 +207,7 @@ static uint32_t write_fadt(uint8_t *t, uint64_t facs_gpa, uint64_t dsdt_gpa)
 {
 	struct acpi_fadt *f = (struct acpi_fadt *)t;
 
-	f->facs = (uint32_t)facs_gpa;
-	f->x_facs = facs_gpa;
+	f->x_facs = facs_gpa;                   /* only one of the two: the kernel maps both */
 	f->dsdt = (uint32_t)dsdt_gpa;
 	f->x_dsdt = dsdt_gpa;
 	f->sci_int = LINUX_ACPI_SCI_IRQ;
@@ -240,7 +218,7 @@ static uint32_t write_fadt(uint8_t *t, uint64_t facs_gpa, uint64_t dsdt_gpa)
 	f->iapc_boot_arch = BOOT_VGA_NOT_PRESENT | BOOT_MSI_NOT_SUPPORTED |
 			    BOOT_CMOS_RTC_NOT_PRESENT;
 	f->flags = FADT_WBINVD | FADT_PWR_BUTTON | FADT_SLP_BUTTON | FADT_RESET_REG_SUP;
-	f->reset_reg = io_gas(LINUX_RESET_PORT, 1);
+	f->reset_reg = (struct acpi_gas){ GAS_SYSTEM_IO, 8, 0, 1, LINUX_RESET_PORT };
 	f->reset_value = LINUX_RESET_VALUE;
 	f->minor_revision = 3;
 	acpi_seal(t, "FACP", sizeof(*f), 6);
@@ -249,16 +227,10 @@ static uint32_t write_fadt(uint8_t *t, uint64_t facs_gpa, uint64_t dsdt_gpa)
 
 /* ---- DSDT: AML for one PCI host bridge ---- */
 
-#define AML_ZERO	0x00
-#define AML_NAME	0x08
-#define AML_BYTE	0x0a
-#define AML_DWORD	0x0c
-#define AML_SCOPE	0x10
-#define AML_BUFFER	0x11
-#define AML_PACKAGE	0x12
-#define AML_EXT		0x5b
-#define AML_DEVICE	0x82
-#define AML_ROOT	0x5c
+enum {
+	AML_ZERO = 0x00, AML_NAME = 0x08, AML_BYTE = 0x0a, AML_DWORD = 0x0c, AML_SCOPE = 0x10,
+	AML_BUFFER = 0x11, AML_PACKAGE = 0x12, AML_EXT = 0x5b, AML_ROOT = 0x5c, AML_DEVICE = 0x82,
+};
 
 /* Start of a PkgLength-framed object: always the 2-byte encoding, filled by aml_end(). */
 static uint8_t *aml_begin(uint8_t **p)
@@ -324,15 +296,13 @@ static uint8_t *aml_crs(uint8_t *p)
 
 static uint8_t *aml_prt(uint8_t *p)
 {
-	uint8_t *len;
+	uint8_t *len, *e;
 
 	p = aml_name(p, "_PRT");
 	*p++ = AML_PACKAGE;
 	len = aml_begin(&p);
 	*p++ = GFA_LINUX_PCI_SLOTS;
 	for (unsigned int s = 0; s < GFA_LINUX_PCI_SLOTS; s++) {
-		uint8_t *e;
-
 		*p++ = AML_PACKAGE;
 		e = aml_begin(&p);
 		*p++ = 4;
@@ -374,70 +344,57 @@ static uint32_t write_dsdt(uint8_t *t)
 /* ---- the whole set ---- */
 
 /* Bytes the tables take for @vcpus vCPUs, at most: an upper bound for the checks. */
-static size_t acpi_size_max(unsigned int vcpus)
-{
-	return 0x480 + vcpus * sizeof(struct madt_lapic);
-}
+#define ACPI_SIZE_MAX(vcpus)	(0x480 + (vcpus) * sizeof(struct madt_lapic))
+
+#define ALIGN16(n)	(((n) + 15u) & ~15u)
 
 int linux_acpi_write(void *area, uint64_t gpa, size_t len, unsigned int vcpus)
 {
-	uint8_t *base = area, *p;
+	uint8_t *base = area, *p = base + 64;       /* the tables 16-byte aligned after it */
 	struct acpi_rsdp *rsdp = area;
-	uint64_t xsdt_gpa, facs_gpa, dsdt_gpa, fadt_gpa, madt_gpa, entries[2];
+	uint64_t facs, dsdt, xsdt[2];
 
-	if (!vcpus || vcpus > GFA_LINUX_MAX_VCPUS || len < acpi_size_max(vcpus))
+	if (!vcpus || vcpus > GFA_LINUX_MAX_VCPUS || len < ACPI_SIZE_MAX(vcpus))
 		return -E2BIG;
-	memset(area, 0, acpi_size_max(vcpus));
-	p = base + 64;                              /* tables 16-byte aligned, after the RSDP */
-	facs_gpa = gpa + (uint64_t)(p - base);
+	memset(area, 0, ACPI_SIZE_MAX(vcpus));
+	facs = gpa + (uint64_t)(p - base);
 	p += write_facs(p);
-	dsdt_gpa = gpa + (uint64_t)(p - base);
-	p += (write_dsdt(p) + 15) & ~15u;
-	fadt_gpa = gpa + (uint64_t)(p - base);
-	p += (write_fadt(p, facs_gpa, dsdt_gpa) + 15) & ~15u;
-	madt_gpa = gpa + (uint64_t)(p - base);
-	p += (write_madt(p, vcpus) + 15) & ~15u;
-	xsdt_gpa = gpa + (uint64_t)(p - base);
-	entries[0] = fadt_gpa;
-	entries[1] = madt_gpa;
-	memcpy(p + sizeof(struct acpi_header), entries, sizeof(entries));
-	acpi_seal(p, "XSDT", sizeof(struct acpi_header) + sizeof(entries), 1);
-	p += sizeof(struct acpi_header) + sizeof(entries);
+	dsdt = gpa + (uint64_t)(p - base);
+	p += ALIGN16(write_dsdt(p));
+	xsdt[0] = gpa + (uint64_t)(p - base);
+	p += ALIGN16(write_fadt(p, facs, dsdt));
+	xsdt[1] = gpa + (uint64_t)(p - base);
+	p += ALIGN16(write_madt(p, vcpus));
+	memcpy(p + sizeof(struct acpi_header), xsdt, sizeof(xsdt));
+	acpi_seal(p, "XSDT", sizeof(struct acpi_header) + sizeof(xsdt), 1);
 
 	memcpy(rsdp->signature, "RSD PTR ", 8);
 	memcpy(rsdp->oem_id, ACPI_OEM_ID, 6);
 	rsdp->revision = 2;
 	rsdp->length = sizeof(*rsdp);
-	rsdp->xsdt_address = xsdt_gpa;
+	rsdp->xsdt_address = gpa + (uint64_t)(p - base);
 	rsdp->checksum = acpi_checksum(rsdp, 20);
 	rsdp->ext_checksum = acpi_checksum(rsdp, sizeof(*rsdp));
-	return (int)(p - base);
+	return (int)(p - base + sizeof(struct acpi_header) + sizeof(xsdt));
 }
 
 /* ---- PM1 registers ---- */
 
-#define PM1_CNT_SCI_EN	1u
-
 bool linux_acpi_pm_io(struct linux_acpi_pm *pm, uint16_t port, uint8_t *data,
 		      unsigned int size, bool out)
 {
-	uint8_t regs[6];
+	/* status (always clear: nothing raises the SCI), enable, control */
+	uint16_t regs[3] = { 0, pm->en, (uint16_t)(pm->cnt | PM1_CNT_SCI_EN) };
 	unsigned int off = port - LINUX_PM1_EVT_PORT;
-	uint16_t cnt;
 
 	if (port < LINUX_PM1_EVT_PORT || off + size > sizeof(regs))
 		return false;
-	/* status (always clear: nothing raises the SCI), enable, control */
-	cnt = pm->cnt | PM1_CNT_SCI_EN;
-	memset(regs, 0, 2);
-	memcpy(regs + 2, &pm->en, 2);
-	memcpy(regs + 4, &cnt, 2);
 	if (!out) {
-		memcpy(data, regs + off, size);
+		memcpy(data, (uint8_t *)regs + off, size);
 		return true;
 	}
-	memcpy(regs + off, data, size);         /* a status write clears nothing set */
-	memcpy(&pm->en, regs + 2, 2);
-	memcpy(&pm->cnt, regs + 4, 2);
+	memcpy((uint8_t *)regs + off, data, size);      /* a status write clears nothing set */
+	pm->en = regs[1];
+	pm->cnt = regs[2];
 	return true;
 }

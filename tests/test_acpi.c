@@ -162,8 +162,9 @@ static void at_check(unsigned int vcpus)
 	cr_assert_geq(at_u32(fadt + 4), 244, "FADT too short for its X_ fields");
 	cr_assert_eq(at_u32(fadt + 40), at_u64(fadt + 140), "FADT DSDT and X_DSDT differ");
 	dsdt = at_table(at_u64(fadt + 140), "DSDT");
-	cr_assert_eq(memcmp(at_buf + (at_u32(fadt + 36) - LINUX_ACPI_GPA), "FACS", 4), 0);
-	cr_assert_eq(at_u32(fadt + 36) % 64, 0, "FACS not 64-byte aligned");
+	cr_assert_eq(at_u32(fadt + 36), 0, "FIRMWARE_CTRL set besides X_FIRMWARE_CTRL");
+	cr_assert_eq(memcmp(at_buf + (at_u64(fadt + 132) - LINUX_ACPI_GPA), "FACS", 4), 0);
+	cr_assert_eq(at_u64(fadt + 132) % 64, 0, "FACS not 64-byte aligned");
 	cr_assert_eq(at_u32(fadt + 112) & (1u << 20), 0, "hardware-reduced: no PIC, no PIT");
 	cr_assert_eq(fadt[46], LINUX_ACPI_SCI_IRQ);
 	cr_assert_eq(at_u32(fadt + 56), LINUX_PM1_EVT_PORT);
