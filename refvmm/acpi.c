@@ -177,7 +177,8 @@ static uint32_t write_madt(uint8_t *t, unsigned int vcpus)
 	m->lapic_address = LINUX_LAPIC_ADDR;
 	m->flags = MADT_PCAT_COMPAT;
 	for (unsigned int i = 0; i < vcpus; i++) {
-		struct madt_lapic l = { MADT_LAPIC, sizeof(l), (uint8_t)i, (uint8_t)i, MADT_ENABLED };
+		struct madt_lapic l = { MADT_LAPIC, sizeof(l), (uint8_t)i, (uint8_t)i,
+					MADT_ENABLED };
 
 		p = put(p, &l, sizeof(l));
 	}
@@ -341,8 +342,7 @@ static uint32_t write_dsdt(uint8_t *t)
 	return (uint32_t)(p - t);
 }
 
-/* ---- the whole set ---- */
-
+/* ---- RSDP and XSDT: the whole set ---- */
 /* Bytes the tables take for @vcpus vCPUs, at most: an upper bound for the checks. */
 #define ACPI_SIZE_MAX(vcpus)	(0x480 + (vcpus) * sizeof(struct madt_lapic))
 

@@ -163,7 +163,8 @@ static void write_mptable(char *area, uint64_t gpa, unsigned int vcpus)
 	const struct mpc_bus buses[2] = { { MP_BUS, MP_BUS_PCI, "PCI   " },
 					  { MP_BUS, MP_BUS_ISA, "ISA   " } };
 	const uint8_t ioapic_id = (uint8_t)vcpus;
-	const struct mpc_ioapic io = { MP_IOAPIC, ioapic_id, MP_IOAPIC_VERSION, 1, LINUX_IOAPIC_ADDR };
+	const struct mpc_ioapic io = { MP_IOAPIC, ioapic_id, MP_IOAPIC_VERSION, 1,
+				       LINUX_IOAPIC_ADDR };
 	char *p = (char *)(mpc + 1);
 	uint16_t count = 0;
 
@@ -409,7 +410,6 @@ static int load_bzimage(int fd, char *ram, uint64_t size, off_t file_size,
 static void write_zero_page(char *ram, const struct linux_boot *b)
 {
 	uint8_t *bp = (uint8_t *)ram + LINUX_ZERO_PAGE_GPA;
-
 	const uint64_t rsdp = LINUX_ACPI_GPA;
 
 	memcpy(bp + BP_ACPI_RSDP_ADDR, &rsdp, sizeof(rsdp));

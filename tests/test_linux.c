@@ -882,7 +882,8 @@ static const char *lt_env(const char *name)
  */
 static bool lt_prepare(const char *root, const char *build, char *env, size_t len)
 {
-	const char *kernel = lt_env("GFA_LINUX_TEST_KERNEL"), *mods = lt_env("GFA_LINUX_TEST_MODULES");
+	const char *kernel = lt_env("GFA_LINUX_TEST_KERNEL");
+	const char *mods = lt_env("GFA_LINUX_TEST_MODULES");
 	char cmd[5 * PATH_MAX + 128], line[2 * PATH_MAX + 32] = "", bz[PATH_MAX];
 	char opt[2 * PATH_MAX + 32] = "";
 	FILE *p;
