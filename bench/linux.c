@@ -488,15 +488,10 @@ static int lb_start_qemu(struct lb_guest *g, const struct lb_env *e, const char 
 	unlink(g->qmp_path);
 	snprintf(qmp, sizeof(qmp), "unix:%s,server=on,wait=off", g->qmp_path);
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)(e->mem / MiB));
-	char *acpi;
 
-	/* QEMU's balloon interrupts through its PCI INTx routing, which its firmware describes
-	 * in ACPI only: with acpi=off the kernel takes the line for an ISA edge one and never
-	 * sees a configuration change.  So QEMU's guest keeps ACPI. */
+	/* QEMU's guest gets the same command line: ACPI on, which QEMU's balloon needs (its
+	 * firmware describes the PCI INTx routing in ACPI only). */
 	snprintf(cmdline, sizeof(cmdline), "%s %s", GFA_LINUX_DEFAULT_CMDLINE, append);
-	acpi = strstr(cmdline, " acpi=off");
-	if (acpi)
-		memmove(acpi, acpi + 9, strlen(acpi + 9) + 1);
 	argc = qemu_common_argv(argv, mem, bios);
 	argv[argc++] = "-qmp"; argv[argc++] = qmp;
 	argv[argc++] = "-device";

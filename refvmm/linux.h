@@ -4,6 +4,7 @@
 #define GFA_REFVMM_LINUX_H
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <gfa/refvmm.h>
 
@@ -14,8 +15,16 @@
 #define LINUX_CMDLINE_MAX	4096u
 #define LINUX_BOOT_AREA_GPA	0x30000ULL	/* bzImage: GDT and identity page tables */
 #define LINUX_EBDA_GPA		0x9fc00ULL	/* MP table: the last KiB of base memory */
+#define LINUX_ACPI_GPA		0xe0000ULL	/* RSDP, then the ACPI tables */
+#define LINUX_ACPI_SIZE		0x1000u
 #define LINUX_HIGH_RAM_GPA	0x100000ULL
 #define LINUX_BZIMAGE_GPA	0x100000ULL	/* protected-mode kernel of a bzImage */
+
+#define LINUX_LAPIC_ADDR	0xfee00000u
+#define LINUX_IOAPIC_ADDR	0xfec00000u
+#define LINUX_RESET_PORT	0xcf9
+#define LINUX_RESET_CPU		0x04
+#define LINUX_RESET_VALUE	0x06	/* what the FADT's reset register says to write */
 
 /* What the loader leaves for the vCPU set-up. */
 struct linux_boot {
@@ -31,11 +40,33 @@ struct linux_boot {
 
 /*
  * Load the kernel, initramfs and command line into guest RAM [@ram, @ram + @size) and
- * write the boot information (PVH start info or boot_params, e820) and the MP table for
- * @vcpus vCPUs.  Returns 0 or a negative errno (see gfa_linux_vm_create).
+ * write the boot information (PVH start info or boot_params, e820), the MP table and
+ * the ACPI tables for @vcpus vCPUs.  Returns 0 or a negative errno (see gfa_linux_vm_create).
  */
 int linux_boot_load(void *ram, uint64_t size, const char *kernel, const char *initrd,
 		    const char *cmdline, unsigned int vcpus, struct linux_boot *out);
+
+/*
+ * ACPI (refvmm/acpi.c): an SCI line nothing else uses, and the PM1 event (status,
+ * enable) and control registers the FADT points at.
+ */
+#define LINUX_ACPI_SCI_IRQ	7
+#define LINUX_PM1_EVT_PORT	0x600
+#define LINUX_PM1_CNT_PORT	0x604
+
+struct linux_acpi_pm {
+	uint16_t en, cnt;               /* what the guest wrote; status reads 0 */
+};
+
+/*
+ * Write the RSDP at @area (guest-physical @gpa) and the XSDT, FADT, MADT (@vcpus local
+ * APICs) and DSDT after it, in at most @len bytes.  Returns the bytes used, or -E2BIG
+ * (@len too small, or @vcpus 0 or above GFA_LINUX_MAX_VCPUS).
+ */
+int linux_acpi_write(void *area, uint64_t gpa, size_t len, unsigned int vcpus);
+/* A port access for the PM1 registers: false if @port is not theirs (caller locks). */
+bool linux_acpi_pm_io(struct linux_acpi_pm *pm, uint16_t port, uint8_t *data,
+		      unsigned int size, bool out);
 
 /* A 16550 UART, transmit side plus the registers Linux's 8250 driver probes. */
 struct linux_uart {

@@ -5,8 +5,9 @@
  * no PVH section; the layout is Xen's hvm_start_info, version 1, which Linux's
  * arch/x86/platform/pvh reads), or a bzImage through the 64-bit boot protocol
  * (boot_params, the "zero page").  Either way the kernel gets the command line, the
- * initramfs and an e820 map made from the guest's RAM, and finds the MP table the VMM
- * writes (MPS 1.4), since there is no ACPI.
+ * initramfs and an e820 map made from the guest's RAM, the ACPI tables of refvmm/acpi.c
+ * (the boot information names their RSDP) and an MP table (MPS 1.4) for a kernel booted
+ * with acpi=off.
  */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -51,7 +52,7 @@ static bool fits(uint64_t size, uint64_t gpa, uint64_t len, uint64_t floor)
 #define E820_RAM	1
 #define E820_RESERVED	2
 
-/* The guest's RAM as e820: base memory, the legacy hole (MP table, ROM area), the rest. */
+/* The guest's RAM as e820: base memory, the legacy hole (MP and ACPI tables), the rest. */
 static void build_e820(uint64_t size, struct linux_boot *out)
 {
 	out->nr_e820 = 0;
@@ -117,8 +118,6 @@ struct mpc_intsrc {             /* also the local interrupt entry's layout */
 #define MP_BUS_ISA	1
 #define MP_APIC_VERSION	0x14
 #define MP_IOAPIC_VERSION 0x11
-#define MP_LAPIC_ADDR	0xfee00000u
-#define MP_IOAPIC_ADDR	0xfec00000u
 #define MP_CPU_ENABLED	1
 #define MP_CPU_BSP	2
 #define CPUID_FEATURE_APIC	(1u << 9)
@@ -164,7 +163,8 @@ static void write_mptable(char *area, uint64_t gpa, unsigned int vcpus)
 	const struct mpc_bus buses[2] = { { MP_BUS, MP_BUS_PCI, "PCI   " },
 					  { MP_BUS, MP_BUS_ISA, "ISA   " } };
 	const uint8_t ioapic_id = (uint8_t)vcpus;
-	const struct mpc_ioapic io = { MP_IOAPIC, ioapic_id, MP_IOAPIC_VERSION, 1, MP_IOAPIC_ADDR };
+	const struct mpc_ioapic io = { MP_IOAPIC, ioapic_id, MP_IOAPIC_VERSION, 1,
+				       LINUX_IOAPIC_ADDR };
 	char *p = (char *)(mpc + 1);
 	uint16_t count = 0;
 
@@ -209,7 +209,7 @@ static void write_mptable(char *area, uint64_t gpa, unsigned int vcpus)
 	memcpy(mpc->oem, "GFA     ", 8);
 	memcpy(mpc->productid, "REFVMM      ", 12);
 	mpc->oemcount = count;
-	mpc->lapic = MP_LAPIC_ADDR;
+	mpc->lapic = LINUX_LAPIC_ADDR;
 	mpc->checksum = mp_checksum(mpc, mpc->length);
 
 	memcpy(mpf->signature, "_MP_", 4);
@@ -321,6 +321,7 @@ static void write_pvh_info(char *ram, struct linux_boot *b)
 	si->magic = PVH_START_MAGIC;
 	si->version = 1;                /* has the memory map */
 	si->cmdline_paddr = LINUX_CMDLINE_GPA;
+	si->rsdp_paddr = LINUX_ACPI_GPA;
 	if (b->initrd_size) {
 		si->nr_modules = 1;
 		si->modlist_paddr = LINUX_START_INFO_GPA + sizeof(*si);
@@ -337,6 +338,7 @@ static void write_pvh_info(char *ram, struct linux_boot *b)
 /* ---- bzImage through the 64-bit entry ---- */
 
 /* boot_params offsets (Documentation/x86/zero-page.rst, boot.rst). */
+#define BP_ACPI_RSDP_ADDR	0x070		/* read from boot protocol 2.14 on */
 #define BP_E820_ENTRIES		0x1e8
 #define BP_SETUP_SECTS		0x1f1
 #define BP_VID_MODE		0x1fa
@@ -408,7 +410,9 @@ static int load_bzimage(int fd, char *ram, uint64_t size, off_t file_size,
 static void write_zero_page(char *ram, const struct linux_boot *b)
 {
 	uint8_t *bp = (uint8_t *)ram + LINUX_ZERO_PAGE_GPA;
+	const uint64_t rsdp = LINUX_ACPI_GPA;
 
+	memcpy(bp + BP_ACPI_RSDP_ADDR, &rsdp, sizeof(rsdp));
 	put32(bp, BP_RAMDISK_IMAGE, (uint32_t)b->initrd_gpa);
 	put32(bp, BP_RAMDISK_SIZE, (uint32_t)b->initrd_size);
 	bp[BP_E820_ENTRIES] = (uint8_t)b->nr_e820;
@@ -490,5 +494,6 @@ int linux_boot_load(void *ram, uint64_t size, const char *kernel, const char *in
 	else
 		write_zero_page(g, out);
 	write_mptable(g + LINUX_EBDA_GPA, LINUX_EBDA_GPA, vcpus);
-	return 0;
+	r = linux_acpi_write(g + LINUX_ACPI_GPA, LINUX_ACPI_GPA, LINUX_ACPI_SIZE, vcpus);
+	return r < 0 ? r : 0;
 }

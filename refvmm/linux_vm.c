@@ -26,8 +26,6 @@
 
 #define PORT_I8042_CMD	0x64
 #define I8042_RESET	0xfe
-#define PORT_RESET_CF9	0xcf9
-#define CF9_RESET_CPU	0x04
 #define PORT_PCI_FIRST	0xcf8
 #define PORT_PCI_LAST	0xcff
 
@@ -54,8 +52,9 @@ struct gfa_linux_vm {
 	bool started, joined;
 	double t0;
 
-	pthread_mutex_t uart_lock;      /* the UART's registers, from any vCPU */
+	pthread_mutex_t uart_lock;      /* the UART's and PM1 registers, from any vCPU */
 	struct linux_uart uart;
+	struct linux_acpi_pm pm;
 	char cur[LINE_MAX_BYTES];
 	size_t cur_len;
 	int console_fd;
@@ -181,11 +180,20 @@ static int lvm_port(struct gfa_linux_vm *vm, uint16_t port, uint8_t *data, unsig
 		pthread_mutex_unlock(&vm->uart_lock);
 		return GFA_KVM_IO_CONTINUE;
 	}
+	if (port >= LINUX_PM1_EVT_PORT && port < LINUX_PM1_CNT_PORT + 2) {
+		bool mine;
+
+		pthread_mutex_lock(&vm->uart_lock);
+		mine = linux_acpi_pm_io(&vm->pm, port, data, size, out);
+		pthread_mutex_unlock(&vm->uart_lock);
+		if (mine)
+			return GFA_KVM_IO_CONTINUE;
+	}
 	if (port == PORT_I8042_CMD && out && size == 1 && *data == I8042_RESET)
 		return GFA_KVM_IO_STOP;
 	/* the reset control register shares the PCI ports' range; bytes only */
-	if (port == PORT_RESET_CF9 && size == 1) {
-		if (out && (*data & CF9_RESET_CPU))
+	if (port == LINUX_RESET_PORT && size == 1) {
+		if (out && (*data & LINUX_RESET_CPU))
 			return GFA_KVM_IO_STOP;
 		if (!out)
 			*data = 0;

@@ -607,10 +607,10 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 			printf("guest %u: did not boot to a clean checker pass: %s\n", i,
 			       gfa_linux_vm_error(g->vm)[0] ? gfa_linux_vm_error(g->vm) : "timeout");
 		if (g->ok && g->cpus != (int)o->vcpus) {
-			printf("guest %u: FAILED: %d of %u vCPUs online: this VMM describes the CPUs "
-			       "only by an MP table (no ACPI), which a kernel without "
-			       "CONFIG_X86_MPPARSE (Debian's cloud flavour) ignores, and maxcpus= or "
-			       "nosmp on the command line stop the rest\n", i, g->cpus, o->vcpus);
+			printf("guest %u: FAILED: %d of %u vCPUs online: maxcpus= or nosmp on the "
+			       "command line stop the rest, and so does acpi=off on a kernel "
+			       "without CONFIG_X86_MPPARSE (Debian's cloud flavour), which then "
+			       "finds no CPU but the first\n", i, g->cpus, o->vcpus);
 			g->ok = false;
 		}
 		if (g->ok && g->bal)

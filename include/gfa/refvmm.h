@@ -1378,8 +1378,10 @@ int gfa_rv_balloon_stat(struct gfa_rv_balloon *b, struct gfa_rv_balloon_stat *st
  * or a bzImage through the 64-bit boot protocol), an initramfs and a command line, booted
  * on a gfa_guest's RAM, one thread per vCPU.  The VM offers what such a kernel needs
  * without firmware: KVM's in-kernel irqchip (PIC, IOAPIC, local APICs) and PIT, CPUID from
- * KVM_GET_SUPPORTED_CPUID (with the hypervisor bit, so the kernel finds kvmclock), an MP
- * table for interrupt routing (no ACPI), an e820 map made from the guest's RAM, a 16550
+ * KVM_GET_SUPPORTED_CPUID (with the hypervisor bit, so the kernel finds kvmclock), ACPI
+ * tables (MADT: one local APIC per vCPU and the IOAPIC; FADT with its PM1 registers; a
+ * DSDT with the PCI host bridge and its interrupt routing) and, for a kernel booted with
+ * acpi=off, an MP table describing the same, an e820 map made from the guest's RAM, a 16550
  * UART on 0x3f8 as the console, port IO that no device claims reading all ones (writes
  * ignored; PCI ports go to the optional gfa_rv_pci bus), the same for MMIO outside guest
  * RAM, and a way to stop: a reset through the i8042 (0xfe to port 0x64) or port 0xcf9, or
@@ -1389,12 +1391,15 @@ int gfa_rv_balloon_stat(struct gfa_rv_balloon *b, struct gfa_rv_balloon_stat *st
  *
  * Guest-physical layout: the whole guest window is RAM at GPA 0 (one memslot, so KVM can
  * map it with 2 MiB pages); the e820 map reports [0, 0x9fc00) and [1 MiB, size) as RAM
- * and the hole between as reserved (the MP table lives at 0x9fc00).  Guests are at most
- * GFA_LINUX_MAX_MEM: there is no PCI hole below 4 GiB to step over.
+ * and the hole between as reserved (the MP table lives at 0x9fc00, the ACPI tables at
+ * 0xe0000, their RSDP first, which the PVH start info or boot_params also names).
+ * Guests are at most GFA_LINUX_MAX_MEM: there is no PCI hole below 4 GiB to step over.
  *
- * Interrupts: ISA IRQs 0-15 are edge triggered; PCI slot s, INTA#, is wired to IOAPIC pin
- * GFA_LINUX_PCI_IRQ(s), level triggered, active high (the line is asserted while a device
- * holds it at level 1 through gfa_linux_vm_irq_line).
+ * Interrupts: ISA IRQs 0-15 are edge triggered on IOAPIC pins 0-15; PCI slot s, INTA#, is
+ * wired to IOAPIC pin GFA_LINUX_PCI_IRQ(s), level triggered (the line is asserted while a
+ * device holds it at level 1 through gfa_linux_vm_irq_line; the ACPI tables say active
+ * low, the MP table active high, and KVM's IOAPIC ignores the polarity), and so is the
+ * ACPI SCI on pin 7, which nothing raises.
  *
  * Devices: create the gfa_rv_pci bus first and pass it in the config; devices that need
  * the guest (a balloon: gfa_linux_vm_guest()) or its interrupt lines (irq_fn
@@ -1408,14 +1413,14 @@ struct gfa_rv_pci;
 
 #define GFA_LINUX_MAX_MEM	(3ULL << 30)
 #define GFA_LINUX_MAX_VCPUS	16
-#define GFA_LINUX_PCI_SLOTS	8	/* slots with an MP-table interrupt entry */
+#define GFA_LINUX_PCI_SLOTS	8	/* slots with an interrupt entry (_PRT, MP table) */
 /* IOAPIC pin of PCI slot @s's INTA#: 5, 9, 10, 11, 5, ... */
 #define GFA_LINUX_PCI_IRQ(s)	((unsigned int)((0xba95u >> (4 * ((s) & 3))) & 0xf))
 /* The command line used when the config gives none: quiet, and options that spare a
  * firmware-less nested guest slow probes (RTC driver, i8042 aux/mux, TSC checks, the
  * port-0x80 delay, UARTs beyond ttyS0). */
 #define GFA_LINUX_DEFAULT_CMDLINE \
-	"console=ttyS0 reboot=pci panic=-1 quiet acpi=off mitigations=off nokaslr " \
+	"console=ttyS0 reboot=pci panic=-1 quiet mitigations=off nokaslr " \
 	"tsc=reliable " \
 	"no_timer_check edd=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd " \
 	"random.trust_cpu=on cryptomgr.notests initcall_blacklist=cmos_init,add_rtc_cmos " \
@@ -1451,7 +1456,7 @@ struct gfa_linux_e820 {
  * @cfg: struct gfa_linux_config
  *
  * Makes the gfa_guest for its RAM, a KVM VM with irqchip and PIT, vCPUs, and writes the
- * kernel, initramfs, command line, boot information and MP table into guest RAM.
+ * kernel, initramfs, command line, boot information, MP and ACPI tables into guest RAM.
  * Nothing runs until gfa_linux_vm_start().
  *
  * Return: the VM, or NULL with errno: EFAULT (NULL argument), EINVAL (size, vCPUs, no
