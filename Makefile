@@ -289,3 +289,6 @@ SOAK_SECONDS ?= 600
 soak:
 	GFA_XSTRESS_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) asan TEST_ARGS="--filter 'xstress/soak'"
 	GFA_XSTRESS_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) tsan TEST_ARGS="--filter 'xstress/soak'"
+
+# ---- kvmtool on gfa (contrib/kvmtool/) ----
+include contrib/kvmtool/kvmtool.mk
