@@ -45,15 +45,6 @@ static void kt_require(void)
 		  "GFA_KT_KERNEL / GFA_KT_INITRD not readable");
 }
 
-static void kt_boot(struct kt_vm *vm, const char *env, unsigned int mib, const char *args,
-		    const char *append, size_t *off)
-{
-	kt_require();
-	cr_assert_eq(kt_start(vm, kt_lkvm, env, kt_kernel, kt_initrd, mib, args, append), 0);
-	*off = 0;
-	kt_expect(vm, "gfa-init up", off, KT_BOOT_S);
-}
-
 static void kt_expect(struct kt_vm *vm, const char *needle, size_t *off, double secs)
 {
 	double t = kt_wait(vm, needle, off, secs);
@@ -63,6 +54,15 @@ static void kt_expect(struct kt_vm *vm, const char *needle, size_t *off, double 
 		cr_assert_fail("no \"%s\" within %.0f s: %s", needle, secs, kt_log(vm));
 	}
 	fprintf(stderr, "kvmtool: %s: \"%s\" after %.1f s\n", vm->name, needle, t);
+}
+
+static void kt_boot(struct kt_vm *vm, const char *env, unsigned int mib, const char *args,
+		    const char *append, size_t *off)
+{
+	kt_require();
+	cr_assert_eq(kt_start(vm, kt_lkvm, env, kt_kernel, kt_initrd, mib, args, append), 0);
+	*off = 0;
+	kt_expect(vm, "gfa-init up", off, KT_BOOT_S);
 }
 
 /* Stop the VM (if it runs) and check it printed its counters and no oops. */
