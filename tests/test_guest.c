@@ -94,10 +94,10 @@ Test(guest, frames_never_carry_another_guests_data)
 Test(guest, bad_config)
 {
 	struct host h = host_new(16 * MiB, false);
-	struct gfa_guest_config cfg = { .mem_bytes = 3 * MiB };
+	struct gfa_guest_config cfg = { .mem_bytes = 3 * MiB + 512 };
 
 	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));
-	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(errno, EINVAL, "not 4 KiB aligned");
 	cfg.mem_bytes = 2 * MiB;
 	cfg.zone = 4;
 	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));

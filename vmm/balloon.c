@@ -26,7 +26,19 @@ static int check_shape(struct gfa_guest *g, const struct gfa_gpa_range *r, unsig
 		return -EFAULT;
 	if (!r)
 		return pool_count_error(g->pool, GFA_EFAULT);
-	return n ? pool_count_error(g->pool, gpa_ranges_check(r, n, g->size)) : 0;
+	return n ? pool_count_error(g->pool, guest_ranges_check(g, r, n)) : 0;
+}
+
+/* A copy of a checked list, its gpas made relative to the window's base (the gfns of
+ * vmm/guest_internal.h), or NULL (-ENOMEM). */
+static struct gfa_gpa_range *ranges_rebased(const struct gfa_guest *g,
+					    const struct gfa_gpa_range *r, unsigned int n)
+{
+	struct gfa_gpa_range *m = malloc(n * sizeof(*m) + 1);
+
+	for (unsigned int i = 0; m && i < n; i++)
+		m[i] = (struct gfa_gpa_range){ r[i].gpa - g->base, r[i].len };
+	return m;
 }
 
 /* Every frame of every range backed (want_backed) or ballooned out (!want_backed)? */
@@ -194,14 +206,13 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 
 	if (err)
 		return err;
-	struct gfa_gpa_range *m = malloc(n * sizeof(*m) + 1);
+	struct gfa_gpa_range *m = ranges_rebased(g, r, n);
 	unsigned int k = 0;
 
 	if (!m)
 		return -ENOMEM;
 	/* virtio-balloon hands over pages: merge adjacent ones into runs (one split and one
 	 * remap per run, not per page) */
-	memcpy(m, r, n * sizeof(*m));
 	qsort(m, n, sizeof(*m), gpa_range_cmp);
 	for (unsigned int i = 0; i < n; i++) {
 		if (k && m[k - 1].gpa + m[k - 1].len == m[i].gpa)
@@ -278,15 +289,21 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 {
 	uint64_t given = 0, kept = 0;
 	unsigned int done = 0;
+	struct gfa_gpa_range *m;
 	int err = check_shape(g, r, n);
 
 	if (err)
 		return err;
+	m = ranges_rebased(g, r, n);
+	if (!m)
+		return -ENOMEM;
+	r = m;
 	pthread_mutex_lock(&g->lock);
 	if (g->lazy) {
 		int64_t ret = deflate_lazy(g, r, n);
 
 		pthread_mutex_unlock(&g->lock);
+		free(m);
 		return ret;
 	}
 	err = check_state(g, r, n, false);
@@ -307,6 +324,7 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	GFA_BUG_ON(g->st.ballooned_frames < given + kept);     /* never below 0 */
 	g->st.ballooned_frames -= given + kept;
 	pthread_mutex_unlock(&g->lock);
+	free(m);
 	return err ? err : (int64_t)given;
 }
 
@@ -314,8 +332,10 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 int64_t guest_discard(struct gfa_guest *g, uint64_t gpa, uint64_t len)
 {
 	uint64_t taken = 0;
-	int err;
+	int err = guest_gpa_check(g, &gpa, len);
 
+	if (err)
+		return err;
 	pthread_mutex_lock(&g->lock);
 	err = discard_range(g, gpa >> GFA_FRAME_SHIFT, (gpa + len) >> GFA_FRAME_SHIFT, &taken);
 	pthread_mutex_unlock(&g->lock);

@@ -12,7 +12,26 @@ int gpa_range_cmp(const void *a, const void *b)
 	return x->gpa < y->gpa ? -1 : x->gpa > y->gpa;
 }
 
-int gpa_ranges_check(const struct gfa_gpa_range *r, unsigned int n, uint64_t size)
+bool gpa_range_inside(const struct gfa_gpa_range *regions, unsigned int nr_regions,
+		      uint64_t gpa, uint64_t len)
+{
+	unsigned int lo = 0, hi = nr_regions;
+
+	/* the last region starting at or below gpa is the only one that can hold it */
+	while (hi - lo > 1) {
+		unsigned int mid = lo + (hi - lo) / 2;
+
+		if (regions[mid].gpa <= gpa)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return nr_regions && gpa >= regions[lo].gpa && gpa - regions[lo].gpa < regions[lo].len &&
+	       len <= regions[lo].len - (gpa - regions[lo].gpa);
+}
+
+int gpa_ranges_check(const struct gfa_gpa_range *r, unsigned int n,
+		     const struct gfa_gpa_range *regions, unsigned int nr_regions)
 {
 	struct gfa_gpa_range *s;
 	int err = 0;
@@ -20,7 +39,7 @@ int gpa_ranges_check(const struct gfa_gpa_range *r, unsigned int n, uint64_t siz
 	for (unsigned int i = 0; i < n; i++) {
 		if (!r[i].len || (r[i].gpa | r[i].len) & (GFA_FRAME_SIZE - 1))
 			return -EINVAL;
-		if (r[i].gpa >= size || r[i].len > size - r[i].gpa)
+		if (!gpa_range_inside(regions, nr_regions, r[i].gpa, r[i].len))
 			return -ERANGE;
 	}
 	if (n < 2)

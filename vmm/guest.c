@@ -241,6 +241,10 @@ static int guest_map_runs(struct gfa_guest *g)
 		}
 		if (last)
 			break;
+		if (pfn == NO_PFN) {            /* a hole between regions */
+			gfn++;
+			continue;
+		}
 		if (!run_n) {
 			run_gfn = gfn;
 			run_pfn = pfn;
@@ -344,13 +348,15 @@ static int guest_check_lazy(const struct gfa_guest_config *cfg)
 static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 			      const struct gfa_guest_config *cfg)
 {
-	uint64_t start, nr, off;
-	int fd;
+	uint64_t start, nr, off, span, backed;
+	int fd, err;
 
 	if (!pool || !b || !cfg)
 		return EFAULT;
-	if (!cfg->mem_bytes || cfg->mem_bytes % RANGE_BYTES ||
-	    (cfg->mem_bytes >> GFA_FRAME_SHIFT) > UINT32_MAX)
+	err = guest_check_regions(cfg, &span, &backed);
+	if (err)
+		return err;
+	if ((span >> GFA_FRAME_SHIFT) > UINT32_MAX)
 		return EINVAL;
 	if (cfg->vcpu_ops && (!cfg->vcpu_ops->pause || !cfg->vcpu_ops->resume))
 		return EINVAL;          /* a pause without its resume would stop them for good */
@@ -377,7 +383,7 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 	/* more than the whole zone can never be backed: fail before sizing tables for it
 	 * (16 TiB of guest would mean 32 GiB of them).  A lazy guest is backed as it is
 	 * touched: overcommit, up to LAZY_OVERCOMMIT_MAX times the zone */
-	if ((cfg->mem_bytes >> GFA_FRAME_SHIFT) >
+	if ((backed >> GFA_FRAME_SHIFT) >
 	    nr * (cfg->flags & GFA_GUEST_LAZY ? LAZY_OVERCOMMIT_MAX : 1))
 		return ENOMEM;
 	return 0;
@@ -416,8 +422,6 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	g->pool = pool;
 	g->b = b;
 	g->zone = cfg->zone;
-	g->size = g->st.mem_bytes = cfg->mem_bytes;
-	g->nr_frames = cfg->mem_bytes >> GFA_FRAME_SHIFT;
 	g->id = cfg->id ? cfg->id : atomic_fetch_add(&next_guest_id, 1);
 	g->collapse_lo = NO_PFN;
 	g->small_only = cfg->small_only;
@@ -437,9 +441,10 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	pthread_mutex_init(&g->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
 	pthread_mutex_init(&g->pause_lock, NULL);
-	g->nr_ranges = g->nr_frames / RANGE_FRAMES;
-	g->range = malloc(g->nr_ranges * sizeof(*g->range));
-	g->pins = calloc(g->nr_ranges, sizeof(*g->pins));
+	err = guest_setup_regions(g, cfg);
+	g->st.mem_bytes = g->ram_bytes;
+	g->range = err ? NULL : malloc(g->nr_ranges * sizeof(*g->range));
+	g->pins = err ? NULL : calloc(g->nr_ranges, sizeof(*g->pins));
 	if (!g->range || !g->pins)
 		err = -ENOMEM;
 	if (!err && !g->pinned)
@@ -459,7 +464,8 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 		err = guest_lazy_init(g, cfg);  /* no frame now: each at its first touch */
 	/* every block first, then the window in runs: a move meanwhile maps its own */
 	for (uint64_t gfn = 0; !err && !g->lazy && gfn < g->nr_frames; gfn += RANGE_FRAMES)
-		err = guest_fill_range(g, cfg->pcp, gfn, cfg->small_only);
+		if (!guest_range_absent(g, gfn))
+			err = guest_fill_range(g, cfg->pcp, gfn, cfg->small_only);
 	if (!err && !g->lazy)
 		err = guest_map_runs(g);
 	g->st.window_mappings = g->nr_mappings;
@@ -564,6 +570,7 @@ void gfa_guest_destroy(struct gfa_guest *g)
 	pthread_mutex_destroy(&g->lock);
 	free(g->pins);
 	free(g->range);
+	guest_free_regions(g);
 	free(g);
 }
 
@@ -592,7 +599,7 @@ void *gfa_guest_hva(const struct gfa_guest *g)
 
 uint64_t gfa_guest_size(const struct gfa_guest *g)
 {
-	return g ? g->size : 0;
+	return g ? g->ram_bytes : 0;
 }
 
 uint64_t gfa_guest_id(const struct gfa_guest *g)
@@ -608,7 +615,7 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
 		return GFA_EFAULT;
 	if (!pfn)
 		return pool_count_error(g->pool, GFA_EFAULT);
-	if (gpa >= g->size)
+	if (guest_gpa_check(g, &gpa, 1))
 		return pool_count_error(g->pool, GFA_ERANGE);
 	pthread_mutex_lock(&g->lock);
 	*pfn = guest_pfn(g, gpa >> GFA_FRAME_SHIFT);
@@ -621,10 +628,13 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn)
 /* The counters a scan of the ranges gives (g->lock held). */
 static void guest_count_blocks(struct gfa_guest *g)
 {
-	uint64_t frames = 0;
+	uint64_t frames = 0, present = 0;
 
 	g->st.huge_ranges = g->st.small_ranges = g->st.blocks = 0;
 	for (uint64_t r = 0; r < g->nr_frames; r += RANGE_FRAMES) {
+		if (guest_range_absent(g, r))
+			continue;
+		present += RANGE_BYTES;
 		if (guest_range_huge(g, r)) {
 			g->st.huge_ranges++;
 			g->st.blocks++;
@@ -644,7 +654,7 @@ static void guest_count_blocks(struct gfa_guest *g)
 		}
 	}
 	g->st.populated_bytes = frames << GFA_FRAME_SHIFT;
-	g->st.lazy_bytes = g->lazy ? g->size - g->st.populated_bytes : 0;
+	g->st.lazy_bytes = g->lazy ? present - g->st.populated_bytes : 0;
 }
 
 int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)

@@ -39,7 +39,14 @@ struct gfa_guest {
 	struct gfa_backing *b;
 	uint64_t id;
 	unsigned int zone;
-	uint64_t size, nr_frames, nr_ranges;
+	/* The window spans [base, base + size) of guest physical memory, in whole 2 MiB
+	 * ranges; guest RAM is the regions in it (absolute GPAs, sorted, disjoint, touching
+	 * ones merged) and ram_bytes their sum.  Inside gfa a gfn counts from base: the
+	 * public calls take absolute GPAs and subtract base once (guest_gpa_check). */
+	uint64_t base, size, nr_frames, nr_ranges, ram_bytes;
+	struct gfa_gpa_range *regions;
+	unsigned int nr_regions;
+	uint64_t *absent;       /* bit per 2 MiB range: no region touches it (never backed) */
 	char *win;
 	void *reserve;          /* our own reservation (NULL: the caller's window) */
 	size_t reserve_len;
@@ -92,6 +99,20 @@ static inline void *guest_addr(const struct gfa_guest *g, uint64_t gfn)
 	return g->win + (gfn << GFA_FRAME_SHIFT);
 }
 
+/* No region touches the 2 MiB range holding gfn: it is never backed. */
+static inline bool guest_range_absent(const struct gfa_guest *g, uint64_t gfn)
+{
+	uint64_t r = gfn / RANGE_FRAMES;
+
+	return g->absent[r / 64] & (1ULL << (r % 64));
+}
+
+/* The absolute guest physical address of gfn. */
+static inline uint64_t guest_gfn_gpa(const struct gfa_guest *g, uint64_t gfn)
+{
+	return g->base + (gfn << GFA_FRAME_SHIFT);
+}
+
 /* The range holding gfn may not move (a pin, or a pinned guest). */
 static inline bool guest_range_pinned(const struct gfa_guest *g, uint64_t gfn)
 {
@@ -141,6 +162,23 @@ static inline bool guest_range_huge(const struct gfa_guest *g, uint64_t gfn)
 
 	return !r->d && r->pfn != NO_PFN;
 }
+
+/* Regions (vmm/guest_regions.c).  The config's: EINVAL or ERANGE as a positive errno, or
+ * 0 with the window's *span and the bytes of the 2 MiB ranges they touch (*backed). */
+int guest_check_regions(const struct gfa_guest_config *cfg, uint64_t *span, uint64_t *backed);
+/* Set base, size, nr_frames, nr_ranges, ram_bytes, regions and absent: 0 or -ENOMEM
+ * (guest_free_regions() undoes it either way). */
+int guest_setup_regions(struct gfa_guest *g, const struct gfa_guest_config *cfg);
+void guest_free_regions(struct gfa_guest *g);
+/* The window over every range no region touches is PROT_NONE (a lazy guest's: its
+ * placeholder would serve a touch there): 0 or -errno of the mmap. */
+int guest_map_holes(struct gfa_guest *g);
+/* [*gpa, *gpa + len) (absolute, len > 0) lies inside one region: 0 with *gpa made
+ * relative to base, or -ERANGE (vmm/guest.c).  Any thread: the regions never change. */
+int guest_gpa_check(const struct gfa_guest *g, uint64_t *gpa, uint64_t len);
+/* A public range list's shape (vmm/gpa_ranges.h) against the guest's regions; the
+ * ranges stay absolute. */
+int guest_ranges_check(const struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
 
 /* All with g->lock held. */
 /* Any 2 MiB range [gpa, gpa + len) touches is pinned (vmm/guest_pin.c). */

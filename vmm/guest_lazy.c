@@ -95,7 +95,7 @@ static int lazy_fill_fd(struct gfa_guest *g, uint64_t gpa, char *dst, uint64_t l
 /* The fill source's contents of one run of unfilled gfns into the frames at pfn. */
 static int lazy_fill_run(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, uint64_t nr)
 {
-	uint64_t gpa = gfn << GFA_FRAME_SHIFT, len = nr << GFA_FRAME_SHIFT;
+	uint64_t gpa = guest_gfn_gpa(g, gfn), len = nr << GFA_FRAME_SHIFT;
 	char *dst = gfa_pfn_to_addr(g->pool, pfn);
 
 	if (!dst)
@@ -206,7 +206,7 @@ static void lazy_refuse(struct gfa_guest *g, uint64_t gfn, int err)
 		fprintf(stderr, "gfa: lazy guest %lu: no frame for a first touch at gpa %#lx "
 			"(%s), after direct compaction and the reclaim hook: the access faults "
 			"(KVM_RUN fails with EFAULT, another thread gets SIGBUS)\n",
-			(unsigned long)g->id, (unsigned long)(gfn << GFA_FRAME_SHIFT),
+			(unsigned long)g->id, (unsigned long)guest_gfn_gpa(g, gfn),
 			strerror(-err));
 	/* should there be no VMA for it (vm.max_map_count), the touch faults again and is
 	 * refused again: a loop of refusals, counted, that the VMM sees */
@@ -283,6 +283,8 @@ int guest_lazy_init(struct gfa_guest *g, const struct gfa_guest_config *cfg)
 	g->uffd.missing = guest_lazy_fault;
 	g->uffd.missing_ctx = g;
 	err = guest_placeholder(g, 0, g->nr_frames);
+	if (!err)
+		err = guest_map_holes(g);       /* no touch there is ever served */
 	return err ? err : uffd_start(&g->uffd);
 }
 
@@ -386,16 +388,17 @@ static void save_run(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data
 
 int64_t gfa_guest_save(struct gfa_guest *g, int fd, uint64_t off)
 {
-	struct save_ctx c = { g, fd, off, 0, 0, 0 };
+	struct save_ctx c = { g, fd, 0, 0, 0, 0 };
 
 	if (!g)
 		return GFA_EFAULT;
+	c.off = off + g->base;          /* the file is laid out by absolute gpa */
 	if (fd < 0)
 		return -EBADF;
 	pthread_mutex_lock(&g->lock);
 	/* sized first: a hole at the end reads zero too; truncated: an old snapshot's data
 	 * over a page that is a hole now must go */
-	if (ftruncate(fd, (off_t)off) || ftruncate(fd, (off_t)(off + g->size)))
+	if (ftruncate(fd, (off_t)off) || ftruncate(fd, (off_t)(c.off + g->size)))
 		c.written = -errno;
 	for (uint64_t gfn = 0; c.written >= 0 && gfn < g->nr_frames;
 	     gfn += guest_order(g, gfn) == NOT_HEAD ? 1 : guest_block_frames(g, gfn)) {

@@ -160,7 +160,7 @@ static int guest_notify_moved(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, u
 		return 0;
 	if (gfa_pfn_to_fd(g->pool, pfn, &fd, &off))
 		return -EAGAIN;
-	return g->moved_fn(g->moved_ctx, gfn << GFA_FRAME_SHIFT, GFA_FRAME_SIZE << order, fd, off) ?
+	return g->moved_fn(g->moved_ctx, guest_gfn_gpa(g, gfn), GFA_FRAME_SIZE << order, fd, off) ?
 	       -EBUSY : 0;
 }
 

@@ -19,7 +19,7 @@ static int pin_span(struct gfa_guest *g, uint64_t gpa, uint64_t len, uint64_t *l
 		return GFA_EFAULT;
 	if (!len)
 		return pool_count_error(g->pool, GFA_EINVAL);
-	if (gpa >= g->size || len > g->size - gpa)
+	if (guest_gpa_check(g, &gpa, len))
 		return pool_count_error(g->pool, GFA_ERANGE);
 	*lo = gpa / RANGE_BYTES;
 	*hi = (gpa + len - 1) / RANGE_BYTES + 1;

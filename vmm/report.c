@@ -190,7 +190,7 @@ static void run_done(void *cookie, uint64_t offset, uint64_t len, int result)
 static int report_check(struct gfa_free_report *rep, const struct gfa_gpa_range *r,
 			unsigned int n)
 {
-	int err = gpa_ranges_check(r, n, gfa_guest_size(rep->g));
+	int err = guest_ranges_check(rep->g, r, n);
 
 	/* a pinned page may be a device's DMA target: its host memory must stay */
 	for (unsigned int i = 0; !err && i < n; i++)
@@ -412,8 +412,6 @@ int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_rang
 struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gfa_guest *g)
 {
 	struct gfa_free_report *rep;
-	struct gfa_frame_info fi;
-	uint64_t pfn;
 
 	if (!b || !g) {
 		if (b)
@@ -421,23 +419,10 @@ struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gf
 		errno = EFAULT;
 		return NULL;
 	}
-	/* g must be made of b's frames: its first backed frame is g's in b's pool (a lazy
-	 * guest may have none yet: its backing says) */
-	if (g->lazy && g->b != b) {
+	/* g must be made of b's frames (its pfns are punched out of b's memfds) */
+	if (g->b != b) {
 		errno = EINVAL;
 		return NULL;
-	}
-	for (uint64_t gpa = 0; !g->lazy && gpa < gfa_guest_size(g); gpa += GFA_FRAME_SIZE) {
-		int err = gfa_guest_gpa_to_pfn(g, gpa, &pfn);
-
-		if (err == -ENOENT)
-			continue;
-		if (err || gfa_frame_lookup(backing_pool(b), pfn, &fi) ||
-		    fi.owner != gfa_guest_id(g)) {
-			errno = EINVAL;
-			return NULL;
-		}
-		break;
 	}
 	/* every reporter's runs are in one registry: one wait serves them all */
 	backing_set_move_wait(b, report_moved_wait);

@@ -17,7 +17,7 @@ extern "C" {
 /* The version of the headers a caller is built against: the one definition of gfa's
  * version (the Makefile, gfa.pc and the man pages read it from here). */
 #define GFA_VERSION_MAJOR 0
-#define GFA_VERSION_MINOR 4
+#define GFA_VERSION_MINOR 5
 #define GFA_VERSION_PATCH 0
 #define GFA_VERSION_NUMBER(maj, min, pat) (((maj) << 16) | ((min) << 8) | (pat))
 #define GFA_VERSION GFA_VERSION_NUMBER(GFA_VERSION_MAJOR, GFA_VERSION_MINOR, GFA_VERSION_PATCH)

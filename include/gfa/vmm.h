@@ -650,6 +650,11 @@ struct gfa_guest_vcpu_ops {
  */
 typedef int (*gfa_guest_moved_fn)(void *ctx, uint64_t gpa, uint64_t len, int fd, uint64_t off);
 
+/* A range of guest physical memory: guest RAM's regions, balloon pages, free pages. */
+struct gfa_gpa_range {
+	uint64_t gpa, len;              /* 4 KiB aligned */
+};
+
 /* gfa_guest_config.flags */
 #define GFA_GUEST_PINNED (1U << 0)      /* all of its RAM is pinned (VFIO): its frames
 					 * are unmovable allocations, never moved, never
@@ -708,7 +713,9 @@ struct gfa_guest_lazy {
 };
 
 struct gfa_guest_config {
-	uint64_t mem_bytes;     /* guest RAM, a multiple of 2 MiB */
+	uint64_t mem_bytes;     /* guest RAM from guest physical address 0, a multiple of
+				 * 4 KiB (its last 2 MiB range is backed whole); 0 with
+				 * regions */
 	unsigned int zone;      /* zone (NUMA node) its frames come from */
 	struct gfa_pcp *pcp;    /* the creating thread's cache (of `zone`), or NULL for the
 				 * zone path */
@@ -732,8 +739,19 @@ struct gfa_guest_config {
 	void *moved_ctx;                /* passed to it */
 	const struct gfa_guest_lazy *lazy;      /* optional with GFA_GUEST_LAZY (added in
 						 * 0.4; copied at create) */
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	/* Guest RAM as guest physical regions (added in 0.5; copied at create), or NULL
+	 * for [0, mem_bytes): sorted, disjoint, 4 KiB aligned, not empty; holes between
+	 * them (x86's PCI hole), a first region above 0 (ARM's and RISC-V's RAM at 2 GiB)
+	 * and sizes that are no multiple of 2 MiB are all fine.  The window spans them in
+	 * whole 2 MiB ranges (gfa_guest_base()); a range no region touches is never
+	 * backed, one a region touches in part is backed whole. */
+	const struct gfa_gpa_range *regions;
+	unsigned int nr_regions;        /* at most GFA_GUEST_MAX_REGIONS */
+	uint32_t pad0;
+	uint64_t reserved[2];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
+
+#define GFA_GUEST_MAX_REGIONS 64
 
 /**
  * gfa_guest_create() - a guest whose RAM is made of pool frames
@@ -751,18 +769,20 @@ struct gfa_guest_config {
  * GFA_GUEST_LAZY guest takes none of this at create: each block at its first touch
  * (above).
  *
- * Return: the guest, or NULL with errno: GFA_EFAULT, GFA_EINVAL (size 0 or not 2 MiB aligned, a
- * window not 2 MiB aligned, a pcp of another zone or pool, a backing of another pool,
- * vcpu_ops without pause or resume, unknown flags, nonzero reserved words; lazy and
- * pinned, lazy settings without GFA_GUEST_LAZY, GFA_LAZY_FILL_FD without a file or with
- * a fill callback, unknown lazy flags or nonzero reserved words there), userfaultfd()'s
- * errno for a lazy guest that cannot have one (as wp_errno; GFA_ECANCELED for
- * GFA_NO_UFFD), GFA_EBADF (the fill file), GFA_ERANGE (zone), GFA_ENOBACKING (pool
- * without backing), GFA_ENOMEM (not enough frames, or a lazy guest over 64 times its
- * zone; no frame is kept, but what the blocks taken drew from the owner's claim stays
- * drawn: unclaim and claim again before retrying; or the window's runs need more
- * mappings than vm.max_map_count allows the process: stderr names the limit), GFA_EEXIST
- * (cfg->id is an owner of the pool already), GFA_ENOSPC (owner registry full), or the
+ * Return: the guest, or NULL with errno: GFA_EFAULT, GFA_EINVAL (size 0 or not 4 KiB
+ * aligned; regions empty, misaligned, unsorted or overlapping, more than
+ * GFA_GUEST_MAX_REGIONS, with mem_bytes, or a count without the list; a window not 2 MiB
+ * aligned, a pcp of another zone or pool, a backing of another pool, vcpu_ops without
+ * pause or resume, unknown flags, nonzero reserved words; lazy and pinned, lazy settings
+ * without GFA_GUEST_LAZY, GFA_LAZY_FILL_FD without a file or with a fill callback,
+ * unknown lazy flags or nonzero reserved words there), userfaultfd()'s errno for a lazy
+ * guest that cannot have one (as wp_errno; GFA_ECANCELED for GFA_NO_UFFD), GFA_EBADF (the
+ * fill file), GFA_ERANGE (zone; a region's end past 2^64), GFA_ENOBACKING (pool without
+ * backing), GFA_ENOMEM (not enough frames, or a lazy guest over 64 times its zone; no
+ * frame is kept, but what the blocks taken drew from the owner's claim stays drawn:
+ * unclaim and claim again before retrying; or the window's runs need more mappings than
+ * vm.max_map_count allows the process: stderr names the limit), GFA_EEXIST (cfg->id is an
+ * owner of the pool already), GFA_ENOSPC (owner registry full), or the
  * error of mmap for the window.
  * Context: any thread; one guest's calls are serialised by the guest's lock.  On the
  * pause fallback, not from a thread the vCPU ops wait for (a vCPU's own IO handler, e.g.
@@ -796,16 +816,28 @@ void gfa_guest_destroy(struct gfa_guest *g);
  */
 void gfa_guest_forget_vcpus(struct gfa_guest *g);
 /**
- * gfa_guest_hva() - host address of guest physical address 0
+ * gfa_guest_hva() - host address of guest physical address gfa_guest_base()
+ *
+ * Guest physical address gpa of the guest's RAM is at gfa_guest_hva() + (gpa -
+ * gfa_guest_base()); the window spans the regions' 2 MiB ranges from there.
  *
  * Return: the window, or NULL for a NULL @g.
  * Context: any thread.
  */
 void *gfa_guest_hva(const struct gfa_guest *g);
 /**
+ * gfa_guest_base() - the guest physical address the window starts at
+ *
+ * The first region's start, rounded down to 2 MiB (0 for a guest made with mem_bytes).
+ *
+ * Return: the address, 0 for a NULL @g.
+ * Context: any thread.
+ */
+uint64_t gfa_guest_base(const struct gfa_guest *g);
+/**
  * gfa_guest_size() - the guest's RAM in bytes
  *
- * Return: the size, 0 for a NULL @g.
+ * Return: the sum of its regions (mem_bytes for a guest made with it), 0 for a NULL @g.
  * Context: any thread.
  */
 uint64_t gfa_guest_size(const struct gfa_guest *g);
@@ -966,10 +998,6 @@ int gfa_guest_unpin(struct gfa_guest *g, uint64_t gpa, uint64_t len);
 int gfa_guest_pinned(struct gfa_guest *g, uint64_t gpa, uint64_t len);
 
 /* ---- balloon (for a VMM's virtio-balloon device) ---- */
-
-struct gfa_gpa_range {
-	uint64_t gpa, len;              /* 4 KiB aligned */
-};
 
 /**
  * gfa_balloon_inflate() - take guest physical ranges away from the guest

@@ -1437,7 +1437,7 @@ static void fz_guest_create(uint8_t v)
 		expect = EINVAL;                /* another zone's cache */
 	switch ((v >> 4) % 8) {
 	case 1: cfg.mem_bytes = 0; expect = EINVAL; break;
-	case 2: cfg.mem_bytes += GFA_FRAME_SIZE; expect = EINVAL; break;
+	case 2: cfg.mem_bytes += 1; expect = EINVAL; break;      /* not 4 KiB aligned */
 	case 3: cfg.zone = F.nr_zones; cfg.pcp = NULL; expect = ERANGE; break;
 	case 4: if (!expect) { cfg.vcpu_ops = &half; expect = EINVAL; } break;
 	default: break;
