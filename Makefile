@@ -159,7 +159,7 @@ $(TESTBIN): $(TEST_OBJ) $(REF_A) $(A_DEBUG)
 
 # The README's test command.  Installs missing packages, builds everything, runs the suite.
 test: deps-test
-	$(MAKE) all $(TESTBIN)
+	$(MAKE) all $(TESTBIN) $(if $(KVMTOOL_FOUND),kvmtool)
 	GFA_BUILD=$(BUILD) $(TESTBIN) $(TEST_ARGS)
 check: test
 

@@ -4,6 +4,7 @@
 # folder in lkvm's rpath), and unpatched, the baseline.  kvmtool is GPL-2.0: it is built
 # beside libgfa, never into it (contrib/kvmtool/README.md).
 KVMTOOL_TAR   := $(PEERS)/kvmtool-b48735e.tar.gz
+KVMTOOL_FOUND := $(wildcard $(KVMTOOL_TAR))
 KVMTOOL_DIR   := $(BUILD)/kvmtool
 KVMTOOL_STAGE := $(abspath $(KVMTOOL_DIR)/prefix)
 KVMTOOL_PC    := $(KVMTOOL_DIR)/prefix/usr/lib/pkgconfig/gfa.pc
@@ -11,6 +12,8 @@ KVMTOOL_LKVM  := $(KVMTOOL_DIR)/src/lkvm
 KVMTOOL_BASE  := $(KVMTOOL_DIR)/base/lkvm
 .PHONY: kvmtool
 kvmtool: $(KVMTOOL_LKVM) $(KVMTOOL_BASE)
+# bench/kvmtool.c runs both (make bench-kvmtool ARGS=--quick)
+bench-kvmtool: kvmtool
 
 $(KVMTOOL_PC): $(SO) $(A) $(MAN_STAMP) $(HEADERS) gfa.pc.in
 	$(MAKE) install DESTDIR=$(KVMTOOL_STAGE) PREFIX=/usr
