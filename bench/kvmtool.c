@@ -30,7 +30,8 @@
  *                mismatches=<checksum mismatches under moves>         (goal 0)
  *                patch_lines=<changed lines of kvmtool>               (goal <= 300)
  *
- * GFA_BENCH_CONSOLE=1 copies each guest's console to stderr.
+ * GFA_BENCH_CONSOLE=1 copies each guest's console to stderr; GFA_BENCH_LKVM=PATH runs
+ * another patched lkvm.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -327,6 +328,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	snprintf(e.lkvm, sizeof(e.lkvm), "%s/kvmtool/src/lkvm", build);
+	if (getenv("GFA_BENCH_LKVM"))   /* another patched lkvm */
+		snprintf(e.lkvm, sizeof(e.lkvm), "%.*s", PATH_MAX, getenv("GFA_BENCH_LKVM"));
 	snprintf(e.base, sizeof(e.base), "%s/kvmtool/base/lkvm", build);
 	snprintf(e.patch, sizeof(e.patch), "%s/contrib/kvmtool/gfa.patch", root);
 	if (access(e.lkvm, X_OK) || access(e.base, X_OK)) {
