@@ -192,8 +192,12 @@ void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 	zone_count_free(z, order);
 }
 
+/* How a freed block goes back: at the head of its list, at the tail (cold), or at the
+ * tail with its host memory gone (released: the caller punched it). */
+enum free_how { FREE_HOT, FREE_COLD, FREE_RELEASED };
+
 static int zone_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner,
-		     bool cold)
+		     enum free_how how)
 {
 	struct gfa_zone *z = NULL;
 	int err = free_args(pool, pfn, order, &z);
@@ -205,7 +209,9 @@ static int zone_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, ui
 	pthread_mutex_lock(&z->lock);
 	err = frame_begin_free(pool, z, pfn, order, owner, 0);
 	if (!err) {
-		zone_return(z, pfn, order, cold);
+		if (how == FREE_RELEASED)
+			zone_mark_released(z, pfn, 1UL << order);
+		zone_return(z, pfn, order, how != FREE_HOT);
 		zone_count_free(z, order);
 	}
 	pthread_mutex_unlock(&z->lock);
@@ -216,12 +222,17 @@ static int zone_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, ui
 
 int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
 {
-	return zone_free(pool, pfn, order, owner, false);
+	return zone_free(pool, pfn, order, owner, FREE_HOT);
 }
 
 int pool_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
 {
-	return zone_free(pool, pfn, order, owner, true);
+	return zone_free(pool, pfn, order, owner, FREE_COLD);
+}
+
+int pool_free_released(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
+{
+	return zone_free(pool, pfn, order, owner, FREE_RELEASED);
 }
 
 int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner,

@@ -349,6 +349,9 @@ void release_restore(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
 void release_forget(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
 /* Any released frame in [pfn, pfn + nr)?  (zone lock held) */
 bool release_bits_any(const struct gfa_zone *z, uint64_t pfn, uint64_t nr);
+/* [pfn, pfn + nr), being freed by its owner, had its host memory punched: released
+ * (counted in release_done), before it goes on the lists (zone lock held). */
+void zone_mark_released(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
 static inline bool release_test(const struct gfa_zone *z, uint64_t pfn)
 {
 	uint64_t i = pfn - z->start_pfn;

@@ -84,6 +84,13 @@ int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_ru
  * gfa_free().
  */
 int pool_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner);
+/*
+ * pool_free_cold() of a block whose host memory the owner has just punched out (it
+ * reads zero): the frames go back released, as a host return's would (counted in
+ * release_done; the released hook clears their marks).  Same returns and thread rules.
+ */
+int pool_free_released(struct gfa_pool *pool, uint64_t pfn, unsigned int order,
+		       uint64_t owner);
 
 /* ---- errors ---- */
 

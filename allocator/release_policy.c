@@ -58,6 +58,12 @@ static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool
 	return changed;
 }
 
+void zone_mark_released(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
+{
+	z->nr_released += release_bits(z, pfn, nr, true);
+	z->c.vm.release_done += nr;
+}
+
 /* fn over the runs of [from, to) in one free block, split where the released bit changes
  * (a cached block is populated: released bits go when a block leaves the lists) */
 static void free_block_runs(struct gfa_zone *z, uint64_t from, uint64_t to, bool cached,

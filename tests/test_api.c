@@ -163,7 +163,7 @@ Test(api, configs_with_nonzero_reserved_fields_are_einval)
 	rp.reserved[1] = 1;
 	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), GFA_EINVAL);
 	cr_assert_eq(vm_inval(p), i0 + 2, "refusals are counted");
-	bc.reserved[3] = 1;
+	bc.reserved[2] = 1;
 	errno = 0;
 	cr_assert_null(gfa_backing_create(p, &bc));
 	cr_assert_eq(errno, EINVAL);

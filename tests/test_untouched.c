@@ -20,10 +20,11 @@ struct uhost {
 	struct gfa_host_return *hr;
 };
 
-/* An unpopulated backing: the memfd holds only what is written. */
+/* An unpopulated backing: the memfd holds only what is written (and the balloon leaves
+ * it there, for a host return to release, so the dirty marks show). */
 static struct uhost uhost_new(uint64_t bytes)
 {
-	struct gfa_backing_config bc = { .no_zero_on_stop = true };
+	struct gfa_backing_config bc = { .no_zero_on_stop = true, .no_balloon_punch = true };
 	struct uhost h = { .pool = tu_pool(bytes >> GFA_FRAME_SHIFT) };
 
 	h.b = gfa_backing_create(h.pool, &bc);

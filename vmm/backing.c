@@ -19,6 +19,10 @@
 #include "backing_internal.h"
 #include "allocator/layers.h"
 
+#ifndef MFD_HUGE_2MB            /* linux/memfd.h's, which clashes with sys/mman.h */
+#define MFD_HUGE_2MB (21U << 26)
+#endif
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -41,6 +45,8 @@ struct gfa_backing {
 	pthread_mutex_t hr_lock;        /* a kick through the backing against detach */
 	bool moved_fn_set;              /* our backing_moved() is the pool's moved hook */
 	bool no_zero_on_stop;           /* cfg->no_zero_on_stop: no worker */
+	bool hugetlb;                   /* cfg->hugetlb: 2 MiB pages */
+	bool no_balloon_punch;          /* cfg->no_balloon_punch */
 	pthread_mutex_t worker_lock;    /* starting the worker */
 	void *_Atomic worker;           /* the background zeroer, once a guest stopped */
 	backing_worker_stop_fn worker_stop;
@@ -111,7 +117,10 @@ static int backing_zone(struct gfa_backing *b, unsigned int z, const struct gfa_
 	snprintf(name, sizeof(name), "gfa-zone%u", z);
 	b->zstart[z] = start;
 	b->size[z] = n << GFA_FRAME_SHIFT;
-	b->fd[z] = memfd_create(name, MFD_CLOEXEC | (cfg->hugetlb ? MFD_HUGETLB : 0));
+	/* 2 MiB pages named: MFD_HUGETLB alone takes the host's default size, 1 GiB on a
+	 * host booted with default_hugepagesz=1G */
+	b->fd[z] = memfd_create(name, MFD_CLOEXEC |
+				(cfg->hugetlb ? MFD_HUGETLB | MFD_HUGE_2MB : 0));
 	if (b->fd[z] < 0)
 		return -errno;
 	if (ftruncate(b->fd[z], (off_t)b->size[z]))
@@ -124,6 +133,20 @@ static int backing_zone(struct gfa_backing *b, unsigned int z, const struct gfa_
 	if (cfg->populate)
 		populate(b->base[z], b->size[z]);
 	return zone_set_backing(b->pool, z, b->base[z], b->fd[z]);
+}
+
+/* Reserved and pad words zero, a hugetlb page size gfa can map: 0 or -errno. */
+static int backing_check_config(const struct gfa_backing_config *cfg)
+{
+	if (!GFA_RESERVED_ZERO(cfg) || cfg->pad0[0] || cfg->pad0[1] || cfg->pad0[2] || cfg->pad1)
+		return -EINVAL;
+	if (cfg->hugetlb_page_bytes && !cfg->hugetlb)
+		return -EINVAL;
+	if (cfg->hugetlb_page_bytes == 1U << 30)
+		return -EOPNOTSUPP;     /* 2 MiB blocks cannot be mapped from 1 GiB pages */
+	if (cfg->hugetlb_page_bytes && cfg->hugetlb_page_bytes != HUGE_2M)
+		return -EINVAL;
+	return 0;
 }
 
 struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg)
@@ -139,8 +162,9 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 	}
 	if (!cfg)
 		cfg = &defaults;
-	if (!GFA_RESERVED_ZERO(cfg)) {
-		errno = EINVAL;
+	err = backing_check_config(cfg);
+	if (err) {
+		errno = -err;
 		return NULL;
 	}
 	if (gfa_pfn_to_addr(pool, 0) || gfa_zone_span(pool, 0, &start, &n)) {
@@ -152,6 +176,8 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 		return NULL;
 	b->pool = pool;
 	b->no_zero_on_stop = cfg->no_zero_on_stop;
+	b->hugetlb = cfg->hugetlb;
+	b->no_balloon_punch = cfg->no_balloon_punch;
 	pthread_mutex_init(&b->hr_lock, NULL);
 	pthread_mutex_init(&b->worker_lock, NULL);
 	b->nr_zones = gfa_pool_nr_zones(pool);
@@ -636,6 +662,23 @@ struct gfa_host_return *gfa_backing_host_return(const struct gfa_backing *b)
 struct gfa_pool *backing_pool(const struct gfa_backing *b)
 {
 	return b->pool;
+}
+
+int backing_punch_block(struct gfa_backing *b, uint64_t pfn, unsigned int order)
+{
+	uint64_t off;
+	int fd;
+
+	if (b->no_balloon_punch || atomic_load(&b->hr))
+		return -EAGAIN;         /* the host return's to release, or nobody's */
+	if (b->hugetlb && order < GFA_PAGEBLOCK_ORDER)
+		return -EINVAL;         /* hugetlbfs punches whole pages only */
+	if (gfa_pfn_to_fd(b->pool, pfn, &fd, &off))
+		return -EINVAL;
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		      (off_t)(GFA_FRAME_SIZE << order)))
+		return -errno;
+	return 0;
 }
 
 int gfa_backing_populate(struct gfa_backing *b)

@@ -14,6 +14,13 @@
 
 /* The pool b backs. */
 struct gfa_pool *backing_pool(const struct gfa_backing *b);
+/*
+ * Give the host memory of a block its owner is about to free back now (it reads zero
+ * after): 0, -EAGAIN when that is not the backing's to do (a host return runs on it, or
+ * cfg->no_balloon_punch), -EINVAL (hugetlbfs below 2 MiB), or fallocate's -errno.  The
+ * owner frees it with pool_free_released() after a 0, as usual otherwise.  Any thread.
+ */
+int backing_punch_block(struct gfa_backing *b, uint64_t pfn, unsigned int order);
 /* Link hr to b, with the kick that gfa_backing_kick_host_return(b) runs on it: 0, or
  * -EBUSY when b has a host return already. */
 typedef void (*backing_kick_fn)(struct gfa_host_return *hr);

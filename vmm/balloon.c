@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include "vmm/guest_internal.h"
 #include "vmm/gpa_ranges.h"
@@ -138,7 +139,8 @@ static int unmap_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 	return err ? err : unmap_window(g, lo, hi);
 }
 
-/* Free every block of [lo, hi), already unmapped; returns the frames freed. */
+/* Free every block of [lo, hi), already unmapped, punched out of the memfd first while
+ * no host return runs to do it (guest_release_to_host); returns the frames freed. */
 static uint64_t release_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
 	uint64_t taken = 0;
@@ -146,7 +148,7 @@ static uint64_t release_range(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 	for (uint64_t gfn = lo; gfn < hi;) {
 		uint64_t size = guest_block_frames(g, gfn);
 
-		guest_release_block(g, gfn);
+		g->st.balloon_punched_frames += guest_release_to_host(g, gfn) ? size : 0;
 		taken += size;
 		gfn += size;
 	}
@@ -172,6 +174,9 @@ static int discard_range(struct gfa_guest *g, uint64_t lo, uint64_t hi, uint64_t
 	}
 	return err;
 }
+
+/* How long deflate waits for frames in flight to the host before GFA_ENOMEM. */
+#define DEFLATE_WAIT_MS 2000
 
 #define RANGE_LO(r)     ((r)->gpa >> GFA_FRAME_SHIFT)
 #define RANGE_HI(r)     (((r)->gpa + (r)->len) >> GFA_FRAME_SHIFT)
@@ -220,7 +225,11 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 		else
 			m[k++] = m[i];
 	}
-	pthread_mutex_lock(&g->lock);
+	err = guest_lock_any_thread(g);
+	if (err) {
+		free(m);
+		return err;
+	}
 	/* a lazy guest's balloon page may never have been touched: nothing to take there */
 	err = g->lazy ? 0 : check_state(g, m, k, true);
 	for (unsigned int i = 0; !err && i < k; i++)
@@ -285,25 +294,19 @@ static int64_t deflate_lazy(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	return (int64_t)given;
 }
 
-int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
+/* Deflate checked, rebased ranges, all or nothing (g->lock taken here). */
+static int64_t deflate_rebased(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
 {
 	uint64_t given = 0, kept = 0;
 	unsigned int done = 0;
-	struct gfa_gpa_range *m;
-	int err = check_shape(g, r, n);
+	int err = guest_lock_any_thread(g);
 
 	if (err)
 		return err;
-	m = ranges_rebased(g, r, n);
-	if (!m)
-		return -ENOMEM;
-	r = m;
-	pthread_mutex_lock(&g->lock);
 	if (g->lazy) {
 		int64_t ret = deflate_lazy(g, r, n);
 
 		pthread_mutex_unlock(&g->lock);
-		free(m);
 		return ret;
 	}
 	err = check_state(g, r, n, false);
@@ -324,10 +327,43 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	GFA_BUG_ON(g->st.ballooned_frames < given + kept);     /* never below 0 */
 	g->st.ballooned_frames -= given + kept;
 	pthread_mutex_unlock(&g->lock);
-	free(m);
 	return err ? err : (int64_t)given;
 }
 
+/* Frames of the guest's zone in flight to or from the host (a host return's release or
+ * populate; a scrub's frames are waited for by the allocation itself). */
+static uint64_t zone_in_flight(struct gfa_guest *g)
+{
+	struct gfa_zone_stat zs;
+
+	if (gfa_zone_stat(g->pool, g->zone, &zs))
+		return 0;
+	return zs.nr_inflight - zs.nr_scrubbing;
+}
+
+int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
+{
+	struct gfa_gpa_range *m;
+	int64_t ret;
+	int err = check_shape(g, r, n);
+
+	if (err)
+		return err;
+	m = ranges_rebased(g, r, n);
+	if (!m)
+		return -ENOMEM;
+	/* a host return holds frames off the lists while the host takes them: they come
+	 * back within a pass, so wait for them rather than fail a guest that asked for
+	 * memory it was promised (a ballooned page's frames may be among them) */
+	for (unsigned int waited = 0;; waited++) {
+		ret = deflate_rebased(g, m, n);
+		if (ret != -ENOMEM || waited >= DEFLATE_WAIT_MS || !zone_in_flight(g))
+			break;
+		usleep(1000);
+	}
+	free(m);
+	return ret;
+}
 
 int64_t guest_discard(struct gfa_guest *g, uint64_t gpa, uint64_t len)
 {
@@ -342,4 +378,34 @@ int64_t guest_discard(struct gfa_guest *g, uint64_t gpa, uint64_t len)
 	if (taken)
 		gfa_backing_kick_host_return(g->b);
 	return err ? err : (int64_t)taken;
+}
+
+/* Each range on its own: res[i] its frames or its error; the frames in all. */
+static int64_t balloon_each(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n,
+			    int64_t *res, bool deflate)
+{
+	int64_t total = 0;
+
+	if (!g)
+		return GFA_EFAULT;
+	if (!r || !res)
+		return pool_count_error(g->pool, GFA_EFAULT);
+	for (unsigned int i = 0; i < n; i++) {
+		res[i] = deflate ? gfa_balloon_deflate(g, &r[i], 1)
+				 : gfa_balloon_inflate(g, &r[i], 1);
+		total += res[i] > 0 ? res[i] : 0;
+	}
+	return total;
+}
+
+int64_t gfa_balloon_inflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r,
+				 unsigned int n, int64_t *res)
+{
+	return balloon_each(g, r, n, res, false);
+}
+
+int64_t gfa_balloon_deflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r,
+				 unsigned int n, int64_t *res)
+{
+	return balloon_each(g, r, n, res, true);
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <gfa/vmm.h>
 #include "vmm/backing_internal.h"
 #include "vmm/guest_internal.h"
@@ -284,13 +285,17 @@ static int guest_fill_range(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t g
 	return 0;
 }
 
+/* How guest_free_block() gives a block back (vmm/balloon.c's inflate punches). */
+enum guest_free { GUEST_FREE_HOT, GUEST_FREE_COLD, GUEST_FREE_PUNCHED };
+
 /*
- * Give a block back, at the tail of the free lists when cold; retries while compaction
- * is moving it, keeping g->lock: the mover's guest_migrate() only tries the lock,
- * refuses, and puts the block back.  (Dropping the lock let a move of another block of
- * a ballooned range map it into the window again, just unmapped.)
+ * Give a block back: at the head of the free lists, at the tail (cold), or at the tail
+ * with its host memory punched out already (punched: clean, released).  Retries while
+ * compaction is moving it, keeping g->lock: the mover's guest_migrate() only tries the
+ * lock, refuses, and puts the block back.  (Dropping the lock let a move of another
+ * block of a ballooned range map it into the window again, just unmapped.)
  */
-static void guest_free_block(struct gfa_guest *g, uint64_t gfn, bool cold)
+static void guest_free_block(struct gfa_guest *g, uint64_t gfn, enum guest_free how)
 {
 	unsigned int order = guest_order(g, gfn);
 	uint64_t pfn = guest_pfn(g, gfn);
@@ -299,16 +304,44 @@ static void guest_free_block(struct gfa_guest *g, uint64_t gfn, bool cold)
 	GFA_BUG_ON(pfn == NO_PFN);      /* the head of a block the guest holds */
 	guest_clear(g, gfn, order);
 	/* dirty before the free: the next owner must zero what this guest wrote */
-	gfa_backing_mark_dirty(g->b, pfn, order);
-	while ((err = cold ? pool_free_cold(g->pool, pfn, order, g->id)
-			   : gfa_free(g->pool, pfn, order, g->id)) == GFA_EBUSY)
+	if (how != GUEST_FREE_PUNCHED)
+		gfa_backing_mark_dirty(g->b, pfn, order);
+	while ((err = how == GUEST_FREE_HOT ? gfa_free(g->pool, pfn, order, g->id) :
+		      how == GUEST_FREE_COLD ? pool_free_cold(g->pool, pfn, order, g->id) :
+		      pool_free_released(g->pool, pfn, order, g->id)) == GFA_EBUSY)
 		sched_yield();
 	GFA_BUG_ON(err);        /* the guest's own block: any other refusal is gfa's bug */
 }
 
+int guest_lock_any_thread(struct gfa_guest *g)
+{
+	/* write-protected moves (or no ops) stop no thread: waiting for one is bounded */
+	if (g->wp || !g->ops.pause) {
+		pthread_mutex_lock(&g->lock);
+		return 0;
+	}
+	/* the pause fallback: a move holding the lock may be waiting for this very thread
+	 * (a vCPU's IO handler) to pause */
+	while (pthread_mutex_trylock(&g->lock)) {
+		if (__atomic_load_n(&g->pausing, __ATOMIC_ACQUIRE))
+			return -EAGAIN;
+		usleep(100);
+	}
+	return 0;
+}
+
 void guest_release_block(struct gfa_guest *g, uint64_t gfn)
 {
-	guest_free_block(g, gfn, false);
+	guest_free_block(g, gfn, GUEST_FREE_HOT);
+}
+
+bool guest_release_to_host(struct gfa_guest *g, uint64_t gfn)
+{
+	/* the block is still ours and no window maps it: its punch reaches nobody else */
+	bool punched = !backing_punch_block(g->b, guest_pfn(g, gfn), guest_order(g, gfn));
+
+	guest_free_block(g, gfn, punched ? GUEST_FREE_PUNCHED : GUEST_FREE_HOT);
+	return punched;
 }
 
 static int guest_reserve(struct gfa_guest *g, void *window)
@@ -360,8 +393,11 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 		return EINVAL;
 	if (cfg->vcpu_ops && (!cfg->vcpu_ops->pause || !cfg->vcpu_ops->resume))
 		return EINVAL;          /* a pause without its resume would stop them for good */
-	if (!GFA_RESERVED_ZERO(cfg) || (cfg->flags & ~(GFA_GUEST_PINNED | GFA_GUEST_LAZY)))
+	if (!GFA_RESERVED_ZERO(cfg) ||
+	    (cfg->flags & ~(GFA_GUEST_PINNED | GFA_GUEST_LAZY | GFA_GUEST_WP_ONLY)))
 		return EINVAL;
+	if ((cfg->flags & GFA_GUEST_WP_ONLY) && cfg->vcpu_ops)
+		return EINVAL;          /* ops that would never be called */
 	if (guest_check_lazy(cfg))
 		return EINVAL;
 	if ((uintptr_t)cfg->window % RANGE_BYTES)
@@ -427,6 +463,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	g->small_only = cfg->small_only;
 	g->pinned = cfg->flags & GFA_GUEST_PINNED;
 	g->lazy = cfg->flags & GFA_GUEST_LAZY;
+	g->wp_only = cfg->flags & GFA_GUEST_WP_ONLY;
 	g->thp_advise = guest_thp_possible();
 	g->refuse_fd = g->placeholder_fd = -1;
 	g->lz.fill_fd = -1;
@@ -531,12 +568,12 @@ static void guest_release_all(struct gfa_guest *g)
 		uint64_t gfn = r * RANGE_FRAMES;
 
 		if (guest_range_huge(g, gfn)) {
-			guest_free_block(g, gfn, true);
+			guest_free_block(g, gfn, GUEST_FREE_COLD);
 			continue;
 		}
 		for (uint64_t i = gfn; g->range[r].d && i < gfn + RANGE_FRAMES; i++)
 			if (guest_order(g, i) != NOT_HEAD && guest_pfn(g, i) != NO_PFN)
-				guest_free_block(g, i, true);
+				guest_free_block(g, i, GUEST_FREE_COLD);
 		free(g->range[r].d);
 		g->range[r].d = NULL;
 	}
@@ -585,6 +622,7 @@ void gfa_guest_forget_vcpus(struct gfa_guest *g)
 	if (g->pause_refs && g->ops.resume)
 		g->ops.resume(g->ops_ctx);
 	g->pause_refs = 0;
+	__atomic_store_n(&g->pausing, false, __ATOMIC_RELEASE);
 	g->batch_ref = false;
 	memset(&g->ops, 0, sizeof(g->ops));
 	g->ops_ctx = NULL;

@@ -63,6 +63,8 @@ struct gfa_guest {
 	pthread_mutex_t pause_lock;
 	unsigned int pause_refs, batches;
 	bool batch_ref;
+	bool pausing;           /* __atomic: the vCPUs are being paused or are paused
+				 * (guest_lock_any_thread() reads it without a lock) */
 	uint64_t pause_t0;
 	struct gfa_guest_stat st;
 	uint64_t nr_mappings;   /* mmap calls the window's creation took (one per run) */
@@ -74,6 +76,7 @@ struct gfa_guest {
 	bool small_only;       /* never an order-9 block (cfg->small_only; collapse aside) */
 	bool pinned;            /* GFA_GUEST_PINNED: unmovable frames, never moved */
 	bool wp;                /* moves write-protect through uffd (else: pause fallback) */
+	bool wp_only;           /* GFA_GUEST_WP_ONLY: no pause fallback (no move without wp) */
 	bool thp_advise;        /* the host's shmem THP heeds MADV_HUGEPAGE (at create) */
 	struct guest_uffd uffd;
 	uint32_t *pins;         /* per 2 MiB range: gfa_guest_pin() count */
@@ -180,6 +183,11 @@ int guest_gpa_check(const struct gfa_guest *g, uint64_t *gpa, uint64_t len);
  * ranges stay absolute. */
 int guest_ranges_check(const struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
 
+/* Take g->lock for a balloon, report or collapse call from any thread: 0, or -EAGAIN on
+ * the pause fallback while a move holding it pauses the vCPUs (the caller may be a vCPU
+ * it waits for). */
+int guest_lock_any_thread(struct gfa_guest *g);
+
 /* All with g->lock held. */
 /* Any 2 MiB range [gpa, gpa + len) touches is pinned (vmm/guest_pin.c). */
 bool guest_span_pinned(const struct gfa_guest *g, uint64_t gpa, uint64_t len);
@@ -193,6 +201,9 @@ int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn, unsigned 
 	       unsigned int flags, bool map);
 /* Free the block at gfn (marked dirty, gfns cleared); waits out a move, lock kept. */
 void guest_release_block(struct gfa_guest *g, uint64_t gfn);
+/* The same for an unmapped block, its host memory punched out first where that is the
+ * backing's to do (backing_punch_block()): true when it was. */
+bool guest_release_to_host(struct gfa_guest *g, uint64_t gfn);
 /* Set the orders of the block at head (order `order`) to 0: its range must be split. */
 void guest_record_split(struct gfa_guest *g, uint64_t head, unsigned int order);
 

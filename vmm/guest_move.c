@@ -31,8 +31,12 @@ static int guest_pause_get(struct gfa_guest *g)
 	if (!g->pause_refs) {
 		g->st.pauses++;
 		g->pause_t0 = ktime_get_ns();
-		if (g->ops.pause(g->ops_ctx))
+		/* before the pause: a vCPU it waits for must not wait for g->lock */
+		__atomic_store_n(&g->pausing, true, __ATOMIC_RELEASE);
+		if (g->ops.pause(g->ops_ctx)) {
+			__atomic_store_n(&g->pausing, false, __ATOMIC_RELEASE);
 			return -EBUSY;
+		}
 	}
 	g->pause_refs++;
 	return 0;
@@ -44,6 +48,7 @@ static void guest_pause_put(struct gfa_guest *g)
 	if (!g->pause_refs || --g->pause_refs)
 		return;         /* (none: the ops were forgotten meanwhile) */
 	g->ops.resume(g->ops_ctx);
+	__atomic_store_n(&g->pausing, false, __ATOMIC_RELEASE);
 	g->st.paused_ns += ktime_get_ns() - g->pause_t0;
 }
 
@@ -98,6 +103,10 @@ static int guest_writers_stop(struct gfa_guest *g, uint64_t gfn, uint64_t nr, bo
 	*own = false;
 	if (g->wp)
 		return guest_protect_begin(g, gfn, nr);
+	if (g->wp_only) {
+		g->st.pinned_skips++;   /* no userfaultfd, and no pause allowed: stays put */
+		return -EBUSY;
+	}
 	pthread_mutex_lock(&g->pause_lock);
 	if (!batched || !g->batches)
 		*own = !(err = guest_pause_get(g));
@@ -370,7 +379,8 @@ int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges)
 		return GFA_EFAULT;
 	if (g->pinned)
 		return 0;
-	pthread_mutex_lock(&g->lock);
+	if (guest_lock_any_thread(g))
+		return GFA_EAGAIN;
 	for (uint64_t r = 0; r < g->nr_frames && (unsigned int)done < max_ranges;
 	     r += RANGE_FRAMES) {
 		int ret;

@@ -22,6 +22,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <gfa/vmm.h>
 #include "vmm/backing_internal.h"
 #include "vmm/guest_internal.h"
@@ -45,6 +47,7 @@ struct report_req {
 	void *cookie;
 	unsigned int pending;                   /* runs not finished, + 1 while submitting */
 	int result;
+	struct report_req *next_done;           /* queued for gfa_guest_report_reap() */
 };
 
 struct gfa_free_report {
@@ -54,6 +57,11 @@ struct gfa_free_report {
 	struct gfa_release_engine *engine[GFA_MAX_ZONES];      /* made on first use */
 	uint64_t reqs;                          /* requests whose done has not returned */
 	struct gfa_guest_report_stat st;        /* registry lock */
+	/* queued completions (gfa_guest_report_eventfd), under the registry lock: finished
+	 * requests wait here for the device's thread to reap them */
+	int efd;                                /* -1 until asked for */
+	struct report_req *done_head, **done_tail;
+	uint64_t nr_done;
 };
 
 /*
@@ -142,6 +150,19 @@ static void req_put(struct report_req *req)
 	pthread_mutex_lock(&reg.lock);
 	GFA_BUG_ON(!req->pending);      /* one reference a run, and one while submitting */
 	last = !--req->pending;
+	if (last && rep->efd >= 0) {
+		/* the device's thread calls done (gfa_guest_report_reap); the eventfd is
+		 * written under the lock, since a flush may free rep right after it */
+		static const uint64_t one = 1;
+
+		req->next_done = NULL;
+		*rep->done_tail = req;
+		rep->done_tail = &req->next_done;
+		rep->nr_done++;
+		(void)!write(rep->efd, &one, sizeof(one));
+		pthread_mutex_unlock(&reg.lock);
+		return;
+	}
 	pthread_mutex_unlock(&reg.lock);
 	if (!last)
 		return;
@@ -372,6 +393,9 @@ int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_rang
 		pthread_mutex_unlock(&reg.lock);
 		return -EINVAL;
 	}
+	/* the pause fallback pausing the vCPUs: this may be one (gfa_balloon_inflate) */
+	if (!rep->g->wp && __atomic_load_n(&rep->g->pausing, __ATOMIC_ACQUIRE))
+		return -EAGAIN;
 	err = report_check(rep, r, n);
 	if (err)
 		return err;
@@ -380,7 +404,7 @@ int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_rang
 	req = calloc(1, sizeof(*req));
 	if (!req)
 		return -ENOMEM;
-	*req = (struct report_req){ rep, done, cookie, 1, 0 };
+	*req = (struct report_req){ rep, done, cookie, 1, 0, NULL };
 	err = runs_collect(rep, r, n, &l);
 	if (err) {
 		for (unsigned int i = 0; i < l.n; i++)
@@ -432,6 +456,8 @@ struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gf
 	rep->pool = backing_pool(b);
 	rep->b = b;
 	rep->g = g;
+	rep->efd = -1;
+	rep->done_tail = &rep->done_head;
 	return rep;
 }
 
@@ -450,15 +476,60 @@ int gfa_guest_report_flush(struct gfa_free_report *rep, int timeout_ms)
 		ts.tv_nsec %= 1000000000L;
 	}
 	pthread_mutex_lock(&reg.lock);
-	while (rep->reqs && !err) {
+	/* queued completions count as finished: this thread reaps them below */
+	while (rep->reqs > rep->nr_done && !err) {
 		if (timeout_ms < 0)
 			pthread_cond_wait(&reg.cond, &reg.lock);
 		else if (pthread_cond_timedwait(&reg.cond, &reg.lock, &ts) == ETIMEDOUT &&
-			 rep->reqs)
+			 rep->reqs > rep->nr_done)
 			err = -ETIMEDOUT;
 	}
 	pthread_mutex_unlock(&reg.lock);
+	if (!err)
+		gfa_guest_report_reap(rep);
 	return err;
+}
+
+int gfa_guest_report_eventfd(struct gfa_free_report *rep)
+{
+	int fd;
+
+	if (!rep)
+		return -EFAULT;
+	pthread_mutex_lock(&reg.lock);
+	if (rep->efd < 0)
+		rep->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	fd = rep->efd < 0 ? -errno : rep->efd;
+	pthread_mutex_unlock(&reg.lock);
+	return fd;
+}
+
+int gfa_guest_report_reap(struct gfa_free_report *rep)
+{
+	struct report_req *req, *next;
+	uint64_t count, n = 0;
+
+	if (!rep)
+		return -EFAULT;
+	pthread_mutex_lock(&reg.lock);
+	if (rep->efd >= 0)
+		(void)!read(rep->efd, &count, sizeof(count));  /* later ones write again */
+	req = rep->done_head;
+	rep->done_head = NULL;
+	rep->done_tail = &rep->done_head;
+	pthread_mutex_unlock(&reg.lock);
+	for (; req; req = next, n++) {
+		next = req->next_done;
+		req->done(req->cookie, req->result);
+		free(req);
+	}
+	pthread_mutex_lock(&reg.lock);
+	GFA_BUG_ON(rep->reqs < n || rep->nr_done < n);
+	rep->reqs -= n;
+	rep->nr_done -= n;
+	pthread_cond_broadcast(&reg.cond);
+	pthread_mutex_unlock(&reg.lock);
+	return (int)n;
 }
 
 int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_stat *st)
@@ -480,5 +551,7 @@ void gfa_guest_report_destroy(struct gfa_free_report *rep)
 	gfa_guest_report_flush(rep, -1);
 	for (unsigned int z = 0; z < GFA_MAX_ZONES; z++)
 		gfa_release_destroy(rep->engine[z]);
+	if (rep->efd >= 0)
+		close(rep->efd);
 	free(rep);
 }

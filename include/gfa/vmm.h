@@ -34,7 +34,20 @@ struct gfa_backing_config {
 	bool no_zero_on_stop;   /* leave what a stopped guest wrote dirty for the next owner
 				 * to zero (default: the backing's zeroer zeroes it in the
 				 * background; the frames are free either way) */
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	bool no_balloon_punch;  /* (added in 0.5) ballooned frames keep their host memory
+				 * until a host return releases them.  Default: while no
+				 * host return runs on the backing, balloon inflate (and a
+				 * lazy guest's free page report) punches the frames out of
+				 * the memfd itself before freeing them, as a VMM's
+				 * MADV_DONTNEED would; with one, it kicks it instead */
+	uint8_t pad0[3];
+	uint32_t hugetlb_page_bytes;    /* (added in 0.5) with hugetlb: 0 or 2 MiB, which
+					 * asks for 2 MiB pages whatever the host's default
+					 * size.  1 GiB pages are GFA_ENOTSUP: a guest maps
+					 * 2 MiB blocks at 2 MiB offsets of the memfd, and
+					 * hugetlbfs maps only whole pages */
+	uint32_t pad1;
+	uint64_t reserved[3];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /**
@@ -45,7 +58,9 @@ struct gfa_backing_config {
  * aligned address with MADV_HUGEPAGE, and handed to the pool (gfa_pfn_to_addr() then
  * answers).
  *
- * Return: the backing, or NULL with errno: GFA_EFAULT, GFA_EINVAL (nonzero reserved words),
+ * Return: the backing, or NULL with errno: GFA_EFAULT, GFA_EINVAL (nonzero reserved or pad
+ * words; hugetlb_page_bytes without hugetlb, or another size than 2 MiB or 1 GiB),
+ * GFA_ENOTSUP (1 GiB hugetlb pages),
  * GFA_EBUSY (the pool already has backing or a moved hook), or the memfd/ftruncate/mmap error.
  * Context: create and destroy while no guest uses the pool and no migrate op can run (no
  * compaction or collapse; gfa_compactd_stop() first): a move's hook marks frames dirty in
@@ -660,6 +675,12 @@ struct gfa_gpa_range {
 					 * are unmovable allocations, never moved, never
 					 * collapsed, never ballooned */
 #define GFA_GUEST_LAZY   (1U << 1)      /* RAM taken at first touch (below) */
+#define GFA_GUEST_WP_ONLY (1U << 2)     /* (added in 0.5) moves only under write
+					 * protection, never a pause: no vcpu_ops, so the
+					 * VMM may free its vCPUs whenever it likes and
+					 * tears down in any order (no forget_vcpus).
+					 * Without userfaultfd its blocks are not moved
+					 * (pinned_skips; wp_errno says why) */
 
 /*
  * Lazy guests (GFA_GUEST_LAZY).  gfa_guest_create() takes no frame: the window is an
@@ -773,8 +794,9 @@ struct gfa_guest_config {
  * aligned; regions empty, misaligned, unsorted or overlapping, more than
  * GFA_GUEST_MAX_REGIONS, with mem_bytes, or a count without the list; a window not 2 MiB
  * aligned, a pcp of another zone or pool, a backing of another pool, vcpu_ops without
- * pause or resume, unknown flags, nonzero reserved words; lazy and pinned, lazy settings
- * without GFA_GUEST_LAZY, GFA_LAZY_FILL_FD without a file or with a fill callback,
+ * pause or resume or with GFA_GUEST_WP_ONLY, unknown flags, nonzero reserved words; lazy
+ * and pinned, lazy settings without GFA_GUEST_LAZY, GFA_LAZY_FILL_FD without a file or
+ * with a fill callback,
  * unknown lazy flags or nonzero reserved words there), userfaultfd()'s errno for a lazy
  * guest that cannot have one (as wp_errno; GFA_ECANCELED for GFA_NO_UFFD), GFA_EBADF (the
  * fill file), GFA_ERANGE (zone; a region's end past 2^64), GFA_ENOBACKING (pool without
@@ -889,7 +911,11 @@ struct gfa_guest_stat {
 	uint64_t lazy_reclaims;         /* reclaim hook calls */
 	uint64_t lazy_refused;          /* first touches that found no frame (or whose fill
 					 * failed): answered with a fault */
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t balloon_punched_frames;        /* (added in 0.5) ballooned (or a lazy
+						 * guest's reported) frames whose host
+						 * memory the call punched itself (no host
+						 * return ran: gfa_backing_config) */
+	uint64_t reserved[3];     /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
  * gfa_guest_stat() - the guest's counters
@@ -958,8 +984,9 @@ int64_t gfa_guest_save(struct gfa_guest *g, int fd, uint64_t off);
  * the range mapped at once.  A range whose collapse fails (no order-9 block, a move
  * refused) stays as it was and is not counted; a pinned range is skipped (pinned_skips).
  *
- * Return: ranges collapsed, or GFA_EFAULT (@g NULL).
- * Context: any thread but a vCPU's own IO handler (see gfa_guest_create()).
+ * Return: ranges collapsed, or GFA_EFAULT (@g NULL), GFA_EAGAIN (the pause fallback is
+ * pausing the vCPUs: the balloon section's head).
+ * Context: any thread (the guest's lock), a vCPU's own IO handler included.
  */
 int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges);
 
@@ -999,28 +1026,45 @@ int gfa_guest_pinned(struct gfa_guest *g, uint64_t gpa, uint64_t len);
 
 /* ---- balloon (for a VMM's virtio-balloon device) ---- */
 
+/*
+ * What a virtio-balloon device model can count on.  Ranges are absolute guest physical
+ * addresses inside the guest's regions.  An inflated page reads zero from then on, and a
+ * deflated one gets fresh zeroed frames: what the guest wrote to a page between giving
+ * it up and getting it back is gone.  A guest may only do that without
+ * VIRTIO_BALLOON_F_MUST_TELL_HOST, so a device model on gfa offers MUST_TELL_HOST (the
+ * guest then deflates before it reuses a page), or it copies the page back itself.
+ * Without a host return on the backing, inflate gives the host memory back by itself
+ * (gfa_backing_config.no_balloon_punch); with one, the host return does, in its thread.
+ * The calls may come from any thread, a vCPU's own IO handler included: write-protected
+ * moves (the default) stop no thread, and on the pause fallback a call that would wait
+ * for a move pausing the vCPUs returns GFA_EAGAIN instead (retry once the vCPU ran).
+ */
+
 /**
  * gfa_balloon_inflate() - take guest physical ranges away from the guest
  * @r: the ranges, 4 KiB aligned
  * @n: how many
  *
- * The frames are freed (dirty) and the window there is remapped to anonymous zero
- * memory, so the guest reads zero if it touches them again; the host-return thread (if
- * started) is kicked to punch them out.  The calling thread never waits for the host.
- * Every range is checked first; one bad range rejects the whole request and changes
- * nothing.  When the window cannot be remapped (vm.max_map_count: a page inside a
- * block's mapping takes two more VMAs) the ranges already unmapped are mapped again (end
- * blocks may be left split); a block that cannot be mapped again either is ballooned
- * after all (counted in ballooned_frames): a gfn the guest owns is always mapped, one it
- * does not always reads zero.
+ * The window there is remapped to anonymous zero memory, so the guest reads zero if it
+ * touches them again, and the frames are freed: punched out of the memfd first, as a
+ * VMM's MADV_DONTNEED would, while no host return runs on the backing (counted in
+ * balloon_punched_frames); else freed dirty and the host return kicked to release them
+ * in its thread.  Every range is checked first; one bad range rejects the whole request
+ * and changes nothing (gfa_balloon_inflate_each() takes each on its own).  When the
+ * window cannot be remapped (vm.max_map_count: a page inside a block's mapping takes two
+ * more VMAs) the ranges already unmapped are mapped again (end blocks may be left
+ * split); a block that cannot be mapped again either is ballooned after all (counted in
+ * ballooned_frames): a gfn the guest owns is always mapped, one it does not always reads
+ * zero.
  *
- * Return: frames taken, or GFA_EFAULT (@g or @r NULL, @n 0 included), GFA_EINVAL (zero length
- * or misaligned), GFA_ERANGE (outside the guest), GFA_EALREADY (already ballooned), GFA_EOVERLAP
- * (ranges overlap each other), GFA_EBUSY (a range is pinned: gfa_guest_pin(),
- * GFA_GUEST_PINNED), GFA_ENOMEM or another mmap errno (the window could not be remapped).
- * GFA_EFAULT (with @g), GFA_EINVAL and GFA_ERANGE are counted in the pool's err_* counters.
- * Context: any thread (the guest's lock) but a vCPU's own IO handler (see
- * gfa_guest_create()).
+ * Return: frames taken, or GFA_EFAULT (@g or @r NULL, @n 0 included), GFA_EINVAL (zero
+ * length or misaligned), GFA_ERANGE (outside the guest's regions: a hole included),
+ * GFA_EALREADY (already ballooned), GFA_EOVERLAP (ranges overlap each other), GFA_EBUSY
+ * (a range is pinned: gfa_guest_pin(), GFA_GUEST_PINNED), GFA_EAGAIN (the pause fallback
+ * is pausing the vCPUs: above), GFA_ENOMEM or another mmap errno (the window could not be
+ * remapped).  GFA_EFAULT (with @g), GFA_EINVAL and GFA_ERANGE are counted in the pool's
+ * err_* counters.
+ * Context: any thread (the guest's lock).
  */
 int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
 /**
@@ -1028,15 +1072,43 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
  * @r: the ranges, 4 KiB aligned and ballooned out
  * @n: how many
  *
- * Fresh zeroed frames are mapped back.
+ * Fresh zeroed frames are mapped back (the head of this section).  Frames a host
+ * return holds in flight come back within its pass: deflate waits up to 2 s for them
+ * rather than fail.
  *
- * Return: frames given, or the errors of gfa_balloon_inflate(), GFA_ENOTFOUND for a range that
- * is not (wholly) ballooned, and GFA_ENOMEM when frames cannot be had (nothing changes then,
- * except that frames whose window could not be unmapped again stay the guest's, counted
- * out of ballooned_frames).
+ * Return: frames given, or the errors of gfa_balloon_inflate(), GFA_ENOTFOUND for a range
+ * that is not (wholly) ballooned, and GFA_ENOMEM when frames cannot be had, none in
+ * flight or after the wait (nothing changes then, except that frames whose window could
+ * not be unmapped again stay the guest's, counted out of ballooned_frames).
  * Context: as gfa_balloon_inflate().
  */
 int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
+/**
+ * gfa_balloon_inflate_each() - inflate each range on its own, best effort
+ * @r: the ranges
+ * @n: how many (0: nothing)
+ * @res: gets, per range, its frames taken or its error (those of gfa_balloon_inflate())
+ *
+ * For a device model that hands the guest's page list over as it came: duplicates,
+ * pages already ballooned and bad addresses fail alone (a duplicate is GFA_EALREADY),
+ * and every good range is taken.
+ *
+ * Return: the frames taken in all, or GFA_EFAULT (@g, @r or @res NULL).
+ * Context: as gfa_balloon_inflate().
+ */
+int64_t gfa_balloon_inflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r,
+				 unsigned int n, int64_t *res);
+/**
+ * gfa_balloon_deflate_each() - deflate each range on its own, best effort
+ * @r: the ranges
+ * @n: how many (0: nothing)
+ * @res: gets, per range, its frames given or its error (those of gfa_balloon_deflate())
+ *
+ * Return: the frames given in all, or GFA_EFAULT (@g, @r or @res NULL).
+ * Context: as gfa_balloon_inflate().
+ */
+int64_t gfa_balloon_deflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r,
+				 unsigned int n, int64_t *res);
 
 /*
  * Free page reporting (virtio-balloon's VIRTIO_BALLOON_F_REPORTING): the guest says which
@@ -1073,10 +1145,11 @@ struct gfa_free_report *gfa_guest_report_create(struct gfa_backing *b, struct gf
 void gfa_guest_report_destroy(struct gfa_free_report *rep);
 
 /*
- * Called once per accepted request, on a release engine's thread (or in the calling
- * thread when no frame needed a punch), after every punch of it completed: result 0,
- * or the first failure (those frames keep their host memory and data).  Keep it short;
- * it must not call gfa_guest_report_flush or _destroy.
+ * Called once per accepted request, after every punch of it completed: result 0, or the
+ * first failure (those frames keep their host memory and data).  On a release engine's
+ * thread (or in the calling thread when no frame needed a punch); once the reporter has
+ * an eventfd (gfa_guest_report_eventfd()), in the thread that reaps instead.  Keep it
+ * short; it must not call gfa_guest_report_flush or _destroy.
  */
 typedef void (*gfa_report_done_fn)(void *cookie, int result);
 
@@ -1095,10 +1168,11 @@ typedef void (*gfa_report_done_fn)(void *cookie, int result);
  * reuse the pages: virtio hands the buffer back only after done).
  *
  * Return: 0, or GFA_EFAULT (@rep, @r or @done NULL), GFA_EINVAL (@n 0, a zero length or
- * a misaligned range), GFA_ERANGE (outside the guest), GFA_EOVERLAP (ranges overlap each
- * other), GFA_EBUSY (a range is pinned: gfa_guest_pin(), GFA_GUEST_PINNED), GFA_ENOMEM.
- * Context: any thread but a vCPU's own IO handler (gfa_guest_create(): it takes the
- * guest's lock).
+ * a misaligned range), GFA_ERANGE (outside the guest's regions), GFA_EOVERLAP (ranges
+ * overlap each other), GFA_EBUSY (a range is pinned: gfa_guest_pin(), GFA_GUEST_PINNED),
+ * GFA_EAGAIN (the pause fallback is pausing the vCPUs: the balloon section's head),
+ * GFA_ENOMEM.
+ * Context: any thread (the guest's lock), a vCPU's own IO handler included.
  */
 int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_range *r,
 			  unsigned int n, gfa_report_done_fn done, void *cookie);
@@ -1107,10 +1181,36 @@ int gfa_guest_report_free(struct gfa_free_report *rep, const struct gfa_gpa_rang
  * gfa_guest_report_flush() - wait until every accepted request's done has returned
  * @timeout_ms: how long to wait at most; < 0 waits forever
  *
+ * With an eventfd, requests finished but not reaped count as done, and the flush reaps
+ * them: their done callbacks run in the calling thread.
+ *
  * Return: 0, GFA_EFAULT, GFA_ETIMEDOUT.
  * Context: any thread but a done callback.
  */
 int gfa_guest_report_flush(struct gfa_free_report *rep, int timeout_ms);
+/**
+ * gfa_guest_report_eventfd() - have done callbacks run in the device's own thread
+ *
+ * From now on a finished request waits in a queue and the returned eventfd (nonblocking)
+ * becomes readable; the device's thread, polling it with its other fds, calls
+ * gfa_guest_report_reap(), which runs the done callbacks there: a device model whose
+ * used-ring updates are not safe from a foreign thread needs no lock against gfa's.
+ * Calling it again returns the same eventfd, which the reporter closes at destroy.
+ *
+ * Return: the eventfd, GFA_EFAULT, or the negative errno of eventfd().
+ * Context: any thread, before or between requests.
+ */
+int gfa_guest_report_eventfd(struct gfa_free_report *rep);
+/**
+ * gfa_guest_report_reap() - run the done callbacks of finished requests here
+ *
+ * Clears the eventfd, then calls each queued request's done callback in the calling
+ * thread, in the order they finished.
+ *
+ * Return: callbacks run (0: none finished), or GFA_EFAULT.
+ * Context: any thread but a done callback; usually the device's, on its eventfd.
+ */
+int gfa_guest_report_reap(struct gfa_free_report *rep);
 
 struct gfa_guest_report_stat {
 	uint64_t requests, ranges;      /* accepted calls and their ranges */
