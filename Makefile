@@ -167,7 +167,7 @@ $(TESTBIN): $(TEST_OBJ) $(REF_A) $(A_DEBUG)
 
 # The README's test command.  Installs missing packages, builds everything, runs the suite.
 test: deps-test
-	$(MAKE) all $(TESTBIN)
+	$(MAKE) all $(TESTBIN) $(if $(KVMTOOL_FOUND),kvmtool)
 	GFA_BUILD=$(BUILD) $(TESTBIN) $(TEST_ARGS)
 check: test
 
@@ -315,3 +315,6 @@ SOAK_SECONDS ?= 600
 soak:
 	GFA_XSTRESS_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) asan TEST_ARGS="--filter 'xstress/soak'"
 	GFA_XSTRESS_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) tsan TEST_ARGS="--filter 'xstress/soak'"
+
+# ---- kvmtool on gfa (contrib/kvmtool/) ----
+include contrib/kvmtool/kvmtool.mk

@@ -6,10 +6,13 @@
 # inputs; the last line printed is "kernel=PATH initrd=PATH".
 #
 # Usage: tools/linux-initramfs.sh --checker BIN [--out DIR] [--kernel K] [--modules DIR]
+#            [--module NAME]...
 #   --kernel K     a bzImage (default: the newest /boot/vmlinuz-*) or a vmlinux; its
 #                  version comes from the image itself, so any file name will do
 #   --modules DIR  the kernel's module tree (default /lib/modules/VERSION), e.g. one
 #                  unpacked from a downloaded package; it needs modules.dep (depmod -b)
+#   --module NAME  one more module to load, with its dependencies (repeatable), e.g.
+#                  virtio_blk for gfablk= below
 # A bzImage's vmlinux is unpacked by the compressor's magic (xz, zstd, gzip, lz4); if
 # none works, the script says so and boots the bzImage itself.
 # Exit status: 0; 77 when busybox-static, cpio, the kernel or its modules are missing.
@@ -18,13 +21,17 @@
 # loads the modules, lists the PCI and virtio devices with their drivers ("gfa-init: dev
 # pci/devices/0000:00:01.0 0x1af4 0x1002 driver virtio-pci"), runs "gfacheck OPTS MIB
 # PASSES" with gfacheck=MIB,PASSES (default 16,1) and gfacheck_opts=OPT,ARG,.. from the
-# kernel command line, prints "gfa-init: checker exit N" and resets the VM.
+# kernel command line, prints "gfa-init: checker exit N" and resets the VM.  With
+# gfablk=MIB,ROUNDS (and a /dev/vda: --module virtio_blk) it first writes MIB MiB of random
+# data to the disk ROUNDS times, each read back after dropping the caches and compared by
+# checksum: "gfa-init: blk start", then "gfa-init: blk rounds N mismatches M".
 set -uo pipefail
 
 out=${GFA_BUILD:-build}/linux
 kernel=
 moddir=
 checker=
+extra=()
 say() { echo "linux-initramfs: $*" >&2; }
 skip() { say "SKIP: $*"; exit 77; }
 die() { say "error: $*"; exit 1; }
@@ -35,6 +42,7 @@ while [ $# -gt 0 ]; do
 	--kernel) kernel=${2:?}; shift 2 ;;
 	--modules) moddir=${2:?}; shift 2 ;;
 	--checker) checker=${2:?}; shift 2 ;;
+	--module) extra+=("${2:?}"); shift 2 ;;
 	-h|--help) sed -n '2,/^set -uo/p' "$0" | sed -e '/^set -uo/d' -e 's/^# \{0,1\}//' >&2; exit 2 ;;
 	*) die "unknown argument $1" ;;
 	esac
@@ -113,7 +121,7 @@ else
 	mkdir -p "$modroot/lib/modules" || die "cannot create $modroot"
 	ln -sfn "$(cd "$moddir" && pwd -P)" "$modroot/lib/modules/$kver"
 fi
-mods=$(modprobe -d "$modroot" -a -S "$kver" --show-depends virtio_pci virtio_balloon 2>/dev/null |
+mods=$(modprobe -d "$modroot" -a -S "$kver" --show-depends virtio_pci virtio_balloon "${extra[@]}" 2>/dev/null |
 	awk '$1 == "insmod" && !seen[$2]++ { print $2 }')
 [ -n "$mods" ] || skip "kernel $kver has no virtio_pci / virtio_balloon modules in $moddir"
 key=$( { cat "$0" "$checker"; echo "$mods"; stat -c '%s %Y' "$busybox" $mods; } |
@@ -156,6 +164,22 @@ for d in /sys/bus/pci/devices/* /sys/bus/virtio/devices/*; do
 	echo "gfa-init: dev ${d#/sys/bus/} $(cat "$d/vendor") $(cat "$d/device") driver $drv"
 done
 grep virtio /proc/interrupts | while read -r line; do echo "gfa-init: irq $line"; done
+blk=$(sed -n 's/.*gfablk=\([0-9]*,[0-9]*\).*/\1/p' /proc/cmdline)
+if [ -n "$blk" ] && [ -b /dev/vda ]; then
+	i=0 bad=0
+	echo "gfa-init: blk start"
+	while [ $i -lt "${blk#*,}" ]; do
+		dd if=/dev/urandom of=/blk.src bs=1M count="${blk%,*}" 2>/dev/null
+		want=$(md5sum </blk.src)
+		dd if=/blk.src of=/dev/vda bs=1M conv=fsync 2>/dev/null
+		echo 3 >/proc/sys/vm/drop_caches
+		got=$(dd if=/dev/vda bs=1M count="${blk%,*}" 2>/dev/null | md5sum)
+		[ "$want" = "$got" ] || bad=$((bad + 1))
+		i=$((i + 1))
+	done
+	rm -f /blk.src
+	echo "gfa-init: blk rounds $i mismatches $bad"
+fi
 arg=$(sed -n 's/.*gfacheck=\([0-9]*,[0-9]*\).*/\1/p' /proc/cmdline)
 arg=${arg:-16,1}
 # gfacheck_opts=-i,200,-f,128: the checker's options, commas for spaces
