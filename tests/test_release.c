@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests of the io_uring release engine (vmm/release_engine.c) against real memfds:
+ * Tests of the io_uring release engine (vmm/release_*.c) against real memfds:
  * host-backed bytes must drop, punched bytes must read as zero (checked with
  * pread(), which does not repopulate shmem holes), and every byte not submitted --
  * or submitted but reported failed -- must keep its data.

@@ -7,8 +7,7 @@
  *
  * Sections (each "---- name ----" below):
  *   KVM                     a small wrapper around the KVM API for x86-64 hosts, and
- *                           the test guest with its port-IO protocol (refvmm/kvm.c,
- *                           refvmm/kvm_guestcode.c)
+ *                           the test guest with its port-IO protocol (refvmm/kvm*.c)
  *   VMs                     a gfa_guest plus vCPUs running gfa's test guest (or host
  *                           threads), and the pool of VM shells (refvmm/vm.c, shell.c)
  *   domains                 a guest's memory layout imported from libvirt (domain.c)
