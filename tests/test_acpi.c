@@ -157,7 +157,7 @@ static void at_check(unsigned int vcpus)
 	memset(at_buf, 0xa5, sizeof(at_buf));
 	n = linux_acpi_write(at_buf, LINUX_ACPI_GPA, sizeof(at_buf), vcpus);
 	cr_assert_gt(n, 0, "linux_acpi_write(%u vCPUs): %d", vcpus, n);
-	cr_assert_leq(n, LINUX_ACPI_SIZE);
+	cr_assert_leq((unsigned int)n, LINUX_ACPI_SIZE);
 	at_root(&fadt, &madt);
 	cr_assert_geq(at_u32(fadt + 4), 244, "FADT too short for its X_ fields");
 	cr_assert_eq(at_u32(fadt + 40), at_u64(fadt + 140), "FADT DSDT and X_DSDT differ");
