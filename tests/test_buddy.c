@@ -130,24 +130,6 @@ Test(buddy, iterate_allocated)
 
 /* ---- bad input: its own errno, counted, nothing changed ---- */
 
-static void snapshot(struct gfa_pool *p, char *buf, size_t len)
-{
-	gfa_pool_pagetypeinfo(p, buf, len);
-}
-
-#define EXPECT_BAD(p, call, err, counter) do { \
-	char _before[8192], _after[8192]; \
-	struct gfa_vmstat _v0, _v1; \
-	snapshot(p, _before, sizeof(_before)); \
-	gfa_pool_vmstat(p, &_v0); \
-	cr_assert_eq((call), (err), #call " should fail with " #err); \
-	gfa_pool_vmstat(p, &_v1); \
-	snapshot(p, _after, sizeof(_after)); \
-	cr_assert_str_eq(_before, _after, #call " changed the pool"); \
-	cr_assert_eq(_v1.counter, _v0.counter + 1, #call " not counted in " #counter); \
-	ASSERT_POOL_OK(p); \
-} while (0)
-
 Test(buddy, bad_inputs)
 {
 	struct gfa_pool *p = tu_pool(4096);
@@ -173,41 +155,6 @@ Test(buddy, bad_inputs)
 	EXPECT_BAD(p, gfa_frame_lookup(p, 0, NULL), GFA_EFAULT, err_fault);
 	cr_assert_eq(gfa_free(p, (uint64_t)a, 2, 42), 0);
 	EXPECT_BAD(p, gfa_free(p, (uint64_t)a, 2, 42), GFA_EDOUBLEFREE, err_double_free);
-	gfa_pool_destroy(p);
-}
-
-Test(buddy, stats_text_formats)
-{
-	struct gfa_pool *p = tu_pool(4096);
-	char buf[8192];
-	int n;
-
-	cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 0, 0), 0);
-	n = gfa_pool_buddyinfo(p, buf, sizeof(buf));
-	cr_assert_gt(n, 0);
-	cr_assert_eq(strncmp(buf, "Node 0, zone   Normal ", 22), 0, "%s", buf);
-	{
-		/* buddyinfo lists 11 orders: 1 2 1 1 1 1 1 1 1 1 3 after one order-0 split */
-		unsigned long c[11];
-		int k = sscanf(buf, "Node 0, zone Normal %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu",
-			       &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7], &c[8],
-			       &c[9], &c[10]);
-		cr_assert_eq(k, 11, "%s", buf);
-		cr_assert_eq(c[0], 1);
-		cr_assert_eq(c[9], 1);
-		cr_assert_eq(c[10], 3);
-	}
-	n = gfa_pool_pagetypeinfo(p, buf, sizeof(buf));
-	cr_assert_gt(n, 0);
-	cr_assert_not_null(strstr(buf, "Page block order: 9"));
-	cr_assert_not_null(strstr(buf, "Number of blocks type     Unmovable      Movable"));
-	cr_assert_not_null(strstr(buf, "type    Unmovable      1"), "%s", buf);
-	n = gfa_pool_vmstat_text(p, buf, sizeof(buf));
-	cr_assert_not_null(strstr(buf, "pgalloc_blocks 1\n"));
-	cr_assert_not_null(strstr(buf, "pageblock_steal 2\n"), "%s", buf);
-	/* truncation behaves like snprintf */
-	cr_assert_eq(gfa_pool_vmstat_text(p, buf, 10), n);
-	cr_assert_eq(strlen(buf), 9);
 	gfa_pool_destroy(p);
 }
 
@@ -391,52 +338,6 @@ Test(buddy, fallback_steals_pageblock)
 	gfa_pool_destroy(p);
 }
 
-/* ---- claims ---- */
-
-Test(buddy, claims_reserve_frames_for_one_owner)
-{
-	struct gfa_pool *p = tu_pool(4096);
-	int64_t a;
-
-	cr_assert_eq(gfa_zone_claim(p, 0, 100, 3000), 0);
-	cr_assert_eq(gfa_zone_claim(p, 0, 100, 10), -EEXIST, "one claim per VM");
-	cr_assert_eq(gfa_zone_claim(p, 0, 101, 2000), -ENOSPC, "would overcommit the zone");
-	cr_assert_eq(gfa_zone_claim(p, 0, 101, 1000), 0);
-	EXPECT_BAD(p, gfa_zone_claim(p, 3, 102, 1), GFA_ERANGE, err_range);
-	EXPECT_BAD(p, gfa_zone_unclaim(p, 3, 100), GFA_ERANGE, err_range);
-	cr_assert_eq(gfa_zone_claimed(p, 0), 4000);
-	/* an outsider may use only the 96 unclaimed frames */
-	cr_assert_geq(gfa_alloc(p, 0, 6, GFA_MT_MOVABLE, 7, 0), 0);
-	cr_assert_eq(gfa_alloc(p, 0, 6, GFA_MT_MOVABLE, 7, 0), GFA_ENOMEM);
-	/* the claimant consumes its claim */
-	a = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 100, 0);
-	cr_assert_geq(a, 0);
-	cr_assert_eq(gfa_zone_claimed(p, 0), 4000 - 512);
-	cr_assert_eq(gfa_zone_unclaim(p, 0, 100), 3000 - 512, "returns what was not used");
-	cr_assert_eq(gfa_zone_unclaim(p, 0, 100), -ENOENT);
-	cr_assert_eq(gfa_zone_claimed(p, 0), 1000);
-	cr_assert_geq(gfa_alloc(p, 0, 6, GFA_MT_MOVABLE, 7, 0), 0, "released claim frees room");
-	cr_assert_eq(gfa_zone_unclaim(p, 0, 101), 1000);
-	ASSERT_POOL_OK(p);
-	gfa_pool_destroy(p);
-}
-
-Test(buddy, claims_route_caches_to_the_zone_path)
-{
-	struct gfa_pool *p = tu_pool(4096);
-	struct gfa_pcp *c = gfa_pcp_create(p, 0);
-
-	cr_assert_eq(gfa_zone_claim(p, 0, 100, 4096 - 8), 0);
-	for (int i = 0; i < 8; i++)
-		cr_assert_geq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 5, 0), 0);
-	cr_assert_eq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 5, 0), GFA_ENOMEM,
-		     "a cache must not hand out claimed frames");
-	cr_assert_geq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 100, 0), 0);
-	gfa_zone_unclaim(p, 0, 100);
-	gfa_pcp_destroy(c);
-	gfa_pool_destroy(p);
-}
-
 Test(buddy, split_allocated_block)
 {
 	struct gfa_pool *p = tu_pool(2048);
@@ -579,84 +480,6 @@ Test(buddy, merge_across_pageblock_types_retypes_the_buddy)
 	cr_assert_eq(gfa_frame_lookup(p, (uint64_t)m1, &fi), 0);
 	cr_assert_eq(fi.block_mt, GFA_MT_MOVABLE, "NOFALLBACK MOVABLE request got pfn %ld of a %s pageblock",
 		     (long)m1, gfa_migratetype_name(fi.block_mt));
-	gfa_pool_destroy(p);
-}
-
-/*
- * Parsers of /proc/buddyinfo (prometheus procfs, node_exporter) key a line by its node
- * and zone fields, whatever the first word says: each (node, zone) appears once, the
- * caches' line under a name of its own, and two zones of one node differ.
- */
-Test(buddy, buddyinfo_keys_are_unique_for_kernel_parsers)
-{
-	struct gfa_pool_config cfg;
-	struct gfa_pool *p;
-	struct gfa_pcp *pcp;
-	char buf[4096], *save = NULL, keys[8][48];
-	int nkeys = 0;
-
-	gfa_pool_config_init(&cfg, 2048);
-	cfg.nr_zones = 2;
-	cfg.zones[1].nr_frames = 2048;
-	cfg.zones[1].node = 0;
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
-	pcp = gfa_pcp_create(p, 0);
-	cr_assert_geq(gfa_pcp_alloc(pcp, 0, GFA_MT_MOVABLE, 1, 0), 0);
-	cr_assert_gt(gfa_pool_buddyinfo(p, buf, sizeof(buf)), 0);
-	for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		char f0[16], node[16], f2[16], zone[24];
-
-		cr_assert_eq(sscanf(l, "%15s %15s %15s %23s", f0, node, f2, zone), 4, "%s", l);
-		cr_assert_lt(nkeys, 8);
-		snprintf(keys[nkeys], sizeof(keys[0]), "%s %s", node, zone);
-		for (int k = 0; k < nkeys; k++)
-			cr_assert_str_neq(keys[k], keys[nkeys], "key '%s' twice", keys[k]);
-		nkeys++;
-	}
-	cr_assert_eq(nkeys, 4, "two zones, each with its caches' line");
-	gfa_pcp_destroy(pcp);
-	gfa_pool_destroy(p);
-}
-
-/* pgalloc and pgfree count pages, as /proc/vmstat does; the _blocks lines count calls. */
-Test(buddy, pgalloc_and_pgfree_count_pages)
-{
-	struct gfa_pool *p = tu_pool(4096);
-	struct gfa_vmstat a, b;
-	int64_t pfn;
-
-	gfa_pool_vmstat(p, &a);
-	pfn = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 1, 0);
-	cr_assert_geq(pfn, 0);
-	cr_assert_eq(gfa_free(p, (uint64_t)pfn, 3, 1), 0);
-	gfa_pool_vmstat(p, &b);
-	cr_assert_eq(b.pgalloc - a.pgalloc, 8);
-	cr_assert_eq(b.pgfree - a.pgfree, 8, "pgfree +%lu for one order-3 free (kernel: +8)",
-		     (unsigned long)(b.pgfree - a.pgfree));
-	cr_assert_eq(b.pgalloc_blocks - a.pgalloc_blocks, 1);
-	cr_assert_eq(b.pgfree_blocks - a.pgfree_blocks, 1);
-	gfa_pool_destroy(p);
-}
-
-/* Beyond its claim an owner competes like everyone else: what is left of its claim plus
- * the unclaimed frames, and an outsider never the claimed ones. */
-Test(buddy, an_allocation_larger_than_the_remaining_claim_uses_claim_plus_unclaimed)
-{
-	struct gfa_pool *p = tu_pool(4096);     /* 8 pageblocks */
-
-	cr_assert_eq(gfa_zone_claim(p, 0, 100, 3800), 0);
-	for (int i = 0; i < 7; i++)
-		cr_assert_geq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 100, 0), 0);
-	cr_assert_eq(gfa_zone_claimed(p, 0), 3800 - 7 * 512);          /* 216 */
-	cr_assert_eq(tu_free_frames(p), 512);                            /* 296 unclaimed */
-	cr_assert_eq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 7, 0), GFA_ENOMEM,
-		     "an outsider may not take claimed frames");
-	cr_assert_geq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 100, 0), 0,
-		      "216 claimed + 296 unclaimed frames cover 512");
-	cr_assert_eq(gfa_zone_claimed(p, 0), 0);
-	cr_assert_eq(gfa_zone_unclaim(p, 0, 100), 0);
-	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
 

@@ -3,6 +3,7 @@
 #define GFA_TEST_UTIL_H
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -29,6 +30,23 @@ static inline struct gfa_pool *tu_pool(uint64_t frames)
 	return p;
 }
 
+/* nr zones of frames each, zone z labelled node nodes[z] (all node 0 for NULL nodes). */
+static inline struct gfa_pool *tu_pool_zones(unsigned int nr, uint64_t frames, const int *nodes)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+
+	gfa_pool_config_init(&cfg, frames);
+	cfg.nr_zones = nr;
+	for (unsigned int z = 0; z < nr; z++) {
+		cfg.zones[z].nr_frames = frames;
+		cfg.zones[z].node = nodes ? nodes[z] : 0;
+	}
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	return p;
+}
+
 static inline uint64_t tu_free_frames(struct gfa_pool *p)
 {
 	struct gfa_zone_stat st;
@@ -49,6 +67,33 @@ static inline uint64_t tu_err_fault(struct gfa_pool *p)
 	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
 	return vs.err_fault;
 }
+
+/* One counter of the pool's vmstat: VMS(pool, pgalloc). */
+static inline uint64_t tu_vmstat_of(struct gfa_pool *p, size_t off)
+{
+	struct gfa_vmstat vs;
+
+	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
+	return *(uint64_t *)((char *)&vs + off);
+}
+#define VMS(p, f) tu_vmstat_of(p, offsetof(struct gfa_vmstat, f))
+
+/*
+ * A bad call fails with its own errno, is counted in its err_* counter, and changes
+ * nothing: the pool's pagetypeinfo before and after is the same text.
+ */
+#define EXPECT_BAD(p, call, err, counter) do { \
+	char _before[8192], _after[8192]; \
+	struct gfa_vmstat _v0, _v1; \
+	gfa_pool_pagetypeinfo(p, _before, sizeof(_before)); \
+	gfa_pool_vmstat(p, &_v0); \
+	cr_assert_eq((call), (err), #call " should fail with " #err); \
+	gfa_pool_vmstat(p, &_v1); \
+	gfa_pool_pagetypeinfo(p, _after, sizeof(_after)); \
+	cr_assert_str_eq(_before, _after, #call " changed the pool"); \
+	cr_assert_eq(_v1.counter, _v0.counter + 1, #call " not counted in " #counter); \
+	ASSERT_POOL_OK(p); \
+} while (0)
 
 /* xorshift64*: deterministic, seedable, fast */
 static inline uint64_t tu_rand(uint64_t *s)
