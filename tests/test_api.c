@@ -47,22 +47,6 @@ Test(api, strerror_names_gfa_meanings_and_falls_back_to_the_c_library)
 				  "%d has no gfa meaning", gfa_errs[i]);
 }
 
-static uint64_t vm_inval(struct gfa_pool *p)
-{
-	struct gfa_vmstat vs;
-
-	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
-	return vs.err_inval;
-}
-
-static uint64_t vm_align(struct gfa_pool *p)
-{
-	struct gfa_vmstat vs;
-
-	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
-	return vs.err_align;
-}
-
 /* A caller tells a bad argument from a misaligned pfn, and so do the counters. */
 Test(api, invalid_arguments_and_misaligned_pfns_are_told_apart)
 {
@@ -72,7 +56,7 @@ Test(api, invalid_arguments_and_misaligned_pfns_are_told_apart)
 	struct gfa_pcp *alien = gfa_pcp_create(q, 0);
 	struct gfa_backing *b = gfa_backing_create(p, &(struct gfa_backing_config){ 0 });
 	int64_t a = gfa_alloc(p, 0, 2, GFA_MT_MOVABLE, 7, 0);
-	uint64_t i0 = vm_inval(p), a0 = vm_align(p);
+	uint64_t i0 = VMS(p, err_inval), a0 = VMS(p, err_align);
 
 	cr_assert_not_null(alien);
 	cr_assert_not_null(b);
@@ -83,11 +67,11 @@ Test(api, invalid_arguments_and_misaligned_pfns_are_told_apart)
 	cr_assert_eq(gfa_backing_alloc(b, alien, 0, 0, GFA_MT_MOVABLE, 1, 0), GFA_EINVAL,
 		     "a cache of another pool");
 	cr_assert_eq(gfa_backing_free(b, alien, (uint64_t)a, 2, 7), GFA_EINVAL);
-	cr_assert_eq(vm_inval(p), i0 + 5);
-	cr_assert_eq(vm_align(p), a0);
+	cr_assert_eq(VMS(p, err_inval), i0 + 5);
+	cr_assert_eq(VMS(p, err_align), a0);
 	cr_assert_eq(gfa_free(p, (uint64_t)a + 1, 1, 7), GFA_EALIGN);
-	cr_assert_eq(vm_align(p), a0 + 1);
-	cr_assert_eq(vm_inval(p), i0 + 5);
+	cr_assert_eq(VMS(p, err_align), a0 + 1);
+	cr_assert_eq(VMS(p, err_inval), i0 + 5);
 	cr_assert_eq(gfa_free(p, (uint64_t)a, 2, 7), 0);
 	ASSERT_POOL_OK(p);
 	gfa_backing_destroy(b);
@@ -152,7 +136,7 @@ Test(api, configs_with_nonzero_reserved_fields_are_einval)
 	struct gfa_release_policy rp = { .low = 1, .high = 2, .min_empty_frac = 4 };
 	struct gfa_backing_config bc = { 0 };
 	struct gfa_backing *b;
-	uint64_t i0 = vm_inval(p);
+	uint64_t i0 = VMS(p, err_inval);
 
 	gfa_pool_config_init(&pc, 4096);
 	pc.reserved[7] = 1;
@@ -163,7 +147,7 @@ Test(api, configs_with_nonzero_reserved_fields_are_einval)
 	cr_assert_eq(gfa_compact_configure(p, &cc), GFA_EINVAL);
 	rp.reserved[1] = 1;
 	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), GFA_EINVAL);
-	cr_assert_eq(vm_inval(p), i0 + 2, "refusals are counted");
+	cr_assert_eq(VMS(p, err_inval), i0 + 2, "refusals are counted");
 	bc.reserved[2] = 1;
 	errno = 0;
 	cr_assert_null(gfa_backing_create(p, &bc));

@@ -5,7 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <gfa/refvmm.h>
-#include "tests/test_util.h"
+#include "tests/host_util.h"
 #include "tests/canary_owner.h"
 #include "allocator/layers.h"
 #include "common/compiler.h"
@@ -51,11 +51,6 @@ static void bhost_done(struct bhost *h)
 	gfa_pool_destroy(h->pool);
 }
 
-static int64_t backed(struct bhost *h)
-{
-	return gfa_memfd_allocated_bytes(gfa_backing_zone_fd(h->b, 0));
-}
-
 static struct gfa_guest *bguest(struct bhost *h, uint64_t bytes)
 {
 	struct gfa_guest_config cfg = { .mem_bytes = bytes };
@@ -63,25 +58,6 @@ static struct gfa_guest *bguest(struct bhost *h, uint64_t bytes)
 
 	cr_assert_not_null(g);
 	return g;
-}
-
-static void pattern(struct gfa_guest *g, uint64_t seed)
-{
-	uint64_t *w = gfa_guest_hva(g);
-
-	for (uint64_t i = 0; i < gfa_guest_size(g) / 8; i += 512)
-		w[i] = seed ^ i;
-}
-
-/* Words that differ from the pattern outside [skip_lo, skip_hi) bytes. */
-static uint64_t pattern_bad(struct gfa_guest *g, uint64_t seed, uint64_t skip_lo, uint64_t skip_hi)
-{
-	uint64_t *w = gfa_guest_hva(g), bad = 0;
-
-	for (uint64_t i = 0; i < gfa_guest_size(g) / 8; i += 512)
-		if ((i * 8 < skip_lo || i * 8 >= skip_hi) && w[i] != (seed ^ i))
-			bad++;
-	return bad;
 }
 
 /*
@@ -116,7 +92,7 @@ Test(balloon, bad_ranges_reject_the_whole_request)
 	struct gfa_gpa_range two[2] = { { 0, MiB }, { 0, 0 } };
 	struct gfa_guest_stat st;
 
-	pattern(g, 1);
+	tu_fill(g, 1);
 	two[1] = (struct gfa_gpa_range){ 5 * MiB, 4096 + 1 };
 	cr_assert_eq(gfa_balloon_inflate(g, two, 2), -EINVAL, "misaligned");
 	two[1] = (struct gfa_gpa_range){ 5 * MiB, 0 };
@@ -129,7 +105,7 @@ Test(balloon, bad_ranges_reject_the_whole_request)
 	cr_assert_eq(gfa_balloon_deflate(g, &ok, 1), -ENOENT, "not ballooned");
 	gfa_guest_stat(g, &st);
 	cr_assert_eq(st.ballooned_frames, 0);
-	cr_assert_eq(pattern_bad(g, 1, 0, 0), 0, "a rejected request changes nothing");
+	cr_assert_eq(tu_fill_bad(g, 1, 0, 0), 0, "a rejected request changes nothing");
 	cr_assert_eq(gfa_balloon_inflate(g, &ok, 1), (int64_t)(MiB / 4096));
 	cr_assert_eq(gfa_balloon_inflate(g, &ok, 1), -EALREADY);
 	gfa_guest_destroy(g);
@@ -145,17 +121,17 @@ Test(balloon, inflate_reads_zero_deflate_gives_fresh_zeroed_memory)
 	uint64_t free_before = tu_free_frames(h.pool);
 	uint64_t *w = gfa_guest_hva(g);
 
-	pattern(g, 7);
+	tu_fill(g, 7);
 	cr_assert_eq(gfa_balloon_inflate(g, &r, 1), (int64_t)(2 * MiB / 4096));
 	cr_assert_eq(tu_free_frames(h.pool), free_before + 512);
 	for (uint64_t off = r.gpa; off < r.gpa + r.len; off += 4096)
 		cr_assert_eq(w[off / 8], 0, "ballooned memory must read zero");
-	cr_assert_eq(pattern_bad(g, 7, r.gpa, r.gpa + r.len), 0, "the rest is untouched");
+	cr_assert_eq(tu_fill_bad(g, 7, r.gpa, r.gpa + r.len), 0, "the rest is untouched");
 	ASSERT_POOL_OK(h.pool);
 	cr_assert_eq(gfa_balloon_deflate(g, &r, 1), (int64_t)(2 * MiB / 4096));
 	for (uint64_t off = r.gpa; off < r.gpa + r.len; off += 4096)
 		cr_assert_eq(w[off / 8], 0, "deflated memory is zeroed, not another owner's");
-	cr_assert_eq(pattern_bad(g, 7, r.gpa, r.gpa + r.len), 0);
+	cr_assert_eq(tu_fill_bad(g, 7, r.gpa, r.gpa + r.len), 0);
 	cr_assert_eq(tu_free_frames(h.pool), free_before);
 	gfa_guest_destroy(g);
 	bhost_done(&h);
@@ -170,18 +146,18 @@ Test(balloon, inflating_1_of_2_gib_style_returns_memory_to_the_host, .timeout = 
 	struct gfa_host_return_stat st;
 	int64_t before, after;
 
-	pattern(g, 9);
+	tu_fill(g, 9);
 	bhost_start(&h);
 	cr_assert_eq(gfa_host_return_quiesce(h.hr, 10000), 0);
-	before = backed(&h);
+	before = tu_backed(h.b);
 	cr_assert_eq(gfa_balloon_inflate(g, &r, 1), (int64_t)(32 * MiB / 4096));
 	cr_assert_eq(gfa_host_return_quiesce(h.hr, 10000), 0);
-	after = backed(&h);
+	after = tu_backed(h.b);
 	gfa_host_return_stat(h.hr, &st);
 	cr_log_info("host-backed %ld -> %ld MiB, %lu MiB released by %s", (long)(before / MiB),
 		    (long)(after / MiB), (unsigned long)(st.bytes_released / MiB), st.mode);
 	cr_assert_leq(after, before - 30 * (int64_t)MiB, "the ballooned memory left the host");
-	cr_assert_eq(pattern_bad(g, 9, r.gpa, r.gpa + r.len), 0);
+	cr_assert_eq(tu_fill_bad(g, 9, r.gpa, r.gpa + r.len), 0);
 	/* released frames are clean; the reserve (512 frames, rounded up to whole blocks
 	 * of up to 1024) may stay dirty */
 	cr_assert_leq(gfa_backing_nr_dirty(h.b), 2048, "%lu dirty frames", gfa_backing_nr_dirty(h.b));

@@ -9,41 +9,15 @@
 #include <stdatomic.h>
 #include <unistd.h>
 #include <gfa/refvmm.h>
-#include "tests/test_util.h"
+#include "tests/host_util.h"
 
 #define MiB (1ULL << 20)
 
-struct dhost {
-	struct gfa_pool *pool;
-	struct gfa_backing *b;
-	struct gfa_guest *g;
-};
-
-static struct dhost dhost_new(uint64_t pool_bytes, uint64_t guest_bytes, bool no_punch)
+static struct tu_host dhost_new(uint64_t pool_bytes, uint64_t guest_bytes, bool no_punch)
 {
-	struct gfa_backing_config bc = { .populate = true, .no_balloon_punch = no_punch };
-	struct gfa_guest_config gc = { .mem_bytes = guest_bytes };
-	struct dhost h;
+	const struct gfa_backing_config bc = { .populate = true, .no_balloon_punch = no_punch };
 
-	h.pool = tu_pool(pool_bytes >> GFA_FRAME_SHIFT);
-	h.b = gfa_backing_create(h.pool, &bc);
-	cr_assert_not_null(h.b, "backing: %s", strerror(errno));
-	h.g = gfa_guest_create(h.pool, h.b, &gc);
-	cr_assert_not_null(h.g, "guest: %s", strerror(errno));
-	return h;
-}
-
-static void dhost_done(struct dhost *h)
-{
-	gfa_guest_destroy(h->g);
-	ASSERT_POOL_OK(h->pool);
-	gfa_backing_destroy(h->b);
-	gfa_pool_destroy(h->pool);
-}
-
-static int64_t backed(struct dhost *h)
-{
-	return gfa_memfd_allocated_bytes(gfa_backing_zone_fd(h->b, 0));
+	return tu_host_new(pool_bytes, &bc, guest_bytes);
 }
 
 static void touch(struct gfa_guest *g)
@@ -58,17 +32,17 @@ static void touch(struct gfa_guest *g)
 
 Test(balloon_device, inflate_without_a_host_return_punches_the_frames_itself)
 {
-	struct dhost h = dhost_new(32 * MiB, 16 * MiB, false);
+	struct tu_host h = dhost_new(32 * MiB, 16 * MiB, false);
 	struct gfa_gpa_range r[2] = { { 2 * MiB, 4 * MiB }, { 9 * MiB, 4096 } };
 	struct gfa_guest_stat st;
 	struct gfa_vmstat vs;
 	int64_t before;
 
 	touch(h.g);
-	before = backed(&h);
+	before = tu_backed(h.b);
 	cr_assert_eq(gfa_balloon_inflate(h.g, r, 2), 1025);
-	cr_assert_eq(before - backed(&h), (int64_t)(4 * MiB + 4096),
-		     "the host got the ballooned memory back: %ld bytes", (long)(before - backed(&h)));
+	cr_assert_eq(before - tu_backed(h.b), (int64_t)(4 * MiB + 4096),
+		     "the host got the ballooned memory back: %ld bytes", (long)(before - tu_backed(h.b)));
 	gfa_guest_stat(h.g, &st);
 	cr_assert_eq(st.balloon_punched_frames, 1025);
 	gfa_pool_vmstat(h.pool, &vs);
@@ -78,29 +52,29 @@ Test(balloon_device, inflate_without_a_host_return_punches_the_frames_itself)
 	cr_assert_eq(gfa_balloon_deflate(h.g, r, 2), 1025);
 	cr_assert_eq(*(uint64_t *)((char *)gfa_guest_hva(h.g) + 2 * MiB), 0);
 	cr_assert_eq(*(uint64_t *)((char *)gfa_guest_hva(h.g) + 8 * MiB), (8 * MiB / 8) | 1);
-	dhost_done(&h);
+	tu_host_done(&h);
 }
 
 Test(balloon_device, no_balloon_punch_leaves_it_to_a_host_return)
 {
-	struct dhost h = dhost_new(32 * MiB, 16 * MiB, true);
+	struct tu_host h = dhost_new(32 * MiB, 16 * MiB, true);
 	struct gfa_gpa_range r = { 2 * MiB, 4 * MiB };
 	struct gfa_guest_stat st;
 	int64_t before;
 
 	touch(h.g);
-	before = backed(&h);
+	before = tu_backed(h.b);
 	cr_assert_eq(gfa_balloon_inflate(h.g, &r, 1), 1024);
-	cr_assert_eq(backed(&h), before, "kept populated");
+	cr_assert_eq(tu_backed(h.b), before, "kept populated");
 	gfa_guest_stat(h.g, &st);
 	cr_assert_eq(st.balloon_punched_frames, 0);
 	cr_assert_eq(gfa_backing_nr_dirty(h.b), 1024);
-	dhost_done(&h);
+	tu_host_done(&h);
 }
 
 Test(balloon_device, with_a_host_return_inflate_only_kicks_it)
 {
-	struct dhost h = dhost_new(32 * MiB, 16 * MiB, false);
+	struct tu_host h = dhost_new(32 * MiB, 16 * MiB, false);
 	struct gfa_host_return_config hc = { .no_settle = true };
 	struct gfa_host_return *hr = gfa_host_return_start(h.pool, h.b, &hc);
 	struct gfa_gpa_range r = { 2 * MiB, 4 * MiB };
@@ -113,7 +87,7 @@ Test(balloon_device, with_a_host_return_inflate_only_kicks_it)
 	cr_assert_eq(st.balloon_punched_frames, 0, "the host return's to release");
 	cr_assert_eq(gfa_host_return_quiesce(hr, 10000), 0);
 	cr_assert_eq(gfa_host_return_stop(hr), 0);
-	dhost_done(&h);
+	tu_host_done(&h);
 }
 
 Test(balloon_device, hugetlb_page_sizes)
@@ -137,7 +111,7 @@ Test(balloon_device, hugetlb_page_sizes)
 
 Test(balloon_device, each_range_succeeds_or_fails_on_its_own)
 {
-	struct dhost h = dhost_new(32 * MiB, 16 * MiB, false);
+	struct tu_host h = dhost_new(32 * MiB, 16 * MiB, false);
 	/* a good page, its duplicate, one past RAM, a misaligned one, another good one */
 	struct gfa_gpa_range r[5] = {
 		{ 4 * MiB, 4096 }, { 4 * MiB, 4096 }, { 16 * MiB, 4096 }, { 5 * MiB + 1, 4096 },
@@ -162,7 +136,7 @@ Test(balloon_device, each_range_succeeds_or_fails_on_its_own)
 	cr_assert_eq(gfa_balloon_inflate_each(h.g, r, 5, NULL), GFA_EFAULT);
 	cr_assert_eq(gfa_balloon_inflate_each(NULL, r, 5, res), GFA_EFAULT);
 	cr_assert_eq(gfa_balloon_inflate_each(h.g, r, 0, res), 0);
-	dhost_done(&h);
+	tu_host_done(&h);
 }
 
 /* ---- report completions on the device's thread ---- */
@@ -179,7 +153,7 @@ static void count_done(void *cookie, int result)
 
 Test(balloon_device, report_completions_are_reaped_on_the_devices_thread, .timeout = 60)
 {
-	struct dhost h = dhost_new(64 * MiB, 32 * MiB, false);
+	struct tu_host h = dhost_new(64 * MiB, 32 * MiB, false);
 	struct gfa_free_report *rep = gfa_guest_report_create(h.b, h.g);
 	struct pollfd pfd;
 	int reaped = 0, efd;
@@ -214,7 +188,7 @@ Test(balloon_device, report_completions_are_reaped_on_the_devices_thread, .timeo
 	}
 	on_device = 0;
 	gfa_guest_report_destroy(rep);
-	dhost_done(&h);
+	tu_host_done(&h);
 }
 
 /* ---- any thread; never a pause ---- */

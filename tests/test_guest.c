@@ -4,54 +4,21 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <gfa/refvmm.h>
-#include "tests/test_util.h"
+#include "tests/host_util.h"
 
 #define MiB (1UL << 20)
 
-struct host {
-	struct gfa_pool *pool;
-	struct gfa_backing *b;
-};
-
-static struct host host_new(uint64_t bytes, bool populate)
+static struct tu_host host_new(uint64_t bytes, bool populate)
 {
-	struct host h;
 	/* the dirty marks these tests check stay: no zeroing at the stop */
-	struct gfa_backing_config bc = { .populate = populate, .no_zero_on_stop = true };
+	const struct gfa_backing_config bc = { .populate = populate, .no_zero_on_stop = true };
 
-	h.pool = tu_pool(bytes >> GFA_FRAME_SHIFT);
-	h.b = gfa_backing_create(h.pool, &bc);
-	cr_assert_not_null(h.b, "backing: %s", strerror(errno));
-	return h;
-}
-
-static void host_done(struct host *h)
-{
-	ASSERT_POOL_OK(h->pool);
-	gfa_backing_destroy(h->b);
-	gfa_pool_destroy(h->pool);
-}
-
-static void fill(struct gfa_guest *g, uint64_t seed)
-{
-	uint64_t *p = gfa_guest_hva(g);
-
-	for (uint64_t i = 0; i < gfa_guest_size(g) / 8; i += 512)
-		p[i] = seed ^ i;
-}
-
-static uint64_t check(struct gfa_guest *g, uint64_t seed)
-{
-	uint64_t *p = gfa_guest_hva(g), bad = 0;
-
-	for (uint64_t i = 0; i < gfa_guest_size(g) / 8; i += 512)
-		bad += p[i] != (seed ^ i);
-	return bad;
+	return tu_host_new(bytes, &bc, 0);
 }
 
 Test(guest, huge_backed_and_visible_through_the_pool)
 {
-	struct host h = host_new(64 * MiB, false);
+	struct tu_host h = host_new(64 * MiB, false);
 	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
 	struct gfa_guest *g = gfa_guest_create(h.pool, h.b, &cfg);
 	struct gfa_guest_stat st;
@@ -62,18 +29,18 @@ Test(guest, huge_backed_and_visible_through_the_pool)
 	gfa_guest_stat(g, &st);
 	cr_assert_eq(st.huge_ranges, 8);
 	cr_assert_eq(st.small_ranges, 0);
-	fill(g, 0xabc);
-	cr_assert_eq(check(g, 0xabc), 0);
+	tu_fill(g, 0xabc);
+	cr_assert_eq(tu_fill_bad(g, 0xabc, 0, 0), 0);
 	/* the same bytes through the pool's own mapping: the window maps the memfd */
 	cr_assert_eq(gfa_guest_gpa_to_pfn(g, 5 * MiB, &pfn), 0);
 	cr_assert_eq(*(uint64_t *)gfa_pfn_to_addr(h.pool, pfn), 0xabc ^ (5 * MiB / 8));
 	gfa_guest_destroy(g);
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 Test(guest, frames_never_carry_another_guests_data)
 {
-	struct host h = host_new(32 * MiB, true);
+	struct tu_host h = host_new(32 * MiB, true);
 	struct gfa_guest_config cfg = { .mem_bytes = 32 * MiB };
 
 	for (int round = 0; round < 4; round++) {
@@ -88,12 +55,12 @@ Test(guest, frames_never_carry_another_guests_data)
 		gfa_guest_destroy(g);
 		cr_assert_eq(gfa_backing_nr_dirty(h.b), 32 * MiB / GFA_FRAME_SIZE);
 	}
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 Test(guest, bad_config)
 {
-	struct host h = host_new(16 * MiB, false);
+	struct tu_host h = host_new(16 * MiB, false);
 	struct gfa_guest_config cfg = { .mem_bytes = 3 * MiB + 512 };
 
 	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));
@@ -113,13 +80,13 @@ Test(guest, bad_config)
 	cfg.mem_bytes = (uint64_t)UINT32_MAX << GFA_FRAME_SHIFT & ~(2 * MiB - 1);
 	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));
 	cr_assert_eq(errno, ENOMEM);
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 /* pfn + size would wrap past 2^64 and look in range: every backing call refuses. */
 Test(guest, backing_refuses_ranges_that_wrap)
 {
-	struct host h = host_new(16 * MiB, false);
+	struct tu_host h = host_new(16 * MiB, false);
 	uint64_t wrap[] = { UINT64_MAX, 0 - (1UL << 9), 0 - (1UL << 10) };
 	unsigned int order[] = { 0, 9, 10 };
 
@@ -134,7 +101,7 @@ Test(guest, backing_refuses_ranges_that_wrap)
 	/* (2^64 - 64) + 128 wraps to 64: once cleared bits far outside the bitmap */
 	gfa_backing_mark_clean_range(h.b, 0 - 64ULL, 128);
 	cr_assert_eq(gfa_backing_nr_dirty(h.b), 1, "a refused range changes nothing");
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 /*
@@ -143,7 +110,7 @@ Test(guest, backing_refuses_ranges_that_wrap)
  */
 Test(guest, refused_backing_free_keeps_the_block_and_never_cleans)
 {
-	struct host h = host_new(16 * MiB, false);
+	struct tu_host h = host_new(16 * MiB, false);
 	int64_t pfn = gfa_backing_alloc(h.b, NULL, 0, 2, GFA_MT_MOVABLE, 5, GFA_BACKING_ZERO);
 	struct gfa_frame_info fi;
 
@@ -158,7 +125,7 @@ Test(guest, refused_backing_free_keeps_the_block_and_never_cleans)
 	cr_assert(gfa_backing_block_dirty(h.b, (uint64_t)pfn, 2));
 	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)pfn, 2, 5), 0);
 	cr_assert_eq(gfa_backing_nr_dirty(h.b), 4);
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 /* A create that fails on an id in use must leave the guest that has it registered. */
@@ -170,7 +137,7 @@ static int refuse_move(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsign
 
 Test(guest, failed_create_keeps_the_guest_with_that_id)
 {
-	struct host h = host_new(32 * MiB, false);
+	struct tu_host h = host_new(32 * MiB, false);
 	struct gfa_guest_config cfg = { .mem_bytes = 4 * MiB, .id = 4242 };
 	static const struct gfa_owner_ops ops = { .migrate = refuse_move };
 	struct gfa_guest *g1 = gfa_guest_create(h.pool, h.b, &cfg);
@@ -180,7 +147,7 @@ Test(guest, failed_create_keeps_the_guest_with_that_id)
 	cr_assert_eq(gfa_owner_register(h.pool, 4242, &ops, NULL), -EEXIST,
 		     "the failed create unregistered the running guest");
 	gfa_guest_destroy(g1);
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 /*
@@ -204,7 +171,7 @@ static void *collapse_main(void *arg)
 Test(guest, concurrent_collapses_of_two_guests_do_not_deadlock, .timeout = 60)
 {
 	const uint64_t F = 5, nr = 64 * MiB / GFA_FRAME_SIZE, half = nr / 2;
-	struct host h = host_new(64 * MiB, true);
+	struct tu_host h = host_new(64 * MiB, true);
 	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB, .small_only = true };
 	struct collapse_arg cx, cy;
 	pthread_t tx, ty;
@@ -233,7 +200,7 @@ Test(guest, concurrent_collapses_of_two_guests_do_not_deadlock, .timeout = 60)
 	gfa_guest_destroy(cy.g);
 	for (uint64_t p = half; p < nr; p += 2)
 		cr_assert_eq(gfa_free(h.pool, p, 0, F), 0);
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 static int pauses;
@@ -242,7 +209,7 @@ static int count_resume(void *ctx) { (void)ctx; return 0; }
 
 Test(guest, compaction_moves_guest_frames_and_collapse_restores_huge, .timeout = 120)
 {
-	struct host h = host_new(64 * MiB, false);
+	struct tu_host h = host_new(64 * MiB, false);
 	struct gfa_guest_vcpu_ops ops = { count_pause, count_resume };
 	struct gfa_guest_config small = { .mem_bytes = 16 * MiB, .small_only = true,
 					  .vcpu_ops = &ops };
@@ -256,7 +223,7 @@ Test(guest, compaction_moves_guest_frames_and_collapse_restores_huge, .timeout =
 		cr_assert_not_null(fill_g[n] = gfa_guest_create(h.pool, h.b, &filler));
 	g = gfa_guest_create(h.pool, h.b, &small);
 	cr_assert_not_null(g);
-	fill(g, 77);
+	tu_fill(g, 77);
 	for (n = 0; n < 24; n += 2)
 		gfa_guest_destroy(fill_g[n]);
 	gfa_guest_stat(g, &st);
@@ -265,7 +232,7 @@ Test(guest, compaction_moves_guest_frames_and_collapse_restores_huge, .timeout =
 	gfa_guest_stat(g, &st);
 	cr_assert_eq(collapsed, 8, "collapsed %d ranges", collapsed);
 	cr_assert_eq(st.huge_ranges, 8);
-	cr_assert_eq(check(g, 77), 0, "data survived the moves");
+	cr_assert_eq(tu_fill_bad(g, 77, 0, 0), 0, "data survived the moves");
 	if (st.wp_errno)        /* the pause fallback: one pause per collapsed range */
 		cr_assert_eq(pauses, 8, "%d pauses for 8 collapsed ranges", pauses);
 	else
@@ -273,7 +240,7 @@ Test(guest, compaction_moves_guest_frames_and_collapse_restores_huge, .timeout =
 	gfa_guest_destroy(g);
 	for (n = 1; n < 24; n += 2)
 		gfa_guest_destroy(fill_g[n]);
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 /* Set shmem THP to advise for the test, restore after; -1 if we cannot. */
@@ -290,7 +257,7 @@ static void shmem_thp_fini(void)
 Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60, .fini = shmem_thp_fini)
 {
 	char *old = shmem_saved;
-	struct host h;
+	struct tu_host h;
 	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
 	struct gfa_guest *g;
 	int64_t pmd;
@@ -304,7 +271,7 @@ Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60, .fini = shmem_thp_
 	h = host_new(32 * MiB, true);
 	g = gfa_guest_create(h.pool, h.b, &cfg);
 	cr_assert_not_null(g);
-	fill(g, 3);
+	tu_fill(g, 3);
 	pmd = gfa_smaps_pmd_bytes(gfa_guest_hva(g), cfg.mem_bytes);
 	tu_shmem_thp_restore(old);
 	old[0] = '\0';
@@ -312,7 +279,7 @@ Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60, .fini = shmem_thp_
 	cr_log_info("guest window: %ld of %lu bytes PMD-mapped", (long)pmd, cfg.mem_bytes);
 	cr_assert_eq(pmd, (int64_t)cfg.mem_bytes, "every 2 MiB range should be a PMD mapping");
 	gfa_guest_destroy(g);
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 /* Reserve n more hugetlb pages (restored by the caller); -1 if we cannot. */
@@ -371,8 +338,8 @@ Test(guest, hugetlb_backed_pool, .timeout = 60, .fini = hugetlb_fini)
 	cr_assert_not_null(b, "hugetlb backing: %s", strerror(errno));
 	g = gfa_guest_create(pool, b, &cfg);
 	cr_assert_not_null(g);
-	fill(g, 42);
-	cr_assert_eq(check(g, 42), 0);
+	tu_fill(g, 42);
+	cr_assert_eq(tu_fill_bad(g, 42, 0, 0), 0);
 	gfa_guest_stat(g, &st);
 	cr_assert_eq(st.huge_ranges, 4, "a hugetlb pool hands out 2 MiB blocks");
 	gfa_guest_destroy(g);
@@ -396,7 +363,7 @@ static int moved_refuses(void *ctx, uint64_t gpa, uint64_t len, int fd, uint64_t
 Test(guest, failed_collapse_puts_every_piece_back, .timeout = 60)
 {
 	const uint64_t F = 5, nr = 2048;        /* 8 MiB: four pageblocks */
-	struct host h = host_new(nr * GFA_FRAME_SIZE, false);
+	struct tu_host h = host_new(nr * GFA_FRAME_SIZE, false);
 	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true,
 					.moved_fn = moved_refuses };
 	struct gfa_guest_stat st;
@@ -434,13 +401,13 @@ Test(guest, failed_collapse_puts_every_piece_back, .timeout = 60)
 			cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
 	cr_assert_eq(tu_free_frames(h.pool), nr, "frames lost: %lu free of %lu",
 		     (unsigned long)tu_free_frames(h.pool), (unsigned long)nr);
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 /* free_dirty counts free frames only: an allocated block's dirty bits are its owner's. */
 Test(guest, backing_free_dirty_counts_only_free_frames)
 {
-	struct host h = host_new(16 * MiB, false);
+	struct tu_host h = host_new(16 * MiB, false);
 	struct gfa_backing_zone_stat bs;
 	int64_t a = gfa_backing_alloc(h.b, NULL, 0, 4, GFA_MT_MOVABLE, 3, 0);
 
@@ -455,14 +422,14 @@ Test(guest, backing_free_dirty_counts_only_free_frames)
 	cr_assert_eq(bs.free_dirty, 0, "free_dirty %lu: allocated frames counted",
 		     (unsigned long)bs.free_dirty);
 	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)a, 4, 4), 0);
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 /* A host of two zones of z0 and z1 frames, without memory behind the backing yet. */
-static struct host host_two_zones(uint64_t z0, uint64_t z1)
+static struct tu_host host_two_zones(uint64_t z0, uint64_t z1)
 {
 	struct gfa_pool_config cfg;
-	struct host h;
+	struct tu_host h;
 
 	gfa_pool_config_init(&cfg, z0);
 	cfg.nr_zones = 2;
@@ -477,7 +444,7 @@ static struct host host_two_zones(uint64_t z0, uint64_t z1)
 /* Pfns in the gap between two zones are no frames: refused, not zeroed through NULL. */
 Test(guest, backing_refuses_pfns_between_zones)
 {
-	struct host h = host_two_zones(1536, 512);
+	struct tu_host h = host_two_zones(1536, 512);
 	uint64_t start, nr;
 
 	cr_assert_eq(gfa_zone_span(h.pool, 1, &start, &nr), 0);
@@ -486,13 +453,13 @@ Test(guest, backing_refuses_pfns_between_zones)
 	cr_assert_eq(gfa_backing_nr_dirty(h.b), 0, "a pfn in the gap counted dirty");
 	cr_assert_lt(gfa_backing_prepare(h.b, 1600, 0), 0);
 	cr_assert_lt(gfa_backing_prepare(h.b, 1024, 10), 0, "a block running into the gap");
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 /* A guest's frames come from cfg->zone: a cache of another zone is refused. */
 Test(guest, a_cache_of_another_zone_is_refused)
 {
-	struct host h = host_two_zones(4096, 4096);
+	struct tu_host h = host_two_zones(4096, 4096);
 	struct gfa_pcp *pcp = gfa_pcp_create(h.pool, 1);
 	struct gfa_guest_config gc = { .mem_bytes = 4UL << 20, .zone = 0, .pcp = pcp };
 
@@ -500,7 +467,7 @@ Test(guest, a_cache_of_another_zone_is_refused)
 	cr_assert_null(gfa_guest_create(h.pool, h.b, &gc));
 	cr_assert_eq(errno, EINVAL);
 	gfa_pcp_destroy(pcp);
-	host_done(&h);
+	tu_host_done(&h);
 }
 
 /*
@@ -509,7 +476,7 @@ Test(guest, a_cache_of_another_zone_is_refused)
  */
 Test(guest, a_backing_of_another_pool_is_refused)
 {
-	struct host a = host_new(16 * MiB, false), b = host_new(16 * MiB, false);
+	struct tu_host a = host_new(16 * MiB, false), b = host_new(16 * MiB, false);
 	struct gfa_guest_config cfg = { .mem_bytes = 8 * MiB };
 	struct gfa_guest *gb = gfa_guest_create(b.pool, b.b, &cfg), *gx;
 	uint64_t *w, bad = 0;
@@ -532,8 +499,8 @@ Test(guest, a_backing_of_another_pool_is_refused)
 	cr_assert_null(gx, "a guest of pool A was created with pool B's backing");
 	cr_assert_eq(errno, EINVAL);
 	gfa_guest_destroy(gb);
-	host_done(&a);
-	host_done(&b);
+	tu_host_done(&a);
+	tu_host_done(&b);
 }
 
 /* Another pool's backing without the zone at all: EINVAL too (it said ENODEV). */
@@ -572,7 +539,7 @@ Test(guest, backing_of_a_smaller_pool_is_einval)
  * guest mapped pfns its own pool held free). */
 Test(guest, a_cache_of_another_pool_is_refused)
 {
-	struct host a = host_new(16 * MiB, false), b = host_new(16 * MiB, false);
+	struct tu_host a = host_new(16 * MiB, false), b = host_new(16 * MiB, false);
 	struct gfa_pcp *alien = gfa_pcp_create(b.pool, 0);
 	struct gfa_guest_config cfg = { .mem_bytes = 4 * MiB, .pcp = alien, .small_only = true };
 	struct gfa_guest *g;
@@ -585,8 +552,8 @@ Test(guest, a_cache_of_another_pool_is_refused)
 	cr_assert_eq(tu_free_frames(a.pool), 16 * MiB >> GFA_FRAME_SHIFT);
 	cr_assert_eq(tu_free_frames(b.pool), 16 * MiB >> GFA_FRAME_SHIFT);
 	gfa_pcp_destroy(alien);
-	host_done(&a);
-	host_done(&b);
+	tu_host_done(&a);
+	tu_host_done(&b);
 }
 
 /*
@@ -598,7 +565,7 @@ Test(guest, a_cache_of_another_pool_is_refused)
 Test(guest, unpopulated_backing_maps_order9_blocks_with_pmds, .timeout = 60, .fini = shmem_thp_fini)
 {
 	char *old = shmem_saved;
-	struct host h;
+	struct tu_host h;
 	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
 	struct gfa_guest *g;
 	struct gfa_guest_stat st;
@@ -613,7 +580,7 @@ Test(guest, unpopulated_backing_maps_order9_blocks_with_pmds, .timeout = 60, .fi
 	h = host_new(32 * MiB, false);
 	g = gfa_guest_create(h.pool, h.b, &cfg);
 	cr_assert_not_null(g);
-	fill(g, 5);
+	tu_fill(g, 5);
 	pmd = gfa_smaps_pmd_bytes(gfa_guest_hva(g), cfg.mem_bytes);
 	tu_shmem_thp_restore(old);
 	old[0] = '\0';
@@ -624,5 +591,5 @@ Test(guest, unpopulated_backing_maps_order9_blocks_with_pmds, .timeout = 60, .fi
 		     "huge_ranges says 8/8 but only %ld of %lu bytes are PMD-mapped", (long)pmd,
 		     cfg.mem_bytes);
 	gfa_guest_destroy(g);
-	host_done(&h);
+	tu_host_done(&h);
 }

@@ -3,48 +3,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <gfa/refvmm.h>
-#include "tests/test_util.h"
+#include "tests/host_util.h"
 
 #define MiB (1ULL << 20)
 #define GiB (1ULL << 30)
 
-struct rhost {
-	struct gfa_pool *pool;
-	struct gfa_backing *b;
-};
-
-static struct rhost rhost_new(uint64_t bytes)
+static struct tu_host rhost_new(uint64_t bytes)
 {
-	struct gfa_backing_config bc = { .populate = true };
-	struct rhost h;
+	const struct gfa_backing_config bc = { .populate = true };
 
-	h.pool = tu_pool(bytes >> GFA_FRAME_SHIFT);
-	h.b = gfa_backing_create(h.pool, &bc);
-	cr_assert_not_null(h.b, "backing: %s", strerror(errno));
-	return h;
-}
-
-static void rhost_done(struct rhost *h)
-{
-	ASSERT_POOL_OK(h->pool);
-	gfa_backing_destroy(h->b);
-	gfa_pool_destroy(h->pool);
-}
-
-static uint64_t err_range(struct gfa_pool *p)
-{
-	struct gfa_vmstat vs;
-
-	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
-	return vs.err_range;
-}
-
-static uint64_t err_inval(struct gfa_pool *p)
-{
-	struct gfa_vmstat vs;
-
-	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
-	return vs.err_inval;
+	return tu_host_new(bytes, &bc, 0);
 }
 
 /* The host address of an absolute gpa, as a VMM computes it. */
@@ -60,7 +28,7 @@ static const struct gfa_gpa_range holed[] = {
 	{ 16 * MiB, 5 * MiB + 4096 },
 };
 
-static struct gfa_guest *holed_guest(struct rhost *h, unsigned int flags)
+static struct gfa_guest *holed_guest(struct tu_host *h, unsigned int flags)
 {
 	struct gfa_guest_config cfg = { .regions = holed, .nr_regions = 2, .flags = flags };
 	struct gfa_guest *g = gfa_guest_create(h->pool, h->b, &cfg);
@@ -71,7 +39,7 @@ static struct gfa_guest *holed_guest(struct rhost *h, unsigned int flags)
 
 Test(guest_regions, a_hole_is_never_backed_and_the_regions_are)
 {
-	struct rhost h = rhost_new(64 * MiB);
+	struct tu_host h = rhost_new(64 * MiB);
 	uint64_t free0 = tu_free_frames(h.pool), pfn;
 	struct gfa_guest *g = holed_guest(&h, 0);
 	struct gfa_guest_stat st;
@@ -97,16 +65,16 @@ Test(guest_regions, a_hole_is_never_backed_and_the_regions_are)
 		     "past the last region, inside its backed range");
 	gfa_guest_destroy(g);
 	cr_assert_eq(tu_free_frames(h.pool), free0);
-	rhost_done(&h);
+	tu_host_done(&h);
 }
 
 Test(guest_regions, balloon_and_pins_take_absolute_gpas_and_refuse_the_hole)
 {
-	struct rhost h = rhost_new(64 * MiB);
+	struct tu_host h = rhost_new(64 * MiB);
 	struct gfa_guest *g = holed_guest(&h, 0);
 	struct gfa_gpa_range hole = { 8 * MiB, 4096 }, seam = { 6 * MiB - 4096, 8192 };
 	struct gfa_gpa_range tail = { 21 * MiB, 8192 }, above = { 17 * MiB, 2 * MiB };
-	uint64_t err0 = err_range(h.pool), free0, pfn;
+	uint64_t err0 = VMS(h.pool, err_range), free0, pfn;
 	struct gfa_guest_stat st;
 
 	*gpa_word(g, 17 * MiB) = 0x77;
@@ -115,7 +83,7 @@ Test(guest_regions, balloon_and_pins_take_absolute_gpas_and_refuse_the_hole)
 	cr_assert_eq(gfa_balloon_inflate(g, &tail, 1), GFA_ERANGE, "past the last region");
 	cr_assert_eq(gfa_balloon_deflate(g, &hole, 1), GFA_ERANGE);
 	cr_assert_eq(gfa_guest_pin(g, 8 * MiB, 4096), GFA_ERANGE);
-	cr_assert_eq(err_range(h.pool) - err0, 5);
+	cr_assert_eq(VMS(h.pool, err_range) - err0, 5);
 	free0 = tu_free_frames(h.pool);
 	cr_assert_eq(gfa_balloon_inflate(g, &above, 1), 512);
 	cr_assert_eq(tu_free_frames(h.pool) - free0, 512);
@@ -131,12 +99,12 @@ Test(guest_regions, balloon_and_pins_take_absolute_gpas_and_refuse_the_hole)
 	gfa_guest_stat(g, &st);
 	cr_assert_eq(st.ballooned_frames, 0);
 	gfa_guest_destroy(g);
-	rhost_done(&h);
+	tu_host_done(&h);
 }
 
 Test(guest_regions, ram_above_a_base_is_laid_out_from_it)
 {
-	struct rhost h = rhost_new(64 * MiB);
+	struct tu_host h = rhost_new(64 * MiB);
 	/* ARM and RISC-V put RAM at 2 GiB; this one starts 4 KiB past a 2 MiB boundary */
 	struct gfa_gpa_range ram = { 2 * GiB + 4096, 8 * MiB };
 	struct gfa_guest_config cfg = { .regions = &ram, .nr_regions = 1 };
@@ -155,12 +123,12 @@ Test(guest_regions, ram_above_a_base_is_laid_out_from_it)
 	cr_assert_eq(gfa_balloon_inflate(g, &page, 1), 1);
 	cr_assert_eq(*gpa_word(g, 2 * GiB + 3 * MiB), 0);
 	gfa_guest_destroy(g);
-	rhost_done(&h);
+	tu_host_done(&h);
 }
 
 Test(guest_regions, touching_regions_are_one)
 {
-	struct rhost h = rhost_new(64 * MiB);
+	struct tu_host h = rhost_new(64 * MiB);
 	struct gfa_gpa_range two[] = { { 0, 3 * MiB }, { 3 * MiB, 3 * MiB } };
 	struct gfa_guest_config cfg = { .regions = two, .nr_regions = 2 };
 	struct gfa_guest *g = gfa_guest_create(h.pool, h.b, &cfg);
@@ -170,12 +138,12 @@ Test(guest_regions, touching_regions_are_one)
 	cr_assert_eq(gfa_guest_size(g), 6 * MiB);
 	cr_assert_eq(gfa_balloon_inflate(g, &seam, 1), 2, "a list may cross the seam");
 	gfa_guest_destroy(g);
-	rhost_done(&h);
+	tu_host_done(&h);
 }
 
 Test(guest_regions, a_size_no_multiple_of_2mib)
 {
-	struct rhost h = rhost_new(64 * MiB);
+	struct tu_host h = rhost_new(64 * MiB);
 	struct gfa_guest_config cfg = { .mem_bytes = 5 * MiB + 12288 };
 	struct gfa_guest *g = gfa_guest_create(h.pool, h.b, &cfg);
 	struct gfa_gpa_range last = { 5 * MiB + 8192, 4096 }, past = { 5 * MiB + 12288, 4096 };
@@ -188,12 +156,12 @@ Test(guest_regions, a_size_no_multiple_of_2mib)
 	cr_assert_eq(gfa_balloon_inflate(g, &past, 1), GFA_ERANGE);
 	cr_assert_eq(gfa_balloon_inflate(g, &last, 1), 1);
 	gfa_guest_destroy(g);
-	rhost_done(&h);
+	tu_host_done(&h);
 }
 
 Test(guest_regions, bad_region_lists_are_refused_and_counted)
 {
-	struct rhost h = rhost_new(64 * MiB);
+	struct tu_host h = rhost_new(64 * MiB);
 	struct gfa_gpa_range unsorted[] = { { 8 * MiB, MiB }, { 0, MiB } };
 	struct gfa_gpa_range overlap[] = { { 0, 4 * MiB }, { 3 * MiB, MiB } };
 	struct gfa_gpa_range odd[] = { { 0, MiB + 1 } }, empty[] = { { 0, 0 } };
@@ -215,7 +183,7 @@ Test(guest_regions, bad_region_lists_are_refused_and_counted)
 		{ { .mem_bytes = MiB + 100 }, EINVAL },
 		{ { .mem_bytes = 1ULL << 48 }, EINVAL },   /* 2^36 frames: no gfn fits 32 bits */
 	};
-	uint64_t free0 = tu_free_frames(h.pool), inval0 = err_inval(h.pool);
+	uint64_t free0 = tu_free_frames(h.pool), inval0 = VMS(h.pool, err_inval);
 
 	for (unsigned int i = 0; i < GFA_GUEST_MAX_REGIONS + 1; i++)
 		many[i] = (struct gfa_gpa_range){ i * 4 * MiB, MiB };
@@ -224,16 +192,16 @@ Test(guest_regions, bad_region_lists_are_refused_and_counted)
 		cr_assert_null(gfa_guest_create(h.pool, h.b, &bad[i].cfg), "case %u", i);
 		cr_assert_eq(errno, bad[i].err, "case %u: errno %d", i, errno);
 	}
-	cr_assert_eq(err_inval(h.pool) - inval0, 10);
+	cr_assert_eq(VMS(h.pool, err_inval) - inval0, 10);
 	cr_assert_eq(tu_free_frames(h.pool), free0, "no frame taken");
-	rhost_done(&h);
+	tu_host_done(&h);
 }
 
 /* ---- lazy guests and reporting over regions ---- */
 
 Test(guest_regions, a_lazy_guest_serves_touches_in_its_regions_only, .timeout = 60)
 {
-	struct rhost h = rhost_new(64 * MiB);
+	struct tu_host h = rhost_new(64 * MiB);
 	struct gfa_guest *g;
 	struct gfa_guest_stat st;
 	struct gfa_guest_config cfg = { .regions = holed, .nr_regions = 2, .flags = GFA_GUEST_LAZY };
@@ -253,32 +221,15 @@ Test(guest_regions, a_lazy_guest_serves_touches_in_its_regions_only, .timeout = 
 	cr_assert_eq(st.lazy_bytes, 8 * MiB);
 	cr_assert_eq(*gpa_word(g, 21 * MiB), 2);
 	gfa_guest_destroy(g);
-	rhost_done(&h);
-}
-
-struct rdone {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int calls, result;
-};
-
-static void rdone_fn(void *cookie, int result)
-{
-	struct rdone *d = cookie;
-
-	pthread_mutex_lock(&d->lock);
-	d->calls++;
-	d->result = result;
-	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
+	tu_host_done(&h);
 }
 
 Test(guest_regions, free_page_reporting_above_the_hole, .timeout = 60)
 {
-	struct rhost h = rhost_new(64 * MiB);
+	struct tu_host h = rhost_new(64 * MiB);
 	struct gfa_guest *g = holed_guest(&h, 0);
 	struct gfa_free_report *rep = gfa_guest_report_create(h.b, g);
-	struct rdone d = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1 };
+	struct tu_rdone d = TU_RDONE_INIT;
 	struct gfa_gpa_range r = { 18 * MiB, 2 * MiB }, hole = { 10 * MiB, 2 * MiB };
 	struct gfa_guest_report_stat rs;
 	uint64_t pfn;
@@ -286,8 +237,8 @@ Test(guest_regions, free_page_reporting_above_the_hole, .timeout = 60)
 	cr_assert_not_null(rep);
 	for (uint64_t gpa = 16 * MiB; gpa < 21 * MiB; gpa += 4096)
 		*gpa_word(g, gpa) = gpa;
-	cr_assert_eq(gfa_guest_report_free(rep, &hole, 1, rdone_fn, &d), GFA_ERANGE);
-	cr_assert_eq(gfa_guest_report_free(rep, &r, 1, rdone_fn, &d), 0);
+	cr_assert_eq(gfa_guest_report_free(rep, &hole, 1, tu_rdone_fn, &d), GFA_ERANGE);
+	cr_assert_eq(gfa_guest_report_free(rep, &r, 1, tu_rdone_fn, &d), 0);
 	cr_assert_eq(gfa_guest_report_flush(rep, 10000), 0);
 	cr_assert_eq(d.calls, 1);
 	cr_assert_eq(d.result, 0);
@@ -299,5 +250,5 @@ Test(guest_regions, free_page_reporting_above_the_hole, .timeout = 60)
 	cr_assert_eq(gfa_guest_gpa_to_pfn(g, 18 * MiB, &pfn), 0, "still the guest's");
 	gfa_guest_report_destroy(rep);
 	gfa_guest_destroy(g);
-	rhost_done(&h);
+	tu_host_done(&h);
 }

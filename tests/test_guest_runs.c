@@ -14,32 +14,21 @@
 #include <string.h>
 #include <unistd.h>
 #include <gfa/vmm.h>
-#include "tests/test_util.h"
+#include "tests/host_util.h"
 
 #define MiB (1UL << 20)
 
-struct rhost {
-	struct gfa_pool *pool;
-	struct gfa_backing *b;
-};
-
-static struct rhost rhost_new(uint64_t bytes)
+static struct tu_host rhost_new(uint64_t bytes)
 {
-	struct gfa_backing_config bc = { 0 };
-	struct rhost h;
+	const struct gfa_backing_config bc = { 0 };
 
-	h.pool = tu_pool(bytes >> GFA_FRAME_SHIFT);
-	h.b = gfa_backing_create(h.pool, &bc);
-	cr_assert_not_null(h.b, "backing: %s", strerror(errno));
-	return h;
+	return tu_host_new(bytes, &bc, 0);
 }
 
-static void rhost_done(struct rhost *h)
+static void rhost_done(struct tu_host *h)
 {
 	cr_assert_eq(gfa_backing_zero_quiesce(h->b, 30000), 0);
-	ASSERT_POOL_OK(h->pool);
-	gfa_backing_destroy(h->b);
-	gfa_pool_destroy(h->pool);
+	tu_host_done(h);
 }
 
 /* One word per 4 KiB: gpa ^ seed, or zero where ballooned (hole[gfn] set). */
@@ -66,7 +55,7 @@ static uint64_t check(struct gfa_guest *g, uint64_t seed, const bool *hole)
 
 Test(guest_runs, a_clean_pool_gives_a_128_mib_guest_one_mapping)
 {
-	struct rhost h = rhost_new(256 * MiB);
+	struct tu_host h = rhost_new(256 * MiB);
 	struct gfa_guest_config cfg = { .mem_bytes = 128 * MiB };
 	struct gfa_guest *g = gfa_guest_create(h.pool, h.b, &cfg);
 	struct gfa_guest_stat st;
@@ -87,7 +76,7 @@ Test(guest_runs, a_clean_pool_gives_a_128_mib_guest_one_mapping)
  */
 Test(guest_runs, the_mapping_survives_balloon_holes_moves_and_collapse, .timeout = 60)
 {
-	struct rhost h = rhost_new(64 * MiB);
+	struct tu_host h = rhost_new(64 * MiB);
 	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
 	struct gfa_guest *g = gfa_guest_create(h.pool, h.b, &cfg);
 	struct gfa_guest_stat st;
@@ -224,7 +213,7 @@ static void capture_stderr(char *buf, size_t len, int (*fn)(void *), void *arg, 
 }
 
 struct create_args {
-	struct rhost *h;
+	struct tu_host *h;
 	uint64_t mem;
 	struct gfa_guest *g;
 	int err;
@@ -250,7 +239,7 @@ Test(guest_runs, scattered_blocks_work_up_to_max_map_count_and_fail_beyond_it,
      .fini = restore_max_map_count, .timeout = 60)
 {
 	const uint64_t blocks = 1024;  /* a 2 GiB sparse pool: 512 scattered free blocks */
-	struct rhost h;
+	struct tu_host h;
 	int64_t *taken = calloc(blocks, sizeof(*taken));
 	struct create_args a;
 	struct gfa_guest_stat st;

@@ -50,14 +50,7 @@ static int pcp_count(struct gfa_pcp *c)
 	return st.count;
 }
 
-static uint64_t vm(struct gfa_pool *p, size_t off)
-{
-	struct gfa_vmstat vs;
-
-	gfa_pool_vmstat(p, &vs);
-	return *(uint64_t *)((char *)&vs + off);
-}
-#define VM(p, field) vm(p, offsetof(struct gfa_vmstat, field))
+#define VM(p, field) VMS(p, field)
 
 /*
  * The allocating half of a random churn step (stress tests): one block of an order
@@ -1476,7 +1469,7 @@ Test(pcp, refill_takes_one_block_when_high_is_under_batch)
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 0, 1), 0);
 	cr_assert_eq(gfa_pcp_drain(c), 1);
 	cr_assert_eq(gfa_pcp_drain(c), 0);
-	cr_assert_eq(vm(p, offsetof(struct gfa_vmstat, pcp_drain)), 1,
+	cr_assert_eq(VM(p, pcp_drain), 1,
 		     "an empty cache's drain counted");
 	gfa_pcp_destroy(c);
 	ASSERT_POOL_OK(p);

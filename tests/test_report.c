@@ -3,29 +3,21 @@
 #include <stdatomic.h>
 #include <unistd.h>
 #include <gfa/refvmm.h>
-#include "tests/test_util.h"
+#include "tests/host_util.h"
 
 #define MiB (1UL << 20)
 
 struct rhost {
-	struct gfa_pool *pool;
-	struct gfa_backing *b;
-	struct gfa_guest *g;
+	struct tu_host t;
 	struct gfa_free_report *rep;
 };
 
 static struct rhost rhost_new(uint64_t pool_bytes, uint64_t guest_bytes)
 {
-	struct gfa_backing_config bc = { .populate = true };
-	struct gfa_guest_config gc = { .mem_bytes = guest_bytes };
-	struct rhost h;
+	const struct gfa_backing_config bc = { .populate = true };
+	struct rhost h = { tu_host_new(pool_bytes, &bc, guest_bytes), NULL };
 
-	h.pool = tu_pool(pool_bytes >> GFA_FRAME_SHIFT);
-	h.b = gfa_backing_create(h.pool, &bc);
-	cr_assert_not_null(h.b);
-	h.g = gfa_guest_create(h.pool, h.b, &gc);
-	cr_assert_not_null(h.g);
-	h.rep = gfa_guest_report_create(h.b, h.g);
+	h.rep = gfa_guest_report_create(h.t.b, h.t.g);
 	cr_assert_not_null(h.rep);
 	return h;
 }
@@ -33,81 +25,28 @@ static struct rhost rhost_new(uint64_t pool_bytes, uint64_t guest_bytes)
 static void rhost_done(struct rhost *h)
 {
 	gfa_guest_report_destroy(h->rep);
-	gfa_guest_destroy(h->g);
-	ASSERT_POOL_OK(h->pool);
-	gfa_backing_destroy(h->b);
-	gfa_pool_destroy(h->pool);
-}
-
-static int64_t backed(struct rhost *h)
-{
-	return gfa_memfd_allocated_bytes(gfa_backing_zone_fd(h->b, 0));
-}
-
-/* A done callback that records its result; report_wait() waits for it. */
-struct rdone {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int calls, result;
-};
-
-static void rdone_fn(void *cookie, int result)
-{
-	struct rdone *d = cookie;
-
-	pthread_mutex_lock(&d->lock);
-	d->calls++;
-	d->result = result;
-	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
-}
-
-static void report_wait(struct rdone *d, int calls)
-{
-	pthread_mutex_lock(&d->lock);
-	while (d->calls < calls)
-		pthread_cond_wait(&d->cond, &d->lock);
-	pthread_mutex_unlock(&d->lock);
-}
-
-static void fill(struct gfa_guest *g, uint64_t seed)
-{
-	uint64_t *w = gfa_guest_hva(g);
-
-	for (uint64_t i = 0; i < gfa_guest_size(g) / 8; i += 512)
-		w[i] = seed ^ i;
-}
-
-/* Words unlike the fill outside [lo, hi) bytes. */
-static uint64_t fill_bad(struct gfa_guest *g, uint64_t seed, uint64_t lo, uint64_t hi)
-{
-	uint64_t *w = gfa_guest_hva(g), bad = 0;
-
-	for (uint64_t i = 0; i < gfa_guest_size(g) / 8; i += 512)
-		if ((i * 8 < lo || i * 8 >= hi) && w[i] != (seed ^ i))
-			bad++;
-	return bad;
+	tu_host_done(&h->t);
 }
 
 Test(report, reported_memory_leaves_the_host_and_stays_the_guests, .timeout = 60)
 {
 	struct rhost h = rhost_new(64 * MiB, 32 * MiB);
-	struct rdone d = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1 };
+	struct tu_rdone d = TU_RDONE_INIT;
 	/* one range on a whole order-9 block, one cutting two blocks */
 	struct gfa_gpa_range r[2] = { { 8 * MiB, 4 * MiB }, { 17 * MiB, 2 * MiB } };
 	struct gfa_guest_report_stat rs;
 	struct gfa_guest_stat gs, gs0;
 	struct gfa_frame_info fi;
-	uint64_t *w = gfa_guest_hva(h.g), pfn;
+	uint64_t *w = gfa_guest_hva(h.t.g), pfn;
 	int64_t before, after;
 
-	fill(h.g, 3);
-	gfa_guest_stat(h.g, &gs0);
-	before = backed(&h);
-	cr_assert_eq(gfa_guest_report_free(h.rep, r, 2, rdone_fn, &d), 0);
-	report_wait(&d, 1);
+	tu_fill(h.t.g, 3);
+	gfa_guest_stat(h.t.g, &gs0);
+	before = tu_backed(h.t.b);
+	cr_assert_eq(gfa_guest_report_free(h.rep, r, 2, tu_rdone_fn, &d), 0);
+	tu_rdone_wait(&d, 1);
 	cr_assert_eq(d.result, 0);
-	after = backed(&h);
+	after = tu_backed(h.t.b);
 	cr_log_info("host-backed %ld -> %ld KiB", (long)(before >> 10), (long)(after >> 10));
 	cr_assert_leq(after, before - 6 * (int64_t)MiB, "the reported 6 MiB left the host");
 	gfa_guest_report_stat(h.rep, &rs);
@@ -118,21 +57,21 @@ Test(report, reported_memory_leaves_the_host_and_stays_the_guests, .timeout = 60
 	/* the frames are still the guest's and it reads zero there */
 	for (unsigned int i = 0; i < 2; i++)
 		for (uint64_t gpa = r[i].gpa; gpa < r[i].gpa + r[i].len; gpa += 4096) {
-			cr_assert_eq(gfa_guest_gpa_to_pfn(h.g, gpa, &pfn), 0);
-			cr_assert_eq(gfa_frame_lookup(h.pool, pfn, &fi), 0);
+			cr_assert_eq(gfa_guest_gpa_to_pfn(h.t.g, gpa, &pfn), 0);
+			cr_assert_eq(gfa_frame_lookup(h.t.pool, pfn, &fi), 0);
 			cr_assert_eq(fi.state, GFA_FRAME_ALLOCATED);
-			cr_assert_eq(fi.owner, gfa_guest_id(h.g));
+			cr_assert_eq(fi.owner, gfa_guest_id(h.t.g));
 			cr_assert_eq(w[gpa / 8], 0, "a reported page reads zero after the punch");
 		}
-	gfa_guest_stat(h.g, &gs);
+	gfa_guest_stat(h.t.g, &gs);
 	cr_assert_eq(gs.ballooned_frames, 0);
 	cr_assert_eq(gs.blocks, gs0.blocks);
-	cr_assert_eq(fill_bad(h.g, 3, 8 * MiB, 19 * MiB), 0, "the rest is untouched");
-	ASSERT_POOL_OK(h.pool);
+	cr_assert_eq(tu_fill_bad(h.t.g, 3, 8 * MiB, 19 * MiB), 0, "the rest is untouched");
+	ASSERT_POOL_OK(h.t.pool);
 	/* touched again, the guest's pages are backed again and keep what it writes */
 	for (uint64_t gpa = r[0].gpa; gpa < r[0].gpa + r[0].len; gpa += 4096)
 		w[gpa / 8] = gpa;
-	cr_assert_geq(backed(&h), after + 4 * (int64_t)MiB - 4096 * 4);
+	cr_assert_geq(tu_backed(h.t.b), after + 4 * (int64_t)MiB - 4096 * 4);
 	for (uint64_t gpa = r[0].gpa; gpa < r[0].gpa + r[0].len; gpa += 4096)
 		cr_assert_eq(w[gpa / 8], gpa);
 	rhost_done(&h);
@@ -141,28 +80,28 @@ Test(report, reported_memory_leaves_the_host_and_stays_the_guests, .timeout = 60
 Test(report, bad_requests_are_refused_and_counted, .timeout = 60)
 {
 	struct rhost h = rhost_new(32 * MiB, 16 * MiB);
-	struct rdone d = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1 };
+	struct tu_rdone d = TU_RDONE_INIT;
 	struct gfa_gpa_range two[2] = { { 0, MiB }, { 0, 0 } };
 	struct gfa_guest_report_stat rs;
 	int64_t before;
 
-	fill(h.g, 5);
-	before = backed(&h);
+	tu_fill(h.t.g, 5);
+	before = tu_backed(h.t.b);
 	two[1] = (struct gfa_gpa_range){ 5 * MiB, 4096 + 1 };
-	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, rdone_fn, &d), -EINVAL, "misaligned");
+	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, tu_rdone_fn, &d), -EINVAL, "misaligned");
 	two[1] = (struct gfa_gpa_range){ 5 * MiB, 0 };
-	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, rdone_fn, &d), -EINVAL, "empty");
+	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, tu_rdone_fn, &d), -EINVAL, "empty");
 	two[1] = (struct gfa_gpa_range){ 15 * MiB, 2 * MiB };
-	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, rdone_fn, &d), -ERANGE, "beyond RAM");
+	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, tu_rdone_fn, &d), -ERANGE, "beyond RAM");
 	two[1] = (struct gfa_gpa_range){ UINT64_MAX & ~4095UL, 8192 };
-	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, rdone_fn, &d), -ERANGE, "wraps");
+	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, tu_rdone_fn, &d), -ERANGE, "wraps");
 	two[1] = (struct gfa_gpa_range){ MiB - 4096, 8192 };
-	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, rdone_fn, &d), -ENOTUNIQ, "overlap");
+	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, tu_rdone_fn, &d), -ENOTUNIQ, "overlap");
 	two[1] = two[0];
-	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, rdone_fn, &d), -ENOTUNIQ, "duplicate");
-	cr_assert_eq(gfa_guest_report_free(h.rep, two, 0, rdone_fn, &d), -EINVAL, "none");
+	cr_assert_eq(gfa_guest_report_free(h.rep, two, 2, tu_rdone_fn, &d), -ENOTUNIQ, "duplicate");
+	cr_assert_eq(gfa_guest_report_free(h.rep, two, 0, tu_rdone_fn, &d), -EINVAL, "none");
 	cr_assert_eq(gfa_guest_report_free(h.rep, two, 1, NULL, &d), -EFAULT);
-	cr_assert_eq(gfa_guest_report_free(NULL, two, 1, rdone_fn, &d), -EFAULT);
+	cr_assert_eq(gfa_guest_report_free(NULL, two, 1, tu_rdone_fn, &d), -EFAULT);
 	cr_assert_eq(gfa_guest_report_flush(h.rep, 1000), 0);
 	cr_assert_eq(d.calls, 0, "a refused request has no done call");
 	gfa_guest_report_stat(h.rep, &rs);
@@ -171,9 +110,9 @@ Test(report, bad_requests_are_refused_and_counted, .timeout = 60)
 	cr_assert_eq(rs.err_overlap, 2);
 	cr_assert_eq(rs.err_fault, 1);
 	cr_assert_eq(rs.requests, 0);
-	cr_assert_eq(backed(&h), before, "nothing was punched");
-	cr_assert_eq(fill_bad(h.g, 5, 0, 0), 0);
-	cr_assert_null(gfa_guest_report_create(NULL, h.g));
+	cr_assert_eq(tu_backed(h.t.b), before, "nothing was punched");
+	cr_assert_eq(tu_fill_bad(h.t.g, 5, 0, 0), 0);
+	cr_assert_null(gfa_guest_report_create(NULL, h.t.g));
 	cr_assert_eq(errno, EFAULT);
 	rhost_done(&h);
 }
@@ -181,20 +120,20 @@ Test(report, bad_requests_are_refused_and_counted, .timeout = 60)
 Test(report, ballooned_pages_are_passed_over, .timeout = 60)
 {
 	struct rhost h = rhost_new(32 * MiB, 16 * MiB);
-	struct rdone d = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1 };
+	struct tu_rdone d = TU_RDONE_INIT;
 	struct gfa_gpa_range hole = { 4 * MiB + 64 * 1024, 64 * 1024 }, r = { 4 * MiB, 2 * MiB };
 	struct gfa_guest_report_stat rs;
 
-	fill(h.g, 6);
-	cr_assert_eq(gfa_balloon_inflate(h.g, &hole, 1), 16);
-	cr_assert_eq(gfa_guest_report_free(h.rep, &r, 1, rdone_fn, &d), 0);
-	report_wait(&d, 1);
+	tu_fill(h.t.g, 6);
+	cr_assert_eq(gfa_balloon_inflate(h.t.g, &hole, 1), 16);
+	cr_assert_eq(gfa_guest_report_free(h.rep, &r, 1, tu_rdone_fn, &d), 0);
+	tu_rdone_wait(&d, 1);
 	cr_assert_eq(d.result, 0);
 	gfa_guest_report_stat(h.rep, &rs);
 	cr_assert_eq(rs.frames_unbacked, 16);
 	cr_assert_eq(rs.frames_submitted, 512 - 16);
 	cr_assert_eq(rs.bytes_released, (512 - 16) * 4096UL);
-	cr_assert_eq(gfa_balloon_deflate(h.g, &hole, 1), 16);
+	cr_assert_eq(gfa_balloon_deflate(h.t.g, &hole, 1), 16);
 	rhost_done(&h);
 }
 
@@ -202,7 +141,7 @@ Test(report, a_guest_of_another_backing_is_refused)
 {
 	struct rhost h = rhost_new(32 * MiB, 16 * MiB), o = rhost_new(32 * MiB, 8 * MiB);
 
-	cr_assert_null(gfa_guest_report_create(o.b, h.g));
+	cr_assert_null(gfa_guest_report_create(o.t.b, h.t.g));
 	cr_assert_eq(errno, EINVAL);
 	rhost_done(&o);
 	rhost_done(&h);
@@ -239,7 +178,7 @@ static void *compactor(void *arg)
 {
 	struct rmove *m = arg;
 
-	gfa_compact_zone(m->h->pool, 0, -1, GFA_COMPACT_SYNC);
+	gfa_compact_zone(m->h->t.pool, 0, -1, GFA_COMPACT_SYNC);
 	atomic_store(&m->compacting, 0);
 	return NULL;
 }
@@ -250,7 +189,7 @@ static uint64_t moved_gfn(struct rhost *h, const uint64_t *snap, uint64_t n)
 	for (uint64_t i = 1; i < n; i++) {
 		uint64_t pfn;
 
-		if (!gfa_guest_gpa_to_pfn(h->g, i << GFA_FRAME_SHIFT, &pfn) && pfn != snap[i])
+		if (!gfa_guest_gpa_to_pfn(h->t.g, i << GFA_FRAME_SHIFT, &pfn) && pfn != snap[i])
 			return i;
 	}
 	return UINT64_MAX;
@@ -262,7 +201,7 @@ static bool take_frame(struct rhost *h, uint64_t src, int64_t *got, unsigned int
 	bool have = false;
 
 	for (*n = 0; *n < max && !have; (*n)++) {
-		got[*n] = gfa_alloc(h->pool, 0, 0, GFA_MT_UNMOVABLE, 9, GFA_ALLOC_NOCOMPACT);
+		got[*n] = gfa_alloc(h->t.pool, 0, 0, GFA_MT_UNMOVABLE, 9, GFA_ALLOC_NOCOMPACT);
 		if (got[*n] < 0)
 			break;
 		have = (uint64_t)got[*n] == src;
@@ -274,7 +213,7 @@ Test(report, a_move_waits_for_the_punch_on_its_old_frames, .timeout = 120)
 {
 	struct gfa_backing_config bc = { .populate = true };
 	struct gfa_guest_config gc = { .mem_bytes = 4 * MiB, .small_only = true };
-	struct rdone d = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1 };
+	struct tu_rdone d = TU_RDONE_INIT;
 	struct rhost h;
 	struct rmove m = { &h, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 1 };
 	struct gfa_gpa_range a = { 0, 4096 }, b = { 4096, 4 * MiB - 4096 };
@@ -287,27 +226,25 @@ Test(report, a_move_waits_for_the_punch_on_its_old_frames, .timeout = 120)
 	bool have;
 	pthread_t t;
 
-	h.pool = tu_pool((32 * MiB) >> GFA_FRAME_SHIFT);
-	h.b = gfa_backing_create(h.pool, &bc);
-	cr_assert_not_null(h.b);
+	h.t = tu_host_new(32 * MiB, &bc, 0);
 	/* free holes low in the zone for compaction to move the guest's blocks into */
 	for (unsigned int i = 0; i < 2048; i++)
-		holes[i] = (uint64_t)gfa_alloc(h.pool, 0, 0, GFA_MT_MOVABLE, 7, 0);
-	h.g = gfa_guest_create(h.pool, h.b, &gc);
-	cr_assert_not_null(h.g);
-	h.rep = gfa_guest_report_create(h.b, h.g);
+		holes[i] = (uint64_t)gfa_alloc(h.t.pool, 0, 0, GFA_MT_MOVABLE, 7, 0);
+	h.t.g = gfa_guest_create(h.t.pool, h.t.b, &gc);
+	cr_assert_not_null(h.t.g);
+	h.rep = gfa_guest_report_create(h.t.b, h.t.g);
 	cr_assert_not_null(h.rep);
 	for (unsigned int i = 0; i < 2048; i += 2)
-		gfa_free(h.pool, holes[i], 0, 7);
+		gfa_free(h.t.pool, holes[i], 0, 7);
 	for (uint64_t i = 0; i < n; i++)
-		cr_assert_eq(gfa_guest_gpa_to_pfn(h.g, i << GFA_FRAME_SHIFT, &snap[i]), 0);
+		cr_assert_eq(gfa_guest_gpa_to_pfn(h.t.g, i << GFA_FRAME_SHIFT, &snap[i]), 0);
 
 	cr_assert_eq(gfa_guest_report_free(h.rep, &a, 1, hold_engine, &m), 0);
 	pthread_mutex_lock(&m.lock);
 	while (!m.held)
 		pthread_cond_wait(&m.cond, &m.lock);
 	pthread_mutex_unlock(&m.lock);
-	cr_assert_eq(gfa_guest_report_free(h.rep, &b, 1, rdone_fn, &d), 0);   /* queued */
+	cr_assert_eq(gfa_guest_report_free(h.rep, &b, 1, tu_rdone_fn, &d), 0);   /* queued */
 	pthread_create(&t, NULL, compactor, &m);
 	/* (not in a tight loop: a move only tries the guest's lock, which the lookups take) */
 	while (gfn == UINT64_MAX && atomic_load(&m.compacting)) {
@@ -321,32 +258,32 @@ Test(report, a_move_waits_for_the_punch_on_its_old_frames, .timeout = 120)
 	for (int i = 0; i < 2000; i++) {
 		struct gfa_frame_info fi;
 
-		if (!gfa_frame_lookup(h.pool, src, &fi) && fi.state != GFA_FRAME_ALLOCATED &&
+		if (!gfa_frame_lookup(h.t.pool, src, &fi) && fi.state != GFA_FRAME_ALLOCATED &&
 		    fi.state != GFA_FRAME_ISOLATED)
 			break;
 		usleep(1000);
 	}
 	have = take_frame(&h, src, got, 8192, &ngot);
 	if (have)
-		*(volatile uint64_t *)gfa_pfn_to_addr(h.pool, src) = 0xc0ffee;
+		*(volatile uint64_t *)gfa_pfn_to_addr(h.t.pool, src) = 0xc0ffee;
 	pthread_mutex_lock(&m.lock);
 	m.release = 1;
 	pthread_cond_broadcast(&m.cond);
 	pthread_mutex_unlock(&m.lock);
-	report_wait(&d, 1);
+	tu_rdone_wait(&d, 1);
 	pthread_join(t, NULL);
 	gfa_guest_report_stat(h.rep, &rs);
 	cr_log_info("gfn %lu moved from pfn %lu; src taken by another owner before the punch: %d;"
 		    " %lu moves waited", (unsigned long)gfn, (unsigned long)src, have,
 		    (unsigned long)rs.moves_waited);
 	if (have)
-		cr_assert_eq(*(volatile uint64_t *)gfa_pfn_to_addr(h.pool, src), 0xc0ffee,
+		cr_assert_eq(*(volatile uint64_t *)gfa_pfn_to_addr(h.t.pool, src), 0xc0ffee,
 			     "the punch reached a frame another owner had taken");
 	cr_assert_geq(rs.moves_waited, 1);
 	for (unsigned int i = 0; i < ngot; i++)
 		if (got[i] >= 0)
-			gfa_free(h.pool, (uint64_t)got[i], 0, 9);
+			gfa_free(h.t.pool, (uint64_t)got[i], 0, 9);
 	for (unsigned int i = 1; i < 2048; i += 2)
-		gfa_free(h.pool, holes[i], 0, 7);
+		gfa_free(h.t.pool, holes[i], 0, 7);
 	rhost_done(&h);
 }
