@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * refvmm/hostmem.c - what the host holds of a memory range, as tests, benchmarks and
- * gfactl measure it: PMD-mapped and resident bytes from /proc/self/smaps, and the
- * host-backed bytes of a memfd (st_blocks).
+ * gfactl measure it: PMD-mapped and resident bytes from /proc/self/smaps, the
+ * host-backed bytes of a memfd (st_blocks), and the host's available memory.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -68,6 +68,20 @@ int64_t gfa_memfd_allocated_bytes(int fd)
 	if (fstat(fd, &sb))
 		return -errno;
 	return (int64_t)sb.st_blocks * 512;
+}
+
+uint64_t gfa_host_mem_available(void)
+{
+	unsigned long long kb = 0;
+	char line[256];
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (uint64_t)kb << 10;
 }
 
 int gfa_host_shmem_thp_set(const char *mode, char *old, size_t len)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include "tests/qemu_util.h"
 #include "tests/kvmtool_util.h"
+#include <gfa/refvmm.h>
 
 #define KT_MIB          (1ULL << 20)
 #define KT_BOOT_S       90.0    /* launch to /init, nested */
@@ -199,21 +200,6 @@ Test(kvmtool_boot, a_bad_balloon_page_list_is_refused_and_counted, .timeout = 15
 		     kt_log(&vm));
 }
 
-/* MemAvailable in bytes (0 if unknown). */
-static unsigned long long kt_mem_available(void)
-{
-	unsigned long long kb = 0;
-	char line[256];
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb << 10;
-}
-
 /*
  * 3.5 GiB: RAM below the PCI hole (3.25 GiB from 0) and above it (256 MiB from 4 GiB),
  * one gfa guest of two regions in one window spanning the hole; the checker's 256 MiB
@@ -224,9 +210,9 @@ Test(kvmtool_boot, a_guest_across_the_pci_hole_boots, .timeout = 200)
 	struct kt_vm vm;
 	size_t off;
 
-	if (kt_mem_available() < 3900 * KT_MIB)
+	if (gfa_host_mem_available() < 3900ULL * KT_MIB)
 		cr_skip_test("%llu MiB available: a 3.5 GiB guest needs ~3.7 GiB",
-			     kt_mem_available() >> 20);
+			     (unsigned long long)gfa_host_mem_available() >> 20);
 	kt_boot(&vm, "", 3584, "--gfa", "gfacheck=16,1", &off);
 	kt_expect(&vm, "gfacheck: ram 0x100000000-0x10fffffff", &off, 60);
 	kt_expect(&vm, "gfacheck: done passes 1 mismatches 0", &off, 60);

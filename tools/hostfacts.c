@@ -14,20 +14,6 @@
 #include "tools/vmstart.h"
 #include "common/compiler.h"
 
-uint64_t hostfacts_mem_available(void)
-{
-	char line[256];
-	unsigned long long kb = 0;
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb * 1024;
-}
-
 #define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 static char shmem_thp_saved[32];
 static size_t shmem_thp_saved_len;  /* for the signal handler: no strlen there */

@@ -114,8 +114,6 @@ bool vmstart_plot_usable(const char *plot);
 int vmstart_plot(struct run *r);
 
 /* ---- the host (hostfacts.c) ---- */
-/* MemAvailable of /proc/meminfo in bytes, 0 when unknown. */
-uint64_t hostfacts_mem_available(void);
 /* shmem_enabled to advise for this run unless keep, restored at exit or a fatal signal. */
 void hostfacts_shmem_thp_advise(bool keep);
 void hostfacts_shmem_thp_restore(void);

@@ -23,7 +23,7 @@ static uint64_t pool_bytes(const struct vmstart_opts *o)
  */
 static bool fits_host(struct run *r, uint64_t pool)
 {
-	uint64_t avail = hostfacts_mem_available();
+	uint64_t avail = gfa_host_mem_available();
 	uint64_t need = pool + (r->o.no_baseline ? 0 : r->o.vms * (r->o.mem + KERNEL_GUARD));
 	char mem[48];
 

@@ -1136,6 +1136,16 @@ int64_t gfa_smaps_rss_bytes(const void *addr, size_t len);
  */
 int64_t gfa_memfd_allocated_bytes(int fd);
 /**
+ * gfa_host_mem_available() - the host's available memory
+ *
+ * MemAvailable of /proc/meminfo: what the host can give new guests without swapping.
+ * For benchmarks, tests and gfactl, which size their guests by it.
+ *
+ * Return: the byte count, 0 when /proc/meminfo cannot be read or has no MemAvailable.
+ * Context: any thread.
+ */
+uint64_t gfa_host_mem_available(void);
+/**
  * gfa_host_shmem_thp_set() - set the host's shmem THP mode
  * @mode: "advise", "never", ... (written to transparent_hugepage/shmem_enabled)
  * @old: gets the mode it had (may be NULL)
