@@ -93,7 +93,7 @@ $(BUILD)/refvmm/%.o: refvmm/%.c $(LIB_HDRS)
 $(BUILD)/tools/%.o: tools/%.c $(LIB_HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
-$(BUILD)/bench/%.o: bench/%.c $(LIB_HDRS) $(wildcard bench/*.h bench/*/*.h tests/*.h)
+$(BUILD)/bench/%.o: bench/%.c $(LIB_HDRS) $(wildcard bench/*.h bench/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
 $(BUILD)/examples/%.o: examples/%.c $(LIB_HDRS)
@@ -132,7 +132,7 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(REF_A) $(A)
 BENCH_PART_DIRS := $(sort $(dir $(wildcard bench/*/*.c)))
 $(foreach d,$(BENCH_PART_DIRS),$(eval $(BUILD)/bench/$(notdir $(d:/=)): \
 	$(patsubst bench/%.c,$(BUILD)/bench-parts/%.o,$(wildcard $(d)*.c))))
-$(BUILD)/bench-parts/%.o: bench/%.c $(LIB_HDRS) $(wildcard bench/*.h bench/*/*.h tests/*.h)
+$(BUILD)/bench-parts/%.o: bench/%.c $(LIB_HDRS) $(wildcard bench/*.h bench/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(REF_CFLAGS) -c $< -o $@
 

@@ -42,8 +42,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "bench/bench_util.h"
-#include "tests/qemu_util.h"
-#include "tests/kvmtool_util.h"
+#include "refvmm/qemu_harness.h"
+#include "refvmm/kvmtool_util.h"
 
 #define MiB             (1ULL << 20)
 #define KB_MAX_REPS     16

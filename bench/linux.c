@@ -49,7 +49,7 @@
 #include <json.h>
 #include <gfa/refvmm.h>
 #include "bench/bench_util.h"
-#include "tests/qemu_util.h"
+#include "refvmm/qemu_harness.h"
 #include "common/compiler.h"
 
 #define MiB (1ULL << 20)

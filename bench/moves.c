@@ -8,7 +8,7 @@
  * MiB in the full run) on every other frame of the low half of a zone four times its
  * size, the rest then freed, so that full compaction moves its order-0 blocks up and
  * every 2 MiB range collapses into a free order-9 block.  Two writer threads
- * (tests/guest_writers.h) write every page of it over and over, checking at each visit
+ * (refvmm/guest_writers.h) write every page of it over and over, checking at each visit
  * that the page still holds their last write: one with user stores, the other with
  * read(2) in even reps and io_uring reads in odd ones (the kernel writes guest RAM).
  * Three paths:
@@ -55,7 +55,7 @@
 #include <sys/mman.h>
 #include <gfa/refvmm.h>
 #include "bench/bench_util.h"
-#include "tests/guest_writers.h"
+#include "refvmm/guest_writers.h"
 #include "bench/moves/moves.h"
 #include "common/compiler.h"
 

@@ -45,7 +45,7 @@
 #include <sys/mman.h>
 #include <gfa/allocator.h>
 #include "bench/bench_util.h"
-#include "tests/canary_owner.h"
+#include "refvmm/canary_owner.h"
 #include "allocator/layers.h"
 #include "common/compiler.h"
 

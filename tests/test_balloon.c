@@ -6,7 +6,7 @@
 #include <unistd.h>
 #include <gfa/refvmm.h>
 #include "tests/host_util.h"
-#include "tests/canary_owner.h"
+#include "refvmm/canary_owner.h"
 #include "allocator/layers.h"
 #include "common/compiler.h"
 

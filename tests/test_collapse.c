@@ -3,7 +3,7 @@
  * all or nothing, against canary-keeping owners and owners that refuse, stall or leave.
  */
 #include "tests/test_util.h"
-#include "tests/canary_owner.h"
+#include "refvmm/canary_owner.h"
 
 static uint64_t collapsed_at;
 static void note_collapsed(void *ctx, uint64_t owner, uint64_t dst)

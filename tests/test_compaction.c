@@ -2,7 +2,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include "tests/test_util.h"
-#include "tests/canary_owner.h"
+#include "refvmm/canary_owner.h"
 
 #define CP_BLOCKS 32
 #define CP_FRAMES (CP_BLOCKS * GFA_PAGEBLOCK_FRAMES)

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "tests/qemu_util.h"
-#include "tests/kvmtool_util.h"
+#include "refvmm/kvmtool_util.h"
 #include <gfa/refvmm.h>
 
 #define KT_MIB          (1ULL << 20)

@@ -13,7 +13,7 @@
 #include <gfa/vmm.h>
 #include <gfa/refvmm.h>
 #include "tests/test_util.h"
-#include "tests/guest_writers.h"
+#include "refvmm/guest_writers.h"
 
 #define MiB (1UL << 20)
 #define RANGE (2 * MiB)

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <gfa/vmm.h>
 #include "tests/test_util.h"
-#include "tests/guest_writers.h"
+#include "refvmm/guest_writers.h"
 
 #define MiB (1UL << 20)
 #define F_DUMMY 7               /* the owner of the frames that fragment the zone */

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include "tests/test_util.h"
-#include "tests/canary_owner.h"
+#include "refvmm/canary_owner.h"
 
 /*
  * Unregistering an owner waits for the migrate call compaction is making: the owner

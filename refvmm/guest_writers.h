@@ -1,17 +1,17 @@
 /*
  * Writer threads that keep writing guest RAM while gfa moves it (header-only, static;
- * the moves tests and bench/moves share it).  Each writer owns every n-th 4 KiB page of
- * the window and writes it over and over, each time first checking that the page still
- * holds what it wrote last: a write a move lost is seen at the next visit, not hidden by
- * a later pass.  Three kinds of writer:
+ * the moves tests and bench/moves share it, so it lives here, below both).  Each writer
+ * owns every n-th 4 KiB page of the window and writes it over and over, each time first
+ * checking that the page still holds what it wrote last: a write a move lost is seen at
+ * the next visit, not hidden by a later pass.  Three kinds of writer:
  *   GW_STORE  user-mode stores (8 words a page)
  *   GW_READ   read(2) from a memfd into the page: the kernel writes it (copy_to_user)
  *   GW_URING  the same read through io_uring (inline, or an io-wq worker)
  * A pause protocol (gw_pause/gw_resume) lets a pause op stop them all, as the pause
  * fallback's contract asks of a VMM.
  */
-#ifndef GFA_TESTS_GUEST_WRITERS_H
-#define GFA_TESTS_GUEST_WRITERS_H
+#ifndef GFA_REFVMM_GUEST_WRITERS_H
+#define GFA_REFVMM_GUEST_WRITERS_H
 #define _GNU_SOURCE
 #include <errno.h>
 #include <liburing.h>

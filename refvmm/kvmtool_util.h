@@ -2,10 +2,10 @@
  * kvmtool (lkvm) runs for tests/test_kvmtool.c and bench/kvmtool.c (header-only): start a
  * patched or unpatched lkvm with its console in a log file, wait for lines there, drive
  * it over its IPC commands, read its host memory and the "gfa:" line the patched one
- * prints at exit (contrib/kvmtool/gfa.patch).
+ * prints at exit (contrib/kvmtool/gfa.patch).  Here, below both its users.
  */
-#ifndef GFA_TEST_KVMTOOL_UTIL_H
-#define GFA_TEST_KVMTOOL_UTIL_H
+#ifndef GFA_REFVMM_KVMTOOL_UTIL_H
+#define GFA_REFVMM_KVMTOOL_UTIL_H
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>

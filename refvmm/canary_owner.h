@@ -1,15 +1,15 @@
 /*
  * A test owner of MOVABLE blocks that keeps a canary in every frame it owns, so tests
  * can prove compaction loses or mixes up nothing.  Header-only (static), used by the
- * compaction tests and bench/thpscale.
+ * compaction tests and bench/thpscale (so it lives here, below both).
  *
  * Each owner has "logical pages" (like guest frame numbers): page i lives in some block;
  * frame j of page i holds the canary (owner, i, j, generation) in its first 32 bytes and
  * a fill byte elsewhere.  The migrate op copies, then repoints the page.  The owner's
  * lock serialises its frees with its migrate op, the contract gfa_owner_ops asks for.
  */
-#ifndef GFA_CANARY_OWNER_H
-#define GFA_CANARY_OWNER_H
+#ifndef GFA_REFVMM_CANARY_OWNER_H
+#define GFA_REFVMM_CANARY_OWNER_H
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
