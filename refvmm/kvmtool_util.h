@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/ktime.h"
 
 #define KT_HOME "/tmp/gfa-kvmtool"      /* lkvm's $HOME: its IPC sockets go there */
 
@@ -32,10 +33,7 @@ struct kt_vm {
 
 static inline double kt_now(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+	return (double)ktime_get_ns() / 1e9;
 }
 
 /*

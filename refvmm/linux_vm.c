@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "refvmm/linux.h"
+#include "common/ktime.h"
 
 /* Where KVM keeps its real-mode TSS and identity-map page on Intel (QEMU's places, just
  * below the 4 GiB line and far above any guest RAM allowed here). */
@@ -71,12 +72,10 @@ struct gfa_linux_vm {
 	atomic_uint_fast64_t console_bytes, io_unclaimed, mmio_exits, err_irq;
 };
 
+/* milliseconds, fractional: the console lines' times are printed to the microsecond */
 static double mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+	return (double)ktime_get_ns() / 1e6;
 }
 
 /* ---- pausing vCPUs around frame moves ---- */

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "refvmm/shell.h"
+#include "common/ktime.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -226,12 +227,10 @@ void baseline_hugetlb_restore(void)
 /* Median ms of `reps` runs of fn over buf (interleaved by the caller). */
 static double time_zero(void (*fn)(void *, size_t), char *buf, uint64_t bytes)
 {
-	struct timespec a, b;
+	uint64_t t0 = ktime_get_ns();
 
-	clock_gettime(CLOCK_MONOTONIC, &a);
 	fn(buf, bytes);
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+	return (double)(ktime_get_ns() - t0) / 1e6;
 }
 
 static void memset_zero(void *p, size_t len)
