@@ -64,7 +64,7 @@ GFACTL  := $(BUILD)/gfactl
 TESTBIN := $(BUILD)/tests/gfa-tests
 
 .PHONY: all deps deps-test run linux test test-linux-cloud check asan tsan bench install install-refvmm clean tidy cppcheck \
-        check-api \
+        check-api format format-check \
         sanitized-test bench-buddy bench-pcp bench-thpscale bench-release bench-peer
 # The memory checker a Linux guest runs from its initramfs (tools/linux-initramfs.sh):
 # static, since the initramfs has no libraries; no sanitizer for the same reason.
@@ -257,6 +257,22 @@ LAYER_SRC := $(sort $(wildcard numa/*.c vmm/*.c))
 check-api:
 	@python3 tools/check_api.py --map libgfa.map $(sort $(HEADERS)) --lines $(API_LINES)
 	@python3 tools/check_layers.py --unit 'vmm/guest*.c' $(LAYER_SRC)
+
+# The C style: .clang-format (the kernel's, 100 columns).  format-check fails on any line
+# clang-format would change, naming it; format rewrites the files in place.  FORMAT_SRC
+# may name other files (tests/test_format_check.c gives it a broken copy).
+FORMAT_DIRS  := allocator numa vmm refvmm tools bench examples common include tests
+# (tests/data holds checkers' fixtures: data, whatever their names)
+FORMAT_SRC   ?= $(filter-out tests/data/%,$(sort $(foreach d,$(FORMAT_DIRS),\
+		$(wildcard $(d)/*.[ch] $(d)/*/*.[ch] $(d)/*/*/*.[ch]))))
+CLANG_FORMAT ?= clang-format
+format-check:
+	@command -v $(CLANG_FORMAT) >/dev/null || tools/deps.sh build
+	@$(CLANG_FORMAT) --style=file:$(CURDIR)/.clang-format --dry-run --Werror $(FORMAT_SRC)
+	@echo "format-check: $(words $(FORMAT_SRC)) files as .clang-format writes them"
+format:
+	@command -v $(CLANG_FORMAT) >/dev/null || tools/deps.sh build
+	$(CLANG_FORMAT) --style=file:$(CURDIR)/.clang-format -i $(FORMAT_SRC)
 
 tidy:
 	clang-tidy $(LIB_SRC) $(REF_SRC) -- -std=gnu11 -DGFA_DEBUG=1 -Iinclude -I. $(PKG_CFLAGS) $(REF_CFLAGS)

@@ -5,6 +5,8 @@
  * edit of the table below breaks.  Fixtures are found from the working directory, or
  * from $GFA_SRCDIR.  tools/check_layers.py (also `make check-api`) finds numa/ and vmm/
  * in layers, and fails on a copy of vmm/ whose backing calls or includes a user again.
+ * `make format-check` passes tests/data/format_check/good.c and fails on each copy of it
+ * that one edit breaks the style of .clang-format in.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -45,16 +47,19 @@ static int check_api(const char *map, const char *header, char *out, size_t len)
 	return run(cmd, out, len);
 }
 
-/* Copy fixture name into dir with its first `find` replaced by `repl`; the copy's path. */
-static void broken_copy(const char *dir, const char *name, const char *find, const char *repl,
-			char *path, size_t len)
+/*
+ * Copy fixture name of tests/data/<fixtures> into dir with its first `find` replaced by
+ * `repl`; the copy's path.
+ */
+static void broken_copy(const char *fixtures, const char *dir, const char *name,
+			const char *find, const char *repl, char *path, size_t len)
 {
 	char in[512], text[8192];
 	const char *at;
 	size_t n;
 	FILE *f;
 
-	snprintf(in, sizeof(in), "%s/tests/data/check_api/%s", srcdir(), name);
+	snprintf(in, sizeof(in), "%s/tests/data/%s/%s", srcdir(), fixtures, name);
 	f = fopen(in, "r");
 	cr_assert_not_null(f, "%s", in);
 	n = fread(text, 1, sizeof(text) - 1, f);
@@ -114,10 +119,10 @@ Test(check_api, fails_on_each_broken_convention)
 
 	cr_assert_not_null(mkdtemp(dir));
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		broken_copy(dir, "good.map", bad[i].map ? bad[i].find : NULL, bad[i].repl, map,
-			    sizeof(map));
-		broken_copy(dir, "good.h", bad[i].map ? NULL : bad[i].find, bad[i].repl, header,
-			    sizeof(header));
+		broken_copy("check_api", dir, "good.map", bad[i].map ? bad[i].find : NULL,
+			    bad[i].repl, map, sizeof(map));
+		broken_copy("check_api", dir, "good.h", bad[i].map ? NULL : bad[i].find,
+			    bad[i].repl, header, sizeof(header));
 		cr_expect_eq(check_api(map, header, out, sizeof(out)), 1, "case %zu passed:\n%s",
 			     i, out);
 		cr_expect_not_null(strstr(out, bad[i].says), "case %zu: no \"%s\" in:\n%s", i,
@@ -167,4 +172,55 @@ Test(check_layers, fails_when_the_backing_knows_a_user)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	cr_expect_eq(run(cmd, out, sizeof(out)), 0, "%s", out);
 	free(src);
+}
+
+/* `make format-check` on file path alone; its exit status, its output in out. */
+static int format_check(const char *path, char *out, size_t len)
+{
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd), "make -s --no-print-directory -C %s format-check FORMAT_SRC='%s' 2>&1",
+		 srcdir(), path);
+	return run(cmd, out, len);
+}
+
+Test(format_check, passes_a_file_in_the_style)
+{
+	char out[4096], path[512];
+
+	snprintf(path, sizeof(path), "%s/tests/data/format_check/good.c", srcdir());
+	cr_expect_eq(format_check(path, out, sizeof(out)), 0, "%s", out);
+	cr_expect_not_null(strstr(out, "format-check: 1 files"), "%s", out);
+}
+
+Test(format_check, fails_on_each_broken_rule)
+{
+	/* in good.c: find -> repl, and where clang-format says so (the white space before
+	 * the token it would move, which may start on the line above) */
+	static const struct {
+		const char *find, *repl, *line;
+	} bad[] = {
+		{ "\tuint64_t start;", "        uint64_t start;", "good.c:11:" },
+		{ "uint64_t start)\n{", "uint64_t start) {", "good.c:16:" },
+		{ "if (t[i].start", "if(t[i].start", "good.c:19:" },
+		{ "\t\tunsigned int *found)", "                unsigned int *found)", "good.c:25:" },
+		{ "unsigned int order,\n\t\tunsigned int *found)",
+		  "unsigned int order, unsigned int *found)", "good.c:25:" },
+		{ "\tcase 0:", "\t\tcase 0:", "good.c:32:" },
+		{ "#include <stdint.h>\n", "#include <stdint.h>\n\n\n", "good.c:6:" },
+		{ "int i = thing_find(t, n, start);", "int i = thing_find(t,n,start);", "good.c:28:" },
+	};
+	char dir[] = "/tmp/gfa-format-check-XXXXXX", out[8192], path[512];
+
+	cr_assert_not_null(mkdtemp(dir));
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		broken_copy("format_check", dir, "good.c", bad[i].find, bad[i].repl, path,
+			    sizeof(path));
+		cr_expect_neq(format_check(path, out, sizeof(out)), 0, "case %zu passed:\n%s", i,
+			      out);
+		cr_expect_not_null(strstr(out, bad[i].line), "case %zu: no \"%s\" in:\n%s", i,
+				   bad[i].line, out);
+		remove(path);
+	}
+	remove(dir);
 }

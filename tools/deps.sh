@@ -5,7 +5,7 @@
 #   test:  plus what the KVM-in-QEMU and plotting paths need
 set -euo pipefail
 what=${1:-build}
-build_pkgs=(pkg-config gcc libc6-dev make libnuma-dev liburing-dev libvirt-dev libxml2-dev libjson-c-dev libcriterion-dev clang valgrind)
+build_pkgs=(pkg-config gcc libc6-dev make libnuma-dev liburing-dev libvirt-dev libxml2-dev libjson-c-dev libcriterion-dev clang clang-format valgrind)
 test_pkgs=(qemu-system-x86 linux-image-amd64 busybox-static cpio kmod gnuplot-nox numactl python3 libclang-rt-14-dev llvm)
 pkgs=("${build_pkgs[@]}")
 [ "$what" = build ] || pkgs+=("${test_pkgs[@]}")
