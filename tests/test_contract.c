@@ -12,9 +12,11 @@ static uint64_t errsum(struct gfa_pool *p, const char *which)
 #define X(n)                                                                                       \
 	if (!strcmp(which, #n))                                                                    \
 		return vs.n;
+	/* clang-format off */
 	X(err_fault)
 	X(err_range) X(err_align) X(err_order) X(err_migratetype) X(err_double_free)
 		X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) X(err_thread) X(err_inval)
+	/* clang-format on */
 #undef X
 			return ~0ULL;
 }

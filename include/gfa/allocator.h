@@ -447,6 +447,8 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
  * vmstat-style counters; names follow /proc/vmstat where the kernel has one.  The pool
  * keeps them per zone; gfa_pool_vmstat sums them.  Any thread (values are a snapshot).
  */
+/* one counter a line, each with its comment: */
+/* clang-format off */
 #define GFA_VMSTAT_ITEMS(X) \
 	X(pgalloc)              /* frames allocated (pages, as /proc/vmstat) */ \
 	X(pgfree)               /* frames freed (a cache's refills and drains are neither) */ \
@@ -482,6 +484,7 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	X(err_fault) X(err_range) X(err_align) X(err_order) X(err_migratetype) \
 	X(err_double_free) X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) \
 	X(err_thread) X(err_inval)
+/* clang-format on */
 
 /*
  * The counters take GFA_VMSTAT_SLOTS words, the rest reserved, so that a new counter
