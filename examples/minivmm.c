@@ -354,7 +354,8 @@ static int usage(void)
 	return 2;
 }
 
-int main(int argc, char **argv)
+/* The options into m and *fragment; 0, or usage()'s status. */
+static int parse_args(int argc, char **argv, struct vmm *m, bool *fragment)
 {
 	static const struct option opts[] = {
 		{ "mem", required_argument, NULL, 'm' },
@@ -362,13 +363,8 @@ int main(int argc, char **argv)
 		{ "no-fragment", no_argument, NULL, 'F' },
 		{ 0 },
 	};
-	static struct vmm m = { .mem = 16 * MIB, .nr_vcpus = 2 };
-	uint64_t *pinned = NULL, work = 0;
-	struct gfa_thp_report thp;
-	bool fragment = true;
-	size_t nr_pinned = 0;
-	char why[256], *end;
-	int opt, err, ret;
+	char *end;
+	int opt;
 
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		unsigned long v = optarg ? strtoul(optarg, &end, 10) : 0;
@@ -377,22 +373,29 @@ int main(int argc, char **argv)
 		if (optarg && (*end || *optarg < '0' || *optarg > '9'))
 			return usage();
 		if (opt == 'm' && v >= 4 && v % 2 == 0 && v <= 65536)
-			m.mem = v * MIB;
+			m->mem = v * MIB;
 		else if (opt == 'c' && v >= 1 && v <= MAX_VCPUS)
-			m.nr_vcpus = (unsigned int)v;
+			m->nr_vcpus = (unsigned int)v;
 		else if (opt == 'F')
-			fragment = false;
+			*fragment = false;
 		else
 			return usage();
 	}
-	if (optind != argc)
-		return usage();
+	return optind != argc ? usage() : 0;
+}
+
+/* Whether this host can run m: 0, or the exit status (1: too little memory, 77: no KVM). */
+static int host_check(const struct vmm *m, uint64_t *work)
+{
+	struct gfa_thp_report thp;
+	char why[256];
+
 	/* memfd pages are faulted in at start: a pool the host cannot hold ends in OOM */
-	if (pool_bytes(m.mem) + 8 * MIB >
+	if (pool_bytes(m->mem) + 8 * MIB >
 	    (uint64_t)sysconf(_SC_PHYS_PAGES) / 4 * 3 * (uint64_t)sysconf(_SC_PAGESIZE)) {
 		fprintf(stderr, "minivmm: --mem %llu needs %llu MiB of host memory; this host "
-			"has %llu MiB\n", (unsigned long long)(m.mem / MIB),
-			(unsigned long long)((pool_bytes(m.mem) + 8 * MIB) / MIB),
+			"has %llu MiB\n", (unsigned long long)(m->mem / MIB),
+			(unsigned long long)((pool_bytes(m->mem) + 8 * MIB) / MIB),
 			(unsigned long long)((uint64_t)sysconf(_SC_PHYS_PAGES) *
 					     (uint64_t)sysconf(_SC_PAGESIZE) / MIB));
 		return 1;
@@ -402,13 +405,27 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	/* kvm_pvm emulates guest code at about a million instructions a second */
-	if (gfa_kvm_is_software())
-		work = 64 << 10;
+	*work = gfa_kvm_is_software() ? 64 << 10 : 0;
 	gfa_host_thp_report(&thp);
 	printf("minivmm: %llu MiB guest, %u vCPUs, %s KVM%s, host shmem THP: %s\n",
-	       (unsigned long long)(m.mem / MIB), m.nr_vcpus, work ? "software" : "hardware",
-	       work ? " (guest work limited to 64 KiB per vCPU)" : "", thp.shmem_enabled);
+	       (unsigned long long)(m->mem / MIB), m->nr_vcpus, *work ? "software" : "hardware",
+	       *work ? " (guest work limited to 64 KiB per vCPU)" : "", thp.shmem_enabled);
+	return 0;
+}
 
+int main(int argc, char **argv)
+{
+	static struct vmm m = { .mem = 16 * MIB, .nr_vcpus = 2 };
+	uint64_t *pinned = NULL, work = 0;
+	bool fragment = true;
+	size_t nr_pinned = 0;
+	int err, ret;
+
+	ret = parse_args(argc, argv, &m, &fragment);
+	if (!ret)
+		ret = host_check(&m, &work);
+	if (ret)
+		return ret;
 	err = host_setup(&m);
 	if (!err && fragment)
 		pinned = fragment_pool(&m, &nr_pinned);
