@@ -26,22 +26,6 @@ static struct gfa_pool *pcp_pool(uint64_t frames, unsigned int batch, unsigned i
 	return p;
 }
 
-/* A pool whose caches auto-tune high between high and high_max (0: the default 8x). */
-static struct gfa_pool *tuned_pool(uint64_t frames, unsigned int batch, unsigned int high,
-				   unsigned int high_max)
-{
-	struct gfa_pool_config cfg;
-	struct gfa_pool *p;
-
-	gfa_pool_config_init(&cfg, frames);
-	cfg.pcp_batch = batch;
-	cfg.pcp_high = high;
-	cfg.pcp_high_max = high_max;
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
-	return p;
-}
-
 static int pcp_count(struct gfa_pcp *c)
 {
 	struct gfa_pcp_stat st;
@@ -1514,7 +1498,7 @@ static struct gfa_pcp_stat pcp_st(struct gfa_pcp *c)
  */
 Test(pcp, high_auto_tunes_between_high_min_and_high_max)
 {
-	struct gfa_pool *p = tuned_pool(1UL << 14, 8, 64, 512);
+	struct gfa_pool *p = tu_pcp_pool(1UL << 14, 8, 64, 512);
 	struct gfa_pcp_stat st;
 	struct gfa_pcp *c;
 	int64_t v[100];
@@ -1554,7 +1538,7 @@ Test(pcp, high_auto_tunes_between_high_min_and_high_max)
  * refill: high stays within [high_min, high_max] whatever the cache holds. */
 Test(pcp, decay_keeps_high_within_high_max)
 {
-	struct gfa_pool *p = tuned_pool(1UL << 15, 8, 32, 64);
+	struct gfa_pool *p = tu_pcp_pool(1UL << 15, 8, 32, 64);
 	struct gfa_pcp_stat st;
 	struct gfa_pcp *c;
 
@@ -1574,7 +1558,7 @@ Test(pcp, decay_keeps_high_within_high_max)
  * tune it back up to whole batches. */
 Test(pcp, a_disabled_cache_stays_disabled_after_frees)
 {
-	struct gfa_pool *p = tuned_pool(4096, 8, 4, 0);
+	struct gfa_pool *p = tu_pcp_pool(4096, 8, 4, 0);
 	struct gfa_pcp_stat st;
 	struct gfa_pcp *c;
 	int64_t v[40];

@@ -102,19 +102,13 @@ Test(stats, migratetype_names)
 /* A zone's snapshot adds up: its free frames are its lists' and its caches' blocks. */
 Test(stats, zone_stat_adds_up)
 {
-	struct gfa_pool_config cfg;
-	struct gfa_pool *p;
-	struct gfa_pcp *c;
+	struct gfa_pool *p = tu_pcp_pool(8192, 31, 512, 0);
+	struct gfa_pcp *c = gfa_pcp_create(p, 0);
 	struct gfa_pcp_stat ps;
 	struct gfa_zone_stat st;
 	uint64_t listed = 0, cached = 0, pbs = 0;
 
-	gfa_pool_config_init(&cfg, 8192);
-	cfg.pcp_batch = 31;
-	cfg.pcp_high = 512;
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
-	c = gfa_pcp_create(p, 0);
+	cr_assert_not_null(c);
 	cr_assert_geq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0), 0);
 	cr_assert_geq(gfa_pcp_alloc(c, 2, GFA_MT_MOVABLE, 1, 0), 0);
 	cr_assert_geq(gfa_alloc(p, 0, 5, GFA_MT_UNMOVABLE, 2, 0), 0);

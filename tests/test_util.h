@@ -30,6 +30,22 @@ static inline struct gfa_pool *tu_pool(uint64_t frames)
 	return p;
 }
 
+/* One zone whose caches start at batch and high and auto-tune up to high_max (0: 8x). */
+static inline struct gfa_pool *tu_pcp_pool(uint64_t frames, unsigned int batch, unsigned int high,
+					   unsigned int high_max)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+
+	gfa_pool_config_init(&cfg, frames);
+	cfg.pcp_batch = batch;
+	cfg.pcp_high = high;
+	cfg.pcp_high_max = high_max;
+	p = gfa_pool_create(&cfg);
+	cr_assert_not_null(p);
+	return p;
+}
+
 /* nr zones of frames each, zone z labelled node nodes[z] (all node 0 for NULL nodes). */
 static inline struct gfa_pool *tu_pool_zones(unsigned int nr, uint64_t frames, const int *nodes)
 {
