@@ -20,6 +20,7 @@
 
 #define NUMA_FLAGS (GFA_NUMA_REMOTE | GFA_NUMA_SMALLER | GFA_ALLOC_NOFALLBACK | \
 		    GFA_ALLOC_NOCOMPACT)
+
 #define STAT_INC(np, i, f) atomic_fetch_add_explicit(&(np)->c[i].f, 1, memory_order_relaxed)
 #define STAT_GET(np, i, f) atomic_load_explicit(&(np)->c[i].f, memory_order_relaxed)
 

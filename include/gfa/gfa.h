@@ -19,7 +19,10 @@ extern "C" {
 #define GFA_VERSION_MAJOR 0
 #define GFA_VERSION_MINOR 5
 #define GFA_VERSION_PATCH 0
+
+/* (blank lines apart: aligned with the names above, the last would pass 100 columns) */
 #define GFA_VERSION_NUMBER(maj, min, pat) (((maj) << 16) | ((min) << 8) | (pat))
+
 #define GFA_VERSION GFA_VERSION_NUMBER(GFA_VERSION_MAJOR, GFA_VERSION_MINOR, GFA_VERSION_PATCH)
 
 /**
