@@ -137,14 +137,12 @@ Test(kvmtool_boot, boots_and_freed_memory_is_reported_and_leaves_the_host, .time
  * device thread's reads and writes of guest RAM land, under write protection, no pause.
  */
 /*
- * Disabled until the exit hang is found: in 2 of 4 clean-clone CI runs lkvm did not exit
- * after the guest's reset (nor on `lkvm stop`), with the I/O checked (0 mismatches) and the
- * mover stopped; the other runs passed (422 moves, 0 pauses).  Something the moves left
- * behind - a writer still waiting on a write protection, say - keeps a thread of lkvm
- * from exiting.  bench/kvmtool.c still measures the moves under I/O.
+ * lkvm's report thread and its mover once deadlocked here (2 of 4 CI runs; lkvm never
+ * exited): a collapse waited in the moved hook for a report run whose second lookup
+ * waited for the guest's lock the collapse held.  tests/test_report.c has the case on
+ * its own; here the moves run until the teardown.
  */
-Test(kvmtool_boot, frames_move_under_virtio_blk_io_with_no_mismatch, .timeout = 200,
-     .disabled = true)
+Test(kvmtool_boot, frames_move_under_virtio_blk_io_with_no_mismatch, .timeout = 200)
 {
 	const char *disk = KT_HOME "/kt-disk.img";
 	char args[PATH_MAX + 64];
@@ -163,10 +161,6 @@ Test(kvmtool_boot, frames_move_under_virtio_blk_io_with_no_mismatch, .timeout = 
 	kt_expect(&vm, "gfa-init: blk start", &off, 30);
 	kill(vm.pid, SIGUSR2);
 	kt_expect(&vm, "gfa-init: blk rounds 3 mismatches 0", &off, 120);
-	/* the I/O is over: stop moving before the teardown (one clean-clone CI run saw lkvm
-	 * not exit within 60 s of the guest's reset while the mover ran every 20 ms; the
-	 * cause is not known yet) */
-	kill(vm.pid, SIGUSR2);
 	kt_expect(&vm, "gfa-init: checker exit 0", &off, 60);
 	kt_done(&vm);
 	unlink(disk);
@@ -223,7 +217,7 @@ Test(kvmtool_boot, a_guest_across_the_pci_hole_boots, .timeout = 200)
 
 /* ---- suite kvmtool_qemu: suite kvmtool_boot in one QEMU guest with nested KVM ---- */
 
-#define KT_TESTS 4      /* the moves test is disabled (above) */
+#define KT_TESTS 5
 
 Test(kvmtool_qemu, in_qemu, .timeout = 420)
 {
