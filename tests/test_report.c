@@ -317,7 +317,7 @@ Test(report, a_collapse_does_not_wait_for_a_report_it_holds_up, .timeout = 60)
 {
 	struct gfa_backing_config bc = { .populate = true };
 	struct gfa_guest_config gc = { .mem_bytes = 64 * MiB, .small_only = true };
-	struct rdone d = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1 };
+	struct tu_rdone d = TU_RDONE_INIT;
 	const uint64_t pages = 64 * MiB / 4096;
 	static struct gfa_gpa_range r[64 * MiB / 4096 / 2];
 	struct gfa_guest_report_stat rs;
@@ -327,22 +327,20 @@ Test(report, a_collapse_does_not_wait_for_a_report_it_holds_up, .timeout = 60)
 	int calls = 0;
 	pthread_t t;
 
-	h.pool = tu_pool((160 * MiB) >> GFA_FRAME_SHIFT);
-	h.b = gfa_backing_create(h.pool, &bc);
-	cr_assert_not_null(h.b);
-	h.g = gfa_guest_create(h.pool, h.b, &gc);
-	cr_assert_not_null(h.g);
-	h.rep = gfa_guest_report_create(h.b, h.g);
+	h.t = tu_host_new(160 * MiB, &bc, 0);
+	h.t.g = gfa_guest_create(h.t.pool, h.t.b, &gc);
+	cr_assert_not_null(h.t.g);
+	h.rep = gfa_guest_report_create(h.t.b, h.t.g);
 	cr_assert_not_null(h.rep);
-	fill(h.g, 11);
+	tu_fill(h.t.g, 11);
 	for (uint64_t i = 0; i < pages / 2; i++)
 		r[i] = (struct gfa_gpa_range){ (2 * i + 1) * 4096, 4096 };
-	c.g = h.g;
+	c.g = h.t.g;
 	pthread_create(&t, NULL, collapser, &c);
 	while (!atomic_load(&c.over) || !calls) {
-		cr_assert_eq(gfa_guest_report_free(h.rep, r, (unsigned int)(pages / 2), rdone_fn,
+		cr_assert_eq(gfa_guest_report_free(h.rep, r, (unsigned int)(pages / 2), tu_rdone_fn,
 						   &d), 0);
-		report_wait(&d, ++calls);
+		tu_rdone_wait(&d, ++calls);
 		cr_assert_eq(d.result, 0);
 	}
 	pthread_join(t, NULL);
@@ -352,7 +350,7 @@ Test(report, a_collapse_does_not_wait_for_a_report_it_holds_up, .timeout = 60)
 		    (unsigned long)rs.moves_waited);
 	cr_assert_eq(atomic_load(&c.collapses), 32, "every range collapsed");
 	cr_assert_eq(rs.inflight_runs, 0);
-	w = gfa_guest_hva(h.g);
+	w = gfa_guest_hva(h.t.g);
 	for (uint64_t i = 0; i < pages; i += 2)
 		bad += w[i * 512] != (11 ^ (i * 512));
 	cr_assert_eq(bad, 0, "%lu pages not reported lost their data", (unsigned long)bad);
