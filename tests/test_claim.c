@@ -132,11 +132,11 @@ Test(claim, bad_arguments_are_counted)
 /* Frames parked in a vCPU cache are free: a claim that needs them drains the cache. */
 Test(claim, drains_the_caches_when_they_make_the_difference)
 {
+	struct gfa_zone_stat st;
+	struct gfa_pcp_stat ps;
 	/* a zone this small gets caches of a batch of one: a batch that parks frames */
 	struct gfa_pool *p = tu_pcp_pool(4096, 63, 1024, 0);
 	struct gfa_pcp *c = gfa_pcp_create(p, 0);
-	struct gfa_pcp_stat ps;
-	struct gfa_zone_stat st;
 
 	cr_assert_not_null(c);
 	cr_assert_geq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, 0), 0);

@@ -14,16 +14,11 @@ static struct gfa_pool *pcp_pool(uint64_t frames, unsigned int batch, unsigned i
 				 unsigned int old_threshold)
 {
 	struct gfa_pool_config cfg;
-	struct gfa_pool *p;
 
-	gfa_pool_config_init(&cfg, frames);
-	cfg.pcp_batch = batch;
-	cfg.pcp_high = high;
-	cfg.pcp_high_max = high;   /* no auto-tuning: keep the arithmetic exact */
+	/* high_max = high: no auto-tuning, to keep the arithmetic exact */
+	tu_pcp_config(&cfg, frames, batch, high, high);
 	cfg.pcp_free_high_old = old_threshold;
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
-	return p;
+	return tu_pool_create(&cfg);
 }
 
 static int pcp_count(struct gfa_pcp *c)

@@ -2,6 +2,7 @@
 #ifndef GFA_TEST_UTIL_H
 #define GFA_TEST_UTIL_H
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -19,38 +20,46 @@
 	cr_assert_eq(_e, 0, "gfa_pool_check: %s", _m); \
 } while (0)
 
-static inline struct gfa_pool *tu_pool(uint64_t frames)
+/* The pool of cfg, which the test cannot go on without. */
+static inline struct gfa_pool *tu_pool_create(const struct gfa_pool_config *cfg)
 {
-	struct gfa_pool_config cfg;
-	struct gfa_pool *p;
+	struct gfa_pool *p = gfa_pool_create(cfg);
 
-	gfa_pool_config_init(&cfg, frames);
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
+	cr_assert_not_null(p, "gfa_pool_create: %s", strerror(errno));
 	return p;
 }
 
+static inline struct gfa_pool *tu_pool(uint64_t frames)
+{
+	struct gfa_pool_config cfg;
+
+	gfa_pool_config_init(&cfg, frames);
+	return tu_pool_create(&cfg);
+}
+
 /* One zone whose caches start at batch and high and auto-tune up to high_max (0: 8x). */
+static inline void tu_pcp_config(struct gfa_pool_config *cfg, uint64_t frames, unsigned int batch,
+				 unsigned int high, unsigned int high_max)
+{
+	gfa_pool_config_init(cfg, frames);
+	cfg->pcp_batch = batch;
+	cfg->pcp_high = high;
+	cfg->pcp_high_max = high_max;
+}
+
 static inline struct gfa_pool *tu_pcp_pool(uint64_t frames, unsigned int batch, unsigned int high,
 					   unsigned int high_max)
 {
 	struct gfa_pool_config cfg;
-	struct gfa_pool *p;
 
-	gfa_pool_config_init(&cfg, frames);
-	cfg.pcp_batch = batch;
-	cfg.pcp_high = high;
-	cfg.pcp_high_max = high_max;
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
-	return p;
+	tu_pcp_config(&cfg, frames, batch, high, high_max);
+	return tu_pool_create(&cfg);
 }
 
 /* nr zones of frames each, zone z labelled node nodes[z] (all node 0 for NULL nodes). */
 static inline struct gfa_pool *tu_pool_zones(unsigned int nr, uint64_t frames, const int *nodes)
 {
 	struct gfa_pool_config cfg;
-	struct gfa_pool *p;
 
 	gfa_pool_config_init(&cfg, frames);
 	cfg.nr_zones = nr;
@@ -58,9 +67,7 @@ static inline struct gfa_pool *tu_pool_zones(unsigned int nr, uint64_t frames, c
 		cfg.zones[z].nr_frames = frames;
 		cfg.zones[z].node = nodes ? nodes[z] : 0;
 	}
-	p = gfa_pool_create(&cfg);
-	cr_assert_not_null(p);
-	return p;
+	return tu_pool_create(&cfg);
 }
 
 static inline uint64_t tu_free_frames(struct gfa_pool *p)
