@@ -123,6 +123,13 @@ $(MAN_STAMP): tools/kernel_doc_man.py tools/fuzz_null_calls.py $(HEADERS)
 
 $(GFACTL): $(TOOL_SRC:%.c=$(BUILD)/%.o) $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
+	ln -sf gfactl $(BUILD)/gfad
+# A host pool client the tests fork and exec (tests/hostpool/client.c), each its own
+# process attached to a gfad
+HP_CLIENT := $(BUILD)/tests/gfa-hostpool-client
+$(HP_CLIENT): tests/hostpool/client.c $(A) $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(A) $(LDLIBS)
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(REF_A) $(A)
@@ -162,7 +169,7 @@ endif
 $(BUILD)/tests/%.o: tests/%.c $(LIB_HDRS) $(wildcard tests/*.h tests/shim/criterion/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(REF_CFLAGS) $(TEST_CFLAGS) -c $< -o $@
-$(TESTBIN): $(TEST_OBJ) $(REF_A) $(A_DEBUG)
+$(TESTBIN): $(TEST_OBJ) $(REF_A) $(A_DEBUG) | $(GFACTL) $(HP_CLIENT)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS) $(TEST_LIBS)
 
 # The README's test command.  Installs missing packages, builds everything, runs the suite.
