@@ -158,6 +158,9 @@ static double wait_all_back(struct gfa_hostpool *hp)
 	}
 }
 
+/* Every test starts its own gfad and stops it. */
+#define HP_TEST(name, ...) Test(hostpool, name, .init = setup, .fini = teardown, __VA_ARGS__)
+
 static int run_client(const char *ops)
 {
 	char *argv[32] = { bin("tests/gfa-hostpool-client"), sock };
@@ -171,9 +174,7 @@ static int run_client(const char *ops)
 	return wait_exit(spawn(argv, NULL, NULL));
 }
 
-TestSuite(hostpool, .init = setup, .fini = teardown, .timeout = 120);
-
-Test(hostpool, a_guest_in_another_process_runs_and_gives_everything_back)
+HP_TEST(a_guest_in_another_process_runs_and_gives_everything_back, .timeout = 120)
 {
 	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
 	struct gfa_hostpool_stat st;
@@ -184,12 +185,12 @@ Test(hostpool, a_guest_in_another_process_runs_and_gives_everything_back)
 	wait_all_back(hp);
 	st = service_stat(hp);
 	cr_assert_eq(st.nr_frames, POOL_MIB * MiB / 4096);
-	cr_assert_eq(st.malformed + st.refused + st.denied, 0);
-	cr_assert_geq(st.clients_total, 2);
+	cr_assert_eq(st.malformed + st.refused + st.denied, 0u);
+	cr_assert_geq(st.clients_total, 2u);
 	gfa_hostpool_detach(hp);
 }
 
-Test(hostpool, two_clients_at_once_keep_their_own_frames)
+HP_TEST(two_clients_at_once_keep_their_own_frames, .timeout = 120)
 {
 	char *argv[] = { bin("tests/gfa-hostpool-client"), sock, "create", "32", "ready",
 			 "hold", "verify", "destroy", NULL };
@@ -205,7 +206,7 @@ Test(hostpool, two_clients_at_once_keep_their_own_frames)
 	}
 	/* each holds its own 32 MiB, the observer nothing */
 	cr_assert_eq(service_stat(hp).leased_frames, 2 * 32 * MiB / 4096);
-	cr_assert_eq(service_stat(hp).mine_frames, 0);
+	cr_assert_eq(service_stat(hp).mine_frames, 0u);
 	for (int i = 0; i < 2; i++) {
 		close(in[i]);
 		cr_assert_eq(wait_exit(pid[i]), 0, "client %d", i);
@@ -215,7 +216,7 @@ Test(hostpool, two_clients_at_once_keep_their_own_frames)
 	gfa_hostpool_detach(hp);
 }
 
-Test(hostpool, sigkill_at_random_points_leaks_no_frame, .timeout = 240)
+HP_TEST(sigkill_at_random_points_leaks_no_frame, .timeout = 240)
 {
 	char *argv[] = { bin("tests/gfa-hostpool-client"), sock, "loop", "100000", "16", NULL };
 	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
@@ -249,7 +250,7 @@ Test(hostpool, sigkill_at_random_points_leaks_no_frame, .timeout = 240)
 	gfa_hostpool_detach(hp);
 }
 
-Test(hostpool, a_uid_not_admitted_is_refused_with_a_clear_message)
+HP_TEST(a_uid_not_admitted_is_refused_with_a_clear_message, .timeout = 120)
 {
 	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
 	pid_t pid;
@@ -270,7 +271,7 @@ Test(hostpool, a_uid_not_admitted_is_refused_with_a_clear_message)
 		_exit(errno == -GFA_EACCES ? 0 : 2);
 	}
 	cr_assert_eq(wait_exit(pid), 0, "uid 65534: not refused with GFA_EACCES");
-	cr_assert_eq(service_stat(hp).denied, 1);
+	cr_assert_eq(service_stat(hp).denied, 1u);
 	cr_assert_str_eq(gfa_strerror(GFA_EACCES), "Permission denied");
 	gfa_hostpool_detach(hp);
 }
@@ -301,7 +302,7 @@ static int raw_return(int fd, uint64_t pfn)
 	return m.result;
 }
 
-Test(hostpool, another_clients_block_is_refused_and_bad_packets_close_only_theirs)
+HP_TEST(another_clients_block_is_refused_and_bad_packets_close_only_theirs, .timeout = 120)
 {
 	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
 	struct gfa_guest_config cfg = { .mem_bytes = 8 * MiB };
@@ -321,14 +322,14 @@ Test(hostpool, another_clients_block_is_refused_and_bad_packets_close_only_their
 	cr_assert_eq(raw_return(fd, pfn & ~511ULL), GFA_EOWNER);      /* ours, not its */
 	cr_assert_eq(raw_return(fd, pfn | 1), GFA_EINVAL);
 	st = service_stat(hp);
-	cr_assert_eq(st.refused, 2);
+	cr_assert_eq(st.refused, 2u);
 	cr_assert_eq(st.mine_frames, 8 * MiB / 4096);
 	/* a packet that does not parse ends its connection, and only its */
 	cr_assert_eq(send(fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
 	cr_assert_eq(recv(fd, junk, sizeof(junk), 0), 0);
 	close(fd);
 	st = service_stat(hp);
-	cr_assert_eq(st.malformed, 1);
+	cr_assert_eq(st.malformed, 1u);
 	cr_assert_eq(st.mine_frames, 8 * MiB / 4096);
 	for (uint64_t i = 0; i < 8 * MiB; i++)
 		cr_assert_eq((unsigned char)p[i], 0x5a);
@@ -337,7 +338,7 @@ Test(hostpool, another_clients_block_is_refused_and_bad_packets_close_only_their
 	gfa_hostpool_detach(hp);
 }
 
-Test(hostpool, the_service_gone_guests_keep_memory_and_calls_fail_clearly)
+HP_TEST(the_service_gone_guests_keep_memory_and_calls_fail_clearly, .timeout = 120)
 {
 	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
 	struct gfa_guest_config cfg = { .mem_bytes = 8 * MiB };
@@ -364,7 +365,7 @@ Test(hostpool, the_service_gone_guests_keep_memory_and_calls_fail_clearly)
 	gfa_hostpool_detach(hp);
 }
 
-Test(hostpool, gfactl_stat_prints_the_service_pool)
+HP_TEST(gfactl_stat_prints_the_service_pool, .timeout = 120)
 {
 	char cmd[700], out[1 << 16];
 	size_t n;

@@ -212,7 +212,7 @@ static int lease_want(void *ctx, unsigned int zone, uint64_t frames)
 	pthread_mutex_lock(&hp->lock);
 	for (uint64_t have = zone_free(hp->pool, zone); !err && have < frames;) {
 		uint64_t want = (frames - have + LEASE_FRAMES - 1) / LEASE_FRAMES;
-		struct hp_msg req = { .type = HP_LEASE, .zone = zone }, rep;
+		struct hp_msg req = { .type = HP_LEASE, .zone = zone }, rep = { 0 };
 
 		req.arg[0] = want < HP_MAX_PFNS ? want : HP_MAX_PFNS;
 		err = hp_call(hp, &req, &rep, NULL, NULL);
@@ -231,7 +231,7 @@ static int lease_want(void *ctx, unsigned int zone, uint64_t frames)
 /* Give back the blocks of pfn[0..n) (held again already): 0 or -errno. */
 static int lease_out(struct gfa_hostpool *hp, const uint64_t *pfn, uint32_t n)
 {
-	struct hp_msg req = { .type = HP_RETURN, .count = n }, rep;
+	struct hp_msg req = { .type = HP_RETURN, .count = n }, rep = { 0 };
 	int err;
 
 	memcpy(req.pfn, pfn, n * sizeof(*pfn));
@@ -278,7 +278,7 @@ static int hp_connect(const char *path)
 
 	if (strlen(path) >= sizeof(a.sun_path))
 		return GFA_EINVAL;
-	strcpy(a.sun_path, path);
+	memcpy(a.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -294,7 +294,7 @@ static int hp_connect(const char *path)
 static int hp_hello(struct gfa_hostpool *hp)
 {
 	static const struct gfa_backing_config bcfg = { .no_zero_on_stop = true };
-	struct hp_msg req = { .type = HP_HELLO }, rep;
+	struct hp_msg req = { .type = HP_HELLO }, rep = { 0 };
 	int fds[GFA_MAX_ZONES];
 	unsigned int nr_fds = 0;
 	int err = hp_call(hp, &req, &rep, fds, &nr_fds);
@@ -388,7 +388,7 @@ static int read_text(int fd, char *text, size_t len)
 int gfa_hostpool_stat(struct gfa_hostpool *hp, struct gfa_hostpool_stat *st, char *text,
 		      size_t len)
 {
-	struct hp_msg req = { .type = HP_STAT }, rep;
+	struct hp_msg req = { .type = HP_STAT }, rep = { 0 };
 	int fds[GFA_MAX_ZONES];
 	unsigned int nr_fds = 0;
 	int err;

@@ -163,7 +163,7 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
 {
 	uint64_t before = c->leased;
 
-	for (uint64_t i = 0; c->leased && i <= s->nr_pfns / LEASE_FRAMES; i++)
+	for (uint64_t i = 0; s->lease && c->leased && i <= s->nr_pfns / LEASE_FRAMES; i++)
 		if (s->lease[i] == c->slot + 1)
 			lease_free(s, c, i * LEASE_FRAMES);
 	s->st.v[HP_ST_GONE_FRAMES] += before;
@@ -386,7 +386,7 @@ int hps_listen(const char *path, mode_t mode)
 
 	if (strlen(path) >= sizeof(a.sun_path))
 		return -ENAMETOOLONG;
-	strcpy(a.sun_path, path);
+	memcpy(a.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
