@@ -304,11 +304,21 @@ $(FUZZ_COV_BIN): tests/fuzz/fuzz_api.c $(FUZZ_NULL_H) $(LIB_SRC) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(FUZZ_DIR) -fsanitize=fuzzer -fprofile-instr-generate -fcoverage-mapping \
 	    -o $@ tests/fuzz/fuzz_api.c $(LIB_SRC) $(LIB_LIBS) -lm
-fuzz-build: deps-test $(FUZZ_BIN)
+# The host pool service's message handler, with a model of every lease
+# (tests/fuzz/fuzz_hostpool.c); `make fuzz` runs it after fuzz_api, as long
+FUZZ_HP_BIN  := $(FUZZ_DIR)/fuzz_hostpool
+$(FUZZ_HP_BIN): tests/fuzz/fuzz_hostpool.c $(LIB_SRC) $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -o $@ tests/fuzz/fuzz_hostpool.c $(LIB_SRC) $(LIB_LIBS) -lm
+fuzz-build: deps-test $(FUZZ_BIN) $(FUZZ_HP_BIN)
 fuzz: fuzz-build
-	@mkdir -p $(FUZZ_DIR)/corpus
+	@mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/corpus_hostpool
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
 	    $(FUZZ_OPTS) $(FUZZ_DIR)/corpus tests/fuzz/corpus
+	$(FUZZ_HP_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/hostpool- $(FUZZ_OPTS) $(FUZZ_DIR)/corpus_hostpool \
+	    tests/fuzz/corpus_hostpool
 # line coverage of allocator/ and vmm/ from the seed corpus and what fuzzing added
 fuzz-cov: deps-test $(FUZZ_COV_BIN)
 	@mkdir -p $(FUZZ_DIR)/corpus
