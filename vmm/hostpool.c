@@ -411,6 +411,7 @@ int gfa_hostpool_stat(struct gfa_hostpool *hp, struct gfa_hostpool_stat *st, cha
 		st->refused = rep.pfn[HP_ST_REFUSED];
 		st->denied = rep.pfn[HP_ST_DENIED];
 		st->gone_frames = rep.pfn[HP_ST_GONE_FRAMES];
+		st->dirty_frames = rep.pfn[HP_ST_DIRTY];
 		st->check = rep.result;
 		err = read_text(fds[0], text, len);
 	}

@@ -43,7 +43,7 @@ struct hp_msg {
 enum hp_stat_slot {
 	HP_ST_FRAMES, HP_ST_FREE, HP_ST_LEASED, HP_ST_CLIENTS, HP_ST_CLIENTS_TOTAL,
 	HP_ST_MALFORMED, HP_ST_REFUSED, HP_ST_DENIED, HP_ST_LEASE_MSGS, HP_ST_RETURN_MSGS,
-	HP_ST_GONE_FRAMES, HP_ST_MINE, HP_ST_NR
+	HP_ST_GONE_FRAMES, HP_ST_MINE, HP_ST_DIRTY, HP_ST_NR
 };
 
 /* The fixed part of a message is checked the same way on both sides. */

@@ -53,6 +53,10 @@ struct hps {
 	uint64_t next_serial;
 	struct hps_stat st;
 	char *text;             /* HP_STAT's text, TEXT_MAX */
+	/* blocks given back dirty, to zero while the service is idle (a ring of block
+	 * numbers: each is in it once at most, since a block is given back once a lease) */
+	uint32_t *zq;
+	uint64_t zq_head, zq_len, nr_blocks;
 };
 
 struct hps *hps_create(const struct hps_config *cfg)
@@ -73,9 +77,11 @@ struct hps *hps_create(const struct hps_config *cfg)
 	gfa_zone_span(cfg->pool, s->nr_zones - 1, &start, &n);
 	s->nr_pfns = start + n;
 	s->next_serial = 1;
-	s->lease = calloc(s->nr_pfns / LEASE_FRAMES + 1, sizeof(*s->lease));
+	s->nr_blocks = s->nr_pfns / LEASE_FRAMES + 1;
+	s->lease = calloc(s->nr_blocks, sizeof(*s->lease));
+	s->zq = calloc(s->nr_blocks, sizeof(*s->zq));
 	s->text = malloc(TEXT_MAX);
-	if (!s->lease || !s->text) {
+	if (!s->lease || !s->zq || !s->text) {
 		hps_destroy(s);
 		errno = ENOMEM;
 		return NULL;
@@ -97,6 +103,7 @@ void hps_destroy(struct hps *s)
 		if (s->slot[i])
 			hps_client_gone(s, s->slot[i]);
 	free(s->lease);
+	free(s->zq);
 	free(s->text);
 	free(s);
 }
@@ -155,6 +162,8 @@ static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 	GFA_BUG_ON(err);        /* the lease table said it is c's */
 	(void)err;
 	s->lease[pfn / LEASE_FRAMES] = 0;
+	if (s->zq_len < s->nr_blocks)
+		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] = (uint32_t)(pfn / LEASE_FRAMES);
 	c->leased -= LEASE_FRAMES;
 	s->st.v[HP_ST_LEASED] -= LEASE_FRAMES;
 }
@@ -170,6 +179,20 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
 	s->slot[c->slot] = NULL;
 	s->st.v[HP_ST_CLIENTS]--;
 	free(c);
+}
+
+bool hps_idle(struct hps *s)
+{
+	for (unsigned int i = 0; i < 8 && s->zq_len; i++) {
+		uint64_t blk = s->zq[s->zq_head];
+
+		s->zq_head = (s->zq_head + 1) % s->nr_blocks;
+		s->zq_len--;
+		/* leased again meanwhile: it went out marked dirty, its holder zeroes it */
+		if (!s->lease[blk])
+			(void)gfa_backing_prepare(s->cfg.b, blk * LEASE_FRAMES, HP_LEASE_ORDER);
+	}
+	return s->zq_len;
 }
 
 uint64_t hps_client_leased(const struct hps_client *c)
@@ -188,6 +211,7 @@ void hps_stat(struct hps *s, struct hps_stat *st)
 			free_frames += zs.nr_free;
 	}
 	s->st.v[HP_ST_FREE] = free_frames;
+	s->st.v[HP_ST_DIRTY] = gfa_backing_nr_dirty(s->cfg.b);
 	*st = s->st;
 }
 
@@ -497,10 +521,17 @@ int hps_serve(struct hps *s, int lfd, volatile sig_atomic_t *stop)
 			who[n] = s->slot[i];
 			pfd[n++] = (struct pollfd){ .fd = s->slot[i]->fd, .events = POLLIN };
 		}
-		if (poll(pfd, n, 500) < 0) {
+		/* with blocks to zero, only look: zero some when nothing is asked */
+		int ready = poll(pfd, n, s->zq_len ? 0 : 500);
+
+		if (ready < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
+		}
+		if (!ready && s->zq_len) {
+			hps_idle(s);
+			continue;
 		}
 		for (nfds_t i = 1; i < n; i++) {
 			int fd = who[i]->fd;

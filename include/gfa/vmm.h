@@ -1313,9 +1313,11 @@ struct gfa_hostpool_stat {
 	uint64_t denied;                /* connections not admitted */
 	uint64_t gone_frames;           /* leases freed because their client went away */
 	uint64_t round_trips;           /* this client's requests so far */
+	uint64_t dirty_frames;          /* free frames the service has still to zero (it
+					 * zeroes what clients gave back while idle) */
 	int32_t check;                  /* the service's gfa_backing_check(): 0 is clean */
 	uint32_t pad;
-	uint64_t reserved[4];           /* zero */
+	uint64_t reserved[3];           /* zero */
 };
 
 /**
