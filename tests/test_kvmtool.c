@@ -334,7 +334,7 @@ Test(kvmtool_boot, two_lkvm_processes_share_one_host_pool, .timeout = 300)
 
 #define KT_TESTS 6
 
-Test(kvmtool_qemu, in_qemu, .timeout = 420)
+Test(kvmtool_qemu, in_qemu, .timeout = 600)
 {
 	const char *san = getenv("GFA_SANITIZER");
 	char root[PATH_MAX], build[PATH_MAX], exe[PATH_MAX], line[2 * PATH_MAX], lkvm[PATH_MAX + 32];
@@ -374,7 +374,7 @@ Test(kvmtool_qemu, in_qemu, .timeout = 420)
 		 "--color=never 2>&1); rc=$?; printf '%%s\\n' \"$out\"; [ $rc = 0 ] || exit $rc; "
 		 "n=$(printf '%%s\\n' \"$out\" | grep -c '^\\[PASS\\] kvmtool_boot::'); "
 		 "[ \"$n\" -ge %d ] || exit 3; exit 0", strstr(line, " initrd=") + 8, exe, KT_TESTS);
-	rc = tu_run_in_qemu("--mem 4608 --timeout 360", cmd, &secs);
+	rc = tu_run_in_qemu("--mem 4608 --timeout 540", cmd, &secs);
 	fprintf(stderr, "kvmtool_qemu: suite kvmtool_boot in a QEMU guest: exit %d after %.1f s\n",
 		rc, secs);
 	if (rc == 77)
