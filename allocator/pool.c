@@ -85,6 +85,8 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	z->free_heads = calloc(z->nr_pageblocks << (GFA_PAGEBLOCK_ORDER - 6), sizeof(uint64_t));
 	if (!z->free_heads)
 		return -ENOMEM;
+	z->metadata_bytes += z->nr_pageblocks * (sizeof(*z->pageblocks) +
+						 (sizeof(uint64_t) << (GFA_PAGEBLOCK_ORDER - 6)));
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
 		pageblock_set_mt(&z->pageblocks[i], GFA_MT_MOVABLE);
 	if (release_zone_init(z))
@@ -118,9 +120,13 @@ struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
 	pcp_holder_init();
 	pool->nr_zones = cfg->nr_zones;
 	for (unsigned int i = 0; i < cfg->nr_zones; i++) {
+		uint64_t from = pfn;
+
 		pfn = (pfn + MAX_ORDER_FRAMES - 1) & ~(MAX_ORDER_FRAMES - 1);
 		pool->zones[i].start_pfn = pfn;
 		pfn += cfg->zones[i].nr_frames;
+		/* the descriptors of its frames and of the hole its alignment left */
+		pool->zones[i].metadata_bytes = (pfn - from) * sizeof(*pool->frames);
 	}
 	if (!pfn || pfn >= GFA_NIL)
 		goto inval;

@@ -22,7 +22,7 @@ static void usage(FILE *f)
 		"            of guest RAM on 2 MiB blocks and compare with the kernel's own memory\n"
 		"  linux     boot Debian's Linux kernel as guests on one pool (needs a KVM that\n"
 		"            boots Linux: native hardware KVM, or tools/kvm-in-qemu.sh)\n"
-		"  stat      buddyinfo, pagetypeinfo and vmstat of a vmstart run (--json too)\n"
+		"  stat      buddyinfo, pagetypeinfo, vmstat and metadata of a vmstart run (--json too)\n"
 		"  vmsnap    save a VM's RAM to a file, and run it again from there lazily (each\n"
 		"            page read at its first touch)\n\n"
 		"gfactl <command> --help shows the command's options; gfactl --version the\n"
