@@ -9,37 +9,26 @@
 #include "allocator/internal.h"
 
 /*
- * The frame descriptors of a large pool, in anonymous memory of their own, in huge pages
- * where the host gives them: creation writes one descriptor in every MAX_ORDER block
- * (its head), so with 4 KiB pages a 1 TiB pool takes one fault for every 16 KiB of
- * descriptors, 2^18 faults.  Zeroed as calloc's; small pools keep calloc.
+ * The frame descriptors, in huge pages where the host gives them: creation writes one
+ * descriptor in every MAX_ORDER block (its head), so with 4 KiB pages a 1 TiB pool
+ * takes a fault for every 16 KiB of descriptors (2^18), and a walk of all of them
+ * (gfa_pool_check, the scanners) a TLB miss for every 256.  calloc still serves them
+ * (counted where the pool's other metadata is, zeroed by the kernel when large), and
+ * MADV_HUGEPAGE is a hint for the 2 MiB-aligned part: without THP, 4 KiB pages as before.
  */
-#define FRAMES_MMAP_MIN (2UL << 20)
+#define FRAMES_HUGE_MIN (4UL << 20)
 
 static struct gfa_frame *frames_alloc(uint64_t n)
 {
-	size_t len = n * sizeof(struct gfa_frame);
-	void *p;
+	struct gfa_frame *f = calloc(n, sizeof(*f));
+	uintptr_t start = (uintptr_t)f, end = start + n * sizeof(*f);
+	uintptr_t huge = 2UL << 20;
 
-	if (len < FRAMES_MMAP_MIN)
-		return calloc(n, sizeof(struct gfa_frame));
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	madvise(p, len, MADV_HUGEPAGE);  /* a hint: without THP, 4 KiB pages as before */
-	return p;
-}
-
-static void frames_free(struct gfa_frame *f, uint64_t n)
-{
-	size_t len = n * sizeof(struct gfa_frame);
-
-	if (!f)
-		return;
-	if (len < FRAMES_MMAP_MIN)
-		free(f);
-	else
-		munmap(f, len);
+	start = (start + huge - 1) & ~(huge - 1);
+	end &= ~(huge - 1);
+	if (f && n * sizeof(*f) >= FRAMES_HUGE_MIN && end > start)
+		madvise((void *)start, end - start, MADV_HUGEPAGE);
+	return f;
 }
 
 void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames)
@@ -205,7 +194,7 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 		free(pool->zones[i].released);
 		free(pool->zones[i].free_heads);
 	}
-	frames_free(pool->frames, pool->nr_pfns);
+	free(pool->frames);
 	free(pool);
 }
 

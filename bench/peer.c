@@ -14,7 +14,8 @@
  *           batches of twice the most a cache may hold (a VM torn down or ballooned
  *           by a thread other than its vCPUs'): with 1 thread the two take turns (one
  *           allocates a batch, then the other frees it); with 2 both at once, each
- *           freeing the batches the other allocated (ns per operation)
+ *           freeing the batches the other allocated, up to XFREE_SLACK batches
+ *           behind (ns per operation)
  * for three allocators: gfa through its per-vCPU cache (gfa_pcp_alloc/free, one cache
  * per thread), gfa through its zone path (gfa_alloc/free, the zone lock every call; the
  * caches are drained before each of its repetitions, so it runs as gfa without them) and
@@ -84,10 +85,11 @@ struct peer_ctl {
 	uint64_t batch;         /* xfree: blocks per batch */
 	bool turns;             /* xfree on 1 thread: the two workers take turns */
 	struct peer_worker *w;  /* all workers (xfree frees another's batches) */
-	/* xfree's hand-over between the two workers: a sense-reversing spin barrier
-	 * (a batch of order-9 blocks lasts microseconds, as long as a futex wake-up) */
-	_Atomic unsigned int sync_count, sync_sense;
+	_Atomic bool xabort;    /* xfree: a worker failed, the others stop waiting */
 };
+
+/* xfree: how many batches a worker may allocate ahead of its partner's frees. */
+#define XFREE_SLACK 4
 
 struct peer_worker {
 	pthread_t th;
@@ -95,8 +97,10 @@ struct peer_worker {
 	struct peer_ctl *ctl;
 	uint64_t *blocks;
 	uint64_t nr_blocks, cap, rng, owner;
-	uint64_t *xbuf[2];      /* xfree: this worker's batches, double-buffered */
+	uint64_t *xbuf[XFREE_SLACK];    /* xfree: this worker's batches, round r in r % SLACK */
 	uint64_t xcap;
+	/* xfree: rounds this worker allocated, and rounds of its partner's it freed */
+	_Atomic uint64_t xalloced, xfreed;
 	double wall_ns, cpu_ns; /* of the last timed command */
 	double xcpu_ns;         /* xfree: CPU time of its work, hand-over waits left out */
 	int err;
@@ -215,25 +219,24 @@ static inline __attribute__((always_inline)) int run_rand(struct peer_worker *w,
 	return 0;
 }
 
-/* Both workers here before either goes on (xfree's hand-over of a batch). */
-static void xfree_sync(struct peer_ctl *c)
+/*
+ * Wait until *v reaches want (the partner's progress), or a worker failed.  Spin: the
+ * partner is pinned to another CPU, a batch of order-9 blocks lasts microseconds (as long
+ * as a futex wake-up), and a yield on a busy machine gives the CPU away for a time slice;
+ * yield only when the wait already lasts that long.  False when a worker failed.
+ */
+static bool xfree_wait(struct peer_ctl *c, _Atomic uint64_t *v, uint64_t want)
 {
-	unsigned int sense = atomic_load_explicit(&c->sync_sense, memory_order_relaxed);
 	unsigned int spins = 0;
 
-	if (atomic_fetch_add_explicit(&c->sync_count, 1, memory_order_acq_rel) == 1) {
-		atomic_store_explicit(&c->sync_count, 0, memory_order_relaxed);
-		atomic_store_explicit(&c->sync_sense, sense + 1, memory_order_release);
-		return;
-	}
-	/* spin: the other worker is pinned to another CPU, and a yield on a busy machine
-	 * gives ours away for a time slice, longer than an order-9 batch; yield only when
-	 * the wait already lasts that long (the other worker lost its CPU) */
-	while (atomic_load_explicit(&c->sync_sense, memory_order_acquire) == sense) {
+	while (atomic_load_explicit(v, memory_order_acquire) < want) {
+		if (atomic_load_explicit(&c->xabort, memory_order_relaxed))
+			return false;
 		__builtin_ia32_pause();
-		if (++spins % (1u << 20) == 0)
+		if (++spins % (1u << 16) == 0)
 			sched_yield();
 	}
+	return true;
 }
 
 /* Allocate a batch into buf (own cache, own owner); CPU time added to w->xcpu_ns. */
@@ -272,36 +275,39 @@ static inline __attribute__((always_inline)) int xfree_put(struct peer_worker *w
 }
 
 /*
- * count rounds.  Taking turns, worker 0 allocates a batch, then worker 1 frees it.  At
- * once, each allocates a batch into buffer r % 2 and, after the hand-over, frees the
- * other's buffer r % 2; the other refills that buffer two rounds later, after the next
- * hand-over, by which time the free is done.  An error stops a worker only after the
- * rounds' hand-overs, so the other never waits for it forever.
+ * count rounds.  Round r of a worker that allocates fills its buffer r % XFREE_SLACK,
+ * once its partner freed what that buffer held XFREE_SLACK rounds before; a worker that
+ * frees frees its partner's round r once it is allocated.  Taking turns, worker 0 only
+ * allocates and worker 1 only frees, one round apart (slack 1): one runs while the other
+ * waits.  At once, both do both, and a worker that loses its CPU for a moment stalls the
+ * other only when it falls XFREE_SLACK rounds behind.
  */
 static inline __attribute__((always_inline)) int run_xfree(struct peer_worker *w,
 							   enum peer_kind k, uint64_t rounds)
 {
 	struct peer_ctl *c = w->ctl;
-	const struct peer_worker *other = &c->w[1 - w->id];
+	struct peer_worker *other = &c->w[1 - w->id];
+	bool allocs = !c->turns || w->id == 0, frees = !c->turns || w->id == 1;
+	uint64_t slack = c->turns ? 1 : XFREE_SLACK;
 	int err = 0;
 
 	w->xcpu_ns = 0;
-	for (uint64_t r = 0; r < rounds; r++) {
-		if (c->turns) {
-			if (w->id == 0 && !err)
-				err = xfree_alloc(w, k, w->xbuf[0]);
-			xfree_sync(c);
-			if (w->id == 1 && !err)
-				err = xfree_put(w, k, other, other->xbuf[0]);
-			xfree_sync(c);
-		} else {
-			if (!err)
-				err = xfree_alloc(w, k, w->xbuf[r & 1]);
-			xfree_sync(c);
-			if (!err)
-				err = xfree_put(w, k, other, other->xbuf[r & 1]);
+	for (uint64_t r = 0; r < rounds && !err; r++) {
+		if (allocs) {
+			if (!xfree_wait(c, &other->xfreed, r + 1 > slack ? r + 1 - slack : 0))
+				return 0;       /* the partner failed, and says so */
+			err = xfree_alloc(w, k, w->xbuf[r % XFREE_SLACK]);
+			atomic_store_explicit(&w->xalloced, r + 1, memory_order_release);
+		}
+		if (frees && !err) {
+			if (!xfree_wait(c, &other->xalloced, r + 1))
+				return 0;
+			err = xfree_put(w, k, other, other->xbuf[r % XFREE_SLACK]);
+			atomic_store_explicit(&w->xfreed, r + 1, memory_order_release);
 		}
 	}
+	if (err)
+		atomic_store_explicit(&c->xabort, true, memory_order_relaxed);
 	return err;
 }
 
@@ -432,22 +438,15 @@ struct peer_counts {
 };
 
 /*
- * xfree: the batches in flight (one taking turns; at once, each worker's two buffers)
- * and the blocks held beside them make up 90% of the pool.  A batch is twice the most
- * a cache may hold and at least XFREE_MIN_BLOCKS blocks (so that the hand-over between
- * the workers stays small beside the batch's work), within an eighth of the pool.
+ * xfree: the batches in flight (one taking turns; at once, each worker's XFREE_SLACK
+ * buffers) and the blocks held beside them make up 90% of the pool.  A batch is twice
+ * the most a cache may hold (high_max).
  */
-#define XFREE_MIN_BLOCKS 128ull
 static void xfree_setup(struct peer_ctl *c, const struct peer_row *r, const struct peer_counts *n)
 {
 	uint64_t frames = c->pp->frames, bf = c->pp->xfree_frames;
-	uint64_t inflight, rounds;
+	uint64_t inflight = (r->threads == 1 ? 1 : 2 * XFREE_SLACK) * bf, rounds;
 
-	if (bf < XFREE_MIN_BLOCKS << r->order)
-		bf = XFREE_MIN_BLOCKS << r->order;
-	if (bf > frames / 8)
-		bf = frames / 8 >> r->order << r->order;
-	inflight = (r->threads == 1 ? 1 : 4) * bf;
 	if (!bf || inflight >= frames * RAND_HELD_PCT / 100)
 		bench_die("xfree: batches of %lu frames do not fit the pool", (unsigned long)bf);
 	c->nactive = MAX_THREADS;
@@ -457,6 +456,11 @@ static void xfree_setup(struct peer_ctl *c, const struct peer_row *r, const stru
 	/* each round, 2 x batch operations per worker at once, or by the two in turn */
 	rounds = (n->xfree_ops + 2 * c->batch - 1) / (2 * c->batch);
 	c->count = rounds < 2 ? 2 : rounds;
+	c->xabort = false;
+	for (int i = 0; i < MAX_THREADS; i++) {
+		c->w[i].xalloced = 0;
+		c->w[i].xfreed = 0;
+	}
 }
 
 /* One repetition of a row for one allocator. */
@@ -674,8 +678,8 @@ static void workers_stop(struct peer_bench *b)
 	for (int i = 0; i < MAX_THREADS; i++) {
 		pthread_join(b->w[i].th, NULL);
 		free(b->w[i].blocks);
-		free(b->w[i].xbuf[0]);
-		free(b->w[i].xbuf[1]);
+		for (int j = 0; j < XFREE_SLACK; j++)
+			free(b->w[i].xbuf[j]);
 	}
 }
 
@@ -701,12 +705,11 @@ static void run_size(const struct bench_opts *o, struct peer_bench *b, uint64_t 
 	b->ctl.pp = &pp;
 	for (int i = 0; i < MAX_THREADS; i++) {
 		struct peer_worker *w = &b->w[i];
-		uint64_t cap = pp.xfree_frames > XFREE_MIN_BLOCKS << GFA_PAGEBLOCK_ORDER
-			       ? pp.xfree_frames : XFREE_MIN_BLOCKS << GFA_PAGEBLOCK_ORDER;
+		uint64_t cap = pp.xfree_frames;
 
 		if (w->xcap >= cap)
 			continue;
-		for (int j = 0; j < 2; j++) {
+		for (int j = 0; j < XFREE_SLACK; j++) {
 			free(w->xbuf[j]);
 			w->xbuf[j] = malloc(cap * sizeof(uint64_t));
 			if (!w->xbuf[j])
