@@ -50,13 +50,13 @@ Test(scale, metadata_bytes_per_frame)
 }
 
 /*
- * 1 TiB (a quarter of that under a sanitizer, whose checks make the walk of every frame
+ * 1 TiB (a sixteenth of that under a sanitizer, whose checks make the walk of every frame
  * several times slower): created, blocks of every order taken from all over it through
  * a cache and the zone path, checked with them held, then freed to an empty pool.
  */
 Test(scale, tib_pool_without_backing, .timeout = 240)
 {
-	uint64_t nr = tu_sanitizer() ? TIB_FRAMES / 4 : TIB_FRAMES, frames, bytes;
+	uint64_t nr = tu_sanitizer() ? TIB_FRAMES / 16 : TIB_FRAMES, frames, bytes;
 	enum { N = 4096 };
 	static int64_t pfn[N];
 	static unsigned int ord[N];
