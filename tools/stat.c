@@ -27,6 +27,22 @@ static const char *str_of(struct json_object *o, const char *key)
 	return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
 }
 
+/* "# metadata" and its line, when the snapshot has them (older writers did not). */
+static void print_metadata(struct json_object *o)
+{
+	struct json_object *m, *v;
+	uint64_t bytes = 0, frames = 0;
+
+	if (!json_object_object_get_ex(o, "metadata", &m))
+		return;
+	if (json_object_object_get_ex(m, "bytes", &v))
+		bytes = json_object_get_uint64(v);
+	if (json_object_object_get_ex(m, "frames", &v))
+		frames = json_object_get_uint64(v);
+	printf("\n# metadata\nbytes %" PRIu64 "\nframes %" PRIu64 "\nbytes_per_frame %.3f\n",
+	       bytes, frames, frames ? (double)bytes / (double)frames : 0.0);
+}
+
 static void print_text(struct json_object *o)
 {
 	struct json_object *cmd, *vmstat;
@@ -48,6 +64,7 @@ static void print_text(struct json_object *o)
 	     json_object_iter_next(&it))
 		printf("%s %" PRIu64 "\n", json_object_iter_peek_name(&it),
 		       json_object_get_uint64(json_object_iter_peek_value(&it)));
+	print_metadata(o);
 }
 
 /* gfactl stat --socket: the service's pool, as its text says it, and its check. */
