@@ -123,6 +123,13 @@ $(MAN_STAMP): tools/kernel_doc_man.py tools/fuzz_null_calls.py $(HEADERS)
 
 $(GFACTL): $(TOOL_SRC:%.c=$(BUILD)/%.o) $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
+	ln -sf gfactl $(BUILD)/gfad
+# A host pool client the tests fork and exec (tests/hostpool/client.c), each its own
+# process attached to a gfad
+HP_CLIENT := $(BUILD)/tests/gfa-hostpool-client
+$(HP_CLIENT): tests/hostpool/client.c $(A) $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(A) $(LDLIBS)
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(REF_A) $(A)
@@ -162,7 +169,7 @@ endif
 $(BUILD)/tests/%.o: tests/%.c $(LIB_HDRS) $(wildcard tests/*.h tests/shim/criterion/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(REF_CFLAGS) $(TEST_CFLAGS) -c $< -o $@
-$(TESTBIN): $(TEST_OBJ) $(REF_A) $(A_DEBUG)
+$(TESTBIN): $(TEST_OBJ) $(REF_A) $(A_DEBUG) | $(GFACTL) $(HP_CLIENT)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS) $(TEST_LIBS)
 
 # The README's test command.  Installs missing packages, builds everything, runs the suite.
@@ -313,11 +320,21 @@ $(FUZZ_COV_BIN): tests/fuzz/fuzz_api.c $(FUZZ_NULL_H) $(LIB_SRC) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(FUZZ_DIR) -fsanitize=fuzzer -fprofile-instr-generate -fcoverage-mapping \
 	    -o $@ tests/fuzz/fuzz_api.c $(LIB_SRC) $(LIB_LIBS) -lm
-fuzz-build: deps-test $(FUZZ_BIN)
+# The host pool service's message handler, with a model of every lease
+# (tests/fuzz/fuzz_hostpool.c); `make fuzz` runs it after fuzz_api, as long
+FUZZ_HP_BIN  := $(FUZZ_DIR)/fuzz_hostpool
+$(FUZZ_HP_BIN): tests/fuzz/fuzz_hostpool.c $(LIB_SRC) $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -o $@ tests/fuzz/fuzz_hostpool.c $(LIB_SRC) $(LIB_LIBS) -lm
+fuzz-build: deps-test $(FUZZ_BIN) $(FUZZ_HP_BIN)
 fuzz: fuzz-build
-	@mkdir -p $(FUZZ_DIR)/corpus
+	@mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/corpus_hostpool
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
 	    $(FUZZ_OPTS) $(FUZZ_DIR)/corpus tests/fuzz/corpus
+	$(FUZZ_HP_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/hostpool- $(FUZZ_OPTS) $(FUZZ_DIR)/corpus_hostpool \
+	    tests/fuzz/corpus_hostpool
 # line coverage of allocator/ and vmm/ from the seed corpus and what fuzzing added
 fuzz-cov: deps-test $(FUZZ_COV_BIN)
 	@mkdir -p $(FUZZ_DIR)/corpus

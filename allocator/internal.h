@@ -137,6 +137,9 @@ struct gfa_zone {
 	uint64_t nr_free;               /* frames on the buddy lists */
 	struct gfa_free_area area[GFA_NR_ORDERS];
 	struct gfa_pageblock *pageblocks;
+	/* what creation allocated for the zone's frames and pageblocks: descriptors (the
+	 * alignment hole before the zone included), pageblocks, bitmaps (gfa_zone_stat) */
+	uint64_t metadata_bytes;
 	struct gfa_zone_counters c;
 	/* pcp sizing computed at creation */
 	int pcp_batch, pcp_high_min, pcp_high_max;

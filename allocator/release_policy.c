@@ -23,6 +23,7 @@ int release_zone_init(struct gfa_zone *z)
 	z->released = calloc((z->nr_frames + 63) / 64, sizeof(uint64_t));
 	if (!z->released)
 		return -ENOMEM;
+	z->metadata_bytes += (z->nr_frames + 63) / 64 * sizeof(uint64_t);
 	/* defaults: keep 1/32 of the zone (at least 4 MiB) populated, low at half */
 	z->rp.high = z->nr_frames / 32 > 1024 ? z->nr_frames / 32 : 1024;
 	z->rp.low = z->rp.high / 2;

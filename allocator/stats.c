@@ -57,6 +57,7 @@ int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 		st->nr_pcp += st->nr_pcp_blocks[o] << o;
 	st->nr_free = st->nr_free_buddy + st->nr_pcp + st->nr_scrubbing;
+	st->metadata_bytes = z->metadata_bytes;
 	return 0;
 }
 

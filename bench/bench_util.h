@@ -416,6 +416,17 @@ static inline void bench_print_load(const struct bench_load *l, const char *what
 		       "timings and their ratios are unreliable **" : "");
 }
 
+/* "# loadavg at WHEN: 1 5 15": the kernel's run-queue averages, beside bench_print_load. */
+static inline void bench_print_loadavg(const char *when)
+{
+	double la[3];
+
+	if (getloadavg(la, 3) == 3)
+		printf("# loadavg at %s: %.2f %.2f %.2f\n", when, la[0], la[1], la[2]);
+	else
+		printf("# loadavg at %s: unknown\n", when);
+}
+
 /*
  * Print a ratio next to its goal.  op is ">=" or "<=" ("info" for a ratio without a
  * goal, target ignored).  Returns whether the goal was met (true for info).

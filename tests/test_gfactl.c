@@ -124,6 +124,14 @@ Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180,
 	cr_assert_eq(rc, 0, "%s", out);
 	cr_assert_not_null(strstr(out, "Node 0, zone   Normal"), "%s", out);
 	cr_assert_not_null(strstr(out, "compact_migrate_scanned "), "%s", out);
+	{
+		const char *m = strstr(out, "bytes_per_frame ");
+		double bpf = 0;
+
+		cr_assert_not_null(m, "%s", out);
+		cr_assert_eq(sscanf(m, "bytes_per_frame %lf", &bpf), 1);
+		cr_assert(bpf > 0 && bpf < 64, "%s", m);
+	}
 	rc = run(out, sizeof(out), "%s stat --file %s --json | python3 -c 'import json, sys; "
 		 "print(\"pgalloc\", json.load(sys.stdin)[\"vmstat\"][\"pgalloc\"])'", g,
 		 stat_file);

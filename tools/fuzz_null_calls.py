@@ -35,7 +35,7 @@ import sys
 # it is listed here.
 POOL_HANDLES = {"gfa_pool", "gfa_pcp", "gfa_backing", "gfa_guest", "gfa_numa_pool",
                 "gfa_host_return", "gfa_free_report"}
-OTHER_HANDLES = {"gfa_numa_topology", "gfa_release_engine"}
+OTHER_HANDLES = {"gfa_numa_topology", "gfa_release_engine", "gfa_hostpool"}
 OPAQUE_NAMES = {"ctx", "cookie", "arg"}
 INT_RESULTS = {"int", "int64_t"}
 OPTIONAL_WORDS = ("may be NULL", "or NULL", "if not NULL", "if non-NULL")

@@ -3,6 +3,7 @@
  * gfactl: tune VM start latency and density with gfa.
  *   gfactl vmstart [options]   run a VM start scenario (the README's main job)
  *   gfactl stat [options]      statistics of a running or finished scenario
+ *   gfactl gfad [options]      the host pool service (gfad, tools/gfad.c)
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,9 +23,12 @@ static void usage(FILE *f)
 		"            of guest RAM on 2 MiB blocks and compare with the kernel's own memory\n"
 		"  linux     boot Debian's Linux kernel as guests on one pool (needs a KVM that\n"
 		"            boots Linux: native hardware KVM, or tools/kvm-in-qemu.sh)\n"
-		"  stat      buddyinfo, pagetypeinfo and vmstat of a vmstart run (--json too)\n"
+		"  stat      buddyinfo, pagetypeinfo, vmstat and metadata of a vmstart run (--json\n"
+		"            too), or of a host pool service's pool (--socket)\n"
 		"  vmsnap    save a VM's RAM to a file, and run it again from there lazily (each\n"
-		"            page read at its first touch)\n\n"
+		"            page read at its first touch)\n"
+		"  gfad      the host pool service many VMM processes attach to (also run as\n"
+		"            gfad, the name this binary is linked as)\n\n"
 		"gfactl <command> --help shows the command's options; gfactl --version the\n"
 		"library's version.\n");
 }
@@ -116,6 +120,7 @@ static const struct {
 	{ "linux", cmd_linux },
 	{ "stat", cmd_stat },
 	{ "vmsnap", cmd_vmsnap },
+	{ "gfad", cmd_gfad },
 };
 
 int main(int argc, char **argv)
@@ -126,7 +131,12 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	unsigned int v = gfa_version();
+	const char *base = strrchr(argv[0], '/');
 	int c;
+
+	/* installed (or linked) as gfad: the host pool service */
+	if (!strcmp(base ? base + 1 : argv[0], "gfad"))
+		return cmd_gfad(argc, argv);
 
 	/* '+': stop at the command, whose options are its own */
 	opterr = 0;

@@ -4,7 +4,8 @@
  * object, written and read with json-c, whole or not at all.
  *
  *   { "pid": 123, "command": ["gfactl", "vmstart", ...], "phase": "churn round 2",
- *     "buddyinfo": "...", "pagetypeinfo": "...", "vmstat": { "pgalloc": 1, ... } }
+ *     "buddyinfo": "...", "pagetypeinfo": "...", "vmstat": { "pgalloc": 1, ... },
+ *     "metadata": { "bytes": 1, "frames": 1, "bytes_per_frame": 16.3 } }
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -152,6 +153,31 @@ static struct json_object *vmstat_object(struct gfa_pool *pool)
 	return o;
 }
 
+/* The pool's metadata over its zones (gfa_zone_stat's metadata_bytes): bytes, frames and
+ * bytes per frame. */
+static struct json_object *metadata_object(struct gfa_pool *pool)
+{
+	struct json_object *o = json_object_new_object();
+	uint64_t bytes = 0, frames = 0;
+	struct gfa_zone_stat st;
+	bool ok = o != NULL;
+
+	for (unsigned int z = 0; ok && z < gfa_pool_nr_zones(pool); z++) {
+		ok = !gfa_zone_stat(pool, z, &st);
+		bytes += st.metadata_bytes;
+		frames += st.nr_frames;
+	}
+	ok = ok && add(o, "bytes", json_object_new_uint64(bytes)) &&
+	     add(o, "frames", json_object_new_uint64(frames)) &&
+	     add(o, "bytes_per_frame",
+		 json_object_new_double(frames ? (double)bytes / (double)frames : 0));
+	if (!ok) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
 /* The members of the JSON object text extra, added to obj: 0, -EINVAL or -ENOMEM. */
 static int add_extra(struct json_object *obj, const char *extra)
 {
@@ -183,7 +209,8 @@ static struct json_object *snapshot_new(struct gfa_pool *pool, const char *phase
 		  add(o, "phase", json_object_new_string(phase)) &&
 		  add(o, "buddyinfo", pool_text(pool, gfa_pool_buddyinfo)) &&
 		  add(o, "pagetypeinfo", pool_text(pool, gfa_pool_pagetypeinfo)) &&
-		  add(o, "vmstat", vmstat_object(pool));
+		  add(o, "vmstat", vmstat_object(pool)) &&
+		  add(o, "metadata", metadata_object(pool));
 
 	*err = ok ? 0 : -ENOMEM;
 	if (ok && extra_json)

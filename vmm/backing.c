@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "backing_internal.h"
@@ -52,6 +53,8 @@ struct gfa_backing {
 	backing_worker_stop_fn worker_stop;
 	_Atomic(backing_move_wait_fn) move_wait;        /* a reporter's */
 	bool released_fn_set;           /* and backing_released() its released hook */
+	const struct backing_lease_ops *lease_ops;     /* a host pool client's (or NULL) */
+	void *lease_ctx;
 };
 
 static uint64_t dirty_update(struct gfa_backing *b, uint64_t pfn, uint64_t n, bool set);
@@ -108,15 +111,20 @@ static int populate(void *base, size_t len)
 	return 0;
 }
 
-static int backing_zone(struct gfa_backing *b, unsigned int z, const struct gfa_backing_config *cfg)
+/* A memfd of the zone's size: a new one, or the one handed in (adopt, >= 0). */
+static int backing_zone_fd(struct gfa_backing *b, unsigned int z,
+			   const struct gfa_backing_config *cfg, int adopt)
 {
-	uint64_t start, n;
 	char name[32];
+	struct stat st;
 
-	gfa_zone_span(b->pool, z, &start, &n);
+	if (adopt >= 0) {
+		b->fd[z] = adopt;       /* ours now, closed at destroy */
+		if (fstat(adopt, &st))
+			return -errno;
+		return (uint64_t)st.st_size < b->size[z] ? -EINVAL : 0;
+	}
 	snprintf(name, sizeof(name), "gfa-zone%u", z);
-	b->zstart[z] = start;
-	b->size[z] = n << GFA_FRAME_SHIFT;
 	/* 2 MiB pages named: MFD_HUGETLB alone takes the host's default size, 1 GiB on a
 	 * host booted with default_hugepagesz=1G */
 	b->fd[z] = memfd_create(name, MFD_CLOEXEC |
@@ -125,6 +133,21 @@ static int backing_zone(struct gfa_backing *b, unsigned int z, const struct gfa_
 		return -errno;
 	if (ftruncate(b->fd[z], (off_t)b->size[z]))
 		return -errno;
+	return 0;
+}
+
+static int backing_zone(struct gfa_backing *b, unsigned int z, const struct gfa_backing_config *cfg,
+			int adopt)
+{
+	uint64_t start, n;
+	int err;
+
+	gfa_zone_span(b->pool, z, &start, &n);
+	b->zstart[z] = start;
+	b->size[z] = n << GFA_FRAME_SHIFT;
+	err = backing_zone_fd(b, z, cfg, adopt);
+	if (err)
+		return err;
 	b->base[z] = map_aligned(b->fd[z], b->size[z], &b->reserve[z], &b->reserve_len[z]);
 	if (!b->base[z])
 		return -errno;
@@ -149,7 +172,8 @@ static int backing_check_config(const struct gfa_backing_config *cfg)
 	return 0;
 }
 
-struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg)
+static struct gfa_backing *backing_create(struct gfa_pool *pool,
+					 const struct gfa_backing_config *cfg, const int *adopt)
 {
 	static const struct gfa_backing_config defaults;
 	struct gfa_backing *b;
@@ -189,7 +213,11 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 	if (!b->dirty)
 		err = -ENOMEM;
 	for (unsigned int z = 0; z < b->nr_zones && !err; z++)
-		err = backing_zone(b, z, cfg);
+		err = backing_zone(b, z, cfg, adopt ? adopt[z] : -1);
+	/* the fds handed in are ours from here, whatever happens */
+	for (unsigned int z = 0; adopt && z < b->nr_zones; z++)
+		if (b->fd[z] < 0)
+			b->fd[z] = adopt[z];
 	if (!err)
 		err = pool_set_moved_fn(pool, backing_moved, b);
 	if (!err)
@@ -204,6 +232,34 @@ struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_b
 		return NULL;
 	}
 	return b;
+}
+
+struct gfa_backing *gfa_backing_create(struct gfa_pool *pool, const struct gfa_backing_config *cfg)
+{
+	return backing_create(pool, cfg, NULL);
+}
+
+struct gfa_backing *backing_adopt(struct gfa_pool *pool, const struct gfa_backing_config *cfg,
+				  const int *fds)
+{
+	return backing_create(pool, cfg, fds);
+}
+
+void backing_set_lease(struct gfa_backing *b, const struct backing_lease_ops *ops, void *ctx)
+{
+	b->lease_ctx = ctx;
+	b->lease_ops = ops;
+}
+
+int backing_lease_want(struct gfa_backing *b, unsigned int zone, uint64_t frames)
+{
+	return b && b->lease_ops ? b->lease_ops->want(b->lease_ctx, zone, frames) : 0;
+}
+
+void backing_lease_trim(struct gfa_backing *b)
+{
+	if (b && b->lease_ops)
+		b->lease_ops->trim(b->lease_ctx);
 }
 
 void gfa_backing_destroy(struct gfa_backing *b)

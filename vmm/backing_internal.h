@@ -73,4 +73,28 @@ void *backing_worker_peek(const struct gfa_backing *b);
  */
 typedef void (*backing_move_wait_fn)(struct gfa_backing *b, uint64_t pfn, unsigned int order);
 void backing_set_move_wait(struct gfa_backing *b, backing_move_wait_fn wait);
+
+/*
+ * A backing over memfds another process made (a host pool client, vmm/hostpool.c): as
+ * gfa_backing_create(), with fds[z] (one per zone, at least the zone's size) instead of
+ * new memfds.  The fds are the backing's from the call on, on failure too (closed).
+ */
+struct gfa_backing *backing_adopt(struct gfa_pool *pool, const struct gfa_backing_config *cfg,
+				  const int *fds);
+/*
+ * The lease hooks of a host pool client's backing: its pool holds only the frames the
+ * service leased it, so a guest asks before it takes frames and offers back what it
+ * freed.  want(ctx, zone, frames): make sure the zone has that many free frames, 0 or
+ * -errno (the caller then fails as on a short pool).  trim(ctx): give back what is
+ * free beyond the client's slack.  Any thread, no guest or pool lock held.
+ */
+struct backing_lease_ops {
+	int (*want)(void *ctx, unsigned int zone, uint64_t frames);
+	void (*trim)(void *ctx);
+};
+/* Set before any guest uses b. */
+void backing_set_lease(struct gfa_backing *b, const struct backing_lease_ops *ops, void *ctx);
+/* The hooks on b, or 0 / nothing when b has none. */
+int backing_lease_want(struct gfa_backing *b, unsigned int zone, uint64_t frames);
+void backing_lease_trim(struct gfa_backing *b);
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include "vmm/backing_internal.h"
 #include "vmm/guest_internal.h"
 #include "vmm/gpa_ranges.h"
 #include "allocator/layers.h"
@@ -248,6 +249,7 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	if (err)
 		return err;
 	gfa_backing_kick_host_return(g->b);
+	backing_lease_trim(g->b);       /* a host pool client gives whole blocks back */
 	return (int64_t)taken;
 }
 
@@ -279,6 +281,16 @@ static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi, uint64_t
 	return 0;
 }
 
+/* Frames the rebased ranges cover (a host pool client leases them before a deflate). */
+static uint64_t deflate_frames(const struct gfa_gpa_range *r, unsigned int n)
+{
+	uint64_t f = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		f += RANGE_HI(&r[i]) - RANGE_LO(&r[i]);
+	return f;
+}
+
 /*
  * A lazy guest's deflate takes no frame: the ranges are lazy, or touched again since
  * (a first touch took their frames), and either way the guest may use them.  Returns
@@ -286,10 +298,8 @@ static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi, uint64_t
  */
 static int64_t deflate_lazy(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n)
 {
-	uint64_t given = 0;
+	uint64_t given = deflate_frames(r, n);
 
-	for (unsigned int i = 0; i < n; i++)
-		given += RANGE_HI(&r[i]) - RANGE_LO(&r[i]);
 	g->st.ballooned_frames -= given < g->st.ballooned_frames ? given : g->st.ballooned_frames;
 	return (int64_t)given;
 }
@@ -352,6 +362,11 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	m = ranges_rebased(g, r, n);
 	if (!m)
 		return -ENOMEM;
+	err = backing_lease_want(g->b, g->zone, deflate_frames(m, n));
+	if (err) {
+		free(m);
+		return err;
+	}
 	/* a host return holds frames off the lists while the host takes them: they come
 	 * back within a pass, so wait for them rather than fail a guest that asked for
 	 * memory it was promised (a ballooned page's frames may be among them) */

@@ -439,6 +439,17 @@ static void guest_open_uffd(struct gfa_guest *g)
 			"thread that writes guest RAM\n", uffd_why(err), strerror(-err));
 }
 
+/* Frames the 2 MiB ranges some region touches take. */
+static uint64_t guest_backed_frames(const struct gfa_guest *g)
+{
+	uint64_t n = 0;
+
+	for (uint64_t gfn = 0; gfn < g->nr_frames; gfn += RANGE_FRAMES)
+		if (!guest_range_absent(g, gfn))
+			n += RANGE_FRAMES;
+	return n;
+}
+
 struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 				   const struct gfa_guest_config *cfg)
 {
@@ -495,6 +506,9 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 		err = gfa_owner_register(pool, g->id, &guest_owner_ops, g);
 		g->registered = !err;   /* -EEXIST: the id is another guest's, leave it */
 	}
+	/* a host pool client's pool holds only its leases: ask for the frames first */
+	if (!err && !g->lazy)
+		err = backing_lease_want(b, g->zone, guest_backed_frames(g));
 	pthread_mutex_lock(&g->lock);
 	zero_worker_defer(b);  /* the start has the CPUs, not the zeroer */
 	if (!err && g->lazy)
@@ -596,6 +610,7 @@ void gfa_guest_destroy(struct gfa_guest *g)
 	/* free at once, dirty: the zeroer zeroes them in the background */
 	guest_release_all(g);
 	pthread_mutex_unlock(&g->lock);
+	backing_lease_trim(g->b);       /* a host pool client gives the frames back */
 	/* waits for compaction calls into guest_migrate(), which use g */
 	if (g->registered)
 		gfa_owner_register(g->pool, g->id, NULL, NULL);

@@ -1235,6 +1235,106 @@ struct gfa_guest_report_stat {
  */
 int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_stat *st);
 
+/* ---- a host pool shared by many VMM processes (gfad) ---- */
+
+/*
+ * One pool for a host's VMM processes: the service (gfad) owns the zones' memfds and
+ * the buddy; a client leases order-9 blocks from it in batches and runs gfa's guest
+ * calls on a pool of its own that holds only those leases, mapped from the zone memfds
+ * the service sends it.  gfa_guest_create(), gfa_guest_destroy(), balloon inflate and
+ * deflate lease and give back through the client's backing, so a VMM changes only how
+ * it gets the pool and the backing.  A process holding a zone memfd can map every
+ * guest of the pool: one pool per trust domain.
+ */
+#define GFA_EACCES      (-EACCES)       /* the service did not admit this uid or gid */
+#define GFA_ECONNRESET  (-ECONNRESET)   /* the service is gone (or closed us) */
+#define GFA_EPROTO      (-EPROTO)       /* a reply that does not parse, or another version */
+
+struct gfa_hostpool;
+
+struct gfa_hostpool_config {
+	uint64_t slack_bytes;   /* free leased memory the client keeps for its next start
+				 * (0: every whole free block goes back at once) */
+	uint64_t reserved[7];   /* zero: room to grow (the head of gfa/allocator.h) */
+};
+
+/**
+ * gfa_hostpool_attach() - connect to a host pool service and build the client's pool
+ * @path: the service's socket
+ * @cfg: struct gfa_hostpool_config, or NULL for the defaults
+ *
+ * Receives the zones' geometry and memfds, creates a pool of the same zones that holds
+ * no frame until the service leases it some, and a backing over the memfds.  Each
+ * 2 MiB block a guest takes is leased whole, 256 at most a round trip.
+ *
+ * Return: the handle, or NULL with errno: GFA_EFAULT, GFA_EINVAL (nonzero reserved
+ * words; a path too long for a socket), GFA_EACCES (the service did not admit our uid
+ * and gid; connect()'s own refusal of the socket's mode is passed on too),
+ * GFA_ECONNRESET, GFA_EPROTO (another protocol version), GFA_ENOMEM, or the errno of
+ * socket() or connect().
+ * Context: any thread.
+ */
+struct gfa_hostpool *gfa_hostpool_attach(const char *path, const struct gfa_hostpool_config *cfg);
+/**
+ * gfa_hostpool_detach() - close the connection and free the client's pool
+ * @hp: the handle; NULL is a no-op
+ *
+ * The service frees every lease the client holds when the connection ends, as it does
+ * when the process dies.
+ * Context: once, after every guest on the pool was destroyed.
+ */
+void gfa_hostpool_detach(struct gfa_hostpool *hp);
+/**
+ * gfa_hostpool_pool() - the client's pool, for gfa_guest_create()
+ * @hp: the handle
+ *
+ * Return: the pool, NULL for a NULL @hp.
+ * Context: any thread.
+ */
+struct gfa_pool *gfa_hostpool_pool(const struct gfa_hostpool *hp);
+/**
+ * gfa_hostpool_backing() - the client's backing, for gfa_guest_create()
+ * @hp: the handle
+ *
+ * Return: the backing, NULL for a NULL @hp.
+ * Context: any thread.
+ */
+struct gfa_backing *gfa_hostpool_backing(const struct gfa_hostpool *hp);
+
+struct gfa_hostpool_stat {
+	uint64_t nr_frames;             /* the service's pool */
+	uint64_t free_frames;           /* free there (leases are not free) */
+	uint64_t leased_frames;         /* leased to all clients */
+	uint64_t mine_frames;           /* leased to this client */
+	uint64_t clients;               /* connected now */
+	uint64_t clients_total;         /* ever admitted */
+	uint64_t malformed;             /* packets that closed their connection */
+	uint64_t refused;               /* requests refused (another's block, a bad zone) */
+	uint64_t denied;                /* connections not admitted */
+	uint64_t gone_frames;           /* leases freed because their client went away */
+	uint64_t round_trips;           /* this client's requests so far */
+	uint64_t dirty_frames;          /* free frames the service has still to zero (it
+					 * zeroes what clients gave back while idle) */
+	int32_t check;                  /* the service's gfa_backing_check(): 0 is clean */
+	uint32_t pad;
+	uint64_t reserved[3];           /* zero */
+};
+
+/**
+ * gfa_hostpool_stat() - the service's counters, and its pool checked
+ * @hp: the handle
+ * @st: gets them
+ * @text: may be NULL; else gets the service's pool as buddyinfo, pagetypeinfo and
+ *        vmstat print it and its counters, NUL-terminated
+ * @len: bytes at @text
+ *
+ * Return: the text's length (as snprintf(): it may be longer than @len), GFA_EFAULT,
+ * GFA_ECONNRESET, GFA_EPROTO.
+ * Context: any thread.
+ */
+int gfa_hostpool_stat(struct gfa_hostpool *hp, struct gfa_hostpool_stat *st, char *text,
+		      size_t len);
+
 #ifdef __cplusplus
 }
 #endif

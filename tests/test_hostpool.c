@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The host pool service with real processes: gfad (build/gfad) and its clients
+ * (build/tests/gfa-hostpool-client, each a VMM of its own) forked and exec'd, killed
+ * at random points; the test itself attaches as one more client to read the service's
+ * counters and its check.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <gfa/vmm.h>
+#include "common/ktime.h"
+#include "vmm/hostpool_proto.h"
+
+#define MiB (1ULL << 20)
+#define POOL_MIB 256
+
+static char sock[108];
+static pid_t gfad_pid = -1;
+
+static const char *build_dir(void)
+{
+	const char *b = getenv("GFA_BUILD");
+
+	return b ? b : "build";
+}
+
+static char *bin(const char *name)
+{
+	static char path[2][512];
+	static int i;
+	char *p = path[i++ % 2];
+
+	snprintf(p, 512, "%s/%s", build_dir(), name);
+	if (access(p, X_OK))
+		cr_skip_test("%s not built", p);
+	return p;
+}
+
+/* fork and exec argv; in/out: the child's stdin and stdout as pipes (or NULL). */
+static pid_t spawn(char *const argv[], int *in, int *out)
+{
+	int pi[2], po[2];
+	pid_t pid;
+
+	cr_assert_eq(pipe2(pi, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(po, O_CLOEXEC), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(pi[0], 0);
+		dup2(out ? po[1] : null, 1);    /* gfad's "serving" line is not the test's */
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(pi[0]);
+	close(po[1]);
+	if (in)
+		*in = pi[1];
+	else
+		close(pi[1]);
+	if (out)
+		*out = po[0];
+	else
+		close(po[0]);
+	return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+	int st;
+
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The service, up: attach works. */
+static void gfad_start(const char *extra)
+{
+	char *argv[12] = { bin("gfad"), "--socket", sock, "--mem", "256", "--quiet" };
+	unsigned int n = 6;
+	char e[64];
+
+	if (extra) {
+		snprintf(e, sizeof(e), "%s", extra);
+		argv[n++] = strtok(e, " ");
+		while (n < 11 && (argv[n] = strtok(NULL, " ")))
+			n++;
+	}
+	argv[n] = NULL;
+	gfad_pid = spawn(argv, NULL, NULL);
+	for (int i = 0; i < 500; i++) {
+		struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+
+		if (hp) {
+			gfa_hostpool_detach(hp);
+			return;
+		}
+		usleep(10000);
+	}
+	cr_assert_fail("gfad did not come up at %s", sock);
+}
+
+static void setup(void)
+{
+	snprintf(sock, sizeof(sock), "/tmp/gfa-hostpool-test-%d.sock", (int)getpid());
+	gfad_start(NULL);
+}
+
+static void teardown(void)
+{
+	if (gfad_pid > 0) {
+		kill(gfad_pid, SIGTERM);
+		waitpid(gfad_pid, NULL, 0);
+	}
+	unlink(sock);
+}
+
+/* The service's counters, its check clean. */
+static struct gfa_hostpool_stat service_stat(struct gfa_hostpool *hp)
+{
+	struct gfa_hostpool_stat st;
+	int n = gfa_hostpool_stat(hp, &st, NULL, 0);
+
+	cr_assert_geq(n, 0, "gfa_hostpool_stat: %s", gfa_strerror(n));
+	cr_assert_eq(st.check, 0, "the service's check: %s", gfa_strerror(st.check));
+	return st;
+}
+
+/* Wait (1 s at most) until no frame is leased: the time it took, in ms. */
+static double wait_all_back(struct gfa_hostpool *hp)
+{
+	uint64_t t0 = ktime_get_ns();
+	struct gfa_hostpool_stat st;
+
+	for (;;) {
+		st = service_stat(hp);
+		if (!st.leased_frames && st.free_frames == st.nr_frames)
+			return (double)(ktime_get_ns() - t0) / 1e6;
+		cr_assert_lt(ktime_get_ns() - t0, 1000000000ULL,
+			     "%lu frames still leased 1 s after the clients ended",
+			     (unsigned long)st.leased_frames);
+		usleep(1000);
+	}
+}
+
+/* Every test starts its own gfad and stops it. */
+#define HP_TEST(name, ...) Test(hostpool, name, .init = setup, .fini = teardown, __VA_ARGS__)
+
+static int run_client(const char *ops)
+{
+	char *argv[32] = { bin("tests/gfa-hostpool-client"), sock };
+	unsigned int n = 2;
+	char o[256];
+
+	snprintf(o, sizeof(o), "%s", ops);
+	argv[n++] = strtok(o, " ");
+	while (n < 31 && (argv[n] = strtok(NULL, " ")))
+		n++;
+	return wait_exit(spawn(argv, NULL, NULL));
+}
+
+HP_TEST(a_guest_in_another_process_runs_and_gives_everything_back, .timeout = 120)
+{
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	struct gfa_hostpool_stat st;
+
+	cr_assert_not_null(hp);
+	cr_assert_eq(run_client("create 32 verify inflate 16 deflate 16 verify destroy "
+				"create 16 verify"), 0);
+	wait_all_back(hp);
+	st = service_stat(hp);
+	cr_assert_eq(st.nr_frames, POOL_MIB * MiB / 4096);
+	cr_assert_eq(st.malformed + st.refused + st.denied, 0u);
+	cr_assert_geq(st.clients_total, 2u);
+	gfa_hostpool_detach(hp);
+}
+
+HP_TEST(two_clients_at_once_keep_their_own_frames, .timeout = 120)
+{
+	char *argv[] = { bin("tests/gfa-hostpool-client"), sock, "create", "32", "ready",
+			 "hold", "verify", "destroy", NULL };
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	int in[2], out[2];
+	pid_t pid[2];
+	char line[16];
+
+	cr_assert_not_null(hp);
+	for (int i = 0; i < 2; i++) {
+		pid[i] = spawn(argv, &in[i], &out[i]);
+		cr_assert_gt(read(out[i], line, sizeof(line)), 0, "client %d did not start", i);
+	}
+	/* each holds its own 32 MiB, the observer nothing */
+	cr_assert_eq(service_stat(hp).leased_frames, 2 * 32 * MiB / 4096);
+	cr_assert_eq(service_stat(hp).mine_frames, 0u);
+	for (int i = 0; i < 2; i++) {
+		close(in[i]);
+		cr_assert_eq(wait_exit(pid[i]), 0, "client %d", i);
+		close(out[i]);
+	}
+	wait_all_back(hp);
+	gfa_hostpool_detach(hp);
+}
+
+HP_TEST(sigkill_at_random_points_leaks_no_frame, .timeout = 240)
+{
+	char *argv[] = { bin("tests/gfa-hostpool-client"), sock, "loop", "100000", "16", NULL };
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	unsigned int seed = (unsigned int)time(NULL), kills = 0;
+	double worst = 0;
+
+	cr_assert_not_null(hp);
+	srand(seed);
+	for (int i = 0; i < 40; i++) {
+		/* a survivor beside the victim: it notices nothing */
+		pid_t pid = spawn(argv, NULL, NULL), other = i % 8 ? -1 : spawn(argv, NULL, NULL);
+		double ms;
+
+		/* from the attach on: creates, lease batches, balloon, destroys, returns */
+		usleep((useconds_t)(rand() % 200000));
+		kill(pid, SIGKILL);
+		cr_assert_eq(wait_exit(pid), 128 + SIGKILL, "seed %u: the client ended first", seed);
+		kills++;
+		if (other > 0) {
+			usleep(20000);
+			kill(other, SIGTERM);   /* (its own loop would fail first) */
+			cr_assert_eq(wait_exit(other), 128 + SIGTERM, "seed %u: the survivor", seed);
+		}
+		ms = wait_all_back(hp);
+		worst = ms > worst ? ms : worst;
+	}
+	/* the service zeroes what the killed clients wrote while it is idle */
+	for (int i = 0; service_stat(hp).dirty_frames; i++) {
+		cr_assert_lt(i, 5000, "%lu frames still dirty after 5 s",
+			     (unsigned long)service_stat(hp).dirty_frames);
+		usleep(1000);
+	}
+	/* and a block leased dirty is zeroed by its new holder (the client checks) */
+	cr_assert_eq(run_client("create 64 verify destroy"), 0);
+	wait_all_back(hp);
+	cr_log_info("hostpool: %u kills, 0 frames leaked, all back within %.1f ms", kills, worst);
+	gfa_hostpool_detach(hp);
+}
+
+HP_TEST(a_uid_not_admitted_is_refused_with_a_clear_message, .timeout = 120)
+{
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	pid_t pid;
+
+	cr_assert_not_null(hp);
+	/* the socket opened to nogroup, so the refusal is the service's, not the mode's */
+	cr_assert_eq(chown(sock, 0, 65534), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		struct gfa_hostpool *c;
+
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(3);
+		c = gfa_hostpool_attach(sock, NULL);
+		if (c)
+			_exit(1);
+		_exit(errno == -GFA_EACCES ? 0 : 2);
+	}
+	cr_assert_eq(wait_exit(pid), 0, "uid 65534: not refused with GFA_EACCES");
+	cr_assert_eq(service_stat(hp).denied, 1u);
+	cr_assert_str_eq(gfa_strerror(GFA_EACCES), "Permission denied");
+	gfa_hostpool_detach(hp);
+}
+
+/* A raw connection past the HELLO, as a hostile client would make it. */
+static int raw_client(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct hp_msg m = { .magic = HP_MAGIC, .version = HP_VERSION, .type = HP_HELLO, .seq = 1 };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	strcpy(a.sun_path, sock);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(send(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));
+	cr_assert_eq(recv(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));   /* (its fds closed) */
+	cr_assert_eq(m.result, 0);
+	return fd;
+}
+
+static int raw_return(int fd, uint64_t pfn)
+{
+	struct hp_msg m = { .magic = HP_MAGIC, .version = HP_VERSION, .type = HP_RETURN,
+			    .seq = 2, .count = 1 };
+
+	m.pfn[0] = pfn;
+	cr_assert_eq(send(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));
+	cr_assert_eq(recv(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));
+	return m.result;
+}
+
+HP_TEST(another_clients_block_is_refused_and_bad_packets_close_only_theirs, .timeout = 120)
+{
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	struct gfa_guest_config cfg = { .mem_bytes = 8 * MiB };
+	struct gfa_guest *g;
+	struct gfa_hostpool_stat st;
+	uint64_t pfn;
+	char junk[7] = "garbage", *p;
+	int fd;
+
+	cr_assert_not_null(hp);
+	g = gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg);
+	cr_assert_not_null(g, "create: %s", gfa_strerror(-errno));
+	p = gfa_guest_hva(g);
+	memset(p, 0x5a, 8 * MiB);
+	cr_assert_eq(gfa_guest_gpa_to_pfn(g, 0, &pfn), 0);
+	fd = raw_client();
+	cr_assert_eq(raw_return(fd, pfn & ~511ULL), GFA_EOWNER);      /* ours, not its */
+	cr_assert_eq(raw_return(fd, pfn | 1), GFA_EINVAL);
+	st = service_stat(hp);
+	cr_assert_eq(st.refused, 2u);
+	cr_assert_eq(st.mine_frames, 8 * MiB / 4096);
+	/* a packet that does not parse ends its connection, and only its */
+	cr_assert_eq(send(fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+	cr_assert_eq(recv(fd, junk, sizeof(junk), 0), 0);
+	close(fd);
+	st = service_stat(hp);
+	cr_assert_eq(st.malformed, 1u);
+	cr_assert_eq(st.mine_frames, 8 * MiB / 4096);
+	for (uint64_t i = 0; i < 8 * MiB; i++)
+		cr_assert_eq((unsigned char)p[i], 0x5a);
+	gfa_guest_destroy(g);
+	wait_all_back(hp);
+	gfa_hostpool_detach(hp);
+}
+
+HP_TEST(the_service_gone_guests_keep_memory_and_calls_fail_clearly, .timeout = 120)
+{
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	struct gfa_guest_config cfg = { .mem_bytes = 8 * MiB };
+	struct gfa_hostpool_stat st;
+	struct gfa_guest *g;
+	char *p;
+
+	cr_assert_not_null(hp);
+	g = gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg);
+	cr_assert_not_null(g);
+	p = gfa_guest_hva(g);
+	memset(p, 0x33, 8 * MiB);
+	kill(gfad_pid, SIGKILL);
+	waitpid(gfad_pid, NULL, 0);
+	gfad_pid = -1;
+	/* the mappings are ours: the guest's memory stays */
+	for (uint64_t i = 0; i < 8 * MiB; i += 4096)
+		cr_assert_eq(p[i], 0x33);
+	cr_assert_eq(gfa_hostpool_stat(hp, &st, NULL, 0), GFA_ECONNRESET);
+	gfa_guest_destroy(g);
+	cfg.mem_bytes = 16 * MiB;
+	cr_assert_null(gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg));
+	cr_assert_eq(errno, -GFA_ECONNRESET);
+	gfa_hostpool_detach(hp);
+}
+
+HP_TEST(gfactl_stat_prints_the_service_pool, .timeout = 120)
+{
+	char cmd[700], out[1 << 16];
+	size_t n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s stat --socket %s", bin("gfactl"), sock);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	cr_assert_eq(pclose(f), 0, "%s", out);
+	cr_assert_not_null(strstr(out, "# buddyinfo\nNode 0, zone"), "%s", out);
+	cr_assert_not_null(strstr(out, "# pagetypeinfo\n"), "%s", out);
+	cr_assert_not_null(strstr(out, "# vmstat\npgalloc"), "%s", out);
+	cr_assert_not_null(strstr(out, "check clean"), "%s", out);
+}

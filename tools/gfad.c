@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gfad: the host pool service.  `gfad --socket PATH --mem 8G` (gfactl's binary under
+ * the name gfad, or `gfactl gfad ...`): one pool, its zones' memfds and every lease,
+ * served on an AF_UNIX socket to the VMM processes of one trust domain
+ * (vmm/hostpool_server.c).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "tools/gfactl.h"
+#include "vmm/hostpool_server.h"
+
+static volatile sig_atomic_t gfad_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	gfad_stop = 1;
+}
+
+static void gfad_help(void)
+{
+	printf("usage: gfad --socket PATH --mem SIZE [options]\n\n"
+	       "Serve one host pool to the VMM processes that attach to it\n"
+	       "(gfa_hostpool_attach()).\n"
+	       "  --socket PATH     the AF_UNIX socket to listen on (replaced if there)\n"
+	       "  --mem SIZE        the pool's memory (e.g. 8G; a bare number is MiB)\n"
+	       "  --nodes N         N zones, one per NUMA node label 0..N-1 (default 1)\n"
+	       "  --populate        fault every frame in at start (guests start resident)\n"
+	       "  --allow-uid U     admit this uid (repeatable; default: our own uid only)\n"
+	       "  --allow-gid G     admit this primary gid (repeatable)\n"
+	       "  --mode OCTAL      the socket's mode, 0660 or stricter (default 0660)\n"
+	       "  --quiet           no line per refused connection\n");
+}
+
+static bool add_id(const char *flag, const char *val, uint32_t *ids, unsigned int *n)
+{
+	uint64_t v;
+
+	if (*n >= HPS_MAX_ALLOW) {
+		fprintf(stderr, "gfad: %s: at most %u\n", flag, HPS_MAX_ALLOW);
+		return false;
+	}
+	if (!parse_u64(flag, val, 0, UINT32_MAX - 1, &v))
+		return false;
+	ids[(*n)++] = (uint32_t)v;
+	return true;
+}
+
+/* The pool, its backing and the service from the options: 0 or an exit code. */
+static int gfad_run(const char *sock, uint64_t mem, unsigned int nodes, bool populate,
+		    mode_t mode, struct hps_config *hc)
+{
+	struct gfa_backing_config bc = { .populate = populate };
+	struct gfa_pool_config pc;
+	uint64_t frames = mem >> GFA_FRAME_SHIFT, per = frames / nodes;
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct hps *s;
+	int lfd, err;
+
+	per -= per % GFA_PAGEBLOCK_FRAMES;
+	gfa_pool_config_init(&pc, per);
+	pc.nr_zones = nodes;
+	for (unsigned int z = 0; z < nodes; z++)
+		pc.zones[z] = (struct gfa_zone_config){ .nr_frames = per, .node = (int)z };
+	hc->pool = gfa_pool_create(&pc);
+	hc->b = hc->pool ? gfa_backing_create(hc->pool, &bc) : NULL;
+	s = hc->b ? hps_create(hc) : NULL;
+	if (!s) {
+		fprintf(stderr, "gfad: the pool: %s\n", gfa_strerror(errno));
+		return 1;
+	}
+	lfd = hps_listen(sock, mode);
+	if (lfd < 0) {
+		fprintf(stderr, "gfad: --socket %s: %s\n", sock, gfa_strerror(lfd));
+		return 1;
+	}
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	printf("gfad: serving %s: %" PRIu64 " MiB in %u zone(s)\n", sock,
+	       (per * nodes) >> (20 - GFA_FRAME_SHIFT), nodes);
+	fflush(stdout);
+	err = hps_serve(s, lfd, &gfad_stop);
+	close(lfd);
+	unlink(sock);
+	hps_destroy(s);
+	gfa_backing_destroy(hc->b);
+	gfa_pool_destroy(hc->pool);
+	if (err)
+		fprintf(stderr, "gfad: %s\n", gfa_strerror(err));
+	return err ? 1 : 0;
+}
+
+int cmd_gfad(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "mem", required_argument, NULL, 'm' },
+		{ "nodes", required_argument, NULL, 'n' },
+		{ "populate", no_argument, NULL, 'p' },
+		{ "allow-uid", required_argument, NULL, 'u' },
+		{ "allow-gid", required_argument, NULL, 'g' },
+		{ "mode", required_argument, NULL, 'M' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct hps_config hc;
+	const char *sock = NULL;
+	uint64_t mem = 0, nodes = 1, mode = 0660;
+	bool populate = false, ok = true;
+	int c;
+
+	memset(&hc, 0, sizeof(hc));
+	while (ok && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': gfad_help(); return 0;
+		case 's': sock = optarg; break;
+		case 'm': ok = parse_mib("--mem", optarg, &mem); break;
+		case 'n': ok = parse_u64("--nodes", optarg, 1, GFA_MAX_ZONES, &nodes); break;
+		case 'p': populate = true; break;
+		case 'u': ok = add_id("--allow-uid", optarg, hc.allow_uid, &hc.nr_uid); break;
+		case 'g': ok = add_id("--allow-gid", optarg, hc.allow_gid, &hc.nr_gid); break;
+		case 'M':
+			mode = strtoull(optarg, NULL, 8);
+			/* a zone memfd maps every guest: never for others, never executable */
+			ok = !(mode & ~0660ULL);
+			if (!ok)
+				fprintf(stderr, "gfad: --mode %s: 0660 or stricter\n", optarg);
+			break;
+		case 'q': hc.quiet = true; break;
+		default: ok = false; break;
+		}
+	}
+	if (ok && (!sock || !mem || optind < argc)) {
+		fprintf(stderr, "gfad: --socket and --mem are needed (see --help)\n");
+		ok = false;
+	}
+	if (ok && mem / nodes < (GFA_PAGEBLOCK_FRAMES << GFA_FRAME_SHIFT)) {
+		fprintf(stderr, "gfad: --mem: at least 2 MiB per node\n");
+		ok = false;
+	}
+	if (!ok)
+		return 2;
+	return gfad_run(sock, mem, (unsigned int)nodes, populate, (mode_t)mode, &hc);
+}

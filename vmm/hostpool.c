@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A host pool client: a pool of the service's zones, in pfn space as the service's,
+ * that holds only the blocks leased to this process.  At attach every frame of it is
+ * taken by one placeholder owner (HOLD); a lease frees its block into the pool, and a
+ * block given back is taken by HOLD again first.  So every guest call works on it
+ * unchanged, the per-vCPU caches refill from its zones in this process, and a round
+ * trip is paid per batch of leases, never per frame.  The frames' pfns are the
+ * service's, so a pfn maps the same memfd offset on both sides.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <gfa/vmm.h>
+#include "vmm/backing_internal.h"
+#include "vmm/hostpool_proto.h"
+#include "allocator/layers.h"
+
+#define LEASE_FRAMES    (1ull << HP_LEASE_ORDER)
+#define HOLD_OWNER      (5ull << 56)    /* the placeholder owner of frames not leased */
+
+struct gfa_hostpool {
+	int fd;
+	pthread_mutex_t lock;   /* one request at a time; the pool's lease bookkeeping */
+	uint32_t seq;
+	bool dead;              /* the connection failed: every call is GFA_ECONNRESET */
+	struct gfa_pool *pool;
+	struct gfa_backing *b;
+	uint64_t slack_frames;
+	uint64_t round_trips;
+};
+
+/* Receive one packet (and its fds): its length, or -errno. */
+static ssize_t hp_recv(int fd, struct hp_msg *m, int *fds, unsigned int *nr_fds)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * GFA_MAX_ZONES)];
+	struct iovec iov = { m, sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	ssize_t n;
+
+	*nr_fds = 0;
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		unsigned int k;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (unsigned int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (unsigned int i = 0; i < k; i++) {
+			int f;
+
+			memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (fds && *nr_fds < GFA_MAX_ZONES)
+				fds[(*nr_fds)++] = f;
+			else
+				close(f);
+		}
+	}
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		return -EPROTO;
+	return n;
+}
+
+static void close_fds(const int *fds, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/*
+ * One request and its reply (hp->lock held, or attach's own thread): 0 with *rep
+ * checked (its type and seq are the request's, or HP_REFUSED), or -errno.  fds may be
+ * NULL: any fd that comes is closed.
+ */
+static int hp_call(struct gfa_hostpool *hp, struct hp_msg *req, struct hp_msg *rep, int *fds,
+		   unsigned int *nr_fds)
+{
+	unsigned int nfd = 0;
+	ssize_t n;
+	int err = 0;
+
+	if (hp->dead)
+		return GFA_ECONNRESET;
+	req->magic = HP_MAGIC;
+	req->version = HP_VERSION;
+	req->seq = ++hp->seq;
+	hp->round_trips++;
+	/* a refusal may already wait in our queue with the peer closed: read it anyway */
+	if (send(hp->fd, req, sizeof(*req), MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
+		err = GFA_ECONNRESET;
+	n = hp_recv(hp->fd, rep, fds, &nfd);
+	if (nr_fds)
+		*nr_fds = nfd;
+	if (n == 0 || n == -ECONNRESET || n == -EPIPE)
+		err = GFA_ECONNRESET;
+	else if (n < 0)
+		err = (int)n;
+	else if ((size_t)n != sizeof(*rep) || !hp_msg_valid(rep))
+		err = GFA_EPROTO;
+	else if (rep->type == HP_REFUSED)
+		err = GFA_EACCES;
+	else if (err || rep->type != req->type || rep->seq != req->seq)
+		err = err ? err : GFA_EPROTO;
+	if (err) {
+		hp->dead = true;
+		if (fds)
+			close_fds(fds, nfd);
+		if (nr_fds)
+			*nr_fds = 0;
+	}
+	return err;
+}
+
+/* The placeholder takes every frame of the client's pool, in blocks a lease can free:
+ * order 9, then the smaller ones a zone's tail leaves (never leased). */
+static int hold_all(struct gfa_pool *pool)
+{
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(pool); z++)
+		for (int order = HP_LEASE_ORDER; order >= 0; order--)
+			while (gfa_alloc(pool, z, (unsigned int)order, GFA_MT_MOVABLE, HOLD_OWNER,
+					 GFA_ALLOC_NOCOMPACT) >= 0)
+				;
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(pool); z++) {
+		struct gfa_zone_stat zs;
+
+		if (gfa_zone_stat(pool, z, &zs) || zs.nr_free)
+			return GFA_ENOMEM;
+	}
+	return 0;
+}
+
+/* The pool the HELLO reply describes, every frame held: the service's zones at the same
+ * pfns, or NULL with errno. */
+static struct gfa_pool *client_pool(const struct hp_msg *r, unsigned int nr_fds)
+{
+	struct gfa_pool_config pc;
+	struct gfa_pool *pool;
+	unsigned int nz = r->count / 3;
+
+	gfa_pool_config_init(&pc, 0);
+	if (!nz || nz > GFA_MAX_ZONES || r->count % 3 || nr_fds != nz) {
+		errno = EPROTO;
+		return NULL;
+	}
+	pc.nr_zones = nz;
+	for (unsigned int z = 0; z < nz; z++) {
+		pc.zones[z].nr_frames = r->pfn[3 * z + 1];
+		pc.zones[z].node = (int)(int64_t)r->pfn[3 * z + 2];
+	}
+	pool = gfa_pool_create(&pc);
+	if (!pool)
+		return NULL;
+	for (unsigned int z = 0; z < nz; z++) {
+		uint64_t start, n;
+
+		if (gfa_zone_span(pool, z, &start, &n) || start != r->pfn[3 * z]) {
+			gfa_pool_destroy(pool);
+			errno = EPROTO;
+			return NULL;
+		}
+	}
+	if (hold_all(pool)) {
+		gfa_pool_destroy(pool);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return pool;
+}
+
+static uint64_t zone_free(struct gfa_pool *pool, unsigned int zone)
+{
+	struct gfa_zone_stat zs;
+
+	return gfa_zone_stat(pool, zone, &zs) ? 0 : zs.nr_free;
+}
+
+/* The leases of a reply into our pool: 0, or GFA_EPROTO (a block we hold already). */
+static int lease_in(struct gfa_hostpool *hp, const struct hp_msg *r)
+{
+	int err = 0;
+
+	for (uint32_t i = 0; i < r->count; i++) {
+		uint64_t pfn = r->pfn[i] & ~HP_PFN_DIRTY;
+
+		/* what the service knows of the block: zeroed at take where dirty */
+		if (r->pfn[i] & HP_PFN_DIRTY)
+			gfa_backing_mark_dirty(hp->b, pfn, HP_LEASE_ORDER);
+		else
+			gfa_backing_mark_clean(hp->b, pfn, HP_LEASE_ORDER);
+		if (gfa_free(hp->pool, pfn, HP_LEASE_ORDER, HOLD_OWNER))
+			err = GFA_EPROTO;
+	}
+	return err;
+}
+
+static int lease_want(void *ctx, unsigned int zone, uint64_t frames)
+{
+	struct gfa_hostpool *hp = ctx;
+	int err = 0;
+
+	pthread_mutex_lock(&hp->lock);
+	for (uint64_t have = zone_free(hp->pool, zone); !err && have < frames;) {
+		uint64_t want = (frames - have + LEASE_FRAMES - 1) / LEASE_FRAMES;
+		struct hp_msg req = { .type = HP_LEASE, .zone = zone }, rep = { 0 };
+
+		req.arg[0] = want < HP_MAX_PFNS ? want : HP_MAX_PFNS;
+		err = hp_call(hp, &req, &rep, NULL, NULL);
+		if (!err)
+			err = rep.result;
+		if (!err)
+			err = lease_in(hp, &rep);
+		if (!err && rep.count < req.arg[0])
+			err = GFA_ENOMEM;       /* the service is short: what came stays ours */
+		have += (uint64_t)rep.count * LEASE_FRAMES;
+	}
+	pthread_mutex_unlock(&hp->lock);
+	return err;
+}
+
+/* Give back the blocks of pfn[0..n) (held again already): 0 or -errno. */
+static int lease_out(struct gfa_hostpool *hp, const uint64_t *pfn, uint32_t n)
+{
+	struct hp_msg req = { .type = HP_RETURN, .count = n }, rep = { 0 };
+	int err;
+
+	memcpy(req.pfn, pfn, n * sizeof(*pfn));
+	err = hp_call(hp, &req, &rep, NULL, NULL);
+	return err ? err : rep.result;
+}
+
+static void lease_trim(void *ctx)
+{
+	struct gfa_hostpool *hp = ctx;
+	uint64_t pfn[HP_MAX_PFNS];
+
+	pthread_mutex_lock(&hp->lock);
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(hp->pool); z++) {
+		uint64_t have = zone_free(hp->pool, z);
+		uint32_t n = 0;
+
+		while (have >= hp->slack_frames + LEASE_FRAMES) {
+			int64_t p = gfa_alloc(hp->pool, z, HP_LEASE_ORDER, GFA_MT_MOVABLE,
+					      HOLD_OWNER, GFA_ALLOC_NOCOMPACT);
+
+			if (p < 0)
+				break;  /* no whole free block: what is free stays */
+			pfn[n++] = (uint64_t)p;
+			have -= LEASE_FRAMES;
+			if (n == HP_MAX_PFNS) {
+				(void)lease_out(hp, pfn, n);
+				n = 0;
+			}
+		}
+		/* a failed return leaves the blocks held: a service gone freed them */
+		if (n)
+			(void)lease_out(hp, pfn, n);
+	}
+	pthread_mutex_unlock(&hp->lock);
+}
+
+static const struct backing_lease_ops lease_ops = { lease_want, lease_trim };
+
+static int hp_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return GFA_EINVAL;
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int hp_hello(struct gfa_hostpool *hp)
+{
+	static const struct gfa_backing_config bcfg = { .no_zero_on_stop = true };
+	struct hp_msg req = { .type = HP_HELLO }, rep = { 0 };
+	int fds[GFA_MAX_ZONES];
+	unsigned int nr_fds = 0;
+	int err = hp_call(hp, &req, &rep, fds, &nr_fds);
+
+	if (err)
+		return err;
+	hp->pool = client_pool(&rep, nr_fds);
+	if (!hp->pool) {
+		err = -errno;
+		close_fds(fds, nr_fds);
+		return err;
+	}
+	/* the service's zeroing: a stopped guest's frames go back dirty, not zeroed here */
+	hp->b = backing_adopt(hp->pool, &bcfg, fds);
+	if (!hp->b)
+		return -errno;
+	backing_set_lease(hp->b, &lease_ops, hp);
+	return 0;
+}
+
+struct gfa_hostpool *gfa_hostpool_attach(const char *path, const struct gfa_hostpool_config *cfg)
+{
+	static const struct gfa_hostpool_config defaults;
+	struct gfa_hostpool *hp;
+	int err;
+
+	if (!path) {
+		errno = EFAULT;
+		return NULL;
+	}
+	if (!cfg)
+		cfg = &defaults;
+	if (!GFA_RESERVED_ZERO(cfg)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	hp = calloc(1, sizeof(*hp));
+	if (!hp)
+		return NULL;
+	pthread_mutex_init(&hp->lock, NULL);
+	hp->slack_frames = cfg->slack_bytes >> GFA_FRAME_SHIFT;
+	hp->fd = hp_connect(path);
+	err = hp->fd < 0 ? hp->fd : hp_hello(hp);
+	if (err) {
+		gfa_hostpool_detach(hp);
+		errno = -err;
+		return NULL;
+	}
+	return hp;
+}
+
+void gfa_hostpool_detach(struct gfa_hostpool *hp)
+{
+	if (!hp)
+		return;
+	if (hp->fd >= 0)
+		close(hp->fd);  /* the service frees our leases */
+	gfa_backing_destroy(hp->b);
+	gfa_pool_destroy(hp->pool);
+	pthread_mutex_destroy(&hp->lock);
+	free(hp);
+}
+
+struct gfa_pool *gfa_hostpool_pool(const struct gfa_hostpool *hp)
+{
+	return hp ? hp->pool : NULL;
+}
+
+struct gfa_backing *gfa_hostpool_backing(const struct gfa_hostpool *hp)
+{
+	return hp ? hp->b : NULL;
+}
+
+/* The text in the memfd fd into text (NUL-terminated): its length. */
+static int read_text(int fd, char *text, size_t len)
+{
+	off_t size = lseek(fd, 0, SEEK_END);
+	ssize_t n = 0;
+
+	if (size < 0 || size > (1 << 24))
+		return GFA_EPROTO;
+	if (text && len) {
+		size_t want = (size_t)size < len - 1 ? (size_t)size : len - 1;
+
+		n = pread(fd, text, want, 0);
+		text[n > 0 ? n : 0] = '\0';
+	}
+	return (int)size;
+}
+
+int gfa_hostpool_stat(struct gfa_hostpool *hp, struct gfa_hostpool_stat *st, char *text,
+		      size_t len)
+{
+	struct hp_msg req = { .type = HP_STAT }, rep = { 0 };
+	int fds[GFA_MAX_ZONES];
+	unsigned int nr_fds = 0;
+	int err;
+
+	if (!hp || !st)
+		return GFA_EFAULT;
+	pthread_mutex_lock(&hp->lock);
+	err = hp_call(hp, &req, &rep, fds, &nr_fds);
+	if (!err && (rep.count != HP_ST_NR || nr_fds != 1))
+		err = GFA_EPROTO;
+	memset(st, 0, sizeof(*st));
+	if (!err) {
+		st->nr_frames = rep.pfn[HP_ST_FRAMES];
+		st->free_frames = rep.pfn[HP_ST_FREE];
+		st->leased_frames = rep.pfn[HP_ST_LEASED];
+		st->mine_frames = rep.pfn[HP_ST_MINE];
+		st->clients = rep.pfn[HP_ST_CLIENTS];
+		st->clients_total = rep.pfn[HP_ST_CLIENTS_TOTAL];
+		st->malformed = rep.pfn[HP_ST_MALFORMED];
+		st->refused = rep.pfn[HP_ST_REFUSED];
+		st->denied = rep.pfn[HP_ST_DENIED];
+		st->gone_frames = rep.pfn[HP_ST_GONE_FRAMES];
+		st->dirty_frames = rep.pfn[HP_ST_DIRTY];
+		st->check = rep.result;
+		err = read_text(fds[0], text, len);
+	}
+	st->round_trips = hp->round_trips;
+	close_fds(fds, nr_fds);
+	pthread_mutex_unlock(&hp->lock);
+	return err;
+}

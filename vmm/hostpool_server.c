@@ -1,0 +1,548 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The host pool service: the pool, its backing and every lease live here; clients
+ * lease order-9 blocks and sub-allocate them in a pool of their own (vmm/hostpool.c).
+ *
+ * The service trusts nothing a client sends.  Each packet is checked whole (size,
+ * magic, version, type, counts, unused words zero) before anything is done, and every
+ * pfn a client names is checked against the lease table, which says which client holds
+ * each block: a client can give back only its own.  A packet that does not parse closes
+ * that connection (counted, HP_ST_MALFORMED); a well formed request the service
+ * refuses (another client's block, a bad zone) gets its errno and is counted
+ * (HP_ST_REFUSED), and the connection stays.  A connection that ends for any reason
+ * frees every lease it held: the kernel closes a killed client's socket, so SIGKILL
+ * loses nothing.
+ *
+ * The handler does no I/O: hps_serve() below reads packets and sends replies, a fuzz
+ * target calls hps_handle() directly.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "common/bug.h"
+#include "vmm/hostpool_server.h"
+
+#define LEASE_FRAMES    (1ull << HP_LEASE_ORDER)
+#define OWNER_BASE      (3ull << 56)    /* owner cookies of leases: base + client serial */
+#define TEXT_MAX        (256u << 10)
+
+struct hps_client {
+	unsigned int slot;
+	uint64_t serial;
+	pid_t pid;
+	uid_t uid;
+	int fd;                 /* hps_serve's connection, -1 for a handler-only client */
+	bool hello;
+	uint64_t leased;        /* frames */
+};
+
+struct hps {
+	struct hps_config cfg;
+	unsigned int nr_zones;
+	uint64_t nr_pfns;
+	uint32_t *lease;        /* per order-9 block of pfn space: holder's slot + 1, or 0 */
+	struct hps_client *slot[HPS_MAX_CLIENTS];
+	uint64_t next_serial;
+	struct hps_stat st;
+	char *text;             /* HP_STAT's text, TEXT_MAX */
+	/* blocks given back dirty, to zero while the service is idle (a ring of block
+	 * numbers: each is in it once at most, since a block is given back once a lease) */
+	uint32_t *zq;
+	uint64_t zq_head, zq_len, nr_blocks;
+};
+
+struct hps *hps_create(const struct hps_config *cfg)
+{
+	struct hps *s;
+	uint64_t start, n;
+
+	if (!cfg || !cfg->pool || !cfg->b || cfg->nr_uid > HPS_MAX_ALLOW ||
+	    cfg->nr_gid > HPS_MAX_ALLOW) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->cfg = *cfg;
+	s->nr_zones = gfa_pool_nr_zones(cfg->pool);
+	gfa_zone_span(cfg->pool, s->nr_zones - 1, &start, &n);
+	s->nr_pfns = start + n;
+	s->next_serial = 1;
+	s->nr_blocks = s->nr_pfns / LEASE_FRAMES + 1;
+	s->lease = calloc(s->nr_blocks, sizeof(*s->lease));
+	s->zq = calloc(s->nr_blocks, sizeof(*s->zq));
+	s->text = malloc(TEXT_MAX);
+	if (!s->lease || !s->zq || !s->text) {
+		hps_destroy(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (unsigned int z = 0; z < s->nr_zones; z++) {
+		struct gfa_zone_stat zs;
+
+		if (!gfa_zone_stat(cfg->pool, z, &zs))
+			s->st.v[HP_ST_FRAMES] += zs.nr_frames;
+	}
+	return s;
+}
+
+void hps_destroy(struct hps *s)
+{
+	if (!s)
+		return;
+	for (unsigned int i = 0; i < HPS_MAX_CLIENTS; i++)
+		if (s->slot[i])
+			hps_client_gone(s, s->slot[i]);
+	free(s->lease);
+	free(s->zq);
+	free(s->text);
+	free(s);
+}
+
+bool hps_admit(struct hps *s, uid_t uid, gid_t gid)
+{
+	if (!s->cfg.nr_uid && !s->cfg.nr_gid && uid == geteuid())
+		return true;
+	for (unsigned int i = 0; i < s->cfg.nr_uid; i++)
+		if (s->cfg.allow_uid[i] == uid)
+			return true;
+	for (unsigned int i = 0; i < s->cfg.nr_gid; i++)
+		if (s->cfg.allow_gid[i] == gid)
+			return true;
+	s->st.v[HP_ST_DENIED]++;
+	return false;
+}
+
+struct hps_client *hps_client_new(struct hps *s, pid_t pid, uid_t uid)
+{
+	struct hps_client *c;
+
+	for (unsigned int i = 0; i < HPS_MAX_CLIENTS; i++) {
+		if (s->slot[i])
+			continue;
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return NULL;
+		c->slot = i;
+		c->serial = s->next_serial++;
+		c->pid = pid;
+		c->uid = uid;
+		c->fd = -1;
+		s->slot[i] = c;
+		s->st.v[HP_ST_CLIENTS]++;
+		s->st.v[HP_ST_CLIENTS_TOTAL]++;
+		return c;
+	}
+	return NULL;
+}
+
+static uint64_t client_owner(const struct hps_client *c)
+{
+	return OWNER_BASE + c->serial;
+}
+
+/* Free one lease of c's (checked: it is c's). */
+static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
+{
+	int err;
+
+	/* the client may have written anything there: the next holder zeroes it */
+	gfa_backing_mark_dirty(s->cfg.b, pfn, HP_LEASE_ORDER);
+	err = gfa_free(s->cfg.pool, pfn, HP_LEASE_ORDER, client_owner(c));
+
+	GFA_BUG_ON(err);        /* the lease table said it is c's */
+	(void)err;
+	s->lease[pfn / LEASE_FRAMES] = 0;
+	if (s->zq_len < s->nr_blocks)
+		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] = (uint32_t)(pfn / LEASE_FRAMES);
+	c->leased -= LEASE_FRAMES;
+	s->st.v[HP_ST_LEASED] -= LEASE_FRAMES;
+}
+
+void hps_client_gone(struct hps *s, struct hps_client *c)
+{
+	uint64_t before = c->leased;
+
+	for (uint64_t i = 0; s->lease && c->leased && i <= s->nr_pfns / LEASE_FRAMES; i++)
+		if (s->lease[i] == c->slot + 1)
+			lease_free(s, c, i * LEASE_FRAMES);
+	s->st.v[HP_ST_GONE_FRAMES] += before;
+	s->slot[c->slot] = NULL;
+	s->st.v[HP_ST_CLIENTS]--;
+	free(c);
+}
+
+bool hps_idle(struct hps *s)
+{
+	for (unsigned int i = 0; i < 8 && s->zq_len; i++) {
+		uint64_t blk = s->zq[s->zq_head];
+
+		s->zq_head = (s->zq_head + 1) % s->nr_blocks;
+		s->zq_len--;
+		/* leased again meanwhile: it went out marked dirty, its holder zeroes it */
+		if (!s->lease[blk])
+			(void)gfa_backing_prepare(s->cfg.b, blk * LEASE_FRAMES, HP_LEASE_ORDER);
+	}
+	return s->zq_len;
+}
+
+uint64_t hps_client_leased(const struct hps_client *c)
+{
+	return c->leased;
+}
+
+void hps_stat(struct hps *s, struct hps_stat *st)
+{
+	uint64_t free_frames = 0;
+
+	for (unsigned int z = 0; z < s->nr_zones; z++) {
+		struct gfa_zone_stat zs;
+
+		if (!gfa_zone_stat(s->cfg.pool, z, &zs))
+			free_frames += zs.nr_free;
+	}
+	s->st.v[HP_ST_FREE] = free_frames;
+	s->st.v[HP_ST_DIRTY] = gfa_backing_nr_dirty(s->cfg.b);
+	*st = s->st;
+}
+
+static int handle_hello(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+			struct hp_msg *r, int *fds, unsigned int *nr_fds)
+{
+	if (c->hello || m->count || m->zone)
+		return -EPROTO;
+	c->hello = true;
+	r->count = 3 * s->nr_zones;
+	for (unsigned int z = 0; z < s->nr_zones; z++) {
+		uint64_t start, n;
+
+		gfa_zone_span(s->cfg.pool, z, &start, &n);
+		r->pfn[3 * z] = start;
+		r->pfn[3 * z + 1] = n;
+		r->pfn[3 * z + 2] = (uint64_t)(int64_t)gfa_zone_node(s->cfg.pool, z);
+		fds[z] = gfa_backing_zone_fd(s->cfg.b, z);
+	}
+	*nr_fds = s->nr_zones;
+	r->arg[0] = c->serial;
+	return 0;
+}
+
+static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+			struct hp_msg *r)
+{
+	if (m->zone >= s->nr_zones || !m->arg[0] || m->arg[0] > HP_MAX_PFNS || m->count) {
+		s->st.v[HP_ST_REFUSED]++;
+		r->result = GFA_EINVAL;
+		return 0;
+	}
+	s->st.v[HP_ST_LEASE_MSGS]++;
+	while (r->count < m->arg[0]) {
+		int64_t pfn = gfa_alloc(s->cfg.pool, m->zone, HP_LEASE_ORDER, GFA_MT_MOVABLE,
+					client_owner(c), GFA_ALLOC_NOCOMPACT);
+
+		if (pfn < 0)
+			break;
+		s->lease[(uint64_t)pfn / LEASE_FRAMES] = c->slot + 1;
+		c->leased += LEASE_FRAMES;
+		s->st.v[HP_ST_LEASED] += LEASE_FRAMES;
+		r->pfn[r->count++] = (uint64_t)pfn |
+			(gfa_backing_block_dirty(s->cfg.b, (uint64_t)pfn, HP_LEASE_ORDER) ?
+			 HP_PFN_DIRTY : 0);
+	}
+	r->result = r->count ? 0 : GFA_ENOMEM;
+	return 0;
+}
+
+/* Is pfn a block c holds, named once among the first i of m? */
+static int return_check(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+			uint32_t i)
+{
+	uint64_t pfn = m->pfn[i];
+
+	if (pfn % LEASE_FRAMES || pfn >= s->nr_pfns)
+		return GFA_EINVAL;
+	if (s->lease[pfn / LEASE_FRAMES] != c->slot + 1)
+		return GFA_EOWNER;
+	for (uint32_t j = 0; j < i; j++)
+		if (m->pfn[j] == pfn)
+			return GFA_EOVERLAP;
+	return 0;
+}
+
+static int handle_return(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+			 struct hp_msg *r)
+{
+	int err = m->count && !m->zone && !m->arg[0] ? 0 : GFA_EINVAL;
+
+	for (uint32_t i = 0; !err && i < m->count; i++)
+		err = return_check(s, c, m, i);
+	if (err) {
+		s->st.v[HP_ST_REFUSED]++;
+		r->result = err;
+		return 0;
+	}
+	s->st.v[HP_ST_RETURN_MSGS]++;
+	for (uint32_t i = 0; i < m->count; i++)
+		lease_free(s, c, m->pfn[i]);
+	return 0;
+}
+
+/* A header, then a pool formatter's text, in room bytes at s->text + at: the length. */
+static size_t text_part(struct hps *s, size_t at, size_t room, const char *head,
+			int (*fmt)(struct gfa_pool *pool, char *buf, size_t len))
+{
+	size_t h = strlen(head);
+	int n;
+
+	memcpy(s->text + at, head, h);
+	n = fmt(s->cfg.pool, s->text + at + h, room - h);
+	if (n < 0)
+		n = 0;
+	return h + ((size_t)n < room - h ? (size_t)n : room - h - 1);
+}
+
+/* The text gfactl stat prints, in a memfd: the pool as /proc prints it, then ours. */
+static int stat_text(struct hps *s, int check, const char *why)
+{
+	size_t len = 0;
+	int fd, n;
+
+	len += text_part(s, len, TEXT_MAX / 4, "# buddyinfo\n", gfa_pool_buddyinfo);
+	len += text_part(s, len, TEXT_MAX / 2, "\n# pagetypeinfo\n", gfa_pool_pagetypeinfo);
+	len += text_part(s, len, TEXT_MAX / 8, "\n# vmstat\n", gfa_pool_vmstat_text);
+	n = snprintf(s->text + len, TEXT_MAX - len,
+		     "\n# hostpool\nclients %lu leased_frames %lu free_frames %lu malformed %lu "
+		     "refused %lu denied %lu\ncheck %s\n",
+		     (unsigned long)s->st.v[HP_ST_CLIENTS], (unsigned long)s->st.v[HP_ST_LEASED],
+		     (unsigned long)s->st.v[HP_ST_FREE], (unsigned long)s->st.v[HP_ST_MALFORMED],
+		     (unsigned long)s->st.v[HP_ST_REFUSED], (unsigned long)s->st.v[HP_ST_DENIED],
+		     check ? why : "clean");
+	len += n > 0 ? (size_t)n : 0;
+	if (len > TEXT_MAX)
+		len = TEXT_MAX;
+	fd = memfd_create("gfad-stat", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, s->text, len) != (ssize_t)len) {
+		close(fd);
+		return -EIO;
+	}
+	return fd;
+}
+
+static int handle_stat(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+		       struct hp_msg *r, int *fds, unsigned int *nr_fds, int *close_fd)
+{
+	char why[256] = "";
+	struct hps_stat st;
+	int fd;
+
+	if (m->count || m->zone)
+		return -EPROTO;
+	r->result = gfa_backing_check(s->cfg.b, why, sizeof(why));
+	hps_stat(s, &st);
+	st.v[HP_ST_MINE] = c->leased;
+	r->count = HP_ST_NR;
+	memcpy(r->pfn, st.v, sizeof(st.v));
+	fd = stat_text(s, r->result, why);
+	if (fd >= 0) {
+		fds[0] = fd;
+		*nr_fds = 1;
+		*close_fd = fd;
+	}
+	return 0;
+}
+
+int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
+	       struct hp_msg *reply, int *fds, unsigned int *nr_fds, int *close_fd)
+{
+	const struct hp_msg *m = msg;
+	int err;
+
+	*nr_fds = 0;
+	*close_fd = -1;
+	memset(reply, 0, sizeof(*reply));
+	/* whole and well formed before anything is read from it */
+	if (len != sizeof(*m) || !hp_msg_valid(m) || m->result || m->type == HP_REFUSED ||
+	    (!c->hello && m->type != HP_HELLO)) {
+		s->st.v[HP_ST_MALFORMED]++;
+		return -EPROTO;
+	}
+	reply->magic = HP_MAGIC;
+	reply->version = HP_VERSION;
+	reply->type = m->type;
+	reply->seq = m->seq;
+	switch (m->type) {
+	case HP_HELLO:
+		err = handle_hello(s, c, m, reply, fds, nr_fds);
+		break;
+	case HP_LEASE:
+		err = handle_lease(s, c, m, reply);
+		break;
+	case HP_RETURN:
+		err = handle_return(s, c, m, reply);
+		break;
+	default:
+		err = handle_stat(s, c, m, reply, fds, nr_fds, close_fd);
+		break;
+	}
+	if (err)
+		s->st.v[HP_ST_MALFORMED]++;
+	return err;
+}
+
+/* ---- the socket loop ---- */
+
+int hps_listen(const char *path, mode_t mode)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	mode_t old;
+	int fd, err;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	(void)unlink(path);
+	/* bound with no access for anyone, then opened to the mode: never wider */
+	old = umask(0777);
+	err = bind(fd, (struct sockaddr *)&a, sizeof(a)) ? -errno : 0;
+	umask(old);
+	if (!err)
+		err = chmod(path, mode) || listen(fd, 64) ? -errno : 0;
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int send_reply(int fd, const struct hp_msg *r, const int *fds, unsigned int nr_fds)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * GFA_MAX_ZONES)];
+	struct iovec iov = { (void *)r, sizeof(*r) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	memset(cbuf, 0, sizeof(cbuf));
+	if (nr_fds) {
+		struct cmsghdr *cm;
+
+		mh.msg_control = cbuf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nr_fds);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * nr_fds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nr_fds);
+	}
+	/* a client that does not read its replies is dropped, never waited for */
+	return sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(*r) ? 0 : -1;
+}
+
+static void serve_accept(struct hps *s, int lfd)
+{
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	struct hps_client *c;
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd < 0)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) || !hps_admit(s, cr.uid, cr.gid)) {
+		struct hp_msg r = { .magic = HP_MAGIC, .version = HP_VERSION, .type = HP_REFUSED,
+				    .result = GFA_EACCES };
+
+		if (!s->cfg.quiet)
+			fprintf(stderr, "gfad: refused pid %d uid %u gid %u: not admitted "
+				"(--allow-uid, --allow-gid)\n", (int)cr.pid, (unsigned)cr.uid,
+				(unsigned)cr.gid);
+		(void)send_reply(fd, &r, NULL, 0);
+		close(fd);
+		return;
+	}
+	c = hps_client_new(s, cr.pid, cr.uid);
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+}
+
+/* One packet from c: 0 to go on, -1 to drop the connection. */
+static int serve_client(struct hps *s, struct hps_client *c)
+{
+	struct hp_msg m, r;
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int fds[GFA_MAX_ZONES], close_fd, ret;
+	unsigned int nr_fds;
+	ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n <= 0)
+		return -1;      /* EOF: the client is gone, killed or not */
+	/* a longer packet than ours, or fds sent to us (the kernel closed them): malformed */
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		n = 0;
+	ret = hps_handle(s, c, &m, (size_t)n, &r, fds, &nr_fds, &close_fd);
+	if (ret < 0)
+		return -1;
+	if (send_reply(c->fd, &r, fds, nr_fds))
+		ret = 1;
+	if (close_fd >= 0)
+		close(close_fd);
+	return ret ? -1 : 0;
+}
+
+int hps_serve(struct hps *s, int lfd, volatile sig_atomic_t *stop)
+{
+	struct pollfd pfd[HPS_MAX_CLIENTS + 1];
+	struct hps_client *who[HPS_MAX_CLIENTS + 1];
+
+	while (!*stop) {
+		nfds_t n = 1;
+
+		pfd[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+		for (unsigned int i = 0; i < HPS_MAX_CLIENTS; i++) {
+			if (!s->slot[i] || s->slot[i]->fd < 0)
+				continue;
+			who[n] = s->slot[i];
+			pfd[n++] = (struct pollfd){ .fd = s->slot[i]->fd, .events = POLLIN };
+		}
+		/* with blocks to zero, only look: zero some when nothing is asked */
+		int ready = poll(pfd, n, s->zq_len ? 0 : 500);
+
+		if (ready < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (!ready && s->zq_len) {
+			hps_idle(s);
+			continue;
+		}
+		for (nfds_t i = 1; i < n; i++) {
+			int fd = who[i]->fd;
+
+			if (!pfd[i].revents || !serve_client(s, who[i]))
+				continue;
+			hps_client_gone(s, who[i]);
+			close(fd);
+		}
+		if (pfd[0].revents & POLLIN)
+			serve_accept(s, lfd);
+	}
+	return 0;
+}

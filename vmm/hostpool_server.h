@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The host pool service (gfad): the message handler (hps_handle, no I/O, so a fuzz
+ * target drives it) and the socket loop around it (hps_serve).  Not installed.
+ */
+#ifndef GFA_VMM_HOSTPOOL_SERVER_H
+#define GFA_VMM_HOSTPOOL_SERVER_H
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <gfa/vmm.h>
+#include "vmm/hostpool_proto.h"
+
+#define HPS_MAX_CLIENTS 256u
+#define HPS_MAX_ALLOW   32u
+
+struct hps;
+struct hps_client;
+
+struct hps_config {
+	struct gfa_pool *pool;
+	struct gfa_backing *b;          /* the pool's; its zone memfds go to the clients */
+	uint32_t allow_uid[HPS_MAX_ALLOW], allow_gid[HPS_MAX_ALLOW];
+	unsigned int nr_uid, nr_gid;    /* none of either: only the service's own uid */
+	bool quiet;                     /* no line on stderr per refusal */
+};
+
+/* The service's counters (HP_STAT) */
+struct hps_stat {
+	uint64_t v[HP_ST_NR];
+};
+
+struct hps *hps_create(const struct hps_config *cfg);
+/* Frees every client's leases first. */
+void hps_destroy(struct hps *s);
+/* Whether a peer with these credentials is admitted (counted in HP_ST_DENIED if not). */
+bool hps_admit(struct hps *s, uid_t uid, gid_t gid);
+/* A connection admitted: NULL when the client table is full. */
+struct hps_client *hps_client_new(struct hps *s, pid_t pid, uid_t uid);
+/* A connection gone (EOF, error, malformed): every lease it held is free again. */
+void hps_client_gone(struct hps *s, struct hps_client *c);
+/*
+ * One packet of len bytes from c.  Fills *reply (always a whole message) and up to
+ * GFA_MAX_ZONES fds to send with it (*nr_fds; *close_fd, when >= 0, is one of them the
+ * caller closes after sending).  Returns 0 (reply and go on), 1 (reply then close: a
+ * refused or finished client) or a negative errno (malformed: close, no reply; counted).
+ */
+int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
+	       struct hp_msg *reply, int *fds, unsigned int *nr_fds, int *close_fd);
+void hps_stat(struct hps *s, struct hps_stat *st);
+/* Zero a few of the blocks given back dirty (the loop calls it when idle): whether
+ * some are left. */
+bool hps_idle(struct hps *s);
+/* Frames leased to c now. */
+uint64_t hps_client_leased(const struct hps_client *c);
+
+/* A listening SOCK_SEQPACKET socket at path (an old socket file there replaced), mode
+ * applied to the file: its fd or -errno. */
+int hps_listen(const char *path, mode_t mode);
+/* Serve on listen_fd until *stop is set (a signal handler's): 0 or -errno. */
+int hps_serve(struct hps *s, int listen_fd, volatile sig_atomic_t *stop);
+#endif
