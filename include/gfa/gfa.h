@@ -17,7 +17,7 @@ extern "C" {
 /* The version of the headers a caller is built against: the one definition of gfa's
  * version (the Makefile, gfa.pc and the man pages read it from here). */
 #define GFA_VERSION_MAJOR 0
-#define GFA_VERSION_MINOR 5
+#define GFA_VERSION_MINOR 6
 #define GFA_VERSION_PATCH 0
 
 /* (blank lines apart: aligned with the names above, the last would pass 100 columns) */
