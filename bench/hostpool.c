@@ -22,6 +22,17 @@
 #define BENCH "hostpool"
 
 static char sock[108];
+static pid_t gfad_pid;
+
+/* The service goes with us, also when a bench_die() ends the run. */
+static void stop_gfad(void)
+{
+	if (gfad_pid > 0 && getpid() != gfad_pid) {
+		kill(gfad_pid, SIGTERM);
+		waitpid(gfad_pid, NULL, 0);
+		gfad_pid = 0;
+	}
+}
 
 /* ---- the child: one measurement, printed as one number ---- */
 
@@ -290,7 +301,6 @@ int main(int argc, char **argv)
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
 	unsigned int nk;
-	pid_t gfad;
 	int ret;
 
 	if (argc == 5 && !strcmp(argv[1], "--child"))
@@ -304,7 +314,8 @@ int main(int argc, char **argv)
 		o.reps = 64;
 	bench_print_machine();
 	snprintf(sock, sizeof(sock), "/tmp/gfa-bench-hostpool-%d.sock", (int)getpid());
-	gfad = start_gfad(2048 + 256);
+	gfad_pid = start_gfad(2048 + 256);
+	atexit(stop_gfad);
 	obs = observe();
 	gfa_pool_config_init(&pc, (2048 + 256) * MiB >> GFA_FRAME_SHIFT);
 	pool = gfa_pool_create(&pc);
@@ -369,7 +380,6 @@ int main(int argc, char **argv)
 	gfa_hostpool_detach(obs);
 	gfa_backing_destroy(b);
 	gfa_pool_destroy(pool);
-	kill(gfad, SIGTERM);
-	waitpid(gfad, NULL, 0);
+	stop_gfad();
 	return 0;
 }
