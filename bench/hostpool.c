@@ -230,10 +230,18 @@ static double inproc_create(struct gfa_pool *pool, struct gfa_backing *b, uint64
 static pid_t start_gfad(uint64_t mib)
 {
 	char m[32], *argv[] = { "", "--socket", sock, "--mem", m, "--populate", "--quiet", NULL };
-	char path[PATH_MAX];
-	const char *b = getenv("GFA_BUILD");
+	char path[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 16);
 
-	snprintf(path, sizeof(path), "%s/gfad", b ? b : "build");
+	/* BUILD/bench/hostpool: the service is BUILD/gfad */
+	path[n > 0 ? n : 0] = '\0';
+	slash = strrchr(path, '/');
+	if (slash)
+		*slash = '\0';
+	slash = strrchr(path, '/');
+	if (!slash)
+		bench_die("where is gfad? (%s)\n", path);
+	strcpy(slash + 1, "gfad");
 	argv[0] = path;
 	snprintf(m, sizeof(m), "%lu", (unsigned long)mib);
 	return spawn(argv, NULL);
