@@ -97,7 +97,9 @@ static int hp_call(struct gfa_hostpool *hp, struct hp_msg *req, struct hp_msg *r
 	req->seq = ++hp->seq;
 	hp->round_trips++;
 	/* a refusal may already wait in our queue with the peer closed: read it anyway */
-	if (send(hp->fd, req, sizeof(*req), MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
+	while ((n = send(hp->fd, req, sizeof(*req), MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(*req))
 		err = GFA_ECONNRESET;
 	n = hp_recv(hp->fd, rep, fds, &nfd);
 	if (nr_fds)
@@ -282,9 +284,12 @@ static int hp_connect(const char *path)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+	/* a signal may cut the wait for the service's backlog: wait again */
+	while (connect(fd, (struct sockaddr *)&a, sizeof(a)) && errno != EISCONN) {
 		int err = -errno;
 
+		if (err == -EINTR)
+			continue;
 		close(fd);
 		return err;
 	}
