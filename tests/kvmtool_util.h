@@ -135,6 +135,22 @@ static inline int kt_ipc(const struct kt_vm *vm, const char *cmd, const char *ar
 	return system(line);
 }
 
+/*
+ * Where each thread of a VM that will not exit waits, to stderr: its name, its kernel
+ * stack and its user-space backtrace (gdb, when installed), so a hang names its place.
+ */
+static inline void kt_dump_threads(const struct kt_vm *vm)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "for t in /proc/%d/task/*; do echo \"== $t $(cat $t/comm) "
+		 "$(cat $t/wchan)\"; cat $t/stack; done >&2; command -v gdb >/dev/null && "
+		 "timeout 60 gdb -p %d -batch -nx -ex 'thread apply all bt' >&2 2>&1 </dev/null",
+		 (int)vm->pid, (int)vm->pid);
+	if (system(cmd) < 0)
+		perror("kt_dump_threads");
+}
+
 /* Wait up to @timeout_s for the VM to exit, else kill it: its exit code (-1: killed). */
 static inline int kt_finish(struct kt_vm *vm, double timeout_s)
 {
@@ -142,6 +158,7 @@ static inline int kt_finish(struct kt_vm *vm, double timeout_s)
 
 	while (!kt_exited(vm)) {
 		if (kt_now() > t_end) {
+			kt_dump_threads(vm);
 			kill(vm->pid, SIGKILL);
 			waitpid(vm->pid, NULL, 0);
 			vm->status = -1;

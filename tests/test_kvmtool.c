@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include "tests/qemu_util.h"
 #include "tests/kvmtool_util.h"
+#include <gfa/vmm.h>
 
 #define KT_MIB          (1ULL << 20)
 #define KT_BOOT_S       90.0    /* launch to /init, nested */
@@ -136,14 +137,12 @@ Test(kvmtool_boot, boots_and_freed_memory_is_reported_and_leaves_the_host, .time
  * device thread's reads and writes of guest RAM land, under write protection, no pause.
  */
 /*
- * Disabled until the exit hang is found: in 2 of 4 clean-clone CI runs lkvm did not exit
- * after the guest's reset (nor on `lkvm stop`), with the I/O checked (0 mismatches) and the
- * mover stopped; the other runs passed (422 moves, 0 pauses).  Something the moves left
- * behind - a writer still waiting on a write protection, say - keeps a thread of lkvm
- * from exiting.  bench/kvmtool.c still measures the moves under I/O.
+ * lkvm's report thread and its mover once deadlocked here (2 of 4 CI runs; lkvm never
+ * exited): a collapse waited in the moved hook for a report run whose second lookup
+ * waited for the guest's lock the collapse held.  tests/test_report.c has the case on
+ * its own; here the moves run until the teardown.
  */
-Test(kvmtool_boot, frames_move_under_virtio_blk_io_with_no_mismatch, .timeout = 200,
-     .disabled = true)
+Test(kvmtool_boot, frames_move_under_virtio_blk_io_with_no_mismatch, .timeout = 200)
 {
 	const char *disk = KT_HOME "/kt-disk.img";
 	char args[PATH_MAX + 64];
@@ -162,10 +161,6 @@ Test(kvmtool_boot, frames_move_under_virtio_blk_io_with_no_mismatch, .timeout = 
 	kt_expect(&vm, "gfa-init: blk start", &off, 30);
 	kill(vm.pid, SIGUSR2);
 	kt_expect(&vm, "gfa-init: blk rounds 3 mismatches 0", &off, 120);
-	/* the I/O is over: stop moving before the teardown (one clean-clone CI run saw lkvm
-	 * not exit within 60 s of the guest's reset while the mover ran every 20 ms; the
-	 * cause is not known yet) */
-	kill(vm.pid, SIGUSR2);
 	kt_expect(&vm, "gfa-init: checker exit 0", &off, 60);
 	kt_done(&vm);
 	unlink(disk);
@@ -235,11 +230,111 @@ Test(kvmtool_boot, a_guest_across_the_pci_hole_boots, .timeout = 200)
 	kt_done(&vm);
 }
 
+/*
+ * Two lkvm processes on one gfad host pool (lkvm run --gfa --gfa-pool SOCKET): each
+ * leases its guest's RAM from the service, checks its memory, reports the 64 MiB it
+ * freed and inflates its balloon by 32 MiB; once both exited, every lease is back and
+ * the service's pool checks clean.
+ */
+#define KT_GFAD_SOCK KT_HOME "/gfad.sock"
+
+static pid_t kt_gfad_start(unsigned int mib)
+{
+	char build[PATH_MAX], gfad[PATH_MAX + 16], mem[16];
+	pid_t pid;
+
+	cr_assert(tu_build_dir(build, sizeof(build)));
+	snprintf(gfad, sizeof(gfad), "%s/gfad", build);
+	cr_assert_eq(access(gfad, X_OK), 0, "%s: not built", gfad);
+	snprintf(mem, sizeof(mem), "%u", mib);
+	unlink(KT_GFAD_SOCK);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		execl(gfad, gfad, "--socket", KT_GFAD_SOCK, "--mem", mem, "--quiet", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 1000; i++) {
+		struct gfa_hostpool *hp = gfa_hostpool_attach(KT_GFAD_SOCK, NULL);
+
+		if (hp) {
+			gfa_hostpool_detach(hp);
+			return pid;
+		}
+		usleep(20000);
+	}
+	kill(pid, SIGKILL);
+	cr_assert_fail("gfad did not come up at " KT_GFAD_SOCK);
+	return -1;
+}
+
+static void kt_gfad_stat(struct gfa_hostpool_stat *st)
+{
+	struct gfa_hostpool *hp = gfa_hostpool_attach(KT_GFAD_SOCK, NULL);
+
+	cr_assert_not_null(hp, "attach: %s", strerror(errno));
+	cr_assert_geq(gfa_hostpool_stat(hp, st, NULL, 0), 0);
+	gfa_hostpool_detach(hp);
+}
+
+Test(kvmtool_boot, two_lkvm_processes_share_one_host_pool, .timeout = 300)
+{
+	const char *append = "gfacheck=16,0 gfacheck_opts=-i,300,-f,64";
+	struct gfa_hostpool_stat st;
+	struct kt_vm vm[2];
+	size_t off[2] = { 0, 0 };
+	pid_t gfad;
+
+	kt_require();
+	mkdir(KT_HOME, 0755);
+	gfad = kt_gfad_start(768);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(kt_start(&vm[i], kt_lkvm, "", kt_kernel, kt_initrd, 256,
+				      "--gfa --gfa-pool " KT_GFAD_SOCK, append), 0);
+	for (int i = 0; i < 2; i++) {
+		kt_expect(&vm[i], "gfa-init up", &off[i], 2 * KT_BOOT_S);
+		kt_expect(&vm[i], "gfacheck: pass 1 mismatches 0", &off[i], 60);
+	}
+	kt_gfad_stat(&st);
+	cr_log_info("gfad with both guests: %lu frames leased of %lu, %lu clients",
+		    (unsigned long)st.leased_frames, (unsigned long)st.nr_frames,
+		    (unsigned long)st.clients);
+	cr_assert_geq(st.leased_frames, 2 * 256 * KT_MIB / 4096);
+	cr_assert_geq(st.clients, 3);   /* the two lkvm, and this test */
+	for (int i = 0; i < 2; i++)
+		kt_expect(&vm[i], "gfacheck: freed 64 MiB", &off[i], 60);
+	sleep(5);       /* the guests report 2 s after the frees */
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(kt_ipc(&vm[i], "balloon", "--inflate 32"), 0);
+	for (int i = 0; i < 2; i++) {
+		kt_expect(&vm[i], "gfacheck: MemTotal 178120 kB", &off[i], 60);
+		kt_expect(&vm[i], "mismatches 0", &off[i], 30);
+	}
+	for (int i = 0; i < 2; i++) {
+		kt_done(&vm[i]);
+		cr_assert_eq(kt_gfa_stat(&vm[i], "ballooned_frames"), 32 * KT_MIB / 4096, "%s",
+			     kt_log(&vm[i]));
+		cr_assert_geq(kt_gfa_stat(&vm[i], "reported_bytes"), (long long)(32 * KT_MIB),
+			      "%s", kt_log(&vm[i]));
+		cr_assert_eq(kt_gfa_stat(&vm[i], "balloon_refused"), 0);
+		cr_assert_eq(kt_gfa_stat(&vm[i], "report_refused"), 0);
+		fprintf(stderr, "kvmtool: %s on the host pool: %lld MiB reported, %lld MiB "
+			"ballooned\n", vm[i].name, kt_gfa_stat(&vm[i], "reported_bytes") >> 20,
+			kt_gfa_stat(&vm[i], "ballooned_frames") >> 8);
+	}
+	kt_gfad_stat(&st);
+	kill(gfad, SIGTERM);
+	waitpid(gfad, NULL, 0);
+	cr_assert_eq(st.leased_frames, 0, "%lu frames still leased after both exited",
+		     (unsigned long)st.leased_frames);
+	cr_assert_eq(st.check, 0, "the service's pool check: %d", st.check);
+}
+
 /* ---- suite kvmtool_qemu: suite kvmtool_boot in one QEMU guest with nested KVM ---- */
 
-#define KT_TESTS 4      /* the moves test is disabled (above) */
+#define KT_TESTS 6
 
-Test(kvmtool_qemu, in_qemu, .timeout = 420)
+Test(kvmtool_qemu, in_qemu, .timeout = 600)
 {
 	const char *san = getenv("GFA_SANITIZER");
 	char root[PATH_MAX], build[PATH_MAX], exe[PATH_MAX], line[2 * PATH_MAX], lkvm[PATH_MAX + 32];
@@ -271,7 +366,7 @@ Test(kvmtool_qemu, in_qemu, .timeout = 420)
 	line[strcspn(line, "\n")] = '\0';
 	/*
 	 * The bzImage (kvmtool loads no vmlinux), shmem THP on (gfa's memfds get 2 MiB pages
-	 * only with shmem_enabled=advise), then the suite: five boots of 256 MiB to 3.5 GiB.
+	 * only with shmem_enabled=advise), then the suite: six runs of lkvm, 256 MiB to 3.5 GiB, two of them on one gfad.
 	 */
 	snprintf(cmd, sizeof(cmd),
 		 "echo advise >" KT_SHMEM_THP "; export GFA_KT_KERNEL=$(ls /boot/vmlinuz-* | "
@@ -279,7 +374,7 @@ Test(kvmtool_qemu, in_qemu, .timeout = 420)
 		 "--color=never 2>&1); rc=$?; printf '%%s\\n' \"$out\"; [ $rc = 0 ] || exit $rc; "
 		 "n=$(printf '%%s\\n' \"$out\" | grep -c '^\\[PASS\\] kvmtool_boot::'); "
 		 "[ \"$n\" -ge %d ] || exit 3; exit 0", strstr(line, " initrd=") + 8, exe, KT_TESTS);
-	rc = tu_run_in_qemu("--mem 4608 --timeout 360", cmd, &secs);
+	rc = tu_run_in_qemu("--mem 4608 --timeout 540", cmd, &secs);
 	fprintf(stderr, "kvmtool_qemu: suite kvmtool_boot in a QEMU guest: exit %d after %.1f s\n",
 		rc, secs);
 	if (rc == 77)

@@ -350,3 +350,74 @@ Test(report, a_move_waits_for_the_punch_on_its_old_frames, .timeout = 120)
 		gfa_free(h.pool, holes[i], 0, 7);
 	rhost_done(&h);
 }
+
+/*
+ * A collapse holds the guest's lock across its moves, and so across the moved hook; a
+ * report's second lookup takes that lock.  The hook must not wait for a run that is
+ * registered but still waits for its second lookup, or neither thread ever goes on (lkvm
+ * hung so, its balloon's report thread and its mover each waiting for the other).  Every
+ * odd page of a guest of small blocks is reported, over and over, while another thread
+ * collapses its ranges one at a time.
+ */
+struct rcollapse {
+	struct gfa_guest *g;
+	_Atomic int collapses, over;
+};
+
+static void *collapser(void *arg)
+{
+	struct rcollapse *c = arg;
+	int ret;
+
+	while ((ret = gfa_guest_collapse(c->g, 1)) != 0)
+		if (ret > 0)
+			atomic_fetch_add(&c->collapses, ret);
+	atomic_store(&c->over, 1);
+	return NULL;
+}
+
+Test(report, a_collapse_does_not_wait_for_a_report_it_holds_up, .timeout = 60)
+{
+	struct gfa_backing_config bc = { .populate = true };
+	struct gfa_guest_config gc = { .mem_bytes = 64 * MiB, .small_only = true };
+	struct rdone d = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1 };
+	const uint64_t pages = 64 * MiB / 4096;
+	static struct gfa_gpa_range r[64 * MiB / 4096 / 2];
+	struct gfa_guest_report_stat rs;
+	struct rcollapse c = { 0 };
+	struct rhost h;
+	uint64_t *w, bad = 0;
+	int calls = 0;
+	pthread_t t;
+
+	h.pool = tu_pool((160 * MiB) >> GFA_FRAME_SHIFT);
+	h.b = gfa_backing_create(h.pool, &bc);
+	cr_assert_not_null(h.b);
+	h.g = gfa_guest_create(h.pool, h.b, &gc);
+	cr_assert_not_null(h.g);
+	h.rep = gfa_guest_report_create(h.b, h.g);
+	cr_assert_not_null(h.rep);
+	fill(h.g, 11);
+	for (uint64_t i = 0; i < pages / 2; i++)
+		r[i] = (struct gfa_gpa_range){ (2 * i + 1) * 4096, 4096 };
+	c.g = h.g;
+	pthread_create(&t, NULL, collapser, &c);
+	while (!atomic_load(&c.over) || !calls) {
+		cr_assert_eq(gfa_guest_report_free(h.rep, r, (unsigned int)(pages / 2), rdone_fn,
+						   &d), 0);
+		report_wait(&d, ++calls);
+		cr_assert_eq(d.result, 0);
+	}
+	pthread_join(t, NULL);
+	gfa_guest_report_stat(h.rep, &rs);
+	cr_log_info("%d reports, %d collapses, %lu frames raced, %lu moves waited", calls,
+		    atomic_load(&c.collapses), (unsigned long)rs.frames_raced,
+		    (unsigned long)rs.moves_waited);
+	cr_assert_eq(atomic_load(&c.collapses), 32, "every range collapsed");
+	cr_assert_eq(rs.inflight_runs, 0);
+	w = gfa_guest_hva(h.g);
+	for (uint64_t i = 0; i < pages; i += 2)
+		bad += w[i * 512] != (11 ^ (i * 512));
+	cr_assert_eq(bad, 0, "%lu pages not reported lost their data", (unsigned long)bad);
+	rhost_done(&h);
+}

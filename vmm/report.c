@@ -14,7 +14,10 @@
  * backing's moved hook waits in report_moved_wait() (the backing's move wait, set by
  * gfa_guest_report_create) for a registered range before the move's source is freed.
  * A move that slipped in between the two lookups is seen by the second one, and that
- * run is left alone.
+ * run is left alone.  A move waits only for a punch already queued: a run registered but
+ * not yet queued is marked moved instead, and never queued.  Its second lookup takes the
+ * guest's lock, which a collapse holds across its moves (and so across the moved hook):
+ * waiting for such a run there would wait for ever.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,6 +41,8 @@ struct report_run {
 	uint64_t gfn, pfn, nr;
 	unsigned int zone;
 	bool registered;
+	bool submitted;         /* its punch is queued: a move waits for it */
+	bool moved;             /* a move freed its frames before the punch was queued */
 };
 
 /* One gfa_guest_report_free call: its done callback comes after its last run. */
@@ -82,9 +87,28 @@ static bool run_overlaps(const struct report_run *r, const struct gfa_backing *b
 }
 
 /*
+ * The first run over [pfn, pfn + nr) whose punch is queued; the runs over it not queued
+ * yet are marked moved on the way, so they never will be.  With reg.lock held.
+ */
+static struct report_run *run_queued_over(const struct gfa_backing *b, uint64_t pfn,
+					  uint64_t nr)
+{
+	for (struct report_run *r = reg.head; r; r = r->next) {
+		if (!run_overlaps(r, b, pfn, nr))
+			continue;
+		if (r->submitted)
+			return r;
+		r->moved = true;
+	}
+	return NULL;
+}
+
+/*
  * A move of b's pool is about to free [pfn, pfn + 2^order): wait until no report punch
- * is in flight over it, so the punch cannot land after the frames went to a new owner.
- * One atomic load when nothing is in flight.  The moving thread, no pool lock held.
+ * is queued over it, so the punch cannot land after the frames went to a new owner.
+ * One atomic load when nothing is in flight.  The moving thread, no pool lock held; it
+ * may hold the guest's lock (a collapse), so what it waits for must not need that lock:
+ * a queued punch completes in its engine's thread.
  */
 static void report_moved_wait(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 {
@@ -95,10 +119,8 @@ static void report_moved_wait(struct gfa_backing *b, uint64_t pfn, unsigned int 
 		return;
 	pthread_mutex_lock(&reg.lock);
 	for (;;) {
-		struct report_run *r = reg.head;
+		struct report_run *r = run_queued_over(b, pfn, nr);
 
-		while (r && !run_overlaps(r, b, pfn, nr))
-			r = r->next;
 		if (!r)
 			break;
 		if (!counted)
@@ -322,13 +344,25 @@ static struct gfa_release_engine *report_engine(struct gfa_free_report *rep, uns
 	return e;
 }
 
+/* Queue the run's punch unless a move freed its frames meanwhile: true if it may go. */
+static bool run_mark_submitted(struct report_run *run)
+{
+	bool go;
+
+	pthread_mutex_lock(&reg.lock);
+	go = !run->moved;
+	run->submitted = go;
+	pthread_mutex_unlock(&reg.lock);
+	return go;
+}
+
 static void run_submit(struct gfa_free_report *rep, struct report_run *run)
 {
 	struct gfa_release_engine *e;
 	uint64_t off = 0;
 	int fd, err;
 
-	if (!run_still_there(rep, run)) {
+	if (!run_still_there(rep, run) || !run_mark_submitted(run)) {
 		run_finish(run, 0, true);
 		return;
 	}
