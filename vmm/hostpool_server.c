@@ -162,7 +162,7 @@ static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 	GFA_BUG_ON(err);        /* the lease table said it is c's */
 	(void)err;
 	s->lease[pfn / LEASE_FRAMES] = 0;
-	if (s->zq_len < s->nr_blocks)
+	if (s->zq && s->zq_len < s->nr_blocks)
 		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] = (uint32_t)(pfn / LEASE_FRAMES);
 	c->leased -= LEASE_FRAMES;
 	s->st.v[HP_ST_LEASED] -= LEASE_FRAMES;
