@@ -37,7 +37,7 @@ struct gfa_hostpool {
 };
 
 /* Receive one packet (and its fds): its length, or -errno. */
-static ssize_t hp_recv(int fd, struct hp_msg *m, int *fds, unsigned int *nr_fds)
+static ssize_t hp_recv_once(int fd, struct hp_msg *m, int *fds, unsigned int *nr_fds, int flags)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * GFA_MAX_ZONES)];
 	struct iovec iov = { m, sizeof(*m) };
@@ -47,7 +47,7 @@ static ssize_t hp_recv(int fd, struct hp_msg *m, int *fds, unsigned int *nr_fds)
 
 	*nr_fds = 0;
 	do
-		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | flags);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
@@ -69,6 +69,23 @@ static ssize_t hp_recv(int fd, struct hp_msg *m, int *fds, unsigned int *nr_fds)
 	}
 	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 		return -EPROTO;
+	return n;
+}
+
+/*
+ * hp_recv_once(), waiting.  A peer that closed with our request unread leaves
+ * ECONNRESET on the socket, and the kernel reports it before the packets queued ahead
+ * of the close (a refusal): look once more for such a packet.
+ */
+static ssize_t hp_recv(int fd, struct hp_msg *m, int *fds, unsigned int *nr_fds)
+{
+	ssize_t n = hp_recv_once(fd, m, fds, nr_fds, 0);
+
+	if (n == -ECONNRESET) {
+		ssize_t again = hp_recv_once(fd, m, fds, nr_fds, MSG_DONTWAIT);
+
+		n = again > 0 ? again : n;
+	}
 	return n;
 }
 
@@ -97,7 +114,9 @@ static int hp_call(struct gfa_hostpool *hp, struct hp_msg *req, struct hp_msg *r
 	req->seq = ++hp->seq;
 	hp->round_trips++;
 	/* a refusal may already wait in our queue with the peer closed: read it anyway */
-	if (send(hp->fd, req, sizeof(*req), MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
+	while ((n = send(hp->fd, req, sizeof(*req), MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(*req))
 		err = GFA_ECONNRESET;
 	n = hp_recv(hp->fd, rep, fds, &nfd);
 	if (nr_fds)
@@ -282,9 +301,12 @@ static int hp_connect(const char *path)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+	/* a signal may cut the wait for the service's backlog: wait again */
+	while (connect(fd, (struct sockaddr *)&a, sizeof(a)) && errno != EISCONN) {
 		int err = -errno;
 
+		if (err == -EINTR)
+			continue;
 		close(fd);
 		return err;
 	}

@@ -162,7 +162,7 @@ static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 	GFA_BUG_ON(err);        /* the lease table said it is c's */
 	(void)err;
 	s->lease[pfn / LEASE_FRAMES] = 0;
-	if (s->zq_len < s->nr_blocks)
+	if (s->zq && s->zq_len < s->nr_blocks)
 		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] = (uint32_t)(pfn / LEASE_FRAMES);
 	c->leased -= LEASE_FRAMES;
 	s->st.v[HP_ST_LEASED] -= LEASE_FRAMES;
@@ -181,9 +181,9 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
 	free(c);
 }
 
-bool hps_idle(struct hps *s)
+bool hps_idle(struct hps *s, unsigned int blocks)
 {
-	for (unsigned int i = 0; i < 8 && s->zq_len; i++) {
+	for (unsigned int i = 0; i < blocks && s->zq_len; i++) {
 		uint64_t blk = s->zq[s->zq_head];
 
 		s->zq_head = (s->zq_head + 1) % s->nr_blocks;
@@ -529,10 +529,11 @@ int hps_serve(struct hps *s, int lfd, volatile sig_atomic_t *stop)
 				continue;
 			return -errno;
 		}
-		if (!ready && s->zq_len) {
-			hps_idle(s);
+		/* a few blocks each pass too: a client that keeps asking must not starve it */
+		if (s->zq_len)
+			hps_idle(s, ready ? 1 : 8);
+		if (!ready)
 			continue;
-		}
 		for (nfds_t i = 1; i < n; i++) {
 			int fd = who[i]->fd;
 

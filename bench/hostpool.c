@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench/hostpool: a guest started in a fresh process attached to a populated gfad,
+ * against the same start in the process that owns the pool, and against a process
+ * that creates and populates a private memfd pool for itself; the per-vCPU cache path
+ * on a client's pool against the in-process one; and SIGKILL of churning clients,
+ * counting what comes back.  Every variant runs in each repetition, interleaved.
+ *
+ * The fresh process is this binary again (--child MODE SOCKET MIB), timed from before
+ * its attach to after gfa_guest_create() returns, so the attach's round trips, the
+ * client pool's setup and the lease batches are all in it.
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <gfa/vmm.h>
+#include "bench/bench_util.h"
+
+#define MiB (1ULL << 20)
+#define BENCH "hostpool"
+
+static char sock[108];
+static pid_t gfad_pid;
+
+/* The service goes with us, also when a bench_die() ends the run. */
+static void stop_gfad(void)
+{
+	if (gfad_pid > 0 && getpid() != gfad_pid) {
+		kill(gfad_pid, SIGTERM);
+		waitpid(gfad_pid, NULL, 0);
+		gfad_pid = 0;
+	}
+}
+
+/* ---- the child: one measurement, printed as one number ---- */
+
+static double child_attach(const char *path, uint64_t mib)
+{
+	struct gfa_guest_config cfg = { .mem_bytes = mib * MiB };
+	uint64_t t0 = bench_now_ns();
+	struct gfa_hostpool *hp = gfa_hostpool_attach(path, NULL);
+	struct gfa_guest *g = hp ? gfa_guest_create(gfa_hostpool_pool(hp),
+						    gfa_hostpool_backing(hp), &cfg) : NULL;
+	double ns = (double)(bench_now_ns() - t0);
+
+	if (!g)
+		bench_die("child: attach and create: %s\n", gfa_strerror(-errno));
+	gfa_guest_destroy(g);
+	gfa_hostpool_detach(hp);
+	return ns;
+}
+
+static double child_private(uint64_t mib)
+{
+	struct gfa_backing_config bc = { .populate = true };
+	struct gfa_guest_config cfg = { .mem_bytes = mib * MiB };
+	struct gfa_pool_config pc;
+	uint64_t t0 = bench_now_ns();
+	struct gfa_pool *pool;
+	struct gfa_backing *b;
+	struct gfa_guest *g;
+	double ns;
+
+	gfa_pool_config_init(&pc, mib * MiB >> GFA_FRAME_SHIFT);
+	pool = gfa_pool_create(&pc);
+	b = pool ? gfa_backing_create(pool, &bc) : NULL;
+	g = b ? gfa_guest_create(pool, b, &cfg) : NULL;
+	ns = (double)(bench_now_ns() - t0);
+	if (!g)
+		bench_die("child: private pool: %s\n", gfa_strerror(-errno));
+	gfa_guest_destroy(g);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(pool);
+	return ns;
+}
+
+/* Order-0 alloc+free pairs a second through a cache of pool's zone 0 (frames there). */
+static double cache_rate(struct gfa_pool *pool, double secs)
+{
+	struct gfa_pcp *pcp = gfa_pcp_create(pool, 0);
+	uint64_t t0, n = 0;
+	double s;
+
+	if (!pcp)
+		bench_die("cache: %s\n", gfa_strerror(-errno));
+	t0 = bench_now_ns();
+	do {
+		for (int i = 0; i < 4096; i++) {
+			int64_t pfn = gfa_pcp_alloc(pcp, 0, GFA_MT_MOVABLE, 7, 0);
+
+			if (pfn < 0 || gfa_pcp_free(pcp, (uint64_t)pfn, 0, 7))
+				bench_die("cache: %s\n", gfa_strerror((int)pfn));
+		}
+		n += 4096;
+		s = bench_sec_since(t0);
+	} while (s < secs);
+	gfa_pcp_destroy(pcp);
+	return (double)n / s;
+}
+
+static double child_cache(const char *path, double secs)
+{
+	/* a guest's start leases 32 MiB; the slack keeps it when the guest stops */
+	struct gfa_hostpool_config hc = { .slack_bytes = 32 * MiB };
+	struct gfa_guest_config cfg = { .mem_bytes = 32 * MiB };
+	struct gfa_hostpool *hp = gfa_hostpool_attach(path, &hc);
+	struct gfa_guest *g = hp ? gfa_guest_create(gfa_hostpool_pool(hp),
+						    gfa_hostpool_backing(hp), &cfg) : NULL;
+	double rate;
+
+	if (!g)
+		bench_die("child: cache: %s\n", gfa_strerror(-errno));
+	gfa_guest_destroy(g);
+	rate = cache_rate(gfa_hostpool_pool(hp), secs);
+	gfa_hostpool_detach(hp);
+	return rate;
+}
+
+static int child_main(char **argv)
+{
+	const char *mode = argv[2], *path = argv[3];
+	uint64_t mib = strtoull(argv[4], NULL, 0);
+	double v;
+
+	if (!strcmp(mode, "attach"))
+		v = child_attach(path, mib);
+	else if (!strcmp(mode, "private"))
+		v = child_private(mib);
+	else if (!strcmp(mode, "cache"))
+		v = child_cache(path, (double)mib / 1000);
+	else if (!strcmp(mode, "churn"))
+		for (;;)
+			child_attach(path, mib);
+	else
+		bench_die("child: mode %s\n", mode);
+	printf("%.0f\n", v);
+	return 0;
+}
+
+/* ---- the parent ---- */
+
+static pid_t spawn(char *const argv[], int *out)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		bench_die("pipe: %s\n", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		bench_die("fork: %s\n", strerror(errno));
+	if (!pid) {
+		dup2(p[1], 1);
+		close(p[0]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	if (out)
+		*out = p[0];
+	else
+		close(p[0]);
+	return pid;
+}
+
+/* Run this binary's child mode and read its number. */
+static double run_child(const char *mode, uint64_t arg)
+{
+	char a[32], buf[64];
+	char *argv[] = { "/proc/self/exe", "--child", (char *)mode, sock, a, NULL };
+	int fd, st;
+	ssize_t n;
+	pid_t pid;
+
+	snprintf(a, sizeof(a), "%lu", (unsigned long)arg);
+	pid = spawn(argv, &fd);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	waitpid(pid, &st, 0);
+	if (n <= 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+		bench_die("child %s failed\n", mode);
+	buf[n] = '\0';
+	return strtod(buf, NULL);
+}
+
+static struct gfa_hostpool_stat service(struct gfa_hostpool *obs)
+{
+	struct gfa_hostpool_stat st;
+	int n = gfa_hostpool_stat(obs, &st, NULL, 0);
+
+	if (n < 0 || st.check)
+		bench_die("service stat: %s, check %d\n", gfa_strerror(n), st.check);
+	return st;
+}
+
+/* Until every frame is free and zeroed again (10 s at most); the ms it took. */
+static double settle(struct gfa_hostpool *obs)
+{
+	uint64_t t0 = bench_now_ns();
+
+	for (;;) {
+		struct gfa_hostpool_stat st = service(obs);
+
+		if (!st.leased_frames && !st.dirty_frames && st.free_frames == st.nr_frames)
+			return bench_sec_since(t0) * 1e3;
+		if (bench_sec_since(t0) > 60)
+			bench_die("the service did not settle: %lu leased, %lu dirty\n",
+				  (unsigned long)st.leased_frames, (unsigned long)st.dirty_frames);
+		usleep(20000);  /* (a stat runs the service's check: not too often) */
+	}
+}
+
+static double inproc_create(struct gfa_pool *pool, struct gfa_backing *b, uint64_t mib)
+{
+	struct gfa_guest_config cfg = { .mem_bytes = mib * MiB };
+	uint64_t t0 = bench_now_ns();
+	struct gfa_guest *g = gfa_guest_create(pool, b, &cfg);
+	double ns = (double)(bench_now_ns() - t0);
+
+	if (!g)
+		bench_die("in-process create: %s\n", gfa_strerror(-errno));
+	gfa_guest_destroy(g);
+	if (gfa_backing_zero_quiesce(b, 30000))
+		bench_die("in-process zeroer did not finish\n");
+	return ns;
+}
+
+static pid_t start_gfad(uint64_t mib)
+{
+	char m[32], *argv[] = { "", "--socket", sock, "--mem", m, "--populate", "--quiet", NULL };
+	char path[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 16);
+
+	/* BUILD/bench/hostpool: the service is BUILD/gfad */
+	path[n > 0 ? n : 0] = '\0';
+	slash = strrchr(path, '/');
+	if (slash)
+		*slash = '\0';
+	slash = strrchr(path, '/');
+	if (!slash)
+		bench_die("where is gfad? (%s)\n", path);
+	strcpy(slash + 1, "gfad");
+	argv[0] = path;
+	snprintf(m, sizeof(m), "%lu", (unsigned long)mib);
+	return spawn(argv, NULL);
+}
+
+static struct gfa_hostpool *observe(void)
+{
+	for (int i = 0; i < 3000; i++) {
+		struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+
+		if (hp)
+			return hp;
+		usleep(10000);
+	}
+	bench_die("gfad did not come up at %s\n", sock);
+}
+
+/* SIGKILL churning clients at random points: the kills; *worst_ms the longest wait for
+ * all frames back, *leaked what never came back. */
+static unsigned int kills(struct gfa_hostpool *obs, unsigned int n, double *worst_ms,
+			  uint64_t *leaked)
+{
+	char *argv[] = { "/proc/self/exe", "--child", "churn", sock, "16", NULL };
+	uint64_t seed = bench_now_ns();
+	unsigned int k = 0;
+
+	*worst_ms = 0;
+	for (unsigned int i = 0; i < n; i++) {
+		pid_t pid = spawn(argv, NULL);
+		int st;
+		uint64_t t0;
+
+		usleep((useconds_t)(bench_rand(&seed) % 150000));
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		k += WIFSIGNALED(st);
+		t0 = bench_now_ns();
+		for (;;) {
+			struct gfa_hostpool_stat s = service(obs);
+
+			if (!s.leased_frames || bench_sec_since(t0) > 5) {
+				*leaked += s.leased_frames;
+				break;
+			}
+			usleep(200);
+		}
+		*worst_ms = fmax(*worst_ms, bench_sec_since(t0) * 1e3);
+	}
+	return k;
+}
+
+int main(int argc, char **argv)
+{
+	static const uint64_t sizes[] = { 128, 2048 };
+	struct bench_opts o;
+	struct gfa_backing_config bc = { .populate = true };
+	struct gfa_pool_config pc;
+	double att[2][64], inp[2][64], prv[2][64], cc[64], ci[64], worst;
+	struct bench_stat sa[2], si[2], sp[2], sc, sci;
+	struct gfa_hostpool_stat end;
+	struct bench_result res;
+	struct bench_load load;
+	uint64_t leaked = 0;
+	struct gfa_hostpool *obs;
+	struct gfa_pool *pool;
+	struct gfa_backing *b;
+	unsigned int nk;
+	int ret;
+
+	if (argc == 5 && !strcmp(argv[1], "--child"))
+		return child_main(argv);
+	ret = bench_parse_args(argc, argv, &o, 3, 0.2, 9, 0.5,
+			       "A guest's start in a process attached to gfad against in-process "
+			       "gfa_guest_create() and a private pool; the cache path; kills.");
+	if (ret)
+		return ret < 0 ? 2 : 0;
+	if (o.reps > 64)
+		o.reps = 64;
+	bench_print_machine();
+	snprintf(sock, sizeof(sock), "/tmp/gfa-bench-hostpool-%d.sock", (int)getpid());
+	gfad_pid = start_gfad(2048 + 256);
+	atexit(stop_gfad);
+	obs = observe();
+	gfa_pool_config_init(&pc, (2048 + 256) * MiB >> GFA_FRAME_SHIFT);
+	pool = gfa_pool_create(&pc);
+	b = pool ? gfa_backing_create(pool, &bc) : NULL;
+	if (!b)
+		bench_die("in-process pool: %s\n", gfa_strerror(-errno));
+	/* warm-up: one of each, not counted */
+	run_child("attach", 128);
+	settle(obs);
+	inproc_create(pool, b, 128);
+	bench_load_begin(&load);
+	for (int r = 0; r < o.reps; r++) {
+		for (int s = 0; s < 2; s++) {
+			att[s][r] = run_child("attach", sizes[s]) / 1e6;
+			settle(obs);
+			inp[s][r] = inproc_create(pool, b, sizes[s]) / 1e6;
+			prv[s][r] = run_child("private", sizes[s]) / 1e6;
+		}
+		cc[r] = run_child("cache", (uint64_t)(o.rep_sec * 1000));
+		settle(obs);
+		ci[r] = cache_rate(pool, o.rep_sec);
+	}
+	bench_print_load(&load, "the starts");
+	for (int s = 0; s < 2; s++) {
+		sa[s] = bench_stat_of(att[s], o.reps);
+		si[s] = bench_stat_of(inp[s], o.reps);
+		sp[s] = bench_stat_of(prv[s], o.reps);
+		printf("start %4lu MiB: attached process min %.2f median %.2f ms | in-process "
+		       "min %.2f median %.2f ms | private pool min %.2f median %.2f ms\n",
+		       (unsigned long)sizes[s], sa[s].min, sa[s].median, si[s].min, si[s].median,
+		       sp[s].min, sp[s].median);
+	}
+	sc = bench_stat_of(cc, o.reps);
+	sci = bench_stat_of(ci, o.reps);
+	printf("cache order-0 alloc+free: client pool median %.2f M/s | in-process median "
+	       "%.2f M/s\n", sc.median / 1e6, sci.median / 1e6);
+	nk = kills(obs, o.quick ? 20 : 200, &worst, &leaked);
+	settle(obs);
+	end = service(obs);
+	leaked += end.nr_frames - end.free_frames;
+	printf("kills: %u, every frame back within %.1f ms of its kill\n", nk, worst);
+	bench_goal(BENCH, "attach_vs_inproc_128m", sa[0].median / si[0].median, "<=", 1.5,
+		   "attach + create in a fresh process / in-process create, 128 MiB");
+	bench_goal(BENCH, "attach_vs_inproc_2g", sa[1].median / si[1].median, "<=", 1.5,
+		   "the same at 2 GiB");
+	bench_goal(BENCH, "vs_private_pool", sa[0].median / sp[0].median, "<=", 0.5,
+		   "attach + create / private pool created, populated and a guest made, 128 MiB");
+	bench_goal(BENCH, "vs_private_pool_2g", sa[1].median / sp[1].median, "<=", 0.5,
+		   "the same at 2 GiB");
+	bench_goal(BENCH, "cache_vs_inproc", sci.median / sc.median, "<=", 1.1,
+		   "time per cached alloc+free, client pool / in-process pool");
+	bench_result_init(&res, BENCH);
+	bench_result_add(&res, "attach_vs_inproc_128m", "%.3f", sa[0].median / si[0].median);
+	bench_result_add(&res, "attach_vs_inproc_2g", "%.3f", sa[1].median / si[1].median);
+	bench_result_add(&res, "vs_private_pool", "%.3f", sa[0].median / sp[0].median);
+	bench_result_add(&res, "vs_private_pool_2g", "%.3f", sa[1].median / sp[1].median);
+	bench_result_add(&res, "cache_vs_inproc", "%.3f", sci.median / sc.median);
+	bench_result_add(&res, "leaked_frames", "%lu", (unsigned long)leaked);
+	bench_result_add(&res, "kill_points", "%u", nk);
+	bench_result_add(&res, "kill_back_ms_max", "%.1f", worst);
+	bench_result_print(&res);
+	gfa_hostpool_detach(obs);
+	gfa_backing_destroy(b);
+	gfa_pool_destroy(pool);
+	stop_gfad();
+	return 0;
+}
