@@ -21,6 +21,7 @@
 #include "vmm/backing_internal.h"
 #include "vmm/hostpool_proto.h"
 #include "allocator/layers.h"
+#include "common/bug.h"
 
 #define LEASE_FRAMES    (1ull << HP_LEASE_ORDER)
 #define HOLD_OWNER      (5ull << 56)    /* the placeholder owner of frames not leased */
@@ -237,6 +238,8 @@ static int lease_want(void *ctx, unsigned int zone, uint64_t frames)
 		err = hp_call(hp, &req, &rep, NULL, NULL);
 		if (!err)
 			err = rep.result;
+		if (!err && rep.count > req.arg[0])
+			err = GFA_EPROTO;       /* more than asked: not a reply to this */
 		if (!err)
 			err = lease_in(hp, &rep);
 		if (!err && rep.count < req.arg[0])
@@ -253,6 +256,7 @@ static int lease_out(struct gfa_hostpool *hp, const uint64_t *pfn, uint32_t n)
 	struct hp_msg req = { .type = HP_RETURN, .count = n }, rep = { 0 };
 	int err;
 
+	GFA_BUG_ON(!n || n > HP_MAX_PFNS);     /* lease_trim sends a batch at most */
 	memcpy(req.pfn, pfn, n * sizeof(*pfn));
 	err = hp_call(hp, &req, &rep, NULL, NULL);
 	return err ? err : rep.result;
@@ -274,6 +278,7 @@ static void lease_trim(void *ctx)
 
 			if (p < 0)
 				break;  /* no whole free block: what is free stays */
+			GFA_BUG_ON((uint64_t)p % LEASE_FRAMES);       /* a whole lease */
 			pfn[n++] = (uint64_t)p;
 			have -= LEASE_FRAMES;
 			if (n == HP_MAX_PFNS) {

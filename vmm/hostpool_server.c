@@ -155,6 +155,9 @@ static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 {
 	int err;
 
+	GFA_BUG_ON(pfn % LEASE_FRAMES || pfn >= s->nr_pfns);
+	GFA_BUG_ON(s->lease[pfn / LEASE_FRAMES] != c->slot + 1);        /* return_check's */
+	GFA_BUG_ON(c->leased < LEASE_FRAMES || s->st.v[HP_ST_LEASED] < c->leased);
 	/* the client may have written anything there: the next holder zeroes it */
 	gfa_backing_mark_dirty(s->cfg.b, pfn, HP_LEASE_ORDER);
 	err = gfa_free(s->cfg.pool, pfn, HP_LEASE_ORDER, client_owner(c));
@@ -162,6 +165,8 @@ static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 	GFA_BUG_ON(err);        /* the lease table said it is c's */
 	(void)err;
 	s->lease[pfn / LEASE_FRAMES] = 0;
+	/* a block is given back once a lease, so the ring never holds it twice */
+	GFA_BUG_ON(s->zq_len >= s->nr_blocks);
 	if (s->zq && s->zq_len < s->nr_blocks)
 		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] = (uint32_t)(pfn / LEASE_FRAMES);
 	c->leased -= LEASE_FRAMES;
@@ -175,6 +180,8 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
 	for (uint64_t i = 0; s->lease && c->leased && i <= s->nr_pfns / LEASE_FRAMES; i++)
 		if (s->lease[i] == c->slot + 1)
 			lease_free(s, c, i * LEASE_FRAMES);
+	GFA_BUG_ON(s->lease && c->leased);     /* the table names every lease it holds */
+	GFA_BUG_ON(s->slot[c->slot] != c || !s->st.v[HP_ST_CLIENTS]);
 	s->st.v[HP_ST_GONE_FRAMES] += before;
 	s->slot[c->slot] = NULL;
 	s->st.v[HP_ST_CLIENTS]--;
@@ -186,6 +193,7 @@ bool hps_idle(struct hps *s, unsigned int blocks)
 	for (unsigned int i = 0; i < blocks && s->zq_len; i++) {
 		uint64_t blk = s->zq[s->zq_head];
 
+		GFA_BUG_ON(blk >= s->nr_blocks);
 		s->zq_head = (s->zq_head + 1) % s->nr_blocks;
 		s->zq_len--;
 		/* leased again meanwhile: it went out marked dirty, its holder zeroes it */
@@ -251,6 +259,8 @@ static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg
 
 		if (pfn < 0)
 			break;
+		/* a block the buddy just gave out is nobody's lease, and a whole one */
+		GFA_BUG_ON((uint64_t)pfn % LEASE_FRAMES || s->lease[(uint64_t)pfn / LEASE_FRAMES]);
 		s->lease[(uint64_t)pfn / LEASE_FRAMES] = c->slot + 1;
 		c->leased += LEASE_FRAMES;
 		s->st.v[HP_ST_LEASED] += LEASE_FRAMES;
