@@ -7,7 +7,7 @@
 void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner)
 {
 	GFA_BUG_ON(mt >= GFA_MT_PCPTYPES);
-	GFA_BUG_ON(fstate(f) == GFA_FRAME_ALLOCATED);   /* handed out twice */
+	GFA_BUG_ON(fstate(f) == GFA_FRAME_ALLOCATED); /* handed out twice */
 	if (f->mt != mt)
 		f->mt = (uint8_t)mt;
 	frame_set_owner(f, owner);
@@ -30,8 +30,8 @@ static int alloc_args(struct gfa_pool *pool, unsigned int zone, unsigned int ord
 }
 
 /* Take one block under the zone lock and account for it. */
-int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt,
-			  uint64_t owner, unsigned int flags)
+int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt, uint64_t owner,
+			  unsigned int flags)
 {
 	int64_t pfn;
 
@@ -40,7 +40,7 @@ int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int m
 		return GFA_ENOMEM;
 	pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
 	if (pfn < 0)
-		return GFA_ENOMEM;  /* counted as pgalloc_fail once the slow path gives up */
+		return GFA_ENOMEM; /* counted as pgalloc_fail once the slow path gives up */
 	/* an aligned block of the zone, off every list */
 	GFA_BUG_ON(((uint64_t)pfn & ((1UL << order) - 1)) || free_head_test(z, (uint64_t)pfn));
 	claim_consume(z, owner, order);
@@ -137,8 +137,8 @@ static int classify_bad_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t
 	return GFA_ENOTHEAD;
 }
 
-int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
-		     unsigned int order, uint64_t owner, unsigned int new_state)
+int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigned int order,
+		     uint64_t owner, unsigned int new_state)
 {
 	struct gfa_frame *f = &pool->frames[pfn];
 	bool locked = new_state != GFA_FRAME_PCP; /* only a cache's free runs unlocked */
@@ -252,7 +252,7 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
 	/* hold the block as ISOLATED while the pieces are written, like a free would */
 	err = frame_begin_free(pool, z, pfn, order, owner, GFA_FRAME_ISOLATED);
 	if (err == GFA_EDOUBLEFREE)
-		err = GFA_ENOTHEAD;     /* a free block has no allocated head to split */
+		err = GFA_ENOTHEAD; /* a free block has no allocated head to split */
 	if (!err) {
 		f = &pool->frames[pfn];
 		mt = f->mt;

@@ -35,7 +35,7 @@ static inline __attribute__((always_inline)) void pb_account_free(struct gfa_zon
 }
 
 static inline __attribute__((always_inline)) void free_head_mark(struct gfa_zone *z, uint64_t pfn,
-								  bool set)
+								 bool set)
 {
 	uint64_t i = pfn - z->start_pfn, bit = 1ULL << (i % 64);
 
@@ -67,17 +67,18 @@ uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end)
  * callers': a merge or a split moves frames between orders without changing them, so
  * it accounts once for the frames that really arrive or leave (free_account()).
  */
-static inline __attribute__((always_inline)) void
-buddy_list_link(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigned int order,
-		unsigned int mt, bool tail)
+static inline __attribute__((always_inline)) void buddy_list_link(struct gfa_pool *pool,
+								  struct gfa_zone *z, uint64_t pfn,
+								  unsigned int order,
+								  unsigned int mt, bool tail)
 {
 	struct gfa_free_list *l = &z->area[order].list[mt];
 	struct gfa_frame *f = &pool->frames[pfn];
 
 	GFA_BUG_ON(order > GFA_MAX_ORDER || mt >= GFA_MT_TYPES);
-	GFA_BUG_ON(pfn & ((1UL << order) - 1));                 /* blocks are aligned */
+	GFA_BUG_ON(pfn & ((1UL << order) - 1)); /* blocks are aligned */
 	GFA_BUG_ON(!pfn_in_zone(z, pfn, order));
-	GFA_BUG_ON(free_head_test(z, pfn));                     /* on no list yet */
+	GFA_BUG_ON(free_head_test(z, pfn)); /* on no list yet */
 	/* the list's ends: no frame before its head, none after its tail */
 	GFA_BUG_ON(l->head != GFA_NIL && pool->frames[l->head].prev != GFA_NIL);
 	GFA_BUG_ON(l->tail != GFA_NIL && pool->frames[l->tail].next != GFA_NIL);
@@ -138,12 +139,12 @@ static inline __attribute__((always_inline)) void free_account(struct gfa_zone *
 							       unsigned int order, int sign)
 {
 	z->nr_free += (uint64_t)(int64_t)sign << order;
-	GFA_BUG_ON(z->nr_free > z->nr_frames);  /* (below 0 wraps above it too) */
+	GFA_BUG_ON(z->nr_free > z->nr_frames); /* (below 0 wraps above it too) */
 	pb_account_free(z, pfn, order, sign);
 }
 
-void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
-		    unsigned int order, unsigned int mt, bool tail)
+void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigned int order,
+		    unsigned int mt, bool tail)
 {
 	buddy_list_link(pool, z, pfn, order, mt, tail);
 	free_account(z, pfn, order, 1);
@@ -230,7 +231,7 @@ static uint64_t set_pageblocks_mt(struct gfa_zone *z, uint64_t pfn, unsigned int
  * into or out of an ISOLATE pageblock at pageblock order and above, as in the kernel.
  */
 static inline __attribute__((always_inline)) bool free_one(struct gfa_zone *z, uint64_t pfn,
-							  unsigned int order, bool cold)
+							   unsigned int order, bool cold)
 {
 	unsigned int mt = pfn_pageblock(z, pfn)->mt;
 	/* read once: a thread-local (a call per read in a shared library), asked per level */
@@ -240,7 +241,7 @@ static inline __attribute__((always_inline)) bool free_one(struct gfa_zone *z, u
 
 	GFA_BUG_ON(!zone_lock_held(z));
 	GFA_BUG_ON(order > GFA_MAX_ORDER || (pfn & ((1UL << order) - 1)));
-	GFA_BUG_ON(free_head_test(z, pfn));     /* the block must not be on any list */
+	GFA_BUG_ON(free_head_test(z, pfn)); /* the block must not be on any list */
 
 	while (order < GFA_MAX_ORDER) {
 		uint64_t buddy = pfn ^ (1UL << order);
@@ -323,8 +324,7 @@ static inline uint32_t list_pick(struct gfa_zone *z, unsigned int o, unsigned in
 {
 	const struct gfa_free_list *l = &z->area[o].list[mt];
 
-	if (l->head != l->tail && block_released(z, l->head, o) &&
-	    !block_released(z, l->tail, o))
+	if (l->head != l->tail && block_released(z, l->head, o) && !block_released(z, l->tail, o))
 		return l->tail;
 	return l->head;
 }
@@ -349,9 +349,9 @@ static int64_t rmqueue_smallest(struct gfa_zone *z, unsigned int order, unsigned
 }
 
 static const unsigned int fallbacks[GFA_MT_PCPTYPES][2] = {
-	[GFA_MT_UNMOVABLE]   = { GFA_MT_RECLAIMABLE, GFA_MT_MOVABLE },
-	[GFA_MT_MOVABLE]     = { GFA_MT_RECLAIMABLE, GFA_MT_UNMOVABLE },
-	[GFA_MT_RECLAIMABLE] = { GFA_MT_UNMOVABLE,   GFA_MT_MOVABLE },
+	[GFA_MT_UNMOVABLE] = { GFA_MT_RECLAIMABLE, GFA_MT_MOVABLE },
+	[GFA_MT_MOVABLE] = { GFA_MT_RECLAIMABLE, GFA_MT_UNMOVABLE },
+	[GFA_MT_RECLAIMABLE] = { GFA_MT_UNMOVABLE, GFA_MT_MOVABLE },
 };
 
 /*
@@ -365,8 +365,8 @@ static bool can_steal_fallback(unsigned int order, unsigned int start_mt)
 	       start_mt == GFA_MT_UNMOVABLE;
 }
 
-static int find_suitable_fallback(struct gfa_zone *z, unsigned int order,
-				  unsigned int start_mt, bool *can_steal)
+static int find_suitable_fallback(struct gfa_zone *z, unsigned int order, unsigned int start_mt,
+				  bool *can_steal)
 {
 	for (int i = 0; i < 2; i++) {
 		unsigned int fmt = fallbacks[start_mt][i];
@@ -431,7 +431,6 @@ static uint64_t pageblock_movable_frames(struct gfa_zone *z, uint64_t start)
 	return n;
 }
 
-
 /*
  * steal_suitable_fallback (before Linux 6.10): steal the free block's pageblock for
  * start_mt when the block is a pageblock or more, or when free plus compatible frames
@@ -447,7 +446,7 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 	unsigned int order = f->order, old_mt = pfn_pageblock(z, pfn)->mt;
 	uint64_t pb_start = pfn & ~(GFA_PAGEBLOCK_FRAMES - 1), free_frames, alike;
 
-	GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE);        /* a list head of another type */
+	GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE); /* a list head of another type */
 	if (order >= GFA_PAGEBLOCK_ORDER) {
 		z->c.vm.pageblock_steal += set_pageblocks_mt(z, pfn, order, start_mt);
 		buddy_list_del(z->pool, z, pfn);
@@ -500,8 +499,7 @@ static bool rmqueue_fallback(struct gfa_zone *z, unsigned int order, unsigned in
 	return true;
 }
 
-int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt,
-		      bool nofallback)
+int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt, bool nofallback)
 {
 	int64_t pfn;
 

@@ -9,12 +9,16 @@
 #include <string.h>
 #include "allocator/pcp.h"
 
-#define FAIL(...) do { snprintf(msg, len, __VA_ARGS__); return -EUCLEAN; } while (0)
+#define FAIL(...)                                \
+	do {                                     \
+		snprintf(msg, len, __VA_ARGS__); \
+		return -EUCLEAN;                 \
+	} while (0)
 
 struct zone_tally {
 	uint64_t free_blocks[GFA_NR_ORDERS][GFA_MT_TYPES];
 	uint64_t free_frames, released, inflight, scrub;
-	uint64_t pcp_frames;    /* in PCP blocks: must equal what the caches' lists hold */
+	uint64_t pcp_frames; /* in PCP blocks: must equal what the caches' lists hold */
 };
 
 /* Released bits: only on free frames; per-pageblock and zone counts must agree. */
@@ -26,7 +30,8 @@ static int check_released(struct gfa_zone *z, uint64_t pfn, unsigned int st, uns
 			continue;
 		if (st != GFA_FRAME_FREE)
 			FAIL("zone %u: pfn %lu is marked released but its block is not free "
-			     "(state %u)", z->id, (unsigned long)p, st);
+			     "(state %u)",
+			     z->id, (unsigned long)p, st);
 		t->released++;
 	}
 	if (st == GFA_FRAME_INFLIGHT)
@@ -65,9 +70,10 @@ static int check_pageblock_counts(struct gfa_zone *z, char *msg, size_t len)
 		}
 		if (nfree != z->pageblocks[pb].nr_free || nrel != z->pageblocks[pb].nr_released)
 			FAIL("zone %u: pageblock %lu counts %u free %u released, "
-			     "frames say %lu and %lu", z->id, (unsigned long)pb,
-			     z->pageblocks[pb].nr_free, z->pageblocks[pb].nr_released,
-			     (unsigned long)nfree, (unsigned long)nrel);
+			     "frames say %lu and %lu",
+			     z->id, (unsigned long)pb, z->pageblocks[pb].nr_free,
+			     z->pageblocks[pb].nr_released, (unsigned long)nfree,
+			     (unsigned long)nrel);
 	}
 	return 0;
 }
@@ -83,9 +89,8 @@ static bool should_have_merged(struct gfa_zone *z, uint64_t pfn, unsigned int or
 	bf = &z->pool->frames[buddy];
 	if (fstate(bf) != GFA_FRAME_FREE || bf->order != order)
 		return false;
-	return !(order >= GFA_PAGEBLOCK_ORDER &&
-		 (pfn_pageblock(z, pfn)->mt == GFA_MT_ISOLATE ||
-		  pfn_pageblock(z, buddy)->mt == GFA_MT_ISOLATE));
+	return !(order >= GFA_PAGEBLOCK_ORDER && (pfn_pageblock(z, pfn)->mt == GFA_MT_ISOLATE ||
+						  pfn_pageblock(z, buddy)->mt == GFA_MT_ISOLATE));
 }
 
 /* Walk the zone block by block: every frame lies in exactly one block. */
@@ -117,7 +122,8 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 			if ((z->pool->frames[p].flags & FRAME_F_WAS_RELEASED) &&
 			    st != GFA_FRAME_ISOLATED)
 				FAIL("zone %u: pfn %lu of a block in state %u is marked released "
-				     "when isolated", z->id, (unsigned long)p, st);
+				     "when isolated",
+				     z->id, (unsigned long)p, st);
 		for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
 			if (free_head_test(z, p))
 				FAIL("zone %u: pfn %lu inside the block at %lu has a free-head bit",
@@ -125,8 +131,9 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 		for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
 			if (fstate(&z->pool->frames[p]))
 				FAIL("zone %u: pfn %lu inside the block at %lu (order %u) "
-				     "has state %u", z->id, (unsigned long)p, (unsigned long)pfn,
-				     order, fstate(&z->pool->frames[p]));
+				     "has state %u",
+				     z->id, (unsigned long)p, (unsigned long)pfn, order,
+				     fstate(&z->pool->frames[p]));
 		if (check_released(z, pfn, st, order, t, msg, len))
 			return -EUCLEAN;
 		if (st == GFA_FRAME_PCP)
@@ -136,15 +143,18 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 			t->free_frames += 1UL << order;
 			if (should_have_merged(z, pfn, order))
 				FAIL("zone %u: free buddies at pfn %lu and %lu (order %u) "
-				     "not merged", z->id, (unsigned long)pfn,
+				     "not merged",
+				     z->id, (unsigned long)pfn,
 				     (unsigned long)(pfn ^ (1UL << order)), order);
 			/* a block of pageblocks is on its pageblocks' list (merges retype) */
-			for (uint64_t q = pfn; order >= GFA_PAGEBLOCK_ORDER &&
-			     q < pfn + (1UL << order); q += GFA_PAGEBLOCK_FRAMES)
+			for (uint64_t q = pfn;
+			     order >= GFA_PAGEBLOCK_ORDER && q < pfn + (1UL << order);
+			     q += GFA_PAGEBLOCK_FRAMES)
 				if (pfn_pageblock(z, q)->mt != f->mt)
 					FAIL("zone %u: free order-%u block at pfn %lu on the %s "
-					     "list spans a %s pageblock", z->id, order,
-					     (unsigned long)pfn, gfa_migratetype_name(f->mt),
+					     "list spans a %s pageblock",
+					     z->id, order, (unsigned long)pfn,
+					     gfa_migratetype_name(f->mt),
 					     gfa_migratetype_name(pfn_pageblock(z, q)->mt));
 		}
 		pfn += 1UL << order;
@@ -170,23 +180,23 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 
 				if (p < z->start_pfn || p >= z->start_pfn + z->nr_frames)
 					FAIL("zone %u: free list order %u %s links to pfn %u, "
-					     "outside the zone", z->id, o,
-					     gfa_migratetype_name(mt), p);
+					     "outside the zone",
+					     z->id, o, gfa_migratetype_name(mt), p);
 				f = &frames[p];
 				if (fstate(f) != GFA_FRAME_FREE || f->order != o || f->mt != mt ||
 				    f->prev != prev || pool_pfn_zone(z->pool, p) != z)
 					FAIL("zone %u: free list order %u %s holds pfn %u "
-					     "(state %u order %u mt %u)", z->id, o,
-					     gfa_migratetype_name(mt), p, fstate(f), f->order,
-					     f->mt);
+					     "(state %u order %u mt %u)",
+					     z->id, o, gfa_migratetype_name(mt), p, fstate(f),
+					     f->order, f->mt);
 				prev = p;
 				n++;
 			}
 			if (n != l->nr || n != t->free_blocks[o][mt] || l->tail != prev)
 				FAIL("zone %u: order %u %s: list holds %lu, counter %lu, "
-				     "blocks %lu", z->id, o, gfa_migratetype_name(mt),
-				     (unsigned long)n, (unsigned long)l->nr,
-				     (unsigned long)t->free_blocks[o][mt]);
+				     "blocks %lu",
+				     z->id, o, gfa_migratetype_name(mt), (unsigned long)n,
+				     (unsigned long)l->nr, (unsigned long)t->free_blocks[o][mt]);
 			area_total += n;
 		}
 		if (area_total != z->area[o].nr_free)
@@ -199,14 +209,14 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 	if (t->released != z->nr_released || t->inflight != z->nr_inflight ||
 	    t->scrub != z->nr_scrub)
 		FAIL("zone %u: counters say %lu released, %lu in flight (%lu scrubbed); frames "
-		     "say %lu, %lu and %lu", z->id, (unsigned long)z->nr_released,
-		     (unsigned long)z->nr_inflight, (unsigned long)z->nr_scrub,
-		     (unsigned long)t->released, (unsigned long)t->inflight,
-		     (unsigned long)t->scrub);
+		     "say %lu, %lu and %lu",
+		     z->id, (unsigned long)z->nr_released, (unsigned long)z->nr_inflight,
+		     (unsigned long)z->nr_scrub, (unsigned long)t->released,
+		     (unsigned long)t->inflight, (unsigned long)t->scrub);
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
 		if (z->pageblocks[i].mt >= GFA_MT_TYPES)
-			FAIL("zone %u: pageblock %lu has migratetype %u", z->id,
-			     (unsigned long)i, z->pageblocks[i].mt);
+			FAIL("zone %u: pageblock %lu has migratetype %u", z->id, (unsigned long)i,
+			     z->pageblocks[i].mt);
 	return 0;
 }
 
@@ -237,7 +247,8 @@ static int check_zone_extras(struct gfa_zone *z, char *msg, size_t len)
 
 		if (pos < z->start_pfn || pos >= end || (pos & (GFA_PAGEBLOCK_FRAMES - 1)))
 			FAIL("zone %u: cached compaction position %lu is not a pageblock "
-			     "of the zone", z->id, (unsigned long)pos);
+			     "of the zone",
+			     z->id, (unsigned long)pos);
 	}
 	if (tailbits && (z->released[z->nr_frames / 64] >> tailbits))
 		FAIL("zone %u: released bits set beyond the zone's last frame", z->id);
@@ -269,7 +280,6 @@ static int check_zone(struct gfa_zone *z, char *msg, size_t len)
 	return err;
 }
 
-
 /* ---- the per-vCPU caches (all held remotely: pcp_lock_all) ---- */
 
 static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
@@ -294,10 +304,11 @@ static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
 			if (!f || fstate(f) != GFA_FRAME_PCP || f->order != order ||
 			    f->mt != (unsigned int)i % GFA_MT_PCPTYPES ||
 			    pool_pfn_zone(pool, p) != pcp->zone) {
-				snprintf(msg, len, "pcp %p list %d: pfn %u "
+				snprintf(msg, len,
+					 "pcp %p list %d: pfn %u "
 					 "(state %u order %u mt %u) does not belong there",
-					 (void *)pcp, i, p,
-					 f ? fstate(f) : 0u, f ? (unsigned int)f->order : 0u,
+					 (void *)pcp, i, p, f ? fstate(f) : 0u,
+					 f ? (unsigned int)f->order : 0u,
 					 f ? (unsigned int)f->mt : 0u);
 				return -EUCLEAN;
 			}
@@ -326,8 +337,10 @@ static int pcp_check_unique(struct gfa_pool *pool, uint64_t *seen, char *msg, si
 				uint32_t p = plist_at(l, k);
 
 				if (seen[p / 64] & (1ULL << (p % 64))) {
-					snprintf(msg, len, "pfn %u is on a cache list twice "
-						 "(pcp %p list %d)", p, (void *)pcp, i);
+					snprintf(msg, len,
+						 "pfn %u is on a cache list twice "
+						 "(pcp %p list %d)",
+						 p, (void *)pcp, i);
 					return -EUCLEAN;
 				}
 				seen[p / 64] |= 1ULL << (p % 64);

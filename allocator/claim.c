@@ -77,7 +77,7 @@ void claim_consume(struct gfa_zone *z, uint64_t owner, unsigned int order)
 		return;
 	if (take > z->claims[i].frames)
 		take = z->claims[i].frames;
-	GFA_BUG_ON(z->claimed < take);  /* the zone's total is the sum of its claims */
+	GFA_BUG_ON(z->claimed < take); /* the zone's total is the sum of its claims */
 	z->claims[i].frames -= take;
 	z->claimed -= take;
 	GFA_BUG_ON(claims_sum(z) != z->claimed);
@@ -113,7 +113,7 @@ void claim_refund(struct gfa_zone *z, uint64_t owner, uint64_t frames, uint64_t 
 	GFA_BUG_ON(!zone_lock_held(z));
 	/* a claim dropped meanwhile, or dropped and made again, is owed nothing */
 	if (i < 0 || z->claims[i].gen != gen)
-		return;         /* dropped meanwhile: nothing is promised any more */
+		return; /* dropped meanwhile: nothing is promised any more */
 	z->claims[i].frames += frames;
 	z->claimed += frames;
 	GFA_BUG_ON(claims_sum(z) != z->claimed);
@@ -147,8 +147,8 @@ static uint64_t claim_cached_frames(struct gfa_pool *pool, struct gfa_zone *z)
  * Add owner's claim.  -ENOSPC sets *drain_helps when the caches hold enough frames to
  * make up the difference (a full table, or too few frames even with them, does not).
  */
-static int claim_try(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner,
-		     uint64_t nr_frames, bool *drain_helps)
+static int claim_try(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner, uint64_t nr_frames,
+		     bool *drain_helps)
 {
 	int err = 0;
 

@@ -79,7 +79,7 @@ static void collapse_keep_stuck(struct gfa_pool *pool, struct gfa_zone *z, uint6
 		__atomic_store_n(&f->index, index + offs[i], __ATOMIC_RELAXED);
 		frame_set_owner(f, owner);
 		fstate_set(f, GFA_FRAME_ALLOCATED);
-		zone_return_locked(z, pfns[i], orders[i]);     /* moved, as compaction does */
+		zone_return_locked(z, pfns[i], orders[i]); /* moved, as compaction does */
 	}
 	/* the counters see the target allocated and freed again: the owner holds its
 	 * blocks as before (moves are no caller's allocation or free) */
@@ -119,7 +119,7 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 		f = &pool->frames[pfns[i]];
 		st = fstate(f);
 		if (st == GFA_FRAME_ISOLATED && collapse_listed(pfns, i))
-			err = GFA_EINVAL;       /* the same block twice: overlapping sources */
+			err = GFA_EINVAL; /* the same block twice: overlapping sources */
 		else if (st != GFA_FRAME_ALLOCATED)
 			err = st == GFA_FRAME_ISOLATED ? GFA_EBUSY : GFA_ENOTHEAD;
 		else if (!fstate_cas(f, GFA_FRAME_ALLOCATED, GFA_FRAME_ISOLATED))
@@ -158,9 +158,8 @@ static int collapse_migrate(struct gfa_pool *pool, const struct owner_ref *ref, 
  * Undo one move of a failed collapse.  The owner may refuse for a moment (-EAGAIN,
  * -EBUSY: a vCPU is touching the page); it is asked again, a bounded number of times.
  */
-static int collapse_move_back(struct gfa_pool *pool, const struct owner_ref *ref,
-			      uint64_t owner, uint64_t from, uint64_t to, unsigned int order,
-			      bool *gone)
+static int collapse_move_back(struct gfa_pool *pool, const struct owner_ref *ref, uint64_t owner,
+			      uint64_t from, uint64_t to, unsigned int order, bool *gone)
 {
 	int err = 0;
 
@@ -177,9 +176,8 @@ static int collapse_move_back(struct gfa_pool *pool, const struct owner_ref *ref
  * Isolate the sources, allocate the order-9 target, move every piece; all or nothing.
  * Returns the target, or an error with everything as it was (isolation errors counted).
  */
-static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
-			     const struct owner_ref *ref, uint64_t owner,
-			     const uint64_t *pfns, const unsigned int *orders,
+static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z, const struct owner_ref *ref,
+			     uint64_t owner, const uint64_t *pfns, const unsigned int *orders,
 			     const unsigned int *offs, unsigned int n)
 {
 	uint64_t taken, watched, gen;
@@ -253,7 +251,7 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 	pthread_mutex_lock(&z->lock);
 	for (i = 0; i < n; i++) {
 		zone_free_locked(z, pfns[i], orders[i]);
-		z->c.vm.pgmigrate_success += 1UL << orders[i];      /* pages, as the kernel */
+		z->c.vm.pgmigrate_success += 1UL << orders[i]; /* pages, as the kernel */
 	}
 	z->c.vm.thp_collapse_alloc++;
 	pthread_mutex_unlock(&z->lock);
@@ -263,9 +261,8 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z,
 	return dst;
 }
 
-int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
-		     const uint64_t *pfns, const unsigned int *orders, const unsigned int *offs,
-		     unsigned int n)
+int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner, const uint64_t *pfns,
+		     const unsigned int *orders, const unsigned int *offs, unsigned int n)
 {
 	struct owner_ref ref;
 	struct gfa_zone *z;

@@ -33,12 +33,11 @@ static int64_t try_to_compact(struct gfa_zone *z, unsigned int order, unsigned i
  * SYNC_LIGHT, then SYNC over the whole zone with skip hints ignored (the kernel's
  * MIN_COMPACT_PRIORITY), each bounded by one meeting of the scanners.
  */
-int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
-			uint64_t owner, unsigned int flags)
+int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt, uint64_t owner,
+			unsigned int flags)
 {
-	static const enum gfa_compact_mode modes[] = {
-		GFA_COMPACT_ASYNC, GFA_COMPACT_SYNC_LIGHT, GFA_COMPACT_SYNC
-	};
+	static const enum gfa_compact_mode modes[] = { GFA_COMPACT_ASYNC, GFA_COMPACT_SYNC_LIGHT,
+						       GFA_COMPACT_SYNC };
 	bool promised;
 	int64_t pfn;
 
@@ -129,4 +128,3 @@ int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int
 		return gfa_alloc(pool, zone, order, mt, owner, 0); /* reports the error */
 	return zone_alloc_slow(&pool->zones[zone], order, mt, owner, 0);
 }
-

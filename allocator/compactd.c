@@ -12,7 +12,7 @@
 #include "allocator/internal.h"
 
 #define FRAG_CHECK_INTERVAL_MS 500
-#define PROACTIVE_DEFER        64      /* intervals after a pass that did not help */
+#define PROACTIVE_DEFER        64 /* intervals after a pass that did not help */
 
 static bool compactd_should_stop(struct gfa_pool *pool)
 {
@@ -66,7 +66,7 @@ static void *compactd_main(void *arg)
 		pthread_mutex_unlock(&z->lock);
 		compact_zone_background(z, order);
 		if (order < 0 && gfa_zone_fragmentation_score(pool, z->id) >= score)
-			defer = PROACTIVE_DEFER;        /* it did not help: back off */
+			defer = PROACTIVE_DEFER; /* it did not help: back off */
 	}
 	return NULL;
 }
@@ -115,7 +115,7 @@ int gfa_compactd_start(struct gfa_pool *pool)
 int gfa_compactd_stop(struct gfa_pool *pool)
 {
 	if (!pool)
-		return 0;       /* a stop of nothing, as every stop call */
+		return 0; /* a stop of nothing, as every stop call */
 	pthread_mutex_lock(&pool->compactd_lock);
 	compactd_stop_locked(pool);
 	pthread_mutex_unlock(&pool->compactd_lock);

@@ -48,8 +48,7 @@ void compaction_zone_init(struct gfa_zone *z)
 	pthread_condattr_destroy(&ca);
 }
 
-static bool zone_has_free_order(struct gfa_zone *z, int order, unsigned int mt,
-				bool nofallback)
+static bool zone_has_free_order(struct gfa_zone *z, int order, unsigned int mt, bool nofallback)
 {
 	for (int o = order; o <= GFA_MAX_ORDER; o++) {
 		if (z->area[o].list[mt].nr)
@@ -304,7 +303,7 @@ int gfa_zone_fragmentation_score(struct gfa_pool *pool, unsigned int zone)
 	if (!pool)
 		return GFA_EFAULT;
 	if (gfa_zone_stat(pool, zone, &st))
-		return GFA_ERANGE;      /* counted by gfa_zone_stat() */
+		return GFA_ERANGE; /* counted by gfa_zone_stat() */
 	if (!st.nr_free)
 		return 0;
 	for (int o = GFA_PAGEBLOCK_ORDER; o <= GFA_MAX_ORDER; o++)
@@ -312,6 +311,6 @@ int gfa_zone_fragmentation_score(struct gfa_pool *pool, unsigned int zone)
 			huge += st.nr_free_blocks[o][t] << o;
 	huge += st.nr_pcp_blocks[GFA_PAGEBLOCK_ORDER] << GFA_PAGEBLOCK_ORDER;
 	if (huge > st.nr_free)
-		huge = st.nr_free;      /* (a snapshot taken while frames kept moving) */
+		huge = st.nr_free; /* (a snapshot taken while frames kept moving) */
 	return (int)(100 * (st.nr_free - huge) / st.nr_free);
 }

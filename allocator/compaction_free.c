@@ -16,7 +16,7 @@ void cc_add_free(struct compact_control *cc, uint64_t pfn, unsigned int order)
 {
 	struct gfa_frame *f = FR(cc, pfn);
 
-	GFA_BUG_ON(cc->nr_free >= MAX_ISOLATED);        /* cc_free_full() stops before */
+	GFA_BUG_ON(cc->nr_free >= MAX_ISOLATED); /* cc_free_full() stops before */
 	/* an aligned block of the zone, the zone lock held */
 	GFA_BUG_ON(order > GFA_MAX_ORDER || (pfn & ((1UL << order) - 1)));
 	GFA_BUG_ON(pfn < cc->zone_start || pfn + (1UL << order) > cc->zone_end);
@@ -34,9 +34,9 @@ static void isolate_free_block(struct compact_control *cc, uint64_t pfn)
 	unsigned int order = FR(cc, pfn)->order;
 
 	buddy_list_del(cc->zone->pool, cc->zone, pfn);
-	release_take(cc->zone, pfn, 1UL << order);    /* written if used (compaction_alloc) */
+	release_take(cc->zone, pfn, 1UL << order); /* written if used (compaction_alloc) */
 	cc_add_free(cc, pfn, order);
-	cc->zone->c.vm.compact_isolated += 1UL << order;     /* pages, as the kernel */
+	cc->zone->c.vm.compact_isolated += 1UL << order; /* pages, as the kernel */
 }
 
 static bool cc_free_full(const struct compact_control *cc)
@@ -120,7 +120,7 @@ static unsigned int isolate_freepages_block_map(struct compact_control *cc, uint
 
 		cc->free_scanned++;
 		if (o > GFA_MAX_ORDER || pfn + (1UL << o) > cc->zone_end) {
-			pfn++;  /* never on a consistent pool (gfa_pool_check) */
+			pfn++; /* never on a consistent pool (gfa_pool_check) */
 			continue;
 		}
 		isolate_free_block(cc, pfn);
@@ -252,13 +252,13 @@ static void fast_isolate_freepages(struct compact_control *cc)
 			}
 			if (found == GFA_NIL || p > found) {
 				found = p;
-				limit >>= 1;    /* a candidate is known: shorten the scan */
+				limit >>= 1; /* a candidate is known: shorten the scan */
 			}
 		}
 		if (found == GFA_NIL && last != GFA_NIL)
 			freelist_move_head(frames, l, last);
 		else if (found != GFA_NIL)
-			cc->search_order = order;       /* start there next time */
+			cc->search_order = order; /* start there next time */
 		/* an order that used its whole budget halves the next one's, as the kernel
 		 * does, so a failing search costs about twice the budget, not once per order */
 		if (order_scanned >= limit)
@@ -291,8 +291,8 @@ static void fast_isolate_freepages(struct compact_control *cc)
  * a block whose walk reached its end without isolating anything gets its skip bit
  * (update_pageblock_skip(), a hint the free scanner set and read since ~3.7).
  */
-static void linear_free_block_done(struct compact_control *cc, uint64_t block,
-				   uint64_t stop, unsigned int got)
+static void linear_free_block_done(struct compact_control *cc, uint64_t block, uint64_t stop,
+				   unsigned int got)
 {
 	uint64_t end = block + GFA_PAGEBLOCK_FRAMES;
 
@@ -306,7 +306,8 @@ static void linear_free_block_done(struct compact_control *cc, uint64_t block,
 		cc->free_pfn = stop;
 	else
 		cc->free_pfn = block >= cc->zone_start + GFA_PAGEBLOCK_FRAMES ?
-			       block - GFA_PAGEBLOCK_FRAMES : cc->zone_start;
+				       block - GFA_PAGEBLOCK_FRAMES :
+				       cc->zone_start;
 }
 
 /*
@@ -341,7 +342,7 @@ void isolate_freepages(struct compact_control *cc)
 				pb_set_skip(z, block);
 			if (block < cc->free_pfn)
 				cc->free_pfn = block;
-			if (block < z->compact_cached_free_pfn)   /* only down, as the kernel */
+			if (block < z->compact_cached_free_pfn) /* only down, as the kernel */
 				z->compact_cached_free_pfn = block;
 		}
 		if (block == cc->zone_start)
@@ -380,7 +381,7 @@ int64_t compaction_alloc(struct compact_control *cc, unsigned int order)
 				cc_add_free(cc, b.pfn + (1UL << b.order), b.order);
 			}
 			FR(cc, b.pfn)->order = (uint8_t)order;
-			release_forget(cc->zone, b.pfn, 1UL << order);    /* to be written */
+			release_forget(cc->zone, b.pfn, 1UL << order); /* to be written */
 			pthread_mutex_unlock(&cc->zone->lock);
 			return (int64_t)b.pfn;
 		}
@@ -402,7 +403,7 @@ void release_freepages(struct compact_control *cc)
 
 		if (pfn > highest)
 			highest = pfn;
-		GFA_BUG_ON(fstate(FR(cc, pfn)) != GFA_FRAME_ISOLATED);     /* ISOLATED -> free */
+		GFA_BUG_ON(fstate(FR(cc, pfn)) != GFA_FRAME_ISOLATED); /* ISOLATED -> free */
 		fstate_set(FR(cc, pfn), 0);
 		/* unwritten: frames released when isolated are released still */
 		release_restore(z, pfn, 1UL << cc->freepages[i].order);

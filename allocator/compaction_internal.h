@@ -14,9 +14,9 @@
 #define GFA_ALLOCATOR_COMPACTION_INTERNAL_H
 #include "allocator/internal.h"
 
-#define COMPACT_CLUSTER_MAX   32
-#define COSTLY_ORDER          3
-#define MAX_ISOLATED          (2 * COMPACT_CLUSTER_MAX + GFA_PAGEBLOCK_FRAMES)
+#define COMPACT_CLUSTER_MAX 32
+#define COSTLY_ORDER        3
+#define MAX_ISOLATED        (2 * COMPACT_CLUSTER_MAX + GFA_PAGEBLOCK_FRAMES)
 
 struct iso_block {
 	uint64_t pfn;
@@ -26,24 +26,24 @@ struct iso_block {
 
 struct compact_control {
 	struct gfa_zone *zone;
-	int order;                      /* -1: full compaction */
-	unsigned int mt;                /* migratetype of the request */
+	int order;       /* -1: full compaction */
+	unsigned int mt; /* migratetype of the request */
 	enum gfa_compact_mode mode;
 	bool direct, linear, proactive, whole_zone, daemon, nofallback;
-	bool ignore_skip;               /* last-resort priority: skip hints off, no fast find */
+	bool ignore_skip; /* last-resort priority: skip hints off, no fast find */
 	uint64_t migrate_pfn, free_pfn;
 	uint64_t zone_start, zone_end;
 	struct iso_block migrate[MAX_ISOLATED];
 	unsigned int nr_migrate;
-	struct iso_block freepages[MAX_ISOLATED];   /* isolated free blocks */
+	struct iso_block freepages[MAX_ISOLATED]; /* isolated free blocks */
 	unsigned int nr_free;
 	uint64_t nr_free_frames;
 	unsigned int fast_search_fail;
 	int search_order;
-	uint64_t last_block;            /* previous migrate source block, for rescan */
+	uint64_t last_block; /* previous migrate source block, for rescan */
 	bool rescan, fast_found;
 	uint64_t migrate_scanned, free_scanned;
-	uint64_t migrate_blocks;        /* heads (and list entries) looked at: 4.20's count */
+	uint64_t migrate_blocks; /* heads (and list entries) looked at: 4.20's count */
 	struct capture_control *capc;
 };
 

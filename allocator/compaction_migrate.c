@@ -15,8 +15,7 @@
 static bool block_movable(struct compact_control *cc, struct gfa_frame *f)
 {
 	return fstate(f) == GFA_FRAME_ALLOCATED && f->mt == GFA_MT_MOVABLE &&
-	       f->order < GFA_PAGEBLOCK_ORDER &&
-	       owner_lookup(cc->zone->pool, frame_owner(f), NULL);
+	       f->order < GFA_PAGEBLOCK_ORDER && owner_lookup(cc->zone->pool, frame_owner(f), NULL);
 }
 
 /*
@@ -74,7 +73,7 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 	uint64_t window = cc->order > 0 ? 1UL << cc->order : 1, next_skip = 0;
 	unsigned int win_first = cc->nr_migrate;
 
-	if (pfn == GFA_NIL || pfn < low_pfn)   /* inside a block started earlier */
+	if (pfn == GFA_NIL || pfn < low_pfn) /* inside a block started earlier */
 		pfn = pfn == GFA_NIL ? low_pfn : pfn + (1UL << FR(cc, pfn)->order);
 	while (pfn < end && pfn < cc->zone_end) {
 		struct gfa_frame *f = FR(cc, pfn);
@@ -91,7 +90,7 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 		/* the walk goes from head to head under the zone lock */
 		GFA_BUG_ON(!st || order > GFA_MAX_ORDER);
 		if (!st || order > GFA_MAX_ORDER)
-			order = 0;  /* a release build steps on safely */
+			order = 0; /* a release build steps on safely */
 		cc->migrate_scanned += 1UL << order;
 		cc->migrate_blocks++;
 		if (st == GFA_FRAME_ALLOCATED && !block_movable(cc, f))
@@ -138,8 +137,8 @@ static uint64_t fast_find_migrateblock(struct compact_control *cc)
 	uint64_t distance, high_pfn, pfn = cc->migrate_pfn;
 
 	if (cc->linear || cc->ignore_skip || cc->order <= COSTLY_ORDER ||
-	    (pfn & (GFA_PAGEBLOCK_FRAMES - 1)) ||
-	    (cc->direct && cc->mt != GFA_MT_MOVABLE) || cc->free_pfn <= pfn)
+	    (pfn & (GFA_PAGEBLOCK_FRAMES - 1)) || (cc->direct && cc->mt != GFA_MT_MOVABLE) ||
+	    cc->free_pfn <= pfn)
 		return GFA_NIL;
 	limit = freelist_scan_limit(cc);
 	distance = (cc->free_pfn - pfn) >> 1;
@@ -279,7 +278,7 @@ void isolate_migratepages(struct compact_control *cc)
 /* Put a block that did not move back in the hands of its owner. */
 static void putback_block(struct compact_control *cc, struct iso_block *b)
 {
-	GFA_BUG_ON(fstate(FR(cc, b->pfn)) != GFA_FRAME_ISOLATED);  /* ISOLATED -> ALLOCATED */
+	GFA_BUG_ON(fstate(FR(cc, b->pfn)) != GFA_FRAME_ISOLATED); /* ISOLATED -> ALLOCATED */
 	fstate_set(FR(cc, b->pfn), GFA_FRAME_ALLOCATED);
 }
 
@@ -356,14 +355,14 @@ void migrate_pages(struct compact_control *cc)
 		int err;
 
 		if (cc->capc && cc->capc->pfn >= 0)
-			break;  /* captured: stop at once */
+			break; /* captured: stop at once */
 		if (owner_get(z->pool, b->owner, ref)) {
 			dst = compaction_alloc(cc, b->order);
 			if (dst < 0)
 				owner_put(z->pool, ref);
 		}
 		if (dst < 0) {
-			putback_block(cc, b);   /* no owner, or no target left: next round */
+			putback_block(cc, b); /* no owner, or no target left: next round */
 			continue;
 		}
 		/* both sides isolated, ours alone: the target of the source's order */
@@ -385,7 +384,7 @@ void migrate_pages(struct compact_control *cc)
 					 __atomic_load_n(&FR(cc, b->pfn)->index, __ATOMIC_RELAXED),
 					 __ATOMIC_RELAXED);
 			frame_mark_allocated(FR(cc, (uint64_t)dst), GFA_MT_MOVABLE, b->owner);
-			zone_return_locked(z, b->pfn, b->order);  /* no caller's free */
+			zone_return_locked(z, b->pfn, b->order); /* no caller's free */
 			z->c.vm.pgmigrate_success += 1UL << b->order;
 		}
 		pthread_mutex_unlock(&z->lock);

@@ -25,7 +25,7 @@
 #include "allocator/layers.h"
 #include "common/bug.h"
 
-#define GFA_NIL UINT32_MAX
+#define GFA_NIL              UINT32_MAX
 /*
  * A frame of an isolated free block (a compaction target, a capture) that was released
  * to the host when the block left the lists: its released bit comes back if the block
@@ -36,8 +36,8 @@
  * The head of an in-flight block a scrub took (zone_scrub_take): free frames being
  * zeroed, counted free (gfa_zone.nr_scrub) while off the lists.
  */
-#define FRAME_F_SCRUB 0x2u
-#define MAX_ORDER_FRAMES (1UL << GFA_MAX_ORDER)
+#define FRAME_F_SCRUB        0x2u
+#define MAX_ORDER_FRAMES     (1UL << GFA_MAX_ORDER)
 
 struct gfa_frame {
 	union {
@@ -45,7 +45,7 @@ struct gfa_frame {
 			uint32_t next;
 			uint32_t prev;
 		};
-		uint64_t owner_word;    /* both links as one word: an allocated block's owner */
+		uint64_t owner_word; /* both links as one word: an allocated block's owner */
 	};
 	uint8_t state;
 	uint8_t order;
@@ -75,8 +75,8 @@ static inline bool fstate_cas(struct gfa_frame *f, unsigned int old, unsigned in
 {
 	uint8_t o = (uint8_t)old;
 
-	return __atomic_compare_exchange_n(&f->state, &o, (uint8_t)new, false,
-					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	return __atomic_compare_exchange_n(&f->state, &o, (uint8_t) new, false, __ATOMIC_ACQ_REL,
+					   __ATOMIC_ACQUIRE);
 }
 static inline uint32_t flink_get(const uint32_t *p)
 {
@@ -101,24 +101,24 @@ static inline void frame_set_owner(struct gfa_frame *f, uint64_t owner)
 }
 
 /* Pageblock flags. */
-#define PB_SKIP      0x1u   /* compaction skip hint / ownership token */
+#define PB_SKIP 0x1u /* compaction skip hint / ownership token */
 
 struct gfa_pageblock {
 	uint8_t mt;
 	uint8_t flags;
-	uint16_t nr_free;       /* frames of this pageblock on the buddy lists */
-	uint16_t nr_released;   /* of those, released to the host */
+	uint16_t nr_free;     /* frames of this pageblock on the buddy lists */
+	uint16_t nr_released; /* of those, released to the host */
 };
 
 struct gfa_free_list {
-	uint32_t head;          /* newest (kernel: list head) */
-	uint32_t tail;          /* oldest */
-	uint64_t nr;            /* blocks on the list */
+	uint32_t head; /* newest (kernel: list head) */
+	uint32_t tail; /* oldest */
+	uint64_t nr;   /* blocks on the list */
 };
 
 struct gfa_free_area {
 	struct gfa_free_list list[GFA_MT_TYPES];
-	uint64_t nr_free;       /* blocks of this order, all types */
+	uint64_t nr_free; /* blocks of this order, all types */
 };
 
 /* Per-zone counters, protected by the zone lock. */
@@ -131,10 +131,10 @@ struct gfa_zone {
 	struct gfa_pool *pool;
 	unsigned int id;
 	int node;
-	uint64_t start_pfn;             /* pool pfn of the first frame */
+	uint64_t start_pfn; /* pool pfn of the first frame */
 	uint64_t nr_frames;
 	uint64_t nr_pageblocks;
-	uint64_t nr_free;               /* frames on the buddy lists */
+	uint64_t nr_free; /* frames on the buddy lists */
 	struct gfa_free_area area[GFA_NR_ORDERS];
 	struct gfa_pageblock *pageblocks;
 	/* what creation allocated for the zone's frames and pageblocks: descriptors (the
@@ -147,11 +147,11 @@ struct gfa_zone {
 	void *base;
 	int memfd;
 	/* compaction (zone lock) */
-	uint64_t compact_cached_migrate_pfn[2];  /* [0] async, [1] sync */
+	uint64_t compact_cached_migrate_pfn[2]; /* [0] async, [1] sync */
 	uint64_t compact_cached_free_pfn;
-	bool compact_blockskip_flush;            /* scanners met: reset skip bits next time */
+	bool compact_blockskip_flush; /* scanners met: reset skip bits next time */
 	/* host release (zone lock) */
-	uint64_t *released;             /* bit per frame: free and released to the host */
+	uint64_t *released; /* bit per frame: free and released to the host */
 	/*
 	 * Bit per frame: the head of a block on a buddy list (zone lock).  The full-mode
 	 * free scanner finds a pageblock's free blocks from it instead of probing frames;
@@ -167,17 +167,19 @@ struct gfa_zone {
 	uint64_t nr_scrub;
 	unsigned int scrub_waiters;
 	pthread_cond_t scrub_done;
-	uint64_t release_scans;         /* block_released() scans of release bits */
+	uint64_t release_scans; /* block_released() scans of release bits */
 	struct gfa_release_policy rp;
 	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
-	struct { uint64_t owner, frames, gen; } claims[GFA_MAX_CLAIMS];
-	uint64_t claim_gen;              /* numbers claims, so a refund finds its own */
+	struct {
+		uint64_t owner, frames, gen;
+	} claims[GFA_MAX_CLAIMS];
+	uint64_t claim_gen; /* numbers claims, so a refund finds its own */
 	unsigned int nr_claims;
 	uint64_t claimed;
 	/* isolation gate (pcp_holder.c): while up, cache frees compare-and-swap; raised in
 	 * each cache of the zone (gfa_pcp.cas_free), isolating changes under pcp_lock */
 	pthread_mutex_t isolate_lock;
-	unsigned int isolate_users;     /* isolate_lock; read racily as a hint (atomics) */
+	unsigned int isolate_users; /* isolate_lock; read racily as a hint (atomics) */
 	_Atomic int isolating;
 	/* kcompactd */
 	pthread_t compactd __attribute__((aligned(64)));
@@ -189,9 +191,9 @@ struct gfa_zone {
 #define GFA_OWNER_SLOTS 65536
 struct gfa_owner_slot {
 	uint64_t owner;
-	const struct gfa_owner_ops *ops;   /* NULL: empty; &owner_tombstone: deleted */
+	const struct gfa_owner_ops *ops; /* NULL: empty; &owner_tombstone: deleted */
 	void *ctx;
-	unsigned int users;     /* __atomic: references taken by owner_get() */
+	unsigned int users; /* __atomic: references taken by owner_get() */
 };
 
 /* A reference to an owner's ops: they may be called until owner_put(). */
@@ -203,8 +205,8 @@ struct owner_ref {
 };
 
 struct gfa_pool {
-	struct gfa_frame *frames;       /* one per pfn, over all zones */
-	uint64_t nr_pfns;               /* span of pfn space (incl. alignment holes) */
+	struct gfa_frame *frames; /* one per pfn, over all zones */
+	uint64_t nr_pfns;         /* span of pfn space (incl. alignment holes) */
 	unsigned int nr_zones;
 	struct gfa_zone zones[GFA_MAX_ZONES];
 	struct gfa_pool_config cfg;
@@ -217,22 +219,32 @@ struct gfa_pool {
 	pthread_rwlock_t owner_lock;
 	struct gfa_owner_slot *owners;
 	unsigned int nr_owners;
-	pthread_mutex_t owner_wait_lock;        /* unregister waits for owner_put() */
+	pthread_mutex_t owner_wait_lock; /* unregister waits for owner_put() */
 	pthread_cond_t owner_wait;
 	struct gfa_compact_config compact;
-	bool compactd_stop;             /* __atomic accessed */
-	pthread_mutex_t compactd_lock;  /* serializes gfa_compactd_start/stop */
-	struct gfa_pool *fork_next;     /* pools whose caches fork() holds (pcp_holder.c) */
-	gfa_moved_fn moved_fn;          /* __atomic: told of every block moved away */
+	bool compactd_stop;            /* __atomic accessed */
+	pthread_mutex_t compactd_lock; /* serializes gfa_compactd_start/stop */
+	struct gfa_pool *fork_next;    /* pools whose caches fork() holds (pcp_holder.c) */
+	gfa_moved_fn moved_fn;         /* __atomic: told of every block moved away */
 	void *moved_ctx;
-	gfa_released_fn released_fn;    /* __atomic: told of every frame released */
+	gfa_released_fn released_fn; /* __atomic: told of every frame released */
 	void *released_ctx;
 };
 
 /* Error counter slots in pool->err (match the err_* vmstat order). */
 enum gfa_err_slot {
-	ERR_FAULT, ERR_RANGE, ERR_ALIGN, ERR_ORDER, ERR_MIGRATE, ERR_DOUBLE_FREE,
-	ERR_WRONG_ORDER, ERR_NOT_HEAD, ERR_OWNER, ERR_BUSY, ERR_THREAD, ERR_INVAL,
+	ERR_FAULT,
+	ERR_RANGE,
+	ERR_ALIGN,
+	ERR_ORDER,
+	ERR_MIGRATE,
+	ERR_DOUBLE_FREE,
+	ERR_WRONG_ORDER,
+	ERR_NOT_HEAD,
+	ERR_OWNER,
+	ERR_BUSY,
+	ERR_THREAD,
+	ERR_INVAL,
 	ERR_NR
 };
 
@@ -250,8 +262,8 @@ static inline bool zone_lock_held(struct gfa_zone *z)
 }
 
 /* ---- buddy.c: everything here runs with zone->lock held ---- */
-void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
-		    unsigned int order, unsigned int mt, bool tail);
+void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigned int order,
+		    unsigned int mt, bool tail);
 void buddy_list_del(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn);
 /*
  * Free a block into the zone, merging; the block must not be on any list.  Returns
@@ -267,13 +279,12 @@ struct capture_control {
 	struct gfa_zone *zone;
 	int order;
 	unsigned int mt;
-	int64_t pfn;            /* captured block, or -1 */
-	bool nofallback;        /* only from pageblocks of type mt (GFA_ALLOC_NOFALLBACK) */
+	int64_t pfn;     /* captured block, or -1 */
+	bool nofallback; /* only from pageblocks of type mt (GFA_ALLOC_NOFALLBACK) */
 };
 extern __thread struct capture_control *compact_capc;
 /* Take a block of exactly `order` and type mt (with fallback unless nofallback). */
-int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt,
-		      bool nofallback);
+int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt, bool nofallback);
 /* Move every free block of pageblock pb to free list mt; returns free frames moved. */
 uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned int mt);
 /* The free-head bitmap: is pfn the head of a listed free block? */
@@ -306,7 +317,7 @@ void pool_count_err(struct gfa_pool *pool, int err);
 /* Count err (an argument error of a public call) and return it: `return pool_err(p, e);` */
 static inline int pool_err(const struct gfa_pool *pool, int err)
 {
-	pool_count_err((struct gfa_pool *)pool, err);    /* the counters are atomics */
+	pool_count_err((struct gfa_pool *)pool, err); /* the counters are atomics */
 	return err;
 }
 
@@ -317,12 +328,12 @@ static inline int pool_err(const struct gfa_pool *pool, int err)
  * lock unless new_state is GFA_FRAME_PCP (a cache's free); then only the fast case is
  * decided without it, and a tail takes it (frame_find_head).
  */
-int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
-		     unsigned int order, uint64_t owner, unsigned int new_state);
+int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigned int order,
+		     uint64_t owner, unsigned int new_state);
 /* Mark a block allocated (zone lock or owning pcp lock held). */
 void frame_mark_allocated(struct gfa_frame *f, unsigned int mt, uint64_t owner);
-int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt,
-			  uint64_t owner, unsigned int flags);
+int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt, uint64_t owner,
+			  unsigned int flags);
 void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order);
 /* A block back to the buddy lists, not counted as a free: a cache's drain (its
  * owner's free was counted when the block entered the cache). */
@@ -384,15 +395,15 @@ uint64_t claim_unclaimed_listed(struct gfa_zone *z);
 
 /* ---- compact_direct.c ---- */
 /* Slow path of an allocation that failed on the free lists (no lock held). */
-int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
-			uint64_t owner, unsigned int flags);
+int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt, uint64_t owner,
+			unsigned int flags);
 
 /* ---- compaction.c ---- */
 void compaction_zone_init(struct gfa_zone *z);
 /* One compaction run of zone z (compaction.c); how: COMPACT_* bits. */
-#define COMPACT_DIRECT      0x1u  /* direct compaction for an allocation */
-#define COMPACT_IGNORE_SKIP 0x2u  /* last resort: whole zone, skip hints ignored */
-#define COMPACT_NOFALLBACK  0x4u  /* the request takes its own migratetype only */
+#define COMPACT_DIRECT      0x1u /* direct compaction for an allocation */
+#define COMPACT_IGNORE_SKIP 0x2u /* last resort: whole zone, skip hints ignored */
+#define COMPACT_NOFALLBACK  0x4u /* the request takes its own migratetype only */
 int compact_run(struct gfa_zone *z, int order, unsigned int mt, enum gfa_compact_mode mode,
 		unsigned int how, struct capture_control *capc);
 /* kcompactd's pass: order -1 = proactive (score-driven), else for that order. */
@@ -411,8 +422,8 @@ void owner_put(struct gfa_pool *pool, struct owner_ref *r);
 /* Is r's owner still registered with the same ops?  (An op may unregister its owner.) */
 bool owner_ref_live(struct gfa_pool *pool, const struct owner_ref *r);
 /* ops->migrate(), and on success the pool's moved hook on the source it left. */
-int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *ctx,
-		  uint64_t owner, uint64_t src, uint64_t dst, unsigned int order);
+int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *ctx, uint64_t owner,
+		  uint64_t src, uint64_t dst, unsigned int order);
 int owner_registry_init(struct gfa_pool *pool);
 void owner_registry_destroy(struct gfa_pool *pool);
 

@@ -71,8 +71,7 @@ int pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ctx);
  * zone).  Any thread (a cached block's state is read as it stands).
  */
 typedef void (*gfa_free_run_fn)(void *ctx, uint64_t pfn, uint64_t nr, bool released);
-int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
-		   void *ctx);
+int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn, void *ctx);
 
 /* ---- freeing ---- */
 
@@ -89,8 +88,7 @@ int pool_free_cold(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint
  * reads zero): the frames go back released, as a host return's would (counted in
  * release_done; the released hook clears their marks).  Same returns and thread rules.
  */
-int pool_free_released(struct gfa_pool *pool, uint64_t pfn, unsigned int order,
-		       uint64_t owner);
+int pool_free_released(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner);
 
 /* ---- errors ---- */
 
@@ -105,7 +103,7 @@ int pool_count_error(struct gfa_pool *pool, int err);
 
 struct gfa_frame_range {
 	uint64_t pfn;
-	uint64_t nr;                    /* frames */
+	uint64_t nr; /* frames */
 };
 
 /*
@@ -117,7 +115,7 @@ struct gfa_frame_range {
  * caller releases them and reports each with zone_release_done.
  */
 int zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
-			     unsigned int max_ranges, uint64_t max_frames);
+		      unsigned int max_ranges, uint64_t max_frames);
 /*
  * One grow step: when the zone has fewer than `low` populated free frames, take
  * released free frames (lowest first) up to `high` and max_frames, to be populated by
@@ -126,7 +124,7 @@ int zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame
  * stay on the lists; claimed frames stay on the lists too.  Same returns as above.
  */
 int zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
-			      unsigned int max_ranges, uint64_t max_frames);
+		       unsigned int max_ranges, uint64_t max_frames);
 /*
  * Put an isolated range back on the free lists: released (the host memory is gone and
  * reads as zero) or not (the frames are populated: a failed release, or a grow).
@@ -149,9 +147,8 @@ int zone_release_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, bool rel
  * run), GFA_EFAULT or GFA_ERANGE.
  */
 typedef bool (*gfa_block_want_fn)(void *ctx, uint64_t pfn, unsigned int order);
-int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
-			  void *ctx, struct gfa_frame_range *out, unsigned int max_ranges,
-			  uint64_t max_frames);
+int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want, void *ctx,
+		    struct gfa_frame_range *out, unsigned int max_ranges, uint64_t max_frames);
 /* The same for a range taken by zone_populate_take, now populated. */
 int zone_populate_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
 /*

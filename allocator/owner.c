@@ -114,7 +114,7 @@ int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_o
 		return GFA_EFAULT;
 	}
 	if (ops && !ops->batch_begin != !ops->batch_end)
-		return pool_err(pool, GFA_EINVAL);      /* a batch begun would never end */
+		return pool_err(pool, GFA_EINVAL); /* a batch begun would never end */
 	pthread_rwlock_wrlock(&pool->owner_lock);
 	s = owner_slot(pool, owner, false);
 	if (ops && s) {
@@ -124,7 +124,7 @@ int gfa_owner_register(struct gfa_pool *pool, uint64_t owner, const struct gfa_o
 		if (!s) {
 			ret = -ENOSPC;
 		} else {
-			GFA_BUG_ON(s->ops && s->ops != &owner_tombstone);    /* a free slot */
+			GFA_BUG_ON(s->ops && s->ops != &owner_tombstone); /* a free slot */
 			s->owner = owner;
 			s->ops = ops;
 			s->ctx = ctx;
@@ -165,10 +165,10 @@ void owner_put(struct gfa_pool *pool, struct owner_ref *r)
 {
 	unsigned int had;
 
-	GFA_BUG_ON(owner_refs != r);    /* put in the reverse order of their gets */
+	GFA_BUG_ON(owner_refs != r); /* put in the reverse order of their gets */
 	owner_refs = r->prev;
 	had = __atomic_fetch_sub(&r->slot->users, 1, __ATOMIC_ACQ_REL);
-	GFA_BUG_ON(!(had & (OWNER_DYING - 1)));        /* this reference was counted */
+	GFA_BUG_ON(!(had & (OWNER_DYING - 1))); /* this reference was counted */
 	/* every put: a waiter may wait for its own references only (not for zero) */
 	pthread_mutex_lock(&pool->owner_wait_lock);
 	pthread_cond_broadcast(&pool->owner_wait);
@@ -186,8 +186,8 @@ bool owner_ref_live(struct gfa_pool *pool, const struct owner_ref *r)
 	return live;
 }
 
-int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *ctx,
-		  uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
+int owner_migrate(struct gfa_pool *pool, const struct gfa_owner_ops *ops, void *ctx, uint64_t owner,
+		  uint64_t src, uint64_t dst, unsigned int order)
 {
 	int err = ops->migrate(ctx, owner, src, dst, order);
 	gfa_moved_fn fn = __atomic_load_n(&pool->moved_fn, __ATOMIC_ACQUIRE);
@@ -210,7 +210,7 @@ int pool_set_moved_fn(struct gfa_pool *pool, gfa_moved_fn fn, void *ctx)
 		__atomic_store_n(&pool->moved_fn, NULL, __ATOMIC_RELEASE);
 		return 0;
 	}
-	pthread_mutex_lock(&pool->owner_wait_lock);     /* one setter at a time */
+	pthread_mutex_lock(&pool->owner_wait_lock); /* one setter at a time */
 	if (__atomic_load_n(&pool->moved_fn, __ATOMIC_ACQUIRE)) {
 		pthread_mutex_unlock(&pool->owner_wait_lock);
 		return pool_err(pool, GFA_EBUSY);
@@ -229,7 +229,7 @@ int pool_set_released_fn(struct gfa_pool *pool, gfa_released_fn fn, void *ctx)
 		__atomic_store_n(&pool->released_fn, NULL, __ATOMIC_RELEASE);
 		return 0;
 	}
-	pthread_mutex_lock(&pool->owner_wait_lock);     /* one setter at a time, as above */
+	pthread_mutex_lock(&pool->owner_wait_lock); /* one setter at a time, as above */
 	if (__atomic_load_n(&pool->released_fn, __ATOMIC_ACQUIRE)) {
 		pthread_mutex_unlock(&pool->owner_wait_lock);
 		return pool_err(pool, GFA_EBUSY);
@@ -255,4 +255,3 @@ const struct gfa_owner_ops *owner_lookup(struct gfa_pool *pool, uint64_t owner, 
 	pthread_rwlock_unlock(&pool->owner_lock);
 	return ops;
 }
-

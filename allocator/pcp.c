@@ -72,7 +72,7 @@ PCP_HOT void plist_push_top(struct pcp_list *l, uint32_t pfn)
 {
 	uint32_t top = l->top;
 
-	GFA_BUG_ON(plist_nr(l) > l->mask);      /* room was reserved before the push */
+	GFA_BUG_ON(plist_nr(l) > l->mask); /* room was reserved before the push */
 	l->ring[top & l->mask] = pfn;
 	__atomic_store_n(&l->top, top + 1, __ATOMIC_RELAXED);
 }
@@ -92,7 +92,7 @@ PCP_HOT uint32_t plist_pop_top(struct pcp_list *l)
 	uint32_t top = l->top - 1;
 	uint32_t pfn = l->ring[top & l->mask];
 
-	GFA_BUG_ON(!plist_nr(l));               /* callers pop non-empty lists only */
+	GFA_BUG_ON(!plist_nr(l)); /* callers pop non-empty lists only */
 
 	__atomic_store_n(&l->top, top, __ATOMIC_RELAXED);
 	return pfn;
@@ -167,11 +167,11 @@ int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 		do {
 			uint64_t pfn = plist_pop_bottom(l);
 
-			GFA_BUG_ON(pcp->frames[pfn].order != order);    /* its list's order */
+			GFA_BUG_ON(pcp->frames[pfn].order != order); /* its list's order */
 			count -= 1 << order;
 			pcp->count -= 1 << order;
 			freed += 1 << order;
-			GFA_BUG_ON(pcp->count < 0);     /* count is the sum of the lists */
+			GFA_BUG_ON(pcp->count < 0); /* count is the sum of the lists */
 			GFA_BUG_ON(fstate(&pcp->frames[pfn]) != GFA_FRAME_PCP);
 			zone_return_locked(z, pfn, order);
 		} while (count > 0 && plist_nr(l));
@@ -185,8 +185,8 @@ int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
  * rmqueue_bulk(): take up to n blocks of one order and type in one zone-lock section,
  * appended at the tail so the list keeps its oldest-last order.
  */
-static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsigned int mt,
-		      int n, unsigned int flags)
+static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsigned int mt, int n,
+		      unsigned int flags)
 {
 	struct gfa_zone *z = pcp->zone;
 	struct pcp_list *l = &pcp->lists[pindex];
@@ -207,14 +207,14 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 		if (pfn < 0)
 			break;
 		f = &pcp->pool->frames[pfn];
-		GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE);        /* just off a free list */
+		GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE); /* just off a free list */
 		f->mt = (uint8_t)mt;
 		fstate_set(f, GFA_FRAME_PCP);
 		plist_push_bottom(l, (uint32_t)pfn);
 		pcp->count += 1 << order;
 	}
 	pthread_mutex_unlock(&z->lock);
-	pcp->vs.pcp_refill += got != 0;        /* batches taken, not attempts */
+	pcp->vs.pcp_refill += got != 0; /* batches taken, not attempts */
 	return got;
 }
 
@@ -300,8 +300,9 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pthread_mutex_lock(&pool->pcp_lock);
 	pcp_claims_changed_one(pcp);
 	/* the gate changes under pcp_lock: a cache born while it is up starts with it up */
-	atomic_store_explicit(&pcp->cas_free, (int)pool->cfg.pcp_free_strict +
-			      atomic_load_explicit(&z->isolating, memory_order_relaxed),
+	atomic_store_explicit(&pcp->cas_free,
+			      (int)pool->cfg.pcp_free_strict +
+				      atomic_load_explicit(&z->isolating, memory_order_relaxed),
 			      memory_order_relaxed);
 	pcp->next = pool->pcps;
 	pool->pcps = pcp;
@@ -394,8 +395,8 @@ PCP_HOT void pcp_mark_allocated(struct gfa_pcp *pcp, uint64_t pfn, unsigned int 
  * claims on the zone, bad arguments.
  */
 static __attribute__((noinline)) int64_t pcp_alloc_slow(struct gfa_pcp *pcp, unsigned int order,
-							 enum gfa_migratetype mt, uint64_t owner,
-							 unsigned int flags)
+							enum gfa_migratetype mt, uint64_t owner,
+							unsigned int flags)
 {
 	struct pcp_list *l;
 	uint64_t pfn;
@@ -498,7 +499,7 @@ static bool pcp_free_high_direct(struct gfa_pcp *pcp, struct gfa_zone *z, uint64
 PCP_HOT void pcp_push_commit(struct gfa_pcp *pcp, struct pcp_list *l, uint64_t pfn,
 			     unsigned int order, int pindex)
 {
-	GFA_BUG_ON(fstate(&pcp->frames[pfn]) != GFA_FRAME_PCP);   /* begun: ALLOCATED -> PCP */
+	GFA_BUG_ON(fstate(&pcp->frames[pfn]) != GFA_FRAME_PCP); /* begun: ALLOCATED -> PCP */
 	plist_push_top(l, (uint32_t)pfn);
 	pcp->count += 1 << order;
 	pcp->vs.free_order[order]++;
@@ -619,8 +620,7 @@ fail:
  * compiler pushes %rbx in gfa_pcp_free).
  */
 static __attribute__((noinline)) int pcp_free_begun_exit(struct gfa_pcp *pcp, uint64_t pfn,
-							 unsigned int order,
-							 struct pcp_thread *me)
+							 unsigned int order, struct pcp_thread *me)
 {
 	pcp_free_begun(pcp, pfn, order);
 	pcp_exit_fast(me);
@@ -689,8 +689,8 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 	return 0;
 }
 
-int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
-		      unsigned int order, uint64_t owner)
+int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n, unsigned int order,
+		      uint64_t owner)
 {
 	int err;
 	size_t i;
@@ -723,7 +723,7 @@ int gfa_pcp_drain(struct gfa_pcp *pcp)
 	if (err)
 		return err;
 	err = pcp_free_bulk(pcp, pcp->count, 0);
-	pcp->vs.pcp_drain += err != 0;         /* as drain_all: caches that gave frames */
+	pcp->vs.pcp_drain += err != 0; /* as drain_all: caches that gave frames */
 	pcp_exit();
 	return err;
 }
@@ -766,7 +766,7 @@ int64_t gfa_pool_drain_all(struct gfa_pool *pool, int zone)
 int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st)
 {
 	if (!pcp || !st) {
-		if (pcp)                /* counted where the pool is known */
+		if (pcp) /* counted where the pool is known */
 			pool_count_err(pcp->pool, GFA_EFAULT);
 		return GFA_EFAULT;
 	}

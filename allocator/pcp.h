@@ -30,14 +30,14 @@
 #include "allocator/internal.h"
 #include "common/compiler.h"
 
-#define PCP_COSTLY_ORDER   3
-#define NR_PCP_THP         1
-#define NR_PCP_LISTS       (GFA_MT_PCPTYPES * (PCP_COSTLY_ORDER + 1 + NR_PCP_THP))
-#define PCP_BATCH_SCALE_MAX 5
-#define PCP_THP_REFILL     8        /* pageblock-order blocks per refill, at most */
-#define PCPF_FREE_HIGH_BATCH 0x2u   /* gfa_pcp_free_many: free_high waits for a batch */
+#define PCP_COSTLY_ORDER     3
+#define NR_PCP_THP           1
+#define NR_PCP_LISTS         (GFA_MT_PCPTYPES * (PCP_COSTLY_ORDER + 1 + NR_PCP_THP))
+#define PCP_BATCH_SCALE_MAX  5
+#define PCP_THP_REFILL       8    /* pageblock-order blocks per refill, at most */
+#define PCPF_FREE_HIGH_BATCH 0x2u /* gfa_pcp_free_many: free_high waits for a batch */
 
-#define PCP_HOT     static inline __attribute__((always_inline))
+#define PCP_HOT static inline __attribute__((always_inline))
 
 /*
  * A full fence.  TSan cannot model atomic_thread_fence; a seq_cst read-modify-write of a
@@ -56,9 +56,9 @@ static inline void pcp_full_fence(void)
 
 /* One per thread that ever used a cache; written only by that thread. */
 struct pcp_thread {
-	_Atomic(struct gfa_pcp *) in;   /* the cache this thread is inside a call on, or NULL */
-	struct pcp_thread *next;        /* registry, under pcp_threads_lock */
-	bool unused;                    /* its thread exited; free for reuse */
+	_Atomic(struct gfa_pcp *) in; /* the cache this thread is inside a call on, or NULL */
+	struct pcp_thread *next;      /* registry, under pcp_threads_lock */
+	bool unused;                  /* its thread exited; free for reuse */
 } __attribute__((aligned(64)));
 
 /*
@@ -79,8 +79,8 @@ extern bool pcp_holder_fence;
  */
 struct pcp_list {
 	uint32_t *ring;
-	uint32_t mask;          /* ring size - 1; the ring exists from creation on */
-	uint32_t top, bottom;   /* free-running; nr = top - bottom */
+	uint32_t mask;        /* ring size - 1; the ring exists from creation on */
+	uint32_t top, bottom; /* free-running; nr = top - bottom */
 };
 
 static inline uint32_t plist_nr(const struct pcp_list *l)
@@ -103,13 +103,13 @@ static inline unsigned int pindex_to_order(int pindex)
 }
 
 /* slots[] size: orders 0..15, so one unsigned compare bounds any order */
-#define PCP_ORDER_SLOTS    16
+#define PCP_ORDER_SLOTS 16
 
 /* What the hot paths need to know of one order, precomputed per cache. */
 struct pcp_slot {
-	uint64_t nr_offs;       /* block offsets in the zone: frames - (1 << order) + 1; 0: none */
-	uint32_t mask;          /* (1 << order) - 1: alignment */
-	int16_t base;           /* GFA_MT_PCPTYPES * list row; -1: the cache keeps no such order */
+	uint64_t nr_offs; /* block offsets in the zone: frames - (1 << order) + 1; 0: none */
+	uint32_t mask;    /* (1 << order) - 1: alignment */
+	int16_t base;     /* GFA_MT_PCPTYPES * list row; -1: the cache keeps no such order */
 };
 
 struct gfa_pcp {
@@ -125,11 +125,11 @@ struct gfa_pcp {
 	 * pool, plus 1 while the zone's isolation gate is up (pcp_holder.c) */
 	_Atomic int cas_free;
 	/* what every hit reads or writes, in the holder word's line */
-	int count;              /* frames on all lists */
+	int count; /* frames on all lists */
 	int high;
 	int free_count;
-	int free_count_cap;     /* batch << PCP_BATCH_SCALE_MAX */
-	bool prev_free_high;    /* the previous free was of order 1..3 (free_high streak) */
+	int free_count_cap;  /* batch << PCP_BATCH_SCALE_MAX */
+	bool prev_free_high; /* the previous free was of order 1..3 (free_high streak) */
 	bool no_high_order;
 	struct gfa_frame *frames;
 	/*
@@ -144,7 +144,7 @@ struct gfa_pcp {
 	struct pcp_slot slots[PCP_ORDER_SLOTS];
 	struct pcp_list lists[NR_PCP_LISTS];
 	/* the slow side's */
-	_Atomic int holder_waiting;  /* the holder waits to enter: takers let it in first */
+	_Atomic int holder_waiting; /* the holder waits to enter: takers let it in first */
 	int batch, high_min, high_max;
 	unsigned int flags;
 	unsigned int free_high_threshold;
@@ -153,7 +153,7 @@ struct gfa_pcp {
 	struct gfa_zone *zone;
 	uint64_t idle_seen_ops; /* allocations + frees when the idle drain last looked */
 	uint64_t idle_since_ms;
-	struct gfa_pcp *next;   /* pool->pcps, under pool->pcp_lock */
+	struct gfa_pcp *next; /* pool->pcps, under pool->pcp_lock */
 	/* this cache's share of the counters, last: a hit touches one line of it.
 	 * pcp_alloc, pgalloc_blocks and pgalloc follow from alloc_order[] when read
 	 * (pcp_add_counters) */

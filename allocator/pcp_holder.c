@@ -53,9 +53,9 @@ static void pcp_holder_register(void)
 	const char *force = getenv("GFA_PCP_FENCE");
 	long q = sys_membarrier(MEMBARRIER_CMD_QUERY);
 
-	pcp_holder_fence = (force && *force && strcmp(force, "0")) ||
-			  q < 0 || !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
-			  sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) < 0;
+	pcp_holder_fence = (force && *force && strcmp(force, "0")) || q < 0 ||
+			   !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
+			   sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) < 0;
 }
 
 static pthread_mutex_t pcp_pools_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -107,7 +107,7 @@ static void pcp_fork_release(bool child)
 	for (struct gfa_pool *p = pcp_pools; p; p = p->fork_next) {
 		for (unsigned int i = 0; i < p->nr_zones; i++)
 			pthread_mutex_unlock(&p->zones[i].lock);
-		if (child)      /* the parent's waiting holders do not exist here */
+		if (child) /* the parent's waiting holders do not exist here */
 			for (struct gfa_pcp *c = p->pcps; c; c = c->next)
 				atomic_store_explicit(&c->holder_waiting, 0, memory_order_relaxed);
 		pcp_unlock_all(p);
@@ -300,7 +300,7 @@ static int pcp_take_over(struct gfa_pcp *pcp, struct pcp_thread *me)
 	t = pcp_holder(pcp);
 	if (t && t != me && pcp_thread_inside(t, pcp))
 		err = GFA_ETHREAD;
-	else    /* still held: the tag stays until the unlock below */
+	else /* still held: the tag stays until the unlock below */
 		atomic_store_explicit(&pcp->holder_word, pcp_holder_tag(me) | PCP_HOLDER_REMOTE,
 				      memory_order_relaxed);
 	pcp_remote_unlock(pcp);

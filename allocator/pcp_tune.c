@@ -61,9 +61,9 @@ void pcp_tune_init(struct gfa_pcp *pcp, const struct gfa_zone *z)
 	pcp->high_min = pcp->high = z->pcp_high_min;
 	pcp->high_max = z->pcp_high_max;
 	pcp->free_count_cap = pcp->batch << PCP_BATCH_SCALE_MAX;
-	pcp->free_high_threshold = cfg->pcp_free_high_old
-		? (unsigned int)pcp->batch
-		: (unsigned int)(pcp->batch + pcp->high_min / 2);
+	pcp->free_high_threshold = cfg->pcp_free_high_old ?
+					   (unsigned int)pcp->batch :
+					   (unsigned int)(pcp->batch + pcp->high_min / 2);
 	/* reachable by free_count, which stops at the cap (with high_min >= 1024 for
 	 * order-9 caching, zones of 64-350 MiB were past it) */
 	if (pcp->free_high_threshold > (unsigned int)pcp->free_count_cap)
@@ -94,7 +94,7 @@ int pcp_refill_count(struct gfa_pcp *pcp, unsigned int order)
 	int batch = pcp->batch;
 
 	if (pcp->high < batch)
-		return 1;               /* the kernel's "PCP disabled": one block at a time */
+		return 1; /* the kernel's "PCP disabled": one block at a time */
 	/* saturating: high + batch may not fit an int when high_max is near INT_MAX */
 	if (pcp->high_min != pcp->high_max && pcp->high < pcp->high_max)
 		pcp->high = pcp->high_max - pcp->high > batch ? pcp->high + batch : pcp->high_max;
@@ -119,8 +119,9 @@ bool pcp_free_high_update(struct gfa_pcp *pcp, unsigned int order, int count_aft
 	if (pcp->free_count < pcp->free_count_cap)
 		pcp->free_count += 1 << order;
 	if (free_high)
-		pcp->high = pcp->high - pcp->free_count_cap > pcp->high_min
-			    ? pcp->high - pcp->free_count_cap : pcp->high_min;
+		pcp->high = pcp->high - pcp->free_count_cap > pcp->high_min ?
+				    pcp->high - pcp->free_count_cap :
+				    pcp->high_min;
 	return free_high;
 }
 
@@ -153,7 +154,7 @@ int pcp_free_nr(struct gfa_pcp *pcp, unsigned int order)
 		return pcp->count < cap ? pcp->count : cap;
 	}
 	if (high <= pcp->batch)
-		return 1;       /* (high == batch: the clamp below would free nothing) */
+		return 1; /* (high == batch: the clamp below would free nothing) */
 	/* the upper bound last: keep a batch on the list even when high < 2 * batch */
 	nr = pcp->free_count;
 	if (nr < pcp->batch)

@@ -261,19 +261,44 @@ void pool_count_err(struct gfa_pool *pool, int err)
 	int slot;
 
 	switch (err) {
-	case GFA_EFAULT: slot = ERR_FAULT; break;
-	case GFA_ERANGE: slot = ERR_RANGE; break;
-	case GFA_EALIGN: slot = ERR_ALIGN; break;
-	case GFA_EORDER: slot = ERR_ORDER; break;
-	case GFA_EMIGRATE: slot = ERR_MIGRATE; break;
-	case GFA_EDOUBLEFREE: slot = ERR_DOUBLE_FREE; break;
-	case GFA_EWRONGORDER: slot = ERR_WRONG_ORDER; break;
-	case GFA_ENOTHEAD: slot = ERR_NOT_HEAD; break;
-	case GFA_EOWNER: slot = ERR_OWNER; break;
-	case GFA_EBUSY: slot = ERR_BUSY; break;
-	case GFA_ETHREAD: slot = ERR_THREAD; break;
-	case GFA_EINVAL: slot = ERR_INVAL; break;
-	default: return;
+	case GFA_EFAULT:
+		slot = ERR_FAULT;
+		break;
+	case GFA_ERANGE:
+		slot = ERR_RANGE;
+		break;
+	case GFA_EALIGN:
+		slot = ERR_ALIGN;
+		break;
+	case GFA_EORDER:
+		slot = ERR_ORDER;
+		break;
+	case GFA_EMIGRATE:
+		slot = ERR_MIGRATE;
+		break;
+	case GFA_EDOUBLEFREE:
+		slot = ERR_DOUBLE_FREE;
+		break;
+	case GFA_EWRONGORDER:
+		slot = ERR_WRONG_ORDER;
+		break;
+	case GFA_ENOTHEAD:
+		slot = ERR_NOT_HEAD;
+		break;
+	case GFA_EOWNER:
+		slot = ERR_OWNER;
+		break;
+	case GFA_EBUSY:
+		slot = ERR_BUSY;
+		break;
+	case GFA_ETHREAD:
+		slot = ERR_THREAD;
+		break;
+	case GFA_EINVAL:
+		slot = ERR_INVAL;
+		break;
+	default:
+		return;
 	}
 	if (pool)
 		atomic_fetch_add_explicit(&pool->err[slot], 1, memory_order_relaxed);
@@ -303,7 +328,7 @@ int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info 
 	memset(info, 0, sizeof(*info));
 	pthread_mutex_lock(&z->lock);
 	head = frame_find_head(pool, z, pfn);
-	GFA_BUG_ON(head == GFA_NIL);    /* every frame is in some block */
+	GFA_BUG_ON(head == GFA_NIL); /* every frame is in some block */
 	if (head == GFA_NIL) {
 		ret = -EUCLEAN; /* a release build answers instead */
 	} else {
@@ -316,8 +341,9 @@ int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info 
 		info->order = f->order;
 		info->mt = (enum gfa_migratetype)f->mt;
 		info->block_mt = (enum gfa_migratetype)pfn_pageblock(z, pfn)->mt;
-		info->owner = (st == GFA_FRAME_ALLOCATED || st == GFA_FRAME_ISOLATED)
-			      ? frame_owner(f) : 0;
+		info->owner = (st == GFA_FRAME_ALLOCATED || st == GFA_FRAME_ISOLATED) ?
+				      frame_owner(f) :
+				      0;
 		info->index = __atomic_load_n(&f->index, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&z->lock);

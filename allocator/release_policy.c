@@ -71,8 +71,8 @@ static void free_block_runs(struct gfa_zone *z, uint64_t from, uint64_t to, bool
 			    gfa_free_run_fn fn, void *ctx)
 {
 	/* no released frame in the zone, or in the pageblock: one populated run */
-	if (!z->nr_released || ((from ^ (to - 1)) < GFA_PAGEBLOCK_FRAMES &&
-				!pfn_pageblock(z, from)->nr_released))
+	if (!z->nr_released ||
+	    ((from ^ (to - 1)) < GFA_PAGEBLOCK_FRAMES && !pfn_pageblock(z, from)->nr_released))
 		cached = true;
 	while (from < to) {
 		bool rel = !cached && release_test(z, from);
@@ -87,8 +87,7 @@ static void free_block_runs(struct gfa_zone *z, uint64_t from, uint64_t to, bool
 	}
 }
 
-int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn,
-		   void *ctx)
+int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_run_fn fn, void *ctx)
 {
 	struct gfa_zone *z;
 	uint64_t end, p;
@@ -150,7 +149,7 @@ void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 		if (pfn_pageblock(z, p)->nr_released) {
 			uint64_t had = release_bits(z, p, end - p, false);
 
-			GFA_BUG_ON(z->nr_released < had);       /* the zone's sum of bits */
+			GFA_BUG_ON(z->nr_released < had); /* the zone's sum of bits */
 			z->nr_released -= had;
 		}
 		p = end - GFA_PAGEBLOCK_FRAMES;
@@ -250,12 +249,12 @@ static uint64_t isolate_for_host(struct gfa_zone *z, uint64_t pfn)
 	struct gfa_frame *f = &z->pool->frames[pfn];
 	uint64_t nr = 1UL << f->order, had;
 
-	GFA_BUG_ON(f->flags & FRAME_F_SCRUB);   /* a scrub's block is back before it is free */
+	GFA_BUG_ON(f->flags & FRAME_F_SCRUB); /* a scrub's block is back before it is free */
 	buddy_list_del(z->pool, z, pfn);
 	had = release_bits(z, pfn, nr, false);
 	GFA_BUG_ON(z->nr_released < had);
 	z->nr_released -= had;
-	fstate_set(f, GFA_FRAME_INFLIGHT);      /* FREE -> INFLIGHT, off the lists */
+	fstate_set(f, GFA_FRAME_INFLIGHT); /* FREE -> INFLIGHT, off the lists */
 	z->nr_inflight += nr;
 	GFA_BUG_ON(z->nr_inflight > z->nr_frames);
 	return nr - had;
@@ -302,7 +301,7 @@ static unsigned int pageblock_free_blocks(struct gfa_zone *z, uint64_t start, ui
 	for (; pfn < end && pfn < z->start_pfn + z->nr_frames;
 	     pfn += 1UL << z->pool->frames[pfn].order)
 		if (fstate(&z->pool->frames[pfn]) == GFA_FRAME_FREE) {
-			GFA_BUG_ON(n >= RELEASE_MAX_LOCAL);     /* a pageblock's frames at most */
+			GFA_BUG_ON(n >= RELEASE_MAX_LOCAL); /* a pageblock's frames at most */
 			heads[n++] = pfn;
 		}
 	return n;
@@ -312,7 +311,7 @@ static bool pageblock_eligible(struct gfa_zone *z, const struct gfa_pageblock *p
 {
 	unsigned int empty = pb->nr_free - pb->nr_released;
 
-	GFA_BUG_ON(pb->nr_released > pb->nr_free);      /* released frames are listed free */
+	GFA_BUG_ON(pb->nr_released > pb->nr_free); /* released frames are listed free */
 	if (!empty)
 		return false;
 	/* as partial chunk depopulation: a quarter empty and populated, or released
@@ -339,9 +338,9 @@ static uint64_t release_pageblock(struct gfa_zone *z, uint64_t start, uint64_t b
 		uint64_t pop = nr - release_count(z, heads[n], nr);
 
 		if (!pop)
-			continue;   /* already released: nothing to give back */
+			continue; /* already released: nothing to give back */
 		if (pop > budget - got && nr > 1)
-			continue;   /* would eat into the reserve: smaller blocks may fit */
+			continue; /* would eat into the reserve: smaller blocks may fit */
 		if (pop < nr) {
 			buddy_list_del(z->pool, z, heads[n]);
 			got += isolate_populated(z, heads[n], f->order, f->mt, ro);
@@ -368,7 +367,7 @@ static int host_step_begin(struct gfa_pool *pool, unsigned int zone,
 }
 
 int zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
-			     unsigned int max_ranges, uint64_t max_frames)
+		      unsigned int max_ranges, uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
 	struct gfa_zone *z;
@@ -417,7 +416,7 @@ static uint64_t isolate_released(struct gfa_zone *z, uint64_t pfn, unsigned int 
 
 	GFA_BUG_ON(rel > nr || (rel && rel < nr && !order));
 	if (order && rel && (rel < nr || nr > budget)) {
-		got = isolate_released(z, pfn, order - 1, mt, ro, budget);     /* lowest first */
+		got = isolate_released(z, pfn, order - 1, mt, ro, budget); /* lowest first */
 		return got + isolate_released(z, pfn + nr / 2, order - 1, mt, ro, budget - got);
 	}
 	if (!rel || nr > budget || !range_add(ro, pfn, nr)) {
@@ -429,7 +428,7 @@ static uint64_t isolate_released(struct gfa_zone *z, uint64_t pfn, unsigned int 
 }
 
 int zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame_range *out,
-			      unsigned int max_ranges, uint64_t max_frames)
+		       unsigned int max_ranges, uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
 	uint64_t heads[RELEASE_MAX_LOCAL], populated, budget, got = 0;
@@ -466,9 +465,8 @@ int zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_fram
 	return (int)ro.n;
 }
 
-int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want,
-			  void *ctx, struct gfa_frame_range *out, unsigned int max_ranges,
-			  uint64_t max_frames)
+int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn want, void *ctx,
+		    struct gfa_frame_range *out, unsigned int max_ranges, uint64_t max_frames)
 {
 	struct range_out ro = { out, max_ranges, 0 };
 	uint64_t heads[RELEASE_MAX_LOCAL], got = 0, room;
@@ -499,7 +497,7 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 		unsigned int n;
 
 		if (z->pageblocks[pb].nr_free == z->pageblocks[pb].nr_released)
-			continue;       /* nothing free and populated here */
+			continue; /* nothing free and populated here */
 		n = pageblock_free_blocks(z, z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER), heads);
 		for (unsigned int i = 0; i < n && got < max_frames && ro.n < ro.max; i++) {
 			unsigned int order = z->pool->frames[heads[i]].order;
@@ -515,7 +513,7 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 			range_add(&ro, heads[i], 1UL << order);
 		}
 	}
-	GFA_BUG_ON(z->nr_scrub > z->nr_inflight);       /* a scrub's frames are in flight */
+	GFA_BUG_ON(z->nr_scrub > z->nr_inflight); /* a scrub's frames are in flight */
 	pthread_mutex_unlock(&z->lock);
 	return (int)ro.n;
 }

@@ -11,7 +11,10 @@
 const char *gfa_migratetype_name(enum gfa_migratetype mt)
 {
 	static const char *const names[GFA_MT_TYPES] = {
-		"Unmovable", "Movable", "Reclaimable", "Isolate",
+		"Unmovable",
+		"Movable",
+		"Reclaimable",
+		"Isolate",
 	};
 	return (unsigned int)mt < GFA_MT_TYPES ? names[mt] : "Unknown";
 }
@@ -70,7 +73,7 @@ int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat 
 	if (zone >= pool->nr_zones)
 		return pool_err(pool, GFA_ERANGE);
 	z = &pool->zones[zone];
-	pthread_mutex_lock(&pool->pcp_lock);    /* no cache folds into z meanwhile */
+	pthread_mutex_lock(&pool->pcp_lock); /* no cache folds into z meanwhile */
 	pthread_mutex_lock(&z->lock);
 	*vs = z->c.vm;
 	pthread_mutex_unlock(&z->lock);
@@ -96,7 +99,7 @@ int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 		return GFA_EFAULT;
 	}
 	memset(vs, 0, sizeof(*vs));
-	pthread_mutex_lock(&pool->pcp_lock);    /* no cache folds into a zone meanwhile */
+	pthread_mutex_lock(&pool->pcp_lock); /* no cache folds into a zone meanwhile */
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {
 		struct gfa_zone *z = &pool->zones[i];
 		const uint64_t *src = (const uint64_t *)&z->c.vm;
@@ -109,7 +112,8 @@ int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 	pcp_add_vmstat_zone(pool, -1, vs);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	_Static_assert(offsetof(struct gfa_vmstat, err_inval) -
-		       offsetof(struct gfa_vmstat, err_fault) == ERR_INVAL * sizeof(uint64_t),
+				       offsetof(struct gfa_vmstat, err_fault) ==
+			       ERR_INVAL * sizeof(uint64_t),
 		       "err_* counters in the order of enum gfa_err_slot");
 	errs = &vs->err_fault;
 	for (int k = 0; k < ERR_NR; k++)
@@ -189,8 +193,8 @@ int gfa_pool_pagetypeinfo(struct gfa_pool *pool, char *buf, size_t len)
 		gfa_zone_stat(pool, i, &st);
 		zone_name(pool, i, name, sizeof(name), "");
 		for (unsigned int t = 0; t < GFA_MT_TYPES; t++) {
-			sb_printf(&sb, "Node %4d, zone %8s, type %12s ", pool->zones[i].node,
-				  name, gfa_migratetype_name(t));
+			sb_printf(&sb, "Node %4d, zone %8s, type %12s ", pool->zones[i].node, name,
+				  gfa_migratetype_name(t));
 			for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 				sb_printf(&sb, "%6lu ", (unsigned long)st.nr_free_blocks[o][t]);
 			sb_printf(&sb, "\n");

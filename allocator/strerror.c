@@ -7,7 +7,7 @@
  * gfa error misleads its user.  One table names each GFA_E* (gfa/allocator.h's list);
  * an errno with two meanings across calls names both.
  */
-#define _GNU_SOURCE     /* strerrordesc_np */
+#define _GNU_SOURCE /* strerrordesc_np */
 #include <limits.h>
 #include <string.h>
 #include <gfa/allocator.h>

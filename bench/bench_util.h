@@ -36,10 +36,10 @@
 
 struct bench_opts {
 	bool quick;
-	int reps;               /* timed repetitions per variant */
-	bool reps_set;          /* --reps given: parts with their own defaults follow it */
-	double rep_sec;         /* target length of one repetition */
-	const char *only;       /* --only NAME: run one part (bench-specific), or NULL */
+	int reps;         /* timed repetitions per variant */
+	bool reps_set;    /* --reps given: parts with their own defaults follow it */
+	double rep_sec;   /* target length of one repetition */
+	const char *only; /* --only NAME: run one part (bench-specific), or NULL */
 };
 
 /*
@@ -49,13 +49,18 @@ struct bench_opts {
  */
 struct bench_extra_opts {
 	const struct option *longopts;
-	const char *usage;              /* e.g. " [--mib N] [--no-touch]" */
+	const char *usage; /* e.g. " [--mib N] [--no-touch]" */
 	int (*parse)(int val, const char *arg, void *ctx);
 	void *ctx;
 };
 
-enum { BENCH_OPT_BASE = 0x100, BENCH_OPT_QUICK = BENCH_OPT_BASE, BENCH_OPT_REPS,
-       BENCH_OPT_ONLY, BENCH_OPT_MAX_EXTRA = 16 };
+enum {
+	BENCH_OPT_BASE = 0x100,
+	BENCH_OPT_QUICK = BENCH_OPT_BASE,
+	BENCH_OPT_REPS,
+	BENCH_OPT_ONLY,
+	BENCH_OPT_MAX_EXTRA = 16
+};
 
 /* "--reps" wants 1..1000; 0 or -EINVAL (printed). */
 static inline int bench_parse_reps(const char *prog, const char *arg, int *reps)
@@ -101,10 +106,9 @@ static inline int bench_longopts(struct option *all, const struct bench_extra_op
  * quick_sec/full_sec are the bench's defaults.  Returns 0, 1 after --help (caller
  * exits 0), or -EINVAL after printing the usage to stderr.
  */
-static inline int bench_parse_args_ext(int argc, char **argv, struct bench_opts *o,
-				       int quick_reps, double quick_sec,
-				       int full_reps, double full_sec, const char *what,
-				       const struct bench_extra_opts *extra)
+static inline int bench_parse_args_ext(int argc, char **argv, struct bench_opts *o, int quick_reps,
+				       double quick_sec, int full_reps, double full_sec,
+				       const char *what, const struct bench_extra_opts *extra)
 {
 	struct option all[4 + BENCH_OPT_MAX_EXTRA + 1];
 	const char *more = extra && extra->usage ? extra->usage : "";
@@ -125,8 +129,8 @@ static inline int bench_parse_args_ext(int argc, char **argv, struct bench_opts 
 		} else if (c == BENCH_OPT_ONLY) {
 			o->only = optarg;
 		} else if (c == 'h') {
-			printf("usage: %s [--quick] [--reps N] [--only PART]%s\n%s\n", argv[0], more,
-			       what);
+			printf("usage: %s [--quick] [--reps N] [--only PART]%s\n%s\n", argv[0],
+			       more, what);
 			return 1;
 		} else if (c != '?' && extra && extra->parse) {
 			err = extra->parse(c, optarg, extra->ctx);
@@ -140,9 +144,10 @@ static inline int bench_parse_args_ext(int argc, char **argv, struct bench_opts 
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "%s: unexpected argument '%s'\n"
-			"usage: %s [--quick] [--reps N] [--only PART]%s\n", argv[0], argv[optind],
-			argv[0], more);
+		fprintf(stderr,
+			"%s: unexpected argument '%s'\n"
+			"usage: %s [--quick] [--reps N] [--only PART]%s\n",
+			argv[0], argv[optind], argv[0], more);
 		return -EINVAL;
 	}
 	o->reps = o->quick ? quick_reps : full_reps;
@@ -154,12 +159,12 @@ static inline int bench_parse_args_ext(int argc, char **argv, struct bench_opts 
 }
 
 /* bench_parse_args_ext() for a bench without options of its own. */
-static inline int bench_parse_args(int argc, char **argv, struct bench_opts *o,
-				   int quick_reps, double quick_sec,
-				   int full_reps, double full_sec, const char *what)
+static inline int bench_parse_args(int argc, char **argv, struct bench_opts *o, int quick_reps,
+				   double quick_sec, int full_reps, double full_sec,
+				   const char *what)
 {
-	return bench_parse_args_ext(argc, argv, o, quick_reps, quick_sec, full_reps, full_sec,
-				    what, NULL);
+	return bench_parse_args_ext(argc, argv, o, quick_reps, quick_sec, full_reps, full_sec, what,
+				    NULL);
 }
 
 /* Whether part `name` runs (all parts run without --only). */
@@ -259,7 +264,7 @@ static inline int bench_rate(bench_round_fn fn, void *ctx, double secs, double *
 
 static inline long bench_cores(void)
 {
-#ifdef CPU_SETSIZE      /* the CPUs this process may run on (taskset, cgroups) */
+#ifdef CPU_SETSIZE /* the CPUs this process may run on (taskset, cgroups) */
 	cpu_set_t allowed;
 
 	if (!sched_getaffinity(0, sizeof(allowed), &allowed) && CPU_COUNT(&allowed) > 0)
@@ -269,7 +274,7 @@ static inline long bench_cores(void)
 }
 
 /* Print a failure and exit 1: benchmarks treat allocator errors as fatal. */
-#ifdef CPU_SETSIZE   /* _GNU_SOURCE: defined by the benchmarks that pin threads */
+#ifdef CPU_SETSIZE /* _GNU_SOURCE: defined by the benchmarks that pin threads */
 /*
  * Pin the calling thread to the idx-th CPU it may run on (mod their number), so that
  * N worker threads of a short repetition start on N CPUs instead of waiting for the
@@ -341,8 +346,8 @@ static inline void bench_print_machine(void)
 	bench_proc_field("/proc/meminfo", "MemTotal", mem, sizeof(mem));
 	if (uname(&u))
 		snprintf(u.release, sizeof(u.release), "unknown");
-	printf("# machine: cpu=\"%s\" cores=%ld mem=\"%s\" kernel=%s compiler=\"gcc %s\"\n",
-	       cpu, sysconf(_SC_NPROCESSORS_ONLN), mem, u.release, __VERSION__);
+	printf("# machine: cpu=\"%s\" cores=%ld mem=\"%s\" kernel=%s compiler=\"gcc %s\"\n", cpu,
+	       sysconf(_SC_NPROCESSORS_ONLN), mem, u.release, __VERSION__);
 }
 
 /*
@@ -365,8 +370,8 @@ static inline double bench_busy_sec(void)
 
 	if (!f)
 		return -1;
-	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-		   &v[3], &v[4], &v[5], &v[6], &v[7]);
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6], &v[7]);
 	fclose(f);
 	if (n < 8 || hz <= 0)
 		return -1;
@@ -412,8 +417,10 @@ static inline void bench_print_load(const struct bench_load *l, const char *what
 		printf("# load during %s: unknown (/proc/stat unreadable)\n", what);
 	else
 		printf("# load during %s: other processes used %.2f of %ld CPUs%s\n", what, other,
-		       bench_cores(), other > 0.2 ? "  ** WARNING: machine was not idle; "
-		       "timings and their ratios are unreliable **" : "");
+		       bench_cores(),
+		       other > 0.2 ? "  ** WARNING: machine was not idle; "
+				     "timings and their ratios are unreliable **" :
+				     "");
 }
 
 /* "# loadavg at WHEN: 1 5 15": the kernel's run-queue averages, beside bench_print_load. */
@@ -431,8 +438,8 @@ static inline void bench_print_loadavg(const char *when)
  * Print a ratio next to its goal.  op is ">=" or "<=" ("info" for a ratio without a
  * goal, target ignored).  Returns whether the goal was met (true for info).
  */
-static inline bool bench_goal(const char *bench, const char *key, double value,
-			      const char *op, double target, const char *why)
+static inline bool bench_goal(const char *bench, const char *key, double value, const char *op,
+			      double target, const char *why)
 {
 	const char *verdict;
 	bool met = true;
@@ -445,8 +452,8 @@ static inline bool bench_goal(const char *bench, const char *key, double value,
 	if (!strcmp(op, "info"))
 		printf("GOAL %s %s %.3f info - info  # %s\n", bench, key, value, why);
 	else
-		printf("GOAL %s %s %.3f %s %.2f %s  # %s\n", bench, key, value, op, target,
-		       verdict, why);
+		printf("GOAL %s %s %.3f %s %.2f %s  # %s\n", bench, key, value, op, target, verdict,
+		       why);
 	return met;
 }
 
@@ -514,8 +521,7 @@ static inline bool bench_part_wanted(const struct bench_opts *o, const struct be
 }
 
 /* The wanted parts' runs in order, then their reports: the runs' statuses or'ed. */
-static inline int bench_parts_run(const struct bench_opts *o, const struct bench_part *p,
-				  size_t n)
+static inline int bench_parts_run(const struct bench_opts *o, const struct bench_part *p, size_t n)
 {
 	bool reports = false;
 	int ret = 0;

@@ -28,14 +28,14 @@
 #include <gfa/allocator.h>
 #include "bench/bench_util.h"
 
-#define POOL_FRAMES   (1UL << 18)       /* 1 GiB */
-#define BG_FRAMES     (1UL << 14)       /* 64 MiB of background order-0 blocks */
-#define PAIR_ROUND    256               /* pairs per round of the pair loop */
-#define WS_ORDER0     4096              /* 16 MiB working set at order 0 */
-#define WS_ORDER9     128               /* 256 MiB working set at order 9 */
-#define NR_PERMS      8
-#define MAX_REPS      1000
-#define OWNER         0xb0dd1eu
+#define POOL_FRAMES (1UL << 18) /* 1 GiB */
+#define BG_FRAMES   (1UL << 14) /* 64 MiB of background order-0 blocks */
+#define PAIR_ROUND  256         /* pairs per round of the pair loop */
+#define WS_ORDER0   4096        /* 16 MiB working set at order 0 */
+#define WS_ORDER9   128         /* 256 MiB working set at order 9 */
+#define NR_PERMS    8
+#define MAX_REPS    1000
+#define OWNER       0xb0dd1eu
 
 /* Keep the compiler from eliding a malloc/free pair whose pointer is unused. */
 #define SINK(p) __asm__ volatile("" : : "r"(p) : "memory")
@@ -202,7 +202,10 @@ static int64_t mmap_ws_round(void *arg)
 
 /* ---- driver ---- */
 
-#define V(n, w, f, c) { .name = n, .what = w, .fn = f, .ctx = c }
+#define V(n, w, f, c)                                   \
+	{                                               \
+		.name = n, .what = w, .fn = f, .ctx = c \
+	}
 
 struct variant {
 	const char *name;
@@ -210,7 +213,7 @@ struct variant {
 	bench_round_fn fn;
 	void *ctx;
 	double samples[MAX_REPS];
-	struct bench_stat st;   /* in pairs per second */
+	struct bench_stat st; /* in pairs per second */
 };
 
 /*
@@ -256,9 +259,8 @@ static double ratio(const struct variant *a, const struct variant *b)
 
 static struct gfa_ctx g0 = { .order = 0 }, g0w = { .order = 0 }, g9 = { .order = 9 },
 		      g9w = { .order = GFA_PAGEBLOCK_ORDER };
-static struct host_ctx m4 = { .size = 4096 }, m4w = { .size = 4096 },
-		       m2 = { .size = 2UL << 20 }, m2w = { .size = 2UL << 20 },
-		       p4 = { .size = 4096 }, p4w = { .size = 4096 },
+static struct host_ctx m4 = { .size = 4096 }, m4w = { .size = 4096 }, m2 = { .size = 2UL << 20 },
+		       m2w = { .size = 2UL << 20 }, p4 = { .size = 4096 }, p4w = { .size = 4096 },
 		       p2 = { .size = 2UL << 20 }, p2w = { .size = 2UL << 20 };
 static struct gfa_ctx *const gctx[] = { &g0, &g0w, &g9, &g9w };
 static struct host_ctx *const hctx[] = { &m4, &m4w, &m2, &m2w, &p4, &p4w, &p2, &p2w };
@@ -353,9 +355,8 @@ static int run_variants(const struct bench_opts *o, void *ctx)
 
 static void report_table(const int *reps)
 {
-
-	printf("%-15s %-40s %10s %10s %10s %9s\n", "variant", "what", "Mpairs/s", "min",
-	       "max", "ns/pair");
+	printf("%-15s %-40s %10s %10s %10s %9s\n", "variant", "what", "Mpairs/s", "min", "max",
+	       "ns/pair");
 	for (int i = 0; i < NV; i++) {
 		v[i].st = bench_stat_of(v[i].samples, *reps);
 		printf("%-15s %-40s %10.3f %10.3f %10.3f %9.1f\n", v[i].name, v[i].what,
@@ -458,7 +459,8 @@ int main(int argc, char **argv)
 	printf("# mode=%s reps=%d rep_sec=%.3f (median of reps; variants interleaved per rep)\n",
 	       o.quick ? "quick" : "full", o.reps, o.rep_sec);
 	printf("# pool: %lu frames (1 GiB), metadata only; background: %lu order-0 blocks "
-	       "allocated, every other one freed\n", POOL_FRAMES, BG_FRAMES);
+	       "allocated, every other one freed\n",
+	       POOL_FRAMES, BG_FRAMES);
 	printf("# memory: no benchmark writes the memory it allocates (only glibc's chunk "
 	       "headers); gfa and glibc metadata are resident after a warm-up round of every "
 	       "variant (glibc: M_TRIM_THRESHOLD=1G, M_MMAP_THRESHOLD=32M so freed heap "

@@ -18,7 +18,7 @@
 #include <gfa/vmm.h>
 #include "bench/bench_util.h"
 
-#define MiB (1ULL << 20)
+#define MiB   (1ULL << 20)
 #define BENCH "hostpool"
 
 static char sock[108];
@@ -41,8 +41,8 @@ static double child_attach(const char *path, uint64_t mib)
 	struct gfa_guest_config cfg = { .mem_bytes = mib * MiB };
 	uint64_t t0 = bench_now_ns();
 	struct gfa_hostpool *hp = gfa_hostpool_attach(path, NULL);
-	struct gfa_guest *g = hp ? gfa_guest_create(gfa_hostpool_pool(hp),
-						    gfa_hostpool_backing(hp), &cfg) : NULL;
+	struct gfa_guest *g =
+		hp ? gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg) : NULL;
 	double ns = (double)(bench_now_ns() - t0);
 
 	if (!g)
@@ -106,8 +106,8 @@ static double child_cache(const char *path, double secs)
 	struct gfa_hostpool_config hc = { .slack_bytes = 32 * MiB };
 	struct gfa_guest_config cfg = { .mem_bytes = 32 * MiB };
 	struct gfa_hostpool *hp = gfa_hostpool_attach(path, &hc);
-	struct gfa_guest *g = hp ? gfa_guest_create(gfa_hostpool_pool(hp),
-						    gfa_hostpool_backing(hp), &cfg) : NULL;
+	struct gfa_guest *g =
+		hp ? gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg) : NULL;
 	double rate;
 
 	if (!g)
@@ -208,7 +208,7 @@ static double settle(struct gfa_hostpool *obs)
 		if (bench_sec_since(t0) > 60)
 			bench_die("the service did not settle: %lu leased, %lu dirty\n",
 				  (unsigned long)st.leased_frames, (unsigned long)st.dirty_frames);
-		usleep(20000);  /* (a stat runs the service's check: not too often) */
+		usleep(20000); /* (a stat runs the service's check: not too often) */
 	}
 }
 
@@ -359,7 +359,8 @@ int main(int argc, char **argv)
 	sc = bench_stat_of(cc, o.reps);
 	sci = bench_stat_of(ci, o.reps);
 	printf("cache order-0 alloc+free: client pool median %.2f M/s | in-process median "
-	       "%.2f M/s\n", sc.median / 1e6, sci.median / 1e6);
+	       "%.2f M/s\n",
+	       sc.median / 1e6, sci.median / 1e6);
 	nk = kills(obs, o.quick ? 20 : 200, &worst, &leaked);
 	settle(obs);
 	end = service(obs);

@@ -45,12 +45,12 @@
 #include "refvmm/qemu_harness.h"
 #include "refvmm/kvmtool_util.h"
 
-#define MiB             (1ULL << 20)
-#define KB_MAX_REPS     16
-#define KB_MEM_MIB      512
-#define KB_FREE_MIB     192
-#define KB_BALLOON_MIB  128
-#define KB_SHMEM_THP    "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+#define MiB            (1ULL << 20)
+#define KB_MAX_REPS    16
+#define KB_MEM_MIB     512
+#define KB_FREE_MIB    192
+#define KB_BALLOON_MIB 128
+#define KB_SHMEM_THP   "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 
 struct kb_env {
 	const char *kernel, *initrd;
@@ -225,8 +225,9 @@ static int kb_main(struct kb_env *e, const struct bench_opts *o)
 		bd[i] = b.deflated_mib - b.inflated_mib;
 		gd[i] = g.deflated_mib - g.inflated_mib;
 		printf("run %d: boot unpatched %.0f ms gfa %.0f ms; host after the free %.0f / %.0f "
-		       "MiB; balloon %.0f -> %.0f / %.0f -> %.0f MiB\n", i + 1, bb[i], gb[i], bf[i],
-		       gf[i], b.inflated_mib, b.deflated_mib, g.inflated_mib, g.deflated_mib);
+		       "MiB; balloon %.0f -> %.0f / %.0f -> %.0f MiB\n",
+		       i + 1, bb[i], gb[i], bf[i], gf[i], b.inflated_mib, b.deflated_mib,
+		       g.inflated_mib, g.deflated_mib);
 	}
 	kb_print("boot to /init", "ms", gb, bb, reps);
 	kb_print("host after the free", "MiB", gf, bf, reps);
@@ -242,12 +243,13 @@ static int kb_main(struct kb_env *e, const struct bench_opts *o)
 		paused += p;
 	}
 	printf("moves under virtio-blk I/O: %d runs, %lld blocks moved under write protection, "
-	       "%d mismatches, vCPUs stopped %.3f ms\n", move_runs, moved, bad, (double)paused / 1e6);
+	       "%d mismatches, vCPUs stopped %.3f ms\n",
+	       move_runs, moved, bad, (double)paused / 1e6);
 	bench_print_load(&load, "the runs");
 	boot = bench_stat_of(gb, reps).median / bench_stat_of(bb, reps).median;
 	fpr = bench_stat_of(gf, reps).median / bench_stat_of(bf, reps).median;
-	defl = 1 + (bench_stat_of(gd, reps).median - bench_stat_of(bd, reps).median) /
-		   KB_BALLOON_MIB;
+	defl = 1 +
+	       (bench_stat_of(gd, reps).median - bench_stat_of(bd, reps).median) / KB_BALLOON_MIB;
 	lines = kb_patch_lines(e->patch);
 	rc |= !bench_goal("kvmtool", "boot_vs_unpatched", boot, "<=", 1.0,
 			  "launch to /init, p50, gfa / unpatched");
@@ -268,7 +270,7 @@ static int kb_main(struct kb_env *e, const struct bench_opts *o)
 	bench_result_add(&e->res, "unpatched_boot_ms", "%.0f", bench_stat_of(bb, reps).median);
 	bench_result_add(&e->res, "gfa_fpr_mib", "%.0f", bench_stat_of(gf, reps).median);
 	bench_result_add(&e->res, "unpatched_fpr_mib", "%.0f", bench_stat_of(bf, reps).median);
-	(void)rc;       /* goals are reported, not the exit status */
+	(void)rc; /* goals are reported, not the exit status */
 	return 0;
 }
 
@@ -283,13 +285,16 @@ static int kb_run_in_qemu(int argc, char **argv, const struct bench_opts *o)
 	FILE *p;
 	int rc;
 
-	if (n <= 0 || !tu_find_harness_root(root, sizeof(root)) || !tu_build_dir(build, sizeof(build))) {
+	if (n <= 0 || !tu_find_harness_root(root, sizeof(root)) ||
+	    !tu_build_dir(build, sizeof(build))) {
 		printf("bench kvmtool: skipped: tools/kvm-in-qemu.sh not found\n");
 		return 0;
 	}
 	exe[n] = '\0';
-	snprintf(cmd, sizeof(cmd), "'%s/tools/linux-initramfs.sh' --out '%s/linux' --checker "
-		 "'%s/tests/linux/gfacheck' --module virtio_blk | tail -1", root, build, build);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s/tools/linux-initramfs.sh' --out '%s/linux' --checker "
+		 "'%s/tests/linux/gfacheck' --module virtio_blk | tail -1",
+		 root, build, build);
 	p = popen(cmd, "r");
 	if (!p || !fgets(line, sizeof(line), p) || pclose(p) || !strstr(line, " initrd=")) {
 		printf("bench kvmtool: skipped: tools/linux-initramfs.sh could not build the initramfs\n");
@@ -302,7 +307,8 @@ static int kb_run_in_qemu(int argc, char **argv, const struct bench_opts *o)
 		n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, " '%s'", argv[i]);
 	getloadavg(load, 3);
 	printf("bench kvmtool: running inside a QEMU guest with nested KVM (tools/kvm-in-qemu.sh, "
-	       "timeout %u s); host load average %.2f %.2f %.2f\n", tmo, load[0], load[1], load[2]);
+	       "timeout %u s); host load average %.2f %.2f %.2f\n",
+	       tmo, load[0], load[1], load[2]);
 	snprintf(opts, sizeof(opts), "--mem 2048 --timeout %u", tmo);
 	rc = tu_run_in_qemu(opts, cmd, &secs);
 	getloadavg(load, 3);
@@ -328,12 +334,13 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	snprintf(e.lkvm, sizeof(e.lkvm), "%s/kvmtool/src/lkvm", build);
-	if (getenv("GFA_BENCH_LKVM"))   /* another patched lkvm */
+	if (getenv("GFA_BENCH_LKVM")) /* another patched lkvm */
 		snprintf(e.lkvm, sizeof(e.lkvm), "%.*s", PATH_MAX, getenv("GFA_BENCH_LKVM"));
 	snprintf(e.base, sizeof(e.base), "%s/kvmtool/base/lkvm", build);
 	snprintf(e.patch, sizeof(e.patch), "%s/contrib/kvmtool/gfa.patch", root);
 	if (access(e.lkvm, X_OK) || access(e.base, X_OK)) {
-		printf("bench kvmtool: skipped: %s or %s not built (make kvmtool)\n", e.lkvm, e.base);
+		printf("bench kvmtool: skipped: %s or %s not built (make kvmtool)\n", e.lkvm,
+		       e.base);
 		return 0;
 	}
 	if (!getenv("GFA_IN_QEMU"))

@@ -55,7 +55,8 @@ static void shmem_advise(void)
 	if (gfa_host_shmem_thp_set("advise", shmem_saved, sizeof(shmem_saved))) {
 		shmem_saved[0] = '\0';
 		printf("# shmem_enabled is %s and cannot be changed (not root?): gfa's blocks "
-		       "stay on 4 KiB host pages\n", r.shmem_enabled);
+		       "stay on 4 KiB host pages\n",
+		       r.shmem_enabled);
 		return;
 	}
 	atexit(shmem_restore);
@@ -86,7 +87,8 @@ static void settle(void)
 
 static struct gfa_guest *guest(uint64_t bytes, bool lazy, const struct gfa_guest_lazy *lz)
 {
-	struct gfa_guest_config gc = { .mem_bytes = bytes, .flags = lazy ? GFA_GUEST_LAZY : 0,
+	struct gfa_guest_config gc = { .mem_bytes = bytes,
+				       .flags = lazy ? GFA_GUEST_LAZY : 0,
 				       .lazy = lz };
 
 	return gfa_guest_create(pool, bk, &gc);
@@ -127,7 +129,7 @@ static int bench_start(const struct bench_opts *o, void *ctx)
 
 	for (int r = 0; r < reps; r++)
 		for (int i = 0; i < S_N; i++) {
-			int k = r & 1 ? S_N - 1 - i : i;     /* neither side always first */
+			int k = r & 1 ? S_N - 1 - i : i; /* neither side always first */
 
 			v[k][r] = start_once(k);
 		}
@@ -155,9 +157,9 @@ static int bench_start(const struct bench_opts *o, void *ctx)
 struct toucher {
 	char *base;
 	uint64_t bytes;
-	struct gfa_guest *g;            /* a lazy guest: register with a cache first */
+	struct gfa_guest *g; /* a lazy guest: register with a cache first */
 	struct gfa_pcp *pcp;
-	double *ns;                     /* per 2 MiB range */
+	double *ns; /* per 2 MiB range */
 	struct gfa_guest_vcpu_stat st;
 };
 
@@ -255,9 +257,9 @@ static int bench_touch(const struct bench_opts *o, void *ctx)
 	sd = bench_stat_of(dirty, reps);
 	sk = bench_stat_of(kern, reps);
 	printf("first touch of 2 MiB: gfa clean p50 %.1f us (min %.1f), gfa dirty p50 %.1f us, "
-	       "kernel THP p50 %.1f us (min %.1f; %ld of %lu MiB THP-mapped)\n", sg.median / 1e3,
-	       sg.min / 1e3, sd.median / 1e3, sk.median / 1e3, sk.min / 1e3, (long)(thp / (int64_t)MiB),
-	       (unsigned long)(bytes / MiB));
+	       "kernel THP p50 %.1f us (min %.1f; %ld of %lu MiB THP-mapped)\n",
+	       sg.median / 1e3, sg.min / 1e3, sd.median / 1e3, sk.median / 1e3, sk.min / 1e3,
+	       (long)(thp / (int64_t)MiB), (unsigned long)(bytes / MiB));
 	if (thp < (int64_t)bytes / 2)
 		printf("# the kernel baseline got few THPs (transparent_hugepage/enabled?): it "
 		       "then faults 4 KiB pages, and the ratio flatters it less than it seems\n");
@@ -324,10 +326,10 @@ static int bench_overcommit(const struct bench_opts *o, void *ctx)
 		gfa_guest_destroy(f[i]);
 	settle();
 	printf("overcommit: %d lazy guests of %lu MiB on a %lu MiB pool (%.0fx) ran their "
-	       "checkers: %lu refused, %lu bad words; full population fits %lu of them\n", NG,
-	       (unsigned long)(size / MiB), (unsigned long)(pool_bytes / MiB),
-	       (double)(NG * size) / (double)pool_bytes, (unsigned long)refused,
-	       (unsigned long)bad, (unsigned long)full_fit);
+	       "checkers: %lu refused, %lu bad words; full population fits %lu of them\n",
+	       NG, (unsigned long)(size / MiB), (unsigned long)(pool_bytes / MiB),
+	       (double)(NG * size) / (double)pool_bytes, (unsigned long)refused, (unsigned long)bad,
+	       (unsigned long)full_fit);
 	bench_goal("lazy", "overcommit_refused", (double)(refused + bad), "<=", 0,
 		   "8 lazy guests of 4x the pool in all: refused touches + bad words");
 	bench_result_add(res, "overcommit_ok", "%d", !refused && !bad);
@@ -375,7 +377,7 @@ static double restore_lazy(int fd, uint64_t bytes, uint64_t *bad)
 
 	if (!g)
 		bench_die("restore: %s\n", strerror(errno));
-	(void)*(volatile uint64_t *)gfa_guest_hva(g);   /* running again: its first touch */
+	(void)*(volatile uint64_t *)gfa_guest_hva(g); /* running again: its first touch */
 	ms = ms_since(t0);
 	*bad += verify(g, bytes);
 	gfa_guest_destroy(g);
@@ -423,8 +425,9 @@ static int bench_restore(const struct bench_opts *o, void *ctx)
 	sl = bench_stat_of(lz, reps);
 	sf = bench_stat_of(full, reps);
 	printf("restore of %lu MiB: lazy p50 %.3f ms (min %.3f), full read p50 %.1f ms (min "
-	       "%.1f); %lu words differ from the saved ones\n", (unsigned long)(bytes / MiB),
-	       sl.median, sl.min, sf.median, sf.min, (unsigned long)bad);
+	       "%.1f); %lu words differ from the saved ones\n",
+	       (unsigned long)(bytes / MiB), sl.median, sl.min, sf.median, sf.min,
+	       (unsigned long)bad);
 	bench_goal("lazy", "restore_ms", sl.median, "<=", 5,
 		   "lazy restore from the snapshot file to running again (create + first touch)");
 	bench_goal("lazy", "restore_bad_words", (double)bad, "<=", 0,
@@ -459,11 +462,12 @@ int main(int argc, char **argv)
 	shmem_advise();
 	pool_setup(o.quick ? 1 * GiB : 3 * GiB);
 	if (o.quick)
-		s_size[S_FBIG] = 512 * MiB;     /* the full guest must fit the quick pool */
+		s_size[S_FBIG] = 512 * MiB; /* the full guest must fit the quick pool */
 	probe = guest(RANGE, true, NULL);
 	if (!probe) {
 		printf("# lazy guests cannot run here (%s: userfaultfd needs root, "
-		       "CAP_SYS_PTRACE or vm.unprivileged_userfaultfd=1)\n", strerror(errno));
+		       "CAP_SYS_PTRACE or vm.unprivileged_userfaultfd=1)\n",
+		       strerror(errno));
 		printf("RESULT lazy skipped=1\n");
 		return 0;
 	}

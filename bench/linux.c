@@ -52,9 +52,9 @@
 #include "refvmm/qemu_harness.h"
 #include "common/compiler.h"
 
-#define MiB (1ULL << 20)
+#define MiB             (1ULL << 20)
 #define BOOT_TIMEOUT_MS 180000
-#define MAX_REPS 32
+#define MAX_REPS        32
 
 struct lb_env {
 	const char *kernel, *initrd;
@@ -88,7 +88,7 @@ static int lb_read_until(int fd, const char *needle, uint64_t t0, double *ms)
 			}
 		}
 		if (have == sizeof(buf))
-			have = 0;       /* a line longer than the buffer: drop it */
+			have = 0; /* a line longer than the buffer: drop it */
 		if (poll(&p, 1, BOOT_TIMEOUT_MS) <= 0)
 			return -ETIMEDOUT;
 		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
@@ -101,7 +101,8 @@ static int lb_read_until(int fd, const char *needle, uint64_t t0, double *ms)
 
 static const char *lb_qboot(void)
 {
-	static const char *const roms[] = { "/usr/share/qemu/qboot.rom", "/usr/share/qboot/bios.bin" };
+	static const char *const roms[] = { "/usr/share/qemu/qboot.rom",
+					    "/usr/share/qboot/bios.bin" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(roms); i++)
 		if (!access(roms[i], R_OK))
@@ -116,17 +117,24 @@ static int qemu_common_argv(const char **argv, const char *mem, const char *bios
 	int argc = 0;
 
 	argv[argc++] = "qemu-system-x86_64";
-	argv[argc++] = "-accel"; argv[argc++] = "kvm";
-	argv[argc++] = "-cpu"; argv[argc++] = "host";
-	argv[argc++] = "-m"; argv[argc++] = mem;
-	argv[argc++] = "-smp"; argv[argc++] = "1";
+	argv[argc++] = "-accel";
+	argv[argc++] = "kvm";
+	argv[argc++] = "-cpu";
+	argv[argc++] = "host";
+	argv[argc++] = "-m";
+	argv[argc++] = mem;
+	argv[argc++] = "-smp";
+	argv[argc++] = "1";
 	if (bios) {
 		argv[argc++] = "-bios";
 		argv[argc++] = bios;
 	}
-	argv[argc++] = "-nodefaults"; argv[argc++] = "-no-user-config";
-	argv[argc++] = "-display"; argv[argc++] = "none";
-	argv[argc++] = "-serial"; argv[argc++] = "stdio";
+	argv[argc++] = "-nodefaults";
+	argv[argc++] = "-no-user-config";
+	argv[argc++] = "-display";
+	argv[argc++] = "none";
+	argv[argc++] = "-serial";
+	argv[argc++] = "stdio";
 	argv[argc++] = "-no-reboot";
 	return argc;
 }
@@ -143,9 +151,12 @@ static int lb_boot_qemu(const struct lb_env *e, double *init_ms, double *report_
 
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)(e->mem / MiB));
 	argc = qemu_common_argv(argv, mem, bios);
-	argv[argc++] = "-kernel"; argv[argc++] = e->kernel;
-	argv[argc++] = "-initrd"; argv[argc++] = e->initrd;
-	argv[argc++] = "-append"; argv[argc++] = e->cmdline;
+	argv[argc++] = "-kernel";
+	argv[argc++] = e->kernel;
+	argv[argc++] = "-initrd";
+	argv[argc++] = e->initrd;
+	argv[argc++] = "-append";
+	argv[argc++] = e->cmdline;
 	argv[argc] = NULL;
 	if (pipe2(pipefd, O_CLOEXEC))
 		return -errno;
@@ -175,8 +186,11 @@ static int lb_boot_gfa(const struct lb_env *e, double *init_ms, double *report_m
 {
 	/* the command line gfa builds from these is e->cmdline, which QEMU gets */
 	struct gfa_linux_config cfg = {
-		.kernel = e->kernel, .initrd = e->initrd, .mem_bytes = e->mem,
-		.append = "gfacheck=16,1", .console_fd = -1,
+		.kernel = e->kernel,
+		.initrd = e->initrd,
+		.mem_bytes = e->mem,
+		.append = "gfacheck=16,1",
+		.console_fd = -1,
 	};
 	struct gfa_backing_config bc = { 0 };
 	struct gfa_pool_config pc;
@@ -201,7 +215,8 @@ static int lb_boot_gfa(const struct lb_env *e, double *init_ms, double *report_m
 		r = gfa_linux_vm_start(vm);
 	}
 	if (!r) {
-		i = gfa_linux_vm_console_wait(vm, "gfa-init up", 0, BOOT_TIMEOUT_MS, NULL, 0, &t_init);
+		i = gfa_linux_vm_console_wait(vm, "gfa-init up", 0, BOOT_TIMEOUT_MS, NULL, 0,
+					      &t_init);
 		if (i >= 0)
 			i = gfa_linux_vm_console_wait(vm, "gfacheck: filled", (unsigned int)i,
 						      BOOT_TIMEOUT_MS, NULL, 0, &t_rep);
@@ -271,12 +286,13 @@ static int lb_part_boot(const struct bench_opts *o, void *ctx)
 
 /* ---- balloon and report: one guest, seen from its console and from the host ---- */
 
-#define LB_BALLOON	(256 * MiB)     /* the balloon target */
-#define LB_FREED_MIB	320             /* what the checker touches and frees first */
-#define LB_SETTLE_MS	3000            /* sampling goes on this long after the guest's
+#define LB_BALLOON   (256 * MiB) /* the balloon target */
+#define LB_FREED_MIB 320         /* what the checker touches and frees first */
+#define LB_SETTLE_MS \
+	3000 /* sampling goes on this long after the guest's
 					 * MemTotal dropped (or after the free, for reports) */
-#define LB_SAMPLE_US	5000
-#define LB_MAX_SAMPLES	(BOOT_TIMEOUT_MS * 1000 / LB_SAMPLE_US)
+#define LB_SAMPLE_US   5000
+#define LB_MAX_SAMPLES (BOOT_TIMEOUT_MS * 1000 / LB_SAMPLE_US)
 
 /* A running guest of either VMM: console lines in, host-backed bytes out, a target. */
 struct lb_guest {
@@ -324,7 +340,8 @@ static int lb_next_line(struct lb_guest *g, char *line, size_t len)
 	for (;;) {
 		nl = memchr(g->buf, '\n', g->have);
 		if (nl) {
-			size_t l = (size_t)(nl - g->buf) < len - 1 ? (size_t)(nl - g->buf) : len - 1;
+			size_t l = (size_t)(nl - g->buf) < len - 1 ? (size_t)(nl - g->buf) :
+								     len - 1;
 
 			memcpy(line, g->buf, l);
 			line[l] = '\0';
@@ -493,12 +510,17 @@ static int lb_start_qemu(struct lb_guest *g, const struct lb_env *e, const char 
 	 * firmware describes the PCI INTx routing in ACPI only). */
 	snprintf(cmdline, sizeof(cmdline), "%s %s", GFA_LINUX_DEFAULT_CMDLINE, append);
 	argc = qemu_common_argv(argv, mem, bios);
-	argv[argc++] = "-qmp"; argv[argc++] = qmp;
+	argv[argc++] = "-qmp";
+	argv[argc++] = qmp;
 	argv[argc++] = "-device";
-	argv[argc++] = reporting ? "virtio-balloon-pci,free-page-reporting=on" : "virtio-balloon-pci";
-	argv[argc++] = "-kernel"; argv[argc++] = e->kernel;
-	argv[argc++] = "-initrd"; argv[argc++] = e->initrd;
-	argv[argc++] = "-append"; argv[argc++] = cmdline;
+	argv[argc++] = reporting ? "virtio-balloon-pci,free-page-reporting=on" :
+				   "virtio-balloon-pci";
+	argv[argc++] = "-kernel";
+	argv[argc++] = e->kernel;
+	argv[argc++] = "-initrd";
+	argv[argc++] = e->initrd;
+	argv[argc++] = "-append";
+	argv[argc++] = cmdline;
 	argv[argc] = NULL;
 	if (pipe2(pipefd, O_CLOEXEC))
 		return -errno;
@@ -523,11 +545,16 @@ static int lb_start_gfa(struct lb_guest *g, const struct lb_env *e, const char *
 	static const struct gfa_host_return_config hc = { .no_settle = true, .interval_ms = 20 };
 	struct gfa_release_policy rp = { .low = 256, .high = 512, .min_empty_frac = 4 };
 	struct gfa_linux_config cfg = {
-		.kernel = e->kernel, .initrd = e->initrd, .mem_bytes = e->mem,
-		.append = append, .console_fd = -1,
+		.kernel = e->kernel,
+		.initrd = e->initrd,
+		.mem_bytes = e->mem,
+		.append = append,
+		.console_fd = -1,
 	};
 	struct gfa_rv_balloon_config bc = {
-		.slot = 1, .irq = GFA_LINUX_PCI_IRQ(1), .irq_fn = gfa_linux_vm_irq_line,
+		.slot = 1,
+		.irq = GFA_LINUX_PCI_IRQ(1),
+		.irq_fn = gfa_linux_vm_irq_line,
 		.free_page_reporting = reporting,
 	};
 	struct gfa_backing_config bkc = { 0 };
@@ -596,9 +623,9 @@ static void lb_stop(struct lb_guest *g)
 }
 
 struct lb_drop {
-	double mem_ms;          /* until MemTotal fell by the balloon (inflate only) */
-	double host_ms;         /* until host-backed bytes made 95% of their drop */
-	double drop_bytes;      /* host-backed bytes before minus after */
+	double mem_ms;     /* until MemTotal fell by the balloon (inflate only) */
+	double host_ms;    /* until host-backed bytes made 95% of their drop */
+	double drop_bytes; /* host-backed bytes before minus after */
 };
 
 /*
@@ -730,8 +757,9 @@ static int lb_part_balloon(const struct bench_opts *o, void *ctx)
 
 	be.mem = 2 * LB_BALLOON;
 	printf("balloon: %llu MiB guest, 1 vCPU, %d MiB touched and freed first, then a balloon "
-	       "of %llu MiB (no free page reporting)\n", (unsigned long long)(be.mem / MiB),
-	       LB_FREED_MIB, (unsigned long long)(LB_BALLOON / MiB));
+	       "of %llu MiB (no free page reporting)\n",
+	       (unsigned long long)(be.mem / MiB), LB_FREED_MIB,
+	       (unsigned long long)(LB_BALLOON / MiB));
 	if (lb_alternate(&be, reps, lb_inflate_once, "inflate", q, g))
 		return 1;
 	lb_column(q, reps, offsetof(struct lb_drop, mem_ms), qm);
@@ -754,8 +782,9 @@ static int lb_part_balloon(const struct bench_opts *o, void *ctx)
 
 	bench_goal("linux", "inflate_vs_qemu", ratio, "<=", 0.5,
 		   "balloon target to 95% of the host-backed drop, gfa over QEMU (medians)");
-	bench_goal("linux", "mem_vs_qemu", bench_stat_of(gm, reps).median /
-		   bench_stat_of(qm, reps).median, "info", 0, "balloon target to the guest's MemTotal drop");
+	bench_goal("linux", "mem_vs_qemu",
+		   bench_stat_of(gm, reps).median / bench_stat_of(qm, reps).median, "info", 0,
+		   "balloon target to the guest's MemTotal drop");
 	bench_goal("linux", "host_drop_pct", pct, ">=", 95, "host-backed drop in % of the balloon");
 	bench_result_add(&e->res, "inflate_vs_qemu", "%.2f", ratio);
 	bench_result_add(&e->res, "host_drop_pct", "%.1f", pct);
@@ -765,7 +794,8 @@ static int lb_part_balloon(const struct bench_opts *o, void *ctx)
 	bench_result_add(&e->res, "qemu_inflate_mem_ms", "%.0f", bench_stat_of(qm, reps).median);
 
 	printf("report: the same guest with free page reporting on: host-backed bytes the %d MiB "
-	       "freed gives back\n", LB_FREED_MIB);
+	       "freed gives back\n",
+	       LB_FREED_MIB);
 	if (lb_alternate(&be, reps, lb_report_once, "report", q, g))
 		return 1;
 	lb_column(q, reps, offsetof(struct lb_drop, drop_bytes), qd);
@@ -796,8 +826,8 @@ static int lb_part_balloon(const struct bench_opts *o, void *ctx)
  * run of 5 took 834 s at load 2); twice that for a loaded host, plus the L1's boot.
  * GFA_BENCH_TIMEOUT (seconds) overrides it.
  */
-#define LB_SEC_BOOT_REP		40
-#define LB_SEC_BALLOON_REP	130
+#define LB_SEC_BOOT_REP    40
+#define LB_SEC_BALLOON_REP 130
 static unsigned int lb_harness_timeout(const struct bench_opts *o)
 {
 	const char *env = getenv("GFA_BENCH_TIMEOUT");
@@ -824,13 +854,16 @@ static int lb_run_in_qemu(int argc, char **argv, const struct bench_opts *o)
 	FILE *p;
 	int rc;
 
-	if (n <= 0 || !tu_find_harness_root(root, sizeof(root)) || !tu_build_dir(build, sizeof(build))) {
+	if (n <= 0 || !tu_find_harness_root(root, sizeof(root)) ||
+	    !tu_build_dir(build, sizeof(build))) {
 		printf("bench linux: skipped: tools/kvm-in-qemu.sh not found\n");
 		return 0;
 	}
 	exe[n] = '\0';
-	snprintf(cmd, sizeof(cmd), "'%s/tools/linux-initramfs.sh' --out '%s/linux' --checker "
-		 "'%s/tests/linux/gfacheck' | tail -1", root, build, build);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s/tools/linux-initramfs.sh' --out '%s/linux' --checker "
+		 "'%s/tests/linux/gfacheck' | tail -1",
+		 root, build, build);
 	p = popen(cmd, "r");
 	if (!p || !fgets(line, sizeof(line), p) || pclose(p) || strncmp(line, "kernel=", 7)) {
 		printf("bench linux: skipped: tools/linux-initramfs.sh could not build the initramfs\n");
@@ -846,7 +879,8 @@ static int lb_run_in_qemu(int argc, char **argv, const struct bench_opts *o)
 	getloadavg(load, 3);
 	printf("bench linux: this KVM cannot boot Linux; running inside a QEMU guest with nested "
 	       "KVM (tools/kvm-in-qemu.sh, timeout %u s for these runs); host load average %.2f "
-	       "%.2f %.2f\n", tmo, load[0], load[1], load[2]);
+	       "%.2f %.2f\n",
+	       tmo, load[0], load[1], load[2]);
 	snprintf(opts, sizeof(opts), "--mem 2048 --timeout %u", tmo);
 	rc = tu_run_in_qemu(opts, cmd, &secs);
 	getloadavg(load, 3);
@@ -873,7 +907,7 @@ int main(int argc, char **argv)
 	if (!gfa_kvm_available(NULL, 0) || gfa_kvm_is_software()) {
 		if (getenv("GFA_IN_QEMU")) {
 			fprintf(stderr, "bench linux: inside the QEMU harness, but no KVM that "
-				"boots Linux\n");
+					"boots Linux\n");
 			return 1;
 		}
 		return lb_run_in_qemu(argc, argv, &o);
@@ -882,7 +916,7 @@ int main(int argc, char **argv)
 	env.initrd = getenv("GFA_LINUX_INITRD");
 	if (!env.kernel || !env.initrd) {
 		fprintf(stderr, "bench linux: set GFA_LINUX_KERNEL and GFA_LINUX_INITRD "
-			"(tools/linux-initramfs.sh prints them)\n");
+				"(tools/linux-initramfs.sh prints them)\n");
 		return 2;
 	}
 	env.mem = 256 * MiB;

@@ -59,14 +59,14 @@
 #include "bench/moves/moves.h"
 #include "common/compiler.h"
 
-#define RANGE_FRAMES    (RANGE_BYTES / GFA_FRAME_SIZE)
-#define MAX_REPS        100
-#define F_DUMMY         7               /* the owner of the frames that fragment the zone */
-#define NR_WRITERS      2
-#define COMPACT_MIN     1000            /* moves a compaction of the setup makes at least */
-#define KC_QUIET_NS     300000000ULL    /* kcompactd is done: no move for this long */
-#define KC_TIMEOUT_NS   10000000000ULL
-#define KC_POLL_US      20000
+#define RANGE_FRAMES  (RANGE_BYTES / GFA_FRAME_SIZE)
+#define MAX_REPS      100
+#define F_DUMMY       7 /* the owner of the frames that fragment the zone */
+#define NR_WRITERS    2
+#define COMPACT_MIN   1000         /* moves a compaction of the setup makes at least */
+#define KC_QUIET_NS   300000000ULL /* kcompactd is done: no move for this long */
+#define KC_TIMEOUT_NS 10000000000ULL
+#define KC_POLL_US    20000
 
 enum path { P_WP, P_PAUSE, P_NONE, NR_PATH };
 enum kind { K_COLLAPSE, K_COMPACT, K_KCOMPACTD, NR_KIND };
@@ -77,16 +77,16 @@ static const char *const kind_name[NR_KIND] = { "collapse", "compact", "kcompact
 struct variant {
 	enum path p;
 	enum kind k;
-	bool quiet;             /* no writers: what a move costs by itself */
+	bool quiet; /* no writers: what a move costs by itself */
 };
 
 /* One rep's runs (the pause path's kcompactd would only repeat its compaction). */
 static const struct variant variants[] = {
-	{ P_WP, K_COLLAPSE, false }, { P_PAUSE, K_COLLAPSE, false },
-	{ P_WP, K_COMPACT, false }, { P_PAUSE, K_COMPACT, false },
+	{ P_WP, K_COLLAPSE, false },  { P_PAUSE, K_COLLAPSE, false },
+	{ P_WP, K_COMPACT, false },   { P_PAUSE, K_COMPACT, false },
 	{ P_WP, K_KCOMPACTD, false }, { P_NONE, K_COLLAPSE, false },
 	{ P_NONE, K_COMPACT, false }, { P_NONE, K_KCOMPACTD, false },
-	{ P_WP, K_COLLAPSE, true }, { P_PAUSE, K_COLLAPSE, true },
+	{ P_WP, K_COLLAPSE, true },   { P_PAUSE, K_COLLAPSE, true },
 };
 #define NR_VARIANTS ARRAY_SIZE(variants)
 
@@ -126,20 +126,20 @@ static double samples_pct(struct samples *s, double p)
 struct acc {
 	uint64_t runs, short_runs, lost, errors, writes, moved;
 	uint64_t wp_faults, pauses, paused_ns;
-	uint64_t moving_writes, moving_ns;      /* the writers' progress while moves ran */
-	struct samples ns;              /* collapse: per range; compaction: per 2 MiB moved */
-	struct samples slow;            /* writes >= 20 us while the moves ran */
+	uint64_t moving_writes, moving_ns; /* the writers' progress while moves ran */
+	struct samples ns;                 /* collapse: per range; compaction: per 2 MiB moved */
+	struct samples slow;               /* writes >= 20 us while the moves ran */
 };
 
 static struct acc acc[NR_PATH][NR_KIND];
-static struct acc acc_quiet[NR_PATH];   /* collapses without writers */
-static struct samples slow_idle;        /* wp: writes >= 20 us while nothing moved */
-static struct gw_set ws;                /* large (the slow samples): one for every run */
+static struct acc acc_quiet[NR_PATH]; /* collapses without writers */
+static struct samples slow_idle;      /* wp: writes >= 20 us while nothing moved */
+static struct gw_set ws;              /* large (the slow samples): one for every run */
 static const struct gfa_guest_vcpu_ops gw_ops = { gw_pause, gw_resume };
 static uint64_t guest_bytes;
-static bool pin = true;                 /* mover on one CPU, the writers on another */
-static bool pinned;                     /* and they are */
-static const char *user_no_uffd;        /* GFA_NO_UFFD as the user set it, or NULL */
+static bool pin = true;          /* mover on one CPU, the writers on another */
+static bool pinned;              /* and they are */
+static const char *user_no_uffd; /* GFA_NO_UFFD as the user set it, or NULL */
 
 /* ================= setup ================= */
 
@@ -162,7 +162,7 @@ static void no_uffd_for_next_guest(bool on)
 }
 
 struct gfa_guest *guest_create(struct gfa_pool *pool, struct gfa_backing *b,
-				      const struct gfa_guest_config *gc, bool no_uffd)
+			       const struct gfa_guest_config *gc, bool no_uffd)
 {
 	struct gfa_guest *g;
 
@@ -263,7 +263,7 @@ static void mv_let_write(unsigned int passes)
 	uint64_t want = gw_writes(&ws) + passes * ws.pages;
 
 	if (!ws.n)
-		return;         /* a quiet run */
+		return; /* a quiet run */
 	for (int i = 0; i < 20000 && gw_writes(&ws) < want; i++)
 		usleep(500);
 }
@@ -279,7 +279,7 @@ static void time_collapses(struct mv *m, struct acc *a)
 		uint64_t dt = bench_now_ns() - t0;
 
 		if (n != 1)
-			return;         /* the run is counted short */
+			return; /* the run is counted short */
 		samples_add(&a->ns, (double)dt);
 	}
 }
@@ -398,7 +398,7 @@ static void acc_add(struct acc *a, const struct run *r, enum kind k)
  * would compare CPU shares rather than moves.  As a VMM keeps its vCPUs off the
  * housekeeping CPU.
  */
-static cpu_set_t allowed, writer_cpu;    /* the process's CPUs; the writers' one */
+static cpu_set_t allowed, writer_cpu; /* the process's CPUs; the writers' one */
 
 static bool pin_begin(void)
 {
@@ -503,25 +503,27 @@ static void bench_moves(const struct bench_opts *o, bool wp)
 
 	printf("\n## 1-5. moves under %d writer threads (user stores + read(2) in even reps, "
 	       "io_uring reads in odd ones) on a %lu MiB small_only guest, every other frame "
-	       "of the low half of a %lu MiB zone\n", NR_WRITERS,
-	       (unsigned long)(guest_bytes / MiB), (unsigned long)(4 * guest_bytes / MiB));
+	       "of the low half of a %lu MiB zone\n",
+	       NR_WRITERS, (unsigned long)(guest_bytes / MiB),
+	       (unsigned long)(4 * guest_bytes / MiB));
 	printf("# paths: wp = userfaultfd write protection, no vCPU ops; pause = GFA_NO_UFFD=1, "
 	       "pause ops park both writers; none = GFA_NO_UFFD=1, no vCPU ops (nobody "
 	       "stopped: the control)\n");
 	printf("# %d rep(s), runs interleaved (order reversed every other rep), each on a "
-	       "fresh setup, after a warm-up of the wp and pause collapses%s\n", o->reps,
-	       wp ? "" : "; no wp runs: this host does not write-protect");
+	       "fresh setup, after a warm-up of the wp and pause collapses%s\n",
+	       o->reps, wp ? "" : "; no wp runs: this host does not write-protect");
 	pinned = pin_begin();
 	printf("# %s\n", pinned ? "pinned: the mover (and the threads gfa starts) on the first "
-	       "CPU, both writers on the second" : "not pinned: the scheduler places the mover "
-	       "and the writers");
+				  "CPU, both writers on the second" :
+				  "not pinned: the scheduler places the mover "
+				  "and the writers");
 	if (wp)
 		mv_run(&variants[0], GW_READ, NULL);
 	mv_run(&variants[1], GW_READ, NULL);
 	bench_load_begin(&load);
 	for (int rep = 0; rep < o->reps; rep++)
 		run_rep(rep, wp);
-	pin_end();        /* first: the load line counts the CPUs we may use */
+	pin_end(); /* first: the load line counts the CPUs we may use */
 	bench_print_load(&load, "parts 1-5");
 }
 
@@ -535,12 +537,11 @@ static void print_run(int p, int k, struct acc *a)
 	char name[32];
 
 	snprintf(name, sizeof(name), "%s/%s", path_name[p], kind_name[k]);
-	printf("%-16s %4lu %5lu %7lu %10lu %6lu %6lu %9lu %7lu %10.3f %6d %12.1f %10.1f\n",
-	       name, (unsigned long)a->runs, (unsigned long)a->short_runs,
-	       (unsigned long)a->moved, (unsigned long)a->writes, (unsigned long)a->lost,
-	       (unsigned long)a->errors, (unsigned long)a->wp_faults, (unsigned long)a->pauses,
-	       (double)a->paused_ns / 1e6, a->slow.n, samples_pct(&a->slow, 99) / 1e3,
-	       writes_per_ms(a));
+	printf("%-16s %4lu %5lu %7lu %10lu %6lu %6lu %9lu %7lu %10.3f %6d %12.1f %10.1f\n", name,
+	       (unsigned long)a->runs, (unsigned long)a->short_runs, (unsigned long)a->moved,
+	       (unsigned long)a->writes, (unsigned long)a->lost, (unsigned long)a->errors,
+	       (unsigned long)a->wp_faults, (unsigned long)a->pauses, (double)a->paused_ns / 1e6,
+	       a->slow.n, samples_pct(&a->slow, 99) / 1e3, writes_per_ms(a));
 }
 
 static void print_runs(void)
@@ -569,8 +570,8 @@ static void print_time(int p, const char *k, struct samples *ns)
 
 static void print_timing(void)
 {
-	printf("%-16s %5s %11s %11s %11s   (ns per 2 MiB moved)\n", "timing", "n", "min",
-	       "median", "max");
+	printf("%-16s %5s %11s %11s %11s   (ns per 2 MiB moved)\n", "timing", "n", "min", "median",
+	       "max");
 	for (int p = 0; p < P_NONE; p++)
 		for (int k = 0; k < K_KCOMPACTD; k++)
 			if (acc[p][k].ns.n)
@@ -800,7 +801,7 @@ int main(int argc, char **argv)
 		return ret > 0 ? 0 : 2;
 	user_no_uffd = getenv("GFA_NO_UFFD");
 	if (user_no_uffd)
-		user_no_uffd = strdup(user_no_uffd);    /* setenv may free the original */
+		user_no_uffd = strdup(user_no_uffd); /* setenv may free the original */
 	guest_bytes = (o.quick ? 16 : 32) * MiB;
 	printf("# bench moves: write-protected moves vs the pause fallback vs none; host "
 	       "memory after a balloon round trip and a collapse\n");
@@ -810,7 +811,8 @@ int main(int argc, char **argv)
 	summary.wp = !wp_errno;
 	if (wp_errno)
 		printf("# ** the write-protect path is unavailable here (wp_errno %d: %s); its "
-		       "parts are skipped **\n", wp_errno, strerror(wp_errno));
+		       "parts are skipped **\n",
+		       wp_errno, strerror(wp_errno));
 	bench_load_begin(&load);
 	bench_parts_run(&o, moves_parts, ARRAY_SIZE(moves_parts));
 	summary.load = bench_load_other(&load);

@@ -21,7 +21,7 @@
  *
  * The parts are in bench/pcp/ (pcp.h); this file has their shared helpers and main.
  */
-#define _GNU_SOURCE     /* sched_setaffinity: workers are pinned (bench_pin_self) */
+#define _GNU_SOURCE /* sched_setaffinity: workers are pinned (bench_pin_self) */
 #include "bench/pcp/pcp.h"
 
 void check_pool(struct gfa_pool *pool, const char *when)
@@ -96,7 +96,9 @@ uint64_t vm_get(struct gfa_pool *pool, size_t off)
 int main(int argc, char **argv)
 {
 	const struct bench_part pcp_parts[] = {
-		pcp_pairs_part, pcp_bulkfree_part, pcp_prodcons_part,
+		pcp_pairs_part,
+		pcp_bulkfree_part,
+		pcp_prodcons_part,
 	};
 	struct bench_opts o;
 	uint64_t t_start = bench_now_ns();
@@ -122,7 +124,8 @@ int main(int argc, char **argv)
 	bench_print_machine();
 	printf("# mode=%s reps=%d (part a; b and c say theirs) rep_sec=%.3f (medians; "
 	       "variants interleaved per rep, after "
-	       "warm-up runs)\n", o.quick ? "quick" : "full", o.reps, o.rep_sec);
+	       "warm-up runs)\n",
+	       o.quick ? "quick" : "full", o.reps, o.rep_sec);
 	printf("# memory: pools are metadata only (no host memory behind frames); descriptors "
 	       "and glibc's heap are resident after warm-up (M_TRIM_THRESHOLD=1G); allocated "
 	       "memory is never written\n");

@@ -17,10 +17,10 @@
 #include "bench/bench_util.h"
 
 /* the hits as this bench counted them at the commit before the hot paths' cleanup */
-#define BUDGET_ALLOC    44      /* instructions of an allocation hit */
-#define BUDGET_FREE     70      /* instructions of a free hit */
-#define PAIRS           100000
-#define OWNER           0x51
+#define BUDGET_ALLOC 44 /* instructions of an allocation hit */
+#define BUDGET_FREE  70 /* instructions of a free hit */
+#define PAIRS        100000
+#define OWNER        0x51
 
 static volatile uint64_t insns_marker;
 
@@ -88,8 +88,8 @@ static long annotate_inclusive(const char *out, const char *fn)
 	long v = -1;
 	FILE *p;
 
-	snprintf(cmd, sizeof(cmd), "callgrind_annotate --inclusive=yes --threshold=100 %s 2>/dev/null",
-		 out);
+	snprintf(cmd, sizeof(cmd),
+		 "callgrind_annotate --inclusive=yes --threshold=100 %s 2>/dev/null", out);
 	snprintf(pat, sizeof(pat), ":%s ", fn);
 	p = popen(cmd, "r");
 	if (!p)
@@ -158,9 +158,9 @@ static void lackey_lines(const char *log, uint64_t base, uint64_t size, uint64_t
 
 /* What the two valgrind runs measured. */
 struct insns {
-	long alloc, free;               /* instructions over PAIRS hits */
-	int alloc_lines, free_lines;    /* struct gfa_pcp lines one hit touches */
-	uint64_t size;                  /* of struct gfa_pcp */
+	long alloc, free;            /* instructions over PAIRS hits */
+	int alloc_lines, free_lines; /* struct gfa_pcp lines one hit touches */
+	uint64_t size;               /* of struct gfa_pcp */
 };
 
 /* Instructions of the hits, under callgrind. */
@@ -169,8 +169,10 @@ static void run_callgrind(const char *self, struct insns *m)
 	char out[256], cmd[8192];
 
 	snprintf(out, sizeof(out), "/tmp/gfa-pcp-insns.%d.out", (int)getpid());
-	snprintf(cmd, sizeof(cmd), "GFA_PCP_INSNS_CHILD=callgrind valgrind -q --tool=callgrind "
-		 "--callgrind-out-file=%s --toggle-collect=insns_pairs '%s'", out, self);
+	snprintf(cmd, sizeof(cmd),
+		 "GFA_PCP_INSNS_CHILD=callgrind valgrind -q --tool=callgrind "
+		 "--callgrind-out-file=%s --toggle-collect=insns_pairs '%s'",
+		 out, self);
 	if (system(cmd))
 		bench_die("callgrind run failed: %s", cmd);
 	m->alloc = annotate_inclusive(out, "gfa_pcp_alloc");
@@ -188,8 +190,10 @@ static void run_lackey(const char *self, struct insns *m)
 	FILE *p;
 
 	snprintf(log, sizeof(log), "/tmp/gfa-pcp-insns.%d.log", (int)getpid());
-	snprintf(cmd, sizeof(cmd), "GFA_PCP_INSNS_CHILD=lackey valgrind -q --tool=lackey "
-		 "--trace-mem=yes --log-file=%s '%s'", log, self);
+	snprintf(cmd, sizeof(cmd),
+		 "GFA_PCP_INSNS_CHILD=lackey valgrind -q --tool=lackey "
+		 "--trace-mem=yes --log-file=%s '%s'",
+		 log, self);
 	p = popen(cmd, "r");
 	if (!p)
 		bench_die("lackey run failed");

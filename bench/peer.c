@@ -32,7 +32,7 @@
  * Metadata is what each allocator allocated for its pool: gfa by malloc's count
  * around pool and cache creation, LLFree by its llfree_metadata_size.
  */
-#define _GNU_SOURCE     /* sched_setaffinity (bench_pin_self), mallinfo2 */
+#define _GNU_SOURCE /* sched_setaffinity (bench_pin_self), mallinfo2 */
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -42,10 +42,10 @@
 #include "bench/peer_llfree.h"
 #endif
 
-#define MAX_THREADS     2
-#define MAX_REPS        1000
-#define NR_SIZES        3
-#define RAND_HELD_PCT   90
+#define MAX_THREADS   2
+#define MAX_REPS      1000
+#define NR_SIZES      3
+#define RAND_HELD_PCT 90
 
 enum peer_wl { WL_REPEAT, WL_BULK, WL_RAND, WL_XFREE, NR_WL };
 static const char *const wl_name[NR_WL] = { "repeat", "bulk", "rand", "xfree" };
@@ -69,7 +69,7 @@ struct peer_pool {
 	struct peer_llfree *ll;
 #endif
 	uint64_t gfa_meta, ll_meta;
-	uint64_t xfree_frames;  /* xfree's batch: twice the most a cache may hold */
+	uint64_t xfree_frames; /* xfree's batch: twice the most a cache may hold */
 };
 
 struct peer_ctl {
@@ -79,13 +79,13 @@ struct peer_ctl {
 	enum peer_kind kind;
 	unsigned int order;
 	int nactive;
-	uint64_t count;         /* per thread: pairs, blocks or random steps */
-	uint64_t passes;        /* bulk: allocate-all/free-all passes per repetition */
-	uint64_t held;          /* per thread: blocks rand and xfree hold */
-	uint64_t batch;         /* xfree: blocks per batch */
-	bool turns;             /* xfree on 1 thread: the two workers take turns */
-	struct peer_worker *w;  /* all workers (xfree frees another's batches) */
-	_Atomic bool xabort;    /* xfree: a worker failed, the others stop waiting */
+	uint64_t count;        /* per thread: pairs, blocks or random steps */
+	uint64_t passes;       /* bulk: allocate-all/free-all passes per repetition */
+	uint64_t held;         /* per thread: blocks rand and xfree hold */
+	uint64_t batch;        /* xfree: blocks per batch */
+	bool turns;            /* xfree on 1 thread: the two workers take turns */
+	struct peer_worker *w; /* all workers (xfree frees another's batches) */
+	_Atomic bool xabort;   /* xfree: a worker failed, the others stop waiting */
 };
 
 /* xfree: how many batches a worker may allocate ahead of its partner's frees. */
@@ -97,7 +97,7 @@ struct peer_worker {
 	struct peer_ctl *ctl;
 	uint64_t *blocks;
 	uint64_t nr_blocks, cap, rng, owner;
-	uint64_t *xbuf[XFREE_SLACK];    /* xfree: this worker's batches, round r in r % SLACK */
+	uint64_t *xbuf[XFREE_SLACK]; /* xfree: this worker's batches, round r in r % SLACK */
 	uint64_t xcap;
 	/* xfree: rounds this worker allocated, and rounds of its partner's it freed */
 	_Atomic uint64_t xalloced, xfreed;
@@ -154,16 +154,14 @@ static inline __attribute__((always_inline)) int peer_put_owner(struct peer_work
 	}
 }
 
-static inline __attribute__((always_inline)) int peer_put(struct peer_worker *w,
-							  enum peer_kind k, uint64_t pfn,
-							  unsigned int order)
+static inline __attribute__((always_inline)) int peer_put(struct peer_worker *w, enum peer_kind k,
+							  uint64_t pfn, unsigned int order)
 {
 	return peer_put_owner(w, k, pfn, order, w->owner);
 }
 
-static inline __attribute__((always_inline)) int run_repeat(struct peer_worker *w,
-							    enum peer_kind k, unsigned int order,
-							    uint64_t n)
+static inline __attribute__((always_inline)) int run_repeat(struct peer_worker *w, enum peer_kind k,
+							    unsigned int order, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		int64_t pfn = peer_get(w, k, order);
@@ -188,8 +186,8 @@ static inline __attribute__((always_inline)) int fill(struct peer_worker *w, enu
 	return 0;
 }
 
-static inline __attribute__((always_inline)) int free_all(struct peer_worker *w,
-							  enum peer_kind k, unsigned int order)
+static inline __attribute__((always_inline)) int free_all(struct peer_worker *w, enum peer_kind k,
+							  unsigned int order)
 {
 	for (; w->nr_blocks; w->nr_blocks--) {
 		int err = peer_put(w, k, w->blocks[w->nr_blocks - 1], order);
@@ -200,9 +198,8 @@ static inline __attribute__((always_inline)) int free_all(struct peer_worker *w,
 	return 0;
 }
 
-static inline __attribute__((always_inline)) int run_rand(struct peer_worker *w,
-							  enum peer_kind k, unsigned int order,
-							  uint64_t n)
+static inline __attribute__((always_inline)) int run_rand(struct peer_worker *w, enum peer_kind k,
+							  unsigned int order, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t j = bench_rand(&w->rng) % w->nr_blocks;
@@ -257,8 +254,7 @@ static inline __attribute__((always_inline)) int xfree_alloc(struct peer_worker 
 }
 
 /* Free the batch another worker allocated (own cache, that worker's owner). */
-static inline __attribute__((always_inline)) int xfree_put(struct peer_worker *w,
-							   enum peer_kind k,
+static inline __attribute__((always_inline)) int xfree_put(struct peer_worker *w, enum peer_kind k,
 							   const struct peer_worker *from,
 							   const uint64_t *buf)
 {
@@ -282,8 +278,8 @@ static inline __attribute__((always_inline)) int xfree_put(struct peer_worker *w
  * waits.  At once, both do both, and a worker that loses its CPU for a moment stalls the
  * other only when it falls XFREE_SLACK rounds behind.
  */
-static inline __attribute__((always_inline)) int run_xfree(struct peer_worker *w,
-							   enum peer_kind k, uint64_t rounds)
+static inline __attribute__((always_inline)) int run_xfree(struct peer_worker *w, enum peer_kind k,
+							   uint64_t rounds)
 {
 	struct peer_ctl *c = w->ctl;
 	struct peer_worker *other = &c->w[1 - w->id];
@@ -295,7 +291,7 @@ static inline __attribute__((always_inline)) int run_xfree(struct peer_worker *w
 	for (uint64_t r = 0; r < rounds && !err; r++) {
 		if (allocs) {
 			if (!xfree_wait(c, &other->xfreed, r + 1 > slack ? r + 1 - slack : 0))
-				return 0;       /* the partner failed, and says so */
+				return 0; /* the partner failed, and says so */
 			err = xfree_alloc(w, k, w->xbuf[r % XFREE_SLACK]);
 			atomic_store_explicit(&w->xalloced, r + 1, memory_order_release);
 		}
@@ -369,8 +365,8 @@ static void *peer_thread(void *arg)
 			t0 = bench_now_ns();
 			c0 = thread_cpu_ns();
 			w->err = run_cmd(w);
-			w->cpu_ns = c->cmd == CMD_XFREE ? w->xcpu_ns
-							: (double)(thread_cpu_ns() - c0);
+			w->cpu_ns = c->cmd == CMD_XFREE ? w->xcpu_ns :
+							  (double)(thread_cpu_ns() - c0);
 			w->wall_ns = (double)(bench_now_ns() - t0);
 		}
 		pthread_barrier_wait(&c->done);
@@ -379,8 +375,8 @@ static void *peer_thread(void *arg)
 }
 
 /* Run one command on the active threads; per-thread mean wall and CPU ns per op. */
-static void peer_run(struct peer_ctl *c, struct peer_worker *w, enum peer_cmd cmd,
-		     double ops, double *wall, double *cpu)
+static void peer_run(struct peer_ctl *c, struct peer_worker *w, enum peer_cmd cmd, double ops,
+		     double *wall, double *cpu)
 {
 	double sw = 0, sc = 0;
 
@@ -390,7 +386,9 @@ static void peer_run(struct peer_ctl *c, struct peer_worker *w, enum peer_cmd cm
 	for (int i = 0; i < c->nactive; i++) {
 		if (w[i].err)
 			bench_die("%s %s order %u thread %d: %s", kind_name[c->kind],
-				  cmd == CMD_FILL ? "fill" : cmd == CMD_FREE_ALL ? "free" : "run",
+				  cmd == CMD_FILL     ? "fill" :
+				  cmd == CMD_FREE_ALL ? "free" :
+							"run",
 				  c->order, i, strerror(-w[i].err));
 		sw += w[i].wall_ns / ops;
 		sc += w[i].cpu_ns / ops;
@@ -429,7 +427,7 @@ struct peer_row {
 	unsigned int order;
 	int threads;
 	double wall[NR_KINDS][MAX_REPS], cpu[NR_KINDS][MAX_REPS];
-	uint64_t frag[NR_KINDS];        /* rand: fully free 2 MiB blocks (last rep) */
+	uint64_t frag[NR_KINDS]; /* rand: fully free 2 MiB blocks (last rep) */
 	uint64_t frag_possible;
 };
 
@@ -558,7 +556,8 @@ static void pool_close(struct peer_pool *pp)
 	gfa_pool_destroy(pp->pool);
 #if PEER_LLFREE
 	if (peer_llfree_free_frames(pp->ll) != pp->frames)
-		bench_die("LLFree lost frames: %lu of %lu free", (unsigned long)peer_llfree_free_frames(pp->ll),
+		bench_die("LLFree lost frames: %lu of %lu free",
+			  (unsigned long)peer_llfree_free_frames(pp->ll),
 			  (unsigned long)pp->frames);
 	peer_llfree_destroy(pp->ll);
 #endif
@@ -589,8 +588,8 @@ static void print_row(const struct peer_row *r, const struct peer_pool *pp, int 
 	       wall[K_ZONE].median, wall[K_ZONE].min, wall[K_LLFREE].median, wall[K_LLFREE].min,
 	       cpu[K_CACHE].median, cpu[K_ZONE].median, cpu[K_LLFREE].median,
 	       wall[K_CACHE].median / wall[K_LLFREE].median,
-	       wall[K_ZONE].median / wall[K_LLFREE].median,
-	       wall[K_CACHE].min / wall[K_LLFREE].min, wall[K_ZONE].min / wall[K_LLFREE].min);
+	       wall[K_ZONE].median / wall[K_LLFREE].median, wall[K_CACHE].min / wall[K_LLFREE].min,
+	       wall[K_ZONE].min / wall[K_LLFREE].min);
 	snprintf(key, sizeof(key), "%s_%u_%dt", wl_name[r->wl], r->order, r->threads);
 	bench_result_init(&res, "peer_llfree");
 	sb_printf(&res.sb, " %s", key);
@@ -619,10 +618,11 @@ static void print_row(const struct peer_row *r, const struct peer_pool *pp, int 
 	bench_result_print(&res);
 	snprintf(md_rows[nr_md_rows++], sizeof(md_rows[0]),
 		 "| %s | %u | %d | %u | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.2f (%.2f) | "
-		 "%.2f (%.2f) | %.1f / %.1f / %.1f |", wl_name[r->wl], r->order, r->threads, gib,
-		 wall[K_CACHE].min, wall[K_CACHE].median, wall[K_ZONE].min, wall[K_ZONE].median,
-		 wall[K_LLFREE].min, wall[K_LLFREE].median,
-		 wall[K_CACHE].median / wall[K_LLFREE].median, wall[K_CACHE].min / wall[K_LLFREE].min,
+		 "%.2f (%.2f) | %.1f / %.1f / %.1f |",
+		 wl_name[r->wl], r->order, r->threads, gib, wall[K_CACHE].min, wall[K_CACHE].median,
+		 wall[K_ZONE].min, wall[K_ZONE].median, wall[K_LLFREE].min, wall[K_LLFREE].median,
+		 wall[K_CACHE].median / wall[K_LLFREE].median,
+		 wall[K_CACHE].min / wall[K_LLFREE].min,
 		 wall[K_ZONE].median / wall[K_LLFREE].median, wall[K_ZONE].min / wall[K_LLFREE].min,
 		 cpu[K_CACHE].median, cpu[K_ZONE].median, cpu[K_LLFREE].median);
 	snprintf(gkey, sizeof(gkey), "%s_%ug_cache", key, gib);
@@ -635,8 +635,10 @@ static void print_row(const struct peer_row *r, const struct peer_pool *pp, int 
 	*goals += 2;
 	if (r->wl == WL_RAND && r->order == 0) {
 		snprintf(gkey, sizeof(gkey), "%s_%ug_free_2m", key, gib);
-		*met += bench_goal("peer_llfree", gkey, (double)r->frag[K_CACHE] /
-				   (double)(r->frag[K_LLFREE] ? r->frag[K_LLFREE] : 1), ">=", 1.0,
+		*met += bench_goal("peer_llfree", gkey,
+				   (double)r->frag[K_CACHE] /
+					   (double)(r->frag[K_LLFREE] ? r->frag[K_LLFREE] : 1),
+				   ">=", 1.0,
 				   "fully free 2 MiB blocks after rand, gfa cache / LLFree");
 		*goals += 1;
 	}
@@ -718,8 +720,8 @@ static void run_size(const struct bench_opts *o, struct peer_bench *b, uint64_t 
 		w->xcap = cap;
 	}
 	printf("\n## pool %lu GiB (%lu frames): metadata gfa %.2f MiB, LLFree %.3f MiB\n",
-	       (unsigned long)gib, (unsigned long)pp.frames,
-	       (double)pp.gfa_meta / 1048576.0, (double)pp.ll_meta / 1048576.0);
+	       (unsigned long)gib, (unsigned long)pp.frames, (double)pp.gfa_meta / 1048576.0,
+	       (double)pp.ll_meta / 1048576.0);
 	printf("RESULT peer_llfree metadata_%lug gfa_bytes=%lu llfree_bytes=%lu\n",
 	       (unsigned long)gib, (unsigned long)pp.gfa_meta, (unsigned long)pp.ll_meta);
 	for (int rep = -1; rep < o->reps; rep++)
@@ -728,8 +730,8 @@ static void run_size(const struct bench_opts *o, struct peer_bench *b, uint64_t 
 				peer_rep(&b->ctl, b->w, &rows[r],
 					 (enum peer_kind)((k + rep + 1) % NR_KINDS), rep, &b->n);
 	printf("%-6s %5s %7s %5s %9s %9s %9s %9s %9s %9s %8s %8s %8s %6s %6s %6s %6s\n", "work",
-	       "order", "threads", "GiB", "gfa", "gfa_min", "zone", "zone_min", "llfree",
-	       "ll_min", "gfa_cpu", "zone_cpu", "ll_cpu", "ratio", "zratio", "rmin", "zrmin");
+	       "order", "threads", "GiB", "gfa", "gfa_min", "zone", "zone_min", "llfree", "ll_min",
+	       "gfa_cpu", "zone_cpu", "ll_cpu", "ratio", "zratio", "rmin", "zrmin");
 	for (unsigned int r = 0; r < b->nrows; r++)
 		print_row(&rows[r], &pp, o->reps, &b->met, &b->goals);
 	for (unsigned int r = 0; r < b->nrows; r++) {
@@ -797,21 +799,23 @@ static const struct bench_part peer_parts[] = {
 int main(int argc, char **argv)
 {
 	struct bench_opts o;
-	int err = bench_parse_args(argc, argv, &o, 3, 0, 7, 0,
-				   "gfa (cache and zone path) beside LLFree: repeat, bulk, rand, xfree "
-				   "at orders 0 and 9 on 1 and 2 threads, pools of 1, 4 and 16 GiB.\n"
-				   "--only repeat|bulk|rand|xfree runs one workload.");
+	int err = bench_parse_args(
+		argc, argv, &o, 3, 0, 7, 0,
+		"gfa (cache and zone path) beside LLFree: repeat, bulk, rand, xfree "
+		"at orders 0 and 9 on 1 and 2 threads, pools of 1, 4 and 16 GiB.\n"
+		"--only repeat|bulk|rand|xfree runs one workload.");
 
 	if (err)
 		return err > 0 ? 0 : 2;
-	if (o.only && strcmp(o.only, "repeat") && strcmp(o.only, "bulk") && strcmp(o.only, "rand") &&
-	    strcmp(o.only, "xfree")) {
+	if (o.only && strcmp(o.only, "repeat") && strcmp(o.only, "bulk") &&
+	    strcmp(o.only, "rand") && strcmp(o.only, "xfree")) {
 		fprintf(stderr, "%s: --only wants repeat, bulk, rand or xfree\n", argv[0]);
 		return 2;
 	}
 	if (!PEER_LLFREE) {
 		printf("# bench/peer: SKIPPED: LLFree is not built (no llfree-c-970bb3d.tar.gz in %s;"
-		       " build with PEERS=<folder> to point at it)\n", PEER_DIR);
+		       " build with PEERS=<folder> to point at it)\n",
+		       PEER_DIR);
 		printf("RESULT peer_llfree skipped=1\n");
 		return 0;
 	}

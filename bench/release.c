@@ -50,31 +50,31 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-#define MiB             (1ULL << 20)
-#define PAGE            GFA_FRAME_SIZE
-#define MAX_REPS        100
-#define PATTERN         0x72656c65617365ULL        /* "release" */
+#define MiB      (1ULL << 20)
+#define PAGE     GFA_FRAME_SIZE
+#define MAX_REPS 100
+#define PATTERN  0x72656c65617365ULL /* "release" */
 
 /* ================= 1. balloon inflation ================= */
 
-#define P1_EXTRA_BYTES  (32 * MiB)      /* pool beyond the guest: room for the reserve */
-#define P1_HIGH         2048u           /* reserve kept populated: 8 MiB */
-#define P1_LOW          1024u
-#define P1_REQ_BYTES    MiB             /* one virtio-balloon inflate request */
-#define P1_REQ_PAGES    (P1_REQ_BYTES / PAGE)
+#define P1_EXTRA_BYTES       (32 * MiB) /* pool beyond the guest: room for the reserve */
+#define P1_HIGH              2048u      /* reserve kept populated: 8 MiB */
+#define P1_LOW               1024u
+#define P1_REQ_BYTES         MiB /* one virtio-balloon inflate request */
+#define P1_REQ_PAGES         (P1_REQ_BYTES / PAGE)
 /*
  * "Dropped": st_blocks fell by the ballooned bytes less 1% or 4 MiB, whichever is more:
  * the reserve the policy keeps is `high` rounded up to whole free blocks (up to an
  * order-10 block, 4 MiB), before and after, so the exact drop varies by that much.
  */
 #define P1_DROP_SLACK(bytes) ((bytes) / 100 > 4 * MiB ? (bytes) / 100 : 4 * MiB)
-#define P1_WARM_BYTES   (64 * MiB)
-#define P1_TIMEOUT_S    60.0
+#define P1_WARM_BYTES        (64 * MiB)
+#define P1_TIMEOUT_S         60.0
 
 enum p1_variant { V_ONE, V_REQ, V_PAGES, V_SYNC4K, V_SYNC2M, NR_V };
 
-static const char *const v_name[NR_V] = { "async_1call", "async_1mib", "async_4kranges",
-					   "sync_4k", "sync_2m" };
+static const char *const v_name[NR_V] = { "async_1call", "async_1mib", "async_4kranges", "sync_4k",
+					  "sync_2m" };
 static const char *const v_what[NR_V] = {
 	"gfa_balloon_inflate, one call, one range",
 	"gfa_balloon_inflate per 1 MiB request, one range each",
@@ -99,19 +99,19 @@ struct p1_host {
 };
 
 struct p1_sample {
-	double caller_s;        /* wall time of the calling thread */
-	double cpu_s;           /* its CPU time */
-	double drop_s;          /* async: from the first call until st_blocks dropped */
-	double quiesce_s;       /* async: from the first call until the thread was idle */
-	int64_t dropped;        /* bytes st_blocks fell by, at the end */
-	uint64_t calls;         /* inflate or fallocate calls */
+	double caller_s;                /* wall time of the calling thread */
+	double cpu_s;                   /* its CPU time */
+	double drop_s;                  /* async: from the first call until st_blocks dropped */
+	double quiesce_s;               /* async: from the first call until the thread was idle */
+	int64_t dropped;                /* bytes st_blocks fell by, at the end */
+	uint64_t calls;                 /* inflate or fallocate calls */
 	struct gfa_host_return_stat hs; /* async: at the end (mode strings copied below) */
 	char mode[16], mode_why[200];
 };
 
 /* The host-return statistics, with the engine's strings copied (they die with it). */
-static void hr_stat_copy(struct gfa_host_return *hr, struct gfa_host_return_stat *hs,
-			 char *mode, size_t mlen, char *why, size_t wlen)
+static void hr_stat_copy(struct gfa_host_return *hr, struct gfa_host_return_stat *hs, char *mode,
+			 size_t mlen, char *why, size_t wlen)
 {
 	gfa_host_return_stat(hr, hs);
 	snprintf(mode, mlen, "%s", hs->mode ? hs->mode : "?");
@@ -238,7 +238,8 @@ static int punch(int fd, uint64_t off, uint64_t len)
 	int r;
 
 	do {
-		r = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+		r = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+			      (off_t)len);
 	} while (r && errno == EINTR);
 	return r ? -errno : 0;
 }
@@ -407,7 +408,8 @@ static int bench_inflate(const struct bench_opts *o, void *ctx)
 	printf("# async: host-return thread started and quiesced first; caller = wall time of the "
 	       "inflate call(s); drop = first call until st_blocks fell by the ballooned bytes "
 	       "less %llu MiB (the reserve's rounding; polled every 250 us); quiesce = until "
-	       "gfa_host_return_quiesce returned\n", P1_DROP_SLACK(bytes) / MiB);
+	       "gfa_host_return_quiesce returned\n",
+	       P1_DROP_SLACK(bytes) / MiB);
 	printf("# sync: punches only (no allocator bookkeeping, window left mapped): the cheapest "
 	       "synchronous balloon; memfd offsets computed before the timer\n");
 	bench_load_begin(&load);
@@ -453,16 +455,16 @@ static int bench_inflate(const struct bench_opts *o, void *ctx)
 
 /* ================= 2. T1: parents and children ================= */
 
-#define T1_HIGH         256u            /* reserve kept populated: 1 MiB */
+#define T1_HIGH         256u /* reserve kept populated: 1 MiB */
 #define T1_LOW          128u
 #define T1_OWNER_PARENT 1
 #define T1_OWNER_CHILD  2
 #define T1_FRAMES       11000u
-#define T1_SETTLE_MS    1000u           /* the host-return defaults */
+#define T1_SETTLE_MS    1000u /* the host-return defaults */
 #define T1_INTERVAL_MS  100u
 
 struct t1_sample {
-	int64_t base, before, after, settled, after_all;        /* st_blocks bytes */
+	int64_t base, before, after, settled, after_all; /* st_blocks bytes */
 	double quiesce_s;
 	uint64_t nr_released, nr_sidelined;
 	struct gfa_host_return_stat hs;
@@ -482,8 +484,7 @@ static void t1_quiesce(struct gfa_host_return *hr, const char *when)
  * one zone, each frame written; then every child freed.  With `release`, the
  * host-return thread runs from the start (as the percpu depopulation does).
  */
-static void t1_once(unsigned int parents, unsigned int children, bool release,
-		    struct t1_sample *s)
+static void t1_once(unsigned int parents, unsigned int children, bool release, struct t1_sample *s)
 {
 	struct gfa_release_policy rp = { .low = T1_LOW, .high = T1_HIGH, .min_empty_frac = 4 };
 	struct gfa_backing_config bc = { .populate = false };
@@ -577,10 +578,10 @@ enum t1_variant { T_ON, T_OFF, T_50_ON, T_50_OFF, NR_T };
 static const char *const t_name[NR_T] = { "1:10 on", "1:10 off", "1:50 on", "1:50 off" };
 
 struct t1_results {
-	struct t1_sample s[NR_T];      /* the median rep by drop ratio */
+	struct t1_sample s[NR_T]; /* the median rep by drop ratio */
 	double ratio[NR_T], settled_ratio[NR_T];
 	double quiesce_ms[NR_T];
-	int early[NR_T];               /* reps whose quiesce returned before the settled state */
+	int early[NR_T]; /* reps whose quiesce returned before the settled state */
 	int reps;
 };
 
@@ -638,11 +639,13 @@ static int bench_t1(const struct bench_opts *o, void *ctx)
 	       "written frames are host-backed); release on: host-return thread from the start "
 	       "(defaults: %u ms interval, %u ms settle), policy high=%u low=%u frames "
 	       "(%u KiB / %u KiB), min_empty_frac=4; release off: no host-return thread; "
-	       "%d rep(s), medians\n", T1_FRAMES, T1_INTERVAL_MS, T1_SETTLE_MS, T1_HIGH, T1_LOW,
-	       T1_HIGH * 4, T1_LOW * 4, reps);
+	       "%d rep(s), medians\n",
+	       T1_FRAMES, T1_INTERVAL_MS, T1_SETTLE_MS, T1_HIGH, T1_LOW, T1_HIGH * 4, T1_LOW * 4,
+	       reps);
 	printf("# after = right after gfa_host_return_quiesce; settled = %u ms later and "
 	       "quiesced again (the script's `sleep 10`); after_all = every parent freed too, "
-	       "quiesced\n", T1_SETTLE_MS + 2 * T1_INTERVAL_MS);
+	       "quiesced\n",
+	       T1_SETTLE_MS + 2 * T1_INTERVAL_MS);
 	bench_load_begin(&load);
 	for (int rep = 0; rep < reps; rep++)
 		for (int t = 0; t < NR_T; t++) {
@@ -653,8 +656,8 @@ static int bench_t1(const struct bench_opts *o, void *ctx)
 			t1_once(parents, children, release, &s[t][rep]);
 		}
 	bench_print_load(&load, "part 2");
-	printf("%-9s %7s %8s %10s %9s %7s %11s %8s %13s %10s %8s %9s %6s\n", "variant",
-	       "parents", "base_KiB", "before_KiB", "after_KiB", "ratio", "settled_KiB", "ratio",
+	printf("%-9s %7s %8s %10s %9s %7s %11s %8s %13s %10s %8s %9s %6s\n", "variant", "parents",
+	       "base_KiB", "before_KiB", "after_KiB", "ratio", "settled_KiB", "ratio",
 	       "after_all_KiB", "quiesce_ms", "released", "sidelined", "early");
 	for (int t = 0; t < NR_T; t++) {
 		unsigned int parents, children;
@@ -667,16 +670,16 @@ static int bench_t1(const struct bench_opts *o, void *ctx)
 		       t_name[t], parents, (long)(m->base >> 10), (long)(m->before >> 10),
 		       (long)(m->after >> 10), res->ratio[t], (long)(m->settled >> 10),
 		       res->settled_ratio[t], (long)(m->after_all >> 10), res->quiesce_ms[t],
-		       (unsigned long)m->nr_released, (unsigned long)m->nr_sidelined,
-		       res->early[t], reps);
+		       (unsigned long)m->nr_released, (unsigned long)m->nr_sidelined, res->early[t],
+		       reps);
 	}
 	printf("# released/sidelined: free frames given back / pageblocks holding them, when "
 	       "settled; early: reps in which quiesce returned while more than `high` frames "
 	       "were still to be released\n");
 	printf("# 1:10 on, host return: mode=%s (%s) passes=%lu shrinks=%lu grows=%lu "
-	       "released=%lu KiB populated=%lu KiB\n", res->s[T_ON].mode, res->s[T_ON].mode_why,
-	       (unsigned long)res->s[T_ON].hs.passes, (unsigned long)res->s[T_ON].hs.shrinks,
-	       (unsigned long)res->s[T_ON].hs.grows,
+	       "released=%lu KiB populated=%lu KiB\n",
+	       res->s[T_ON].mode, res->s[T_ON].mode_why, (unsigned long)res->s[T_ON].hs.passes,
+	       (unsigned long)res->s[T_ON].hs.shrinks, (unsigned long)res->s[T_ON].hs.grows,
 	       (unsigned long)(res->s[T_ON].hs.bytes_released >> 10),
 	       (unsigned long)(res->s[T_ON].hs.bytes_populated >> 10));
 	return 0;
@@ -695,10 +698,11 @@ static void report_inflate(void *ctx)
 		   "caller time, async one-call inflate / sync 4 KiB punch loop");
 	bench_goal("release", "caller_vs_2m", async / s2m, "info", 0,
 		   "caller time, async one-call inflate / sync 2 MiB punch loop");
-	bench_goal("release", "inflate_1mib_caller_ratio", r->caller[V_REQ].median / s4k, "info",
-		   0, "caller time, async per 1 MiB request (one range) / sync 4 KiB loop");
+	bench_goal("release", "inflate_1mib_caller_ratio", r->caller[V_REQ].median / s4k, "info", 0,
+		   "caller time, async per 1 MiB request (one range) / sync 4 KiB loop");
 	bench_goal("release", "inflate_4kranges_caller_ratio", r->caller[V_PAGES].median / s4k,
-		   "info", 0, "caller time, async per 1 MiB request as 256 4 KiB ranges / sync "
+		   "info", 0,
+		   "caller time, async per 1 MiB request as 256 4 KiB ranges / sync "
 		   "4 KiB loop");
 	bench_goal("release", "drop_vs_sync2m", r->drop[V_ONE].median / s2m, "info", 0,
 		   "time until st_blocks dropped (async, one call) / sync 2 MiB punch loop");
@@ -773,11 +777,12 @@ int main(int argc, char **argv)
 	uint64_t t_start = bench_now_ns();
 	int ret;
 
-	ret = bench_parse_args(argc, argv, &o, 1, 0, 3, 0,
-			       "Balloon inflation with async host return vs synchronous punch loops;\n"
-			       "the percpu depopulation cgroup script (T1: parents and children)\n"
-			       "with release on and off.\n"
-			       "--only inflate|t1 runs one part.");
+	ret = bench_parse_args(
+		argc, argv, &o, 1, 0, 3, 0,
+		"Balloon inflation with async host return vs synchronous punch loops;\n"
+		"the percpu depopulation cgroup script (T1: parents and children)\n"
+		"with release on and off.\n"
+		"--only inflate|t1 runs one part.");
 	if (ret)
 		return ret > 0 ? 0 : 2;
 	if (!bench_parts_only_ok(&o, argv[0], release_parts, ARRAY_SIZE(release_parts)))
@@ -788,10 +793,11 @@ int main(int argc, char **argv)
 	       "the percpu depopulation cgroup script (T1)\n");
 	bench_print_machine();
 	gfa_host_thp_report(&thp);
-	printf("# host: transparent_hugepage/enabled=%s shmem_enabled=%s (%s)\n",
-	       thp.thp_enabled, thp.shmem_enabled, thp.shmem_thp_possible ?
-	       "memfds may use 2 MiB pages: punching part of one splits it first" :
-	       "memfds use 4 KiB pages: every 4 KiB punch frees memory");
+	printf("# host: transparent_hugepage/enabled=%s shmem_enabled=%s (%s)\n", thp.thp_enabled,
+	       thp.shmem_enabled,
+	       thp.shmem_thp_possible ?
+		       "memfds may use 2 MiB pages: punching part of one splits it first" :
+		       "memfds use 4 KiB pages: every 4 KiB punch frees memory");
 	printf("# mode=%s reps=%d (medians; variants interleaved per rep, after warm-up runs)\n",
 	       o.quick ? "quick" : "full", o.reps);
 	bench_parts_run(&o, release_parts, ARRAY_SIZE(release_parts));

@@ -25,29 +25,36 @@
 #include <gfa/allocator.h>
 #include "bench/bench_util.h"
 
-#define NR_POOLS                2
-#define MAX_REPS                1000
-#define HELD_PCT                90
-#define SCALE_WORKING_FRAMES    (1u << 18)      /* 1 GiB of order-0 frames */
-#define SCALE_BULK              (1u << 14)
-#define SCALE_OWNER             0x5ca1e
-#define SCALE_FRAG_EVERY        64              /* every 64th held order-9 block */
+#define NR_POOLS             2
+#define MAX_REPS             1000
+#define HELD_PCT             90
+#define SCALE_WORKING_FRAMES (1u << 18) /* 1 GiB of order-0 frames */
+#define SCALE_BULK           (1u << 14)
+#define SCALE_OWNER          0x5ca1e
+#define SCALE_FRAG_EVERY     64 /* every 64th held order-9 block */
 
 static const uint64_t pool_frames[NR_POOLS] = { 1ULL << 22, 1ULL << 28 };
 static const char *const pool_name[NR_POOLS] = { "16 GiB", "1 TiB" };
 
-enum scale_wl { WL_REPEAT_0, WL_REPEAT_9, WL_BULK_0, WL_RAND_0, WL_RAND_0_ZONE,
-		WL_RAND_9_ZONE, NR_WL };
-static const char *const wl_name[NR_WL] = { "repeat_0", "repeat_9", "bulk_0", "rand_0",
-					    "rand_0_zone", "rand_9_zone" };
+enum scale_wl {
+	WL_REPEAT_0,
+	WL_REPEAT_9,
+	WL_BULK_0,
+	WL_RAND_0,
+	WL_RAND_0_ZONE,
+	WL_RAND_9_ZONE,
+	NR_WL
+};
+static const char *const wl_name[NR_WL] = { "repeat_0", "repeat_9",    "bulk_0",
+					    "rand_0",   "rand_0_zone", "rand_9_zone" };
 
 struct scale_pool {
 	uint64_t frames, meta_bytes;
 	double create_ms;
 	struct gfa_pool *pool;
 	struct gfa_pcp *pcp;
-	uint64_t *small, nr_small;      /* held order-0 frames (the working set) */
-	uint64_t *huge, nr_huge;        /* held order-9 blocks */
+	uint64_t *small, nr_small; /* held order-0 frames (the working set) */
+	uint64_t *huge, nr_huge;   /* held order-9 blocks */
 	uint64_t *bulk;
 	uint64_t rng, moved;
 	double ns[NR_WL][MAX_REPS];
@@ -62,8 +69,7 @@ struct scale_bench {
 };
 
 /* Metadata only: nothing to copy, the block is where the pool says it is. */
-static int scale_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst,
-			 unsigned int order)
+static int scale_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
 {
 	struct scale_pool *sp = ctx;
 
@@ -100,8 +106,8 @@ static void *xalloc(size_t n)
 
 static int64_t get(struct scale_pool *sp, bool zone, unsigned int order)
 {
-	int64_t pfn = zone ? gfa_alloc(sp->pool, 0, order, GFA_MT_MOVABLE, SCALE_OWNER, 0)
-			   : gfa_pcp_alloc(sp->pcp, order, GFA_MT_MOVABLE, SCALE_OWNER, 0);
+	int64_t pfn = zone ? gfa_alloc(sp->pool, 0, order, GFA_MT_MOVABLE, SCALE_OWNER, 0) :
+			     gfa_pcp_alloc(sp->pcp, order, GFA_MT_MOVABLE, SCALE_OWNER, 0);
 
 	if (pfn < 0)
 		bench_die("pool of %lu frames: allocation of order %u: %s",
@@ -111,8 +117,8 @@ static int64_t get(struct scale_pool *sp, bool zone, unsigned int order)
 
 static void put(struct scale_pool *sp, bool zone, uint64_t pfn, unsigned int order)
 {
-	int err = zone ? gfa_free(sp->pool, pfn, order, SCALE_OWNER)
-		       : gfa_pcp_free(sp->pcp, pfn, order, SCALE_OWNER);
+	int err = zone ? gfa_free(sp->pool, pfn, order, SCALE_OWNER) :
+			 gfa_pcp_free(sp->pcp, pfn, order, SCALE_OWNER);
 
 	if (err)
 		bench_die("free of order %u at %lu: %s", order, (unsigned long)pfn,
@@ -258,15 +264,16 @@ static int run_all(const struct bench_opts *o, void *ctx)
 	b->rand_steps = o->quick ? 1u << 16 : 1u << 19;
 	bench_print_machine();
 	printf("# pools of 16 GiB and 1 TiB, metadata only, 90%% held; %d reps after a warm-up, "
-	       "interleaved; one thread; ns per operation (repeat: per pair)\n", o->reps);
+	       "interleaved; one thread; ns per operation (repeat: per pair)\n",
+	       o->reps);
 	bench_print_loadavg("start");
 	bench_load_begin(&load);
 	b->split_bpf = split_bytes_per_frame();
 	for (int i = 0; i < NR_POOLS; i++) {
 		scale_open(&b->p[i], pool_frames[i]);
 		printf("## %s (%lu frames): created in %.1f ms, metadata %.1f MiB (%.3f bytes per "
-		       "frame), %lu order-9 blocks and %lu frames held\n", pool_name[i],
-		       (unsigned long)b->p[i].frames, b->p[i].create_ms,
+		       "frame), %lu order-9 blocks and %lu frames held\n",
+		       pool_name[i], (unsigned long)b->p[i].frames, b->p[i].create_ms,
 		       (double)b->p[i].meta_bytes / 1048576.0,
 		       (double)b->p[i].meta_bytes / (double)b->p[i].frames,
 		       (unsigned long)b->p[i].nr_huge, (unsigned long)b->p[i].nr_small);
@@ -275,7 +282,7 @@ static int run_all(const struct bench_opts *o, void *ctx)
 	for (int rep = -1; rep < o->reps; rep++)
 		for (int wl = 0; wl < NR_WL; wl++)
 			for (int i = 0; i < NR_POOLS; i++) {
-				int k = (i + rep + 1) % NR_POOLS;   /* which pool goes first */
+				int k = (i + rep + 1) % NR_POOLS; /* which pool goes first */
 				double ns = scale_run(b, &b->p[k], (enum scale_wl)wl);
 
 				if (rep >= 0)
@@ -283,7 +290,7 @@ static int run_all(const struct bench_opts *o, void *ctx)
 			}
 	for (int i = 0; i < NR_POOLS; i++) {
 		scale_compact(&b->p[i]);
-		scale_close(&b->p[i]);  /* 4 GiB of descriptors for 1 TiB: give them back now */
+		scale_close(&b->p[i]); /* 4 GiB of descriptors for 1 TiB: give them back now */
 	}
 	bench_print_load(&load, "the run");
 	bench_print_loadavg("end");
@@ -333,13 +340,13 @@ static void report(void *ctx)
 		   "moved included)");
 	bench_goal("scale", "tib_create_ms", t->create_ms, "<=", 1000,
 		   "gfa_pool_create of 2^28 frames, ms");
-	bench_goal("scale", "bytes_per_frame", (double)t->meta_bytes / (double)t->frames, "<=",
-		   1.0, "metadata per frame, pool in unsplit 2 MiB blocks");
+	bench_goal("scale", "bytes_per_frame", (double)t->meta_bytes / (double)t->frames, "<=", 1.0,
+		   "metadata per frame, pool in unsplit 2 MiB blocks");
 	bench_goal("scale", "bytes_per_frame_split", b->split_bpf, "<=", 4.0,
 		   "metadata per frame, every pageblock split");
 	bench_result_init(&res, "scale");
-	bench_result_add(&res, "bytes_per_frame", "%.3f", (double)t->meta_bytes /
-			 (double)t->frames);
+	bench_result_add(&res, "bytes_per_frame", "%.3f",
+			 (double)t->meta_bytes / (double)t->frames);
 	bench_result_add(&res, "bytes_per_frame_split", "%.3f", b->split_bpf);
 	bench_result_add(&res, "tib_vs_16g", "%.3f", worst);
 	bench_result_add(&res, "tib_create_ms", "%.1f", t->create_ms);

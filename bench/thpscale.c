@@ -49,17 +49,17 @@
 #include "allocator/layers.h"
 #include "common/compiler.h"
 
-#define FILL_PCT        80      /* of the pool, in whole pageblocks, owner A */
-#define B_FILL_PCT      30      /* of the hole frames, owner B, before reclaim */
-#define B_DROP_PCT      50      /* of owner B's frames freed again (default of --b-drop) */
-#define UNMOVABLE_PERMILLE 10   /* 1% of the pool */
-#define OWNER_A         1
-#define OWNER_B         2
-#define OWNER_UNMOV     3
-#define OWNER_REQ       1000    /* + thread index */
-#define SEED            0x7468707363616c65ULL       /* "thpscale" */
-#define MAX_THREADS     8
-#define MAX_REPS        100
+#define FILL_PCT           80 /* of the pool, in whole pageblocks, owner A */
+#define B_FILL_PCT         30 /* of the hole frames, owner B, before reclaim */
+#define B_DROP_PCT         50 /* of owner B's frames freed again (default of --b-drop) */
+#define UNMOVABLE_PERMILLE 10 /* 1% of the pool */
+#define OWNER_A            1
+#define OWNER_B            2
+#define OWNER_UNMOV        3
+#define OWNER_REQ          1000                  /* + thread index */
+#define SEED               0x7468707363616c65ULL /* "thpscale" */
+#define MAX_THREADS        8
+#define MAX_REPS           100
 
 static const int thread_counts[] = { 1, 2, 4, 8 };
 #define NR_N (int)ARRAY_SIZE(thread_counts)
@@ -70,21 +70,21 @@ struct frag {
 	struct gfa_pool *pool;
 	struct canary_owner *a, *b;
 	uint64_t frames;
-	uint64_t nr_unmov;              /* unmovable frames allocated */
-	uint64_t ceiling;               /* order-9 blocks perfect compaction could form */
-	uint64_t free_huge;             /* free order >= 9 blocks, in pageblocks, at start */
-	uint64_t pb_unmovable;          /* pageblocks not MOVABLE or holding unmovable frames */
-	uint64_t pb_free_other;         /* pageblocks of another type holding nothing */
+	uint64_t nr_unmov;      /* unmovable frames allocated */
+	uint64_t ceiling;       /* order-9 blocks perfect compaction could form */
+	uint64_t free_huge;     /* free order >= 9 blocks, in pageblocks, at start */
+	uint64_t pb_unmovable;  /* pageblocks not MOVABLE or holding unmovable frames */
+	uint64_t pb_free_other; /* pageblocks of another type holding nothing */
 	uint64_t pb_movable, movable_frames, free_frames;
-	int score;                      /* fragmentation score at start */
+	int score; /* fragmentation score at start */
 };
 
 struct pb_count {
-	uint32_t *movable, *other;      /* allocated frames per pageblock */
+	uint32_t *movable, *other; /* allocated frames per pageblock */
 };
 
-static int count_block(void *arg, uint64_t pfn, unsigned int order,
-		       enum gfa_migratetype mt, uint64_t owner)
+static int count_block(void *arg, uint64_t pfn, unsigned int order, enum gfa_migratetype mt,
+		       uint64_t owner)
 {
 	struct pb_count *c = arg;
 	uint64_t n = 1UL << order;
@@ -126,7 +126,7 @@ static void compute_ceiling(struct frag *f)
 		if (gfa_frame_lookup(f->pool, pb << GFA_PAGEBLOCK_ORDER, &fi))
 			bench_die("gfa_frame_lookup failed");
 		if (fi.block_mt != GFA_MT_MOVABLE && !c.other[pb] && !c.movable[pb]) {
-			f->pb_free_other++;     /* wholly free, of another type */
+			f->pb_free_other++; /* wholly free, of another type */
 			continue;
 		}
 		if (fi.block_mt != GFA_MT_MOVABLE || c.other[pb]) {
@@ -237,11 +237,11 @@ struct req_thread {
 	pthread_t tid;
 	struct gfa_pool *pool;
 	unsigned int idx;
-	uint64_t nr;                    /* this thread's share of the requests */
-	uint64_t *lat;                  /* ns per request */
+	uint64_t nr;   /* this thread's share of the requests */
+	uint64_t *lat; /* ns per request */
 	uint64_t ok;
-	uint64_t t_start, t_end;        /* ns: this thread's requests, first to last */
-	uint64_t cpu_ns;                /* CPU time the thread used over them */
+	uint64_t t_start, t_end; /* ns: this thread's requests, first to last */
+	uint64_t cpu_ns;         /* CPU time the thread used over them */
 	pthread_barrier_t *start;
 };
 
@@ -281,10 +281,10 @@ static void *req_main(void *arg)
 struct run {
 	uint64_t requests, ok;
 	double mean_us, p50_us, p99_us, max_us;
-	double wall_s;                  /* first thread's start to last thread's end */
-	double conc;                    /* CPUs the threads used at once, on average over wall_s */
+	double wall_s; /* first thread's start to last thread's end */
+	double conc;   /* CPUs the threads used at once, on average over wall_s */
 	uint64_t migrate_scanned, free_scanned;
-	uint64_t migrate_blocks;        /* compact_migrate_blocks: one per block visited */
+	uint64_t migrate_blocks; /* compact_migrate_blocks: one per block visited */
 	uint64_t stall, fail, capture, migrated, migrate_fail;
 };
 
@@ -309,7 +309,8 @@ static void run_requests(struct frag *f, int nthreads, struct run *r)
 		bench_die("out of memory");
 	pthread_barrier_init(&start, NULL, (unsigned int)nthreads + 1);
 	for (int i = 0; i < nthreads; i++) {
-		t[i] = (struct req_thread){ .pool = f->pool, .idx = (unsigned int)i,
+		t[i] = (struct req_thread){ .pool = f->pool,
+					    .idx = (unsigned int)i,
 					    .start = &start };
 		t[i].nr = f->ceiling / (uint64_t)nthreads +
 			  ((uint64_t)i < f->ceiling % (uint64_t)nthreads);
@@ -325,7 +326,7 @@ static void run_requests(struct frag *f, int nthreads, struct run *r)
 		r->ok += t[i].ok;
 		first = t[i].t_start < first ? t[i].t_start : first;
 		last = t[i].t_end > last ? t[i].t_end : last;
-		busy += t[i].cpu_ns;        /* CPU time: asleep or descheduled is not running */
+		busy += t[i].cpu_ns; /* CPU time: asleep or descheduled is not running */
 	}
 	r->wall_s = (double)(last - first) / 1e9;
 	r->conc = last > first ? (double)busy / (double)(last - first) : 1;
@@ -434,8 +435,8 @@ static void one_run(const struct params *p, int nthreads, bool full, struct run 
 
 	build(&f, p->frames, p->mem, p->touch, !full, p->b_drop);
 	if (f.ceiling != p->ceiling)
-		bench_die("layout not reproducible: ceiling %lu vs %lu",
-			  (unsigned long)f.ceiling, (unsigned long)p->ceiling);
+		bench_die("layout not reproducible: ceiling %lu vs %lu", (unsigned long)f.ceiling,
+			  (unsigned long)p->ceiling);
 	run_requests(&f, nthreads, r);
 	check_pool(&f, "after the requests");
 	teardown(&f);
@@ -479,9 +480,10 @@ static void print_runs(struct run runs[][NR_N][2], int reps, const bool *want)
 				struct run *r = &runs[rep][ni][m];
 
 				printf("%-6s %2d %4d %9.1f %9.1f %9.1f %10.1f %7.2f %10lu %10lu "
-				       "%6lu %6lu %6lu %8lu %6lu %6.3f %5.2f\n", mode_name(m),
-				       thread_counts[ni], rep, r->mean_us, r->p50_us, r->p99_us,
-				       r->max_us, 100.0 * (double)r->ok / (double)r->requests,
+				       "%6lu %6lu %6lu %8lu %6lu %6.3f %5.2f\n",
+				       mode_name(m), thread_counts[ni], rep, r->mean_us, r->p50_us,
+				       r->p99_us, r->max_us,
+				       100.0 * (double)r->ok / (double)r->requests,
 				       (unsigned long)r->migrate_scanned,
 				       (unsigned long)r->free_scanned, (unsigned long)r->stall,
 				       (unsigned long)r->capture, (unsigned long)r->fail,
@@ -511,7 +513,7 @@ static int run_all(const struct bench_opts *o, void *ctx)
 	for (int rep = 0; rep < o->reps; rep++)
 		for (int ni = 0; ni < NR_N; ni++)
 			for (int k = 0; k < 2 && t->want[ni]; k++) {
-				int m = (k + rep) & 1;  /* alternate which mode goes first */
+				int m = (k + rep) & 1; /* alternate which mode goes first */
 
 				one_run(&t->p, thread_counts[ni], m, &t->runs[rep][ni][m]);
 			}
@@ -576,8 +578,8 @@ static void report_table(struct thpscale *t)
 	for (int ni = 0; ni < NR_N; ni++)
 		if (t->want[ni])
 			summarise_n(t, ni);
-	printf("%-3s %11s %11s %7s %9s %10s %11lu %11lu %11lu %11lu\n\n", "all", "", "", "", "",
-	       "", (unsigned long)t->ms[0], (unsigned long)t->ms[1], (unsigned long)t->fs[0],
+	printf("%-3s %11s %11s %7s %9s %10s %11lu %11lu %11lu %11lu\n\n", "all", "", "", "", "", "",
+	       (unsigned long)t->ms[0], (unsigned long)t->ms[1], (unsigned long)t->fs[0],
 	       (unsigned long)t->fs[1]);
 }
 
@@ -610,14 +612,16 @@ static void report_goals(const struct thpscale *t, double mr, double mbr, double
 		bench_goal("thpscale", "free_scanned_ratio_n1", t->fr1, "info", 0,
 			   "the same at N=1 only");
 	}
-	bench_goal("thpscale", "latency_ratio", lr, "<=", 1.0,
-		   "full / linear-only mean order-9 latency, geometric mean over N (goal: below 1)");
+	bench_goal(
+		"thpscale", "latency_ratio", lr, "<=", 1.0,
+		"full / linear-only mean order-9 latency, geometric mean over N (goal: below 1)");
 	bench_goal("thpscale", "latency_ratio_worst_n", t->lat_ratio_max, "info", 0,
 		   "the same at the worst N");
 	if (t->conc2 > 0)
-		bench_goal("thpscale", "concurrency_n2_min", t->conc2, "info", 0,
-			   "CPUs the request threads used at once in the N=2 runs (their CPU "
-			   "time / wall time, worst run; 1 = one after the other, as on a busy host)");
+		bench_goal(
+			"thpscale", "concurrency_n2_min", t->conc2, "info", 0,
+			"CPUs the request threads used at once in the N=2 runs (their CPU "
+			"time / wall time, worst run; 1 = one after the other, as on a busy host)");
 }
 
 static void report(void *ctx)
@@ -668,8 +672,8 @@ static void print_params(const struct params *p, int reps)
 	       "%d.%d%% unmovable; moves %s; %d rep(s); seed %#llx\n",
 	       (unsigned long)(p->frames >> 8), (unsigned long)p->frames, FILL_PCT, B_FILL_PCT,
 	       p->b_drop, UNMOVABLE_PERMILLE / 10, UNMOVABLE_PERMILLE % 10,
-	       p->touch ? "copy 4 KiB per frame (touch=true)" : "metadata only (touch=false)",
-	       reps, (unsigned long long)SEED);
+	       p->touch ? "copy 4 KiB per frame (touch=true)" : "metadata only (touch=false)", reps,
+	       (unsigned long long)SEED);
 	if (bench_cores() < MAX_THREADS)
 		printf("# %ld cores: runs with more threads than that oversubscribe them\n",
 		       bench_cores());
@@ -677,7 +681,11 @@ static void print_params(const struct params *p, int reps)
 
 /* --only N picks thread counts, not parts: the one part always runs. */
 static struct thpscale thp = {
-	.huge_min = 100, .huge_min_lin = 100, .huge_worst_run = 100, .mr1 = -1, .fr1 = -1,
+	.huge_min = 100,
+	.huge_min_lin = 100,
+	.huge_worst_run = 100,
+	.mr1 = -1,
+	.fr1 = -1,
 };
 static const struct bench_part thpscale_parts[] = {
 	{ NULL, run_all, report, &thp },
@@ -687,7 +695,10 @@ int main(int argc, char **argv)
 {
 	struct own_opts own = { argv[0], false, 0, B_DROP_PCT };
 	const struct bench_extra_opts extra = {
-		own_longopts, " [--no-touch] [--mib N] [--b-drop P]", parse_own_opt, &own,
+		own_longopts,
+		" [--no-touch] [--mib N] [--b-drop P]",
+		parse_own_opt,
+		&own,
 	};
 	struct bench_opts opts;
 	struct run warm;
@@ -719,7 +730,7 @@ int main(int argc, char **argv)
 	if (thp.p.touch)
 		thp.p.mem = back_memory(thp.p.frames);
 	print_layout(&thp.p);
-	one_run(&thp.p, 1, true, &warm);    /* warm-up, not reported */
+	one_run(&thp.p, 1, true, &warm); /* warm-up, not reported */
 	bench_parts_run(&opts, thpscale_parts, ARRAY_SIZE(thpscale_parts));
 	free(thp.p.mem);
 	return 0;

@@ -29,8 +29,8 @@
 #include "bench/bench_util.h"
 #include "refvmm/shell.h"
 
-#define MiB (1ULL << 20)
-#define VCPUS 2
+#define MiB      (1ULL << 20)
+#define VCPUS    2
 #define MAX_REPS 64
 
 enum { V_CLEAN, V_RESTART, V_PRE_KVM, V_THP_KVM, V_HUGE_KVM, V_PRE, NR_V };
@@ -73,7 +73,8 @@ static void shmem_advise(void)
 
 	gfa_host_thp_report(&thp);
 	if (thp.shmem_thp_possible || !strcmp(thp.shmem_enabled, "unknown")) {
-		printf("host: THP enabled=%s shmem_enabled=%s\n", thp.thp_enabled, thp.shmem_enabled);
+		printf("host: THP enabled=%s shmem_enabled=%s\n", thp.thp_enabled,
+		       thp.shmem_enabled);
 		return;
 	}
 	err = gfa_host_shmem_thp_set("advise", shmem_saved, sizeof(shmem_saved));
@@ -95,7 +96,8 @@ static double ms_since(uint64_t t0)
 
 static struct gfa_vm *gfa_start(struct host *h, uint64_t mem, double *ms)
 {
-	struct gfa_vm_config vc = { .mem_bytes = mem, .vcpus = VCPUS,
+	struct gfa_vm_config vc = { .mem_bytes = mem,
+				    .vcpus = VCPUS,
 				    .kvm = h->kvm ? GFA_VM_KVM_ON : GFA_VM_KVM_OFF };
 	uint64_t t0 = bench_now_ns();
 	struct gfa_vm *vm = gfa_vm_create(h->pool, h->b, &vc);
@@ -128,8 +130,10 @@ static void run_gfa(struct host *h, struct size_run *s)
 static void run_baseline(struct host *h, struct size_run *s, int v)
 {
 	static const enum baseline_mem kind[NR_V] = {
-		[V_PRE_KVM] = BASELINE_PREFAULTED, [V_THP_KVM] = BASELINE_THP,
-		[V_HUGE_KVM] = BASELINE_HUGETLB, [V_PRE] = BASELINE_PREFAULTED,
+		[V_PRE_KVM] = BASELINE_PREFAULTED,
+		[V_THP_KVM] = BASELINE_THP,
+		[V_HUGE_KVM] = BASELINE_HUGETLB,
+		[V_PRE] = BASELINE_PREFAULTED,
 	};
 	struct baseline_vm bv;
 	uint64_t t0;
@@ -151,16 +155,16 @@ static void run_size(struct host *h, struct size_run *s, int reps)
 {
 	for (int r = -1; r < reps && r < MAX_REPS; r++) {
 		for (int k = 0; k < NR_V; k++) {
-			int v = (k + (r < 0 ? 0 : r)) % NR_V;   /* the order rotates */
+			int v = (k + (r < 0 ? 0 : r)) % NR_V; /* the order rotates */
 
 			if (v == V_RESTART || (v == V_HUGE_KVM && !h->hugetlb))
-				continue;       /* (the restart follows its clean start) */
+				continue; /* (the restart follows its clean start) */
 			if (v == V_CLEAN)
 				run_gfa(h, s);
 			else
 				run_baseline(h, s, v);
 		}
-		if (r < 0)      /* the first round warms up: not counted */
+		if (r < 0) /* the first round warms up: not counted */
 			memset(s->n, 0, sizeof(s->n));
 	}
 	for (int v = 0; v < NR_V; v++)
@@ -174,8 +178,8 @@ static void print_size(const struct size_run *s)
 	       (unsigned long long)(s->mem / MiB), VCPUS);
 	for (int v = 0; v < NR_V; v++)
 		if (s->n[v])
-			printf("  %-15s %8.2f %8.2f %8.2f  (%d)   %.2f ms/GiB at the median\n", vname[v],
-			       s->st[v].min, s->st[v].median, s->st[v].max, s->n[v],
+			printf("  %-15s %8.2f %8.2f %8.2f  (%d)   %.2f ms/GiB at the median\n",
+			       vname[v], s->st[v].min, s->st[v].median, s->st[v].max, s->n[v],
 			       s->st[v].median / ((double)s->mem / (1 << 30)));
 }
 
@@ -229,8 +233,8 @@ static void run_one_size(const struct bench_opts *o, struct size_run *s, bool fi
 	got = baseline_hugetlb_reserve((unsigned long)(s->mem / (2 * MiB)), why, sizeof(why));
 	h.hugetlb = got >= 0;
 	if (!h.hugetlb)
-		printf("hugetlb-kvm %llu MiB: not run: %s\n",
-		       (unsigned long long)(s->mem / MiB), why);
+		printf("hugetlb-kvm %llu MiB: not run: %s\n", (unsigned long long)(s->mem / MiB),
+		       why);
 	run_size(&h, s, o->reps);
 	baseline_hugetlb_restore();
 	host_done(&h);
@@ -279,8 +283,8 @@ static void report_goals(const struct size_run *s, const struct zero_rates *zr, 
 		   "aim: / the pre-faulted memfd without KVM (shells take KVM off the path)");
 	bench_goal("vmstart", "clean_vs_strongest", c / best, "info", 0,
 		   "/ the fastest of the baselines with KVM");
-	bench_goal("vmstart", "restart_vs_kernel_thp_kvm", r / s->st[V_THP_KVM].median, "<=",
-		   0.5, "restart / MADV_HUGEPAGE fault-and-zero + KVM creation");
+	bench_goal("vmstart", "restart_vs_kernel_thp_kvm", r / s->st[V_THP_KVM].median, "<=", 0.5,
+		   "restart / MADV_HUGEPAGE fault-and-zero + KVM creation");
 	bench_goal("vmstart", "restart_vs_clean", r / c, "<=", 1.5,
 		   "restart right after a stop / clean start");
 	bench_goal("vmstart", "zero_vs_memset", zr->zero_gbs / zr->memset_gbs, ">=", 1.8,
@@ -295,15 +299,16 @@ static void report(void *ctx)
 {
 	const struct vmstart_bench *b = ctx;
 	const struct zero_rates *zr = &b->zr;
-	const struct size_run *s = &b->runs[0];        /* 128 MiB: the goals' size */
+	const struct size_run *s = &b->runs[0]; /* 128 MiB: the goals' size */
 	double c = s->st[V_CLEAN].median, r = s->st[V_RESTART].median;
 	double best = s->st[V_PRE_KVM].median;
 	double flat_clean = flatness(b, V_CLEAN), flat_restart = flatness(b, V_RESTART);
 	struct bench_result res;
 
 	printf("zeroing 128 MiB: %s p50 %.2f ms (%.1f GB/s), memset p50 %.2f ms (%.1f GB/s); "
-	       "min %.2f / %.2f ms\n", zr->method, zr->zero_p50_ms, zr->zero_gbs,
-	       zr->memset_p50_ms, zr->memset_gbs, zr->zero_min_ms, zr->memset_min_ms);
+	       "min %.2f / %.2f ms\n",
+	       zr->method, zr->zero_p50_ms, zr->zero_gbs, zr->memset_p50_ms, zr->memset_gbs,
+	       zr->zero_min_ms, zr->memset_min_ms);
 	if (s->n[V_THP_KVM] && s->st[V_THP_KVM].median < best)
 		best = s->st[V_THP_KVM].median;
 	if (s->n[V_HUGE_KVM] && s->st[V_HUGE_KVM].median < best)

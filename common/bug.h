@@ -17,14 +17,14 @@
 #include <stdlib.h>
 
 static inline __attribute__((noreturn, cold)) void gfa_bug(const char *file, int line,
-							  const char *cond)
+							   const char *cond)
 {
 	fprintf(stderr, "gfa: BUG at %s:%d: %s\n", file, line, cond);
 	abort();
 }
-#define GFA_BUG_ON(cond) \
-	do { \
-		if (__builtin_expect(!!(cond), 0)) \
+#define GFA_BUG_ON(cond)                                    \
+	do {                                                \
+		if (__builtin_expect(!!(cond), 0))          \
 			gfa_bug(__FILE__, __LINE__, #cond); \
 	} while (0)
 #else

@@ -15,8 +15,8 @@
 
 struct strbuf {
 	char *buf;
-	size_t len;             /* size of buf (0: only count) */
-	size_t pos;             /* length the full text needs so far */
+	size_t len; /* size of buf (0: only count) */
+	size_t pos; /* length the full text needs so far */
 };
 
 static inline void __attribute__((format(printf, 2, 0)))

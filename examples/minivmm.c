@@ -37,14 +37,14 @@
 #include <unistd.h>
 #include <gfa/refvmm.h>
 
-#define MIB		(1ULL << 20)
-#define MAX_VCPUS	16
-#define SEED		0x5eed0f9fa0000001ULL
-#define BALLAST_OWNER	0xba11a57ULL	/* "another tenant": registers no migrate op */
-#define VMM_OWNER	0x7e117ULL	/* the VMM's own pages */
+#define MIB           (1ULL << 20)
+#define MAX_VCPUS     16
+#define SEED          0x5eed0f9fa0000001ULL
+#define BALLAST_OWNER 0xba11a57ULL /* "another tenant": registers no migrate op */
+#define VMM_OWNER     0x7e117ULL   /* the VMM's own pages */
 /* Guest RAM that starts on 4 KiB blocks: each is a mapping of its own in the guest
  * window, and vm.max_map_count (65530) must hold them; 64 MiB is 16384. */
-#define FRAGMENT_MAX	(64 * MIB)
+#define FRAGMENT_MAX  (64 * MIB)
 
 struct vmm;
 
@@ -54,12 +54,12 @@ struct vcpu {
 	struct gfa_kvm_vcpu *kvcpu;
 	pthread_t thread;
 	bool started;
-	uint64_t start, end;		/* the GPA slice this vCPU fills and verifies */
-	uint32_t lo;			/* port IO: low half of a 64-bit result */
+	uint64_t start, end; /* the GPA slice this vCPU fills and verifies */
+	uint32_t lo;         /* port IO: low half of a 64-bit result */
 	unsigned int nr_results;
 	uint64_t mismatches;
-	_Atomic unsigned int passes;	/* verify passes finished */
-	_Atomic unsigned int stop_at;	/* stop after this pass (0: run on) */
+	_Atomic unsigned int passes;  /* verify passes finished */
+	_Atomic unsigned int stop_at; /* stop after this pass (0: run on) */
 	_Atomic int err;
 };
 
@@ -70,7 +70,7 @@ struct vmm {
 	struct gfa_kvm_vm *kvm;
 	uint64_t mem, code_gpa;
 	unsigned int nr_vcpus;
-	_Atomic bool vcpus_ready;       /* every vCPU exists; until then moves are refused */
+	_Atomic bool vcpus_ready; /* every vCPU exists; until then moves are refused */
 	_Atomic unsigned long pauses;
 	struct vcpu vcpu[MAX_VCPUS];
 };
@@ -110,13 +110,14 @@ static uint64_t *fragment_pool(struct vmm *m, size_t *n)
 
 	gfa_zone_span(m->pool, 0, &start, &frames);
 	pfns = calloc(frames, sizeof(*pfns));
-	while (pfns && all < frames && (pfn = gfa_alloc(m->pool, 0, 0, GFA_MT_MOVABLE,
-							BALLAST_OWNER, GFA_ALLOC_NOCOMPACT)) >= 0)
+	while (pfns && all < frames &&
+	       (pfn = gfa_alloc(m->pool, 0, 0, GFA_MT_MOVABLE, BALLAST_OWNER,
+				GFA_ALLOC_NOCOMPACT)) >= 0)
 		pfns[all++] = (uint64_t)pfn;
 	*n = 0;
 	for (size_t i = 0; i < all; i++) {
 		if ((pfns[i] & 1) && pfns[i] - start < span)
-			pfns[(*n)++] = pfns[i];         /* odd frames stay pinned */
+			pfns[(*n)++] = pfns[i]; /* odd frames stay pinned */
 		else
 			gfa_free(m->pool, pfns[i], 0, BALLAST_OWNER);
 	}
@@ -138,7 +139,7 @@ static int pause_vcpus(void *ctx)
 		/* returns once out of the guest */
 		if (!gfa_kvm_vcpu_pause(m->vcpu[i].kvcpu))
 			continue;
-		while (i--)             /* refuse the move; resume stays matched */
+		while (i--) /* refuse the move; resume stays matched */
 			gfa_kvm_vcpu_resume(m->vcpu[i].kvcpu);
 		return -EBUSY;
 	}
@@ -230,7 +231,7 @@ static int vcpu_io(struct gfa_kvm_vcpu *kvcpu, const struct gfa_kvm_io *io, void
 		return GFA_KVM_IO_CONTINUE;
 	case GFA_KVM_PORT_RESULT_HI:
 		return vcpu_result(v, (uint64_t)val << 32 | v->lo);
-	case GFA_KVM_PORT_CHECKPOINT:   /* the fill is done, the verify loop starts */
+	case GFA_KVM_PORT_CHECKPOINT: /* the fill is done, the verify loop starts */
 		return GFA_KVM_IO_CONTINUE;
 	default:
 		return -EPROTO;
@@ -250,16 +251,16 @@ static void *vcpu_thread(void *arg)
 	if (page >= 0)
 		memset(gfa_pfn_to_addr(m->pool, (uint64_t)page), 0, GFA_FRAME_SIZE);
 	v->err = page < 0 ? (int)page :
-		 gfa_kvm_test_guest_enter(v->kvcpu, m->code_gpa, v->start, v->end, SEED,
-					  GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY |
-					  GFA_KVM_TEST_LOOP);
+			    gfa_kvm_test_guest_enter(v->kvcpu, m->code_gpa, v->start, v->end, SEED,
+						     GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY |
+							     GFA_KVM_TEST_LOOP);
 	while (!v->err) {
 		int r = gfa_kvm_vcpu_run(v->kvcpu, vcpu_io, v);
 
 		if (r == GFA_KVM_RUN_STOPPED)
-			break;          /* vcpu_io said stop */
+			break; /* vcpu_io said stop */
 		if (r < 0)
-			v->err = r;     /* gfa_kvm printed why */
+			v->err = r; /* gfa_kvm printed why */
 	}
 	if (page >= 0)
 		gfa_pcp_free(pcp, (uint64_t)page, 0, VMM_OWNER);
@@ -274,14 +275,15 @@ static void maintain(struct vmm *m)
 	struct gfa_guest_stat st;
 	int collapsed;
 
-	for (unsigned int i = 0; i < m->nr_vcpus; i++)  /* all filled and verified once */
+	for (unsigned int i = 0; i < m->nr_vcpus; i++) /* all filled and verified once */
 		while (!m->vcpu[i].err && atomic_load(&m->vcpu[i].passes) < 1)
 			sched_yield();
-	gfa_compact_zone(m->pool, 0, -1, GFA_COMPACT_SYNC);     /* kcompactd's job */
-	collapsed = gfa_guest_collapse(m->guest, UINT32_MAX);   /* khugepaged's job */
+	gfa_compact_zone(m->pool, 0, -1, GFA_COMPACT_SYNC);   /* kcompactd's job */
+	collapsed = gfa_guest_collapse(m->guest, UINT32_MAX); /* khugepaged's job */
 	gfa_guest_stat(m->guest, &st);
 	printf("while the guest ran: full compaction, %d ranges collapsed into 2 MiB "
-	       "blocks, vCPUs paused %lu times (%s)\n", collapsed, atomic_load(&m->pauses),
+	       "blocks, vCPUs paused %lu times (%s)\n",
+	       collapsed, atomic_load(&m->pauses),
 	       st.wp_errno ? "the pause fallback" : "write-protected moves");
 	/* stop each vCPU after a pass that started after the last move */
 	for (unsigned int i = 0; i < m->nr_vcpus; i++)
@@ -309,7 +311,8 @@ static int report(struct vmm *m)
 	}
 	gfa_guest_stat(m->guest, &st);
 	printf("guest: %llu of %llu ranges on 2 MiB blocks, %llu blocks, %llu moves, "
-	       "%llu collapses\n", (unsigned long long)st.huge_ranges,
+	       "%llu collapses\n",
+	       (unsigned long long)st.huge_ranges,
 	       (unsigned long long)(st.huge_ranges + st.small_ranges),
 	       (unsigned long long)st.blocks, (unsigned long long)st.moves,
 	       (unsigned long long)st.collapses);
@@ -345,12 +348,14 @@ static void teardown(struct vmm *m)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: minivmm [--mem MIB] [--vcpus N] [--no-fragment]\n"
+	fprintf(stderr,
+		"usage: minivmm [--mem MIB] [--vcpus N] [--no-fragment]\n"
 		"  --mem MIB      guest RAM: even, 4..65536 (default 16), as far as host RAM\n"
 		"                 holds it (the pool takes it plus up to 72 MiB)\n"
 		"  --vcpus N      1..%d (default 2)\n"
 		"  --no-fragment  start on a fresh pool, on 2 MiB blocks\n"
-		"exit status: 0 ok, 1 failure, 2 usage, 77 no usable KVM\n", MAX_VCPUS);
+		"exit status: 0 ok, 1 failure, 2 usage, 77 no usable KVM\n",
+		MAX_VCPUS);
 	return 2;
 }
 
@@ -393,8 +398,10 @@ static int host_check(const struct vmm *m, uint64_t *work)
 	/* memfd pages are faulted in at start: a pool the host cannot hold ends in OOM */
 	if (pool_bytes(m->mem) + 8 * MIB >
 	    (uint64_t)sysconf(_SC_PHYS_PAGES) / 4 * 3 * (uint64_t)sysconf(_SC_PAGESIZE)) {
-		fprintf(stderr, "minivmm: --mem %llu needs %llu MiB of host memory; this host "
-			"has %llu MiB\n", (unsigned long long)(m->mem / MIB),
+		fprintf(stderr,
+			"minivmm: --mem %llu needs %llu MiB of host memory; this host "
+			"has %llu MiB\n",
+			(unsigned long long)(m->mem / MIB),
 			(unsigned long long)((pool_bytes(m->mem) + 8 * MIB) / MIB),
 			(unsigned long long)((uint64_t)sysconf(_SC_PHYS_PAGES) *
 					     (uint64_t)sysconf(_SC_PAGESIZE) / MIB));
@@ -431,7 +438,7 @@ int main(int argc, char **argv)
 		pinned = fragment_pool(&m, &nr_pinned);
 	if (!err)
 		err = kvm_setup(&m, work);
-	for (size_t i = 0; i < nr_pinned; i++)  /* the other tenant leaves: room to compact */
+	for (size_t i = 0; i < nr_pinned; i++) /* the other tenant leaves: room to compact */
 		gfa_free(m.pool, pinned[i], 0, BALLAST_OWNER);
 	free(pinned);
 	if (err) {

@@ -21,8 +21,8 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
-#define VERIFY_BATCH 1024
-#define MPOL_MODE_MASK 0xff     /* mode without MPOL_F_STATIC_NODES & co */
+#define VERIFY_BATCH   1024
+#define MPOL_MODE_MASK 0xff /* mode without MPOL_F_STATIC_NODES & co */
 
 int numa_zone_range(struct gfa_numa_pool *np, unsigned int zone, void **addr, size_t *len)
 {
@@ -70,8 +70,7 @@ int gfa_numa_bind_zone(struct gfa_numa_pool *np, unsigned int zone)
 		return node;
 	mask_of(mask, node);
 	/* STRICT | MOVE: pages present already must move, or the call fails (EIO) */
-	if (mbind(addr, len, MPOL_BIND, mask, NUMA_MASK_BITS + 1,
-		  MPOL_MF_STRICT | MPOL_MF_MOVE)) {
+	if (mbind(addr, len, MPOL_BIND, mask, NUMA_MASK_BITS + 1, MPOL_MF_STRICT | MPOL_MF_MOVE)) {
 		err = -errno;
 		/* EIO (a page that would not move) comes after the policy was set */
 		mbind(addr, len, MPOL_DEFAULT, NULL, 0, 0);
@@ -122,7 +121,7 @@ int gfa_numa_populate_zone(struct gfa_numa_pool *np, unsigned int zone)
 	for (size_t off = 0; off < len; off += GFA_FRAME_SIZE) {
 		volatile char *p = (volatile char *)addr + off;
 
-		*p = *p;        // cppcheck-suppress selfAssignment ; a volatile write faults it in
+		*p = *p; // cppcheck-suppress selfAssignment ; a volatile write faults it in
 	}
 	return 0;
 }
@@ -174,7 +173,7 @@ static int verify_batch(void *base, uint64_t start_pfn, uint64_t first, unsigned
 			}
 			p->elsewhere++;
 		} else {
-			p->not_present++;       /* -ENOENT: not faulted in; -EFAULT: no page */
+			p->not_present++; /* -ENOENT: not faulted in; -EFAULT: no page */
 		}
 	}
 	return 0;
@@ -193,8 +192,13 @@ int gfa_numa_verify_zone(struct gfa_numa_pool *np, unsigned int zone, struct gfa
 		return pool_count_error(np->pool, GFA_EFAULT);
 	/* *p is filled before anything can fail: callers print every zone's entry */
 	*p = (struct gfa_numa_placement){
-		.zone = zone, .zone_node = -1, .fake = np->topo.fake, .node = -1,
-		.policy_mode = -1, .first_wrong_pfn = -1, .first_wrong_node = -1,
+		.zone = zone,
+		.zone_node = -1,
+		.fake = np->topo.fake,
+		.node = -1,
+		.policy_mode = -1,
+		.first_wrong_pfn = -1,
+		.first_wrong_node = -1,
 	};
 	if (zone < np->topo.nr_nodes)
 		p->zone_node = np->topo.nodes[zone].id;
@@ -208,8 +212,8 @@ int gfa_numa_verify_zone(struct gfa_numa_pool *np, unsigned int zone, struct gfa
 		return p->node;
 	p->policy_ok = policy_is_bind(base, p->node, &p->policy_mode);
 	for (uint64_t i = 0; i < n; i += VERIFY_BATCH) {
-		err = verify_batch(base, start, i, (unsigned int)(n - i < VERIFY_BATCH ? n - i
-								     : VERIFY_BATCH), p);
+		err = verify_batch(base, start, i,
+				   (unsigned int)(n - i < VERIFY_BATCH ? n - i : VERIFY_BATCH), p);
 		if (err)
 			return err;
 	}
@@ -229,7 +233,7 @@ int gfa_numa_verify_pool(struct gfa_numa_pool *np, struct gfa_numa_placement *p)
 		int err = gfa_numa_verify_zone(np, z, p ? &p[z] : &one);
 
 		if (err && !first)
-			first = err;    /* keep going: the caller gets every zone's report */
+			first = err; /* keep going: the caller gets every zone's report */
 	}
 	return first;
 }
@@ -253,18 +257,19 @@ int gfa_numa_placement_text(const struct gfa_numa_placement *p, char *buf, size_
 	if (!p || (!buf && len))
 		return GFA_EFAULT;
 	if (p->fake)
-		sb_printf(&sb, "zone %u (fake node %d on real node %d): ", p->zone,
-			  p->zone_node, p->node);
+		sb_printf(&sb, "zone %u (fake node %d on real node %d): ", p->zone, p->zone_node,
+			  p->node);
 	else
 		sb_printf(&sb, "zone %u (node %d): ", p->zone, p->node);
-	sb_printf(&sb, "%lu frames, %lu on node, %lu elsewhere, "
+	sb_printf(&sb,
+		  "%lu frames, %lu on node, %lu elsewhere, "
 		  "%lu not present, policy %s%s",
-		  (unsigned long)p->frames, (unsigned long)p->on_node,
-		  (unsigned long)p->elsewhere, (unsigned long)p->not_present,
-		  mode_name(p->policy_mode), p->policy_ok ? "" : " (WRONG)");
+		  (unsigned long)p->frames, (unsigned long)p->on_node, (unsigned long)p->elsewhere,
+		  (unsigned long)p->not_present, mode_name(p->policy_mode),
+		  p->policy_ok ? "" : " (WRONG)");
 	if (p->elsewhere)
-		sb_printf(&sb, ", first misplaced pfn %ld on node %d",
-			  (long)p->first_wrong_pfn, p->first_wrong_node);
+		sb_printf(&sb, ", first misplaced pfn %ld on node %d", (long)p->first_wrong_pfn,
+			  p->first_wrong_node);
 	sb_printf(&sb, "\n");
 	return sb_finish(&sb);
 }

@@ -5,7 +5,7 @@
 
 #include <stdatomic.h>
 #include <gfa/numa.h>
-#include "common/strbuf.h"      /* the text functions' appender */
+#include "common/strbuf.h" /* the text functions' appender */
 #include "common/bug.h"
 
 /* Per-node counters of gfa_numa_alloc (relaxed atomics: statistics only). */
@@ -17,12 +17,12 @@ struct numa_node_counters {
 
 struct gfa_numa_pool {
 	struct gfa_pool *pool;
-	struct gfa_numa_topology topo;          /* a copy: the caller's may go away */
+	struct gfa_numa_topology topo; /* a copy: the caller's may go away */
 	struct numa_node_counters c[GFA_NUMA_MAX_NODES];
 };
 
 /* Bits in the nodemask handed to mbind/get_mempolicy (the kernel's MAX_NUMNODES max). */
-#define NUMA_MASK_BITS 1024
+#define NUMA_MASK_BITS  1024
 #define NUMA_MASK_LONGS (NUMA_MASK_BITS / (8 * sizeof(unsigned long)))
 
 /* Zone z's host address and length; -ENODEV when the pool has no backing for it. */

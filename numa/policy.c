@@ -18,8 +18,7 @@
 #include "numa/internal.h"
 #include "allocator/layers.h"
 
-#define NUMA_FLAGS (GFA_NUMA_REMOTE | GFA_NUMA_SMALLER | GFA_ALLOC_NOFALLBACK | \
-		    GFA_ALLOC_NOCOMPACT)
+#define NUMA_FLAGS (GFA_NUMA_REMOTE | GFA_NUMA_SMALLER | GFA_ALLOC_NOFALLBACK | GFA_ALLOC_NOCOMPACT)
 
 #define STAT_INC(np, i, f) atomic_fetch_add_explicit(&(np)->c[i].f, 1, memory_order_relaxed)
 #define STAT_GET(np, i, f) atomic_load_explicit(&(np)->c[i].f, memory_order_relaxed)
@@ -103,7 +102,7 @@ static int pcp_zone(struct gfa_numa_pool *np, struct gfa_pcp *pcp)
 	if (zone < 0)
 		return zone;
 	if (gfa_pcp_pool(pcp) != np->pool)
-		return GFA_EINVAL;      /* another pool's cache: not this requester's */
+		return GFA_EINVAL; /* another pool's cache: not this requester's */
 	return (unsigned int)zone < np->topo.nr_nodes ? zone : GFA_EINVAL;
 }
 
@@ -123,11 +122,11 @@ int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp)
 
 struct numa_req {
 	struct gfa_numa_pool *np;
-	struct gfa_pcp *pcp;    /* over the local zone, or NULL */
-	unsigned int local;     /* requester's node index = zone */
+	struct gfa_pcp *pcp; /* over the local zone, or NULL */
+	unsigned int local;  /* requester's node index = zone */
 	enum gfa_migratetype mt;
 	uint64_t owner;
-	unsigned int aflags;    /* allocator flags the caller passed */
+	unsigned int aflags; /* allocator flags the caller passed */
 };
 
 static int64_t try_local(struct numa_req *r, unsigned int order, unsigned int aflags)
@@ -151,7 +150,7 @@ static int64_t try_remote(struct numa_req *r, unsigned int order, unsigned int *
 		unsigned int z = t->zonelist[r->local][k];
 		int64_t pfn;
 
-		if (!(aflags & GFA_ALLOC_NOCOMPACT))    /* guards the rule against edits */
+		if (!(aflags & GFA_ALLOC_NOCOMPACT)) /* guards the rule against edits */
 			STAT_INC(r->np, r->local, compact_remote);
 		pfn = gfa_alloc(r->np->pool, z, order, r->mt, r->owner, aflags);
 		if (pfn != GFA_ENOMEM) {
@@ -235,9 +234,9 @@ static int requester_zone(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int nod
 	return nz == pz ? pz : GFA_EINVAL;
 }
 
-int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
-		       unsigned int order, enum gfa_migratetype mt, uint64_t owner,
-		       unsigned int flags, unsigned int *order_out)
+int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node, unsigned int order,
+		       enum gfa_migratetype mt, uint64_t owner, unsigned int flags,
+		       unsigned int *order_out)
 {
 	struct numa_req r = { .np = np, .pcp = pcp, .mt = mt, .owner = owner };
 	unsigned int zone, got;
@@ -349,8 +348,10 @@ int gfa_numa_node_stat(struct gfa_numa_pool *np, int node, struct gfa_numa_node_
 	if (err)
 		return err;
 	*st = (struct gfa_numa_node_stat){
-		.node = node, .zone = (unsigned int)zone,
-		.nr_frames = zs.nr_frames, .nr_free = zs.nr_free,
+		.node = node,
+		.zone = (unsigned int)zone,
+		.nr_frames = zs.nr_frames,
+		.nr_free = zs.nr_free,
 		.nr_claimed = gfa_zone_claimed(np->pool, (unsigned int)zone),
 		.numa_hit = STAT_GET(np, zone, numa_hit),
 		.numa_miss = STAT_GET(np, zone, numa_miss),
@@ -384,16 +385,17 @@ int gfa_numa_stat_text(struct gfa_numa_pool *np, char *buf, size_t len)
 
 		if (gfa_numa_node_stat(np, t->nodes[i].id, &st))
 			continue;
-		sb_printf(&sb, "Node %d%s: zone %u frames %lu free %lu claimed %lu "
+		sb_printf(&sb,
+			  "Node %d%s: zone %u frames %lu free %lu claimed %lu "
 			  "numa_hit %lu numa_miss %lu numa_foreign %lu thp_local %lu "
 			  "thp_remote %lu order_fallback %lu alloc_fail %lu "
-			  "compact_remote %lu\n", st.node, t->fake ? " (fake)" : "",
-			  st.zone, (unsigned long)st.nr_frames, (unsigned long)st.nr_free,
-			  (unsigned long)st.nr_claimed, (unsigned long)st.numa_hit,
-			  (unsigned long)st.numa_miss, (unsigned long)st.numa_foreign,
-			  (unsigned long)st.thp_local, (unsigned long)st.thp_remote,
-			  (unsigned long)st.order_fallback, (unsigned long)st.alloc_fail,
-			  (unsigned long)st.compact_remote);
+			  "compact_remote %lu\n",
+			  st.node, t->fake ? " (fake)" : "", st.zone, (unsigned long)st.nr_frames,
+			  (unsigned long)st.nr_free, (unsigned long)st.nr_claimed,
+			  (unsigned long)st.numa_hit, (unsigned long)st.numa_miss,
+			  (unsigned long)st.numa_foreign, (unsigned long)st.thp_local,
+			  (unsigned long)st.thp_remote, (unsigned long)st.order_fallback,
+			  (unsigned long)st.alloc_fail, (unsigned long)st.compact_remote);
 	}
 	return sb_finish(&sb);
 }

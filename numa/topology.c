@@ -70,11 +70,13 @@ static int discover_nodes(struct gfa_numa_topology *t)
 			continue;
 		size = numa_node_size64(n, &free_b);
 		if (size <= 0)
-			continue;       /* memoryless node: its CPUs go to the nearest one */
+			continue; /* memoryless node: its CPUs go to the nearest one */
 		if (t->nr_nodes == GFA_NUMA_MAX_NODES)
 			return -EOVERFLOW;
 		t->nodes[t->nr_nodes++] = (struct gfa_numa_node){
-			.id = n, .phys_node = n, .mem_bytes = (uint64_t)size,
+			.id = n,
+			.phys_node = n,
+			.mem_bytes = (uint64_t)size,
 			.free_bytes = free_b > 0 ? (uint64_t)free_b : 0,
 		};
 	}
@@ -85,7 +87,7 @@ static uint8_t real_distance(int a, int b)
 {
 	int d = numa_distance(a, b);
 
-	if (d <= 0)     /* no SLIT: the kernel's defaults */
+	if (d <= 0) /* no SLIT: the kernel's defaults */
 		d = a == b ? LOCAL_DISTANCE : REMOTE_DISTANCE;
 	return (uint8_t)(d > 255 ? 255 : d);
 }
@@ -108,8 +110,7 @@ static int nearest_index(const struct gfa_numa_topology *t, int n)
 
 static unsigned int configured_cpus(void)
 {
-	long n = numa_available() >= 0 ? numa_num_configured_cpus()
-				       : sysconf(_SC_NPROCESSORS_CONF);
+	long n = numa_available() >= 0 ? numa_num_configured_cpus() : sysconf(_SC_NPROCESSORS_CONF);
 
 	if (n < 1)
 		n = 1;
@@ -192,7 +193,8 @@ static struct gfa_numa_node carve_source(struct gfa_numa_topology *real, bool *h
 	if (*have_real)
 		return real->nodes[0];
 	return (struct gfa_numa_node){
-		.id = 0, .phys_node = 0,
+		.id = 0,
+		.phys_node = 0,
 		.mem_bytes = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0,
 		.free_bytes = avail > 0 && psize > 0 ? (uint64_t)avail * (uint64_t)psize : 0,
 	};
@@ -244,13 +246,15 @@ struct gfa_numa_topology *gfa_numa_topology_fake(unsigned int nr_nodes,
 	t->nr_nodes = nr_nodes;
 	for (unsigned int i = 0; i < nr_nodes; i++) {
 		t->nodes[i] = (struct gfa_numa_node){
-			.id = (int)i, .phys_node = src.phys_node,
+			.id = (int)i,
+			.phys_node = src.phys_node,
 			.mem_bytes = src.mem_bytes / nr_nodes,
 			.free_bytes = src.free_bytes / nr_nodes,
 		};
 		for (unsigned int j = 0; j < nr_nodes; j++)
-			t->distance[i][j] = (uint8_t)(distance ? distance[i * nr_nodes + j]
-						      : i == j ? LOCAL_DISTANCE : REMOTE_DISTANCE);
+			t->distance[i][j] = (uint8_t)(distance ? distance[i * nr_nodes + j] :
+						      i == j   ? LOCAL_DISTANCE :
+								 REMOTE_DISTANCE);
 	}
 	carve_cpus(t, real, have_real, nr_nodes);
 	free(real);
@@ -269,15 +273,14 @@ int gfa_numa_cpu_node(const struct gfa_numa_topology *t, unsigned int cpu)
 	return t->nodes[t->cpu_node[cpu]].id;
 }
 
-int gfa_numa_cpuset_node(const struct gfa_numa_topology *t, const unsigned long *mask,
-			 size_t nbits)
+int gfa_numa_cpuset_node(const struct gfa_numa_topology *t, const unsigned long *mask, size_t nbits)
 {
 	const size_t bpl = 8 * sizeof(unsigned long);
 	int found = -1;
 	bool any = false;
 
 	if (!t || !mask)
-		return GFA_EFAULT;      /* (an empty set too: NULL is never a set) */
+		return GFA_EFAULT; /* (an empty set too: NULL is never a set) */
 	for (size_t c = 0; c < nbits; c++) {
 		int i;
 
@@ -371,9 +374,10 @@ int gfa_numa_topology_text(const struct gfa_numa_topology *t, char *buf, size_t 
 	if (!t || (!buf && len))
 		return GFA_EFAULT;
 	if (t->fake)
-		sb_printf(&sb, "fake topology: %u nodes carved from real node %d "
-			  "(for tests, not a real layout)\n", t->nr_nodes,
-			  t->nr_nodes ? t->nodes[0].phys_node : -1);
+		sb_printf(&sb,
+			  "fake topology: %u nodes carved from real node %d "
+			  "(for tests, not a real layout)\n",
+			  t->nr_nodes, t->nr_nodes ? t->nodes[0].phys_node : -1);
 	else
 		sb_printf(&sb, "topology: %u nodes with memory (libnuma)\n", t->nr_nodes);
 	for (unsigned int i = 0; i < t->nr_nodes; i++) {

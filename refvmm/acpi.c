@@ -29,18 +29,18 @@
 #include <string.h>
 #include "refvmm/linux.h"
 
-#define ACPI_OEM_ID		"GFA   "
-#define ACPI_OEM_TABLE_ID	"REFVMM  "
-#define ACPI_CREATOR_ID		"GFA "
+#define ACPI_OEM_ID       "GFA   "
+#define ACPI_OEM_TABLE_ID "REFVMM  "
+#define ACPI_CREATOR_ID   "GFA "
 
 struct acpi_rsdp {
-	char signature[8];              /* "RSD PTR " */
-	uint8_t checksum;               /* of the first 20 bytes */
+	char signature[8]; /* "RSD PTR " */
+	uint8_t checksum;  /* of the first 20 bytes */
 	char oem_id[6];
-	uint8_t revision;               /* 2: has the XSDT */
+	uint8_t revision; /* 2: has the XSDT */
 	uint32_t rsdt_address, length;
 	uint64_t xsdt_address;
-	uint8_t ext_checksum, reserved[3];      /* of the whole structure */
+	uint8_t ext_checksum, reserved[3]; /* of the whole structure */
 } __attribute__((packed));
 
 struct acpi_header {
@@ -53,12 +53,12 @@ struct acpi_header {
 	uint32_t creator_revision;
 } __attribute__((packed));
 
-struct acpi_gas {                       /* generic address structure */
+struct acpi_gas { /* generic address structure */
 	uint8_t space_id, bit_width, bit_offset, access_width;
 	uint64_t address;
 } __attribute__((packed));
 
-struct acpi_fadt {                      /* revision 6 */
+struct acpi_fadt { /* revision 6 */
 	struct acpi_header h;
 	uint32_t facs, dsdt;
 	uint8_t reserved0, pm_profile;
@@ -79,26 +79,26 @@ struct acpi_fadt {                      /* revision 6 */
 	uint16_t arm_boot_arch;
 	uint8_t minor_revision;
 	uint64_t x_facs, x_dsdt;
-	struct acpi_gas x_blk[8];       /* X_PM1a_EVT_BLK..X_GPE1_BLK: the 32-bit ones serve */
+	struct acpi_gas x_blk[8]; /* X_PM1a_EVT_BLK..X_GPE1_BLK: the 32-bit ones serve */
 	struct acpi_gas sleep_control_reg, sleep_status_reg;
 	uint64_t hypervisor_vendor_id;
 } __attribute__((packed));
 
-#define FADT_WBINVD		(1u << 0)
-#define FADT_PWR_BUTTON		(1u << 4)       /* no fixed power button */
-#define FADT_SLP_BUTTON		(1u << 5)       /* no fixed sleep button */
-#define FADT_RESET_REG_SUP	(1u << 10)
-#define BOOT_VGA_NOT_PRESENT	(1u << 2)       /* the i8042 bit (1) stays clear: none */
-#define BOOT_MSI_NOT_SUPPORTED	(1u << 3)
+#define FADT_WBINVD               (1u << 0)
+#define FADT_PWR_BUTTON           (1u << 4) /* no fixed power button */
+#define FADT_SLP_BUTTON           (1u << 5) /* no fixed sleep button */
+#define FADT_RESET_REG_SUP        (1u << 10)
+#define BOOT_VGA_NOT_PRESENT      (1u << 2) /* the i8042 bit (1) stays clear: none */
+#define BOOT_MSI_NOT_SUPPORTED    (1u << 3)
 #define BOOT_CMOS_RTC_NOT_PRESENT (1u << 5)
-#define GAS_SYSTEM_IO		1
-#define PM1_CNT_SCI_EN		1u
+#define GAS_SYSTEM_IO             1
+#define PM1_CNT_SCI_EN            1u
 
 struct acpi_facs {
-	char signature[4];              /* "FACS" */
+	char signature[4]; /* "FACS" */
 	uint32_t length, hardware_signature, waking_vector, global_lock, flags;
 	uint64_t x_waking_vector;
-	uint8_t version, reserved[31];  /* (OSPM flags, then reserved) */
+	uint8_t version, reserved[31]; /* (OSPM flags, then reserved) */
 } __attribute__((packed));
 
 struct acpi_madt {
@@ -116,7 +116,7 @@ struct madt_ioapic {
 	uint32_t address, gsi_base;
 } __attribute__((packed));
 
-struct madt_iso {                       /* interrupt source override */
+struct madt_iso { /* interrupt source override */
 	uint8_t type, length, bus, source;
 	uint32_t gsi;
 	uint16_t flags;
@@ -128,11 +128,11 @@ struct madt_lapic_nmi {
 	uint8_t lint;
 } __attribute__((packed));
 
-#define MADT_PCAT_COMPAT	1u      /* there is an 8259 pair (KVM's PIC) */
+#define MADT_PCAT_COMPAT 1u /* there is an 8259 pair (KVM's PIC) */
 enum { MADT_LAPIC = 0, MADT_IOAPIC = 1, MADT_ISO = 2, MADT_LAPIC_NMI = 4 };
-#define MADT_ENABLED		1u
-#define MADT_LEVEL_LOW		0xfu    /* polarity active low (3), trigger level (3 << 2) */
-#define MADT_ALL_CPUS		0xff
+#define MADT_ENABLED   1u
+#define MADT_LEVEL_LOW 0xfu /* polarity active low (3), trigger level (3 << 2) */
+#define MADT_ALL_CPUS  0xff
 
 static uint8_t acpi_checksum(const void *p, size_t len)
 {
@@ -149,7 +149,9 @@ static void acpi_seal(void *p, const char *sig, uint32_t len, uint8_t rev)
 {
 	struct acpi_header *h = p;
 
-	*h = (struct acpi_header){ .length = len, .revision = rev, .oem_revision = 1,
+	*h = (struct acpi_header){ .length = len,
+				   .revision = rev,
+				   .oem_revision = 1,
 				   .creator_revision = 1 };
 	memcpy(h->signature, sig, 4);
 	memcpy(h->oem_id, ACPI_OEM_ID, 6);
@@ -168,8 +170,8 @@ static uint32_t write_madt(uint8_t *t, unsigned int vcpus)
 {
 	const uint8_t isos[] = { LINUX_ACPI_SCI_IRQ, GFA_LINUX_PCI_IRQ(0), GFA_LINUX_PCI_IRQ(1),
 				 GFA_LINUX_PCI_IRQ(2), GFA_LINUX_PCI_IRQ(3) };
-	const struct madt_ioapic io = { MADT_IOAPIC, sizeof(io), (uint8_t)vcpus, 0,
-					LINUX_IOAPIC_ADDR, 0 };
+	const struct madt_ioapic io = { MADT_IOAPIC, sizeof(io),        (uint8_t)vcpus,
+					0,           LINUX_IOAPIC_ADDR, 0 };
 	const struct madt_lapic_nmi nmi = { MADT_LAPIC_NMI, sizeof(nmi), MADT_ALL_CPUS, 0, 1 };
 	struct acpi_madt *m = (struct acpi_madt *)t;
 	uint8_t *p = t + sizeof(*m);
@@ -208,7 +210,7 @@ static uint32_t write_fadt(uint8_t *t, uint64_t facs_gpa, uint64_t dsdt_gpa)
 {
 	struct acpi_fadt *f = (struct acpi_fadt *)t;
 
-	f->x_facs = facs_gpa;                   /* only one of the two: the kernel maps both */
+	f->x_facs = facs_gpa; /* only one of the two: the kernel maps both */
 	f->dsdt = (uint32_t)dsdt_gpa;
 	f->x_dsdt = dsdt_gpa;
 	f->sci_int = LINUX_ACPI_SCI_IRQ;
@@ -229,8 +231,16 @@ static uint32_t write_fadt(uint8_t *t, uint64_t facs_gpa, uint64_t dsdt_gpa)
 /* ---- DSDT: AML for one PCI host bridge ---- */
 
 enum {
-	AML_ZERO = 0x00, AML_NAME = 0x08, AML_BYTE = 0x0a, AML_DWORD = 0x0c, AML_SCOPE = 0x10,
-	AML_BUFFER = 0x11, AML_PACKAGE = 0x12, AML_EXT = 0x5b, AML_ROOT = 0x5c, AML_DEVICE = 0x82,
+	AML_ZERO = 0x00,
+	AML_NAME = 0x08,
+	AML_BYTE = 0x0a,
+	AML_DWORD = 0x0c,
+	AML_SCOPE = 0x10,
+	AML_BUFFER = 0x11,
+	AML_PACKAGE = 0x12,
+	AML_EXT = 0x5b,
+	AML_ROOT = 0x5c,
+	AML_DEVICE = 0x82,
 };
 
 /* Start of a PkgLength-framed object: always the 2-byte encoding, filled by aml_end(). */
@@ -244,7 +254,7 @@ static uint8_t *aml_begin(uint8_t **p)
 
 static void aml_end(uint8_t *len, const uint8_t *p)
 {
-	size_t n = (size_t)(p - len);       /* the PkgLength counts itself */
+	size_t n = (size_t)(p - len); /* the PkgLength counts itself */
 
 	len[0] = (uint8_t)(0x40 | (n & 0xf));
 	len[1] = (uint8_t)(n >> 4);
@@ -266,8 +276,9 @@ static uint8_t *aml_name(uint8_t *p, const char *seg)
 static uint8_t *res_word(uint8_t *p, uint8_t type, uint16_t min, uint16_t max)
 {
 	const uint16_t w[5] = { 0, min, max, 0, (uint16_t)(max - min + 1) };
-	const uint8_t hdr[6] = { 0x88, 13, 0, type, 0x0c /* fixed min, max; producer */,
-				 type == 1 ? 3 : 0 };
+	const uint8_t hdr[6] = {
+		0x88, 13, 0, type, 0x0c /* fixed min, max; producer */, type == 1 ? 3 : 0
+	};
 
 	p = put(p, hdr, sizeof(hdr));
 	return put(p, w, sizeof(w));
@@ -284,7 +295,7 @@ static uint8_t *aml_crs(uint8_t *p)
 	*p++ = AML_BUFFER;
 	len = aml_begin(&p);
 	size = p;
-	p = aml_dword(p, 0);                /* the buffer size, known at the end */
+	p = aml_dword(p, 0); /* the buffer size, known at the end */
 	p = res_word(p, 2, 0, 0);
 	p = put(p, conf, sizeof(conf));
 	p = res_word(p, 1, 0, 0xcf7);
@@ -307,9 +318,9 @@ static uint8_t *aml_prt(uint8_t *p)
 		*p++ = AML_PACKAGE;
 		e = aml_begin(&p);
 		*p++ = 4;
-		p = aml_dword(p, s << 16 | 0xffff);         /* device s, any function */
-		*p++ = AML_ZERO;                            /* INTA# */
-		*p++ = AML_ZERO;                            /* no link device: a GSI */
+		p = aml_dword(p, s << 16 | 0xffff); /* device s, any function */
+		*p++ = AML_ZERO;                    /* INTA# */
+		*p++ = AML_ZERO;                    /* no link device: a GSI */
 		*p++ = AML_BYTE;
 		*p++ = (uint8_t)GFA_LINUX_PCI_IRQ(s);
 		aml_end(e, p);
@@ -331,7 +342,7 @@ static uint32_t write_dsdt(uint8_t *t)
 	dev = aml_begin(&p);
 	p = put(p, "PCI0", 4);
 	p = aml_name(p, "_HID");
-	p = aml_dword(p, 0x030ad041);               /* EISA id PNP0A03 */
+	p = aml_dword(p, 0x030ad041); /* EISA id PNP0A03 */
 	p = aml_name(p, "_UID");
 	*p++ = AML_ZERO;
 	p = aml_crs(p);
@@ -344,13 +355,13 @@ static uint32_t write_dsdt(uint8_t *t)
 
 /* ---- RSDP and XSDT: the whole set ---- */
 /* Bytes the tables take for @vcpus vCPUs, at most: an upper bound for the checks. */
-#define ACPI_SIZE_MAX(vcpus)	(0x480 + (vcpus) * sizeof(struct madt_lapic))
+#define ACPI_SIZE_MAX(vcpus) (0x480 + (vcpus) * sizeof(struct madt_lapic))
 
-#define ALIGN16(n)	(((n) + 15u) & ~15u)
+#define ALIGN16(n) (((n) + 15u) & ~15u)
 
 int linux_acpi_write(void *area, uint64_t gpa, size_t len, unsigned int vcpus)
 {
-	uint8_t *base = area, *p = base + 64;       /* the tables 16-byte aligned after it */
+	uint8_t *base = area, *p = base + 64; /* the tables 16-byte aligned after it */
 	struct acpi_rsdp *rsdp = area;
 	uint64_t facs, dsdt, xsdt[2];
 
@@ -380,8 +391,8 @@ int linux_acpi_write(void *area, uint64_t gpa, size_t len, unsigned int vcpus)
 
 /* ---- PM1 registers ---- */
 
-bool linux_acpi_pm_io(struct linux_acpi_pm *pm, uint16_t port, uint8_t *data,
-		      unsigned int size, bool out)
+bool linux_acpi_pm_io(struct linux_acpi_pm *pm, uint16_t port, uint8_t *data, unsigned int size,
+		      bool out)
 {
 	/* status (always clear: nothing raises the SCI), enable, control */
 	uint16_t regs[3] = { 0, pm->en, (uint16_t)(pm->cnt | PM1_CNT_SCI_EN) };
@@ -393,7 +404,7 @@ bool linux_acpi_pm_io(struct linux_acpi_pm *pm, uint16_t port, uint8_t *data,
 		memcpy(data, (uint8_t *)regs + off, size);
 		return true;
 	}
-	memcpy((uint8_t *)regs + off, data, size);      /* a status write clears nothing set */
+	memcpy((uint8_t *)regs + off, data, size); /* a status write clears nothing set */
 	pm->en = regs[1];
 	pm->cnt = regs[2];
 	return true;

@@ -28,12 +28,12 @@ struct canary_owner {
 	uint64_t id;
 	pthread_mutex_t lock;
 	uint64_t npages;
-	uint64_t *pfn;          /* page -> head pfn, UINT64_MAX if none */
-	uint64_t *rev;          /* head pfn -> page, UINT64_MAX if none */
+	uint64_t *pfn; /* page -> head pfn, UINT64_MAX if none */
+	uint64_t *rev; /* head pfn -> page, UINT64_MAX if none */
 	unsigned int *order;
 	uint64_t moves;
-	int refuse;             /* migrate returns this when non-zero */
-	bool touch;             /* write/verify frame memory (needs backing) */
+	int refuse; /* migrate returns this when non-zero */
+	bool touch; /* write/verify frame memory (needs backing) */
 };
 
 static inline void co_write(struct canary_owner *o, uint64_t page)
@@ -51,7 +51,8 @@ static inline int co_verify_page(struct canary_owner *o, uint64_t page)
 	for (uint64_t j = 0; j < (1UL << o->order[page]); j++) {
 		struct canary *c = gfa_pfn_to_addr(o->pool, o->pfn[page] + j);
 
-		if (c->owner != o->id || c->page != page || c->frame != j || c->magic != CANARY_MAGIC)
+		if (c->owner != o->id || c->page != page || c->frame != j ||
+		    c->magic != CANARY_MAGIC)
 			return -1;
 	}
 	return 0;
@@ -89,8 +90,8 @@ out:
 
 static const struct gfa_owner_ops co_ops = { .migrate = co_migrate, .collapsed = NULL };
 
-static inline struct canary_owner *co_create(struct gfa_pool *pool, uint64_t id,
-					     uint64_t npages, bool touch)
+static inline struct canary_owner *co_create(struct gfa_pool *pool, uint64_t id, uint64_t npages,
+					     bool touch)
 {
 	struct canary_owner *o = calloc(1, sizeof(*o));
 
@@ -134,8 +135,8 @@ static inline void co_destroy(struct canary_owner *o)
 static inline int co_alloc(struct canary_owner *o, struct gfa_pcp *pcp, unsigned int zone,
 			   uint64_t page, unsigned int order)
 {
-	int64_t pfn = pcp ? gfa_pcp_alloc(pcp, order, GFA_MT_MOVABLE, o->id, 0)
-			  : gfa_alloc(o->pool, zone, order, GFA_MT_MOVABLE, o->id, 0);
+	int64_t pfn = pcp ? gfa_pcp_alloc(pcp, order, GFA_MT_MOVABLE, o->id, 0) :
+			    gfa_alloc(o->pool, zone, order, GFA_MT_MOVABLE, o->id, 0);
 
 	if (pfn < 0)
 		return (int)pfn;
@@ -156,8 +157,8 @@ static inline int co_free(struct canary_owner *o, struct gfa_pcp *pcp, uint64_t 
 
 	for (;;) {
 		pthread_mutex_lock(&o->lock);
-		err = pcp ? gfa_pcp_free(pcp, o->pfn[page], o->order[page], o->id)
-			  : gfa_free(o->pool, o->pfn[page], o->order[page], o->id);
+		err = pcp ? gfa_pcp_free(pcp, o->pfn[page], o->order[page], o->id) :
+			    gfa_free(o->pool, o->pfn[page], o->order[page], o->id);
 		if (!err) {
 			o->rev[o->pfn[page]] = UINT64_MAX;
 			o->pfn[page] = UINT64_MAX;

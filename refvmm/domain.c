@@ -19,8 +19,7 @@
  * Parse @len bytes of @xml into *s (zeroed by the caller) without
  * validating.  Nothing is printed: libxml2's message goes to err.
  */
-int domain_parse_doc(const char *xml, size_t len, struct gfa_domain_spec *s,
-		     const struct msgs *m)
+int domain_parse_doc(const char *xml, size_t len, struct gfa_domain_spec *s, const struct msgs *m)
 {
 	struct xml_in in = { .m = *m };
 	int rc;
@@ -30,7 +29,7 @@ int domain_parse_doc(const char *xml, size_t len, struct gfa_domain_spec *s,
 			    GFA_DOMAIN_XML_MAX >> 20, GFA_DOMAIN_XML_MAX >> 20);
 	in.doc = domain_xml_read(xml, len, m);
 	if (!in.doc)
-		return -EBADMSG;	/* or -ENOMEM, said in m */
+		return -EBADMSG; /* or -ENOMEM, said in m */
 	rc = domain_check_root(in.doc, m);
 	if (!rc) {
 		in.xp = xmlXPathNewContext(in.doc);
@@ -60,8 +59,8 @@ static int import_xml(const char *xml, size_t len, struct gfa_domain_spec *out,
 	return rc;
 }
 
-int gfa_domain_from_xml_string(const char *xml, struct gfa_domain_spec *out,
-			       char *err, size_t errlen)
+int gfa_domain_from_xml_string(const char *xml, struct gfa_domain_spec *out, char *err,
+			       size_t errlen)
 {
 	struct msgs m = { "domain XML string", err, errlen };
 
@@ -88,9 +87,10 @@ static int read_file(const char *path, char **data, size_t *len, const struct ms
 
 			/* One byte past the limit is enough to know it is too big. */
 			if (cap > GFA_DOMAIN_XML_MAX) {
-				rc = fail(m, -EFBIG, "document: larger than %u MiB; accepted: "
-					  "%u MiB at most", GFA_DOMAIN_XML_MAX >> 20,
-					  GFA_DOMAIN_XML_MAX >> 20);
+				rc = fail(m, -EFBIG,
+					  "document: larger than %u MiB; accepted: "
+					  "%u MiB at most",
+					  GFA_DOMAIN_XML_MAX >> 20, GFA_DOMAIN_XML_MAX >> 20);
 				break;
 			}
 			cap = cap ? cap * 2 : 16384;
@@ -124,8 +124,8 @@ static int read_file(const char *path, char **data, size_t *len, const struct ms
 	return 0;
 }
 
-int gfa_domain_from_xml_file(const char *path, struct gfa_domain_spec *out,
-			     char *err, size_t errlen)
+int gfa_domain_from_xml_file(const char *path, struct gfa_domain_spec *out, char *err,
+			     size_t errlen)
 {
 	char what[PATH_MAX + 32];
 	struct msgs m = { what, err, errlen };

@@ -46,15 +46,17 @@ static int check_cells(const struct gfa_domain_spec *s, const struct msgs *m)
 		for (j = 0; j < i; j++) {
 			cpu = cpu_shared(c, &s->cells[j]);
 			if (cpu >= 0)
-				return fail(m, -EINVAL, "<cell id='%u' cpus='%s'>: shares vCPU %d "
-					    "with cell %u; accepted: each vCPU in one cell", i,
-					    list, cpu, j);
+				return fail(m, -EINVAL,
+					    "<cell id='%u' cpus='%s'>: shares vCPU %d "
+					    "with cell %u; accepted: each vCPU in one cell",
+					    i, list, cpu, j);
 		}
 		cpu = cpu_beyond(c, s->vcpus);
 		if (cpu >= 0)
-			return fail(m, -EINVAL, "<cell id='%u' cpus='%s'>: names vCPU %d, but "
-				    "<vcpu> is %u; accepted: vCPUs 0-%u", i, list, cpu,
-				    s->vcpus, s->vcpus - 1);
+			return fail(m, -EINVAL,
+				    "<cell id='%u' cpus='%s'>: names vCPU %d, but "
+				    "<vcpu> is %u; accepted: vCPUs 0-%u",
+				    i, list, cpu, s->vcpus, s->vcpus - 1);
 	}
 	return 0;
 }
@@ -72,8 +74,9 @@ static void fill_cell0(struct gfa_domain_spec *s)
 	if (!s->nr_cells)
 		return;
 	for (w = 0; w < GFA_DOMAIN_MAX_VCPUS / 64; w++) {
-		uint64_t all = w < s->vcpus / 64 ? ~0ull :
-			       w == s->vcpus / 64 ? (1ull << (s->vcpus % 64)) - 1 : 0;
+		uint64_t all = w < s->vcpus / 64  ? ~0ull :
+			       w == s->vcpus / 64 ? (1ull << (s->vcpus % 64)) - 1 :
+						    0;
 
 		for (i = 0; i < s->nr_cells; i++)
 			all &= ~s->cells[i].cpus[w];
@@ -97,25 +100,23 @@ static void drop_nodesets(struct gfa_domain_spec *s)
 }
 
 /* "hugepage 2 (2 MiB, nodeset='1')": page @i as messages name it. */
-void domain_page_where(const struct gfa_domain_spec *s, unsigned int i, char *buf,
-		       size_t len)
+void domain_page_where(const struct gfa_domain_spec *s, unsigned int i, char *buf, size_t len)
 {
 	const struct gfa_domain_page *p = &s->pages[i];
 	char list[GFA_DOMAIN_MAX_CELLS * 4];
 
 	domain_format_bitmap(&p->nodeset, GFA_DOMAIN_MAX_CELLS, list, sizeof(list));
 	if (p->nodeset)
-		snprintf(buf, len, "hugepage %u (%s, nodeset='%s')", i + 1,
-			 human(p->size_bytes).s, list);
+		snprintf(buf, len, "hugepage %u (%s, nodeset='%s')", i + 1, human(p->size_bytes).s,
+			 list);
 	else
 		snprintf(buf, len, "hugepage %u (%s, %s)", i + 1, human(p->size_bytes).s,
-			 p->nodeset_dropped ? "nodeset='0' dropped: no NUMA cells" :
-			 "no nodeset");
+			 p->nodeset_dropped ? "nodeset='0' dropped: no NUMA cells" : "no nodeset");
 }
 
 /* libvirt's rules for two pages: nodesets share no cell, one page has none at most. */
-static int check_page_pair(const struct gfa_domain_spec *s, unsigned int i,
-			   unsigned int j, const struct msgs *m)
+static int check_page_pair(const struct gfa_domain_spec *s, unsigned int i, unsigned int j,
+			   const struct msgs *m)
 {
 	const struct gfa_domain_page *p = &s->pages[i], *q = &s->pages[j];
 	char here[PAGE_WHERE_MAX], there[PAGE_WHERE_MAX];
@@ -125,16 +126,18 @@ static int check_page_pair(const struct gfa_domain_spec *s, unsigned int i,
 	domain_page_where(s, i, here, sizeof(here));
 	domain_page_where(s, j, there, sizeof(there));
 	if (p->nodeset)
-		return fail(m, -EINVAL, "%s: shares cell %d with %s; accepted: nodesets that "
-			    "share no cell", here, __builtin_ctzll(p->nodeset & q->nodeset),
-			    there);
-	return fail(m, -EINVAL, "%s: a second page without nodeset besides %s, and both "
+		return fail(m, -EINVAL,
+			    "%s: shares cell %d with %s; accepted: nodesets that "
+			    "share no cell",
+			    here, __builtin_ctzll(p->nodeset & q->nodeset), there);
+	return fail(m, -EINVAL,
+		    "%s: a second page without nodeset besides %s, and both "
 		    "would back every cell; accepted: one <page> without nodeset at most, as "
-		    "libvirt requires", here, there);
+		    "libvirt requires",
+		    here, there);
 }
 
-static int check_page_cells(const struct gfa_domain_spec *s, unsigned int i,
-			    const struct msgs *m)
+static int check_page_cells(const struct gfa_domain_spec *s, unsigned int i, const struct msgs *m)
 {
 	uint64_t cells = s->nr_cells ? ~0ull >> (64 - s->nr_cells) : 0;
 	uint64_t beyond = s->pages[i].nodeset & ~cells;
@@ -144,11 +147,14 @@ static int check_page_cells(const struct gfa_domain_spec *s, unsigned int i,
 		return 0;
 	domain_page_where(s, i, here, sizeof(here));
 	if (!s->nr_cells)
-		return fail(m, -EINVAL, "%s: names NUMA cell %d, but the domain has no NUMA "
-			    "cells; accepted: no nodeset, or nodeset='0'", here,
-			    __builtin_ctzll(beyond));
-	return fail(m, -EINVAL, "%s: names NUMA cell %d, which does not exist; accepted: "
-		    "%s", here, __builtin_ctzll(beyond), domain_cell_range(s->nr_cells).s);
+		return fail(m, -EINVAL,
+			    "%s: names NUMA cell %d, but the domain has no NUMA "
+			    "cells; accepted: no nodeset, or nodeset='0'",
+			    here, __builtin_ctzll(beyond));
+	return fail(m, -EINVAL,
+		    "%s: names NUMA cell %d, which does not exist; accepted: "
+		    "%s",
+		    here, __builtin_ctzll(beyond), domain_cell_range(s->nr_cells).s);
 }
 
 static int check_pages(const struct gfa_domain_spec *s, const struct msgs *m)
@@ -191,20 +197,23 @@ static int size_memory(struct gfa_domain_spec *s, const struct msgs *m)
 	s->stated_memory_bytes = s->memory_bytes;
 	for (i = 0; i < s->nr_cells; i++) {
 		if (s->cells[i].memory_bytes > UINT64_MAX - sum)
-			return fail(m, -ERANGE, "<numa>: the cells and memory devices add up to "
+			return fail(m, -ERANGE,
+				    "<numa>: the cells and memory devices add up to "
 				    "more than 16 EiB; accepted: a sum below 16 EiB");
 		sum += s->cells[i].memory_bytes;
 	}
 	if (s->nr_cells)
 		s->memory_bytes = sum;
-	if (!s->memory_bytes)	/* the XML is checked at parse: libvirt's figure */
+	if (!s->memory_bytes) /* the XML is checked at parse: libvirt's figure */
 		return fail(m, -EINVAL, "<memory>: zero; accepted: a size above 0");
 	if (s->device_memory_bytes == s->memory_bytes)
-		return fail(m, -EINVAL, "<devices><memory>: all memory is in memory devices "
+		return fail(m, -EINVAL,
+			    "<devices><memory>: all memory is in memory devices "
 			    "(%s), no boot RAM; accepted: devices smaller than <memory>",
 			    human(s->device_memory_bytes).s);
 	if (s->device_memory_bytes > s->memory_bytes)
-		return fail(m, -EINVAL, "<devices><memory>: memory devices (%s) exceed "
+		return fail(m, -EINVAL,
+			    "<devices><memory>: memory devices (%s) exceed "
 			    "<memory> (%s); accepted: devices smaller than <memory>",
 			    human(s->device_memory_bytes).s, human(s->memory_bytes).s);
 	/* libvirt clamps a balloon target above the total the same way. */
@@ -225,9 +234,10 @@ static int check_vcpus(struct gfa_domain_spec *s, const struct msgs *m)
 	if (!s->current_vcpus)
 		s->current_vcpus = s->vcpus;
 	if (s->current_vcpus > s->vcpus)
-		return fail(m, -EINVAL, "<vcpu current='%u'>: current vCPUs exceed the "
-			    "maximum, %u; accepted: 1-%u", s->current_vcpus, s->vcpus,
-			    s->vcpus);
+		return fail(m, -EINVAL,
+			    "<vcpu current='%u'>: current vCPUs exceed the "
+			    "maximum, %u; accepted: 1-%u",
+			    s->current_vcpus, s->vcpus, s->vcpus);
 	return 0;
 }
 

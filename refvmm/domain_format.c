@@ -5,15 +5,13 @@
 #define _GNU_SOURCE
 #include "refvmm/domain_internal.h"
 
-static const char *const size_units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB",
-					  "EiB" };
+static const char *const size_units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
 
 /* @bytes in the largest unit that divides it: *unit is its index in size_units. */
 static uint64_t exact_size(uint64_t bytes, unsigned int *unit)
 {
 	*unit = 0;
-	while (bytes && *unit + 1 < ARRAY_SIZE(size_units) &&
-	       !(bytes % 1024)) {
+	while (bytes && *unit + 1 < ARRAY_SIZE(size_units) && !(bytes % 1024)) {
 		bytes /= 1024;
 		(*unit)++;
 	}
@@ -55,9 +53,10 @@ static void put_unnamed(struct strbuf *o, const struct gfa_domain_spec *s)
 	if (!n)
 		return;
 	domain_format_bitmap(s->unnamed_cpus, GFA_DOMAIN_MAX_VCPUS, list, sizeof(list));
-	sb_printf(o, " (vCPU%s %s %s in no cell; node 0 gets %s, as libvirt's QEMU driver "
-		  "does)", n == 1 ? "" : "s", list, n == 1 ? "is" : "are",
-		  n == 1 ? "it" : "them");
+	sb_printf(o,
+		  " (vCPU%s %s %s in no cell; node 0 gets %s, as libvirt's QEMU driver "
+		  "does)",
+		  n == 1 ? "" : "s", list, n == 1 ? "is" : "are", n == 1 ? "it" : "them");
 }
 
 static void put_cells(struct strbuf *o, const struct gfa_domain_spec *s)
@@ -74,8 +73,8 @@ static void put_cells(struct strbuf *o, const struct gfa_domain_spec *s)
 		const struct gfa_domain_cell *c = &s->cells[i];
 
 		domain_format_bitmap(c->cpus, GFA_DOMAIN_MAX_VCPUS, list, sizeof(list));
-		sb_printf(o, "%s%u: cpus %s, %s", i ? "; " : "", i,
-		    c->nr_cpus ? list : "none", human(c->memory_bytes).s);
+		sb_printf(o, "%s%u: cpus %s, %s", i ? "; " : "", i, c->nr_cpus ? list : "none",
+			  human(c->memory_bytes).s);
 	}
 	sb_printf(o, "]");
 	put_unnamed(o, s);
@@ -105,7 +104,8 @@ static void put_pages(struct strbuf *o, const struct gfa_domain_spec *s)
 		} else {
 			sb_printf(o, "%s %s (default%s)", i ? "," : "", size,
 				  p->nodeset_dropped ? "; nodeset='0' dropped: no NUMA cells, "
-				  "as libvirt does" : "");
+						       "as libvirt does" :
+						       "");
 		}
 	}
 }
@@ -121,9 +121,11 @@ static void put_memory(struct strbuf *o, const struct gfa_domain_spec *s)
 {
 	sb_printf(o, "%s: memory %s", s->name, human(s->memory_bytes).s);
 	if (s->stated_memory_bytes && s->stated_memory_bytes != s->memory_bytes)
-		sb_printf(o, " (the NUMA cells%s, as libvirt's QEMU driver sizes it; "
-			  "<memory> says %s)", s->device_memory_bytes ? " plus memory devices"
-			  : "", human(s->stated_memory_bytes).s);
+		sb_printf(o,
+			  " (the NUMA cells%s, as libvirt's QEMU driver sizes it; "
+			  "<memory> says %s)",
+			  s->device_memory_bytes ? " plus memory devices" : "",
+			  human(s->stated_memory_bytes).s);
 	if (s->current_memory_bytes != s->memory_bytes)
 		sb_printf(o, " (current %s)", human(s->current_memory_bytes).s);
 	if (s->device_memory_bytes)

@@ -29,20 +29,21 @@
 #include "common/compiler.h"
 #include "common/strbuf.h"
 
-#define KIB 1024ull
+#define KIB              1024ull
 /* libvirt keeps sizes as signed 64-bit byte counts and refuses larger ones. */
 #define LIBVIRT_SIZE_MAX ((uint64_t)INT64_MAX)
 /* The 52-bit physical address space: the most memory any x86-64 or arm64 host has. */
-#define HOST_MEMORY_MAX (4ull << 50)
-#define UNIT_NAMES "b, bytes, k, KiB, KB, M, MiB, MB, G, GiB, GB, T, TiB, TB, P, PiB, PB, " \
-		   "E, EiB, EB"
+#define HOST_MEMORY_MAX  (4ull << 50)
+#define UNIT_NAMES                                                               \
+	"b, bytes, k, KiB, KB, M, MiB, MB, G, GiB, GB, T, TiB, TB, P, PiB, PB, " \
+	"E, EiB, EB"
 
 /*
  * Where messages go.  Each reads "<origin>: <where>: <what is wrong>; accepted: <what
  * would be>" (the header's form): fmt starts with where, the element or attribute.
  */
 struct msgs {
-	const char *origin;	/* "domain XML file '/x'" etc. */
+	const char *origin; /* "domain XML file '/x'" etc. */
 	char *err;
 	size_t errlen;
 };
@@ -61,7 +62,7 @@ fail(const struct msgs *m, int rc, const char *fmt, ...)
 	sb_vprintf(&sb, fmt, ap);
 	va_end(ap);
 	sb_finish(&sb);
-	for (char *c = m->err; *c; c++)	/* one line, whatever the XML held */
+	for (char *c = m->err; *c; c++) /* one line, whatever the XML held */
 		if (*c == '\n' || *c == '\r' || *c == '\t')
 			*c = ' ';
 	return rc;
@@ -87,16 +88,13 @@ struct xml_in {
 	struct msgs m;
 };
 
-
 /* ---- domain.c ---- */
-int domain_parse_doc(const char *xml, size_t len, struct gfa_domain_spec *s,
-		     const struct msgs *m);
+int domain_parse_doc(const char *xml, size_t len, struct gfa_domain_spec *s, const struct msgs *m);
 
 /* ---- domain_check.c ---- */
 /* room for the cells page i names (domain_page_where) */
 #define PAGE_WHERE_MAX (GFA_DOMAIN_MAX_CELLS * 4 + 128)
-void domain_page_where(const struct gfa_domain_spec *s, unsigned int i, char *buf,
-		       size_t len);
+void domain_page_where(const struct gfa_domain_spec *s, unsigned int i, char *buf, size_t len);
 int domain_check_spec(struct gfa_domain_spec *s, const struct msgs *m);
 
 /* ---- domain_format.c ---- */
@@ -107,8 +105,7 @@ int domain_parse_digits(const char *s, uint64_t *v, const char **end);
 int domain_parse_u64(const char *s, uint64_t *v);
 int domain_unit_scale(const char *unit, uint64_t *scale);
 int domain_parse_bitmap(const char *s, uint64_t *bits, unsigned int nbits);
-int domain_format_bitmap(const uint64_t *bits, unsigned int nbits, char *buf,
-			 size_t len);
+int domain_format_bitmap(const uint64_t *bits, unsigned int nbits, char *buf, size_t len);
 unsigned int domain_popcount_bits(const uint64_t *bits, unsigned int nwords);
 
 /* ---- domain_parse.c ---- */
@@ -124,9 +121,8 @@ xmlNodePtr domain_xml_node(xmlXPathObjectPtr obj, int i);
 xmlNodePtr domain_xml_first(struct xml_in *in, const char *expr);
 xmlNodePtr domain_xml_child(xmlNodePtr n, const char *name);
 char *domain_xml_prop(xmlNodePtr n, const char *name);
-int domain_xml_size(struct xml_in *in, xmlNodePtr n, const char *attr,
-		    const char *where, uint64_t *bytes);
-int domain_xml_uint(struct xml_in *in, xmlNodePtr n, const char *attr,
-		    const char *where, unsigned int lo, unsigned int hi,
-		    unsigned int *out);
+int domain_xml_size(struct xml_in *in, xmlNodePtr n, const char *attr, const char *where,
+		    uint64_t *bytes);
+int domain_xml_uint(struct xml_in *in, xmlNodePtr n, const char *attr, const char *where,
+		    unsigned int lo, unsigned int hi, unsigned int *out);
 #endif

@@ -60,8 +60,7 @@ static virConnectPtr virt_open(const char *uri)
 #pragma GCC diagnostic pop
 
 /* Fill the fields libvirt's API exposes, overriding what the XML said. */
-static int virt_api_fields(virDomainPtr dom, struct gfa_domain_spec *s,
-			   const struct msgs *m)
+static int virt_api_fields(virDomainPtr dom, struct gfa_domain_spec *s, const struct msgs *m)
 {
 	virDomainInfo info;
 	unsigned long maxmem;
@@ -74,7 +73,7 @@ static int virt_api_fields(virDomainPtr dom, struct gfa_domain_spec *s,
 	if (strlen(name) >= sizeof(s->name))
 		return fail(m, -ERANGE, "<name>: longer than %d bytes; accepted: 1-%d bytes",
 			    GFA_DOMAIN_NAME_MAX - 1, GFA_DOMAIN_NAME_MAX - 1);
-	memcpy(s->name, name, strlen(name) + 1);   /* length checked above */
+	memcpy(s->name, name, strlen(name) + 1); /* length checked above */
 
 	if (virDomainGetInfo(dom, &info) < 0)
 		return fail(m, -EIO, "virDomainGetInfo: %s", virt_msg());
@@ -85,8 +84,7 @@ static int virt_api_fields(virDomainPtr dom, struct gfa_domain_spec *s,
 	s->current_memory_bytes = (uint64_t)info.memory * KIB;
 
 	/* virDomainGetMaxVcpus() needs a running domain; this works on any. */
-	n = virDomainGetVcpusFlags(dom, VIR_DOMAIN_AFFECT_CURRENT |
-				   VIR_DOMAIN_VCPU_MAXIMUM);
+	n = virDomainGetVcpusFlags(dom, VIR_DOMAIN_AFFECT_CURRENT | VIR_DOMAIN_VCPU_MAXIMUM);
 	if (n < 0)
 		n = virDomainGetMaxVcpus(dom);
 	if (n < 0)
@@ -97,8 +95,7 @@ static int virt_api_fields(virDomainPtr dom, struct gfa_domain_spec *s,
 	return 0;
 }
 
-static int virt_import(virDomainPtr dom, struct gfa_domain_spec *out,
-		       const struct msgs *m)
+static int virt_import(virDomainPtr dom, struct gfa_domain_spec *out, const struct msgs *m)
 {
 	struct gfa_domain_spec *s;
 	char *xml;
@@ -145,8 +142,8 @@ static int virt_lookup(virConnectPtr conn, const char *name, const char *shown,
 	return fail(m, -EIO, "lookup failed: %s", virt_msg());
 }
 
-int gfa_domain_from_libvirt(const char *uri, const char *name,
-			    struct gfa_domain_spec *out, char *err, size_t errlen)
+int gfa_domain_from_libvirt(const char *uri, const char *name, struct gfa_domain_spec *out,
+			    char *err, size_t errlen)
 {
 	const char *shown = uri ? uri : "(default URI)";
 	struct msgs m = { "libvirt", err, errlen };

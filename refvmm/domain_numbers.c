@@ -79,7 +79,7 @@ int domain_unit_scale(const char *unit, uint64_t *scale)
 		return -EINVAL;
 	*scale = 1;
 	for (i = 0; i <= (unsigned int)(p - prefixes); i++)
-		*scale *= base;	/* at most 1024^6 = 2^60: no overflow */
+		*scale *= base; /* at most 1024^6 = 2^60: no overflow */
 	return 0;
 }
 
@@ -151,8 +151,7 @@ int domain_parse_bitmap(const char *s, uint64_t *bits, unsigned int nbits)
 }
 
 /* Bitmap as a libvirt-style list "0-3,8" (for messages and gfa_domain_format). */
-int domain_format_bitmap(const uint64_t *bits, unsigned int nbits, char *buf,
-			 size_t len)
+int domain_format_bitmap(const uint64_t *bits, unsigned int nbits, char *buf, size_t len)
 {
 	struct strbuf sb = { buf, len, 0 };
 	unsigned int i = 0;

@@ -7,8 +7,7 @@
 #include <sys/stat.h>
 #include "refvmm/domain_internal.h"
 
-int gfa_domain_cell_page_size(const struct gfa_domain_spec *s, unsigned int cell,
-			      uint64_t *bytes)
+int gfa_domain_cell_page_size(const struct gfa_domain_spec *s, unsigned int cell, uint64_t *bytes)
 {
 	unsigned int i, ncells;
 	uint64_t fallback = 0;
@@ -46,8 +45,8 @@ static bool host_has_page(const char *dir, uint64_t bytes)
 	if (bytes == (uint64_t)sysconf(_SC_PAGESIZE) ||
 	    bytes == GFA_PAGEBLOCK_FRAMES * GFA_FRAME_SIZE)
 		return true;
-	if (bytes % KIB || (size_t)snprintf(path, sizeof(path), "%s/hugepages-%" PRIu64 "kB",
-					    dir, (uint64_t)(bytes / KIB)) >= sizeof(path))
+	if (bytes % KIB || (size_t)snprintf(path, sizeof(path), "%s/hugepages-%" PRIu64 "kB", dir,
+					    (uint64_t)(bytes / KIB)) >= sizeof(path))
 		return false;
 	return !stat(path, &st) && S_ISDIR(st.st_mode);
 }
@@ -98,10 +97,11 @@ int gfa_domain_check_pages(const struct gfa_domain_spec *s, const char *dir, cha
 			continue;
 		domain_page_where(s, i, here, sizeof(here));
 		host_page_list(dir, have, sizeof(have));
-		return fail(&m, -EOPNOTSUPP, "%s: %s is not a page size of this host (it has "
+		return fail(&m, -EOPNOTSUPP,
+			    "%s: %s is not a page size of this host (it has "
 			    "%s), and libvirt's QEMU driver refuses to start it too; accepted: "
-			    "%s, 2 MiB or a size this host has", here,
-			    human(s->pages[i].size_bytes).s, have,
+			    "%s, 2 MiB or a size this host has",
+			    here, human(s->pages[i].size_bytes).s, have,
 			    human((uint64_t)sysconf(_SC_PAGESIZE)).s);
 	}
 	return 0;

@@ -20,28 +20,26 @@ static int parse_name(struct xml_in *in, struct gfa_domain_spec *s)
 		rc = fail(&in->m, -ERANGE, "<name>: longer than %d bytes; accepted: 1-%d bytes",
 			  GFA_DOMAIN_NAME_MAX - 1, GFA_DOMAIN_NAME_MAX - 1);
 	else
-		memcpy(s->name, name, strlen(name) + 1);   /* length checked above */
+		memcpy(s->name, name, strlen(name) + 1); /* length checked above */
 	xmlFree(name);
 	return rc;
 }
 
 /* "memory device 2 <memory model='dimm'><target><node>": a device's element. */
-static void device_where(xmlNodePtr dev, int nr, const char *child, char *buf,
-			 size_t len)
+static void device_where(xmlNodePtr dev, int nr, const char *child, char *buf, size_t len)
 {
 	char *model = domain_xml_prop(dev, "model");
 
 	if (model)
-		snprintf(buf, len, "memory device %d <memory model='%.32s'><target><%s>", nr,
-			 model, child);
+		snprintf(buf, len, "memory device %d <memory model='%.32s'><target><%s>", nr, model,
+			 child);
 	else
 		snprintf(buf, len, "memory device %d <memory><target><%s>", nr, child);
 	xmlFree(model);
 }
 
 /* One <devices><memory>: its <target><size> counts into the devices' sum. */
-static int parse_device(struct xml_in *in, xmlNodePtr dev, int nr,
-			struct gfa_domain_spec *s)
+static int parse_device(struct xml_in *in, xmlNodePtr dev, int nr, struct gfa_domain_spec *s)
 {
 	xmlNodePtr size = domain_xml_child(domain_xml_child(dev, "target"), "size");
 	char where[128];
@@ -55,8 +53,10 @@ static int parse_device(struct xml_in *in, xmlNodePtr dev, int nr,
 	if (rc)
 		return rc;
 	if (b > UINT64_MAX - s->device_memory_bytes)
-		return fail(&in->m, -ERANGE, "%s: the memory devices add up to more than "
-			    "16 EiB; accepted: a sum below 16 EiB", where);
+		return fail(&in->m, -ERANGE,
+			    "%s: the memory devices add up to more than "
+			    "16 EiB; accepted: a sum below 16 EiB",
+			    where);
 	s->device_memory_bytes += b;
 	return 0;
 }
@@ -72,8 +72,7 @@ static int parse_memory(struct xml_in *in, struct gfa_domain_spec *s)
 	if (n && (rc = domain_xml_size(in, n, NULL, "<memory>", &s->memory_bytes)))
 		return rc;
 	n = domain_xml_first(in, "/domain/currentMemory");
-	if (n && (rc = domain_xml_size(in, n, NULL, "<currentMemory>",
-				       &s->current_memory_bytes)))
+	if (n && (rc = domain_xml_size(in, n, NULL, "<currentMemory>", &s->current_memory_bytes)))
 		return rc;
 
 	devs = domain_xml_find(in, "/domain/devices/memory");
@@ -112,19 +111,21 @@ static int parse_cell_cpus(struct xml_in *in, xmlNodePtr n, struct gfa_domain_ce
 	if (cpus)
 		rc = domain_parse_bitmap(cpus, c->cpus, GFA_DOMAIN_MAX_VCPUS);
 	if (rc == -ERANGE)
-		fail(&in->m, rc, "<cell id='%u' cpus='%s'>: names a vCPU above %d; accepted: "
-		     "vCPUs 0-%d", c->id, cpus, GFA_DOMAIN_MAX_VCPUS - 1,
-		     GFA_DOMAIN_MAX_VCPUS - 1);
+		fail(&in->m, rc,
+		     "<cell id='%u' cpus='%s'>: names a vCPU above %d; accepted: "
+		     "vCPUs 0-%d",
+		     c->id, cpus, GFA_DOMAIN_MAX_VCPUS - 1, GFA_DOMAIN_MAX_VCPUS - 1);
 	else if (rc)
-		fail(&in->m, rc, "<cell id='%u' cpus='%s'>: not a list of vCPUs; accepted: "
-		     "a list such as 0-3,^2,8", c->id, cpus);
+		fail(&in->m, rc,
+		     "<cell id='%u' cpus='%s'>: not a list of vCPUs; accepted: "
+		     "a list such as 0-3,^2,8",
+		     c->id, cpus);
 	c->nr_cpus = domain_popcount_bits(c->cpus, GFA_DOMAIN_MAX_VCPUS / 64);
 	xmlFree(cpus);
 	return rc;
 }
 
-static int parse_cell(struct xml_in *in, xmlNodePtr n, int index,
-		      struct gfa_domain_spec *s)
+static int parse_cell(struct xml_in *in, xmlNodePtr n, int index, struct gfa_domain_spec *s)
 {
 	struct gfa_domain_cell *c;
 	unsigned int id = index;
@@ -139,9 +140,11 @@ static int parse_cell(struct xml_in *in, xmlNodePtr n, int index,
 	if (rc)
 		return rc;
 	c = &s->cells[id];
-	if (c->memory_bytes)	/* every parsed cell has memory > 0 */
-		return fail(&in->m, -EINVAL, "<cell id='%u'>: appears twice; accepted: each "
-			    "id once", id);
+	if (c->memory_bytes) /* every parsed cell has memory > 0 */
+		return fail(&in->m, -EINVAL,
+			    "<cell id='%u'>: appears twice; accepted: each "
+			    "id once",
+			    id);
 	c->id = id;
 
 	snprintf(where, sizeof(where), "<cell id='%u' memory>", id);
@@ -176,8 +179,10 @@ static int parse_cells(struct xml_in *in, struct gfa_domain_spec *s)
 	/* n distinct ids below GFA_DOMAIN_MAX_CELLS: contiguous iff all < n. */
 	for (i = 0; i < n; i++)
 		if (!s->cells[i].memory_bytes)
-			return fail(&in->m, -EINVAL, "<numa>: no <cell id='%d'>; accepted: ids "
-				    "0-%d, each once", i, n - 1);
+			return fail(&in->m, -EINVAL,
+				    "<numa>: no <cell id='%d'>; accepted: ids "
+				    "0-%d, each once",
+				    i, n - 1);
 	return 0;
 }
 
@@ -194,9 +199,10 @@ static int parse_page(struct xml_in *in, xmlNodePtr n, int nr, struct gfa_domain
 	if (nodeset) {
 		rc = domain_parse_bitmap(nodeset, &p->nodeset, GFA_DOMAIN_MAX_CELLS);
 		if (rc || !p->nodeset)
-			fail(&in->m, -EINVAL, "hugepage %d <page nodeset='%s'>: %s; accepted: "
-			     "a list of cell ids 0-%d such as 0-1,3", nr, nodeset,
-			     rc ? "not a list of cell ids" : "names no cell",
+			fail(&in->m, -EINVAL,
+			     "hugepage %d <page nodeset='%s'>: %s; accepted: "
+			     "a list of cell ids 0-%d such as 0-1,3",
+			     nr, nodeset, rc ? "not a list of cell ids" : "names no cell",
 			     GFA_DOMAIN_MAX_CELLS - 1);
 		if (!rc && !p->nodeset)
 			rc = -EINVAL;
@@ -223,8 +229,10 @@ static int parse_source(struct xml_in *in, struct gfa_domain_spec *s)
 		if (!strcmp(v, sources[i]))
 			s->source = i;
 	if (s->source == GFA_DOMAIN_SOURCE_DEFAULT)
-		rc = fail(&in->m, -EINVAL, "<memoryBacking><source type='%s'>: unknown type; "
-			  "accepted: anonymous, file, memfd", v ? v : "");
+		rc = fail(&in->m, -EINVAL,
+			  "<memoryBacking><source type='%s'>: unknown type; "
+			  "accepted: anonymous, file, memfd",
+			  v ? v : "");
 	xmlFree(v);
 	return rc;
 }
@@ -243,8 +251,10 @@ static int parse_access(struct xml_in *in, struct gfa_domain_spec *s)
 	else if (v && !strcmp(v, "private"))
 		s->access = GFA_DOMAIN_ACCESS_PRIVATE;
 	else
-		rc = fail(&in->m, -EINVAL, "<memoryBacking><access mode='%s'>: unknown mode; "
-			  "accepted: shared, private", v ? v : "");
+		rc = fail(&in->m, -EINVAL,
+			  "<memoryBacking><access mode='%s'>: unknown mode; "
+			  "accepted: shared, private",
+			  v ? v : "");
 	xmlFree(v);
 	return rc;
 }
@@ -278,7 +288,8 @@ static int check_memory_given(struct xml_in *in, const struct gfa_domain_spec *s
 	if (s->nr_cells || s->memory_bytes)
 		return 0;
 	if (!domain_xml_first(in, "/domain/memory"))
-		return fail(&in->m, -EINVAL, "<memory>: missing, and no NUMA cells give the "
+		return fail(&in->m, -EINVAL,
+			    "<memory>: missing, and no NUMA cells give the "
 			    "size; accepted: a <memory> above 0, or <numa> cells");
 	return fail(&in->m, -EINVAL, "<memory>: zero; accepted: a size above 0");
 }
@@ -314,8 +325,7 @@ static int parse_node_id(const char *text, unsigned int *id)
 }
 
 /* Both libvirt drivers refuse a memory device on a NUMA cell the domain has not. */
-static int check_device_node(struct xml_in *in, xmlNodePtr dev, int nr,
-			     unsigned int ncells)
+static int check_device_node(struct xml_in *in, xmlNodePtr dev, int nr, unsigned int ncells)
 {
 	xmlNodePtr node = domain_xml_child(domain_xml_child(dev, "target"), "node");
 	char *text = node ? (char *)xmlNodeGetContent(node) : NULL;
@@ -327,14 +337,18 @@ static int check_device_node(struct xml_in *in, xmlNodePtr dev, int nr,
 	if (rc == -ENODATA)
 		rc = 0;
 	else if (rc)
-		rc = fail(&in->m, rc, "%s: '%s' is not a cell id; accepted: a whole number",
-			  where, text);
+		rc = fail(&in->m, rc, "%s: '%s' is not a cell id; accepted: a whole number", where,
+			  text);
 	else if (!ncells)
-		rc = fail(&in->m, -EINVAL, "%s: names NUMA cell %u, but the domain has no NUMA "
-			  "cells; accepted: no <node>, or <numa> cells", where, id);
+		rc = fail(&in->m, -EINVAL,
+			  "%s: names NUMA cell %u, but the domain has no NUMA "
+			  "cells; accepted: no <node>, or <numa> cells",
+			  where, id);
 	else if (id >= ncells)
-		rc = fail(&in->m, -EINVAL, "%s: names NUMA cell %u, which does not exist; "
-			  "accepted: %s", where, id, domain_cell_range(ncells).s);
+		rc = fail(&in->m, -EINVAL,
+			  "%s: names NUMA cell %u, which does not exist; "
+			  "accepted: %s",
+			  where, id, domain_cell_range(ncells).s);
 	xmlFree(text);
 	return rc;
 }

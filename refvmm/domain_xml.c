@@ -45,11 +45,15 @@ static int xml_refuse(const struct msgs *m, const xmlError *e)
 	char text[256];
 
 	if (e && e->code == XML_ERR_TAG_NAME_MISMATCH && e->str1 && e->str2)
-		return fail(m, -EBADMSG, "line %d: not well-formed XML, </%s> does not close "
-			    "<%s>; accepted: </%s>", e->line, e->str2, e->str1, e->str1);
+		return fail(m, -EBADMSG,
+			    "line %d: not well-formed XML, </%s> does not close "
+			    "<%s>; accepted: </%s>",
+			    e->line, e->str2, e->str1, e->str1);
 	xml_error_text(e && e->message ? e->message : "cannot parse", text, sizeof(text));
-	return fail(m, -EBADMSG, "line %d: not well-formed XML, %s; accepted: well-formed "
-		    "XML", e ? e->line : 0, text);
+	return fail(m, -EBADMSG,
+		    "line %d: not well-formed XML, %s; accepted: well-formed "
+		    "XML",
+		    e ? e->line : 0, text);
 }
 
 /* The document, or NULL with the reason in m; nothing is printed. */
@@ -79,11 +83,14 @@ int domain_check_root(xmlDocPtr doc, const struct msgs *m)
 
 	/* Entity references stay in the tree and expand in xmlNodeGetContent(). */
 	if (doc->intSubset && (doc->intSubset->entities || doc->intSubset->pentities))
-		return fail(m, -EBADMSG, "<!DOCTYPE>: entity declarations; accepted: none "
+		return fail(m, -EBADMSG,
+			    "<!DOCTYPE>: entity declarations; accepted: none "
 			    "(domain XML has none)");
 	if (!root || strcmp((const char *)root->name, "domain"))
-		return fail(m, -EBADMSG, "root element <%s>: not <domain>; accepted: a "
-			    "<domain> document", root ? (const char *)root->name : "");
+		return fail(m, -EBADMSG,
+			    "root element <%s>: not <domain>; accepted: a "
+			    "<domain> document",
+			    root ? (const char *)root->name : "");
 	return 0;
 }
 
@@ -139,19 +146,25 @@ char *domain_xml_prop(xmlNodePtr n, const char *name)
 }
 
 /* Why a size could not be read, in the one message form. */
-static int size_error(const struct msgs *m, int rc, const char *where,
-		      const char *value, const char *unit)
+static int size_error(const struct msgs *m, int rc, const char *where, const char *value,
+		      const char *unit)
 {
 	if (!value)
-		return fail(m, -EINVAL, "%s: missing; accepted: a size, such as 2 with "
-			    "unit='GiB'", where);
+		return fail(m, -EINVAL,
+			    "%s: missing; accepted: a size, such as 2 with "
+			    "unit='GiB'",
+			    where);
 	if (rc == -ERANGE)
-		return fail(m, rc, "%s: larger than 8 EiB; accepted: sizes below 8 EiB "
-			    "(libvirt's limit)", where);
+		return fail(m, rc,
+			    "%s: larger than 8 EiB; accepted: sizes below 8 EiB "
+			    "(libvirt's limit)",
+			    where);
 	if (unit && domain_unit_scale(unit, &(uint64_t){ 0 }))
 		return fail(m, rc, "%s: unknown unit '%s'; accepted: " UNIT_NAMES, where, unit);
-	return fail(m, rc, "%s: '%s' is not a whole number; accepted: decimal digits, "
-		    "the unit in unit=", where, value);
+	return fail(m, rc,
+		    "%s: '%s' is not a whole number; accepted: decimal digits, "
+		    "the unit in unit=",
+		    where, value);
 }
 
 /*
@@ -159,8 +172,8 @@ static int size_error(const struct msgs *m, int rc, const char *where,
  * attribute) scaled by the "unit" attribute, rounded up to a whole KiB as
  * libvirt stores it.  @where names the item in messages.
  */
-int domain_xml_size(struct xml_in *in, xmlNodePtr n, const char *attr,
-		    const char *where, uint64_t *bytes)
+int domain_xml_size(struct xml_in *in, xmlNodePtr n, const char *attr, const char *where,
+		    uint64_t *bytes)
 {
 	char *value = attr ? domain_xml_prop(n, attr) : (char *)xmlNodeGetContent(n);
 	char *unit = domain_xml_prop(n, "unit");
@@ -181,9 +194,8 @@ int domain_xml_size(struct xml_in *in, xmlNodePtr n, const char *attr,
 }
 
 /* A count in @lo..@hi from an attribute (@attr) or element text (@attr NULL). */
-int domain_xml_uint(struct xml_in *in, xmlNodePtr n, const char *attr,
-		    const char *where, unsigned int lo, unsigned int hi,
-		    unsigned int *out)
+int domain_xml_uint(struct xml_in *in, xmlNodePtr n, const char *attr, const char *where,
+		    unsigned int lo, unsigned int hi, unsigned int *out)
 {
 	char *value = attr ? domain_xml_prop(n, attr) : (char *)xmlNodeGetContent(n);
 	uint64_t v = 0;
@@ -191,14 +203,14 @@ int domain_xml_uint(struct xml_in *in, xmlNodePtr n, const char *attr,
 
 	rc = value ? domain_parse_u64(value, &v) : -EINVAL;
 	if (rc == -ERANGE || (!rc && v > hi))
-		rc = fail(&in->m, -ERANGE, "%s: larger than %u; accepted: %u-%u", where, hi,
-			  lo, hi);
+		rc = fail(&in->m, -ERANGE, "%s: larger than %u; accepted: %u-%u", where, hi, lo,
+			  hi);
 	else if (rc)
-		rc = fail(&in->m, -EINVAL, "%s: '%s' is not a whole number; accepted: %u-%u",
-			  where, value ? value : "", lo, hi);
+		rc = fail(&in->m, -EINVAL, "%s: '%s' is not a whole number; accepted: %u-%u", where,
+			  value ? value : "", lo, hi);
 	else if (v < lo)
-		rc = fail(&in->m, -EINVAL, "%s: %" PRIu64 " is below %u; accepted: %u-%u",
-			  where, v, lo, lo, hi);
+		rc = fail(&in->m, -EINVAL, "%s: %" PRIu64 " is below %u; accepted: %u-%u", where, v,
+			  lo, lo, hi);
 	else
 		*out = v;
 	xmlFree(value);

@@ -27,11 +27,11 @@
 #include <unistd.h>
 #include "common/ktime.h"
 
-#define GW_PAGE       4096UL
-#define GW_WORDS      8                 /* stored words a page, 512 bytes apart */
-#define GW_MAX        4
-#define GW_SLOW_NS    20000ULL          /* a write this slow waited (a fault, or a pause) */
-#define GW_MAX_SLOW   65536
+#define GW_PAGE     4096UL
+#define GW_WORDS    8 /* stored words a page, 512 bytes apart */
+#define GW_MAX      4
+#define GW_SLOW_NS  20000ULL /* a write this slow waited (a fault, or a pause) */
+#define GW_MAX_SLOW 65536
 
 enum gw_kind { GW_STORE, GW_READ, GW_URING };
 
@@ -42,12 +42,12 @@ struct gw_writer {
 	struct gw_set *set;
 	unsigned int idx;
 	enum gw_kind kind;
-	uint64_t *shadow;               /* per owned page: the value written last */
+	uint64_t *shadow; /* per owned page: the value written last */
 	uint64_t npages;
-	int src_fd;                     /* GW_READ, GW_URING: the memfd read from */
+	int src_fd; /* GW_READ, GW_URING: the memfd read from */
 	struct io_uring ring;
 	uint64_t writes, lost, errors;
-	uint64_t slow_ns[GW_MAX_SLOW];  /* durations of the writes that waited */
+	uint64_t slow_ns[GW_MAX_SLOW]; /* durations of the writes that waited */
 	unsigned int nslow;
 };
 
@@ -139,7 +139,7 @@ static void *gw_main(void *arg)
 			t0 = ktime_get_ns();
 			if (gw_write(w, k, ++v)) {
 				w->errors++;
-				continue;       /* the page keeps its old value */
+				continue; /* the page keeps its old value */
 			}
 			dt = ktime_get_ns() - t0;
 			w->shadow[k] = v;

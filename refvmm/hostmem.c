@@ -29,7 +29,8 @@ static int64_t smaps_sum(const void *addr, size_t len, const char *const *fields
 		unsigned long a, b;
 		long v;
 
-		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
 			in = a < hi && b > lo;
 			continue;
 		}

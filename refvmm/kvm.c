@@ -21,7 +21,7 @@
 
 #include "refvmm/kvm_internal.h"
 
-#define KVM_PATH	"/dev/kvm"
+#define KVM_PATH "/dev/kvm"
 
 /* ---- small helpers ---------------------------------------------------------- */
 
@@ -96,9 +96,9 @@ static int create_vm_fd(int kvm_fd, char *why, size_t len)
 	return fd;
 }
 
-struct kvm_system kvm_sys = {
-	.once = PTHREAD_ONCE_INIT, .fd = -ENODEV, .lock = PTHREAD_MUTEX_INITIALIZER
-};
+struct kvm_system kvm_sys = { .once = PTHREAD_ONCE_INIT,
+			      .fd = -ENODEV,
+			      .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void kvm_system_probe(void)
 {
@@ -115,7 +115,7 @@ static void kvm_system_probe(void)
 		return;
 	}
 	close(vm_fd);
-	kvm_sys.fd = kvm_fd;            /* kept open for the process's lifetime */
+	kvm_sys.fd = kvm_fd; /* kept open for the process's lifetime */
 }
 
 /* The process's /dev/kvm fd, or -errno with the reason in @why. */
@@ -174,7 +174,7 @@ struct gfa_kvm_vm *gfa_kvm_vm_create(void)
 	vm->run_size = (size_t)r;
 
 	r = vm_cap(vm, KVM_CAP_NR_MEMSLOTS);
-	vm->nr_memslots = r > 0 ? (uint32_t)r : 32;	/* KVM's old minimum */
+	vm->nr_memslots = r > 0 ? (uint32_t)r : 32; /* KVM's old minimum */
 	r = vm_cap(vm, KVM_CAP_MAX_VCPU_ID);
 	if (r <= 0)
 		r = vm_cap(vm, KVM_CAP_MAX_VCPUS);
@@ -236,8 +236,8 @@ static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 	return a < b + blen && b < a + alen;
 }
 
-static int check_memslot_args(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa,
-			      void *hva, uint64_t size, uint32_t flags)
+static int check_memslot_args(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa, void *hva,
+			      uint64_t size, uint32_t flags)
 {
 	const uint32_t known = GFA_KVM_MEM_LOG_DIRTY | GFA_KVM_MEM_READONLY;
 
@@ -248,7 +248,7 @@ static int check_memslot_args(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa
 	if (flags & ~known)
 		return -EINVAL;
 	if (size == 0)
-		return 0;	/* removal: only the slot number matters */
+		return 0; /* removal: only the slot number matters */
 	if (!hva || !aligned_4k(gpa) || !aligned_4k((uintptr_t)hva) || !aligned_4k(size))
 		return -EINVAL;
 	if (gpa + size < gpa || (uintptr_t)hva + size < (uintptr_t)hva)
@@ -287,8 +287,8 @@ static int table_reserve(struct gfa_kvm_vm *vm)
 	return 0;
 }
 
-int gfa_kvm_set_memslot(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa,
-			void *hva, uint64_t size, uint32_t flags)
+int gfa_kvm_set_memslot(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa, void *hva,
+			uint64_t size, uint32_t flags)
 {
 	struct kvm_userspace_memory_region region = {
 		.slot = slot,

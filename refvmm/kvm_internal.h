@@ -20,7 +20,7 @@
 
 #include <gfa/refvmm.h>
 
-#define PAGE_SIZE_4K	4096ULL
+#define PAGE_SIZE_4K 4096ULL
 
 struct memslot {
 	uint32_t id;
@@ -33,22 +33,26 @@ struct memslot {
 struct gfa_kvm_vm {
 	int kvm_fd;
 	int fd;
-	uint32_t nr_memslots;		/* KVM_CAP_NR_MEMSLOTS */
-	uint32_t max_vcpu_id;		/* ids must be below this */
-	size_t run_size;		/* KVM_GET_VCPU_MMAP_SIZE */
+	uint32_t nr_memslots; /* KVM_CAP_NR_MEMSLOTS */
+	uint32_t max_vcpu_id; /* ids must be below this */
+	size_t run_size;      /* KVM_GET_VCPU_MMAP_SIZE */
 
-	pthread_mutex_t lock;		/* protects everything below */
+	pthread_mutex_t lock; /* protects everything below */
 	struct memslot *slots;
 	unsigned int nr_slots;
 	unsigned int cap_slots;
 	unsigned int nr_vcpus;
-	gfa_kvm_mmio_fn mmio_fn;	/* set before vCPUs run, read by them */
+	gfa_kvm_mmio_fn mmio_fn; /* set before vCPUs run, read by them */
 	void *mmio_ctx;
 	bool boot_valid;
 	uint64_t boot_gpa;
 	/* vCPUs destroyed: KVM keeps a vCPU until its VM goes, so the fd is parked and
 	 * taken again by a create of the same id (QEMU's kvm_park_vcpu) */
-	struct parked_vcpu { unsigned int id; int fd; struct kvm_run *run; } *parked;
+	struct parked_vcpu {
+		unsigned int id;
+		int fd;
+		struct kvm_run *run;
+	} * parked;
 	unsigned int nr_parked, cap_parked;
 };
 
@@ -62,20 +66,20 @@ struct gfa_kvm_vcpu {
 	/* Lock-free hint for the run loop; written only with @lock held. */
 	unsigned int requests;
 
-	pthread_mutex_t lock;		/* protects the fields below */
-	pthread_cond_t cond;		/* parked/in_run changes, resume, kick */
-	bool in_run;			/* a thread is inside gfa_kvm_vcpu_run */
-	bool parked;			/* ... and waits in the pause loop */
-	pthread_t thread;		/* valid while in_run */
+	pthread_mutex_t lock; /* protects the fields below */
+	pthread_cond_t cond;  /* parked/in_run changes, resume, kick */
+	bool in_run;          /* a thread is inside gfa_kvm_vcpu_run */
+	bool parked;          /* ... and waits in the pause loop */
+	pthread_t thread;     /* valid while in_run */
 	unsigned int pause_count;
 	bool kick;
 
-	char err[256];			/* last run error, in words */
+	char err[256]; /* last run error, in words */
 	/* the registers at creation, for gfa_kvm_vcpu_reset */
 	struct kvm_regs init_regs;
 	struct kvm_sregs init_sregs;
 	struct kvm_fpu init_fpu;
-	sigset_t saved_mask;		/* run thread's mask before run (run thread only) */
+	sigset_t saved_mask; /* run thread's mask before run (run thread only) */
 };
 
 /*
@@ -86,9 +90,9 @@ struct gfa_kvm_vcpu {
  */
 struct kvm_system {
 	pthread_once_t once;
-	int fd;                         /* -errno when KVM is unusable */
+	int fd; /* -errno when KVM is unusable */
 	char why[160];
-	pthread_mutex_t lock;           /* the CPUID table below */
+	pthread_mutex_t lock; /* the CPUID table below */
 	struct kvm_cpuid2 *cpuid;
 };
 extern struct kvm_system kvm_sys;

@@ -11,30 +11,30 @@
 
 #include "refvmm/kvm_internal.h"
 
-#define GIB		(1ULL << 30)
+#define GIB (1ULL << 30)
 
 /* x86 control-register and page-table bits used to enter long mode. */
-#define X86_CR0_PE	(1ULL << 0)
-#define X86_CR0_MP	(1ULL << 1)
-#define X86_CR0_ET	(1ULL << 4)
-#define X86_CR0_NE	(1ULL << 5)
-#define X86_CR0_WP	(1ULL << 16)
-#define X86_CR0_AM	(1ULL << 18)
-#define X86_CR0_PG	(1ULL << 31)
-#define X86_CR4_PAE	(1ULL << 5)
-#define X86_EFER_LME	(1ULL << 8)
-#define X86_EFER_LMA	(1ULL << 10)
-#define PTE_PRESENT	(1ULL << 0)
-#define PTE_RW		(1ULL << 1)
-#define PTE_PS		(1ULL << 7)	/* in a PDE: this entry maps 2 MiB */
+#define X86_CR0_PE   (1ULL << 0)
+#define X86_CR0_MP   (1ULL << 1)
+#define X86_CR0_ET   (1ULL << 4)
+#define X86_CR0_NE   (1ULL << 5)
+#define X86_CR0_WP   (1ULL << 16)
+#define X86_CR0_AM   (1ULL << 18)
+#define X86_CR0_PG   (1ULL << 31)
+#define X86_CR4_PAE  (1ULL << 5)
+#define X86_EFER_LME (1ULL << 8)
+#define X86_EFER_LMA (1ULL << 10)
+#define PTE_PRESENT  (1ULL << 0)
+#define PTE_RW       (1ULL << 1)
+#define PTE_PS       (1ULL << 7) /* in a PDE: this entry maps 2 MiB */
 
-#define GDT_CODE64	0x00af9b000000ffffULL	/* P, DPL0, exec/read, L, G */
-#define GDT_DATA	0x00cf93000000ffffULL	/* P, DPL0, read/write, D/B, G */
-#define SEL_CODE	0x08
-#define SEL_DATA	0x10
-#define SEL_TSS		0x18
-#define GDT_ENTRIES	5			/* null, code, data, TSS (2 slots) */
-#define TSS_LIMIT	0x67			/* 104 bytes */
+#define GDT_CODE64  0x00af9b000000ffffULL /* P, DPL0, exec/read, L, G */
+#define GDT_DATA    0x00cf93000000ffffULL /* P, DPL0, read/write, D/B, G */
+#define SEL_CODE    0x08
+#define SEL_DATA    0x10
+#define SEL_TSS     0x18
+#define GDT_ENTRIES 5    /* null, code, data, TSS (2 slots) */
+#define TSS_LIMIT   0x67 /* 104 bytes */
 
 /* ---- long mode: boot area ---------------------------------------------------- */
 
@@ -79,8 +79,7 @@ static void write_page_tables(char *area, uint64_t boot_gpa, uint64_t map_size)
 		pd[j] = (j * GFA_KVM_HUGE_PAGE) | PTE_PRESENT | PTE_RW | PTE_PS;
 }
 
-int gfa_kvm_vm_build_page_tables(struct gfa_kvm_vm *vm, uint64_t boot_gpa,
-				 uint64_t map_size)
+int gfa_kvm_vm_build_page_tables(struct gfa_kvm_vm *vm, uint64_t boot_gpa, uint64_t map_size)
 {
 	uint64_t area_size = gfa_kvm_boot_area_size(map_size);
 	char *area;
@@ -119,7 +118,7 @@ static struct kvm_segment flat_segment(uint16_t selector, uint8_t type, bool cod
 		.type = type,
 		.present = 1,
 		.dpl = 0,
-		.db = code64 ? 0 : 1,	/* L=1 requires D=0 */
+		.db = code64 ? 0 : 1, /* L=1 requires D=0 */
 		.s = 1,
 		.l = code64,
 		.g = 1,
@@ -129,17 +128,17 @@ static struct kvm_segment flat_segment(uint16_t selector, uint8_t type, bool cod
 
 static void long_mode_sregs(struct kvm_sregs *sr, uint64_t boot_gpa)
 {
-	struct kvm_segment data = flat_segment(SEL_DATA, 3, false);	/* rw, accessed */
+	struct kvm_segment data = flat_segment(SEL_DATA, 3, false); /* rw, accessed */
 	struct kvm_segment tr = {
 		.base = boot_gpa + GFA_KVM_BOOT_TSS,
 		.limit = TSS_LIMIT,
 		.selector = SEL_TSS,
-		.type = 11,	/* 64-bit TSS, busy */
+		.type = 11, /* 64-bit TSS, busy */
 		.present = 1,
 	};
 	struct kvm_segment ldt = { .type = 2, .unusable = 1 };
 
-	sr->cs = flat_segment(SEL_CODE, 11, true);	/* exec/read, accessed */
+	sr->cs = flat_segment(SEL_CODE, 11, true); /* exec/read, accessed */
 	sr->ds = sr->es = sr->fs = sr->gs = sr->ss = data;
 	sr->tr = tr;
 	sr->ldt = ldt;
@@ -147,8 +146,8 @@ static void long_mode_sregs(struct kvm_sregs *sr, uint64_t boot_gpa)
 	sr->gdt.limit = GDT_ENTRIES * 8 - 1;
 	sr->idt.base = 0;
 	sr->idt.limit = 0;
-	sr->cr0 = X86_CR0_PE | X86_CR0_MP | X86_CR0_ET | X86_CR0_NE | X86_CR0_WP |
-		  X86_CR0_AM | X86_CR0_PG;
+	sr->cr0 = X86_CR0_PE | X86_CR0_MP | X86_CR0_ET | X86_CR0_NE | X86_CR0_WP | X86_CR0_AM |
+		  X86_CR0_PG;
 	sr->cr3 = boot_gpa + GFA_KVM_BOOT_PML4;
 	sr->cr4 = X86_CR4_PAE;
 	sr->efer = X86_EFER_LME | X86_EFER_LMA;
@@ -165,8 +164,7 @@ static bool running_elsewhere(struct gfa_kvm_vcpu *vcpu)
 	return busy;
 }
 
-int gfa_kvm_vcpu_enter_long_mode(struct gfa_kvm_vcpu *vcpu,
-				 const struct gfa_kvm_entry *entry)
+int gfa_kvm_vcpu_enter_long_mode(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_entry *entry)
 {
 	struct gfa_kvm_vm *vm;
 	struct kvm_sregs sregs;
@@ -209,7 +207,7 @@ int gfa_kvm_vcpu_enter_long_mode(struct gfa_kvm_vcpu *vcpu,
 		return r;
 
 	memset(&regs, 0, sizeof(regs));
-	regs.rflags = 0x2;	/* bit 1 is reserved-one; IF=0 */
+	regs.rflags = 0x2; /* bit 1 is reserved-one; IF=0 */
 	regs.rip = entry->rip;
 	regs.rsp = entry->rsp;
 	regs.rdi = entry->args[0];

@@ -13,8 +13,8 @@
 
 #include "refvmm/kvm_internal.h"
 
-#define REQ_PAUSE	(1u << 0)
-#define REQ_KICK	(1u << 1)
+#define REQ_PAUSE (1u << 0)
+#define REQ_KICK  (1u << 1)
 
 /* ---- run loop -------------------------------------------------------------------- */
 
@@ -86,8 +86,8 @@ static uint64_t guest_rip(struct gfa_kvm_vcpu *vcpu)
 }
 
 /* Record a run error in words, print it, and return @err. */
-__attribute__((format(printf, 3, 4)))
-static int vcpu_fail(struct gfa_kvm_vcpu *vcpu, int err, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int vcpu_fail(struct gfa_kvm_vcpu *vcpu, int err,
+							   const char *fmt, ...)
 {
 	va_list ap;
 
@@ -128,8 +128,10 @@ static int handle_mmio(struct gfa_kvm_vcpu *vcpu)
 {
 	struct kvm_run *run = vcpu->run;
 	struct gfa_kvm_mmio m = {
-		.gpa = run->mmio.phys_addr, .len = run->mmio.len,
-		.write = run->mmio.is_write, .data = run->mmio.data,
+		.gpa = run->mmio.phys_addr,
+		.len = run->mmio.len,
+		.write = run->mmio.is_write,
+		.data = run->mmio.data,
 	};
 	int r = vcpu->vm->mmio_fn(vcpu, &m, vcpu->vm->mmio_ctx);
 
@@ -159,31 +161,34 @@ static int handle_exit(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn fn, void *ctx)
 	case KVM_EXIT_HLT:
 		return GFA_KVM_RUN_HLT;
 	case KVM_EXIT_INTR:
-		return 0;	/* a signal; pending requests are handled at the loop top */
+		return 0; /* a signal; pending requests are handled at the loop top */
 	case KVM_EXIT_MMIO:
 		if (vcpu->vm->mmio_fn)
 			return handle_mmio(vcpu);
-		return vcpu_fail(vcpu, -EFAULT,
-				 "guest %s %u bytes at GPA 0x%llx, which is in no memslot (MMIO exit) at rip 0x%llx",
-				 run->mmio.is_write ? "wrote" : "read", run->mmio.len,
-				 (unsigned long long)run->mmio.phys_addr,
-				 (unsigned long long)guest_rip(vcpu));
+		return vcpu_fail(
+			vcpu, -EFAULT,
+			"guest %s %u bytes at GPA 0x%llx, which is in no memslot (MMIO exit) at rip 0x%llx",
+			run->mmio.is_write ? "wrote" : "read", run->mmio.len,
+			(unsigned long long)run->mmio.phys_addr,
+			(unsigned long long)guest_rip(vcpu));
 	case KVM_EXIT_SHUTDOWN:
 		/* No rip: KVM may already have reset the vCPU (SVM does). */
-		return vcpu_fail(vcpu, -EIO,
-				 "guest shut down (triple fault: an exception it could not handle)");
+		return vcpu_fail(
+			vcpu, -EIO,
+			"guest shut down (triple fault: an exception it could not handle)");
 	case KVM_EXIT_FAIL_ENTRY:
 		return vcpu_fail(vcpu, -EIO,
 				 "VM entry failed: hardware entry failure reason 0x%llx on cpu %u",
 				 (unsigned long long)run->fail_entry.hardware_entry_failure_reason,
 				 run->fail_entry.cpu);
 	case KVM_EXIT_INTERNAL_ERROR:
-		return vcpu_fail(vcpu, -EIO,
-				 "KVM internal error %u (%s), %u data words, first 0x%llx, at rip 0x%llx",
-				 run->internal.suberror, internal_error_name(run->internal.suberror),
-				 run->internal.ndata,
-				 run->internal.ndata ? (unsigned long long)run->internal.data[0] : 0ULL,
-				 (unsigned long long)guest_rip(vcpu));
+		return vcpu_fail(
+			vcpu, -EIO,
+			"KVM internal error %u (%s), %u data words, first 0x%llx, at rip 0x%llx",
+			run->internal.suberror, internal_error_name(run->internal.suberror),
+			run->internal.ndata,
+			run->internal.ndata ? (unsigned long long)run->internal.data[0] : 0ULL,
+			(unsigned long long)guest_rip(vcpu));
 	case KVM_EXIT_SYSTEM_EVENT:
 		return vcpu_fail(vcpu, -EIO, "guest system event type %u (shutdown/reset/crash)",
 				 run->system_event.type);
@@ -321,7 +326,7 @@ int gfa_kvm_vcpu_run(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn io, void *ctx)
 		if (ioctl(vcpu->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN) {
 				drain_kick_signal();
-				continue;	/* kicked or another signal */
+				continue; /* kicked or another signal */
 			}
 			r = vcpu_fail(vcpu, -errno, "KVM_RUN failed: %s", strerror(errno));
 			break;

@@ -44,11 +44,10 @@ static int stats_fd_lookup(int sfd, const char *name, uint64_t *val)
 	for (uint32_t i = 0; i < hdr.num_desc; i++) {
 		struct kvm_stats_desc *d = (void *)(descs + i * desc_size);
 
-		if (strnlen(d->name, hdr.name_size) == hdr.name_size ||
-		    strcmp(d->name, name) != 0)
+		if (strnlen(d->name, hdr.name_size) == hdr.name_size || strcmp(d->name, name) != 0)
 			continue;
 		if (d->size != 1) {
-			r = -EINVAL;	/* a histogram: several values */
+			r = -EINVAL; /* a histogram: several values */
 			break;
 		}
 		r = pread_full(sfd, val, sizeof(*val), (off_t)hdr.data_offset + d->offset);

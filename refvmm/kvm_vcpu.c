@@ -16,7 +16,7 @@
 
 void kick_handler(int sig)
 {
-	(void)sig;	/* only here so the signal interrupts KVM_RUN instead of killing */
+	(void)sig; /* only here so the signal interrupts KVM_RUN instead of killing */
 }
 
 static void install_kick_handler(void)
@@ -26,7 +26,7 @@ static void install_kick_handler(void)
 	if (sigaction(GFA_KVM_KICK_SIGNAL, NULL, &old) == 0 &&
 	    ((old.sa_flags & SA_SIGINFO) ||
 	     (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)))
-		return;	/* the application handles it: any handler interrupts KVM_RUN */
+		return; /* the application handles it: any handler interrupts KVM_RUN */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = kick_handler;
 	/* restart the IO handlers' own system calls; KVM_RUN still returns -EINTR (the
@@ -85,7 +85,7 @@ static int unpark_vcpu(struct gfa_kvm_vm *vm, unsigned int id, struct kvm_run **
  */
 static int fetch_supported_cpuid(int kvm_fd)
 {
-	unsigned int nent = 256;        /* today's hosts report 60-100 entries: one call */
+	unsigned int nent = 256; /* today's hosts report 60-100 entries: one call */
 
 	while (!kvm_sys.cpuid) {
 		struct kvm_cpuid2 *c;
@@ -135,7 +135,7 @@ static int set_cpuid(struct gfa_kvm_vcpu *vcpu)
 		if (e->function == 1)
 			e->ebx = (e->ebx & 0x00ffffffu) | ((vcpu->id & 0xffu) << 24);
 		else if (e->function == 0xb || e->function == 0x1f)
-			e->edx = vcpu->id;	/* x2APIC id */
+			e->edx = vcpu->id; /* x2APIC id */
 	}
 	r = kvm_ioctl_ptr(vcpu->fd, KVM_SET_CPUID2, c);
 	free(c);
@@ -180,7 +180,7 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
 			r = -errno;
 			run = NULL;
 			vcpu->run = NULL;
-			goto fail_unmap;	/* KVM keeps the vCPU: park the fd */
+			goto fail_unmap; /* KVM keeps the vCPU: park the fd */
 		}
 	}
 	vcpu->run = run;
@@ -208,7 +208,7 @@ struct gfa_kvm_vcpu *gfa_kvm_vcpu_create(struct gfa_kvm_vm *vm, unsigned int id)
 fail_mutex:
 	pthread_mutex_destroy(&vcpu->lock);
 fail_unmap:
-	park_vcpu(vm, id, vcpu->fd, vcpu->run);    /* KVM keeps it: the id stays usable */
+	park_vcpu(vm, id, vcpu->fd, vcpu->run); /* KVM keeps it: the id stays usable */
 	goto fail_free;
 fail_free:
 	free(vcpu);

@@ -20,15 +20,15 @@
 #include <unistd.h>
 #include "common/ktime.h"
 
-#define KT_HOME "/tmp/gfa-kvmtool"      /* lkvm's $HOME: its IPC sockets go there */
+#define KT_HOME "/tmp/gfa-kvmtool" /* lkvm's $HOME: its IPC sockets go there */
 
 struct kt_vm {
 	pid_t pid;
-	int status;                     /* exit status once reaped, else -1 */
+	int status; /* exit status once reaped, else -1 */
 	char name[32];
 	char log[PATH_MAX];
 	char lkvm[PATH_MAX + 64];
-	double t0;                      /* launch, monotonic seconds */
+	double t0; /* launch, monotonic seconds */
 };
 
 static inline double kt_now(void)
@@ -41,9 +41,9 @@ static inline double kt_now(void)
  * network, @args (more options, may be "") and the command line "console=ttyS0 quiet
  * @append", with the environment words @env ("" or "A=1 B=2") in front.  0 or -errno.
  */
-static inline int kt_start(struct kt_vm *vm, const char *lkvm, const char *env,
-			   const char *kernel, const char *initrd, unsigned int mib,
-			   const char *args, const char *append)
+static inline int kt_start(struct kt_vm *vm, const char *lkvm, const char *env, const char *kernel,
+			   const char *initrd, unsigned int mib, const char *args,
+			   const char *append)
 {
 	static unsigned int seq;
 	char cmd[4 * PATH_MAX + 1024];
@@ -54,10 +54,11 @@ static inline int kt_start(struct kt_vm *vm, const char *lkvm, const char *env,
 	snprintf(vm->lkvm, sizeof(vm->lkvm), "%.*s", PATH_MAX, lkvm);
 	snprintf(vm->log, sizeof(vm->log), KT_HOME "/%s.log", vm->name);
 	mkdir(KT_HOME, 0755);
-	snprintf(cmd, sizeof(cmd), "HOME=" KT_HOME " %s exec '%s' run --name %s -k '%s' -i '%s' "
+	snprintf(cmd, sizeof(cmd),
+		 "HOME=" KT_HOME " %s exec '%s' run --name %s -k '%s' -i '%s' "
 		 "-m %u -c 1 --balloon --network mode=none %s -p 'console=ttyS0 quiet %s' "
-		 "</dev/null >'%s' 2>&1", env, lkvm, vm->name, kernel, initrd, mib, args,
-		 append, vm->log);
+		 "</dev/null >'%s' 2>&1",
+		 env, lkvm, vm->name, kernel, initrd, mib, args, append, vm->log);
 	vm->t0 = kt_now();
 	vm->pid = fork();
 	if (vm->pid < 0)
@@ -141,7 +142,8 @@ static inline void kt_dump_threads(const struct kt_vm *vm)
 {
 	char cmd[512];
 
-	snprintf(cmd, sizeof(cmd), "for t in /proc/%d/task/*; do echo \"== $t $(cat $t/comm) "
+	snprintf(cmd, sizeof(cmd),
+		 "for t in /proc/%d/task/*; do echo \"== $t $(cat $t/comm) "
 		 "$(cat $t/wchan)\"; cat $t/stack; done >&2; command -v gdb >/dev/null && "
 		 "timeout 60 gdb -p %d -batch -nx -ex 'thread apply all bt' >&2 2>&1 </dev/null",
 		 (int)vm->pid, (int)vm->pid);

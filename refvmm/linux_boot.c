@@ -33,7 +33,7 @@ static int pread_all(int fd, void *buf, size_t len, off_t off)
 		if (n < 0)
 			return -errno;
 		if (n == 0)
-			return -ENOEXEC;        /* shorter than its headers say */
+			return -ENOEXEC; /* shorter than its headers say */
 		p += n;
 		off += n;
 		len -= (size_t)n;
@@ -49,30 +49,31 @@ static bool fits(uint64_t size, uint64_t gpa, uint64_t len, uint64_t floor)
 
 /* ---- e820 ---- */
 
-#define E820_RAM	1
-#define E820_RESERVED	2
+#define E820_RAM      1
+#define E820_RESERVED 2
 
 /* The guest's RAM as e820: base memory, the legacy hole (MP and ACPI tables), the rest. */
 static void build_e820(uint64_t size, struct linux_boot *out)
 {
 	out->nr_e820 = 0;
 	out->e820[out->nr_e820++] = (struct gfa_linux_e820){ 0, LINUX_EBDA_GPA, E820_RAM };
-	out->e820[out->nr_e820++] = (struct gfa_linux_e820){
-		LINUX_EBDA_GPA, LINUX_HIGH_RAM_GPA - LINUX_EBDA_GPA, E820_RESERVED };
-	out->e820[out->nr_e820++] = (struct gfa_linux_e820){
-		LINUX_HIGH_RAM_GPA, size - LINUX_HIGH_RAM_GPA, E820_RAM };
+	out->e820[out->nr_e820++] = (struct gfa_linux_e820){ LINUX_EBDA_GPA,
+							     LINUX_HIGH_RAM_GPA - LINUX_EBDA_GPA,
+							     E820_RESERVED };
+	out->e820[out->nr_e820++] =
+		(struct gfa_linux_e820){ LINUX_HIGH_RAM_GPA, size - LINUX_HIGH_RAM_GPA, E820_RAM };
 }
 
 /* ---- MP table (MPS 1.4) ---- */
 
-struct mpf_intel {              /* floating pointer structure */
-	char signature[4];      /* "_MP_" */
+struct mpf_intel {         /* floating pointer structure */
+	char signature[4]; /* "_MP_" */
 	uint32_t physptr;
 	uint8_t length, specification, checksum, feature1, feature2, feature3[3];
 } __attribute__((packed));
 
-struct mpc_table {              /* configuration table header */
-	char signature[4];      /* "PCMP" */
+struct mpc_table {         /* configuration table header */
+	char signature[4]; /* "PCMP" */
 	uint16_t length;
 	uint8_t spec, checksum;
 	char oem[8], productid[12];
@@ -98,30 +99,30 @@ struct mpc_ioapic {
 	uint32_t apicaddr;
 } __attribute__((packed));
 
-struct mpc_intsrc {             /* also the local interrupt entry's layout */
+struct mpc_intsrc { /* also the local interrupt entry's layout */
 	uint8_t type, irqtype;
 	uint16_t irqflag;
 	uint8_t srcbus, srcbusirq, dstapic, dstirq;
 } __attribute__((packed));
 
-#define MP_PROCESSOR	0
-#define MP_BUS		1
-#define MP_IOAPIC	2
-#define MP_INTSRC	3
-#define MP_LINTSRC	4
-#define MP_INT		0
-#define MP_NMI		1
-#define MP_EXTINT	3
-#define MP_IRQ_CONFORMING	0x0
-#define MP_IRQ_LEVEL_HIGH	0xd     /* polarity active high (1), trigger level (3 << 2) */
-#define MP_BUS_PCI	0
-#define MP_BUS_ISA	1
-#define MP_APIC_VERSION	0x14
-#define MP_IOAPIC_VERSION 0x11
-#define MP_CPU_ENABLED	1
-#define MP_CPU_BSP	2
-#define CPUID_FEATURE_APIC	(1u << 9)
-#define CPUID_FEATURE_FPU	(1u << 0)
+#define MP_PROCESSOR       0
+#define MP_BUS             1
+#define MP_IOAPIC          2
+#define MP_INTSRC          3
+#define MP_LINTSRC         4
+#define MP_INT             0
+#define MP_NMI             1
+#define MP_EXTINT          3
+#define MP_IRQ_CONFORMING  0x0
+#define MP_IRQ_LEVEL_HIGH  0xd /* polarity active high (1), trigger level (3 << 2) */
+#define MP_BUS_PCI         0
+#define MP_BUS_ISA         1
+#define MP_APIC_VERSION    0x14
+#define MP_IOAPIC_VERSION  0x11
+#define MP_CPU_ENABLED     1
+#define MP_CPU_BSP         2
+#define CPUID_FEATURE_APIC (1u << 9)
+#define CPUID_FEATURE_FPU  (1u << 0)
 
 static uint8_t mp_checksum(const void *p, size_t len)
 {
@@ -171,9 +172,12 @@ static void write_mptable(char *area, uint64_t gpa, unsigned int vcpus)
 	memset(area, 0, 1024);
 	for (unsigned int i = 0; i < vcpus; i++) {
 		struct mpc_cpu c = {
-			.type = MP_PROCESSOR, .apicid = (uint8_t)i, .apicver = MP_APIC_VERSION,
+			.type = MP_PROCESSOR,
+			.apicid = (uint8_t)i,
+			.apicver = MP_APIC_VERSION,
 			.cpuflag = MP_CPU_ENABLED | (i == 0 ? MP_CPU_BSP : 0),
-			.cpufeature = 0x600, .featureflag = CPUID_FEATURE_APIC | CPUID_FEATURE_FPU,
+			.cpufeature = 0x600,
+			.featureflag = CPUID_FEATURE_APIC | CPUID_FEATURE_FPU,
 		};
 
 		memcpy(p, &c, sizeof(c));
@@ -214,7 +218,7 @@ static void write_mptable(char *area, uint64_t gpa, unsigned int vcpus)
 
 	memcpy(mpf->signature, "_MP_", 4);
 	mpf->physptr = (uint32_t)(gpa + sizeof(*mpf));
-	mpf->length = 1;                /* in 16-byte units */
+	mpf->length = 1; /* in 16-byte units */
 	mpf->specification = 4;
 	mpf->checksum = mp_checksum(mpf, sizeof(*mpf));
 }
@@ -222,7 +226,7 @@ static void write_mptable(char *area, uint64_t gpa, unsigned int vcpus)
 /* ---- vmlinux through the PVH entry ---- */
 
 #define XEN_ELFNOTE_PHYS32_ENTRY 18
-#define PVH_START_MAGIC	0x336ec578u
+#define PVH_START_MAGIC          0x336ec578u
 
 struct hvm_start_info {
 	uint32_t magic, version, flags, nr_modules;
@@ -319,7 +323,7 @@ static void write_pvh_info(char *ram, struct linux_boot *b)
 
 	memset(si, 0, sizeof(*si) + sizeof(*mod) + GFA_LINUX_E820_MAX * sizeof(*mm));
 	si->magic = PVH_START_MAGIC;
-	si->version = 1;                /* has the memory map */
+	si->version = 1; /* has the memory map */
 	si->cmdline_paddr = LINUX_CMDLINE_GPA;
 	si->rsdp_paddr = LINUX_ACPI_GPA;
 	if (b->initrd_size) {
@@ -338,34 +342,33 @@ static void write_pvh_info(char *ram, struct linux_boot *b)
 /* ---- bzImage through the 64-bit entry ---- */
 
 /* boot_params offsets (Documentation/x86/zero-page.rst, boot.rst). */
-#define BP_ACPI_RSDP_ADDR	0x070		/* read from boot protocol 2.14 on */
-#define BP_E820_ENTRIES		0x1e8
-#define BP_SETUP_SECTS		0x1f1
-#define BP_VID_MODE		0x1fa
-#define BP_BOOT_FLAG		0x1fe
-#define BP_JUMP			0x200
-#define BP_HEADER		0x202
-#define BP_VERSION		0x206
-#define BP_TYPE_OF_LOADER	0x210
-#define BP_LOADFLAGS		0x211
-#define BP_RAMDISK_IMAGE	0x218
-#define BP_RAMDISK_SIZE		0x21c
-#define BP_HEAP_END_PTR		0x224
-#define BP_CMD_LINE_PTR		0x228
-#define BP_INITRD_ADDR_MAX	0x22c
-#define BP_XLOADFLAGS		0x236
-#define BP_E820_TABLE		0x2d0
-#define BP_SIZE			0x1000
-#define LOADFLAG_CAN_USE_HEAP	0x80
-#define XLF_KERNEL_64		0x1
+#define BP_ACPI_RSDP_ADDR     0x070 /* read from boot protocol 2.14 on */
+#define BP_E820_ENTRIES       0x1e8
+#define BP_SETUP_SECTS        0x1f1
+#define BP_VID_MODE           0x1fa
+#define BP_BOOT_FLAG          0x1fe
+#define BP_JUMP               0x200
+#define BP_HEADER             0x202
+#define BP_VERSION            0x206
+#define BP_TYPE_OF_LOADER     0x210
+#define BP_LOADFLAGS          0x211
+#define BP_RAMDISK_IMAGE      0x218
+#define BP_RAMDISK_SIZE       0x21c
+#define BP_HEAP_END_PTR       0x224
+#define BP_CMD_LINE_PTR       0x228
+#define BP_INITRD_ADDR_MAX    0x22c
+#define BP_XLOADFLAGS         0x236
+#define BP_E820_TABLE         0x2d0
+#define BP_SIZE               0x1000
+#define LOADFLAG_CAN_USE_HEAP 0x80
+#define XLF_KERNEL_64         0x1
 
 static void put32(uint8_t *p, unsigned int off, uint32_t v)
 {
 	memcpy(p + off, &v, 4);
 }
 
-static int load_bzimage(int fd, char *ram, uint64_t size, off_t file_size,
-			struct linux_boot *out)
+static int load_bzimage(int fd, char *ram, uint64_t size, off_t file_size, struct linux_boot *out)
 {
 	uint8_t *bp = (uint8_t *)ram + LINUX_ZERO_PAGE_GPA, hdr[BP_SIZE];
 	unsigned int setup_sects, hdr_end;
@@ -376,7 +379,8 @@ static int load_bzimage(int fd, char *ram, uint64_t size, off_t file_size,
 	if (r)
 		return r;
 	if (hdr[BP_BOOT_FLAG] != 0x55 || hdr[BP_BOOT_FLAG + 1] != 0xaa ||
-	    memcmp(hdr + BP_HEADER, "HdrS", 4) || (hdr[BP_VERSION] | hdr[BP_VERSION + 1] << 8) < 0x20c ||
+	    memcmp(hdr + BP_HEADER, "HdrS", 4) ||
+	    (hdr[BP_VERSION] | hdr[BP_VERSION + 1] << 8) < 0x20c ||
 	    !(hdr[BP_XLOADFLAGS] & XLF_KERNEL_64))
 		return -ENOEXEC;
 	setup_sects = hdr[BP_SETUP_SECTS] ? hdr[BP_SETUP_SECTS] : 4;
@@ -393,14 +397,14 @@ static int load_bzimage(int fd, char *ram, uint64_t size, off_t file_size,
 	hdr_end = BP_JUMP + 2 + hdr[BP_JUMP + 1];
 	memset(bp, 0, BP_SIZE);
 	memcpy(bp + BP_SETUP_SECTS, hdr + BP_SETUP_SECTS, hdr_end - BP_SETUP_SECTS);
-	bp[BP_VID_MODE] = bp[BP_VID_MODE + 1] = 0xff;   /* "normal" */
-	bp[BP_TYPE_OF_LOADER] = 0xff;                   /* undefined boot loader */
+	bp[BP_VID_MODE] = bp[BP_VID_MODE + 1] = 0xff; /* "normal" */
+	bp[BP_TYPE_OF_LOADER] = 0xff;                 /* undefined boot loader */
 	bp[BP_LOADFLAGS] |= LOADFLAG_CAN_USE_HEAP;
 	bp[BP_HEAP_END_PTR] = 0x00;
 	bp[BP_HEAP_END_PTR + 1] = 0xfe;
 	put32(bp, BP_CMD_LINE_PTR, (uint32_t)LINUX_CMDLINE_GPA);
 	out->pvh = false;
-	out->entry = LINUX_BZIMAGE_GPA + 0x200;         /* startup_64 */
+	out->entry = LINUX_BZIMAGE_GPA + 0x200; /* startup_64 */
 	out->info_gpa = LINUX_ZERO_PAGE_GPA;
 	/* the kernel decompresses itself above its load address: leave it room */
 	out->kernel_end = LINUX_BZIMAGE_GPA + kernel_len + (64ULL << 20);
@@ -477,8 +481,8 @@ int linux_boot_load(void *ram, uint64_t size, const char *kernel, const char *in
 		return -errno;
 	r = fstat(fd, &st) ? -errno : pread_all(fd, magic, sizeof(magic), 0);
 	if (!r)
-		r = memcmp(magic, ELFMAG, SELFMAG) ? load_bzimage(fd, g, size, st.st_size, out)
-						   : load_elf(fd, g, size, out);
+		r = memcmp(magic, ELFMAG, SELFMAG) ? load_bzimage(fd, g, size, st.st_size, out) :
+						     load_elf(fd, g, size, out);
 	close(fd);
 	if (r)
 		return r;

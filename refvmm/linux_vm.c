@@ -22,16 +22,16 @@
 
 /* Where KVM keeps its real-mode TSS and identity-map page on Intel (QEMU's places, just
  * below the 4 GiB line and far above any guest RAM allowed here). */
-#define LINUX_IDENTITY_MAP_GPA	0xfeffc000ULL
-#define LINUX_TSS_GPA		0xfeffd000ULL
+#define LINUX_IDENTITY_MAP_GPA 0xfeffc000ULL
+#define LINUX_TSS_GPA          0xfeffd000ULL
 
-#define PORT_I8042_CMD	0x64
-#define I8042_RESET	0xfe
-#define PORT_PCI_FIRST	0xcf8
-#define PORT_PCI_LAST	0xcff
+#define PORT_I8042_CMD 0x64
+#define I8042_RESET    0xfe
+#define PORT_PCI_FIRST 0xcf8
+#define PORT_PCI_LAST  0xcff
 
-#define CPUID_1_ECX_HYPERVISOR	(1u << 31)
-#define LINE_MAX_BYTES	240
+#define CPUID_1_ECX_HYPERVISOR (1u << 31)
+#define LINE_MAX_BYTES         240
 
 struct console_line {
 	double ms;
@@ -46,26 +46,29 @@ struct gfa_linux_vm {
 	unsigned int nr_vcpus;
 	struct gfa_kvm_vcpu *vcpu[GFA_LINUX_MAX_VCPUS];
 	pthread_t thread[GFA_LINUX_MAX_VCPUS];
-	struct lvm_vcpu_arg { struct gfa_linux_vm *vm; unsigned int idx; } arg[GFA_LINUX_MAX_VCPUS];
+	struct lvm_vcpu_arg {
+		struct gfa_linux_vm *vm;
+		unsigned int idx;
+	} arg[GFA_LINUX_MAX_VCPUS];
 	struct linux_boot boot;
-	atomic_bool ready;              /* moves allowed: RAM is loaded, vCPUs exist */
+	atomic_bool ready; /* moves allowed: RAM is loaded, vCPUs exist */
 	atomic_bool stopping;
 	bool started, joined;
 	double t0;
 
-	pthread_mutex_t uart_lock;      /* the UART's and PM1 registers, from any vCPU */
+	pthread_mutex_t uart_lock; /* the UART's and PM1 registers, from any vCPU */
 	struct linux_uart uart;
 	struct linux_acpi_pm pm;
 	char cur[LINE_MAX_BYTES];
 	size_t cur_len;
 	int console_fd;
 
-	pthread_mutex_t lock;           /* console lines, exit state */
+	pthread_mutex_t lock; /* console lines, exit state */
 	pthread_cond_t cond;
-	struct console_line *lines;     /* ring of GFA_LINUX_CONSOLE_LINES */
+	struct console_line *lines; /* ring of GFA_LINUX_CONSOLE_LINES */
 	uint64_t nr_lines;
-	unsigned int running;           /* vCPU threads still running */
-	int exit;                       /* enum gfa_linux_exit */
+	unsigned int running; /* vCPU threads still running */
+	int exit;             /* enum gfa_linux_exit */
 	char error[256];
 	double boot_ms;
 
@@ -159,7 +162,7 @@ static void console_out(void *ctx, uint8_t byte)
 void gfa_linux_vm_irq_line(void *ctx, unsigned int irq, int level)
 {
 	struct gfa_linux_vm *vm = ctx;
-	struct kvm_irq_level l = { .irq = irq, .level = (uint32_t)!!level };
+	struct kvm_irq_level l = { .irq = irq, .level = (uint32_t) !!level };
 
 	if (!vm || irq >= 24 || ioctl(gfa_kvm_vm_fd(vm->kvm), KVM_IRQ_LINE, &l) < 0) {
 		if (vm)
@@ -341,8 +344,16 @@ out:
 static struct kvm_segment flat32(uint16_t sel, uint8_t type, bool s)
 {
 	return (struct kvm_segment){
-		.base = 0, .limit = 0xffffffff, .selector = sel, .type = type, .present = 1,
-		.dpl = 0, .db = 1, .s = s, .l = 0, .g = 1,
+		.base = 0,
+		.limit = 0xffffffff,
+		.selector = sel,
+		.type = type,
+		.present = 1,
+		.dpl = 0,
+		.db = 1,
+		.s = s,
+		.l = 0,
+		.g = 1,
 	};
 }
 
@@ -355,13 +366,13 @@ static int lvm_enter_pvh(struct gfa_linux_vm *vm)
 
 	if (ioctl(fd, KVM_GET_SREGS, &sr) < 0)
 		return -errno;
-	sr.cs = flat32(0x10, 0xb, true);        /* execute/read, accessed */
+	sr.cs = flat32(0x10, 0xb, true); /* execute/read, accessed */
 	sr.ds = sr.es = sr.fs = sr.gs = sr.ss = flat32(0x18, 0x3, true);
-	sr.tr = flat32(0x20, 0xb, false);       /* busy 32-bit TSS */
+	sr.tr = flat32(0x20, 0xb, false); /* busy 32-bit TSS */
 	sr.tr.limit = 0x67;
 	sr.tr.g = 0;
 	sr.tr.db = 0;
-	sr.cr0 = 0x11;                          /* PE, ET */
+	sr.cr0 = 0x11; /* PE, ET */
 	sr.cr4 = 0;
 	sr.efer = 0;
 	if (ioctl(fd, KVM_SET_SREGS, &sr) < 0)
@@ -544,8 +555,8 @@ int gfa_linux_vm_wait(struct gfa_linux_vm *vm, int timeout_ms)
 	deadline_after(&dl, timeout_ms < 0 ? 0 : timeout_ms);
 	pthread_mutex_lock(&vm->lock);
 	while (vm->started && vm->running && r != ETIMEDOUT)
-		r = timeout_ms < 0 ? pthread_cond_wait(&vm->cond, &vm->lock)
-				   : pthread_cond_timedwait(&vm->cond, &vm->lock, &dl);
+		r = timeout_ms < 0 ? pthread_cond_wait(&vm->cond, &vm->lock) :
+				     pthread_cond_timedwait(&vm->cond, &vm->lock, &dl);
 	ex = vm->running ? GFA_LINUX_RUNNING : vm->exit;
 	pthread_mutex_unlock(&vm->lock);
 	return ex;
@@ -624,7 +635,8 @@ int gfa_linux_vm_console_wait(struct gfa_linux_vm *vm, const char *needle, unsig
 	deadline_after(&dl, timeout_ms < 0 ? 0 : timeout_ms);
 	pthread_mutex_lock(&vm->lock);
 	for (;;) {
-		if (vm->nr_lines > GFA_LINUX_CONSOLE_LINES && i < vm->nr_lines - GFA_LINUX_CONSOLE_LINES)
+		if (vm->nr_lines > GFA_LINUX_CONSOLE_LINES &&
+		    i < vm->nr_lines - GFA_LINUX_CONSOLE_LINES)
 			i = vm->nr_lines - GFA_LINUX_CONSOLE_LINES;
 		for (; i < vm->nr_lines; i++) {
 			struct console_line *l = &vm->lines[i % GFA_LINUX_CONSOLE_LINES];
@@ -643,8 +655,8 @@ int gfa_linux_vm_console_wait(struct gfa_linux_vm *vm, const char *needle, unsig
 		else if (r == ETIMEDOUT)
 			r = -ETIMEDOUT;
 		else
-			r = timeout_ms < 0 ? pthread_cond_wait(&vm->cond, &vm->lock)
-					   : pthread_cond_timedwait(&vm->cond, &vm->lock, &dl);
+			r = timeout_ms < 0 ? pthread_cond_wait(&vm->cond, &vm->lock) :
+					     pthread_cond_timedwait(&vm->cond, &vm->lock, &dl);
 		if (r < 0)
 			break;
 	}

@@ -12,24 +12,24 @@
 #include <string.h>
 #include "refvmm/pci.h"
 
-#define CONF1_ADDR      0xcf8
-#define CONF1_DATA      0xcfc
-#define CONF1_ENABLE    0x80000000u
-#define PCI_CFG_SIZE    256
+#define CONF1_ADDR   0xcf8
+#define CONF1_DATA   0xcfc
+#define CONF1_ENABLE 0x80000000u
+#define PCI_CFG_SIZE 256
 
 struct rv_pci_fn {
 	uint8_t cfg[PCI_CFG_SIZE];
-	uint8_t wmask[PCI_CFG_SIZE];    /* writable bits of each byte */
+	uint8_t wmask[PCI_CFG_SIZE]; /* writable bits of each byte */
 	struct rv_pci_id id;
-	rv_pci_bar_fn bar;              /* NULL: the host bridge */
+	rv_pci_bar_fn bar; /* NULL: the host bridge */
 	void *ctx;
-	bool level;                     /* the device's INTx wire */
-	bool line_up;                   /* what irq_fn was last told */
+	bool level;   /* the device's INTx wire */
+	bool line_up; /* what irq_fn was last told */
 };
 
 struct gfa_rv_pci {
-	pthread_rwlock_t devs_lock;     /* read: BAR dispatch; write: plug and unplug */
-	pthread_mutex_t cfg_lock;       /* address register, config spaces, INTx */
+	pthread_rwlock_t devs_lock; /* read: BAR dispatch; write: plug and unplug */
+	pthread_mutex_t cfg_lock;   /* address register, config spaces, INTx */
 	uint32_t cfg_addr;
 	struct rv_pci_fn *fn[GFA_RV_PCI_MAX_SLOTS];
 	/* the gate between device threads and a VMM that moves guest frames */
@@ -85,19 +85,22 @@ static struct rv_pci_fn *fn_new(const struct rv_pci_id *id, unsigned int slot)
 	cfg_put(f->cfg, PCI_CLASS_PROG, id->class_code, 3);
 	cfg_put(f->cfg, PCI_SUBSYSTEM_VENDOR_ID, id->subsys_vendor, 2);
 	cfg_put(f->cfg, PCI_SUBSYSTEM_ID, id->subsys, 2);
-	cfg_put(f->wmask, PCI_COMMAND, PCI_COMMAND_IO | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER |
-		PCI_COMMAND_INTX_DISABLE, 2);
+	cfg_put(f->wmask, PCI_COMMAND,
+		PCI_COMMAND_IO | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER | PCI_COMMAND_INTX_DISABLE,
+		2);
 	f->wmask[PCI_CACHE_LINE_SIZE] = 0xff;
 	f->wmask[PCI_LATENCY_TIMER] = 0xff;
 	if (id->io_size) {
 		/* firmware's assignment, decoding enabled; the guest may size and move it
 		 * (16-bit IO decode: the upper half reads zero) */
 		cfg_put(f->cfg, PCI_BASE_ADDRESS_0,
-			(GFA_RV_PCI_IO_BASE + slot * GFA_RV_PCI_IO_STRIDE) | PCI_BASE_ADDRESS_SPACE_IO, 4);
+			(GFA_RV_PCI_IO_BASE + slot * GFA_RV_PCI_IO_STRIDE) |
+				PCI_BASE_ADDRESS_SPACE_IO,
+			4);
 		cfg_put(f->wmask, PCI_BASE_ADDRESS_0, 0xffffu & ~(uint32_t)(id->io_size - 1), 4);
 		cfg_put(f->cfg, PCI_COMMAND, PCI_COMMAND_IO, 2);
 		f->cfg[PCI_INTERRUPT_LINE] = (uint8_t)id->irq;
-		f->cfg[PCI_INTERRUPT_PIN] = 1;  /* INTA# */
+		f->cfg[PCI_INTERRUPT_PIN] = 1; /* INTA# */
 		f->wmask[PCI_INTERRUPT_LINE] = 0xff;
 	}
 	return f;
@@ -106,7 +109,8 @@ static struct rv_pci_fn *fn_new(const struct rv_pci_id *id, unsigned int slot)
 struct gfa_rv_pci *gfa_rv_pci_create(void)
 {
 	/* Intel vendor and host-bridge class: what Linux's type 1 sanity check looks for */
-	static const struct rv_pci_id bridge = { .vendor = 0x8086, .device = 0x0d57,
+	static const struct rv_pci_id bridge = { .vendor = 0x8086,
+						 .device = 0x0d57,
 						 .class_code = 0x060000 };
 	struct gfa_rv_pci *pci = calloc(1, sizeof(*pci));
 
@@ -149,8 +153,8 @@ int rv_pci_add(struct gfa_rv_pci *pci, unsigned int slot, const struct rv_pci_id
 
 	if (!pci || !id || !bar)
 		return -EFAULT;
-	if (id->io_size < 4 || id->io_size > GFA_RV_PCI_IO_STRIDE || (id->io_size & (id->io_size - 1)) ||
-	    slot >= GFA_RV_PCI_MAX_SLOTS)
+	if (id->io_size < 4 || id->io_size > GFA_RV_PCI_IO_STRIDE ||
+	    (id->io_size & (id->io_size - 1)) || slot >= GFA_RV_PCI_MAX_SLOTS)
 		return -EINVAL;
 	pthread_rwlock_wrlock(&pci->devs_lock);
 	pthread_mutex_lock(&pci->cfg_lock);
@@ -177,7 +181,7 @@ void rv_pci_remove(struct gfa_rv_pci *pci, int slot)
 
 	if (!pci || slot <= 0 || slot >= (int)GFA_RV_PCI_MAX_SLOTS)
 		return;
-	pthread_rwlock_wrlock(&pci->devs_lock);         /* waits out BAR handlers */
+	pthread_rwlock_wrlock(&pci->devs_lock); /* waits out BAR handlers */
 	pthread_mutex_lock(&pci->cfg_lock);
 	f = pci->fn[slot];
 	pci->fn[slot] = NULL;
@@ -204,7 +208,7 @@ static struct rv_pci_fn *cfg_target(struct gfa_rv_pci *pci)
 	uint32_t a = pci->cfg_addr;
 
 	if (!(a & CONF1_ENABLE) || (a >> 16 & 0xff) || (a >> 8 & 7))
-		return NULL;            /* disabled, another bus, another function */
+		return NULL; /* disabled, another bus, another function */
 	return pci->fn[a >> 11 & 0x1f];
 }
 
@@ -215,10 +219,10 @@ static void cfg_write(struct rv_pci_fn *f, unsigned int off, uint32_t val, unsig
 
 		f->cfg[off + i] = (uint8_t)((f->cfg[off + i] & ~m) | ((val >> (8 * i)) & m));
 	}
-	if (f->id.io_size)      /* an IO BAR always says so */
+	if (f->id.io_size) /* an IO BAR always says so */
 		f->cfg[PCI_BASE_ADDRESS_0] |= PCI_BASE_ADDRESS_SPACE_IO;
 	if (off < PCI_COMMAND + 2 && off + size > PCI_COMMAND)
-		fn_update_line(f);      /* INTX_DISABLE may have changed */
+		fn_update_line(f); /* INTX_DISABLE may have changed */
 }
 
 static int cfg_data(struct gfa_rv_pci *pci, uint16_t port, uint32_t *val, unsigned int size,
@@ -228,7 +232,7 @@ static int cfg_data(struct gfa_rv_pci *pci, uint16_t port, uint32_t *val, unsign
 	unsigned int off;
 
 	if ((port & 3) + size > 4)
-		return -ENOENT;         /* beyond the data window */
+		return -ENOENT; /* beyond the data window */
 	pthread_mutex_lock(&pci->cfg_lock);
 	f = cfg_target(pci);
 	off = (pci->cfg_addr & 0xfc) + (port & 3);
@@ -258,7 +262,8 @@ static int bar_io(struct gfa_rv_pci *pci, uint16_t port, uint32_t *val, unsigned
 		base = fn_io_base(f);
 		on = cfg_get(f->cfg, PCI_COMMAND, 2) & PCI_COMMAND_IO;
 		pthread_mutex_unlock(&pci->cfg_lock);
-		if (on && base && port >= base && (uint32_t)port + size <= (uint32_t)base + f->id.io_size) {
+		if (on && base && port >= base &&
+		    (uint32_t)port + size <= (uint32_t)base + f->id.io_size) {
 			f->bar(f->ctx, port - base, val, size, write);
 			ret = 0;
 		}
@@ -267,8 +272,7 @@ static int bar_io(struct gfa_rv_pci *pci, uint16_t port, uint32_t *val, unsigned
 	return ret;
 }
 
-int gfa_rv_pci_io(struct gfa_rv_pci *pci, uint16_t port, void *data, unsigned int size,
-		  bool write)
+int gfa_rv_pci_io(struct gfa_rv_pci *pci, uint16_t port, void *data, unsigned int size, bool write)
 {
 	uint32_t val = 0;
 	int ret;
@@ -314,11 +318,13 @@ int gfa_rv_pci_slots(struct gfa_rv_pci *pci, struct gfa_rv_pci_slot *out, unsign
 		if (!f)
 			continue;
 		if ((unsigned int)n < max)
-			out[n] = (struct gfa_rv_pci_slot){
-				.slot = s, .pin = f->cfg[PCI_INTERRUPT_PIN],
-				.irq = f->cfg[PCI_INTERRUPT_LINE], .vendor = f->id.vendor,
-				.device = f->id.device, .io_base = fn_io_base(f),
-				.io_size = f->id.io_size };
+			out[n] = (struct gfa_rv_pci_slot){ .slot = s,
+							   .pin = f->cfg[PCI_INTERRUPT_PIN],
+							   .irq = f->cfg[PCI_INTERRUPT_LINE],
+							   .vendor = f->id.vendor,
+							   .device = f->id.device,
+							   .io_base = fn_io_base(f),
+							   .io_size = f->id.io_size };
 		n++;
 	}
 	pthread_mutex_unlock(&pci->cfg_lock);

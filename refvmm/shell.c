@@ -18,14 +18,14 @@
 #include <sys/mman.h>
 #include "refvmm/shell.h"
 
-#define WINDOW_ALIGN (2ULL << 20)
+#define WINDOW_ALIGN        (2ULL << 20)
 #define SHELLS_KEEP_DEFAULT 2u
 
 static struct {
 	pthread_mutex_t lock;
 	struct vm_shell *idle;
 	unsigned int nr_idle;
-	unsigned int keep;              /* idle shells kept: the largest fill asked, or 2 */
+	unsigned int keep; /* idle shells kept: the largest fill asked, or 2 */
 } shells = { .lock = PTHREAD_MUTEX_INITIALIZER, .keep = SHELLS_KEEP_DEFAULT };
 
 static void shell_destroy(struct vm_shell *s)
@@ -52,8 +52,8 @@ static struct vm_shell *shell_create(uint64_t mem_bytes, unsigned int vcpus)
 	s->mem_bytes = mem_bytes;
 	s->vcpu = calloc(vcpus, sizeof(*s->vcpu));
 	s->reserve_len = mem_bytes + WINDOW_ALIGN;
-	r = mmap(NULL, s->reserve_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		 -1, 0);
+	r = mmap(NULL, s->reserve_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+		 0);
 	if (!s->vcpu || r == MAP_FAILED) {
 		err = errno ? errno : ENOMEM;
 		goto fail;
@@ -112,7 +112,7 @@ void vm_shell_put(struct vm_shell *s)
 		return;
 	for (unsigned int i = 0; i < s->nr_vcpus; i++)
 		if (gfa_kvm_vcpu_reset(s->vcpu[i])) {
-			shell_destroy(s);       /* state we cannot clear goes with the shell */
+			shell_destroy(s); /* state we cannot clear goes with the shell */
 			return;
 		}
 	pthread_mutex_lock(&shells.lock);

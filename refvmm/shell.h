@@ -10,9 +10,9 @@ struct vm_shell {
 	struct gfa_kvm_vcpu **vcpu;
 	unsigned int nr_vcpus;
 	uint64_t mem_bytes;
-	void *reserve;          /* the window's reservation (munmapped with the shell) */
+	void *reserve; /* the window's reservation (munmapped with the shell) */
 	size_t reserve_len;
-	void *win;              /* 2 MiB aligned, mem_bytes, PROT_NONE while no guest */
+	void *win; /* 2 MiB aligned, mem_bytes, PROT_NONE while no guest */
 	struct vm_shell *next;
 };
 
@@ -28,17 +28,17 @@ void vm_shell_put(struct vm_shell *s);
  * gfactl vmstart and bench/vmstart.  Not part of the reference VMM's API.
  */
 enum baseline_mem {
-	BASELINE_PREFAULTED,    /* a THP memfd populated (faulted, zeroed) before the timer */
-	BASELINE_THP,           /* anonymous memory, MADV_HUGEPAGE, faulted at first touch */
-	BASELINE_4K,            /* anonymous memory, MADV_NOHUGEPAGE */
-	BASELINE_HUGETLB,       /* a MFD_HUGETLB memfd from the reserved 2 MiB pool */
+	BASELINE_PREFAULTED, /* a THP memfd populated (faulted, zeroed) before the timer */
+	BASELINE_THP,        /* anonymous memory, MADV_HUGEPAGE, faulted at first touch */
+	BASELINE_4K,         /* anonymous memory, MADV_NOHUGEPAGE */
+	BASELINE_HUGETLB,    /* a MFD_HUGETLB memfd from the reserved 2 MiB pool */
 };
 
 struct baseline_vm {
 	enum baseline_mem kind;
 	uint64_t len;
 	unsigned int vcpus;
-	int fd;                 /* memfd kinds */
+	int fd; /* memfd kinds */
 	char *mem;
 	struct gfa_kvm_vm *kvm;
 	struct gfa_kvm_vcpu *vcpu[GFA_VM_MAX_VCPUS];
@@ -62,7 +62,7 @@ void baseline_hugetlb_restore(void);
 /* gfa_zero against memset over `bytes` resident bytes, interleaved `reps` times. */
 struct zero_rates {
 	double memset_min_ms, memset_p50_ms, zero_min_ms, zero_p50_ms;
-	double memset_gbs, zero_gbs;    /* at the medians */
+	double memset_gbs, zero_gbs; /* at the medians */
 	const char *method;
 };
 int baseline_zero_rates(uint64_t bytes, unsigned int reps, struct zero_rates *zr);

@@ -21,7 +21,7 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
-#define GUARD 4096UL    /* a PROT_NONE page after each VM: no two VMs' mappings merge */
+#define GUARD 4096UL /* a PROT_NONE page after each VM: no two VMs' mappings merge */
 
 struct toucher {
 	char *p;
@@ -51,7 +51,7 @@ void baseline_touch(char *p, uint64_t len, unsigned int threads)
 		t[i].len = i + 1 == threads ? len - per * i : per;
 		started[i] = !pthread_create(&th[i], NULL, touch_main, &t[i]);
 		if (!started[i])
-			touch_main(&t[i]);      /* no thread to be had: touch it here */
+			touch_main(&t[i]); /* no thread to be had: touch it here */
 	}
 	for (unsigned int i = 0; i < threads; i++)
 		if (started[i])
@@ -253,7 +253,7 @@ int baseline_zero_rates(uint64_t bytes, unsigned int reps, struct zero_rates *zr
 	if (buf == MAP_FAILED)
 		return -errno;
 	reps = reps < 1 ? 1 : reps > 64 ? 64 : reps;
-	memset(buf, 1, bytes);          /* resident before the timer, as pool frames are */
+	memset(buf, 1, bytes); /* resident before the timer, as pool frames are */
 	for (unsigned int i = 0; i < reps; i++) {
 		/* interleaved, so both see the same machine */
 		memset(buf, 1, bytes);
@@ -264,7 +264,7 @@ int baseline_zero_rates(uint64_t bytes, unsigned int reps, struct zero_rates *zr
 	for (uint64_t i = 0; i < bytes; i += 4096)
 		if (buf[i]) {
 			munmap(buf, bytes);
-			return -EIO;    /* gfa_zero left a byte: the rate means nothing */
+			return -EIO; /* gfa_zero left a byte: the rate means nothing */
 		}
 	munmap(buf, bytes);
 	qsort(ms_set, reps, sizeof(double), cmp_d);

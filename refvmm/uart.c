@@ -11,28 +11,28 @@
 #include <string.h>
 #include "refvmm/linux.h"
 
-#define UART_RX		0	/* read: receive buffer; write: transmit holding */
-#define UART_IER	1
-#define UART_IIR	2	/* read; write: FCR */
-#define UART_LCR	3
-#define UART_MCR	4
-#define UART_LSR	5
-#define UART_MSR	6
-#define UART_SCR	7
+#define UART_RX  0 /* read: receive buffer; write: transmit holding */
+#define UART_IER 1
+#define UART_IIR 2 /* read; write: FCR */
+#define UART_LCR 3
+#define UART_MCR 4
+#define UART_LSR 5
+#define UART_MSR 6
+#define UART_SCR 7
 
-#define UART_IER_THRI	0x02
-#define UART_IIR_NO_INT	0x01
-#define UART_IIR_THRI	0x02
-#define UART_IIR_FIFO	0xc0	/* FIFOs enabled (16550A) */
-#define UART_FCR_ENABLE	0x01
-#define UART_LCR_DLAB	0x80
-#define UART_MCR_LOOP	0x10
-#define UART_LSR_THRE	0x20
-#define UART_LSR_TEMT	0x40
+#define UART_IER_THRI   0x02
+#define UART_IIR_NO_INT 0x01
+#define UART_IIR_THRI   0x02
+#define UART_IIR_FIFO   0xc0 /* FIFOs enabled (16550A) */
+#define UART_FCR_ENABLE 0x01
+#define UART_LCR_DLAB   0x80
+#define UART_MCR_LOOP   0x10
+#define UART_LSR_THRE   0x20
+#define UART_LSR_TEMT   0x40
 
 void linux_uart_init(struct linux_uart *u, unsigned int irq,
-		     void (*irq_fn)(void *, unsigned int, int),
-		     void (*out_fn)(void *, uint8_t), void *ctx)
+		     void (*irq_fn)(void *, unsigned int, int), void (*out_fn)(void *, uint8_t),
+		     void *ctx)
 {
 	memset(u, 0, sizeof(*u));
 	u->irq = irq;
@@ -71,7 +71,7 @@ static uint8_t uart_read(struct linux_uart *u, unsigned int off)
 	case UART_IIR:
 		v = (u->fcr & UART_FCR_ENABLE) ? UART_IIR_FIFO : 0;
 		if (u->thri_pending && (u->ier & UART_IER_THRI)) {
-			u->thri_pending = false;        /* reading IIR clears THRI */
+			u->thri_pending = false; /* reading IIR clears THRI */
 			update_irq(u);
 			return v | UART_IIR_THRI;
 		}
@@ -130,7 +130,7 @@ static void uart_write(struct linux_uart *u, unsigned int off, uint8_t v)
 		u->scr = v;
 		return;
 	default:
-		return;                 /* LSR, MSR: read only */
+		return; /* LSR, MSR: read only */
 	}
 	update_irq(u);
 }

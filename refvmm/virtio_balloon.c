@@ -22,10 +22,10 @@
 #define VIRTIO_BALLOON_F_REPORTING      5
 #define VIRTIO_BALLOON_PFN_SHIFT        12
 #define BALLOON_QUEUE_NUM               128
-#define BALLOON_CONFIG_LEN              8       /* num_pages, actual */
-#define BALLOON_MAX_PFNS                16384   /* a page list of 64 KiB at most */
-#define STAT_LEN                        10      /* le16 tag, le64 val, packed */
-#define DEFLATE_TRIES                   100     /* 10 ms apart: frames freed meanwhile */
+#define BALLOON_CONFIG_LEN              8     /* num_pages, actual */
+#define BALLOON_MAX_PFNS                16384 /* a page list of 64 KiB at most */
+#define STAT_LEN                        10    /* le16 tag, le64 val, packed */
+#define DEFLATE_TRIES                   100   /* 10 ms apart: frames freed meanwhile */
 
 enum balloon_queue { Q_INFLATE, Q_DEFLATE, Q_STATS, Q_REPORTING, Q_NONE };
 
@@ -40,12 +40,12 @@ struct balloon_report {
 };
 
 struct gfa_rv_balloon {
-	struct rv_virtio v;             /* v.lock guards the fields down to st */
+	struct rv_virtio v; /* v.lock guards the fields down to st */
 	struct gfa_rv_balloon_config cfg;
 	struct gfa_rv_pci *pci;
 	struct gfa_free_report *rep;
-	uint32_t num_pages, actual;     /* the config space */
-	bool stats_held;                /* the driver's stats buffer, held until asked for */
+	uint32_t num_pages, actual; /* the config space */
+	bool stats_held;            /* the driver's stats buffer, held until asked for */
 	uint16_t stats_head;
 	uint64_t stats_gen;
 	struct gfa_rv_balloon_stat st;
@@ -53,9 +53,9 @@ struct gfa_rv_balloon {
 	pthread_t thread;
 	pthread_mutex_t wlock;
 	pthread_cond_t wcond;
-	unsigned int pending;           /* queues notified */
+	unsigned int pending; /* queues notified */
 	bool stats_req, stop, reset_pending;
-	struct balloon_report *done;    /* reports whose punches completed */
+	struct balloon_report *done; /* reports whose punches completed */
 	/* the thread's own */
 	struct rv_vq_elem elem;
 	uint32_t pfns[BALLOON_MAX_PFNS];
@@ -90,7 +90,7 @@ static void balloon_config(void *ctx, unsigned int off, uint32_t *val, unsigned 
 	struct gfa_rv_balloon *b = ctx_balloon(ctx);
 	uint8_t c[BALLOON_CONFIG_LEN];
 
-	memcpy(c, &b->num_pages, 4);    /* little-endian, as the legacy balloon's always is */
+	memcpy(c, &b->num_pages, 4); /* little-endian, as the legacy balloon's always is */
 	memcpy(c + 4, &b->actual, 4);
 	if (!write) {
 		*val = 0;
@@ -119,7 +119,7 @@ static void balloon_reset(void *ctx)
 {
 	struct gfa_rv_balloon *b = ctx_balloon(ctx);
 
-	b->stats_held = false;  /* reports in flight finish unseen: their gen is old */
+	b->stats_held = false; /* reports in flight finish unseen: their gen is old */
 	b->actual = 0;
 	/* a driver that resets without deflating (kexec, a crash) knows nothing of the
 	 * balloon: the thread gives every page back */
@@ -156,8 +156,9 @@ static unsigned int pfns_to_ranges(struct gfa_rv_balloon *b, unsigned int n)
 	unsigned int k = 0;
 
 	for (unsigned int i = 0; i < n; i++)
-		b->ranges[i] = (struct gfa_gpa_range){
-			(uint64_t)b->pfns[i] << VIRTIO_BALLOON_PFN_SHIFT, 1ULL << VIRTIO_BALLOON_PFN_SHIFT };
+		b->ranges[i] =
+			(struct gfa_gpa_range){ (uint64_t)b->pfns[i] << VIRTIO_BALLOON_PFN_SHIFT,
+						1ULL << VIRTIO_BALLOON_PFN_SHIFT };
 	qsort(b->ranges, n, sizeof(b->ranges[0]), cmp_gpa);
 	for (unsigned int i = 0; i < n; i++) {
 		if (k && b->ranges[k - 1].gpa + b->ranges[k - 1].len == b->ranges[i].gpa)
@@ -188,7 +189,8 @@ static void balloon_pages(struct gfa_rv_balloon *b, enum balloon_queue role, int
 	int64_t ret = -EINVAL;
 
 	if (k)
-		ret = inflate ? gfa_balloon_inflate(b->cfg.guest, b->ranges, k) : deflate_retry(b, k);
+		ret = inflate ? gfa_balloon_inflate(b->cfg.guest, b->ranges, k) :
+				deflate_retry(b, k);
 	pthread_mutex_lock(&b->v.lock);
 	if (inflate)
 		b->st.inflate_requests++;
@@ -202,7 +204,7 @@ static void balloon_pages(struct gfa_rv_balloon *b, enum balloon_queue role, int
 	} else if (ret == -ENOMEM && !inflate) {
 		b->st.err_nomem++;
 	} else {
-		b->st.err_page_list++;  /* gfa refused the list, or its shape was bad */
+		b->st.err_page_list++; /* gfa refused the list, or its shape was bad */
 	}
 	pthread_mutex_unlock(&b->v.lock);
 }
@@ -291,8 +293,10 @@ static enum balloon_queue balloon_pop(struct gfa_rv_balloon *b, unsigned int q, 
 	*gen = b->v.gen;
 	r = rv_vq_pop(&b->v.vq[q], &b->v.cfg.mem, e);
 	if (r < 0) {
-		uint64_t *c[] = { [RV_VQ_ERR_RING] = &b->st.err_ring, [RV_VQ_ERR_AVAIL] = &b->st.err_avail,
-				  [RV_VQ_ERR_DESC] = &b->st.err_desc, [RV_VQ_ERR_LOOP] = &b->st.err_loop };
+		uint64_t *c[] = { [RV_VQ_ERR_RING] = &b->st.err_ring,
+				  [RV_VQ_ERR_AVAIL] = &b->st.err_avail,
+				  [RV_VQ_ERR_DESC] = &b->st.err_desc,
+				  [RV_VQ_ERR_LOOP] = &b->st.err_loop };
 
 		(*c[-r])++;
 		rv_virtio_error(&b->v);
@@ -305,17 +309,21 @@ static enum balloon_queue balloon_pop(struct gfa_rv_balloon *b, unsigned int q, 
 			if (!e->read_len || e->read_len % 4 || e->read_len > sizeof(b->pfns))
 				*npfns = -1;
 			else
-				*npfns = (int)(rv_vq_read(&b->v.cfg.mem, e, b->pfns, sizeof(b->pfns)) / 4);
+				*npfns = (int)(rv_vq_read(&b->v.cfg.mem, e, b->pfns,
+							  sizeof(b->pfns)) /
+					       4);
 		} else if (role == Q_STATS) {
-			*npfns = e->read_len > sizeof(b->pfns) ? -1 :
-				 (int)rv_vq_read(&b->v.cfg.mem, e, b->pfns, sizeof(b->pfns));
+			*npfns =
+				e->read_len > sizeof(b->pfns) ?
+					-1 :
+					(int)rv_vq_read(&b->v.cfg.mem, e, b->pfns, sizeof(b->pfns));
 		}
 		if (*npfns == -2)
 			b->st.err_dir++;
 	}
 	pthread_mutex_unlock(&b->v.lock);
 	rv_pci_mem_end(b->pci);
-	if (r > 0 && role == Q_NONE)    /* a queue the driver's features leave unused */
+	if (r > 0 && role == Q_NONE) /* a queue the driver's features leave unused */
 		balloon_complete(b, q, *gen, e->head);
 	return role;
 }
@@ -341,7 +349,7 @@ static void balloon_drain(struct gfa_rv_balloon *b, unsigned int q)
 			rv_pci_mem_begin(b->pci);
 			pthread_mutex_lock(&b->v.lock);
 			if (b->v.gen == gen) {
-				if (b->stats_held)      /* a second buffer: give the old one back */
+				if (b->stats_held) /* a second buffer: give the old one back */
 					rv_vq_push(&b->v.vq[q], &b->v.cfg.mem, b->stats_head, 0);
 				b->stats_held = true;
 				b->stats_head = head;
@@ -352,7 +360,7 @@ static void balloon_drain(struct gfa_rv_balloon *b, unsigned int q)
 			continue;
 		}
 		if (role == Q_REPORTING && n == 0 && balloon_report(b, q, gen))
-			continue;       /* handed back when its punches completed */
+			continue; /* handed back when its punches completed */
 		if (role != Q_REPORTING && n != -2)
 			balloon_pages(b, role, n);
 		balloon_complete(b, q, gen, head);
@@ -485,15 +493,25 @@ struct gfa_rv_balloon *gfa_rv_balloon_create(struct gfa_rv_pci *pci,
 	pthread_mutex_init(&b->wlock, NULL);
 	pthread_cond_init(&b->wcond, NULL);
 	vc = (struct rv_virtio_config){
-		.pci = pci, .mem = { gfa_guest_hva(cfg->guest), gfa_guest_size(cfg->guest) },
+		.pci = pci,
+		.mem = { gfa_guest_hva(cfg->guest), gfa_guest_size(cfg->guest) },
 		/* transitional balloon; class "other", as QEMU's */
-		.device_id = 0x1002, .subsys = VIRTIO_ID_BALLOON, .class_code = 0xff0000,
-		.features = 1u << VIRTIO_BALLOON_F_MUST_TELL_HOST | 1u << VIRTIO_BALLOON_F_STATS_VQ |
+		.device_id = 0x1002,
+		.subsys = VIRTIO_ID_BALLOON,
+		.class_code = 0xff0000,
+		.features = 1u << VIRTIO_BALLOON_F_MUST_TELL_HOST |
+			    1u << VIRTIO_BALLOON_F_STATS_VQ |
 			    (cfg->deflate_on_oom ? 1u << VIRTIO_BALLOON_F_DEFLATE_ON_OOM : 0) |
 			    (cfg->free_page_reporting ? 1u << VIRTIO_BALLOON_F_REPORTING : 0),
-		.nvqs = cfg->free_page_reporting ? 4 : 3, .queue_num = BALLOON_QUEUE_NUM,
-		.config_len = BALLOON_CONFIG_LEN, .slot = cfg->slot, .irq = cfg->irq, .irq_fn = cfg->irq_fn,
-		.irq_ctx = cfg->irq_ctx, .ops = &balloon_ops, .ctx = b,
+		.nvqs = cfg->free_page_reporting ? 4 : 3,
+		.queue_num = BALLOON_QUEUE_NUM,
+		.config_len = BALLOON_CONFIG_LEN,
+		.slot = cfg->slot,
+		.irq = cfg->irq,
+		.irq_fn = cfg->irq_fn,
+		.irq_ctx = cfg->irq_ctx,
+		.ops = &balloon_ops,
+		.ctx = b,
 	};
 	err = rv_virtio_init(&b->v, &vc);
 	if (!err) {
@@ -521,8 +539,8 @@ void gfa_rv_balloon_destroy(struct gfa_rv_balloon *b)
 	pthread_cond_signal(&b->wcond);
 	pthread_mutex_unlock(&b->wlock);
 	pthread_join(b->thread, NULL);
-	gfa_guest_report_destroy(b->rep);       /* every done callback made */
-	rv_virtio_exit(&b->v);          /* no vCPU reaches the device after this */
+	gfa_guest_report_destroy(b->rep); /* every done callback made */
+	rv_virtio_exit(&b->v);            /* no vCPU reaches the device after this */
 	for (struct balloon_report *r = b->done, *n; r; r = n) {
 		n = r->next;
 		free(r);

@@ -80,7 +80,7 @@ static uint32_t reg_read(struct rv_virtio *v, unsigned int off)
 	case VIRTIO_PCI_QUEUE_PFN:
 		return vq ? vq->pfn : 0;
 	case VIRTIO_PCI_QUEUE_NUM:
-		return vq ? vq->num : 0;        /* 0: no such queue (the driver probes) */
+		return vq ? vq->num : 0; /* 0: no such queue (the driver probes) */
 	case VIRTIO_PCI_QUEUE_SEL:
 		return v->queue_sel;
 	case VIRTIO_PCI_STATUS:
@@ -116,7 +116,7 @@ static void reg_write(struct rv_virtio *v, unsigned int off, uint32_t val)
 		else
 			v->status = (uint8_t)val;
 		break;
-	default:                /* read-only registers */
+	default: /* read-only registers */
 		break;
 	}
 }
@@ -147,10 +147,16 @@ static void virtio_bar(void *ctx, unsigned int off, uint32_t *val, unsigned int 
 int rv_virtio_init(struct rv_virtio *v, const struct rv_virtio_config *cfg)
 {
 	struct rv_pci_id id = {
-		.vendor = VIRTIO_PCI_VENDOR, .device = cfg->device_id,
-		.subsys_vendor = VIRTIO_PCI_VENDOR, .subsys = cfg->subsys, .revision = 0,
-		.class_code = cfg->class_code, .io_size = 0x20, .irq = cfg->irq,
-		.irq_fn = cfg->irq_fn, .irq_ctx = cfg->irq_ctx,
+		.vendor = VIRTIO_PCI_VENDOR,
+		.device = cfg->device_id,
+		.subsys_vendor = VIRTIO_PCI_VENDOR,
+		.subsys = cfg->subsys,
+		.revision = 0,
+		.class_code = cfg->class_code,
+		.io_size = 0x20,
+		.irq = cfg->irq,
+		.irq_fn = cfg->irq_fn,
+		.irq_ctx = cfg->irq_ctx,
 	};
 	pthread_mutexattr_t a;
 	int slot;

@@ -68,7 +68,7 @@ static enum rv_vq_err vq_desc(const struct rv_vq *vq, const struct rv_mem *m, ui
 		return RV_VQ_ERR_DESC;
 	memcpy(d, m->hva + vq->desc + 16ULL * idx, sizeof(*d));
 	if (d->flags & VRING_DESC_F_INDIRECT)
-		return RV_VQ_ERR_DESC;          /* not offered */
+		return RV_VQ_ERR_DESC; /* not offered */
 	if (!rv_mem_ok(m, d->addr, d->len))
 		return RV_VQ_ERR_DESC;
 	return RV_VQ_OK;

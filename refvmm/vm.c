@@ -24,8 +24,8 @@ struct vm_vcpu {
 	unsigned int id;
 	struct gfa_kvm_vcpu *kvcpu;
 	struct gfa_pcp *pcp;
-	uint64_t start, end;    /* GPA range of the current run */
-	uint64_t slice_end;     /* end of the vCPU's whole slice */
+	uint64_t start, end; /* GPA range of the current run */
+	uint64_t slice_end;  /* end of the vCPU's whole slice */
 	uint32_t flags;
 	uint64_t seed, sum, mismatches;
 	int err;
@@ -35,7 +35,7 @@ struct gfa_vm {
 	struct gfa_pool *pool;
 	struct gfa_guest *guest;
 	struct gfa_kvm_vm *kvm;
-	struct vm_shell *shell;         /* the KVM VM, vCPUs and window (KVM mode) */
+	struct vm_shell *shell; /* the KVM VM, vCPUs and window (KVM mode) */
 	const char *why_not_kvm;
 	char why_buf[160];
 	unsigned int nr_vcpus;
@@ -43,7 +43,7 @@ struct gfa_vm {
 	 * is still being written), after gfa_guest_forget_vcpus nothing pauses */
 	atomic_bool vcpus_ready;
 	uint64_t code_gpa;
-	bool lazy;                      /* its guest is GFA_GUEST_LAZY */
+	bool lazy; /* its guest is GFA_GUEST_LAZY */
 	struct vm_vcpu vcpu[MAX_VCPUS];
 	/* thread-mode pause: workers check `paused` between chunks */
 	pthread_mutex_t lock;
@@ -58,7 +58,7 @@ static int vm_pause(void *ctx)
 	struct gfa_vm *vm = ctx;
 
 	if (!atomic_load_explicit(&vm->vcpus_ready, memory_order_acquire))
-		return -EBUSY;  /* still being created: its page tables are being written */
+		return -EBUSY; /* still being created: its page tables are being written */
 	if (vm->kvm) {
 		for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 			if (!gfa_kvm_vcpu_pause(vm->vcpu[i].kvcpu))
@@ -158,8 +158,8 @@ static void kvm_workload(struct vm_vcpu *v)
 
 	memset(&ctx, 0, sizeof(ctx));
 	/* no checkpoint handler: VERIFY stops at checkpoint 1 and the loop below runs on */
-	v->err = gfa_kvm_test_guest_enter(v->kvcpu, v->vm->code_gpa, v->start, v->end,
-					  v->seed, v->flags);
+	v->err = gfa_kvm_test_guest_enter(v->kvcpu, v->vm->code_gpa, v->start, v->end, v->seed,
+					  v->flags);
 	while (!v->err) {
 		ret = gfa_kvm_vcpu_run(v->kvcpu, gfa_kvm_test_io, &ctx);
 		if (ret < 0)
@@ -276,8 +276,10 @@ static int vm_take_shell(struct gfa_vm *vm, uint64_t size)
 		return -ENODEV;
 	}
 	if (!vm_kvm_fits(size)) {
-		snprintf(vm->why_buf, sizeof(vm->why_buf), "%llu MiB is too large for the test "
-			 "guest's identity map below %llu MiB", (unsigned long long)(size >> 20),
+		snprintf(vm->why_buf, sizeof(vm->why_buf),
+			 "%llu MiB is too large for the test "
+			 "guest's identity map below %llu MiB",
+			 (unsigned long long)(size >> 20),
 			 (unsigned long long)(GFA_VM_RAM_START >> 20));
 		vm->why_not_kvm = vm->why_buf;
 		return -EFBIG;
@@ -332,13 +334,13 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 		errno = EFAULT;
 		return NULL;
 	}
-	if (cfg->mem_bytes < 2 * GFA_VM_RAM_START || cfg->mem_bytes % (2ULL << 20) ||
-	    !cfg->vcpus || cfg->vcpus > MAX_VCPUS || (unsigned int)cfg->kvm > GFA_VM_KVM_OFF) {
+	if (cfg->mem_bytes < 2 * GFA_VM_RAM_START || cfg->mem_bytes % (2ULL << 20) || !cfg->vcpus ||
+	    cfg->vcpus > MAX_VCPUS || (unsigned int)cfg->kvm > GFA_VM_KVM_OFF) {
 		errno = EINVAL;
 		return NULL;
 	}
 	if (cfg->kvm == GFA_VM_KVM_ON && !vm_kvm_fits(cfg->mem_bytes)) {
-		errno = EFBIG;          /* before any frame is taken */
+		errno = EFBIG; /* before any frame is taken */
 		return NULL;
 	}
 	vm = calloc(1, sizeof(*vm));
@@ -351,7 +353,7 @@ struct gfa_vm *gfa_vm_create(struct gfa_pool *pool, struct gfa_backing *b,
 	if (cfg->kvm != GFA_VM_KVM_OFF) {
 		err = vm_take_shell(vm, cfg->mem_bytes);
 		if ((err == -ENODEV || err == -EFBIG) && cfg->kvm == GFA_VM_KVM_AUTO)
-			err = 0;        /* host threads instead */
+			err = 0; /* host threads instead */
 		if (err)
 			goto fail;
 	} else {

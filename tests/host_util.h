@@ -14,7 +14,7 @@
 struct tu_host {
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
-	struct gfa_guest *g;    /* NULL unless guest_bytes was given */
+	struct gfa_guest *g; /* NULL unless guest_bytes was given */
 };
 
 /* A pool of pool_bytes with a backing of bc, and a guest of guest_bytes when not 0. */
@@ -75,7 +75,10 @@ struct tu_rdone {
 	pthread_cond_t cond;
 	int calls, result;
 };
-#define TU_RDONE_INIT { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1 }
+#define TU_RDONE_INIT                                                     \
+	{                                                                 \
+		PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1 \
+	}
 
 static inline void tu_rdone_fn(void *cookie, int result)
 {

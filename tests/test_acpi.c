@@ -53,8 +53,8 @@ static const uint8_t *at_table(uint64_t gpa, const char *sig)
 	t = at_buf + (gpa - LINUX_ACPI_GPA);
 	len = at_u32(t + 4);
 	cr_assert_eq(memcmp(t, sig, 4), 0, "expected %s, found %.4s", sig, (const char *)t);
-	cr_assert(len >= 36 && gpa + len <= LINUX_ACPI_GPA + LINUX_ACPI_SIZE, "%s length %u",
-		  sig, len);
+	cr_assert(len >= 36 && gpa + len <= LINUX_ACPI_GPA + LINUX_ACPI_SIZE, "%s length %u", sig,
+		  len);
 	cr_assert_eq(at_sum(t, len), 0, "%s checksum", sig);
 	return t;
 }
@@ -185,7 +185,8 @@ Test(acpi, a_short_area_or_bad_vcpu_count_is_refused)
 	cr_assert_eq(linux_acpi_write(at_buf, LINUX_ACPI_GPA, 512, 2), -E2BIG);
 	cr_assert_eq(linux_acpi_write(at_buf, LINUX_ACPI_GPA, sizeof(at_buf), 0), -E2BIG);
 	cr_assert_eq(linux_acpi_write(at_buf, LINUX_ACPI_GPA, sizeof(at_buf),
-				      GFA_LINUX_MAX_VCPUS + 1), -E2BIG);
+				      GFA_LINUX_MAX_VCPUS + 1),
+		     -E2BIG);
 }
 
 /* PM1: status reads clear, enable reads back, control says ACPI mode (SCI_EN). */

@@ -13,9 +13,9 @@
 #include "common/compiler.h"
 
 static const int gfa_errs[] = {
-	GFA_EFAULT, GFA_EINVAL, GFA_ERANGE, GFA_EALIGN, GFA_EORDER, GFA_EMIGRATE,
-	GFA_EDOUBLEFREE, GFA_EWRONGORDER, GFA_ENOTHEAD, GFA_EOWNER, GFA_EBUSY, GFA_ENOMEM,
-	GFA_ETHREAD,
+	GFA_EFAULT,   GFA_EINVAL,      GFA_ERANGE,      GFA_EALIGN,   GFA_EORDER,
+	GFA_EMIGRATE, GFA_EDOUBLEFREE, GFA_EWRONGORDER, GFA_ENOTHEAD, GFA_EOWNER,
+	GFA_EBUSY,    GFA_ENOMEM,      GFA_ETHREAD,
 };
 
 Test(api, every_allocator_error_has_an_errno_of_its_own)
@@ -111,8 +111,8 @@ Test(api, null_outputs_and_arrays_are_efault_counted_once)
 Test(api, allocation_flags_share_no_bit)
 {
 	static const unsigned int flags[] = {
-		GFA_ALLOC_NOFALLBACK, GFA_ALLOC_NOCOMPACT, GFA_BACKING_ZERO, GFA_NUMA_REMOTE,
-		GFA_NUMA_SMALLER,
+		GFA_ALLOC_NOFALLBACK, GFA_ALLOC_NOCOMPACT, GFA_BACKING_ZERO,
+		GFA_NUMA_REMOTE,      GFA_NUMA_SMALLER,
 	};
 	unsigned int seen = 0;
 
@@ -182,10 +182,11 @@ Test(api, configs_with_nonzero_reserved_fields_are_einval)
 }
 
 #define POISON(s) memset(&(s), 0xa5, sizeof(s))
-#define ASSERT_RESERVED_ZERO(s) do { \
-	for (size_t _i = 0; _i < sizeof((s).reserved) / sizeof((s).reserved[0]); _i++) \
-		cr_assert_eq((s).reserved[_i], 0, #s ".reserved[%zu]", _i); \
-} while (0)
+#define ASSERT_RESERVED_ZERO(s)                                                                \
+	do {                                                                                   \
+		for (size_t _i = 0; _i < sizeof((s).reserved) / sizeof((s).reserved[0]); _i++) \
+			cr_assert_eq((s).reserved[_i], 0, #s ".reserved[%zu]", _i);            \
+	} while (0)
 
 Test(api, statistics_come_back_with_reserved_fields_zero)
 {

@@ -24,7 +24,8 @@ static struct bhost bhost_new(uint64_t bytes, const struct gfa_host_return_confi
 {
 	struct bhost h;
 	struct gfa_backing_config bc = { .populate = true, .no_zero_on_stop = true };
-	struct gfa_release_policy rp = { .low = reserve_frames / 2, .high = reserve_frames,
+	struct gfa_release_policy rp = { .low = reserve_frames / 2,
+					 .high = reserve_frames,
 					 .min_empty_frac = 4 };
 
 	h.pool = tu_pool(bytes >> GFA_FRAME_SHIFT);
@@ -160,7 +161,8 @@ Test(balloon, inflating_1_of_2_gib_style_returns_memory_to_the_host, .timeout = 
 	cr_assert_eq(tu_fill_bad(g, 9, r.gpa, r.gpa + r.len), 0);
 	/* released frames are clean; the reserve (512 frames, rounded up to whole blocks
 	 * of up to 1024) may stay dirty */
-	cr_assert_leq(gfa_backing_nr_dirty(h.b), 2048, "%lu dirty frames", gfa_backing_nr_dirty(h.b));
+	cr_assert_leq(gfa_backing_nr_dirty(h.b), 2048, "%lu dirty frames",
+		      gfa_backing_nr_dirty(h.b));
 	gfa_guest_destroy(g);
 	bhost_done(&h);
 }
@@ -175,14 +177,15 @@ Test(balloon, failed_releases_lose_nothing, .timeout = 120)
 	struct gfa_vmstat vs;
 
 	/* every ring op and every synchronous retry fails: nothing may be lost */
-	hc.engine.fault_complete = (struct gfa_release_fault){ .nth = 1, .count = 100000, .err = EIO };
+	hc.engine.fault_complete =
+		(struct gfa_release_fault){ .nth = 1, .count = 100000, .err = EIO };
 	hc.engine.fault_sync = (struct gfa_release_fault){ .nth = 1, .count = 100000, .err = EIO };
 	h = bhost_new(32 * MiB, &hc, 0);
 	g = bguest(&h, 16 * MiB);
 	bhost_start(&h);
 	cr_assert_eq(gfa_balloon_inflate(g, &r, 1), (int64_t)(8 * MiB / 4096));
 	cr_assert_eq(gfa_host_return_quiesce(h.hr, 10000), 0);
-	gfa_host_return_stop(h.hr);     /* waits for every completion */
+	gfa_host_return_stop(h.hr); /* waits for every completion */
 	h.hr = NULL;
 	gfa_zone_stat(h.pool, 0, &zs);
 	gfa_pool_vmstat(h.pool, &vs);
@@ -411,7 +414,7 @@ Test(balloon, host_return_drains_idle_vcpu_caches, .timeout = 60)
 struct alias_watch {
 	struct bhost *h;
 	char *win;
-	uint64_t pfn_gpa[512][2];       /* the range being ballooned: pfn -> gpa */
+	uint64_t pfn_gpa[512][2]; /* the range being ballooned: pfn -> gpa */
 	unsigned int n;
 	atomic_int stop, running;
 	atomic_ulong taken;
@@ -446,8 +449,7 @@ static void *alias_main(void *arg)
 }
 
 /* One guest: take every free frame, then balloon six ranges while a watcher allocates. */
-static void alias_cycle(struct alias_watch *a, struct bhost *h, uint64_t *taken,
-			uint64_t *aliased)
+static void alias_cycle(struct alias_watch *a, struct bhost *h, uint64_t *taken, uint64_t *aliased)
 {
 	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB };
 	struct gfa_guest *g = gfa_guest_create(h->pool, h->b, &cfg);
@@ -483,7 +485,7 @@ static void alias_cycle(struct alias_watch *a, struct bhost *h, uint64_t *taken,
 		atomic_store(&a->taken, 0);
 		a->aliased = 0;
 		cr_assert_eq(pthread_create(&th, NULL, alias_main, a), 0);
-		while (!atomic_load(&a->running))       /* it is trying: no sleep */
+		while (!atomic_load(&a->running)) /* it is trying: no sleep */
 			sched_yield();
 		cr_assert_eq(gfa_balloon_inflate(g, &r, 1), 511);
 		/* done when it holds every frame inflation freed (bounded) */
@@ -539,14 +541,18 @@ static struct move_gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIAL
 
 static int gate_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
 {
-	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	(void)ctx;
+	(void)owner;
+	(void)s;
+	(void)d;
+	(void)o;
 	pthread_mutex_lock(&gate.m);
 	gate.inside = 1;
 	pthread_cond_broadcast(&gate.c);
 	while (!gate.open)
 		pthread_cond_wait(&gate.c, &gate.m);
 	pthread_mutex_unlock(&gate.m);
-	return -EAGAIN;         /* stays where it is */
+	return -EAGAIN; /* stays where it is */
 }
 
 static void *full_compact_main(void *arg)
@@ -593,7 +599,7 @@ Test(balloon, inflate_waiting_for_a_move_leaves_no_frame_mapped, .timeout = 60)
 	cr_assert_eq(pfn, 256);
 	cr_assert_eq(gfa_guest_gpa_to_pfn(ia.g, 256 * GFA_FRAME_SIZE, &pfn), 0);
 	cr_assert_eq(pfn, 128);
-	for (uint64_t q = 1024; q < nr; q++)    /* targets */
+	for (uint64_t q = 1024; q < nr; q++) /* targets */
 		cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
 	/* compaction isolates Y's frame and the guest's blocks, then waits in Y's op */
 	pthread_create(&tc, NULL, full_compact_main, h.pool);
@@ -605,7 +611,7 @@ Test(balloon, inflate_waiting_for_a_move_leaves_no_frame_mapped, .timeout = 60)
 	gfa_pool_vmstat(h.pool, &vs);
 	busy0 = vs.err_busy;
 	pthread_create(&ti, NULL, inflate_main, &ia);
-	do {            /* inflate is waiting: its free of the isolated block was refused */
+	do { /* inflate is waiting: its free of the isolated block was refused */
 		usleep(1000);
 		gfa_pool_vmstat(h.pool, &vs);
 	} while (vs.err_busy == busy0);
@@ -662,8 +668,10 @@ static void *kicker(void *p)
 
 Test(balloon, kicks_through_the_backing_race_host_return_stop, .timeout = 60)
 {
-	struct gfa_host_return_config hc = { .interval_ms = 1000, .no_scrub = true,
-					     .no_pcp_drain = true, .force_sync = true };
+	struct gfa_host_return_config hc = { .interval_ms = 1000,
+					     .no_scrub = true,
+					     .no_pcp_drain = true,
+					     .force_sync = true };
 	struct bhost h = bhost_new(8 * MiB, &hc, 0);
 	struct kick_arg a = { .b = h.b };
 	pthread_t t;
@@ -703,7 +711,8 @@ static void *starter(void *p)
 
 Test(balloon, concurrent_host_return_starts_on_one_backing_one_wins, .timeout = 60)
 {
-	struct gfa_host_return_config hc = { .interval_ms = 1000, .no_scrub = true,
+	struct gfa_host_return_config hc = { .interval_ms = 1000,
+					     .no_scrub = true,
 					     .no_pcp_drain = true };
 	struct bhost h = bhost_new(8 * MiB, &hc, 0);
 	pthread_barrier_t bar;
@@ -748,7 +757,7 @@ Test(balloon, blocks_moved_away_by_compaction_are_dirty_for_any_owner, .timeout 
 	cr_assert_not_null(o);
 	for (uint64_t p = 0; p < 2048; p++)
 		cr_assert_eq(co_alloc(o, NULL, 0, p, 0), 0);
-	for (uint64_t p = 0; p < 2048; p += 2)          /* holes everywhere */
+	for (uint64_t p = 0; p < 2048; p += 2) /* holes everywhere */
 		cr_assert_eq(co_free(o, NULL, p), 0);
 	/* clean slate: what the frees dirtied does not count, only what moves leave */
 	gfa_backing_mark_clean_range(h.b, 0, 4096);
@@ -889,8 +898,8 @@ Test(balloon, a_failed_move_leaves_no_guest_data_for_the_next_owner, .timeout = 
 
 	cr_assert_not_null(pages);
 	memset(gfa_guest_hva(g), 0xa5, 2 * MiB);
-	cr_assert_eq(gfa_balloon_inflate(g, &one, 1), 1);     /* order-0 pieces */
-	n = fill_vmas(pages, max);      /* no VMA left: every remap of a move fails */
+	cr_assert_eq(gfa_balloon_inflate(g, &one, 1), 1); /* order-0 pieces */
+	n = fill_vmas(pages, max); /* no VMA left: every remap of a move fails */
 	cr_assert(n < max, "mmap never failed");
 	gfa_compact_zone(h.pool, 0, -1, GFA_COMPACT_SYNC);
 	for (unsigned int i = 0; i < n; i++)
@@ -943,17 +952,19 @@ Test(balloon, failed_inflate_leaves_owned_gfns_mapped_and_the_rest_zero, .timeou
 			uint64_t pfn;
 
 			if (gfa_guest_gpa_to_pfn(g, mid[i].gpa, &pfn)) {
-				cr_assert_eq(w[0], 0, "%u slots: range %d given up but not zero", k, i);
+				cr_assert_eq(w[0], 0, "%u slots: range %d given up but not zero", k,
+					     i);
 				undone++;
 				continue;
 			}
 			w[0] = 0x3333 + k + i;
 			cr_assert_eq(*(volatile uint64_t *)gfa_pfn_to_addr(h.pool, pfn),
 				     0x3333 + k + i,
-				     "%u slots free: range %d's window no longer maps its frame", k, i);
+				     "%u slots free: range %d's window no longer maps its frame", k,
+				     i);
 		}
 		if (ret == -ENOMEM && undone)
-			break;  /* a range was ballooned by the undo: inflate again would be EALREADY */
+			break; /* a range was ballooned by the undo: inflate again would be EALREADY */
 	}
 	free(pages);
 	gfa_guest_stat(g, &st);
@@ -991,8 +1002,9 @@ Test(balloon, deflate_of_a_small_only_guest_takes_no_order9_block)
 	gfa_guest_stat(g, &st);
 	cr_expect_eq(st.huge_ranges, 0, "small_only guest got %lu huge range(s)",
 		     (unsigned long)st.huge_ranges);
-	cr_assert_lt(fi.order, GFA_PAGEBLOCK_ORDER, "deflate backed gpa %#lx with an order-%u block",
-		     (unsigned long)whole.gpa, fi.order);
+	cr_assert_lt(fi.order, GFA_PAGEBLOCK_ORDER,
+		     "deflate backed gpa %#lx with an order-%u block", (unsigned long)whole.gpa,
+		     fi.order);
 	gfa_guest_destroy(g);
 	bhost_done(&h);
 }
@@ -1045,8 +1057,10 @@ static void *hrq_quiesce_main(void *arg)
  */
 Test(balloon, stop_while_another_thread_quiesces, .timeout = 120)
 {
-	struct gfa_host_return_config hc = { .force_sync = true, .no_settle = true,
-					     .no_scrub = true, .no_pcp_drain = true };
+	struct gfa_host_return_config hc = { .force_sync = true,
+					     .no_settle = true,
+					     .no_scrub = true,
+					     .no_pcp_drain = true };
 	int canceled = 0;
 
 	for (int attempt = 0; attempt < 40 && !canceled; attempt++) {
@@ -1076,7 +1090,8 @@ Test(balloon, stop_while_another_thread_quiesces, .timeout = 120)
 		bhost_done(&h);
 	}
 	if (!canceled)
-		cr_skip_test("no quiesce was still waiting when stop came in 40 tries: busy machine");
+		cr_skip_test(
+			"no quiesce was still waiting when stop came in 40 tries: busy machine");
 }
 
 /* Zeroing skips whole clean words of the dirty bitmap: dirty frames right after such a

@@ -42,7 +42,8 @@ Test(balloon_device, inflate_without_a_host_return_punches_the_frames_itself)
 	before = tu_backed(h.b);
 	cr_assert_eq(gfa_balloon_inflate(h.g, r, 2), 1025);
 	cr_assert_eq(before - tu_backed(h.b), (int64_t)(4 * MiB + 4096),
-		     "the host got the ballooned memory back: %ld bytes", (long)(before - tu_backed(h.b)));
+		     "the host got the ballooned memory back: %ld bytes",
+		     (long)(before - tu_backed(h.b)));
 	gfa_guest_stat(h.g, &st);
 	cr_assert_eq(st.balloon_punched_frames, 1025);
 	gfa_pool_vmstat(h.pool, &vs);
@@ -114,8 +115,8 @@ Test(balloon_device, each_range_succeeds_or_fails_on_its_own)
 	struct tu_host h = dhost_new(32 * MiB, 16 * MiB, false);
 	/* a good page, its duplicate, one past RAM, a misaligned one, another good one */
 	struct gfa_gpa_range r[5] = {
-		{ 4 * MiB, 4096 }, { 4 * MiB, 4096 }, { 16 * MiB, 4096 }, { 5 * MiB + 1, 4096 },
-		{ 6 * MiB, 8192 },
+		{ 4 * MiB, 4096 },     { 4 * MiB, 4096 }, { 16 * MiB, 4096 },
+		{ 5 * MiB + 1, 4096 }, { 6 * MiB, 8192 },
 	};
 	int64_t res[5];
 	uint64_t pfn;
@@ -163,7 +164,7 @@ Test(balloon_device, report_completions_are_reaped_on_the_devices_thread, .timeo
 	efd = gfa_guest_report_eventfd(rep);
 	cr_assert_geq(efd, 0);
 	cr_assert_eq(gfa_guest_report_eventfd(rep), efd, "the same one again");
-	on_device = 1;          /* this thread is the device */
+	on_device = 1; /* this thread is the device */
 	for (uint64_t i = 0; i < 8; i++) {
 		struct gfa_gpa_range r = { i * 4 * MiB, 2 * MiB };
 
@@ -202,7 +203,7 @@ static int gate_pause(void *ctx)
 	struct vcpu_gate *v = ctx;
 
 	atomic_store(&v->paused, 1);
-	while (!atomic_load(&v->release))       /* "the vCPU" is the test's main thread */
+	while (!atomic_load(&v->release)) /* "the vCPU" is the test's main thread */
 		usleep(100);
 	return 0;
 }
@@ -211,7 +212,7 @@ static int gate_resume(void *ctx)
 {
 	struct vcpu_gate *v = ctx;
 
-	atomic_store(&v->paused, 0);      /* release stays: later pauses pass at once */
+	atomic_store(&v->paused, 0); /* release stays: later pauses pass at once */
 	return 0;
 }
 
@@ -226,8 +227,10 @@ Test(balloon_device, a_vcpus_call_during_a_fallback_pause_gets_eagain, .timeout 
 {
 	struct gfa_backing_config bc = { .populate = true };
 	struct vcpu_gate v = { 0, 0 };
-	struct gfa_guest_config gc = { .mem_bytes = 8 * MiB, .small_only = true,
-				       .vcpu_ops = &gate_ops, .vcpu_ctx = &v };
+	struct gfa_guest_config gc = { .mem_bytes = 8 * MiB,
+				       .small_only = true,
+				       .vcpu_ops = &gate_ops,
+				       .vcpu_ctx = &v };
 	struct gfa_pool *pool = tu_pool(32 * MiB >> GFA_FRAME_SHIFT);
 	struct gfa_backing *b = gfa_backing_create(pool, &bc);
 	struct gfa_gpa_range r = { 0, 4096 };
@@ -246,7 +249,7 @@ Test(balloon_device, a_vcpus_call_during_a_fallback_pause_gets_eagain, .timeout 
 	cr_assert_eq(gfa_balloon_inflate(g, &r, 1), GFA_EAGAIN, "not a deadlock");
 	cr_assert_eq(gfa_balloon_deflate(g, &r, 1), GFA_EAGAIN);
 	cr_assert_eq(gfa_guest_collapse(g, 1), GFA_EAGAIN);
-	atomic_store(&v.release, 1);            /* "back in KVM_RUN": the pause completes */
+	atomic_store(&v.release, 1); /* "back in KVM_RUN": the pause completes */
 	while (pthread_join(t, &ret))
 		;
 	cr_assert_gt((intptr_t)ret, 0, "the collapse went on");
@@ -260,7 +263,8 @@ Test(balloon_device, a_vcpus_call_during_a_fallback_pause_gets_eagain, .timeout 
 Test(balloon_device, a_wp_only_guest_never_pauses_and_needs_no_ops, .timeout = 60)
 {
 	struct gfa_backing_config bc = { .populate = true };
-	struct gfa_guest_config gc = { .mem_bytes = 8 * MiB, .small_only = true,
+	struct gfa_guest_config gc = { .mem_bytes = 8 * MiB,
+				       .small_only = true,
 				       .flags = GFA_GUEST_WP_ONLY };
 	struct gfa_pool *pool = tu_pool(32 * MiB >> GFA_FRAME_SHIFT);
 	struct gfa_backing *b = gfa_backing_create(pool, &bc);

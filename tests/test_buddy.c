@@ -1,7 +1,7 @@
 /* Unit, property and bad-input tests of the zone/buddy core. */
 #include <stdio.h>
 #include "tests/test_util.h"
-#include "allocator/internal.h"     /* release_scans: the merge/split scan counter */
+#include "allocator/internal.h" /* release_scans: the merge/split scan counter */
 
 Test(buddy, create_and_initial_state)
 {
@@ -103,13 +103,17 @@ Test(buddy, exhaust_and_enomem)
 	gfa_pool_destroy(p);
 }
 
-struct tally { uint64_t blocks, frames; };
+struct tally {
+	uint64_t blocks, frames;
+};
 static int count_block(void *arg, uint64_t pfn, unsigned int order, enum gfa_migratetype mt,
 		       uint64_t owner)
 {
 	struct tally *t = arg;
 
-	(void)pfn; (void)mt; (void)owner;
+	(void)pfn;
+	(void)mt;
+	(void)owner;
 	t->blocks++;
 	t->frames += 1UL << order;
 	return 0;
@@ -139,8 +143,10 @@ Test(buddy, bad_inputs)
 	cr_assert_geq(a, 0);
 	cr_assert_eq(gfa_alloc(NULL, 0, 0, GFA_MT_MOVABLE, 0, 0), GFA_EFAULT);
 	cr_assert_eq(gfa_free(NULL, 0, 0, 0), GFA_EFAULT);
-	EXPECT_BAD(p, gfa_alloc(p, 0, GFA_MAX_ORDER + 1, GFA_MT_MOVABLE, 0, 0), GFA_EORDER, err_order);
-	EXPECT_BAD(p, gfa_alloc(p, 0, 0, (enum gfa_migratetype)7, 0, 0), GFA_EMIGRATE, err_migratetype);
+	EXPECT_BAD(p, gfa_alloc(p, 0, GFA_MAX_ORDER + 1, GFA_MT_MOVABLE, 0, 0), GFA_EORDER,
+		   err_order);
+	EXPECT_BAD(p, gfa_alloc(p, 0, 0, (enum gfa_migratetype)7, 0, 0), GFA_EMIGRATE,
+		   err_migratetype);
 	EXPECT_BAD(p, gfa_alloc(p, 0, 0, GFA_MT_ISOLATE, 0, 0), GFA_EMIGRATE, err_migratetype);
 	EXPECT_BAD(p, gfa_alloc(p, 3, 0, GFA_MT_MOVABLE, 0, 0), GFA_ERANGE, err_range);
 	EXPECT_BAD(p, gfa_free(p, 1UL << 40, 0, 42), GFA_ERANGE, err_range);
@@ -161,14 +167,17 @@ Test(buddy, bad_inputs)
 /* ---- property test against a bitmap reference model ---- */
 
 struct model {
-	uint8_t *used;          /* 1 per allocated frame */
+	uint8_t *used; /* 1 per allocated frame */
 	uint64_t nr, nfree;
-	struct { uint64_t pfn, owner; unsigned int order; } *live;
+	struct {
+		uint64_t pfn, owner;
+		unsigned int order;
+	} * live;
 	size_t nlive;
 };
 
-static bool model_has_free_run(const struct model *m, const uint64_t *starts,
-			       const uint64_t *sizes, unsigned int nz, unsigned int order)
+static bool model_has_free_run(const struct model *m, const uint64_t *starts, const uint64_t *sizes,
+			       unsigned int nz, unsigned int order)
 {
 	uint64_t sz = 1UL << order;
 
@@ -210,13 +219,15 @@ Test(buddy, property_random_ops_vs_model, .timeout = 600)
 		if (m.nlive && (r & 1)) {
 			size_t i = (r >> 8) % m.nlive;
 
-			cr_assert_eq(gfa_free(p, m.live[i].pfn, m.live[i].order, m.live[i].owner), 0);
+			cr_assert_eq(gfa_free(p, m.live[i].pfn, m.live[i].order, m.live[i].owner),
+				     0);
 			memset(m.used + m.live[i].pfn, 0, 1UL << m.live[i].order);
 			m.nfree += 1UL << m.live[i].order;
 			m.live[i] = m.live[--m.nlive];
 		} else {
 			/* geometric order distribution, mostly small blocks */
-			unsigned int order = (unsigned int)__builtin_ctzll((r >> 16) | (1ULL << 10));
+			unsigned int order =
+				(unsigned int)__builtin_ctzll((r >> 16) | (1ULL << 10));
 			unsigned int zone = (r >> 40) & 1, mt = (unsigned int)((r >> 42) % 3);
 			int64_t pfn = gfa_alloc(p, zone, order, mt, op, 0);
 
@@ -226,14 +237,16 @@ Test(buddy, property_random_ops_vs_model, .timeout = 600)
 					uint64_t s[1] = { starts[zone] }, z[1] = { sizes[zone] };
 
 					cr_assert(!model_has_free_run(&m, s, z, 1, order),
-						  "ENOMEM at order %u with a free aligned run", order);
+						  "ENOMEM at order %u with a free aligned run",
+						  order);
 				}
 				continue;
 			}
 			cr_assert_geq(pfn, 0);
 			cr_assert_eq(gfa_pfn_to_zone(p, (uint64_t)pfn), (int)zone);
 			for (uint64_t i = 0; i < (1UL << order); i++)
-				cr_assert_eq(m.used[pfn + i], 0, "pfn %lu handed out twice", pfn + i);
+				cr_assert_eq(m.used[pfn + i], 0, "pfn %lu handed out twice",
+					     pfn + i);
 			memset(m.used + pfn, 1, 1UL << order);
 			m.nfree -= 1UL << order;
 			m.live[m.nlive].pfn = (uint64_t)pfn;
@@ -260,7 +273,8 @@ Test(buddy, property_random_ops_vs_model, .timeout = 600)
 	while (m.nlive) {
 		m.nlive--;
 		cr_assert_eq(gfa_free(p, m.live[m.nlive].pfn, m.live[m.nlive].order,
-				      m.live[m.nlive].owner), 0);
+				      m.live[m.nlive].owner),
+			     0);
 	}
 	cr_assert_eq(tu_free_frames(p), sizes[0] + sizes[1]);
 	ASSERT_POOL_OK(p);
@@ -271,13 +285,16 @@ Test(buddy, property_random_ops_vs_model, .timeout = 600)
 
 /* ---- fragmentation avoidance ---- */
 
-struct unmov { uint8_t *pb; };
+struct unmov {
+	uint8_t *pb;
+};
 static int mark_unmovable(void *arg, uint64_t pfn, unsigned int order, enum gfa_migratetype mt,
 			  uint64_t owner)
 {
 	struct unmov *u = arg;
 
-	(void)order; (void)owner;
+	(void)order;
+	(void)owner;
 	if (mt == GFA_MT_UNMOVABLE)
 		u->pb[pfn >> GFA_PAGEBLOCK_ORDER] = 1;
 	return 0;
@@ -330,7 +347,8 @@ Test(buddy, fallback_steals_pageblock)
 
 	cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_RECLAIMABLE, 0, 0), 0);
 	gfa_zone_stat(p, 0, &st);
-	cr_assert_eq(st.nr_pageblocks[GFA_MT_RECLAIMABLE], 2, "an order-10 block was claimed whole");
+	cr_assert_eq(st.nr_pageblocks[GFA_MT_RECLAIMABLE], 2,
+		     "an order-10 block was claimed whole");
 	gfa_pool_vmstat(p, &vs);
 	cr_assert_eq(vs.pgalloc_fallback, 1);
 	cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 0, GFA_ALLOC_NOFALLBACK), GFA_ENOMEM);
@@ -464,10 +482,10 @@ Test(buddy, merge_across_pageblock_types_retypes_the_buddy)
 	int64_t a, u, m0, m1;
 
 	a = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 1, 0);
-	u = gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 2, 0);     /* claims pageblock 1 */
+	u = gfa_alloc(p, 0, 0, GFA_MT_UNMOVABLE, 2, 0); /* claims pageblock 1 */
 	cr_assert(a == 0 && u == 512);
 	cr_assert_eq(gfa_free(p, (uint64_t)u, 0, 2), 0);
-	cr_assert_eq(gfa_free(p, (uint64_t)a, 9, 1), 0);     /* one order-10 block */
+	cr_assert_eq(gfa_free(p, (uint64_t)a, 9, 1), 0); /* one order-10 block */
 	ASSERT_POOL_OK(p);
 	cr_assert_eq(gfa_frame_lookup(p, 512, &fi), 0);
 	cr_assert_eq(fi.state, GFA_FRAME_FREE);
@@ -478,8 +496,9 @@ Test(buddy, merge_across_pageblock_types_retypes_the_buddy)
 	m1 = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 3, GFA_ALLOC_NOFALLBACK | GFA_ALLOC_NOCOMPACT);
 	cr_assert(m0 >= 0 && m1 >= 0);
 	cr_assert_eq(gfa_frame_lookup(p, (uint64_t)m1, &fi), 0);
-	cr_assert_eq(fi.block_mt, GFA_MT_MOVABLE, "NOFALLBACK MOVABLE request got pfn %ld of a %s pageblock",
-		     (long)m1, gfa_migratetype_name(fi.block_mt));
+	cr_assert_eq(fi.block_mt, GFA_MT_MOVABLE,
+		     "NOFALLBACK MOVABLE request got pfn %ld of a %s pageblock", (long)m1,
+		     gfa_migratetype_name(fi.block_mt));
 	gfa_pool_destroy(p);
 }
 

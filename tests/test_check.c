@@ -42,13 +42,13 @@ Test(check, a_block_on_a_cache_list_twice)
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 0, 1), 0);
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)b, 0, 1), 0);
 	ASSERT_POOL_OK(p);
-	l = &c->lists[c->slots[0].base + GFA_MT_MOVABLE];     /* order 0, MOVABLE */
+	l = &c->lists[c->slots[0].base + GFA_MT_MOVABLE]; /* order 0, MOVABLE */
 	cr_assert_geq(plist_nr(l), 2);
 	/* one block listed twice, another on no list: the sums still agree */
 	l->ring[(l->top - 1) & l->mask] = l->ring[(l->top - 2) & l->mask];
 	cr_assert_eq(check_says(p, "duplicate cache entry"), -EUCLEAN);
-	l->ring[(l->top - 1) & l->mask] = (uint32_t)b == l->ring[(l->top - 2) & l->mask] ?
-					  (uint32_t)a : (uint32_t)b;
+	l->ring[(l->top - 1) & l->mask] =
+		(uint32_t)b == l->ring[(l->top - 2) & l->mask] ? (uint32_t)a : (uint32_t)b;
 	ASSERT_POOL_OK(p);
 	gfa_pcp_destroy(c);
 	gfa_pool_destroy(p);
@@ -73,7 +73,7 @@ Test(check, a_free_list_link_outside_the_zone)
 
 	ASSERT_POOL_OK(p);
 	cr_assert_neq(l->head, GFA_NIL);
-	p->frames[l->head].next = 0x7ffffff0u;  /* the checker once read it and crashed */
+	p->frames[l->head].next = 0x7ffffff0u; /* the checker once read it and crashed */
 	l->nr++;
 	cr_assert_eq(check_says(p, "link out of range"), -EUCLEAN);
 	p->frames[l->head].next = GFA_NIL;
@@ -111,7 +111,7 @@ Test(check, pageblock_flags_and_cached_positions)
 /* A free block of pageblocks on a list its pageblocks' type disagrees with. */
 Test(check, a_free_block_spanning_a_pageblock_of_another_type)
 {
-	struct gfa_pool *p = tu_pool(1024);      /* one free order-10 block, MOVABLE */
+	struct gfa_pool *p = tu_pool(1024); /* one free order-10 block, MOVABLE */
 	struct gfa_zone *z = &p->zones[0];
 
 	ASSERT_POOL_OK(p);
@@ -126,10 +126,10 @@ Test(check, a_free_block_spanning_a_pageblock_of_another_type)
 /* The full-mode free scanner trusts the free-head bitmap: every way out of step shows. */
 Test(check, free_head_bits_out_of_step)
 {
-	struct gfa_pool *p = tu_pool(4096 + 100);      /* a partial last pageblock */
+	struct gfa_pool *p = tu_pool(4096 + 100); /* a partial last pageblock */
 	struct gfa_zone *z = &p->zones[0];
 	int64_t a = gfa_alloc(p, 0, 3, GFA_MT_MOVABLE, 1, 0);
-	uint64_t end = z->start_pfn + z->nr_frames, fhead = end - 4;   /* order-2 free head */
+	uint64_t end = z->start_pfn + z->nr_frames, fhead = end - 4; /* order-2 free head */
 	uint64_t *w;
 
 	cr_assert_geq(a, 0);

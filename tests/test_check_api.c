@@ -42,8 +42,8 @@ static int check_api(const char *map, const char *header, char *out, size_t len)
 {
 	char cmd[2048];
 
-	snprintf(cmd, sizeof(cmd), "python3 %s/tools/check_api.py --map %s %s 2>&1", srcdir(),
-		 map, header);
+	snprintf(cmd, sizeof(cmd), "python3 %s/tools/check_api.py --map %s %s 2>&1", srcdir(), map,
+		 header);
 	return run(cmd, out, len);
 }
 
@@ -51,8 +51,8 @@ static int check_api(const char *map, const char *header, char *out, size_t len)
  * Copy fixture name of tests/data/<fixtures> into dir with its first `find` replaced by
  * `repl`; the copy's path.
  */
-static void broken_copy(const char *fixtures, const char *dir, const char *name,
-			const char *find, const char *repl, char *path, size_t len)
+static void broken_copy(const char *fixtures, const char *dir, const char *name, const char *find,
+			const char *repl, char *path, size_t len)
 {
 	char in[512], text[8192];
 	const char *at;
@@ -98,7 +98,8 @@ Test(check_api, fails_on_each_broken_convention)
 		  ": doc: gfa_thing_stat() has no kernel-doc block" },
 		{ false, " * gfa_thing_free() - free a thing", " * free a thing",
 		  "does not open with 'gfa_thing_free() - summary'" },
-		{ false, " * Return: 0 or GFA_EFAULT.\n", "", "returns int but has no 'Return:' line" },
+		{ false, " * Return: 0 or GFA_EFAULT.\n", "",
+		  "returns int but has no 'Return:' line" },
 		{ false, "GFA_EFAULT.\n * Context: any thread.\n", "GFA_EFAULT.\n",
 		  "gfa_thing_stat(): no 'Context:' line" },
 		{ false, "\tuint64_t reserved[4];", "", ": reserved: struct gfa_thing_stat" },
@@ -106,7 +107,8 @@ Test(check_api, fails_on_each_broken_convention)
 		  ": errno: raw errno -EFAULT" },
 		{ false, "Return: 0 or GFA_EFAULT.", "Return: 0, or NULL with errno ENOMEM.",
 		  ": errno: raw errno ENOMEM" },
-		{ false, " * @t: the thing\n", " * @t: the thing, with a description long enough to "
+		{ false, " * @t: the thing\n",
+		  " * @t: the thing, with a description long enough to "
 		  "run past the hundredth column of this line, and then some\n",
 		  ": columns: 109 columns" },
 		{ true, "\t\tgfa_thing_free;", "\t\tgfa_*;", ": map: wildcard 'gfa_*'" },
@@ -123,8 +125,8 @@ Test(check_api, fails_on_each_broken_convention)
 			    bad[i].repl, map, sizeof(map));
 		broken_copy("check_api", dir, "good.h", bad[i].map ? NULL : bad[i].find,
 			    bad[i].repl, header, sizeof(header));
-		cr_expect_eq(check_api(map, header, out, sizeof(out)), 1, "case %zu passed:\n%s",
-			     i, out);
+		cr_expect_eq(check_api(map, header, out, sizeof(out)), 1, "case %zu passed:\n%s", i,
+			     out);
 		cr_expect_not_null(strstr(out, bad[i].says), "case %zu: no \"%s\" in:\n%s", i,
 				   bad[i].says, out);
 		remove(map);
@@ -154,7 +156,7 @@ Test(check_layers, fails_when_the_backing_knows_a_user)
 		  "\tzero_worker_kick(zero_worker_get(b));\n}\n",
 		  "vmm/backing.c -> vmm/zero_worker.c: zero_worker_get, zero_worker_kick" },
 		{ "#include \"vmm/zero_worker.h\"\n", "vmm/backing.c -> vmm/zero_worker.c: "
-		  "zero_worker.h" },
+						      "zero_worker.h" },
 	};
 	char dir[] = "/tmp/gfa-check-layers-XXXXXX", cmd[2048], check[512], out[8192];
 	char *src = realpath(srcdir(), NULL);
@@ -163,8 +165,10 @@ Test(check_layers, fails_when_the_backing_knows_a_user)
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(check, sizeof(check), CHECK_LAYERS, src);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		snprintf(cmd, sizeof(cmd), "cd %s && rm -rf vmm && cp -r %s/vmm . && "
-			 "printf '%%s' '%s' >> vmm/backing.c && %s", dir, src, bad[i].append, check);
+		snprintf(cmd, sizeof(cmd),
+			 "cd %s && rm -rf vmm && cp -r %s/vmm . && "
+			 "printf '%%s' '%s' >> vmm/backing.c && %s",
+			 dir, src, bad[i].append, check);
 		cr_expect_eq(run(cmd, out, sizeof(out)), 1, "case %zu passed:\n%s", i, out);
 		cr_expect_not_null(strstr(out, bad[i].says), "case %zu: no \"%s\" in:\n%s", i,
 				   bad[i].says, out);
@@ -179,8 +183,9 @@ static int format_check(const char *path, char *out, size_t len)
 {
 	char cmd[2048];
 
-	snprintf(cmd, sizeof(cmd), "make -s --no-print-directory -C %s format-check FORMAT_SRC='%s' 2>&1",
-		 srcdir(), path);
+	snprintf(cmd, sizeof(cmd),
+		 "make -s --no-print-directory -C %s format-check FORMAT_SRC='%s' 2>&1", srcdir(),
+		 path);
 	return run(cmd, out, len);
 }
 
@@ -203,12 +208,14 @@ Test(format_check, fails_on_each_broken_rule)
 		{ "\tuint64_t start;", "        uint64_t start;", "good.c:11:" },
 		{ "uint64_t start)\n{", "uint64_t start) {", "good.c:16:" },
 		{ "if (t[i].start", "if(t[i].start", "good.c:19:" },
-		{ "\t\tunsigned int *found)", "                unsigned int *found)", "good.c:25:" },
+		{ "\t\tunsigned int *found)", "                unsigned int *found)",
+		  "good.c:25:" },
 		{ "unsigned int order,\n\t\tunsigned int *found)",
 		  "unsigned int order, unsigned int *found)", "good.c:25:" },
 		{ "\tcase 0:", "\t\tcase 0:", "good.c:32:" },
 		{ "#include <stdint.h>\n", "#include <stdint.h>\n\n\n", "good.c:6:" },
-		{ "int i = thing_find(t, n, start);", "int i = thing_find(t,n,start);", "good.c:28:" },
+		{ "int i = thing_find(t, n, start);", "int i = thing_find(t,n,start);",
+		  "good.c:28:" },
 	};
 	char dir[] = "/tmp/gfa-format-check-XXXXXX", out[8192], path[512];
 

@@ -54,13 +54,13 @@ Test(claim, route_caches_to_the_zone_path)
  * the unclaimed frames, and an outsider never the claimed ones. */
 Test(claim, an_allocation_larger_than_the_remaining_claim_uses_claim_plus_unclaimed)
 {
-	struct gfa_pool *p = tu_pool(4096);     /* 8 pageblocks */
+	struct gfa_pool *p = tu_pool(4096); /* 8 pageblocks */
 
 	cr_assert_eq(gfa_zone_claim(p, 0, 100, 3800), 0);
 	for (int i = 0; i < 7; i++)
 		cr_assert_geq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 100, 0), 0);
-	cr_assert_eq(gfa_zone_claimed(p, 0), 3800 - 7 * 512);          /* 216 */
-	cr_assert_eq(tu_free_frames(p), 512);                            /* 296 unclaimed */
+	cr_assert_eq(gfa_zone_claimed(p, 0), 3800 - 7 * 512); /* 216 */
+	cr_assert_eq(tu_free_frames(p), 512);                 /* 296 unclaimed */
 	cr_assert_eq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 7, 0), GFA_ENOMEM,
 		     "an outsider may not take claimed frames");
 	cr_assert_geq(gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 100, 0), 0,
@@ -203,8 +203,8 @@ static void *claimer_main(void *arg)
 		pthread_barrier_wait(c->start);
 		if (gfa_zone_claim(c->pool, 0, c->owner, 1000) == 0)
 			c->won++;
-		pthread_barrier_wait(c->start);         /* every thread has tried */
-		pthread_barrier_wait(c->start);         /* the main thread has counted */
+		pthread_barrier_wait(c->start); /* every thread has tried */
+		pthread_barrier_wait(c->start); /* the main thread has counted */
 		gfa_zone_unclaim(c->pool, 0, c->owner);
 	}
 	return NULL;

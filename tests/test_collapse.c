@@ -8,7 +8,8 @@
 static uint64_t collapsed_at;
 static void note_collapsed(void *ctx, uint64_t owner, uint64_t dst)
 {
-	(void)ctx; (void)owner;
+	(void)ctx;
+	(void)owner;
 	collapsed_at = dst;
 }
 
@@ -97,7 +98,7 @@ static int moody_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsi
 		m->forward_ok--;
 		return co_migrate(m->o, owner, s, d, o);
 	}
-	if (m->forward_ok == 0) {       /* refuse the next forward move: rollback starts */
+	if (m->forward_ok == 0) { /* refuse the next forward move: rollback starts */
 		m->forward_ok = -1;
 		return -EAGAIN;
 	}
@@ -153,7 +154,7 @@ static int stubborn_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, u
 		m->forward_ok--;
 		return co_migrate(m->o, owner, s, d, o);
 	}
-	return -EAGAIN;         /* the next forward move, and every move back */
+	return -EAGAIN; /* the next forward move, and every move back */
 }
 
 /*
@@ -208,7 +209,7 @@ Test(collapse, stuck_collapse_leaves_blocks_the_owner_can_free, .timeout = 60)
 struct co_leaving {
 	struct gfa_owner_ops ops;
 	struct gfa_pool *pool;
-	int answer;             /* what the unregistering call returns */
+	int answer; /* what the unregistering call returns */
 };
 static int leaving_calls, leaving_collapsed;
 
@@ -241,8 +242,10 @@ static void collapse_with_leaving_owner(int answer)
 	int64_t dst;
 
 	cr_assert_not_null(l);
-	*l = (struct co_leaving){ { .migrate = leaving_migrate, .collapsed = leaving_note_collapsed },
-				  p, answer };
+	*l = (struct co_leaving){ { .migrate = leaving_migrate,
+				    .collapsed = leaving_note_collapsed },
+				  p,
+				  answer };
 	leaving_calls = leaving_collapsed = 0;
 	cr_assert_eq(gfa_owner_register(p, 8, &l->ops, l), 0);
 	for (unsigned int i = 0; i < 2; i++) {
@@ -254,8 +257,7 @@ static void collapse_with_leaving_owner(int answer)
 	free0 = tu_free_frames(p);
 	dst = gfa_collapse(p, 0, 8, pfns, orders, offs, 2);
 	cr_assert_eq(dst, -ENOENT, "collapse with an owner gone: %ld", (long)dst);
-	cr_assert_eq(leaving_calls, 1, "ops called %d times, after the owner left",
-		     leaving_calls);
+	cr_assert_eq(leaving_calls, 1, "ops called %d times, after the owner left", leaving_calls);
 	cr_assert_eq(leaving_collapsed, 0);
 	ASSERT_POOL_OK(p);
 	cr_assert_eq(tu_free_frames(p), free0, "the owner holds as many frames as before");
@@ -391,7 +393,6 @@ Test(collapse, rejects_an_offset_that_wraps)
 	gfa_pool_destroy(p);
 }
 
-
 /* Pieces of every order below 9 fill the block, each at its offset, data intact. */
 Test(collapse, pieces_of_every_order_fill_one_block, .timeout = 60)
 {
@@ -465,8 +466,7 @@ Test(collapse, bad_sources_change_nothing)
 	pfn = (uint64_t)other;
 	EXPECT_BAD(p, gfa_collapse(p, 0, 5, &pfn, &order0, &off0, 1), GFA_EOWNER, err_owner);
 	pfn = (uint64_t)big + 1;
-	EXPECT_BAD(p, gfa_collapse(p, 0, 5, &pfn, &order0, &off0, 1), GFA_ENOTHEAD,
-		   err_not_head);
+	EXPECT_BAD(p, gfa_collapse(p, 0, 5, &pfn, &order0, &off0, 1), GFA_ENOTHEAD, err_not_head);
 	pfn = 4 * GFA_PAGEBLOCK_FRAMES;
 	EXPECT_BAD(p, gfa_collapse(p, 0, 5, &pfn, &order0, &off0, 1), GFA_ERANGE, err_range);
 	cr_assert_eq(VMS(p, thp_collapse_alloc) + VMS(p, thp_collapse_alloc_failed), 0,

@@ -144,7 +144,7 @@ Test(compaction, full_compaction_ignores_skip_hints, .timeout = 120)
 	frag_done(&f);
 }
 
-#define CP_PIN_OWNER 8ULL  /* no migrate op registered: its frames never move */
+#define CP_PIN_OWNER 8ULL /* no migrate op registered: its frames never move */
 
 /*
  * Every pageblock has its odd frames pinned (an owner without a migrate op); the lower
@@ -219,7 +219,8 @@ Test(compaction, migrate_scanner_steps_one_block_past_an_unsuitable_one, .timeou
 	for (uint64_t i = 0; i < 3 * pb; i++) {
 		uint64_t off = o->pfn[i] - start;
 
-		if (off < pb || (off >= pb && off < pb + pb / 2) || (off >= 2 * pb && off < 2 * pb + pb / 2))
+		if (off < pb || (off >= pb && off < pb + pb / 2) ||
+		    (off >= 2 * pb && off < 2 * pb + pb / 2))
 			cr_assert_eq(co_free(o, NULL, i), 0);
 	}
 	/* the only free order-9 block is the first pageblock */
@@ -287,7 +288,11 @@ Test(compaction, bad_inputs)
  */
 static int moves_nothing(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
 {
-	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	(void)ctx;
+	(void)owner;
+	(void)s;
+	(void)d;
+	(void)o;
 	return 0;
 }
 
@@ -301,8 +306,9 @@ Test(compaction, isolated_targets_stay_bounded, .timeout = 120)
 
 	cr_assert_eq(gfa_owner_register(p, 1, &ops, NULL), 0);
 	/* order-1 blocks alternate: owner 1 (movable sources), owner 2 (unregistered) */
-	for (uint64_t i = 0; (pfn = gfa_alloc(p, 0, 1, GFA_MT_MOVABLE, (i & 1) ? 2 : 1,
-					       GFA_ALLOC_NOCOMPACT)) >= 0; i++)
+	for (uint64_t i = 0;
+	     (pfn = gfa_alloc(p, 0, 1, GFA_MT_MOVABLE, (i & 1) ? 2 : 1, GFA_ALLOC_NOCOMPACT)) >= 0;
+	     i++)
 		if (i & 1)
 			pinned[n++] = (uint64_t)pfn;
 	/* owner 2 keeps the upper frame of each block: free frames are single, unmergeable */
@@ -340,14 +346,13 @@ static void *churn_main(void *arg)
 		pthread_mutex_lock(&c->o->lock);
 		live = c->o->pfn[page] != UINT64_MAX;
 		pthread_mutex_unlock(&c->o->lock);
-		if (live)
-			{
-				int e = co_free(c->o, pcp, page);
+		if (live) {
+			int e = co_free(c->o, pcp, page);
 
-				cr_assert_eq(e, 0, "free of page %lu: %d", page, e);
-			}
-		else
-			co_alloc(c->o, pcp, 0, page, (r & 3) == 0 ? (unsigned int)((r >> 4) % 4) : 0);
+			cr_assert_eq(e, 0, "free of page %lu: %d", page, e);
+		} else
+			co_alloc(c->o, pcp, 0, page,
+				 (r & 3) == 0 ? (unsigned int)((r >> 4) % 4) : 0);
 	}
 	gfa_pcp_destroy(pcp);
 	__atomic_fetch_add(&churn_done, 1, __ATOMIC_RELEASE);
@@ -371,7 +376,8 @@ Test(compaction, concurrent_with_cache_churn, .timeout = 300)
 	}
 	int rounds = 0;
 
-	for (int k = 0; k < 30 || __atomic_load_n(&churn_done, __ATOMIC_ACQUIRE) < 2; k++, rounds++) {
+	for (int k = 0; k < 30 || __atomic_load_n(&churn_done, __ATOMIC_ACQUIRE) < 2;
+	     k++, rounds++) {
 		int64_t h = gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 99, 0);
 
 		if (h >= 0)
@@ -446,7 +452,7 @@ Test(compaction, kcompactd_sleeps_between_checks, .timeout = 60)
 /* A kcompactd run woken by a failed huge allocation is a daemon run: its scans count. */
 Test(compaction, woken_kcompactd_scans_are_daemon_scans, .timeout = 60)
 {
-	struct frag f = fragment(false, true);  /* proactiveness 0: only wakes run */
+	struct frag f = fragment(false, true); /* proactiveness 0: only wakes run */
 
 	cr_assert_eq(gfa_compactd_start(f.pool), 0);
 	gfa_compactd_wake(f.pool, 0);
@@ -499,9 +505,8 @@ Test(compaction, nofallback_request_is_compacted_for, .timeout = 120)
 	cr_assert_eq(gfa_free(f.pool, (uint64_t)u, 9, 5), 0);
 
 	r = gfa_alloc(f.pool, 0, 9, GFA_MT_MOVABLE, 99, GFA_ALLOC_NOFALLBACK);
-	cr_assert_geq(r, 0, "NOFALLBACK order-9 MOVABLE: %ld after %lu moves, %lu stalls",
-		      (long)r, (unsigned long)f.o->moves,
-		      (unsigned long)VMS(f.pool, compact_stall));
+	cr_assert_geq(r, 0, "NOFALLBACK order-9 MOVABLE: %ld after %lu moves, %lu stalls", (long)r,
+		      (unsigned long)f.o->moves, (unsigned long)VMS(f.pool, compact_stall));
 	cr_assert_eq(gfa_free(f.pool, (uint64_t)r, 9, 99), 0);
 	frag_done(&f);
 }
@@ -514,8 +519,10 @@ Test(compaction, capture_keeps_nofallback, .timeout = 120)
 	int64_t r = gfa_alloc(f.pool, 0, 9, GFA_MT_UNMOVABLE, 99, GFA_ALLOC_NOFALLBACK);
 
 	cr_assert_eq(gfa_zone_stat(f.pool, 0, &st), 0);
-	cr_assert_eq(r, GFA_ENOMEM, "UNMOVABLE NOFALLBACK got block %ld; UNMOVABLE pageblocks: %lu,"
-		     " captures %lu", (long)r, (unsigned long)st.nr_pageblocks[GFA_MT_UNMOVABLE],
+	cr_assert_eq(r, GFA_ENOMEM,
+		     "UNMOVABLE NOFALLBACK got block %ld; UNMOVABLE pageblocks: %lu,"
+		     " captures %lu",
+		     (long)r, (unsigned long)st.nr_pageblocks[GFA_MT_UNMOVABLE],
 		     (unsigned long)VMS(f.pool, compact_capture));
 	frag_done(&f);
 }
@@ -541,8 +548,10 @@ Test(compaction, capture_within_unclaimed_frames, .timeout = 120)
 	cr_assert_eq(gfa_zone_claim(f.pool, 0, 5, nfree - GFA_PAGEBLOCK_FRAMES), 0);
 	r = gfa_alloc(f.pool, 0, 9, GFA_MT_MOVABLE, 99, 0);
 	cr_assert_geq(r, 0);
-	cr_assert_eq(VMS(f.pool, compact_capture), 1, "the block formed was captured then thrown back"
-		     " (captures %lu, successes %lu)", (unsigned long)VMS(f.pool, compact_capture),
+	cr_assert_eq(VMS(f.pool, compact_capture), 1,
+		     "the block formed was captured then thrown back"
+		     " (captures %lu, successes %lu)",
+		     (unsigned long)VMS(f.pool, compact_capture),
 		     (unsigned long)VMS(f.pool, compact_success));
 	cr_assert_eq(gfa_free(f.pool, (uint64_t)r, 9, 99), 0);
 	gfa_zone_unclaim(f.pool, 0, 5);
@@ -572,7 +581,8 @@ Test(compaction, async_free_scanner_finds_every_scattered_free_block, .timeout =
 	for (uint64_t i = 0; i < 2 * GFA_PAGEBLOCK_FRAMES; i++) {
 		uint64_t off = o->pfn[i] & (2 * GFA_PAGEBLOCK_FRAMES - 1);
 
-		if (off < GFA_PAGEBLOCK_FRAMES / 2 || (off >= GFA_PAGEBLOCK_FRAMES && off % 4 < 2)) {
+		if (off < GFA_PAGEBLOCK_FRAMES / 2 ||
+		    (off >= GFA_PAGEBLOCK_FRAMES && off % 4 < 2)) {
 			cr_assert_eq(co_free(o, NULL, i), 0);
 			heads += off >= GFA_PAGEBLOCK_FRAMES && off % 4 == 0;
 		}
@@ -585,7 +595,8 @@ Test(compaction, async_free_scanner_finds_every_scattered_free_block, .timeout =
 	/* the scanners meet as pageblock 0 empties: COMPLETE comes first, as in the kernel */
 	cr_assert(ret == GFA_COMPACT_SUCCESS || ret == GFA_COMPACT_COMPLETE, "result %d", ret);
 	cr_assert_eq(VMS(p, pgmigrate_success), 256, "every source moved");
-	cr_assert_eq(gfa_alloc(p, 0, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, 99, GFA_ALLOC_NOCOMPACT), 0);
+	cr_assert_eq(gfa_alloc(p, 0, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, 99, GFA_ALLOC_NOCOMPACT),
+		     0);
 	/* the 128 heads, a look per pageblock, and the fast search's few list entries */
 	cr_assert_geq(fs, heads);
 	cr_assert_leq(fs, heads + 16, "free scanned %lu for %lu free blocks", fs, heads);
@@ -672,7 +683,8 @@ Test(compaction, sources_put_back_are_not_counted_isolated, .timeout = 60)
 		if ((at & (GFA_PAGEBLOCK_FRAMES - 1)) != 1)
 			continue;
 		cr_assert_eq(co_free(o, NULL, i), 0);
-		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 0, GFA_ALLOC_NOCOMPACT), (int64_t)at);
+		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 0, GFA_ALLOC_NOCOMPACT),
+			     (int64_t)at);
 	}
 	for (uint64_t i = 0; i < frames; i++)
 		if (o->pfn[i] != UINT64_MAX &&

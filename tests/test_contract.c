@@ -9,8 +9,8 @@ static uint64_t errsum(struct gfa_pool *p, const char *which)
 {
 	struct gfa_vmstat vs;
 	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
-#define X(n)                                                                                       \
-	if (!strcmp(which, #n))                                                                    \
+#define X(n)                    \
+	if (!strcmp(which, #n)) \
 		return vs.n;
 	/* clang-format off */
 	X(err_fault)
@@ -21,16 +21,16 @@ static uint64_t errsum(struct gfa_pool *p, const char *which)
 			return ~0ULL;
 }
 
-#define EXPECT_ERR(p, call, want, ctr)                                                             \
-	do {                                                                                       \
-		uint64_t _b = errsum((p), ctr), _f = tu_free_frames(p);                            \
-		int64_t _r = (call);                                                               \
-		cr_expect_eq(_r, (int64_t)(want), "%s: got %ld want %ld", #call, (long)_r,         \
-			     (long)(want));                                                        \
-		cr_expect_eq(errsum((p), ctr), _b + 1, "%s: %s not counted once (%lu -> %lu)",     \
-			     #call, ctr, (unsigned long)_b, (unsigned long)errsum((p), ctr));      \
-		cr_expect_eq(tu_free_frames(p), _f, "%s: free frames changed", #call);             \
-		ASSERT_POOL_OK(p);                                                                 \
+#define EXPECT_ERR(p, call, want, ctr)                                                         \
+	do {                                                                                   \
+		uint64_t _b = errsum((p), ctr), _f = tu_free_frames(p);                        \
+		int64_t _r = (call);                                                           \
+		cr_expect_eq(_r, (int64_t)(want), "%s: got %ld want %ld", #call, (long)_r,     \
+			     (long)(want));                                                    \
+		cr_expect_eq(errsum((p), ctr), _b + 1, "%s: %s not counted once (%lu -> %lu)", \
+			     #call, ctr, (unsigned long)_b, (unsigned long)errsum((p), ctr));  \
+		cr_expect_eq(tu_free_frames(p), _f, "%s: free frames changed", #call);         \
+		ASSERT_POOL_OK(p);                                                             \
 	} while (0)
 
 Test(contract, alloc_free_edges)
@@ -137,7 +137,7 @@ Test(contract, zone_index_edges)
 	EXPECT_ERR(p, gfa_zone_unclaim(p, 1, 1), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_pool_drain_all(p, 1), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, zone_set_backing(p, 1, NULL, -1), GFA_ERANGE, "err_range");
-	struct gfa_compact_config cc = {.proactiveness = 101};
+	struct gfa_compact_config cc = { .proactiveness = 101 };
 	EXPECT_ERR(p, gfa_compact_configure(p, &cc), GFA_EINVAL, "err_inval");
 	EXPECT_ERR(p, gfa_compact_configure(p, NULL), GFA_EFAULT, "err_fault");
 	gfa_pool_destroy(p);
@@ -146,9 +146,9 @@ Test(contract, zone_index_edges)
 Test(contract, text_formatters)
 {
 	struct gfa_pool *p = tu_pool(4096);
-	char big[16384], one[1] = {'x'}, two[2] = {'x', 'x'};
+	char big[16384], one[1] = { 'x' }, two[2] = { 'x', 'x' };
 	int (*fns[])(struct gfa_pool *, char *,
-		     size_t) = {gfa_pool_buddyinfo, gfa_pool_pagetypeinfo, gfa_pool_vmstat_text};
+		     size_t) = { gfa_pool_buddyinfo, gfa_pool_pagetypeinfo, gfa_pool_vmstat_text };
 
 	for (int i = 0; i < 3; i++) {
 		int need = fns[i](p, big, sizeof(big));
@@ -207,11 +207,11 @@ Test(contract, pcp_edges)
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 0, 7), 0);
 	EXPECT_ERR(p, gfa_pcp_free(c, (uint64_t)a, 0, 7), GFA_EDOUBLEFREE, "err_double_free");
 	EXPECT_ERR(p, gfa_pcp_free(c, (uint64_t)a, 0, 8), GFA_EDOUBLEFREE, "err_double_free");
-	uint64_t pf[2] = {(uint64_t)b, UINT64_MAX};
+	uint64_t pf[2] = { (uint64_t)b, UINT64_MAX };
 	EXPECT_ERR(p, gfa_pcp_free_many(c, pf + 1, 1, 9, 7), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_pcp_free_many(c, NULL, 1, 9, 7), GFA_EFAULT, "err_fault");
 	EXPECT_ERR(p, gfa_pcp_free_many(c, pf, (size_t)INT_MAX + 1, 9, 7), GFA_EFAULT, "err_fault");
-	EXPECT_ERR(p, gfa_pcp_free_many(c, NULL, 0, 9, 7), GFA_EFAULT, "err_fault");  /* n 0 too */
+	EXPECT_ERR(p, gfa_pcp_free_many(c, NULL, 0, 9, 7), GFA_EFAULT, "err_fault"); /* n 0 too */
 	cr_expect_eq(gfa_pcp_free_many(c, pf, 2, 9, 7), 1);
 	EXPECT_ERR(p, gfa_pcp_stat(c, NULL), GFA_EFAULT, "err_fault");
 	cr_expect_eq(gfa_pcp_stat(NULL, &ps), GFA_EFAULT);
@@ -307,20 +307,20 @@ Test(contract, collapse_and_claim_edges)
 {
 	struct gfa_pool *p = tu_pool(4096);
 	uint64_t pfns[2];
-	unsigned int ord[2] = {0, 0}, offs[2] = {0, 1};
+	unsigned int ord[2] = { 0, 0 }, offs[2] = { 0, 1 };
 	int64_t a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 7, 0);
 	pfns[0] = pfns[1] = (uint64_t)a;
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, NULL, ord, offs, 1), GFA_EFAULT, "err_fault");
 	EXPECT_ERR(p, gfa_collapse(p, 1, 7, pfns, ord, offs, 1), GFA_ERANGE, "err_range");
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, offs, 0), GFA_EINVAL, "err_inval");
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, offs, 513), GFA_EINVAL, "err_inval");
-	unsigned int bo[1] = {9}, bof[1] = {512}, bo255[1] = {255};
+	unsigned int bo[1] = { 9 }, bof[1] = { 512 }, bo255[1] = { 255 };
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, bo, offs, 1), GFA_EORDER, "err_order");
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, bo255, offs, 1), GFA_EORDER, "err_order");
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, bof, 1), GFA_EINVAL, "err_inval");
-	unsigned int bofm[1] = {UINT_MAX};
+	unsigned int bofm[1] = { UINT_MAX };
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, ord, bofm, 1), GFA_EINVAL, "err_inval");
-	unsigned int o1[1] = {1}, of1[1] = {1};
+	unsigned int o1[1] = { 1 }, of1[1] = { 1 };
 	EXPECT_ERR(p, gfa_collapse(p, 0, 7, pfns, o1, of1, 1), GFA_EALIGN, "err_align");
 	/* claims */
 	cr_expect_eq(gfa_zone_claim(p, 0, 5, UINT64_MAX), -ENOSPC);
@@ -371,7 +371,7 @@ static int r_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, unsi
 	return 0;
 }
 
-static const struct gfa_owner_ops r_ops = {.migrate = r_migrate};
+static const struct gfa_owner_ops r_ops = { .migrate = r_migrate };
 
 Test(contract, random_contract, .timeout = 300)
 {
@@ -383,7 +383,7 @@ Test(contract, random_contract, .timeout = 300)
 	struct gfa_pool *p = gfa_pool_create(&cfg);
 	cr_assert_not_null(p);
 	uint64_t total = 8192 + 300 + 4096 + 17;
-	struct gfa_pcp *c[2] = {gfa_pcp_create(p, 0), gfa_pcp_create(p, 1)};
+	struct gfa_pcp *c[2] = { gfa_pcp_create(p, 0), gfa_pcp_create(p, 1) };
 	for (uint64_t o = 1; o <= 3; o++)
 		cr_assert_eq(gfa_owner_register(p, o, &r_ops, NULL), 0);
 	uint64_t s = 12345;
@@ -395,27 +395,27 @@ Test(contract, random_contract, .timeout = 300)
 		uint64_t owner = 1 + tu_rand(&s) % 3;
 		unsigned int order;
 		unsigned int r = tu_rand(&s) % 16;
-		order = r < 8	  ? 0
-			: r < 11  ? (r - 7)
-			: r < 14  ? 9
-			: r == 14 ? 10
-				  : 4 + tu_rand(&s) % 5;
+		order = r < 8   ? 0 :
+			r < 11  ? (r - 7) :
+			r < 14  ? 9 :
+			r == 14 ? 10 :
+				  4 + tu_rand(&s) % 5;
 		enum gfa_migratetype mt = (enum gfa_migratetype)(tu_rand(&s) % 3);
 		if (op < 30 && rn < RMAX) {
 			int64_t pfn =
-				op < 15 ? gfa_alloc(p, zone, order, mt, owner, tu_rand(&s) % 4)
-					: gfa_pcp_alloc(pc, order, mt, owner, tu_rand(&s) % 4);
+				op < 15 ? gfa_alloc(p, zone, order, mt, owner, tu_rand(&s) % 4) :
+					  gfa_pcp_alloc(pc, order, mt, owner, tu_rand(&s) % 4);
 			if (pfn >= 0) {
 				cr_assert_lt(rfind(pfn), 0, "pfn %ld handed out twice", (long)pfn);
-				rb[rn++] = (struct rblk){(uint64_t)pfn, order, owner};
+				rb[rn++] = (struct rblk){ (uint64_t)pfn, order, owner };
 				/* mark MOVABLE ones only owned by registered owners */
 			} else {
 				cr_assert_eq(pfn, GFA_ENOMEM, "alloc err %ld", (long)pfn);
 			}
 		} else if (op < 60 && rn) {
 			int i = (int)(tu_rand(&s) % rn);
-			int err = op < 45 ? gfa_free(p, rb[i].pfn, rb[i].order, rb[i].owner)
-					  : gfa_pcp_free(pc, rb[i].pfn, rb[i].order, rb[i].owner);
+			int err = op < 45 ? gfa_free(p, rb[i].pfn, rb[i].order, rb[i].owner) :
+					    gfa_pcp_free(pc, rb[i].pfn, rb[i].order, rb[i].owner);
 			cr_assert_eq(err, 0, "free %lu/%u: %d", (unsigned long)rb[i].pfn,
 				     rb[i].order, err);
 			rb[i] = rb[--rn];
@@ -480,7 +480,7 @@ Test(contract, random_contract, .timeout = 300)
 		} else if (op < 87) {
 			int64_t pfn = gfa_alloc_compact(p, zone, 9, GFA_MT_MOVABLE, owner);
 			if (pfn >= 0)
-				rb[rn++] = (struct rblk){(uint64_t)pfn, 9, owner};
+				rb[rn++] = (struct rblk){ (uint64_t)pfn, 9, owner };
 		} else if (op < 90) {
 			gfa_pcp_drain(pc);
 		} else if (op < 92) {
@@ -496,17 +496,18 @@ Test(contract, random_contract, .timeout = 300)
 			int i = (int)(tu_rand(&s) % rn);
 			if (rb[i].order && rn < RMAX - 1024) {
 				unsigned int no = tu_rand(&s) % rb[i].order;
-				cr_assert_eq(
-					gfa_block_split(p, rb[i].pfn, rb[i].order, rb[i].owner, no),
-					0);
+				cr_assert_eq(gfa_block_split(p, rb[i].pfn, rb[i].order, rb[i].owner,
+							     no),
+					     0);
 				struct rblk b = rb[i];
 				rb[i] = rb[--rn];
 				for (uint64_t k = 0; k < (1UL << b.order) >> no; k++)
-					rb[rn++] = (struct rblk){b.pfn + (k << no), no, b.owner};
+					rb[rn++] = (struct rblk){ b.pfn + (k << no), no, b.owner };
 			}
 		} else {
 			struct gfa_frame_range fr[4];
-			struct gfa_release_policy rp = { .high = tu_rand(&s) % 3000, .min_empty_frac = 4 };
+			struct gfa_release_policy rp = { .high = tu_rand(&s) % 3000,
+							 .min_empty_frac = 4 };
 			gfa_zone_set_release_policy(p, zone, &rp);
 			int n = zone_release_take(p, zone, fr, 4, tu_rand(&s) % 4000);
 			cr_assert_geq(n, 0);

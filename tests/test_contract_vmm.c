@@ -11,9 +11,11 @@
 Test(contract_vmm, host_return_rejects_a_backing_of_another_pool, .timeout = 60)
 {
 	struct gfa_pool_config cfg;
-	struct gfa_backing_config bc = {.populate = true};
-	struct gfa_host_return_config hc = {
-		.force_sync = true, .no_settle = true, .no_scrub = true, .no_pcp_drain = true};
+	struct gfa_backing_config bc = { .populate = true };
+	struct gfa_host_return_config hc = { .force_sync = true,
+					     .no_settle = true,
+					     .no_scrub = true,
+					     .no_pcp_drain = true };
 	struct gfa_release_policy rp = { .min_empty_frac = 4 };
 
 	gfa_pool_config_init(&cfg, 4096);

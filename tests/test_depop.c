@@ -83,7 +83,8 @@ Test(depop, released_frames_are_reused_last_and_come_back_populated)
 	for (int i = 0; i < 2 * (int)PB; i++) {
 		int64_t a = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
 
-		cr_assert_lt((uint64_t)a, 2 * PB, "pfn %ld came from a released pageblock early", a);
+		cr_assert_lt((uint64_t)a, 2 * PB, "pfn %ld came from a released pageblock early",
+			     a);
 	}
 	/* then released ones, which are populated once handed out */
 	cr_assert_geq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), (int64_t)(2 * PB));
@@ -201,7 +202,8 @@ static void odd_frames_released(struct gfa_pool *p, uint64_t frames)
 	int n;
 
 	for (uint64_t i = 0; i < frames; i++)
-		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
+		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT),
+			     (int64_t)i);
 	for (uint64_t pfn = 1; pfn < frames; pfn += 2)
 		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
 	while ((n = zone_release_take(p, 0, r, 256, UINT64_MAX)) > 0)
@@ -257,7 +259,8 @@ Test(depop, a_populated_frame_is_reused_before_a_released_one)
 	/* a is populated now (it was handed out); its buddy b is still allocated */
 	cr_assert_eq(gfa_free(p, (uint64_t)a, 0, 1), 0);
 	d = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
-	cr_assert_eq(d, a, "got released pfn %ld while populated pfn %ld was free", (long)d, (long)a);
+	cr_assert_eq(d, a, "got released pfn %ld while populated pfn %ld was free", (long)d,
+		     (long)a);
 	gfa_pool_destroy(p);
 }
 
@@ -297,7 +300,11 @@ static int tgt_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsign
 	struct gfa_zone_stat st;
 	struct gfa_frame_range r[8];
 
-	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	(void)ctx;
+	(void)owner;
+	(void)s;
+	(void)d;
+	(void)o;
 	if (tgt_calls++)
 		return -EAGAIN;
 	cr_assert_eq(gfa_zone_stat(tgt_pool, 0, &st), 0);
@@ -344,7 +351,8 @@ Test(depop, a_steal_keeps_released_blocks_last)
 	int64_t a;
 
 	for (uint64_t i = 0; i < 4 * PB; i++)
-		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), (int64_t)i);
+		cr_assert_eq(gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT),
+			     (int64_t)i);
 	for (uint64_t pfn = 256; pfn < 384; pfn++)
 		cr_assert_eq(gfa_free(p, pfn, 0, 1), 0);
 	cr_assert_eq(zone_release_take(p, 0, r, 8, UINT64_MAX), 1);
@@ -363,7 +371,11 @@ Test(depop, a_steal_keeps_released_blocks_last)
 
 static int cap_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
 {
-	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	(void)ctx;
+	(void)owner;
+	(void)s;
+	(void)d;
+	(void)o;
 	return 0;
 }
 
@@ -439,9 +451,10 @@ Test(depop, capture_keeps_no_released_bits_off_the_lists, .timeout = 120)
 		gfa_pool_destroy(p);
 	}
 	cr_assert_gt(captures, 0, "no capture happened: setup is wrong");
-	cr_assert_eq(atomic_load(&o.bad), 0,
-		     "after %d rounds (%lu captures): zone showed %lu released frames but only %lu free",
-		     rounds, captures, o.worst_rel, o.worst_free);
+	cr_assert_eq(
+		atomic_load(&o.bad), 0,
+		"after %d rounds (%lu captures): zone showed %lu released frames but only %lu free",
+		rounds, captures, o.worst_rel, o.worst_free);
 }
 
 static bool want_any(void *ctx, uint64_t pfn, unsigned int order)

@@ -63,8 +63,7 @@ static void scenario_files_gone(void)
 	unlink(p);
 }
 
-Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180,
-     .fini = scenario_files_gone)
+Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180, .fini = scenario_files_gone)
 {
 	const char *g = gfactl();
 	char planted[PATH_MAX];
@@ -78,8 +77,10 @@ Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180,
 	close(fd);
 	snprintf(planted, sizeof(planted), "%s.tmp", stat_file);
 	cr_assert_eq(symlink(victim, planted), 0);
-	rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 16M --rounds 1 --kvm off "
-		 "--host-thp keep --stat-file %s --csv %s.csv", g, stat_file, stat_file);
+	rc = run(out, sizeof(out),
+		 "%s vmstart --vms 2 --mem 16M --rounds 1 --kvm off "
+		 "--host-thp keep --stat-file %s --csv %s.csv",
+		 g, stat_file, stat_file);
 	cr_assert_eq(rc, 0, "%s", out);
 	cr_assert_eq(stat(victim, &st), 0);
 	cr_assert_eq(st.st_size, 4, "the stat file was written through a planted link");
@@ -107,10 +108,12 @@ Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180,
 	cr_assert_not_null(strstr(out, "-- on equal terms"), "%s", out);
 	cr_assert_not_null(strstr(out, "RESULT vmstart vs_prefaulted_kvm="), "%s", out);
 	for (const char *key = "restart_vs_kernel_thp=\0restart_vs_clean=\0zero_vs_memset=\0"
-			       "vs_strongest=\0restart_p50_ms=\0"; *key; key += strlen(key) + 1)
+			       "vs_strongest=\0restart_p50_ms=\0";
+	     *key; key += strlen(key) + 1)
 		cr_assert_not_null(strstr(out, key), "no %s: %s", key, out);
 	cr_assert(strstr(out, "hugetlbfs pool + KVM:      p50") ||
-		  strstr(out, "hugetlbfs pool + KVM:      not run ("), "%s", out);
+			  strstr(out, "hugetlbfs pool + KVM:      not run ("),
+		  "%s", out);
 	cr_assert_not_null(strstr(out, "no KVM vCPUs in this run"), "%s", out);
 	{
 		double zr = 0;
@@ -132,12 +135,14 @@ Test(gfactl, vmstart_small_scenario_with_baselines, .timeout = 180,
 		cr_assert_eq(sscanf(m, "bytes_per_frame %lf", &bpf), 1);
 		cr_assert(bpf > 0 && bpf < 64, "%s", m);
 	}
-	rc = run(out, sizeof(out), "%s stat --file %s --json | python3 -c 'import json, sys; "
-		 "print(\"pgalloc\", json.load(sys.stdin)[\"vmstat\"][\"pgalloc\"])'", g,
-		 stat_file);
+	rc = run(out, sizeof(out),
+		 "%s stat --file %s --json | python3 -c 'import json, sys; "
+		 "print(\"pgalloc\", json.load(sys.stdin)[\"vmstat\"][\"pgalloc\"])'",
+		 g, stat_file);
 	cr_assert_eq(rc, 0, "%s", out);
 	cr_assert_not_null(strstr(out, "pgalloc "), "%s", out);
-	rc = run(out, sizeof(out), "head -1 %s.csv && grep -c '^start,gfa' %s.csv", stat_file, stat_file);
+	rc = run(out, sizeof(out), "head -1 %s.csv && grep -c '^start,gfa' %s.csv", stat_file,
+		 stat_file);
 	cr_assert_not_null(strstr(out, "kind,memory,phase"), "%s", out);
 	unlink(stat_file);
 	snprintf(out, sizeof(out), "%s.csv", stat_file);
@@ -158,7 +163,8 @@ Test(gfactl, errors_name_the_flag_or_file)
 	cr_assert_not_null(strstr(out, "/no/such.xml"), "%s", out);
 	cr_assert_eq(run(out, sizeof(out), "%s vmstart --libvirt bogus:///x --domain d", g), 2);
 	cr_assert_not_null(strstr(out, "bogus:///x"), "%s", out);
-	cr_assert_eq(run(out, sizeof(out), "%s vmstart --libvirt test:///default --domain nope", g), 2);
+	cr_assert_eq(run(out, sizeof(out), "%s vmstart --libvirt test:///default --domain nope", g),
+		     2);
 	cr_assert_not_null(strstr(out, "nope"), "%s", out);
 	/* strtoull reads "-18446744073709551615" as 1: digits only */
 	cr_assert_eq(run(out, sizeof(out), "%s vmstart --vms -18446744073709551615", g), 2);
@@ -186,7 +192,8 @@ Test(gfactl, vmstart_from_a_libvirt_domain, .timeout = 120)
 	int rc;
 
 	/* tests/data/testnode.xml holds domain "small" for libvirt's test driver */
-	rc = run(out, sizeof(out), "%s vmstart --libvirt test://%s/tests/data/testnode.xml "
+	rc = run(out, sizeof(out),
+		 "%s vmstart --libvirt test://%s/tests/data/testnode.xml "
 		 "--domain small --vms 1 --rounds 0 --kvm off --no-baseline --host-thp keep "
 		 "--stat-file /tmp/gfactl-test-domain.json",
 		 g, src ? src : getcwd(out, sizeof(out)));
@@ -234,32 +241,41 @@ Test(gfactl, domain_figures_are_said, .timeout = 120)
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/tests/data", src ? src : getcwd(out, sizeof(out)));
-	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-hugepage-5m.xml", g,
-		 opts, dir);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-hugepage-5m.xml", g, opts,
+		 dir);
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "gfactl vmstart: domain XML file '"), "%s", out);
 	cr_assert_not_null(strstr(out, "domain-hugepage-5m.xml': hugepage 1 (5 MiB, nodeset='0'): "
-				  "5 MiB is not a page size of this host"), "%s", out);
+				       "5 MiB is not a page size of this host"),
+			   "%s", out);
 	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-vcpus-288.xml", g, opts,
 		 dir);
 	cr_assert_eq(rc, 0, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "domain has 288 vCPUs, more than the 64 of gfactl's test "
-				  "VM: each VM runs 64 vCPU threads"), "%s", out);
+				       "VM: each VM runs 64 vCPU threads"),
+			   "%s", out);
 	cr_assert_not_null(strstr(out, "1 VMs x 64 vCPUs x 8 MiB"), "%s", out);
 	/* (--pool 4M: the domain line is all this run is for) */
-	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-inconsistent.xml "
-		 "--pool 4M", g, opts, dir);
+	rc = run(out, sizeof(out),
+		 "%s vmstart %s --domain-xml %s/domain-inconsistent.xml "
+		 "--pool 4M",
+		 g, opts, dir);
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "memory 4 GiB (the NUMA cells, as libvirt's QEMU driver "
-				  "sizes it; <memory> says 8 GiB)"), "%s", out);
+				       "sizes it; <memory> says 8 GiB)"),
+			   "%s", out);
 	cr_assert_not_null(strstr(out, "--pool must be a multiple of 2 MiB and hold --vms x the "
-				  "domain's memory and"), "%s", out);
-	rc = run_domain_xml(g, opts, "<domain><name>tiny</name><memory unit='MiB'>2</memory>"
+				       "domain's memory and"),
+			   "%s", out);
+	rc = run_domain_xml(g, opts,
+			    "<domain><name>tiny</name><memory unit='MiB'>2</memory>"
 			    "</domain>");
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "the domain's memory must be a multiple of 2 MiB, at least "
-				  "4 MiB"), "%s", out);
-	rc = run_domain_xml(g, opts, "<domain><name>big</name><memory unit='TiB'>15</memory>"
+				       "4 MiB"),
+			   "%s", out);
+	rc = run_domain_xml(g, opts,
+			    "<domain><name>big</name><memory unit='TiB'>15</memory>"
 			    "</domain>");
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "--vms 1 x the domain's memory 15 TiB needs "), "%s", out);
@@ -287,35 +303,43 @@ Test(gfactl, domain_messages_name_the_file_once, .timeout = 120)
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/tests/data", src ? src : getcwd(out, sizeof(out)));
-	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-two-default-pages.xml",
-		 g, opts, dir);
-	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
-	snprintf(want, sizeof(want), "gfactl vmstart: domain XML file '%s/domain-two-default-"
-		 "pages.xml': hugepage 2 (2 MiB, nodeset='0' dropped: no NUMA cells): a second "
-		 "page without nodeset besides hugepage 1 (1 GiB, no nodeset)", dir);
-	cr_assert_not_null(strstr(out, want), "%s", out);
-	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-dimm-no-node.xml", g,
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-two-default-pages.xml", g,
 		 opts, dir);
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
-	cr_assert_not_null(strstr(out, "domain-dimm-no-node.xml': memory device 1 <memory "
+	snprintf(want, sizeof(want),
+		 "gfactl vmstart: domain XML file '%s/domain-two-default-"
+		 "pages.xml': hugepage 2 (2 MiB, nodeset='0' dropped: no NUMA cells): a second "
+		 "page without nodeset besides hugepage 1 (1 GiB, no nodeset)",
+		 dir);
+	cr_assert_not_null(strstr(out, want), "%s", out);
+	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-dimm-no-node.xml", g, opts,
+		 dir);
+	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
+	cr_assert_not_null(strstr(out,
+				  "domain-dimm-no-node.xml': memory device 1 <memory "
 				  "model='dimm'><target><node>: names NUMA cell 1, which does not "
-				  "exist; accepted: cell 0"), "%s", out);
+				  "exist; accepted: cell 0"),
+			   "%s", out);
 	rc = run_domain_xml(g, opts, "<domain>\n<name>x</name>\n</domian>");
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
-	cr_assert_not_null(strstr(out, "gfactl vmstart: domain XML file '/tmp/gfactl-test-f.xml': "
+	cr_assert_not_null(strstr(out,
+				  "gfactl vmstart: domain XML file '/tmp/gfactl-test-f.xml': "
 				  "line 3: not well-formed XML, </domian> does not close <domain>; "
-				  "accepted: </domain>"), "%s", out);
+				  "accepted: </domain>"),
+			   "%s", out);
 	/* (--pool 4M: the summary is all these runs are for) */
 	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-vcpus-no-cell.xml", g,
 		 opts, dir);
 	cr_assert_not_null(strstr(out, "[0: cpus 0-1,3,5-7, 1 GiB; 1: cpus 2,4, 1 GiB] (vCPUs "
-				  "3,5-7 are in no cell; node 0 gets them, as libvirt's QEMU "
-				  "driver does)"), "%s", out);
+				       "3,5-7 are in no cell; node 0 gets them, as libvirt's QEMU "
+				       "driver does)"),
+			   "%s", out);
 	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml %s/domain-nodeset-no-numa.xml", g,
 		 opts, dir);
 	unlink("/tmp/gfactl-test-m.json");
 	cr_assert_not_null(strstr(out, "hugepages 2 MiB (default; nodeset='0' dropped: no NUMA "
-				  "cells, as libvirt does)"), "%s", out);
+				       "cells, as libvirt does)"),
+			   "%s", out);
 }
 
 /* A --stat-file that cannot be written is an error that names it (it was ignored). */
@@ -323,9 +347,11 @@ Test(gfactl, unwritable_stat_file_is_an_error, .timeout = 120)
 {
 	const char *g = gfactl();
 
-	cr_assert_neq(run(out, sizeof(out), "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off "
+	cr_assert_neq(run(out, sizeof(out),
+			  "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off "
 			  "--quiet --no-baseline --host-thp keep --stat-file /no/such/dir/x.json",
-			  g), 0, "%s", out);
+			  g),
+		      0, "%s", out);
 	cr_assert_not_null(strstr(out, "/no/such/dir/x.json"), "%s", out);
 }
 
@@ -333,8 +359,10 @@ Test(gfactl, unwritable_stat_file_is_an_error, .timeout = 120)
 Test(gfactl, default_pool_survives_many_rounds, .timeout = 180)
 {
 	const char *g = gfactl();
-	int rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 8M --rounds 40 --kvm off "
-		     "--host-thp keep --no-baseline --quiet --stat-file /tmp/gfactl-test-r.json", g);
+	int rc = run(out, sizeof(out),
+		     "%s vmstart --vms 2 --mem 8M --rounds 40 --kvm off "
+		     "--host-thp keep --no-baseline --quiet --stat-file /tmp/gfactl-test-r.json",
+		     g);
 
 	unlink("/tmp/gfactl-test-r.json");
 	cr_assert_eq(rc, 0, "%s", out);
@@ -347,18 +375,23 @@ Test(gfactl, pool_and_domain_sizes_are_checked, .timeout = 60)
 	FILE *f;
 	int rc;
 
-	rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 8M --pool 4M --rounds 1 --kvm off "
-		 "--host-thp keep --no-baseline --quiet --stat-file /tmp/gfactl-test-p.json", g);
+	rc = run(out, sizeof(out),
+		 "%s vmstart --vms 2 --mem 8M --pool 4M --rounds 1 --kvm off "
+		 "--host-thp keep --no-baseline --quiet --stat-file /tmp/gfactl-test-p.json",
+		 g);
 	cr_assert_eq(rc, 2, "rc %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "--pool"), "%s", out);
 	f = fopen("/tmp/gfactl-test-d.xml", "w");
 	cr_assert_not_null(f);
 	fputs("<domain type='kvm'><name>x</name><memory unit='EiB'>4</memory>"
-	      "<vcpu>2</vcpu></domain>", f);
+	      "<vcpu>2</vcpu></domain>",
+	      f);
 	fclose(f);
-	rc = run(out, sizeof(out), "%s vmstart --vms 4 --rounds 1 --kvm off --host-thp keep "
+	rc = run(out, sizeof(out),
+		 "%s vmstart --vms 4 --rounds 1 --kvm off --host-thp keep "
 		 "--no-baseline --quiet --stat-file /tmp/gfactl-test-p.json "
-		 "--domain-xml /tmp/gfactl-test-d.xml", g);
+		 "--domain-xml /tmp/gfactl-test-d.xml",
+		 g);
 	unlink("/tmp/gfactl-test-d.xml");
 	unlink("/tmp/gfactl-test-p.json");
 	cr_assert_null(strstr(out, "pool of 0 MiB"), "%s", out);
@@ -381,8 +414,10 @@ Test(gfactl, snapshot_is_json_whatever_the_names_hold, .timeout = 120)
 	char name[] = "/tmp/gfactl-test-\x01\x1f\t\n\r\"\\\x7f.json";
 	int rc;
 
-	rc = run(out, sizeof(out), "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off --quiet "
-		 "--no-baseline --host-thp keep --stat-file '%s'", g, name);
+	rc = run(out, sizeof(out),
+		 "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off --quiet "
+		 "--no-baseline --host-thp keep --stat-file '%s'",
+		 g, name);
 	cr_assert_eq(rc, 0, "%s", out);
 	rc = run(out, sizeof(out), "%s '%s' '%s'", check, name, name);
 	cr_assert_eq(rc, 0, "vmstart's snapshot is not JSON: %s", out);
@@ -409,8 +444,10 @@ Test(gfactl, vmstart_with_kvm_makes_shells_before_the_timer, .timeout = 180)
 		cr_skip_test("no KVM: %s", why);
 		return;
 	}
-	rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 8M --rounds 1 --kvm on --host-thp keep "
-		 "--quiet --stat-file /tmp/gfactl-test-k.json", g);
+	rc = run(out, sizeof(out),
+		 "%s vmstart --vms 2 --mem 8M --rounds 1 --kvm on --host-thp keep "
+		 "--quiet --stat-file /tmp/gfactl-test-k.json",
+		 g);
 	unlink("/tmp/gfactl-test-k.json");
 	cr_assert_eq(rc, 0, "%s", out);
 	cr_assert_not_null(strstr(out, "VM shells: 2 made"), "%s", out);
@@ -471,7 +508,8 @@ Test(gfactl, vmsnap_restores_what_it_saved_and_sees_a_changed_byte, .timeout = 1
 	rc = run(out, sizeof(out), "%s vmsnap restore %s", g, img);
 	cr_assert_eq(rc, 1, "a changed snapshot restored clean: %s", out);
 	cr_assert_eq(sscanf(strstr(out, " mismatches=") ? strstr(out, " mismatches=") : "",
-			    " mismatches=%lu", &bad), 1, "%s", out);
+			    " mismatches=%lu", &bad),
+		     1, "%s", out);
 	cr_assert_eq(bad, 1, "%s", out);
 	fd = open(json, O_WRONLY | O_TRUNC);
 	cr_assert_geq(fd, 0);
@@ -500,12 +538,13 @@ static int vmstart_on_two_nodes(const char *args)
 		cr_skip_test("QEMU cases skip under sanitizers");
 	t = gfa_numa_topology_discover();
 	/* a stat file of its own (pid), removed whatever the exit */
-	snprintf(cmd, sizeof(cmd), "sh -c '%s/gfactl vmstart %s --kvm off --host-thp keep "
+	snprintf(cmd, sizeof(cmd),
+		 "sh -c '%s/gfactl vmstart %s --kvm off --host-thp keep "
 		 "--no-baseline --quiet --stat-file /tmp/gfactl-numa-%d.json; rc=$?; "
 		 "rm -f /tmp/gfactl-numa-%d.json; exit $rc'",
 		 getenv("GFA_BUILD") ? getenv("GFA_BUILD") : "build", args, (int)getpid(),
 		 (int)getpid());
-	if (t && t->nr_nodes >= 2) {            /* a NUMA host: run it here */
+	if (t && t->nr_nodes >= 2) { /* a NUMA host: run it here */
 		gfa_numa_topology_free(t);
 		rc = system(cmd);
 		return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -514,7 +553,7 @@ static int vmstart_on_two_nodes(const char *args)
 	rc = tu_run_in_qemu("--numa 2 --cpus 2 --mem 1024 --timeout 600", cmd, &secs);
 	if (rc == 77)
 		tu_qemu_skip("gfactl_numa", "the QEMU harness cannot run here (exit 77, see its "
-			     "message above)");
+					    "message above)");
 	return rc;
 }
 
@@ -552,15 +591,17 @@ Test(gfactl_numa, memory_check_counts_the_baselines, .timeout = 900)
 	if (getenv("GFA_IN_QEMU"))
 		cr_skip_test("already inside the QEMU harness");
 	/* exit 3 stands for "refused up front for memory" (2 alone is also bad usage) */
-	snprintf(cmd, sizeof(cmd), "sh -c '%s/gfactl vmstart --vms 4 --mem 128M --rounds 1 "
+	snprintf(cmd, sizeof(cmd),
+		 "sh -c '%s/gfactl vmstart --vms 4 --mem 128M --rounds 1 "
 		 "--kvm off --host-thp keep --quiet --stat-file /tmp/gfactl-numa-test.json "
 		 "2>/tmp/gfactl-numa-test.err; rc=$?; rm -f /tmp/gfactl-numa-test.json; "
 		 "[ $rc = 2 ] && grep -q \"of the .* MiB available\" /tmp/gfactl-numa-test.err "
-		 "&& exit 3; exit $rc'", getenv("GFA_BUILD") ? getenv("GFA_BUILD") : "build");
+		 "&& exit 3; exit $rc'",
+		 getenv("GFA_BUILD") ? getenv("GFA_BUILD") : "build");
 	rc = tu_run_in_qemu("--mem 1024 --timeout 600", cmd, &secs);
 	if (rc == 77)
 		tu_qemu_skip("gfactl_numa", "the QEMU harness cannot run here (exit 77, see its "
-			     "message above)");
+					    "message above)");
 	/* 0: it fits after all; 3: refused up front as too large.  Never killed. */
 	cr_assert(rc == 0 || rc == 3, "gfactl vmstart in a 1 GiB guest: exit %d", rc);
 }
@@ -580,7 +621,8 @@ Test(gfactl, stat_file_honours_the_umask, .timeout = 120)
 	close(fd);
 	unlink(stat_file);
 	for (int i = 0; i < 2; i++) {
-		rc = run(out, sizeof(out), "umask %03o; %s vmstart --vms 1 --mem 4M --rounds 1 "
+		rc = run(out, sizeof(out),
+			 "umask %03o; %s vmstart --vms 1 --mem 4M --rounds 1 "
 			 "--kvm off --host-thp keep --no-baseline --quiet --stat-file %s",
 			 umasks[i], g, stat_file);
 		cr_assert_eq(rc, 0, "%s", out);
@@ -598,9 +640,11 @@ Test(gfactl, stat_file_honours_the_umask, .timeout = 120)
 Test(gfactl, pool_flag_leaves_room_for_churn, .timeout = 120)
 {
 	const char *g = gfactl();
-	int rc = run(out, sizeof(out), "%s vmstart --vms 2 --mem 8M --pool 16M --rounds 1 "
+	int rc = run(out, sizeof(out),
+		     "%s vmstart --vms 2 --mem 8M --pool 16M --rounds 1 "
 		     "--kvm off --host-thp keep --no-baseline --quiet "
-		     "--stat-file /tmp/gfactl-test-pool.json", g);
+		     "--stat-file /tmp/gfactl-test-pool.json",
+		     g);
 
 	unlink("/tmp/gfactl-test-pool.json");
 	cr_assert(rc == 0 || (rc == 2 && strstr(out, "--pool")),
@@ -626,7 +670,8 @@ Test(gfactl, plot_data_file_does_not_follow_a_planted_link, .timeout = 120)
 	close(fd);
 	snprintf(dat, sizeof(dat), "%s.dat", plot);
 	cr_assert_eq(symlink(victim, dat), 0);
-	rc = run(out, sizeof(out), "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off "
+	rc = run(out, sizeof(out),
+		 "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off "
 		 "--host-thp keep --no-baseline --quiet --stat-file %s.json --plot %s",
 		 g, plot, plot);
 	f = fopen(victim, "r");
@@ -639,8 +684,10 @@ Test(gfactl, plot_data_file_does_not_follow_a_planted_link, .timeout = 120)
 	snprintf(dat, sizeof(dat), "%s.json", plot);
 	unlink(dat);
 	cr_assert_eq(rc, 0, "%s", out);
-	cr_assert_str_eq(buf, "keep", "--plot wrote through the link planted at <plot>.dat: "
-			 "the victim now starts with '%s'", buf);
+	cr_assert_str_eq(buf, "keep",
+			 "--plot wrote through the link planted at <plot>.dat: "
+			 "the victim now starts with '%s'",
+			 buf);
 }
 
 /* A --plot name that cannot be used is bad usage, found before the run (not exit 1 after
@@ -648,12 +695,14 @@ Test(gfactl, plot_data_file_does_not_follow_a_planted_link, .timeout = 120)
 Test(gfactl, unusable_plot_name_is_refused_up_front, .timeout = 120)
 {
 	const char *g = gfactl();
-	int rc = run(out, sizeof(out), "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off "
+	int rc = run(out, sizeof(out),
+		     "%s vmstart --vms 1 --mem 4M --rounds 0 --kvm off "
 		     "--host-thp keep --no-baseline --quiet --stat-file /tmp/gfactl-test-pl.json "
-		     "--plot ''", g);
+		     "--plot ''",
+		     g);
 
 	unlink("/tmp/gfactl-test-pl.json");
-	for (size_t k = 0; k + 4 < sizeof(out); k++)   /* (binary: strstr stops at a NUL) */
+	for (size_t k = 0; k + 4 < sizeof(out); k++) /* (binary: strstr stops at a NUL) */
 		cr_assert(memcmp(out + k, "\x89PNG", 4), "--plot '': PNG data on stdout");
 	cr_assert_eq(rc, 2, "--plot '': exit %d after the whole run", rc);
 	cr_assert_null(strstr(out, "RESULT"), "--plot '' checked only after the run");
@@ -680,7 +729,8 @@ static const char *vmstart_on_fake_sysfs(const char *setup, const char *then)
 		 "O=$(mktemp); %s vmstart --vms 2 --mem 8M --rounds 1000 --kvm off --no-baseline "
 		 "--quiet --stat-file $O.json >$O 2>&1 & p=$!; i=0; "
 		 "while [ ! -e $O.json ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
-		 "%s; rm -f $O $O.json'", setup, gfactl(), then);
+		 "%s; rm -f $O $O.json'",
+		 setup, gfactl(), then);
 	if (rc == 77)
 		cr_skip_test("cannot mount a fake sysfs here");
 	last = strstr(out, "after: ");
@@ -693,10 +743,12 @@ static const char *vmstart_on_fake_sysfs(const char *setup, const char *then)
 Test(gfactl, host_thp_restored_when_killed, .timeout = 120)
 {
 	const char *after = vmstart_on_fake_sysfs("", "kill -TERM $p; wait $p; echo; "
-						  "echo \"after: $(cat $T/shmem_enabled)\"");
+						      "echo \"after: $(cat $T/shmem_enabled)\"");
 
-	cr_assert_not_null(strstr(after, "never"), "killed vmstart left the host's "
-			   "shmem_enabled changed: %s", after);
+	cr_assert_not_null(strstr(after, "never"),
+			   "killed vmstart left the host's "
+			   "shmem_enabled changed: %s",
+			   after);
 }
 
 /*
@@ -707,12 +759,15 @@ Test(gfactl, host_thp_restored_when_killed, .timeout = 120)
  */
 Test(gfactl, host_thp_handler_keeps_ignored_signals_ignored, .timeout = 120)
 {
-	const char *after = vmstart_on_fake_sysfs("trap \"\" HUP;",
+	const char *after = vmstart_on_fake_sysfs(
+		"trap \"\" HUP;",
 		"kill -HUP $p; sleep 1; if kill -0 $p 2>/dev/null; then echo \"after: alive\"; "
 		"kill -TERM $p; else echo \"after: dead\"; fi; wait $p");
 
-	cr_assert_not_null(strstr(after, "alive"), "vmstart started with SIGHUP ignored (nohup) "
-			   "was killed by a SIGHUP: %s", after);
+	cr_assert_not_null(strstr(after, "alive"),
+			   "vmstart started with SIGHUP ignored (nohup) "
+			   "was killed by a SIGHUP: %s",
+			   after);
 }
 
 /* ---- gfactl linux: each refusal names the rule it broke (no KVM needed) ---- */
@@ -727,13 +782,14 @@ static bool build_has_checker(void)
 	return access(path, X_OK) == 0;
 }
 
-
-
 Test(gfactl, linux_refusals_name_the_rule, .timeout = 60)
 {
-	static const struct { const char *args, *says; } cases[] = {
+	static const struct {
+		const char *args, *says;
+	} cases[] = {
 		{ "--balloon 0", "--balloon 0 inflates nothing" },
-		{ "--balloon 200", "--balloon 200 is more than half of --mem 256 MiB (at most 128)" },
+		{ "--balloon 200",
+		  "--balloon 200 is more than half of --mem 256 MiB (at most 128)" },
 		{ "--mem 512M --check 300", "--check 300 is more than half of --mem 512 MiB" },
 		{ "--mem 65M", "--mem 65 MiB is not a multiple of 2 MiB" },
 		{ "--mem 4G", "--mem 4096 MiB: a guest has 64 MiB to 3 GiB" },
@@ -748,7 +804,8 @@ Test(gfactl, linux_refusals_name_the_rule, .timeout = 60)
 		int rc = run(out, sizeof(out), "%s linux %s", g, cases[i].args);
 
 		cr_assert_eq(rc, 2, "gfactl linux %s: exit %d: %s", cases[i].args, rc, out);
-		cr_assert(strstr(out, cases[i].says), "gfactl linux %s said: %s", cases[i].args, out);
+		cr_assert(strstr(out, cases[i].says), "gfactl linux %s said: %s", cases[i].args,
+			  out);
 		cr_assert_eq(strchr(out, '\n'), out + strlen(out) - 1, "not one line: %s", out);
 	}
 	run(out, sizeof(out), "%s linux --help", g);

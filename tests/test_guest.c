@@ -72,10 +72,11 @@ Test(guest, bad_config)
 	cfg.zone = 0;
 	cr_assert_null(gfa_guest_create(NULL, h.b, &cfg));
 	cr_assert_eq(errno, EFAULT);
-	cfg.mem_bytes = 32 * MiB;  /* more than the pool */
+	cfg.mem_bytes = 32 * MiB; /* more than the pool */
 	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));
 	cr_assert_eq(errno, ENOMEM);
-	cr_assert_eq(tu_free_frames(h.pool), 16 * MiB / GFA_FRAME_SIZE, "a failed create keeps nothing");
+	cr_assert_eq(tu_free_frames(h.pool), 16 * MiB / GFA_FRAME_SIZE,
+		     "a failed create keeps nothing");
 	/* the largest size, 16 TiB, on a 16 MiB pool */
 	cfg.mem_bytes = (uint64_t)UINT32_MAX << GFA_FRAME_SHIFT & ~(2 * MiB - 1);
 	cr_assert_null(gfa_guest_create(h.pool, h.b, &cfg));
@@ -96,7 +97,7 @@ Test(guest, backing_refuses_ranges_that_wrap)
 		gfa_backing_mark_clean(h.b, wrap[i], order[i]);
 		cr_assert_not(gfa_backing_block_dirty(h.b, wrap[i], order[i]));
 	}
-	*(volatile char *)gfa_pfn_to_addr(h.pool, 100) = 1;    /* only data is marked */
+	*(volatile char *)gfa_pfn_to_addr(h.pool, 100) = 1; /* only data is marked */
 	gfa_backing_mark_dirty(h.b, 100, 0);
 	/* (2^64 - 64) + 128 wraps to 64: once cleared bits far outside the bitmap */
 	gfa_backing_mark_clean_range(h.b, 0 - 64ULL, 128);
@@ -131,7 +132,11 @@ Test(guest, refused_backing_free_keeps_the_block_and_never_cleans)
 /* A create that fails on an id in use must leave the guest that has it registered. */
 static int refuse_move(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
 {
-	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	(void)ctx;
+	(void)owner;
+	(void)s;
+	(void)d;
+	(void)o;
 	return -EBUSY;
 }
 
@@ -204,14 +209,24 @@ Test(guest, concurrent_collapses_of_two_guests_do_not_deadlock, .timeout = 60)
 }
 
 static int pauses;
-static int count_pause(void *ctx) { (void)ctx; pauses++; return 0; }
-static int count_resume(void *ctx) { (void)ctx; return 0; }
+static int count_pause(void *ctx)
+{
+	(void)ctx;
+	pauses++;
+	return 0;
+}
+static int count_resume(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
 
 Test(guest, compaction_moves_guest_frames_and_collapse_restores_huge, .timeout = 120)
 {
 	struct tu_host h = host_new(64 * MiB, false);
 	struct gfa_guest_vcpu_ops ops = { count_pause, count_resume };
-	struct gfa_guest_config small = { .mem_bytes = 16 * MiB, .small_only = true,
+	struct gfa_guest_config small = { .mem_bytes = 16 * MiB,
+					  .small_only = true,
 					  .vcpu_ops = &ops };
 	struct gfa_guest_config filler = { .mem_bytes = 2 * MiB, .small_only = true };
 	struct gfa_guest *fill_g[24], *g;
@@ -233,7 +248,7 @@ Test(guest, compaction_moves_guest_frames_and_collapse_restores_huge, .timeout =
 	cr_assert_eq(collapsed, 8, "collapsed %d ranges", collapsed);
 	cr_assert_eq(st.huge_ranges, 8);
 	cr_assert_eq(tu_fill_bad(g, 77, 0, 0), 0, "data survived the moves");
-	if (st.wp_errno)        /* the pause fallback: one pause per collapsed range */
+	if (st.wp_errno) /* the pause fallback: one pause per collapsed range */
 		cr_assert_eq(pauses, 8, "%d pauses for 8 collapsed ranges", pauses);
 	else
 		cr_assert_eq(pauses, 0, "write-protected moves paused the vCPUs %d times", pauses);
@@ -266,7 +281,8 @@ Test(guest, host_maps_order9_blocks_with_pmds, .timeout = 60, .fini = shmem_thp_
 
 	if (tu_shmem_thp_advise(old, sizeof(shmem_saved))) {
 		old[0] = '\0';
-		cr_skip_test("cannot set shmem_enabled=advise (not root?): PMD backing not checked");
+		cr_skip_test(
+			"cannot set shmem_enabled=advise (not root?): PMD backing not checked");
 	}
 	h = host_new(32 * MiB, true);
 	g = gfa_guest_create(h.pool, h.b, &cfg);
@@ -362,9 +378,10 @@ static int moved_refuses(void *ctx, uint64_t gpa, uint64_t len, int fd, uint64_t
 
 Test(guest, failed_collapse_puts_every_piece_back, .timeout = 60)
 {
-	const uint64_t F = 5, nr = 2048;        /* 8 MiB: four pageblocks */
+	const uint64_t F = 5, nr = 2048; /* 8 MiB: four pageblocks */
 	struct tu_host h = host_new(nr * GFA_FRAME_SIZE, false);
-	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true,
+	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB,
+					.small_only = true,
 					.moved_fn = moved_refuses };
 	struct gfa_guest_stat st;
 	struct gfa_guest *g;
@@ -379,15 +396,18 @@ Test(guest, failed_collapse_puts_every_piece_back, .timeout = 60)
 	g = gfa_guest_create(h.pool, h.b, &cfg);
 	cr_assert_not_null(g);
 	for (unsigned int i = 0; i < 4; i++)
-		cr_assert_eq(gfa_guest_gpa_to_pfn(g, (uint64_t)i * 128 * GFA_FRAME_SIZE, &before[i]), 0);
-	for (uint64_t q = 1024; q < 1536; q++)  /* an empty pageblock for the new block */
+		cr_assert_eq(
+			gfa_guest_gpa_to_pfn(g, (uint64_t)i * 128 * GFA_FRAME_SIZE, &before[i]), 0);
+	for (uint64_t q = 1024; q < 1536; q++) /* an empty pageblock for the new block */
 		cr_assert_eq(gfa_free(h.pool, q, 0, F), 0);
 	cr_assert_eq(gfa_guest_collapse(g, 1), 0, "the range's mapping is refused");
 	cr_assert_eq(refusing_moves, 1, "one notice for the whole range, not one per piece");
 	for (unsigned int i = 0; i < 4; i++) {
-		cr_assert_eq(gfa_guest_gpa_to_pfn(g, (uint64_t)i * 128 * GFA_FRAME_SIZE, &after), 0);
-		cr_assert_eq(after, before[i], "piece %u: pfn %lu, was %lu before the failed collapse",
-			     i, (unsigned long)after, (unsigned long)before[i]);
+		cr_assert_eq(gfa_guest_gpa_to_pfn(g, (uint64_t)i * 128 * GFA_FRAME_SIZE, &after),
+			     0);
+		cr_assert_eq(after, before[i],
+			     "piece %u: pfn %lu, was %lu before the failed collapse", i,
+			     (unsigned long)after, (unsigned long)before[i]);
 	}
 	/* moves counts compaction's moves: an undone collapse moved no block */
 	gfa_guest_stat(g, &st);
@@ -416,7 +436,7 @@ Test(guest, backing_free_dirty_counts_only_free_frames)
 	cr_assert_eq(gfa_backing_free(h.b, NULL, (uint64_t)a, 4, 3), 0);
 	cr_assert_eq(gfa_backing_zone_stat(h.b, 0, &bs), 0);
 	cr_assert_eq(bs.free_dirty, 16);
-	a = gfa_backing_alloc(h.b, NULL, 0, 4, GFA_MT_MOVABLE, 4, 0);  /* no ZERO: dirty */
+	a = gfa_backing_alloc(h.b, NULL, 0, 4, GFA_MT_MOVABLE, 4, 0); /* no ZERO: dirty */
 	cr_assert_geq(a, 0);
 	cr_assert_eq(gfa_backing_zone_stat(h.b, 0, &bs), 0);
 	cr_assert_eq(bs.free_dirty, 0, "free_dirty %lu: allocated frames counted",
@@ -484,11 +504,11 @@ Test(guest, a_backing_of_another_pool_is_refused)
 	cr_assert_not_null(gb);
 	w = gfa_guest_hva(gb);
 	memset(w, 0x5a, cfg.mem_bytes);
-	gx = gfa_guest_create(a.pool, b.b, &cfg);       /* pool A's frames, B's backing */
+	gx = gfa_guest_create(a.pool, b.b, &cfg); /* pool A's frames, B's backing */
 	if (gx) {
 		memset(gfa_guest_hva(gx), 0x77, cfg.mem_bytes);
-		gfa_guest_destroy(gx);  /* marks B's frames dirty, those of B's guest */
-		gx = gfa_guest_create(a.pool, b.b, &cfg);       /* zeroes them */
+		gfa_guest_destroy(gx); /* marks B's frames dirty, those of B's guest */
+		gx = gfa_guest_create(a.pool, b.b, &cfg); /* zeroes them */
 		gfa_guest_destroy(gx);
 		gx = (void *)1;
 	}
@@ -517,16 +537,16 @@ Test(guest, backing_of_a_smaller_pool_is_einval)
 	pc.zones[1] = pc.zones[0];
 	a = gfa_pool_create(&pc);
 	cr_assert_not_null(a);
-	b = tu_pool(4 * MiB >> GFA_FRAME_SHIFT);        /* one zone */
+	b = tu_pool(4 * MiB >> GFA_FRAME_SHIFT); /* one zone */
 	ba = gfa_backing_create(a, NULL);
 	bb = gfa_backing_create(b, NULL);
 	cr_assert_not_null(ba);
 	cr_assert_not_null(bb);
-	g = gfa_guest_create(a, ba, &cfg);              /* A's own backing works */
+	g = gfa_guest_create(a, ba, &cfg); /* A's own backing works */
 	cr_assert_not_null(g, "%s", strerror(errno));
 	gfa_guest_destroy(g);
 	errno = 0;
-	g = gfa_guest_create(a, bb, &cfg);              /* B's backing, zone 1 */
+	g = gfa_guest_create(a, bb, &cfg); /* B's backing, zone 1 */
 	cr_assert_null(g);
 	cr_assert_eq(errno, EINVAL, "errno %d (%s), want EINVAL", errno, strerror(errno));
 	gfa_backing_destroy(ba);
@@ -575,7 +595,8 @@ Test(guest, unpopulated_backing_maps_order9_blocks_with_pmds, .timeout = 60, .fi
 	if (tu_shmem_thp_advise(old, sizeof(shmem_saved))) {
 		old[0] = '\0';
 		tu_shmem_thp_unlock(lock);
-		cr_skip_test("cannot set shmem_enabled=advise (not root?): PMD backing not checked");
+		cr_skip_test(
+			"cannot set shmem_enabled=advise (not root?): PMD backing not checked");
 	}
 	h = host_new(32 * MiB, false);
 	g = gfa_guest_create(h.pool, h.b, &cfg);

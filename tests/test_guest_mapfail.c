@@ -23,16 +23,21 @@
 static atomic_int gmf_armed;
 static atomic_bool gmf_d_in;
 static struct gfa_pool *gmf_pool;
-#define GMF_NR 4096UL                  /* frames of the pool */
-#define GMF_TOP (GMF_NR / 2)          /* [GMF_TOP, GMF_NR) freed as compaction targets */
+#define GMF_NR  4096UL       /* frames of the pool */
+#define GMF_TOP (GMF_NR / 2) /* [GMF_TOP, GMF_NR) freed as compaction targets */
 static pthread_t gmf_th;
 
 /* another owner whose move takes a while (its vCPUs are slow to pause): 100 ms */
-static int gmf_slow_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
+static int gmf_slow_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst,
+			    unsigned int order)
 {
 	struct timespec ts = { 0, 100 * 1000 * 1000 };
 
-	(void)ctx; (void)owner; (void)src; (void)dst; (void)order;
+	(void)ctx;
+	(void)owner;
+	(void)src;
+	(void)dst;
+	(void)order;
 	atomic_store(&gmf_d_in, true);
 	nanosleep(&ts, NULL);
 	return -EAGAIN;
@@ -46,8 +51,8 @@ static void *gmf_compact(void *arg)
 	return NULL;
 }
 
-static void *_Atomic gmf_fail_anon_at;  /* an anonymous MAP_FIXED mmap here fails once */
-static void *_Atomic gmf_fail_2m_at;    /* a 2 MiB MAP_SHARED MAP_FIXED mmap here fails once */
+static void *_Atomic gmf_fail_anon_at; /* an anonymous MAP_FIXED mmap here fails once */
+static void *_Atomic gmf_fail_2m_at;   /* a 2 MiB MAP_SHARED MAP_FIXED mmap here fails once */
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -58,13 +63,13 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	if ((flags & MAP_ANONYMOUS) && (flags & MAP_FIXED) && addr &&
 	    addr == atomic_load(&gmf_fail_anon_at)) {
 		atomic_store(&gmf_fail_anon_at, NULL);
-		errno = ENOMEM;         /* as at vm.max_map_count */
+		errno = ENOMEM; /* as at vm.max_map_count */
 		return MAP_FAILED;
 	}
 	if ((flags & MAP_SHARED) && (flags & MAP_FIXED) && addr && len == (2UL << 20) &&
 	    addr == atomic_load(&gmf_fail_2m_at)) {
 		atomic_store(&gmf_fail_2m_at, NULL);
-		errno = ENOMEM;         /* as at vm.max_map_count */
+		errno = ENOMEM; /* as at vm.max_map_count */
 		return MAP_FAILED;
 	}
 	if ((flags & MAP_SHARED) && (flags & MAP_FIXED) && atomic_exchange(&gmf_armed, 0)) {
@@ -78,7 +83,7 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		       gfa_frame_lookup(gmf_pool, (uint64_t)off >> GFA_FRAME_SHIFT, &fi) ||
 		       fi.state != GFA_FRAME_ISOLATED)
 			sched_yield();
-		errno = ENOMEM;         /* as at vm.max_map_count */
+		errno = ENOMEM; /* as at vm.max_map_count */
 		return MAP_FAILED;
 	}
 	return real(addr, len, prot, flags, fd, off);
@@ -87,7 +92,7 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame, .timeout = 60)
 {
 	const uint64_t F = 5, D = 6, nr = GMF_NR;
-	struct gfa_backing_config bc = { 0 };      /* the default zeroer: frames free at once */
+	struct gfa_backing_config bc = { 0 }; /* the default zeroer: frames free at once */
 	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true, .id = 4321 };
 	struct gfa_backing *b;
 	struct gfa_frame_info fi;
@@ -100,7 +105,7 @@ Test(guest_mapfail, failed_map_of_an_isolated_block_loses_no_frame, .timeout = 6
 	cr_assert_eq(gfa_owner_register(gmf_pool, D, &gmf_slow_ops, NULL), 0);
 	cr_assert_eq(gfa_free(gmf_pool, 0, 0, F), 0);
 	cr_assert_eq(gfa_alloc(gmf_pool, 0, 0, GFA_MT_MOVABLE, D, 0), 0);
-	cr_assert_eq(gfa_free(gmf_pool, 1, 0, F), 0);  /* the guest's first block */
+	cr_assert_eq(gfa_free(gmf_pool, 1, 0, F), 0); /* the guest's first block */
 	atomic_store(&gmf_armed, 1);
 	cr_assert_null(gfa_guest_create(gmf_pool, b, &cfg));
 	cr_assert_eq(errno, ENOMEM);
@@ -147,14 +152,14 @@ int munmap(void *addr, size_t len)
 		atomic_store(&gdm_clobbered, true);
 	if (w && a <= w && w + gdm_size <= a + len && len > gdm_size &&
 	    atomic_exchange(&gdm_reserve_fails, 0)) {
-		errno = ENOMEM;         /* splitting the merged edge needs a VMA */
+		errno = ENOMEM; /* splitting the merged edge needs a VMA */
 		return -1;
 	}
 	ret = real(addr, len);
 	if (!ret && w && a == w && len == gdm_size) {
 		/* another thread's mmap lands in the hole just left */
-		void *p = mmap(w, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-			       -1, 0);
+		void *p = mmap(w, 4096, PROT_READ,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 
 		if (p == w)
 			atomic_store(&gdm_foreign, p);
@@ -167,7 +172,7 @@ Test(guest_mapfail, destroy_fallback_never_unmaps_what_another_thread_mapped_in_
      .timeout = 60)
 {
 	struct gfa_pool *pool = tu_pool(4096);
-	struct gfa_backing_config bc = { 0 };      /* the default zeroer: frames free at once */
+	struct gfa_backing_config bc = { 0 }; /* the default zeroer: frames free at once */
 	struct gfa_guest_config cfg = { .mem_bytes = 4 * MiB, .id = 777 };
 	struct gfa_backing *b = gfa_backing_create(pool, &bc);
 	struct gfa_guest *g;
@@ -188,7 +193,8 @@ Test(guest_mapfail, destroy_fallback_never_unmaps_what_another_thread_mapped_in_
 	cr_assert_not_null(f, "the fallback path was not taken");
 	cr_assert_not(atomic_load(&gdm_clobbered),
 		      "gfa_guest_destroy unmapped another thread's mapping at %p (in the hole "
-		      "the window left)", f);
+		      "the window left)",
+		      f);
 	munmap(f, 4096);
 	cr_assert_eq(tu_free_frames(pool), 4096);
 	gfa_backing_destroy(b);
@@ -203,9 +209,9 @@ Test(guest_mapfail, destroy_fallback_never_unmaps_what_another_thread_mapped_in_
  */
 Test(guest_mapfail, collapse_whose_huge_remap_fails_loses_no_frame, .timeout = 60)
 {
-	const uint64_t F = 5, nr = 2048;        /* 8 MiB: four pageblocks */
+	const uint64_t F = 5, nr = 2048; /* 8 MiB: four pageblocks */
 	struct gfa_pool *pool = tu_pool(nr);
-	struct gfa_backing_config bc = { 0 };      /* the default zeroer: frames free at once */
+	struct gfa_backing_config bc = { 0 }; /* the default zeroer: frames free at once */
 	struct gfa_guest_config cfg = { .mem_bytes = 2 * MiB, .small_only = true, .id = 999 };
 	struct gfa_backing *b = gfa_backing_create(pool, &bc);
 	struct gfa_gpa_range one = { 4096, 4096 };
@@ -224,7 +230,7 @@ Test(guest_mapfail, collapse_whose_huge_remap_fails_loses_no_frame, .timeout = 6
 	g = gfa_guest_create(pool, b, &cfg);
 	cr_assert_not_null(g);
 	memset(gfa_guest_hva(g), 0x5a, 2 * MiB);
-	for (uint64_t q = 1024; q < 1536; q++)  /* an empty pageblock for the new block */
+	for (uint64_t q = 1024; q < 1536; q++) /* an empty pageblock for the new block */
 		cr_assert_eq(gfa_free(pool, q, 0, F), 0);
 	atomic_store(&gmf_fail_2m_at, gfa_guest_hva(g));
 	cr_assert_eq(gfa_guest_gpa_to_pfn(g, 0, &before), 0);
@@ -239,7 +245,8 @@ Test(guest_mapfail, collapse_whose_huge_remap_fails_loses_no_frame, .timeout = 6
 	cr_assert_eq(gfa_frame_lookup(pool, pfn, &fi), 0);
 	cr_assert_eq(fi.order, 7, "the piece is the order-7 block it was");
 	for (uint64_t i = 0; i < 2 * MiB; i++)
-		cr_assert_eq(((unsigned char *)gfa_guest_hva(g))[i], 0x5a, "byte %lu lost", (unsigned long)i);
+		cr_assert_eq(((unsigned char *)gfa_guest_hva(g))[i], 0x5a, "byte %lu lost",
+			     (unsigned long)i);
 	/* balloon one page of it: the frame must leave the guest */
 	cr_expect_eq(gfa_balloon_inflate(g, &one, 1), 1);
 	cr_assert_eq(gfa_frame_lookup(pool, pfn + 1, &fi), 0);

@@ -181,7 +181,7 @@ Test(guest_regions, bad_region_lists_are_refused_and_counted)
 		{ { .regions = many, .nr_regions = GFA_GUEST_MAX_REGIONS + 1 }, EINVAL },
 		{ { .regions = wrap, .nr_regions = 1 }, ERANGE },
 		{ { .mem_bytes = MiB + 100 }, EINVAL },
-		{ { .mem_bytes = 1ULL << 48 }, EINVAL },   /* 2^36 frames: no gfn fits 32 bits */
+		{ { .mem_bytes = 1ULL << 48 }, EINVAL }, /* 2^36 frames: no gfn fits 32 bits */
 	};
 	uint64_t free0 = tu_free_frames(h.pool), inval0 = VMS(h.pool, err_inval);
 
@@ -204,7 +204,9 @@ Test(guest_regions, a_lazy_guest_serves_touches_in_its_regions_only, .timeout = 
 	struct tu_host h = rhost_new(64 * MiB);
 	struct gfa_guest *g;
 	struct gfa_guest_stat st;
-	struct gfa_guest_config cfg = { .regions = holed, .nr_regions = 2, .flags = GFA_GUEST_LAZY };
+	struct gfa_guest_config cfg = { .regions = holed,
+					.nr_regions = 2,
+					.flags = GFA_GUEST_LAZY };
 
 	g = gfa_guest_create(h.pool, h.b, &cfg);
 	if (!g && (errno == EPERM || errno == ENOSYS || errno == ECANCELED))

@@ -123,7 +123,7 @@ Test(guest_runs, the_mapping_survives_balloon_holes_moves_and_collapse, .timeout
 /* ---- vm.max_map_count ---- */
 
 #define DEFAULT_MAX_MAP_COUNT 65530L
-#define MAX_MAP_COUNT "/proc/sys/vm/max_map_count"
+#define MAX_MAP_COUNT         "/proc/sys/vm/max_map_count"
 static long saved_max_map_count = -1;
 
 static long read_long(const char *path)
@@ -180,7 +180,7 @@ static void restore_max_map_count(void)
 		write_long(MAX_MAP_COUNT, saved_max_map_count);
 	saved_max_map_count = -1;
 	if (map_count_lock >= 0)
-		close(map_count_lock);  /* others' creates may go on */
+		close(map_count_lock); /* others' creates may go on */
 	map_count_lock = -1;
 }
 
@@ -238,7 +238,7 @@ static int create_guest(void *arg)
 Test(guest_runs, scattered_blocks_work_up_to_max_map_count_and_fail_beyond_it,
      .fini = restore_max_map_count, .timeout = 60)
 {
-	const uint64_t blocks = 1024;  /* a 2 GiB sparse pool: 512 scattered free blocks */
+	const uint64_t blocks = 1024; /* a 2 GiB sparse pool: 512 scattered free blocks */
 	struct tu_host h;
 	int64_t *taken = calloc(blocks, sizeof(*taken));
 	struct create_args a;
@@ -274,8 +274,9 @@ Test(guest_runs, scattered_blocks_work_up_to_max_map_count_and_fail_beyond_it,
 
 	a = (struct create_args){ .h = &h, .mem = 128 * 2 * MiB };
 	capture_stderr(msg, sizeof(msg), create_guest, &a, &ret);
-	restore_max_map_count();        /* lowered only around each create: it is the host's */
-	cr_assert_not_null(a.g, "128 scattered blocks under the limit: %s (%s)", strerror(a.err), msg);
+	restore_max_map_count(); /* lowered only around each create: it is the host's */
+	cr_assert_not_null(a.g, "128 scattered blocks under the limit: %s (%s)", strerror(a.err),
+			   msg);
 	gfa_guest_stat(a.g, &st);
 	cr_assert_eq(st.window_mappings, 128, "one mapping per scattered block");
 	fill(a.g, 0x77);

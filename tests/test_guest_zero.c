@@ -19,7 +19,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <gfa/vmm.h>
-#include "allocator/layers.h"      /* zone_release_take/_done: release as the host return does */
+#include "allocator/layers.h" /* zone_release_take/_done: release as the host return does */
 #include "tests/test_util.h"
 #include "common/compiler.h"
 
@@ -43,8 +43,9 @@ static void check_range(char *buf, char *ref, size_t off, size_t len)
 
 Test(guest_zero, every_path_matches_memset_on_unaligned_odd_ranges)
 {
-	static const size_t lens[] = { 0, 1, 7, 8, 31, 32, 63, 64, 65, 127, 255, 256, 257,
-				       4095, 4096, 4097, 65536 + 13, (1 << 20) + 4093 };
+	static const size_t lens[] = { 0,   1,    7,    8,    31,         32,
+				       63,  64,   65,   127,  255,        256,
+				       257, 4095, 4096, 4097, 65536 + 13, (1 << 20) + 4093 };
 	size_t cap = (2 << 20) + 4096;
 	char *buf = aligned_alloc(4096, cap), *ref = aligned_alloc(4096, cap);
 	unsigned int ran = 0;
@@ -67,8 +68,9 @@ Test(guest_zero, every_path_matches_memset_on_unaligned_odd_ranges)
 	cr_assert_eq(gfa_zero_set_method("sse9"), -EINVAL);
 	cr_assert_eq(gfa_zero_set_method(NULL), GFA_EFAULT);
 	cr_assert_eq(gfa_zero_set_method(""), 0);
-	cr_assert_str_eq(gfa_zero_method(), gfa_zero_method_usable("avx512") ? "avx512"
-			 : gfa_zero_method_usable("avx2") ? "avx2" : "movnti");
+	cr_assert_str_eq(gfa_zero_method(), gfa_zero_method_usable("avx512") ? "avx512" :
+					    gfa_zero_method_usable("avx2")   ? "avx2" :
+									       "movnti");
 	free(buf);
 	free(ref);
 }
@@ -127,10 +129,12 @@ Test(guest_zero, prepare_zeroes_exactly_the_dirty_runs)
 	cr_assert_eq(gfa_backing_prepare(b, (uint64_t)pfn, 10), (int64_t)dirty);
 	for (uint64_t i = 0; i < 1024; i++) {
 		const unsigned char *p = gfa_pfn_to_addr(pool, (uint64_t)pfn + i);
-		bool was = (i >= 60 && i < 70) || (i >= 127 && i < 200) || (i % 7 == 3) || i == 1023;
+		bool was = (i >= 60 && i < 70) || (i >= 127 && i < 200) || (i % 7 == 3) ||
+			   i == 1023;
 
 		for (size_t k = 0; k < GFA_FRAME_SIZE; k += 511)
-			cr_assert_eq(p[k], was ? 0 : 0x3c, "frame %lu byte %zu", (unsigned long)i, k);
+			cr_assert_eq(p[k], was ? 0 : 0x3c, "frame %lu byte %zu", (unsigned long)i,
+				     k);
 	}
 	cr_assert_eq(gfa_backing_nr_dirty(b), 0);
 	cr_assert_eq(gfa_backing_prepare(b, (uint64_t)pfn, 10), 0);
@@ -173,7 +177,8 @@ static void assert_free_at_once(struct gfa_pool *pool, struct gfa_backing *b, ui
 			      (unsigned long)want, (long)pfn);
 		w = gfa_pfn_to_addr(pool, (uint64_t)pfn);
 		for (size_t k = 0; k < GFA_FRAME_SIZE / 8; k++)
-			cr_assert_eq(w[k], 0, "pfn %ld word %zu: another owner's data", (long)pfn, k);
+			cr_assert_eq(w[k], 0, "pfn %ld word %zu: another owner's data", (long)pfn,
+				     k);
 		pfns[i] = (uint64_t)pfn;
 	}
 	cr_assert_eq(gfa_zone_unclaim(pool, 0, 9), 0, "the claim was used up");
@@ -219,7 +224,7 @@ Test(guest_zero, a_failed_create_keeps_no_frame)
 	struct gfa_guest *g = gfa_guest_create(pool, b, &small);
 
 	cr_assert_not_null(g);
-	memset(gfa_guest_hva(g), 0x66, 8 * MiB);        /* what the failed one takes is dirty */
+	memset(gfa_guest_hva(g), 0x66, 8 * MiB); /* what the failed one takes is dirty */
 	gfa_guest_destroy(g);
 	other_owner_holds(pool, 2048);
 	for (int round = 0; round < 4; round++) {
@@ -243,7 +248,7 @@ Test(guest_zero, a_stop_zeroes_in_the_background_and_the_next_start_finds_clean_
 
 	cr_assert_not_null(g);
 	memset(gfa_guest_hva(g), 0x77, 32 * MiB);
-	gfa_guest_destroy(g);   /* returns at once: the zeroing is the worker's */
+	gfa_guest_destroy(g); /* returns at once: the zeroing is the worker's */
 	cr_assert_eq(gfa_backing_zero_quiesce(b, 30000), 0);
 	cr_assert_eq(gfa_backing_nr_dirty(b), 0, "the stop left dirty frames");
 	cr_assert_eq(gfa_backing_zeroed_in_background(b), 32 * MiB / GFA_FRAME_SIZE);
@@ -335,9 +340,9 @@ Test(guest_zero, a_zeroer_refused_for_a_waiting_allocation_finishes_later)
 	cr_assert_eq(gfa_zone_stat(pool, 0, &zs), 0);
 	cr_assert_eq(zs.nr_free_buddy + zs.nr_pcp, 0, "a free frame left on the lists");
 	cr_assert_eq(pthread_create(&t, NULL, alloc_one, &wa), 0);
-	usleep(100 * 1000);     /* the allocation waits for the scrubbed frames */
-	gfa_guest_destroy(g);   /* 2,048 dirty frames free, the zeroer kicked */
-	usleep(100 * 1000);     /* past the settle: the zeroer's batch is refused */
+	usleep(100 * 1000);   /* the allocation waits for the scrubbed frames */
+	gfa_guest_destroy(g); /* 2,048 dirty frames free, the zeroer kicked */
+	usleep(100 * 1000);   /* past the settle: the zeroer's batch is refused */
 	for (int i = 0; i < n; i++)
 		cr_assert_eq(zone_populate_done(pool, r[i].pfn, r[i].nr), 0);
 	pthread_join(t, NULL);
@@ -360,8 +365,9 @@ static void release_down_to(struct gfa_pool *pool, uint64_t keep)
 	cr_assert_eq(gfa_zone_set_release_policy(pool, 0, &rp), 0);
 	while ((n = zone_release_take(pool, 0, fr, 64, UINT64_MAX)) > 0)
 		for (int i = 0; i < n; i++) {
-			cr_assert_eq(madvise(gfa_pfn_to_addr(pool, fr[i].pfn), fr[i].nr * GFA_FRAME_SIZE,
-					     MADV_REMOVE), 0);
+			cr_assert_eq(madvise(gfa_pfn_to_addr(pool, fr[i].pfn),
+					     fr[i].nr * GFA_FRAME_SIZE, MADV_REMOVE),
+				     0);
 			cr_assert_eq(zone_release_done(pool, fr[i].pfn, fr[i].nr, true), 0);
 		}
 }
@@ -390,7 +396,7 @@ static void restart_zeroes(struct gfa_pool *pool, struct gfa_backing *b, uint64_
 	cr_assert_not_null(g);
 	memset(gfa_guest_hva(g), 0x5a, 16 * MiB);
 	blocks = memfd_blocks(b);
-	gfa_guest_destroy(g);   /* its 16 MiB free at once, dirty, behind the clean ones */
+	gfa_guest_destroy(g); /* its 16 MiB free at once, dirty, behind the clean ones */
 	g = gfa_guest_create(pool, b, &cfg);
 	cr_assert_not_null(g);
 	cr_assert_eq(gfa_guest_stat(g, &st), 0);

@@ -24,7 +24,7 @@
 #include "common/ktime.h"
 #include "vmm/hostpool_proto.h"
 
-#define MiB (1ULL << 20)
+#define MiB      (1ULL << 20)
 #define POOL_MIB 256
 
 static char sock[108];
@@ -63,7 +63,7 @@ static pid_t spawn(char *const argv[], int *in, int *out)
 		int null = open("/dev/null", O_WRONLY);
 
 		dup2(pi[0], 0);
-		dup2(out ? po[1] : null, 1);    /* gfad's "serving" line is not the test's */
+		dup2(out ? po[1] : null, 1); /* gfad's "serving" line is not the test's */
 		execv(argv[0], argv);
 		_exit(127);
 	}
@@ -181,7 +181,8 @@ HP_TEST(a_guest_in_another_process_runs_and_gives_everything_back, .timeout = 12
 
 	cr_assert_not_null(hp);
 	cr_assert_eq(run_client("create 32 verify inflate 16 deflate 16 verify destroy "
-				"create 16 verify"), 0);
+				"create 16 verify"),
+		     0);
 	wait_all_back(hp);
 	st = service_stat(hp);
 	cr_assert_eq(st.nr_frames, POOL_MIB * MiB / 4096);
@@ -192,8 +193,15 @@ HP_TEST(a_guest_in_another_process_runs_and_gives_everything_back, .timeout = 12
 
 HP_TEST(two_clients_at_once_keep_their_own_frames, .timeout = 120)
 {
-	char *argv[] = { bin("tests/gfa-hostpool-client"), sock, "create", "32", "ready",
-			 "hold", "verify", "destroy", NULL };
+	char *argv[] = { bin("tests/gfa-hostpool-client"),
+			 sock,
+			 "create",
+			 "32",
+			 "ready",
+			 "hold",
+			 "verify",
+			 "destroy",
+			 NULL };
 	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
 	int in[2], out[2];
 	pid_t pid[2];
@@ -233,12 +241,14 @@ HP_TEST(sigkill_at_random_points_leaks_no_frame, .timeout = 240)
 		/* from the attach on: creates, lease batches, balloon, destroys, returns */
 		usleep((useconds_t)(rand() % 200000));
 		kill(pid, SIGKILL);
-		cr_assert_eq(wait_exit(pid), 128 + SIGKILL, "seed %u: the client ended first", seed);
+		cr_assert_eq(wait_exit(pid), 128 + SIGKILL, "seed %u: the client ended first",
+			     seed);
 		kills++;
 		if (other > 0) {
 			usleep(20000);
-			kill(other, SIGTERM);   /* (its own loop would fail first) */
-			cr_assert_eq(wait_exit(other), 128 + SIGTERM, "seed %u: the survivor", seed);
+			kill(other, SIGTERM); /* (its own loop would fail first) */
+			cr_assert_eq(wait_exit(other), 128 + SIGTERM, "seed %u: the survivor",
+				     seed);
 		}
 		ms = wait_all_back(hp);
 		worst = ms > worst ? ms : worst;
@@ -278,8 +288,10 @@ HP_TEST(a_uid_not_admitted_is_refused_with_a_clear_message, .timeout = 120)
 		_exit(errno == -GFA_EACCES ? 0 : errno > 200 ? 200 : 10 + errno);
 	}
 	st = wait_exit(pid);
-	cr_assert_eq(st, 0, "uid 65534: not refused with GFA_EACCES (exit %d: 1 admitted, "
-		     "3 no setuid, else 10 + errno)", st);
+	cr_assert_eq(st, 0,
+		     "uid 65534: not refused with GFA_EACCES (exit %d: 1 admitted, "
+		     "3 no setuid, else 10 + errno)",
+		     st);
 	cr_assert_eq(service_stat(hp).denied, 1u);
 	cr_assert_str_eq(gfa_strerror(GFA_EACCES), "Permission denied");
 	gfa_hostpool_detach(hp);
@@ -295,15 +307,18 @@ static int raw_client(void)
 	strcpy(a.sun_path, sock);
 	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	cr_assert_eq(send(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));
-	cr_assert_eq(recv(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));   /* (its fds closed) */
+	cr_assert_eq(recv(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m)); /* (its fds closed) */
 	cr_assert_eq(m.result, 0);
 	return fd;
 }
 
 static int raw_return(int fd, uint64_t pfn)
 {
-	struct hp_msg m = { .magic = HP_MAGIC, .version = HP_VERSION, .type = HP_RETURN,
-			    .seq = 2, .count = 1 };
+	struct hp_msg m = { .magic = HP_MAGIC,
+			    .version = HP_VERSION,
+			    .type = HP_RETURN,
+			    .seq = 2,
+			    .count = 1 };
 
 	m.pfn[0] = pfn;
 	cr_assert_eq(send(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));
@@ -328,7 +343,7 @@ HP_TEST(another_clients_block_is_refused_and_bad_packets_close_only_theirs, .tim
 	memset(p, 0x5a, 8 * MiB);
 	cr_assert_eq(gfa_guest_gpa_to_pfn(g, 0, &pfn), 0);
 	fd = raw_client();
-	cr_assert_eq(raw_return(fd, pfn & ~511ULL), GFA_EOWNER);      /* ours, not its */
+	cr_assert_eq(raw_return(fd, pfn & ~511ULL), GFA_EOWNER); /* ours, not its */
 	cr_assert_eq(raw_return(fd, pfn | 1), GFA_EINVAL);
 	st = service_stat(hp);
 	cr_assert_eq(st.refused, 2u);

@@ -16,7 +16,7 @@
 #endif
 
 #ifndef __SANITIZE_THREAD__
-static atomic_int hrf_fail_populate;    /* > 0: MADV_POPULATE_WRITE fails with ENOMEM */
+static atomic_int hrf_fail_populate; /* > 0: MADV_POPULATE_WRITE fails with ENOMEM */
 static atomic_ulong hrf_populate_calls;
 
 int madvise(void *addr, size_t len, int advice)
@@ -52,8 +52,10 @@ static uint64_t hrf_released(struct gfa_pool *p)
 Test(hostreturn_faults, a_refused_populate_leaves_frames_released, .timeout = 60)
 {
 	const uint64_t nr = 8 * GFA_PAGEBLOCK_FRAMES;
-	struct gfa_host_return_config hc = { .force_sync = true, .no_settle = true,
-					     .no_scrub = true, .no_pcp_drain = true,
+	struct gfa_host_return_config hc = { .force_sync = true,
+					     .no_settle = true,
+					     .no_scrub = true,
+					     .no_pcp_drain = true,
 					     .interval_ms = 5 };
 	struct gfa_release_policy rp = { .low = 0, .high = 0, .min_empty_frac = 4 };
 	struct gfa_backing_config bc = { .populate = true };

@@ -30,29 +30,29 @@
 
 extern char **environ;
 
-#define KVMT_MIB	(1ULL << 20)
-#define KVMT_HUGE	(2 * KVMT_MIB)
-#define KVMT_BOOT_GPA	0x0ULL
-#define KVMT_CODE_GPA	0x10000ULL
-#define KVMT_DATA_GPA	KVMT_HUGE		/* pattern ranges start at 2 MiB */
+#define KVMT_MIB      (1ULL << 20)
+#define KVMT_HUGE     (2 * KVMT_MIB)
+#define KVMT_BOOT_GPA 0x0ULL
+#define KVMT_CODE_GPA 0x10000ULL
+#define KVMT_DATA_GPA KVMT_HUGE /* pattern ranges start at 2 MiB */
 
 /* ---- guest RAM: anonymous or memfd-backed, 2 MiB aligned ------------------- */
 
 struct kvmt_ram {
-	char *hva;		/* the window the memslot points at */
+	char *hva; /* the window the memslot points at */
 	uint64_t size;
-	char *raw;		/* the whole reservation (for munmap) */
+	char *raw; /* the whole reservation (for munmap) */
 	uint64_t raw_size;
-	int memfd;		/* -1 for anonymous memory */
-	uint64_t off;		/* memfd offset currently mapped at hva */
+	int memfd;    /* -1 for anonymous memory */
+	uint64_t off; /* memfd offset currently mapped at hva */
 };
 
 /* Reserve size + 2 MiB and return the 2 MiB-aligned start inside it. */
 static char *kvmt_reserve(struct kvmt_ram *r, uint64_t size)
 {
 	r->raw_size = size + KVMT_HUGE;
-	r->raw = mmap(NULL, r->raw_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		      -1, 0);
+	r->raw = mmap(NULL, r->raw_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+		      0);
 	cr_assert_neq(r->raw, MAP_FAILED, "mmap reserve: %s", strerror(errno));
 	r->size = size;
 	return (char *)(((uintptr_t)r->raw + KVMT_HUGE - 1) & ~(uintptr_t)(KVMT_HUGE - 1));
@@ -63,10 +63,10 @@ static void kvmt_ram_anon(struct kvmt_ram *r, uint64_t size)
 	char *want = kvmt_reserve(r, size);
 
 	r->memfd = -1;
-	r->hva = mmap(want, size, PROT_READ | PROT_WRITE,
-		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	r->hva = mmap(want, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		      -1, 0);
 	cr_assert_eq(r->hva, want, "mmap ram: %s", strerror(errno));
-	madvise(r->hva, size, MADV_HUGEPAGE);	/* best effort: THP may be off */
+	madvise(r->hva, size, MADV_HUGEPAGE); /* best effort: THP may be off */
 }
 
 /* memfd of twice the size, so the frames can be "moved" to the other half. */
@@ -103,8 +103,8 @@ static void kvmt_move_frames(struct kvmt_ram *r)
 	cr_assert_neq(tmp, MAP_FAILED);
 	memcpy(tmp, r->hva, r->size);
 	munmap(tmp, r->size);
-	win = mmap(r->hva, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-		   r->memfd, (off_t)dst);
+	win = mmap(r->hva, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, r->memfd,
+		   (off_t)dst);
 	cr_assert_eq(win, r->hva, "remap window: %s", strerror(errno));
 	tmp = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, r->memfd, (off_t)r->off);
 	cr_assert_neq(tmp, MAP_FAILED);
@@ -161,8 +161,7 @@ static void kvmt_vm_teardown(struct kvmt_vm *t)
 }
 
 /* The checksum computed from what the guest left in memory, checking every word. */
-static uint64_t kvmt_sum_from_memory(struct kvmt_vm *t, uint64_t start, uint64_t end,
-				     uint64_t seed)
+static uint64_t kvmt_sum_from_memory(struct kvmt_vm *t, uint64_t start, uint64_t end, uint64_t seed)
 {
 	const uint64_t *w = (const uint64_t *)(t->ram.hva + start);
 	uint64_t sum = 0, bad = 0;
@@ -172,8 +171,7 @@ static uint64_t kvmt_sum_from_memory(struct kvmt_vm *t, uint64_t start, uint64_t
 		sum = ((sum << 1) | (sum >> 63)) + *w;
 	}
 	cr_assert_eq(bad, 0, "%llu words in [0x%llx, 0x%llx) differ from gpa ^ seed",
-		     (unsigned long long)bad, (unsigned long long)start,
-		     (unsigned long long)end);
+		     (unsigned long long)bad, (unsigned long long)start, (unsigned long long)end);
 	return sum;
 }
 
@@ -215,7 +213,8 @@ Test(kvm, pattern_checksum)
 	cr_assert_eq(ctx.results[0], gfa_kvm_test_pattern_sum(KVMT_DATA_GPA, ram, seed));
 	/* Below the pattern: code intact, nothing written outside [start, end). */
 	cr_assert_eq(memcmp(t.ram.hva + KVMT_CODE_GPA, gfa_kvm_test_guest_code,
-			    gfa_kvm_test_guest_size), 0);
+			    gfa_kvm_test_guest_size),
+		     0);
 
 	/* RESULT_LO, RESULT_HI, DONE, HLT: at least four exits. */
 	r = gfa_kvm_vcpu_stat(vcpu, "exits", &exits);
@@ -241,8 +240,7 @@ Test(kvm, checkpoint_move_resume_verify)
 
 	kvmt_require_kvm();
 	kvmt_vm_setup(&t, ram, true);
-	vcpu = kvmt_vcpu(&t, 0, KVMT_DATA_GPA, ram, seed,
-			 GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY);
+	vcpu = kvmt_vcpu(&t, 0, KVMT_DATA_GPA, ram, seed, GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY);
 
 	r = gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io, &ctx);
 	cr_assert_eq(r, GFA_KVM_RUN_STOPPED, "run: %d (%s)", r, gfa_kvm_vcpu_error(vcpu));
@@ -270,7 +268,7 @@ Test(kvm, checkpoint_move_resume_verify)
 struct kvmt_loop {
 	struct gfa_kvm_vcpu *vcpu;
 	struct gfa_kvm_test_ctx ctx;
-	unsigned int mismatch_reports;	/* verify results != 0 (atomic) */
+	unsigned int mismatch_reports; /* verify results != 0 (atomic) */
 	int rc;
 };
 
@@ -368,8 +366,7 @@ Test(kvm, pause_running_vcpu_move_resume)
 
 	cr_assert_eq(gfa_kvm_vcpu_kick(l.vcpu), 0);
 	pthread_join(th, NULL);
-	cr_assert_eq(l.rc, GFA_KVM_RUN_KICKED, "run: %d (%s)", l.rc,
-		     gfa_kvm_vcpu_error(l.vcpu));
+	cr_assert_eq(l.rc, GFA_KVM_RUN_KICKED, "run: %d (%s)", l.rc, gfa_kvm_vcpu_error(l.vcpu));
 	cr_assert_eq(l.mismatch_reports, 0, "guest saw changed memory after a move");
 	cr_assert_eq(gfa_kvm_vcpu_resume(l.vcpu), -EINVAL);
 	cr_assert_eq(gfa_kvm_vcpu_destroy(l.vcpu), 0);
@@ -377,8 +374,8 @@ Test(kvm, pause_running_vcpu_move_resume)
 }
 
 /* Several VMs, several vCPUs each, each vCPU in its own thread on its own slice. */
-#define KVMT_NVMS	3
-#define KVMT_NVCPUS	2
+#define KVMT_NVMS   3
+#define KVMT_NVCPUS 2
 
 struct kvmt_job {
 	struct gfa_kvm_vcpu *vcpu;
@@ -414,13 +411,13 @@ Test(kvm, many_vms_many_vcpus_in_threads)
 			j->seed = 0x5eed0000ULL + 16 * v + c;
 			j->vcpu = kvmt_vcpu(&t[v], c, j->start, j->end, j->seed,
 					    GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY);
-			j->ctx.on_checkpoint = kvmt_loop_checkpoint;	/* continue */
+			j->ctx.on_checkpoint = kvmt_loop_checkpoint; /* continue */
 		}
 	}
 	for (int v = 0; v < KVMT_NVMS; v++)
 		for (int c = 0; c < KVMT_NVCPUS; c++)
-			cr_assert_eq(pthread_create(&th[v][c], NULL, kvmt_job_thread,
-						    &jobs[v][c]), 0);
+			cr_assert_eq(pthread_create(&th[v][c], NULL, kvmt_job_thread, &jobs[v][c]),
+				     0);
 	for (int v = 0; v < KVMT_NVMS; v++)
 		for (int c = 0; c < KVMT_NVCPUS; c++)
 			pthread_join(th[v][c], NULL);
@@ -429,8 +426,8 @@ Test(kvm, many_vms_many_vcpus_in_threads)
 		for (int c = 0; c < KVMT_NVCPUS; c++) {
 			struct kvmt_job *j = &jobs[v][c];
 
-			cr_assert_eq(j->rc, GFA_KVM_RUN_HLT, "vm %d vcpu %d: %d (%s)", v, c,
-				     j->rc, gfa_kvm_vcpu_error(j->vcpu));
+			cr_assert_eq(j->rc, GFA_KVM_RUN_HLT, "vm %d vcpu %d: %d (%s)", v, c, j->rc,
+				     gfa_kvm_vcpu_error(j->vcpu));
 			cr_assert(j->ctx.done);
 			cr_assert_eq(j->ctx.nr_results, 2);
 			cr_assert_eq(j->ctx.results[0],
@@ -590,8 +587,9 @@ Test(kvm, guest_errors_are_reported)
 	memcpy(t.ram.hva + KVMT_CODE_GPA + 0x1000, ud2, sizeof(ud2));
 	vcpu = gfa_kvm_vcpu_create(t.vm, 2);
 	cr_assert_not_null(vcpu);
-	cr_assert_eq(gfa_kvm_vcpu_enter_long_mode(vcpu, &(struct gfa_kvm_entry){
-				.rip = KVMT_CODE_GPA + 0x1000 }), 0);
+	cr_assert_eq(gfa_kvm_vcpu_enter_long_mode(
+			     vcpu, &(struct gfa_kvm_entry){ .rip = KVMT_CODE_GPA + 0x1000 }),
+		     0);
 	r = gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io, &ctx);
 	cr_assert_eq(r, -EIO, "run: %d (%s)", r, gfa_kvm_vcpu_error(vcpu));
 	cr_assert_not_null(strstr(gfa_kvm_vcpu_error(vcpu), "triple fault"), "%s",
@@ -614,7 +612,8 @@ static long kvmt_anon_huge_kb(const void *addr)
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long lo, hi;
 
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
 			inside = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
 			continue;
 		}
@@ -651,8 +650,8 @@ Test(kvm, stats_count_huge_mappings)
 	cr_assert_eq(gfa_kvm_vm_stat(t.vm, "pages_2m", &p2m), 0);
 	cr_assert_eq(gfa_kvm_vm_stat(t.vm, "pages_4k", &p4k), 0);
 	huge_kb = kvmt_anon_huge_kb(t.ram.hva);
-	fprintf(stderr, "kvm: stats: AnonHugePages %ld kB, pages_2m %llu, pages_4k %llu\n",
-		huge_kb, (unsigned long long)p2m, (unsigned long long)p4k);
+	fprintf(stderr, "kvm: stats: AnonHugePages %ld kB, pages_2m %llu, pages_4k %llu\n", huge_kb,
+		(unsigned long long)p2m, (unsigned long long)p4k);
 	if (access("/sys/module/kvm_pvm", F_OK) == 0) {
 		/* PVM (software KVM, shadow MMU) keeps these counters at 0. */
 		cr_assert_eq(gfa_kvm_vcpu_destroy(vcpu), 0);
@@ -663,7 +662,8 @@ Test(kvm, stats_count_huge_mappings)
 
 	/* Where the host backs the window with THP, KVM must map 2 MiB pages too. */
 	if (huge_kb >= 2048)
-		cr_assert_geq(p2m, 1, "host backs the guest with %ld kB of THP, KVM maps no 2M page",
+		cr_assert_geq(p2m, 1,
+			      "host backs the guest with %ld kB of THP, KVM maps no 2M page",
 			      huge_kb);
 	cr_assert_eq(gfa_kvm_vcpu_destroy(vcpu), 0);
 	kvmt_vm_teardown(&t);
@@ -685,10 +685,9 @@ static void kvmt_qemu_preconditions(void)
 
 /* ---- findings of a review: vCPU ids, kicks in IO handlers, entries after MMIO ---- */
 
-#define KVMX_RAM		(4ULL << 20)
-#define KVMX_CODE	0x10000ULL
-#define KVMX_DATA	(2ULL << 20)
-
+#define KVMX_RAM  (4ULL << 20)
+#define KVMX_CODE 0x10000ULL
+#define KVMX_DATA (2ULL << 20)
 
 static struct gfa_kvm_vm *kvmx_vm(char **ram)
 {
@@ -721,9 +720,10 @@ Test(kvm, destroyed_vcpu_id_can_be_created_again)
 	vcpu = gfa_kvm_vcpu_create(vm, 0);
 	cr_assert_not_null(vcpu, "vcpu id 0 again after destroying it: %s", strerror(errno));
 	cr_assert_eq(gfa_kvm_test_guest_enter(vcpu, KVMX_CODE, KVMX_DATA, KVMX_DATA + 64, 1,
-					      GFA_KVM_TEST_FILL), 0);
-	cr_assert_eq(gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io,
-				      &(struct gfa_kvm_test_ctx){ 0 }), GFA_KVM_RUN_HLT);
+					      GFA_KVM_TEST_FILL),
+		     0);
+	cr_assert_eq(gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io, &(struct gfa_kvm_test_ctx){ 0 }),
+		     GFA_KVM_RUN_HLT);
 	cr_assert_eq(gfa_kvm_vcpu_destroy(vcpu), 0);
 	cr_assert_eq(gfa_kvm_vm_destroy(vm), 0);
 	munmap(ram, KVMX_RAM);
@@ -736,7 +736,7 @@ struct kvmx_io {
 	struct gfa_kvm_vcpu *vcpu;
 	struct gfa_kvm_test_ctx ctx;
 	int pipe[2];
-	int in_handler;		/* atomic */
+	int in_handler; /* atomic */
 	ssize_t n;
 	int err;
 	int rc;
@@ -780,20 +780,22 @@ Test(kvm, kick_does_not_interrupt_io_handler_syscalls)
 	s.vcpu = gfa_kvm_vcpu_create(vm, 0);
 	cr_assert_not_null(s.vcpu);
 	cr_assert_eq(gfa_kvm_test_guest_enter(s.vcpu, KVMX_CODE, KVMX_DATA, KVMX_DATA + 64, 1,
-					      GFA_KVM_TEST_VERIFY), 0);
+					      GFA_KVM_TEST_VERIFY),
+		     0);
 	s.ctx.on_checkpoint = kvmx_blocking_checkpoint;
 	s.ctx.arg = &s;
 	cr_assert_eq(pthread_create(&th, NULL, kvmx_run_thread, &s), 0);
 	for (int i = 0; i < 3000 && !__atomic_load_n(&s.in_handler, __ATOMIC_SEQ_CST); i++)
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
-	cr_assert(__atomic_load_n(&s.in_handler, __ATOMIC_SEQ_CST), "guest never reached the checkpoint");
-	nanosleep(&ms100, NULL);	/* the handler is blocked in poll() now */
+	cr_assert(__atomic_load_n(&s.in_handler, __ATOMIC_SEQ_CST),
+		  "guest never reached the checkpoint");
+	nanosleep(&ms100, NULL); /* the handler is blocked in poll() now */
 	cr_assert_eq(gfa_kvm_vcpu_kick(s.vcpu), 0);
 	nanosleep(&ms100, NULL);
 	cr_assert_eq(write(s.pipe[1], "x", 1), 1);
 	pthread_join(th, NULL);
-	cr_assert_eq(s.n, 1, "poll()/read() in the IO handler returned %zd (%s) after a kick",
-		     s.n, strerror(s.err));
+	cr_assert_eq(s.n, 1, "poll()/read() in the IO handler returned %zd (%s) after a kick", s.n,
+		     strerror(s.err));
 	cr_assert_eq(s.rc, GFA_KVM_RUN_STOPPED);
 	close(s.pipe[0]);
 	close(s.pipe[1]);
@@ -835,7 +837,7 @@ Test(kvm, failed_create_does_not_use_up_the_vcpu_id)
 	free(calloc(1, 4096));
 	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
 	lim = old;
-	lim.rlim_cur = kvmx_vm_size() + 4096;	/* kvm_run (3+ pages) cannot be mapped */
+	lim.rlim_cur = kvmx_vm_size() + 4096; /* kvm_run (3+ pages) cannot be mapped */
 	cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
 	errno = 0;
 	vcpu = gfa_kvm_vcpu_create(vm, 5);
@@ -895,25 +897,29 @@ Test(kvm, application_sigrtmin_handler_still_runs_on_a_vcpu_thread)
 
 	kvmt_require_kvm();
 	sigemptyset(&sa.sa_mask);
-	cr_assert_eq(sigaction(SIGRTMIN, &sa, &old), 0);       /* the application's own */
+	cr_assert_eq(sigaction(SIGRTMIN, &sa, &old), 0); /* the application's own */
 	vm = kvmx_vm(&ram);
 	l.vcpu = gfa_kvm_vcpu_create(vm, 0);
 	cr_assert_not_null(l.vcpu);
 	cr_assert_eq(gfa_kvm_test_guest_enter(l.vcpu, KVMX_CODE, KVMX_DATA, KVMX_DATA + 4096, 3,
-		     GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY | GFA_KVM_TEST_LOOP), 0);
+					      GFA_KVM_TEST_FILL | GFA_KVM_TEST_VERIFY |
+						      GFA_KVM_TEST_LOOP),
+		     0);
 	l.ctx.on_checkpoint = kvmx_continue;
 	cr_assert_eq(pthread_create(&th, NULL, kvmx_loop_thread, &l), 0);
 	for (int i = 0; i < 10000 && __atomic_load_n(&l.ctx.nr_results, __ATOMIC_ACQUIRE) < 2; i++)
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	for (int i = 0; i < 20; i++) {
-		pthread_kill(th, SIGRTMIN);     /* the application's signal, not a kick */
+		pthread_kill(th, SIGRTMIN); /* the application's signal, not a kick */
 		nanosleep(&(struct timespec){ 0, 5 * 1000000 }, NULL);
 	}
 	cr_assert_eq(gfa_kvm_vcpu_kick(l.vcpu), 0);
 	pthread_join(th, NULL);
 	cr_assert_eq(l.rc, GFA_KVM_RUN_KICKED);
-	cr_assert_gt(kvmx_app_hits, 0, "20 application SIGRTMIN sent to the vCPU thread, its "
-		     "handler ran %d times", (int)kvmx_app_hits);
+	cr_assert_gt(kvmx_app_hits, 0,
+		     "20 application SIGRTMIN sent to the vCPU thread, its "
+		     "handler ran %d times",
+		     (int)kvmx_app_hits);
 	cr_assert_eq(gfa_kvm_vcpu_destroy(l.vcpu), 0);
 	cr_assert_eq(gfa_kvm_vm_destroy(vm), 0);
 	munmap(ram, KVMX_RAM);
@@ -938,16 +944,18 @@ Test(kvm, enter_after_mmio_error_starts_at_new_entry)
 	vcpu = gfa_kvm_vcpu_create(vm, 0);
 	cr_assert_not_null(vcpu);
 	cr_assert_eq(gfa_kvm_test_guest_enter(vcpu, KVMX_CODE, KVMX_RAM - 64, KVMX_RAM + 64, 1,
-					      GFA_KVM_TEST_VERIFY), 0);
+					      GFA_KVM_TEST_VERIFY),
+		     0);
 	r = gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io, &ctx);
-	cr_assert_eq(r, GFA_KVM_RUN_STOPPED);	/* checkpoint 1 */
+	cr_assert_eq(r, GFA_KVM_RUN_STOPPED); /* checkpoint 1 */
 	r = gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io, &ctx);
 	cr_assert_eq(r, -EFAULT, "run: %d (%s)", r, gfa_kvm_vcpu_error(vcpu));
 
 	/* start over, inside RAM */
 	memset(&ctx, 0, sizeof(ctx));
 	cr_assert_eq(gfa_kvm_test_guest_enter(vcpu, KVMX_CODE, KVMX_DATA, KVMX_DATA + 4096, seed,
-					      GFA_KVM_TEST_FILL), 0);
+					      GFA_KVM_TEST_FILL),
+		     0);
 	r = gfa_kvm_vcpu_run(vcpu, gfa_kvm_test_io, &ctx);
 	cr_assert_eq(r, GFA_KVM_RUN_HLT, "second run: %d (%s)", r, gfa_kvm_vcpu_error(vcpu));
 	cr_assert_eq(ctx.nr_results, 1);
@@ -981,8 +989,10 @@ Test(kvm_qemu, rerun_without_dev_kvm)
 	rc = tu_run_in_qemu("--cpus 1 --timeout 1100", cmd, &secs);
 	fprintf(stderr, "kvm_qemu: suite kvm in QEMU: exit %d after %.1f s\n", rc, secs);
 	if (rc == 77)
-		tu_qemu_skip("kvm_qemu", "no KVM here (%s) and the QEMU harness cannot run (exit 77; "
-			     "see its message above)", why);
+		tu_qemu_skip("kvm_qemu",
+			     "no KVM here (%s) and the QEMU harness cannot run (exit 77; "
+			     "see its message above)",
+			     why);
 	cr_assert_eq(rc, 0, "suite kvm failed inside QEMU (exit %d)", rc);
 }
 
@@ -1006,13 +1016,14 @@ Test(kvm_qemu, harness_runs_kvm_guest)
 		 "[ -d /sys/devices/system/node/node1 ] || exit 5; exit 42",
 		 exe);
 	rc = tu_run_in_qemu("--numa 2 --cpus 1 --mem 1024 --timeout 500", cmd, &secs);
-	fprintf(stderr, "kvm_qemu: harness boot + one KVM test: exit %d after %.1f s\n", rc,
-		secs);
+	fprintf(stderr, "kvm_qemu: harness boot + one KVM test: exit %d after %.1f s\n", rc, secs);
 	if (rc == 77)
 		tu_qemu_skip("kvm_qemu", "the QEMU harness cannot run here (exit 77; see its "
-			     "message above)");
-	cr_assert_eq(rc, 42, "expected exit 42 from the guest command, got %d "
-		     "(3: test did not run, 4: GFA_IN_QEMU unset, 5: no second NUMA node)", rc);
+					 "message above)");
+	cr_assert_eq(rc, 42,
+		     "expected exit 42 from the guest command, got %d "
+		     "(3: test did not run, 4: GFA_IN_QEMU unset, 5: no second NUMA node)",
+		     rc);
 }
 
 /*
@@ -1031,9 +1042,11 @@ static int kvmt_self_run(const char *env, char *out, size_t len)
 
 	kvmt_self_exe(exe, sizeof(exe));
 	/* the other suites' "disabled" lines left out; the exit status as the last line */
-	snprintf(cmd, sizeof(cmd), "{ env -u GFA_SANITIZER -u BXFI_MAP %s '%s' "
+	snprintf(cmd, sizeof(cmd),
+		 "{ env -u GFA_SANITIZER -u BXFI_MAP %s '%s' "
 		 "--filter='kvm_qemu/harness_runs_kvm_guest' --verbose --color=never 2>&1; "
-		 "echo \"self-run exit $?\"; } | grep -v 'Test is disabled'", env, exe);
+		 "echo \"self-run exit $?\"; } | grep -v 'Test is disabled'",
+		 env, exe);
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	n = fread(out, 1, len - 1, p);
@@ -1070,21 +1083,25 @@ Test(qemu_skip, ci_fails_a_skip_it_can_fix, .timeout = 60)
 		snprintf(env, sizeof(env), "QEMU='%s' PATH=/nonexistent CI=true", qemu);
 		rc = kvmt_self_run(env, out, sizeof(out));
 		cr_assert_neq(rc, 0, "a fixable skip under CI=true passed:\n%s", kvmt_tail(out));
-		cr_assert(strstr(out, "kvm_qemu: skipped: the QEMU harness cannot run here"), "%s", kvmt_tail(out));
+		cr_assert(strstr(out, "kvm_qemu: skipped: the QEMU harness cannot run here"), "%s",
+			  kvmt_tail(out));
 		cr_assert(strstr(out, "did not run under CI=true"), "%s", kvmt_tail(out));
-		cr_assert(strstr(out, "[FAIL] kvm_qemu::harness_runs_kvm_guest"), "%s", kvmt_tail(out));
+		cr_assert(strstr(out, "[FAIL] kvm_qemu::harness_runs_kvm_guest"), "%s",
+			  kvmt_tail(out));
 		/* the same without CI: a skip, and a passing run */
 		snprintf(env, sizeof(env), "QEMU='%s' PATH=/nonexistent CI=", qemu);
 		rc = kvmt_self_run(env, out, sizeof(out));
 		cr_assert_eq(rc, 0, "%s", kvmt_tail(out));
-		cr_assert(strstr(out, "[SKIP] kvm_qemu::harness_runs_kvm_guest"), "%s", kvmt_tail(out));
+		cr_assert(strstr(out, "[SKIP] kvm_qemu::harness_runs_kvm_guest"), "%s",
+			  kvmt_tail(out));
 	}
 	if (!access("/dev/kvm", F_OK))
-		return;         /* "no /dev/kvm and no QEMU" cannot happen here */
+		return; /* "no /dev/kvm and no QEMU" cannot happen here */
 	/* neither /dev/kvm nor QEMU: a skip CI cannot fix, printed on its own line */
 	rc = kvmt_self_run("QEMU=/nonexistent/qemu-system-x86_64 CI=true", out, sizeof(out));
 	cr_assert_eq(rc, 0, "an unfixable skip under CI=true failed:\n%s", kvmt_tail(out));
 	cr_assert(strstr(out, "\nkvm_qemu: the reason CI cannot fix: no /dev/kvm and no QEMU on "
-			 "this machine\n"), "%s", kvmt_tail(out));
+			      "this machine\n"),
+		  "%s", kvmt_tail(out));
 	cr_assert(strstr(out, "[SKIP] kvm_qemu::harness_runs_kvm_guest"), "%s", kvmt_tail(out));
 }

@@ -23,9 +23,9 @@
 #include <gfa/refvmm.h>
 #include <gfa/vmm.h>
 
-#define KT_MIB          (1ULL << 20)
-#define KT_BOOT_S       90.0    /* launch to /init, nested */
-#define KT_SHMEM_THP    "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+#define KT_MIB       (1ULL << 20)
+#define KT_BOOT_S    90.0 /* launch to /init, nested */
+#define KT_SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 
 static const char *kt_kernel, *kt_initrd;
 static char kt_lkvm[PATH_MAX + 32];
@@ -115,19 +115,20 @@ Test(kvmtool_boot, boots_and_freed_memory_is_reported_and_leaves_the_host, .time
 	kt_expect(&vm, "gfacheck: allocated 192 MiB", &off, 60);
 	before = kt_pss(vm.pid);
 	kt_expect(&vm, "gfacheck: freed 192 MiB", &off, 30);
-	sleep(5);       /* the guest reports 2 s after the frees */
+	sleep(5); /* the guest reports 2 s after the frees */
 	after = kt_pss(vm.pid);
 	kt_expect(&vm, "gfacheck: done passes 5 mismatches 0", &off, 60);
 	kt_expect(&vm, "gfa-init: checker exit 0", &off, 10);
 	cr_assert_eq(kt_finish(&vm, 30), 0, "%s", kt_log(&vm));
 	kt_done(&vm);
-	fprintf(stderr, "kvmtool: host memory %lld MiB with 192 MiB touched, %lld MiB after its "
-		"free, %lld MiB reported\n", before >> 20, after >> 20,
-		kt_gfa_stat(&vm, "reported_bytes") >> 20);
+	fprintf(stderr,
+		"kvmtool: host memory %lld MiB with 192 MiB touched, %lld MiB after its "
+		"free, %lld MiB reported\n",
+		before >> 20, after >> 20, kt_gfa_stat(&vm, "reported_bytes") >> 20);
 	cr_assert_geq(kt_gfa_stat(&vm, "reported_bytes"), (long long)(160 * KT_MIB), "%s",
 		      kt_log(&vm));
-	cr_assert_lt(after, before - (long long)(150 * KT_MIB), "host memory %lld -> %lld",
-		     before, after);
+	cr_assert_lt(after, before - (long long)(150 * KT_MIB), "host memory %lld -> %lld", before,
+		     after);
 	cr_assert_eq(kt_gfa_stat(&vm, "report_refused"), 0);
 	cr_assert_eq(kt_gfa_stat(&vm, "ballooned_frames"), 0);
 }
@@ -165,8 +166,10 @@ Test(kvmtool_boot, frames_move_under_virtio_blk_io_with_no_mismatch, .timeout = 
 	kt_expect(&vm, "gfa-init: checker exit 0", &off, 60);
 	kt_done(&vm);
 	unlink(disk);
-	fprintf(stderr, "kvmtool: under I/O: moves %lld collapses %lld wp_moves %lld wp_faults "
-		"%lld pauses %lld\n", kt_gfa_stat(&vm, "moves"), kt_gfa_stat(&vm, "collapses"),
+	fprintf(stderr,
+		"kvmtool: under I/O: moves %lld collapses %lld wp_moves %lld wp_faults "
+		"%lld pauses %lld\n",
+		kt_gfa_stat(&vm, "moves"), kt_gfa_stat(&vm, "collapses"),
 		kt_gfa_stat(&vm, "wp_moves"), kt_gfa_stat(&vm, "wp_faults"),
 		kt_gfa_stat(&vm, "pauses"));
 	cr_assert_gt(kt_gfa_stat(&vm, "collapses"), 0, "%s", kt_log(&vm));
@@ -276,7 +279,8 @@ Test(kvmtool_boot, two_lkvm_processes_share_one_host_pool, .timeout = 300)
 	gfad = kt_gfad_start(768);
 	for (int i = 0; i < 2; i++)
 		cr_assert_eq(kt_start(&vm[i], kt_lkvm, "", kt_kernel, kt_initrd, 256,
-				      "--gfa --gfa-pool " KT_GFAD_SOCK, append), 0);
+				      "--gfa --gfa-pool " KT_GFAD_SOCK, append),
+			     0);
 	for (int i = 0; i < 2; i++) {
 		kt_expect(&vm[i], "gfa-init up", &off[i], 2 * KT_BOOT_S);
 		kt_expect(&vm[i], "gfacheck: pass 1 mismatches 0", &off[i], 60);
@@ -286,10 +290,10 @@ Test(kvmtool_boot, two_lkvm_processes_share_one_host_pool, .timeout = 300)
 		    (unsigned long)st.leased_frames, (unsigned long)st.nr_frames,
 		    (unsigned long)st.clients);
 	cr_assert_geq(st.leased_frames, 2 * 256 * KT_MIB / 4096);
-	cr_assert_geq(st.clients, 3);   /* the two lkvm, and this test */
+	cr_assert_geq(st.clients, 3); /* the two lkvm, and this test */
 	for (int i = 0; i < 2; i++)
 		kt_expect(&vm[i], "gfacheck: freed 64 MiB", &off[i], 60);
-	sleep(5);       /* the guests report 2 s after the frees */
+	sleep(5); /* the guests report 2 s after the frees */
 	for (int i = 0; i < 2; i++)
 		cr_assert_eq(kt_ipc(&vm[i], "balloon", "--inflate 32"), 0);
 	for (int i = 0; i < 2; i++) {
@@ -300,12 +304,14 @@ Test(kvmtool_boot, two_lkvm_processes_share_one_host_pool, .timeout = 300)
 		kt_done(&vm[i]);
 		cr_assert_eq(kt_gfa_stat(&vm[i], "ballooned_frames"), 32 * KT_MIB / 4096, "%s",
 			     kt_log(&vm[i]));
-		cr_assert_geq(kt_gfa_stat(&vm[i], "reported_bytes"), (long long)(32 * KT_MIB),
-			      "%s", kt_log(&vm[i]));
+		cr_assert_geq(kt_gfa_stat(&vm[i], "reported_bytes"), (long long)(32 * KT_MIB), "%s",
+			      kt_log(&vm[i]));
 		cr_assert_eq(kt_gfa_stat(&vm[i], "balloon_refused"), 0);
 		cr_assert_eq(kt_gfa_stat(&vm[i], "report_refused"), 0);
-		fprintf(stderr, "kvmtool: %s on the host pool: %lld MiB reported, %lld MiB "
-			"ballooned\n", vm[i].name, kt_gfa_stat(&vm[i], "reported_bytes") >> 20,
+		fprintf(stderr,
+			"kvmtool: %s on the host pool: %lld MiB reported, %lld MiB "
+			"ballooned\n",
+			vm[i].name, kt_gfa_stat(&vm[i], "reported_bytes") >> 20,
 			kt_gfa_stat(&vm[i], "ballooned_frames") >> 8);
 	}
 	kt_gfad_stat(&st);
@@ -323,7 +329,8 @@ Test(kvmtool_boot, two_lkvm_processes_share_one_host_pool, .timeout = 300)
 Test(kvmtool_qemu, in_qemu, .timeout = 600)
 {
 	const char *san = getenv("GFA_SANITIZER");
-	char root[PATH_MAX], build[PATH_MAX], exe[PATH_MAX], line[2 * PATH_MAX], lkvm[PATH_MAX + 32];
+	char root[PATH_MAX], build[PATH_MAX], exe[PATH_MAX], line[2 * PATH_MAX],
+		lkvm[PATH_MAX + 32];
 	char cmd[6 * PATH_MAX];
 	double secs = 0;
 	ssize_t n;
@@ -338,33 +345,41 @@ Test(kvmtool_qemu, in_qemu, .timeout = 600)
 		tu_qemu_skip("kvmtool_qemu", "tools/kvm-in-qemu.sh not found");
 	snprintf(lkvm, sizeof(lkvm), "%s/kvmtool/src/lkvm", build);
 	if (access(lkvm, X_OK))
-		tu_qemu_skip("kvmtool_qemu", "$GFA_BUILD/kvmtool/src/lkvm not built (make "
+		tu_qemu_skip("kvmtool_qemu",
+			     "$GFA_BUILD/kvmtool/src/lkvm not built (make "
 			     "kvmtool: it needs ../shared/peers/kvmtool-b48735e.tar.gz)");
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	cr_assert_gt(n, 0);
 	exe[n] = '\0';
-	snprintf(cmd, sizeof(cmd), "'%s/tools/linux-initramfs.sh' --out '%s/linux' --checker "
-		 "'%s/tests/linux/gfacheck' --module virtio_blk | tail -1", root, build, build);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s/tools/linux-initramfs.sh' --out '%s/linux' --checker "
+		 "'%s/tests/linux/gfacheck' --module virtio_blk | tail -1",
+		 root, build, build);
 	p = popen(cmd, "r");
 	if (!p || !fgets(line, sizeof(line), p) || pclose(p) || !strstr(line, " initrd="))
-		tu_qemu_skip("kvmtool_qemu", "tools/linux-initramfs.sh could not build the "
+		tu_qemu_skip("kvmtool_qemu",
+			     "tools/linux-initramfs.sh could not build the "
 			     "initramfs (busybox-static, cpio, linux-image-amd64 missing?)");
 	line[strcspn(line, "\n")] = '\0';
 	/*
 	 * The bzImage (kvmtool loads no vmlinux), shmem THP on (gfa's memfds get 2 MiB pages
 	 * only with shmem_enabled=advise), then the suite: six runs of lkvm, 256 MiB to 3.5 GiB, two of them on one gfad.
 	 */
-	snprintf(cmd, sizeof(cmd),
-		 "echo advise >" KT_SHMEM_THP "; export GFA_KT_KERNEL=$(ls /boot/vmlinuz-* | "
-		 "sort -rV | head -1) GFA_KT_INITRD='%s'; out=$('%s' --filter='kvmtool_boot/*' --verbose "
-		 "--color=never 2>&1); rc=$?; printf '%%s\\n' \"$out\"; [ $rc = 0 ] || exit $rc; "
-		 "n=$(printf '%%s\\n' \"$out\" | grep -c '^\\[PASS\\] kvmtool_boot::'); "
-		 "[ \"$n\" -ge %d ] || exit 3; exit 0", strstr(line, " initrd=") + 8, exe, KT_TESTS);
+	snprintf(
+		cmd, sizeof(cmd),
+		"echo advise >" KT_SHMEM_THP "; export GFA_KT_KERNEL=$(ls /boot/vmlinuz-* | "
+		"sort -rV | head -1) GFA_KT_INITRD='%s'; out=$('%s' --filter='kvmtool_boot/*' --verbose "
+		"--color=never 2>&1); rc=$?; printf '%%s\\n' \"$out\"; [ $rc = 0 ] || exit $rc; "
+		"n=$(printf '%%s\\n' \"$out\" | grep -c '^\\[PASS\\] kvmtool_boot::'); "
+		"[ \"$n\" -ge %d ] || exit 3; exit 0",
+		strstr(line, " initrd=") + 8, exe, KT_TESTS);
 	rc = tu_run_in_qemu("--mem 4608 --timeout 540", cmd, &secs);
 	fprintf(stderr, "kvmtool_qemu: suite kvmtool_boot in a QEMU guest: exit %d after %.1f s\n",
 		rc, secs);
 	if (rc == 77)
 		tu_qemu_skip("kvmtool_qemu", "the QEMU harness cannot run here (exit 77)");
-	cr_assert_eq(rc, 0, "suite kvmtool_boot failed in the guest (exit %d; 3: fewer than %d "
-		     "tests ran unskipped)", rc, KT_TESTS);
+	cr_assert_eq(rc, 0,
+		     "suite kvmtool_boot failed in the guest (exit %d; 3: fewer than %d "
+		     "tests ran unskipped)",
+		     rc, KT_TESTS);
 }

@@ -15,7 +15,7 @@
 #include "tests/test_util.h"
 #include "refvmm/guest_writers.h"
 
-#define MiB (1UL << 20)
+#define MiB   (1UL << 20)
 #define RANGE (2 * MiB)
 
 struct lz {
@@ -27,8 +27,10 @@ struct lz {
 static struct gfa_guest *lz_guest(struct lz *l, uint64_t bytes, bool small_only,
 				  const struct gfa_guest_lazy *lazy)
 {
-	struct gfa_guest_config gc = { .mem_bytes = bytes, .small_only = small_only,
-				       .flags = GFA_GUEST_LAZY, .lazy = lazy };
+	struct gfa_guest_config gc = { .mem_bytes = bytes,
+				       .small_only = small_only,
+				       .flags = GFA_GUEST_LAZY,
+				       .lazy = lazy };
 	struct gfa_guest *g = gfa_guest_create(l->pool, l->b, &gc);
 
 	if (!g && (errno == EPERM || errno == EOPNOTSUPP || errno == ENOSYS))
@@ -150,9 +152,9 @@ Test(lazy, first_touches_are_mapped_with_pmds, .timeout = 60, .fini = shmem_fini
 struct vcpu {
 	pthread_t th;
 	struct gfa_guest *g;
-	struct gfa_pcp *pcp;            /* NULL: an unregistered thread */
+	struct gfa_pcp *pcp; /* NULL: an unregistered thread */
 	pthread_barrier_t *bar;
-	uint64_t first, n;              /* its ranges */
+	uint64_t first, n; /* its ranges */
 	int tid;
 	struct gfa_guest_vcpu_stat st;
 	int err;
@@ -205,8 +207,8 @@ Test(lazy, each_vcpu_faults_from_its_own_cache, .timeout = 60)
 	}
 	st = lz_stat(l.g);
 	cr_assert_eq(st.lazy_faults, (NV + 1) * PER + 1);
-	cr_assert_eq(st.lazy_cache_faults, served, "the device thread's %u faults took the zone path",
-		     PER);
+	cr_assert_eq(st.lazy_cache_faults, served,
+		     "the device thread's %u faults took the zone path", PER);
 	ASSERT_POOL_OK(l.pool);
 	gfa_guest_destroy(l.g);
 	l.g = NULL;
@@ -219,8 +221,9 @@ Test(lazy, each_vcpu_faults_from_its_own_cache, .timeout = 60)
 Test(lazy, the_balloon_makes_ranges_lazy_again, .timeout = 60)
 {
 	struct lz l;
-	struct gfa_gpa_range r[] = { { 2 * RANGE, RANGE }, { 5 * RANGE + 8192, 4096 },
-				     { 9 * RANGE, RANGE } };       /* the last never touched */
+	struct gfa_gpa_range r[] = { { 2 * RANGE, RANGE },
+				     { 5 * RANGE + 8192, 4096 },
+				     { 9 * RANGE, RANGE } }; /* the last never touched */
 	struct gfa_guest_stat st;
 	uint64_t free0;
 
@@ -240,7 +243,8 @@ Test(lazy, the_balloon_makes_ranges_lazy_again, .timeout = 60)
 	cr_assert_eq(lz_bad(l.g, 3 * RANGE, 2 * RANGE, 5), 0);
 	st = lz_stat(l.g);
 	cr_assert_eq(st.populated_bytes, 9 * RANGE, "the touches took the ranges again");
-	cr_assert_eq(gfa_balloon_deflate(l.g, r, 3), (int64_t)((2 * RANGE + 4096) / GFA_FRAME_SIZE));
+	cr_assert_eq(gfa_balloon_deflate(l.g, r, 3),
+		     (int64_t)((2 * RANGE + 4096) / GFA_FRAME_SIZE));
 	cr_assert_eq(lz_stat(l.g).ballooned_frames, 0);
 	lz_done(&l);
 }
@@ -344,14 +348,14 @@ Test(lazy, overcommit_without_a_hook_ends_in_sigbus_not_a_hang, .timeout = 60)
 	struct gfa_guest_stat st;
 	uint64_t touched;
 
-	lz_setup(&l, 16 * MiB, 64 * MiB, NULL);       /* 4x the pool */
+	lz_setup(&l, 16 * MiB, 64 * MiB, NULL); /* 4x the pool */
 	touched = touch_until_refused(l.g);
 	st = lz_stat(l.g);
 	cr_assert_lt(touched, 32, "the pool has 8 ranges, the guest 32");
 	cr_assert_geq(touched, 7, "the pool's frames were there to be taken");
 	cr_assert_eq(st.lazy_refused, 1);
-	cr_assert_eq(st.populated_bytes / GFA_FRAME_SIZE, 16 * MiB / GFA_FRAME_SIZE -
-		     tu_free_frames(l.pool));
+	cr_assert_eq(st.populated_bytes / GFA_FRAME_SIZE,
+		     16 * MiB / GFA_FRAME_SIZE - tu_free_frames(l.pool));
 	cr_assert_eq(lz_bad(l.g, 0, RANGE, 3), 0);
 	lz_done(&l);
 }
@@ -417,15 +421,15 @@ Test(lazy, a_snapshot_round_trip_reads_back_what_was_saved, .timeout = 60)
 	cr_assert_geq(fd, 0);
 	unlink(path);
 	lz_setup(&l, 64 * MiB, 16 * MiB, NULL);
-	lz_write(l.g, 0, 4 * RANGE, 11);                /* ranges 0-3 */
-	lz_write(l.g, 6 * RANGE + 4096, 4096, 11);      /* one page of range 6 */
+	lz_write(l.g, 0, 4 * RANGE, 11);           /* ranges 0-3 */
+	lz_write(l.g, 6 * RANGE + 4096, 4096, 11); /* one page of range 6 */
 	written = gfa_guest_save(l.g, fd, 4096);
 	cr_assert_gt(written, 0);
 	cr_assert_leq(written, (int64_t)(5 * RANGE), "the lazy ranges are not written");
 	cr_assert_eq(lz_stat(l.g).populated_bytes, 5 * RANGE, "save populates nothing");
 	gfa_guest_destroy(l.g);
 	l.g = lz_guest(&l, 16 * MiB, false, &lazy);
-	close(fd);                                      /* the guest holds its own */
+	close(fd); /* the guest holds its own */
 	st = lz_stat(l.g);
 	cr_assert_eq(st.populated_bytes, 0, "restore reads nothing up front");
 	cr_assert_eq(lz_bad(l.g, 0, 3 * RANGE, 11), 0);
@@ -447,7 +451,8 @@ Test(lazy, bad_configs_and_calls_are_refused)
 {
 	struct lz l;
 	struct gfa_guest_lazy lazy = { .fill_fd = -1, .flags = GFA_LAZY_FILL_FD };
-	struct gfa_guest_config gc = { .mem_bytes = 4 * MiB, .flags = GFA_GUEST_LAZY | GFA_GUEST_PINNED };
+	struct gfa_guest_config gc = { .mem_bytes = 4 * MiB,
+				       .flags = GFA_GUEST_LAZY | GFA_GUEST_PINNED };
 	struct gfa_guest_config full = { .mem_bytes = 4 * MiB };
 	struct gfa_pool *other = tu_pool(1024);
 	struct gfa_pcp *pcp;

@@ -38,9 +38,9 @@ static const char *tool_output(const char *tool)
 Test(library, needs_only_libnuma_liburing_and_libc)
 {
 	/* the sanitizer builds link their runtimes too */
-	static const char *const allowed[] = {
-		"libnuma.so", "liburing.so", "libc.so", "libm.so", "libpthread.so",
-		"ld-linux-x86-64.so", "libasan.so", "libubsan.so", "libtsan.so"};
+	static const char *const allowed[] = { "libnuma.so", "liburing.so",   "libc.so",
+					       "libm.so",    "libpthread.so", "ld-linux-x86-64.so",
+					       "libasan.so", "libubsan.so",   "libtsan.so" };
 	const char *out = tool_output("readelf -d"), *l = out;
 	int needed = 0;
 
@@ -81,7 +81,8 @@ static char *public_functions(void)
 
 	cr_assert_not_null(out);
 	src = src ? src : ".";
-	snprintf(cmd, sizeof(cmd), "python3 %s/tools/check_api.py --list %s/include/gfa/allocator.h "
+	snprintf(cmd, sizeof(cmd),
+		 "python3 %s/tools/check_api.py --list %s/include/gfa/allocator.h "
 		 "%s/include/gfa/numa.h %s/include/gfa/vmm.h %s/include/gfa/gfa.h",
 		 src, src, src, src, src);
 	p = popen(cmd, "r");
@@ -112,8 +113,8 @@ Test(library, exports_what_the_headers_declare)
 		if (sscanf(l, "%*s %c %127[^@\n]", &type, name) != 2 || type == 'A')
 			continue;
 		nexp++;
-		cr_expect(listed(decl, name, strlen(name)), "libgfa.so exports %s, no header declares it",
-			  name);
+		cr_expect(listed(decl, name, strlen(name)),
+			  "libgfa.so exports %s, no header declares it", name);
 		snprintf(want, sizeof(want), " %s@@GFA_0.", name);
 		cr_expect_not_null(strstr(out, want), "%s has no version node", name);
 	}
@@ -121,8 +122,8 @@ Test(library, exports_what_the_headers_declare)
 	for (char *name = strtok_r(decl, "\n", &save); name; name = strtok_r(NULL, "\n", &save)) {
 		ndecl++;
 		snprintf(want, sizeof(want), " %s@@GFA_0.", name);
-		cr_expect_not_null(strstr(out, want), "%s is declared but libgfa.so does not export it",
-				   name);
+		cr_expect_not_null(strstr(out, want),
+				   "%s is declared but libgfa.so does not export it", name);
 	}
 	cr_expect_eq(nexp, ndecl, "%d exports, %d public functions", nexp, ndecl);
 	cr_expect_gt(ndecl, 100);
@@ -153,7 +154,8 @@ Test(library, internal_names_wear_no_public_prefix)
 		n++;
 		cr_expect(listed(decl, name, strlen(name)),
 			  "%s is global in libgfa.a with the public prefix, but no public header "
-			  "declares it", name);
+			  "declares it",
+			  name);
 	}
 	cr_expect_gt(n, 100, "nm found %d gfa_ names:\n%.2000s", n, out);
 	free(decl);
@@ -187,7 +189,6 @@ Test(library, each_public_function_has_a_man_page)
 Test(library, version_of_headers_and_library_agree)
 {
 	cr_expect_eq(gfa_version(), GFA_VERSION);
-	cr_expect_eq(GFA_VERSION, (unsigned)GFA_VERSION_NUMBER(GFA_VERSION_MAJOR,
-							   GFA_VERSION_MINOR,
-							   GFA_VERSION_PATCH));
+	cr_expect_eq(GFA_VERSION, (unsigned)GFA_VERSION_NUMBER(GFA_VERSION_MAJOR, GFA_VERSION_MINOR,
+							       GFA_VERSION_PATCH));
 }

@@ -28,9 +28,9 @@
 #include "tests/qemu_util.h"
 #include "common/ktime.h"
 
-#define LT_MIB		(1ULL << 20)
-#define LT_TIMEOUT_MS	120000          /* one phase of one guest: boot, or a pass */
-#define LT_SHMEM_THP	"/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+#define LT_MIB        (1ULL << 20)
+#define LT_TIMEOUT_MS 120000 /* one phase of one guest: boot, or a pass */
+#define LT_SHMEM_THP  "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 
 /* ---- environment ---------------------------------------------------------------- */
 
@@ -44,12 +44,14 @@ static void lt_require_linux(void)
 
 	if (!gfa_kvm_available(why, sizeof(why))) {
 		cr_assert_not(in_qemu, "inside the QEMU harness, but KVM is unusable: %s", why);
-		cr_skip_test("no usable KVM (%s): linux_qemu/in_qemu runs suite linux_boot in QEMU", why);
+		cr_skip_test("no usable KVM (%s): linux_qemu/in_qemu runs suite linux_boot in QEMU",
+			     why);
 	}
 	if (gfa_kvm_is_software()) {
 		cr_assert_not(in_qemu, "inside the QEMU harness, but KVM is kvm_pvm");
-		cr_skip_test("kvm_pvm cannot boot an unmodified kernel (KVM internal error, "
-			     "emulation failure): linux_qemu/in_qemu runs suite linux_boot in QEMU");
+		cr_skip_test(
+			"kvm_pvm cannot boot an unmodified kernel (KVM internal error, "
+			"emulation failure): linux_qemu/in_qemu runs suite linux_boot in QEMU");
 	}
 	lt_kernel = getenv("GFA_LINUX_KERNEL");
 	lt_initrd = getenv("GFA_LINUX_INITRD");
@@ -63,7 +65,7 @@ static void lt_require_linux(void)
 struct lt_host {
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
-	struct gfa_host_return *hr;     /* NULL unless lt_host_return started one */
+	struct gfa_host_return *hr; /* NULL unless lt_host_return started one */
 	uint64_t frames;
 };
 
@@ -132,8 +134,14 @@ static struct gfa_linux_vm *lt_boot_lazy(struct lt_host *h, uint64_t mem, unsign
 {
 	char append[64];
 	struct gfa_linux_config cfg = {
-		.kernel = lt_kernel, .initrd = lt_initrd, .mem_bytes = mem, .vcpus = vcpus,
-		.small_only = small_only, .console_fd = -1, .append = append, .lazy = lazy,
+		.kernel = lt_kernel,
+		.initrd = lt_initrd,
+		.mem_bytes = mem,
+		.vcpus = vcpus,
+		.small_only = small_only,
+		.console_fd = -1,
+		.append = append,
+		.lazy = lazy,
 	};
 	struct gfa_linux_vm *vm;
 
@@ -152,13 +160,13 @@ static struct gfa_linux_vm *lt_boot(struct lt_host *h, uint64_t mem, unsigned in
 }
 
 /* Wait for a line holding @needle from line *@next on; advances *@next past it. */
-static void lt_expect(struct gfa_linux_vm *vm, const char *needle, unsigned int *next,
-		      char *line, size_t len, double *ms)
+static void lt_expect(struct gfa_linux_vm *vm, const char *needle, unsigned int *next, char *line,
+		      size_t len, double *ms)
 {
 	int i = gfa_linux_vm_console_wait(vm, needle, *next, LT_TIMEOUT_MS, line, len, ms);
 
-	cr_assert_geq(i, 0, "no console line with \"%s\" (%s; KVM: \"%s\")", needle,
-		      strerror(-i), gfa_linux_vm_error(vm));
+	cr_assert_geq(i, 0, "no console line with \"%s\" (%s; KVM: \"%s\")", needle, strerror(-i),
+		      gfa_linux_vm_error(vm));
 	*next = (unsigned int)i + 1;
 }
 
@@ -200,8 +208,9 @@ static void lt_expect_unpaused(const struct gfa_guest_stat *before,
  */
 static void lt_expect_no_oops(struct gfa_linux_vm *vm)
 {
-	static const char *const bad[] = { "Oops", "BUG:", "Kernel panic", "general protection",
-					   "ACPI Error", "ACPI BIOS Error" };
+	static const char *const bad[] = { "Oops",         "BUG:",
+					   "Kernel panic", "general protection",
+					   "ACPI Error",   "ACPI BIOS Error" };
 	char line[256];
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -232,7 +241,8 @@ static void lt_expect_e820(struct gfa_linux_vm *vm, unsigned int *next)
 		ram += e[i].size;
 		lt_expect(vm, "gfacheck: ram ", next, line, sizeof(line), NULL);
 		cr_assert_eq(sscanf(strstr(line, "gfacheck: ram "), "gfacheck: ram %llx-%llx", &lo,
-				    &hi), 2, "malformed line: %s", line);
+				    &hi),
+			     2, "malformed line: %s", line);
 		cr_assert(lo == want_lo && hi + 1 == e[i].addr + e[i].size,
 			  "guest RAM %#llx-%#llx, the VMM gave %#llx-%#llx", lo, hi,
 			  (unsigned long long)e[i].addr,
@@ -248,16 +258,16 @@ static void lt_expect_memtotal(struct gfa_linux_vm *vm, uint64_t mem, unsigned i
 	char line[256];
 
 	lt_expect(vm, "gfacheck: MemTotal ", next, line, sizeof(line), NULL);
-	cr_assert_eq(sscanf(strstr(line, "gfacheck: MemTotal "), "gfacheck: MemTotal %llu", &kb), 1);
+	cr_assert_eq(sscanf(strstr(line, "gfacheck: MemTotal "), "gfacheck: MemTotal %llu", &kb),
+		     1);
 	/* the kernel's own image and reservations are not in MemTotal */
 	cr_assert(kb * 1024 < mem && kb * 1024 > mem / 2, "MemTotal %llu kB of %llu MiB", kb,
 		  (unsigned long long)(mem / LT_MIB));
 }
 
-
 /* ---- a Linux guest with a virtio-balloon ------------------------------------------ */
 
-#define LT_BALLOON_SLOT	1
+#define LT_BALLOON_SLOT 1
 
 struct lt_bvm {
 	struct gfa_linux_vm *vm;
@@ -278,12 +288,20 @@ static void lt_bvm_boot(struct lt_bvm *v, struct lt_host *h, uint64_t mem, unsig
 {
 	char append[96];
 	struct gfa_linux_config cfg = {
-		.kernel = lt_kernel, .initrd = lt_initrd, .mem_bytes = mem, .vcpus = 1,
-		.small_only = small_only, .console_fd = -1, .append = append,
+		.kernel = lt_kernel,
+		.initrd = lt_initrd,
+		.mem_bytes = mem,
+		.vcpus = 1,
+		.small_only = small_only,
+		.console_fd = -1,
+		.append = append,
 	};
 	struct gfa_rv_balloon_config bc = {
-		.backing = h->b, .slot = LT_BALLOON_SLOT, .irq = GFA_LINUX_PCI_IRQ(LT_BALLOON_SLOT),
-		.irq_fn = gfa_linux_vm_irq_line, .free_page_reporting = reporting,
+		.backing = h->b,
+		.slot = LT_BALLOON_SLOT,
+		.irq = GFA_LINUX_PCI_IRQ(LT_BALLOON_SLOT),
+		.irq_fn = gfa_linux_vm_irq_line,
+		.free_page_reporting = reporting,
 		/* without DEFLATE_ON_OOM the driver takes ballooned pages out of MemTotal */
 		.deflate_on_oom = false,
 	};
@@ -306,7 +324,8 @@ static void lt_bvm_boot(struct lt_bvm *v, struct lt_host *h, uint64_t mem, unsig
 		  sizeof(line), NULL);
 	cr_assert(strstr(line, "driver virtio-pci"), "virtio_pci did not bind: %s", line);
 	/* ... and /sys/bus/virtio/devices: device id 5, driven by virtio_balloon */
-	lt_expect(v->vm, "gfa-init: dev virtio/devices/virtio0", &v->next, line, sizeof(line), NULL);
+	lt_expect(v->vm, "gfa-init: dev virtio/devices/virtio0", &v->next, line, sizeof(line),
+		  NULL);
 	cr_assert(strstr(line, "0x0005 driver virtio_balloon"), "no balloon driver: %s", line);
 	lt_expect(v->vm, "gfacheck: MemTotal ", &v->next, line, sizeof(line), NULL);
 	cr_assert_eq(sscanf(strstr(line, "MemTotal "), "MemTotal %llu", &v->memtotal_kb), 1);
@@ -320,7 +339,8 @@ static void lt_bvm_wait_memtotal(struct lt_bvm *v, unsigned long long kb, double
 
 	while (v->memtotal_kb != kb) {
 		lt_expect(v->vm, "gfacheck: MemTotal ", &v->next, line, sizeof(line), ms);
-		cr_assert_eq(sscanf(strstr(line, "MemTotal "), "MemTotal %llu", &v->memtotal_kb), 1);
+		cr_assert_eq(sscanf(strstr(line, "MemTotal "), "MemTotal %llu", &v->memtotal_kb),
+			     1);
 	}
 }
 
@@ -352,7 +372,8 @@ static void lt_bvm_expect_no_device_errors(struct lt_bvm *v)
 	struct gfa_rv_balloon_stat st = lt_bvm_stat(v);
 
 	cr_assert_eq(st.err_ring + st.err_queue_index + st.err_avail + st.err_desc + st.err_loop +
-		     st.err_dir + st.err_page_list + st.err_report + st.err_stats + st.needs_reset,
+			     st.err_dir + st.err_page_list + st.err_report + st.err_stats +
+			     st.needs_reset,
 		     0, "the device refused some of the driver's requests");
 }
 
@@ -399,10 +420,11 @@ Test(linux_boot, boots_to_init_with_two_vcpus_and_checks_its_memory, .timeout = 
 	lt_expect_no_oops(vm);
 	gfa_linux_vm_stat(vm, &ls);
 	gfa_guest_stat(gfa_linux_vm_guest(vm), &st);
-	fprintf(stderr, "linux: booted to /init in %.0f ms, checker done at %.0f ms; %llu console "
-		"bytes, %llu unclaimed port reads/writes, %llu MMIO exits\n", init_ms, done_ms,
-		(unsigned long long)ls.console_bytes, (unsigned long long)ls.io_exits_unclaimed,
-		(unsigned long long)ls.mmio_exits);
+	fprintf(stderr,
+		"linux: booted to /init in %.0f ms, checker done at %.0f ms; %llu console "
+		"bytes, %llu unclaimed port reads/writes, %llu MMIO exits\n",
+		init_ms, done_ms, (unsigned long long)ls.console_bytes,
+		(unsigned long long)ls.io_exits_unclaimed, (unsigned long long)ls.mmio_exits);
 	cr_assert_eq(ls.err_irq, 0);
 	cr_assert_eq(st.mem_bytes, mem);
 	gfa_linux_vm_destroy(vm);
@@ -428,9 +450,11 @@ Test(linux_boot, boots_lazily_holding_a_quarter_of_its_ram_at_init, .timeout = 2
 	lt_expect(vm, "gfa-init up", &next, NULL, 0, NULL);
 	gfa_guest_stat(gfa_linux_vm_guest(vm), &st);
 	pct = 100.0 * (double)st.populated_bytes / (double)mem;
-	fprintf(stderr, "linux: lazy boot: %.1f%% of %llu MiB host-backed at /init (%llu first "
-		"touches, %llu at 2 MiB)\n", pct, (unsigned long long)(mem / LT_MIB),
-		(unsigned long long)st.lazy_faults, (unsigned long long)st.lazy_huge_faults);
+	fprintf(stderr,
+		"linux: lazy boot: %.1f%% of %llu MiB host-backed at /init (%llu first "
+		"touches, %llu at 2 MiB)\n",
+		pct, (unsigned long long)(mem / LT_MIB), (unsigned long long)st.lazy_faults,
+		(unsigned long long)st.lazy_huge_faults);
 	cr_assert_leq(pct, 25.0, "a lazy guest holds %.1f%% of its RAM at /init", pct);
 	lt_expect(vm, "gfacheck: filled 32 MiB", &next, NULL, 0, NULL);
 	lt_expect_clean_pass(vm, &next);
@@ -499,8 +523,10 @@ Test(linux_boot, frames_move_under_a_running_kernel, .timeout = 200, .fini = lt_
 	cr_assert_geq(r, 0, "gfa_compact_zone: %s", strerror(-r));
 	collapsed = gfa_guest_collapse(gfa_linux_vm_guest(vm), (unsigned int)ranges);
 	gfa_guest_stat(gfa_linux_vm_guest(vm), &after);
-	fprintf(stderr, "linux: under the running kernel: compaction moved %llu blocks, collapse "
-		"%d of %llu ranges\n", (unsigned long long)(after.moves - before.moves), collapsed,
+	fprintf(stderr,
+		"linux: under the running kernel: compaction moved %llu blocks, collapse "
+		"%d of %llu ranges\n",
+		(unsigned long long)(after.moves - before.moves), collapsed,
 		(unsigned long long)ranges);
 	cr_assert_gt(after.moves, before.moves, "compaction moved none of the guest's blocks");
 	cr_assert_eq(collapsed, (int)ranges);
@@ -599,8 +625,10 @@ Test(linux_boot, a_balloon_returns_256_mib_to_the_host_and_deflates, .timeout = 
 	lt_bvm_wait_inflated(&v, target >> 12);
 	after = lt_backed(&h);
 	st = lt_bvm_stat(&v);
-	fprintf(stderr, "linux: balloon 256 MiB: MemTotal %llu -> %llu kB, host-backed %llu -> "
-		"%llu MiB; the device holds %llu pages\n", kb0, v.memtotal_kb, (unsigned long long)(before / LT_MIB),
+	fprintf(stderr,
+		"linux: balloon 256 MiB: MemTotal %llu -> %llu kB, host-backed %llu -> "
+		"%llu MiB; the device holds %llu pages\n",
+		kb0, v.memtotal_kb, (unsigned long long)(before / LT_MIB),
 		(unsigned long long)(after / LT_MIB), (unsigned long long)st.inflated_pages);
 	cr_assert_eq(st.inflated_pages, target >> 12);
 	cr_assert_eq(st.actual_pages, target >> 12);
@@ -652,7 +680,8 @@ Test(linux_boot, freed_guest_memory_is_reported_and_leaves_the_host, .timeout = 
 		usleep(100 * 1000);
 	}
 	st = lt_bvm_stat(&v);
-	fprintf(stderr, "linux: free page reporting: host-backed %llu MiB before the allocation, "
+	fprintf(stderr,
+		"linux: free page reporting: host-backed %llu MiB before the allocation, "
 		"%llu with it, %llu after its free; %llu reports, %llu MiB punched\n",
 		(unsigned long long)(b0 / LT_MIB), (unsigned long long)(b1 / LT_MIB),
 		(unsigned long long)(b2 / LT_MIB), (unsigned long long)st.report_requests,
@@ -698,11 +727,14 @@ Test(linux_boot, frames_move_while_the_balloon_holds_pages, .timeout = 200)
 	pre = after.ballooned_frames;
 	collapsed = gfa_guest_collapse(gfa_linux_vm_guest(v.vm), (unsigned int)ranges);
 	gfa_guest_stat(gfa_linux_vm_guest(v.vm), &after);
-	fprintf(stderr, "linux: balloon of 64 MiB: compaction while it filled and collapse moved "
-		"%llu blocks, collapse %d of %llu ranges\n", (unsigned long long)(after.moves - before.moves), collapsed,
+	fprintf(stderr,
+		"linux: balloon of 64 MiB: compaction while it filled and collapse moved "
+		"%llu blocks, collapse %d of %llu ranges\n",
+		(unsigned long long)(after.moves - before.moves), collapsed,
 		(unsigned long long)ranges);
 	cr_assert_gt(after.moves, before.moves, "compaction moved none of the guest's blocks");
-	cr_assert_eq(after.ballooned_frames, target >> 12, "a move changed what is ballooned: "
+	cr_assert_eq(after.ballooned_frames, target >> 12,
+		     "a move changed what is ballooned: "
 		     "%llu frames, the device holds %llu pages (%llu before the collapse)",
 		     (unsigned long long)after.ballooned_frames,
 		     (unsigned long long)lt_bvm_stat(&v).inflated_pages, (unsigned long long)pre);
@@ -773,8 +805,8 @@ Test(linux_boot, gfactl_boots_the_kernel_given_without_initrd, .timeout = 200)
 Test(linux_boot, gfactl_fails_a_guest_with_fewer_cpus_online, .timeout = 200)
 {
 	lt_require_linux();
-	cr_assert_eq(lt_gfactl("--vcpus 2 --mem 128M --check 8 --append maxcpus=1", NULL), 1,
-		     "%s", lt_out);
+	cr_assert_eq(lt_gfactl("--vcpus 2 --mem 128M --check 8 --append maxcpus=1", NULL), 1, "%s",
+		     lt_out);
 	cr_assert(strstr(lt_out, "guest 0: FAILED: 1 of 2 vCPUs online"), "%s", lt_out);
 	cr_assert(strstr(lt_out, "FAILED"), "%s", lt_out);
 }
@@ -790,7 +822,9 @@ Test(linux_boot, gfactl_says_when_no_driver_took_the_balloon, .timeout = 200)
 
 	lt_require_linux();
 	cr_assert_eq(lt_gfactl("--balloon 32 --mem 128M --check 8 --timeout 100 "
-			       "--append module_blacklist=virtio_balloon", &secs), 1, "%s", lt_out);
+			       "--append module_blacklist=virtio_balloon",
+			       &secs),
+		     1, "%s", lt_out);
 	cr_assert(strstr(lt_out, "guest 0: FAILED: the balloon device never reached DRIVER_OK"),
 		  "%s", lt_out);
 	cr_assert(strstr(lt_out, "insmod"), "the message names no module: %s", lt_out);
@@ -801,7 +835,8 @@ Test(linux_boot, gfactl_says_when_no_driver_took_the_balloon, .timeout = 200)
 
 Test(linux_config, bad_configs_are_refused_and_keep_the_pool)
 {
-	struct gfa_linux_config cfg = { .kernel = "/nonexistent/vmlinux", .mem_bytes = 64 * LT_MIB,
+	struct gfa_linux_config cfg = { .kernel = "/nonexistent/vmlinux",
+					.mem_bytes = 64 * LT_MIB,
 					.console_fd = -1 };
 	char why[256], self[PATH_MAX];
 	struct lt_host h = lt_host_new(128 * LT_MIB);
@@ -810,7 +845,7 @@ Test(linux_config, bad_configs_are_refused_and_keep_the_pool)
 	errno = 0;
 	cr_assert_null(gfa_linux_vm_create(NULL, h.b, &cfg));
 	cr_assert_eq(errno, EFAULT);
-	cfg.mem_bytes = 65 * LT_MIB;            /* not a multiple of 2 MiB */
+	cfg.mem_bytes = 65 * LT_MIB; /* not a multiple of 2 MiB */
 	cr_assert_null(gfa_linux_vm_create(h.pool, h.b, &cfg));
 	cr_assert_eq(errno, EINVAL);
 	cfg.mem_bytes = GFA_LINUX_MAX_MEM + 2 * LT_MIB;
@@ -892,8 +927,10 @@ static bool lt_prepare(const char *root, const char *build, char *env, size_t le
 		snprintf(opt, sizeof(opt), " --kernel '%s'", kernel);
 	if (kernel && mods)
 		snprintf(opt + strlen(opt), sizeof(opt) - strlen(opt), " --modules '%s'", mods);
-	snprintf(cmd, sizeof(cmd), "'%s/tools/linux-initramfs.sh' --out '%s/linux' --checker "
-		 "'%s/tests/linux/gfacheck'%s | tail -1", root, build, build, opt);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s/tools/linux-initramfs.sh' --out '%s/linux' --checker "
+		 "'%s/tests/linux/gfacheck'%s | tail -1",
+		 root, build, build, opt);
 	p = popen(cmd, "r");
 	if (!p || !fgets(line, sizeof(line), p)) {
 		if (p)
@@ -905,9 +942,10 @@ static bool lt_prepare(const char *root, const char *build, char *env, size_t le
 	line[strcspn(line, "\n")] = '\0';
 	/* "kernel=K initrd=I" -> "GFA_LINUX_KERNEL=K GFA_LINUX_INITRD=I" */
 	*strstr(line, " initrd=") = '\0';
-	snprintf(env, len, "GFA_LINUX_KERNEL='%s' GFA_LINUX_INITRD='%s' GFA_LINUX_BZIMAGE='%s' "
-		 "GFA_LINUX_MODULES='%s'", line + 7, line + strlen(line) + 8, bz,
-		 kernel && mods ? mods : "");
+	snprintf(env, len,
+		 "GFA_LINUX_KERNEL='%s' GFA_LINUX_INITRD='%s' GFA_LINUX_BZIMAGE='%s' "
+		 "GFA_LINUX_MODULES='%s'",
+		 line + 7, line + strlen(line) + 8, bz, kernel && mods ? mods : "");
 	return true;
 }
 
@@ -933,7 +971,7 @@ Test(linux_qemu, in_qemu, .timeout = 1600)
 	exe[n] = '\0';
 	if (!lt_prepare(root, build, env, sizeof(env)))
 		tu_qemu_skip("linux_qemu", "tools/linux-initramfs.sh could not build the initramfs "
-			     "(busybox-static, cpio, linux-image-amd64 missing?)");
+					   "(busybox-static, cpio, linux-image-amd64 missing?)");
 	/* GFA_LINUX_TEST_FILTER: some of the tests (a Criterion pattern), at least one to pass */
 	only = lt_env("GFA_LINUX_TEST_FILTER");
 	want = only ? 1 : LT_TESTS;
@@ -941,7 +979,8 @@ Test(linux_qemu, in_qemu, .timeout = 1600)
 		 "out=$(%s '%s' --filter='linux_boot/%s' --verbose --color=never 2>&1); rc=$?; "
 		 "printf '%%s\\n' \"$out\" | grep -v 'Test is disabled'; [ $rc = 0 ] || exit $rc; "
 		 "n=$(printf '%%s\\n' \"$out\" | grep -c '^\\[PASS\\] linux_boot::'); "
-		 "[ \"$n\" -ge %d ] || exit 3; exit 0", env, exe, only ? only : "*", want);
+		 "[ \"$n\" -ge %d ] || exit 3; exit 0",
+		 env, exe, only ? only : "*", want);
 	/*
 	 * 2 GiB: three guests of 128 MiB, one of 192 MiB plus its compaction room, or one of
 	 * 512 MiB fully host-backed.  The suite (seven tests) took 95 s at load 0.5 and
@@ -955,14 +994,17 @@ Test(linux_qemu, in_qemu, .timeout = 1600)
 	 */
 	for (int attempt = 0; attempt < 2; attempt++) {
 		rc = tu_run_in_qemu("--mem 2048 --timeout 700", cmd, &secs);
-		fprintf(stderr, "linux_qemu: suite linux_boot in a QEMU guest: exit %d after %.1f s%s\n",
+		fprintf(stderr,
+			"linux_qemu: suite linux_boot in a QEMU guest: exit %d after %.1f s%s\n",
 			rc, secs, rc == 124 && !attempt ? "; the QEMU guest hung: once more" : "");
 		if (rc != 124)
 			break;
 	}
 	if (rc == 77)
 		tu_qemu_skip("linux_qemu", "the QEMU harness cannot run here (exit 77; see its "
-			     "message above)");
-	cr_assert_eq(rc, 0, "suite linux_boot failed in the guest (exit %d; 3: fewer than %d tests "
-		     "ran unskipped)", rc, want);
+					   "message above)");
+	cr_assert_eq(rc, 0,
+		     "suite linux_boot failed in the guest (exit %d; 3: fewer than %d tests "
+		     "ran unskipped)",
+		     rc, want);
 }

@@ -13,8 +13,8 @@
 #include "tests/test_util.h"
 #include "refvmm/guest_writers.h"
 
-#define MiB (1UL << 20)
-#define F_DUMMY 7               /* the owner of the frames that fragment the zone */
+#define MiB     (1UL << 20)
+#define F_DUMMY 7 /* the owner of the frames that fragment the zone */
 
 struct mv {
 	struct gfa_pool *pool;
@@ -35,8 +35,11 @@ static void mv_setup_notified(struct mv *m, const struct gfa_guest_vcpu_ops *ops
 {
 	const uint64_t nr = 64 * MiB / GFA_FRAME_SIZE;
 	struct gfa_backing_config bc = { .no_zero_on_stop = true };
-	struct gfa_guest_config gc = { .mem_bytes = 16 * MiB, .small_only = true,
-				       .vcpu_ops = ops, .vcpu_ctx = &m->ws, .moved_fn = fn };
+	struct gfa_guest_config gc = { .mem_bytes = 16 * MiB,
+				       .small_only = true,
+				       .vcpu_ops = ops,
+				       .vcpu_ctx = &m->ws,
+				       .moved_fn = fn };
 	int lock;
 
 	m->pool = tu_pool(nr);
@@ -117,7 +120,7 @@ static void mv_run(enum mv_kind kind, const enum gw_kind *writers)
 	struct gfa_guest_stat st;
 	uint64_t moved, lost, errors = 0;
 
-	mv_setup(&m, NULL);     /* no vCPU ops at all: nobody is paused */
+	mv_setup(&m, NULL); /* no vCPU ops at all: nobody is paused */
 	cr_assert_eq(gfa_guest_stat(m.g, &st), 0);
 	if (st.wp_errno)
 		cr_skip_test("no userfaultfd write protection here: %s", strerror(st.wp_errno));
@@ -142,17 +145,26 @@ static void mv_run(enum mv_kind kind, const enum gw_kind *writers)
 static const enum gw_kind stores[] = { GW_STORE, GW_STORE };
 static const enum gw_kind kernel_writes[] = { GW_READ, GW_URING };
 
-Test(moves, collapse_loses_no_store, .timeout = 120) { mv_run(MV_COLLAPSE, stores); }
+Test(moves, collapse_loses_no_store, .timeout = 120)
+{
+	mv_run(MV_COLLAPSE, stores);
+}
 Test(moves, collapse_loses_no_read_or_io_uring_write, .timeout = 120)
 {
 	mv_run(MV_COLLAPSE, kernel_writes);
 }
-Test(moves, compaction_loses_no_store, .timeout = 120) { mv_run(MV_COMPACT, stores); }
+Test(moves, compaction_loses_no_store, .timeout = 120)
+{
+	mv_run(MV_COMPACT, stores);
+}
 Test(moves, compaction_loses_no_read_or_io_uring_write, .timeout = 120)
 {
 	mv_run(MV_COMPACT, kernel_writes);
 }
-Test(moves, kcompactd_loses_no_store, .timeout = 120) { mv_run(MV_KCOMPACTD, stores); }
+Test(moves, kcompactd_loses_no_store, .timeout = 120)
+{
+	mv_run(MV_KCOMPACTD, stores);
+}
 Test(moves, kcompactd_loses_no_read_or_io_uring_write, .timeout = 120)
 {
 	mv_run(MV_KCOMPACTD, kernel_writes);
@@ -176,8 +188,8 @@ static void mv_run_fallback(void)
 	gfa_compact_zone(m.pool, 0, -1, GFA_COMPACT_SYNC);
 	cr_assert_eq(gfa_guest_stat(m.g, &st), 0);
 	cr_assert_gt(st.moves, 100);
-	cr_assert_leq(st.pauses * 8, st.moves, "%lu pauses for %lu moves",
-		      (unsigned long)st.pauses, (unsigned long)st.moves);
+	cr_assert_leq(st.pauses * 8, st.moves, "%lu pauses for %lu moves", (unsigned long)st.pauses,
+		      (unsigned long)st.moves);
 	pauses = st.pauses;
 	mv_let_write(&m, 1);
 	cr_assert_eq(gfa_guest_collapse(m.g, 64), 8);
@@ -282,8 +294,8 @@ Test(moves, a_pinned_range_never_moves, .timeout = 120)
 	uint64_t pin_gpa = 4 * MiB, pfn_before[512], pfn;
 
 	mv_setup(&m, NULL);
-	cr_assert_eq(gfa_guest_pin(m.g, pin_gpa + 4096, 3 * 4096), 0);  /* touches one range */
-	cr_assert_eq(gfa_guest_pin(m.g, pin_gpa, 2 * MiB), 0);          /* nests */
+	cr_assert_eq(gfa_guest_pin(m.g, pin_gpa + 4096, 3 * 4096), 0); /* touches one range */
+	cr_assert_eq(gfa_guest_pin(m.g, pin_gpa, 2 * MiB), 0);         /* nests */
 	cr_assert_eq(gfa_guest_pinned(m.g, pin_gpa + MiB, 1), 1);
 	cr_assert_eq(gfa_guest_pinned(m.g, 0, 4 * MiB), 0);
 	for (unsigned int i = 0; i < 512; i++)
@@ -349,7 +361,8 @@ Test(moves, a_pinned_guest_is_unmovable_and_never_moves, .timeout = 60)
 	struct gfa_pool *pool = tu_pool(16384);
 	struct gfa_backing_config bc = { .no_zero_on_stop = true };
 	struct gfa_backing *b = gfa_backing_create(pool, &bc);
-	struct gfa_guest_config gc = { .mem_bytes = 8 * MiB, .small_only = true,
+	struct gfa_guest_config gc = { .mem_bytes = 8 * MiB,
+				       .small_only = true,
 				       .flags = GFA_GUEST_PINNED };
 	struct gfa_guest_config bad = { .mem_bytes = 8 * MiB, .flags = 1U << 31 };
 	struct gfa_gpa_range r = { 0, 4096 };
@@ -398,8 +411,8 @@ Test(moves, the_moved_notifier_hears_every_move, .timeout = 60)
 	gfa_compact_zone(m.pool, 0, -1, GFA_COMPACT_SYNC);
 	cr_assert_eq(gfa_guest_stat(m.g, &st), 0);
 	cr_assert_gt(st.moves, 100);
-	cr_assert_eq(moved_calls, st.moves, "%lu notices for %lu moves",
-		     (unsigned long)moved_calls, (unsigned long)st.moves);
+	cr_assert_eq(moved_calls, st.moves, "%lu notices for %lu moves", (unsigned long)moved_calls,
+		     (unsigned long)st.moves);
 	mv_done(&m);
 }
 

@@ -36,11 +36,11 @@
 
 extern char **environ;
 
-#define NUMAT_PB       GFA_PAGEBLOCK_FRAMES
-#define NUMAT_FRAMES   (16 * NUMAT_PB)          /* 32 MiB per fake node */
-#define NUMAT_REAL     (32 * NUMAT_PB)          /* 64 MiB per real node */
-#define NUMAT_OWNER    0x5151
-#define NUMAT_OTHER    0x6262
+#define NUMAT_PB     GFA_PAGEBLOCK_FRAMES
+#define NUMAT_FRAMES (16 * NUMAT_PB) /* 32 MiB per fake node */
+#define NUMAT_REAL   (32 * NUMAT_PB) /* 64 MiB per real node */
+#define NUMAT_OWNER  0x5151
+#define NUMAT_OTHER  0x6262
 
 /* ---- an owner that records every move ------------------------------------ */
 
@@ -48,19 +48,18 @@ struct numat_owner {
 	struct gfa_pool *pool;
 	uint64_t id;
 	pthread_mutex_t lock;
-	bool copy;                      /* copy frame memory (pool has backing) */
-	int refuse_zone;                /* refuse moves out of this zone; -1: none */
+	bool copy;       /* copy frame memory (pool has backing) */
+	int refuse_zone; /* refuse moves out of this zone; -1: none */
 	uint64_t moves_from[GFA_MAX_ZONES];
 	uint64_t moves_to[GFA_MAX_ZONES];
-	uint64_t cross_zone;            /* moves whose src and dst zones differ */
+	uint64_t cross_zone; /* moves whose src and dst zones differ */
 	uint64_t nr_pfns;
-	uint64_t *page_of;              /* pfn -> logical page + 1 (0: none) */
-	uint64_t *pfn_of;               /* logical page -> pfn */
+	uint64_t *page_of; /* pfn -> logical page + 1 (0: none) */
+	uint64_t *pfn_of;  /* logical page -> pfn */
 	uint64_t nr_pages;
 };
 
-static int numat_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst,
-			 unsigned int order)
+static int numat_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
 {
 	struct numat_owner *o = ctx;
 	int sz = gfa_pfn_to_zone(o->pool, src), dz = gfa_pfn_to_zone(o->pool, dst);
@@ -147,8 +146,8 @@ static void numat_fill(struct numat_owner *o, unsigned int zone, bool (*keep_fre
 {
 	int64_t pfn;
 
-	while ((pfn = gfa_alloc(o->pool, zone, 0, GFA_MT_MOVABLE, o->id,
-				GFA_ALLOC_NOCOMPACT)) >= 0) {
+	while ((pfn = gfa_alloc(o->pool, zone, 0, GFA_MT_MOVABLE, o->id, GFA_ALLOC_NOCOMPACT)) >=
+	       0) {
 		pthread_mutex_lock(&o->lock);
 		o->pfn_of[o->nr_pages] = (uint64_t)pfn;
 		o->page_of[pfn] = ++o->nr_pages;
@@ -175,9 +174,18 @@ static void numat_fill(struct numat_owner *o, unsigned int zone, bool (*keep_fre
 	}
 }
 
-static bool numat_first_half(uint64_t off) { return off < NUMAT_PB / 2; }
-static bool numat_order3_holes(uint64_t off) { return (off & 15) < 8; }
-static bool numat_order4_holes(uint64_t off) { return (off & 31) < 16; }
+static bool numat_first_half(uint64_t off)
+{
+	return off < NUMAT_PB / 2;
+}
+static bool numat_order3_holes(uint64_t off)
+{
+	return (off & 15) < 8;
+}
+static bool numat_order4_holes(uint64_t off)
+{
+	return (off & 31) < 16;
+}
 
 /* ---- pools on fake topologies -------------------------------------------- */
 
@@ -285,13 +293,12 @@ Test(numa, fake_topology_is_labelled_fake)
 Test(numa, zonelists_follow_distance)
 {
 	static const unsigned int d[16] = {
-		10, 20, 30, 40,
-		20, 10, 40, 30,
-		30, 40, 10, 20,
-		40, 30, 20, 10,
+		10, 20, 30, 40, 20, 10, 40, 30, 30, 40, 10, 20, 40, 30, 20, 10,
 	};
-	static const int want[4][4] = { { 0, 1, 2, 3 }, { 1, 0, 3, 2 }, { 2, 3, 0, 1 },
-					 { 3, 2, 1, 0 } };
+	static const int want[4][4] = { { 0, 1, 2, 3 },
+					{ 1, 0, 3, 2 },
+					{ 2, 3, 0, 1 },
+					{ 3, 2, 1, 0 } };
 	struct gfa_numa_topology *t = gfa_numa_topology_fake(4, d);
 	int got[4];
 
@@ -325,12 +332,12 @@ Test(numa, bad_fake_topologies_are_refused)
 	cr_assert_eq(errno, EINVAL);
 	cr_assert_null(gfa_numa_topology_fake(GFA_NUMA_MAX_NODES + 1, NULL));
 	cr_assert_eq(errno, EINVAL);
-	d[0] = 11;      /* local distance must be 10 */
+	d[0] = 11; /* local distance must be 10 */
 	cr_assert_null(gfa_numa_topology_fake(2, d));
 	d[0] = 10;
-	d[1] = 10;      /* remote must be farther than local */
+	d[1] = 10; /* remote must be farther than local */
 	cr_assert_null(gfa_numa_topology_fake(2, d));
-	d[1] = 255;     /* 255 means unreachable in a SLIT */
+	d[1] = 255; /* 255 means unreachable in a SLIT */
 	cr_assert_null(gfa_numa_topology_fake(2, d));
 	cr_assert_eq(errno, EINVAL);
 }
@@ -354,7 +361,7 @@ Test(numa, cpu_sets_map_to_nodes)
 	cr_assert_eq(gfa_numa_cpu_node(t, GFA_NUMA_MAX_CPUS + 5), GFA_ENOCPU);
 
 	cr_assert_eq(gfa_numa_cpuset_node(t, mask, GFA_NUMA_MAX_CPUS), GFA_EINVAL, "empty set");
-	mask[(GFA_NUMA_MAX_CPUS - 1) / 64] = 1UL << 63;  /* a CPU no node has */
+	mask[(GFA_NUMA_MAX_CPUS - 1) / 64] = 1UL << 63; /* a CPU no node has */
 	cr_assert_eq(gfa_numa_cpuset_node(t, mask, GFA_NUMA_MAX_CPUS), GFA_ENOCPU);
 	mask[c0 / 64] |= 1UL << (c0 % 64);
 	cr_assert_eq(gfa_numa_cpuset_node(t, mask, GFA_NUMA_MAX_CPUS), 0,
@@ -372,11 +379,11 @@ struct numat_thread_arg {
 	const struct gfa_numa_topology *t;
 	struct gfa_numa_pool *np;
 	int cpu;
-	int node;               /* result of gfa_numa_thread_node */
+	int node; /* result of gfa_numa_thread_node */
 	bool pinned;
-	int pcp_node;           /* node of a cache made with node -1 */
+	int pcp_node; /* node of a cache made with node -1 */
 	int pin_err;
-	int64_t pfns_ok;        /* allocations that landed in the thread's zone */
+	int64_t pfns_ok; /* allocations that landed in the thread's zone */
 };
 
 static void *numat_thread_node_main(void *p)
@@ -402,8 +409,10 @@ static void *numat_thread_node_main(void *p)
 		int64_t pfn = gfa_numa_alloc(a->np, pcp, -1, i % 2 ? 0 : 3, GFA_MT_MOVABLE,
 					     NUMAT_OWNER, 0, &got);
 
-		if (pfn >= 0 && gfa_pfn_to_zone(gfa_numa_pool(a->np), (uint64_t)pfn) ==
-				gfa_numa_node_zone(a->np, a->node) && got == (i % 2 ? 0u : 3u))
+		if (pfn >= 0 &&
+		    gfa_pfn_to_zone(gfa_numa_pool(a->np), (uint64_t)pfn) ==
+			    gfa_numa_node_zone(a->np, a->node) &&
+		    got == (i % 2 ? 0u : 3u))
 			a->pfns_ok++;
 		if (pfn >= 0)
 			gfa_pcp_free(pcp, (uint64_t)pfn, got, NUMAT_OWNER);
@@ -431,7 +440,7 @@ Test(numa, vcpu_caches_follow_thread_affinity)
 
 		a.cpu = numat_cpu_of(e.t, node);
 		if (a.cpu < 0)
-			continue;       /* fake node without CPUs here (one-CPU host) */
+			continue; /* fake node without CPUs here (one-CPU host) */
 		numat_run_thread(&a);
 		cr_assert_eq(a.pin_err, 0, "pin to CPU %d: %s", a.cpu, strerror(-a.pin_err));
 		cr_assert_eq(a.node, node, "thread on CPU %d: node %d", a.cpu, a.node);
@@ -476,7 +485,7 @@ Test(numa, thread_without_a_node_is_an_error)
 
 	cr_assert_not_null(t);
 	for (unsigned int c = 0; c < t->nr_cpus; c++)
-		t->cpu_node[c] = -1;    /* a topology whose nodes have no CPUs at all */
+		t->cpu_node[c] = -1; /* a topology whose nodes have no CPUs at all */
 	cr_assert_eq(gfa_numa_pool_config(&cfg, t, NUMAT_PB), 0);
 	pool = gfa_pool_create(&cfg);
 	np = gfa_numa_attach(pool, t);
@@ -515,7 +524,7 @@ Test(numa, pool_config_one_zone_per_node)
 	before = cfg;
 	cr_assert_eq(gfa_numa_pool_config(&cfg, t, NUMAT_PB - 1), GFA_EINVAL);
 	cr_assert_eq(gfa_numa_pool_config(&cfg, t, (1ULL << 31) + 1), GFA_EINVAL);
-	t->nodes[1].mem_bytes = 64ULL << 20;    /* a small node: 16384 frames */
+	t->nodes[1].mem_bytes = 64ULL << 20; /* a small node: 16384 frames */
 	cr_assert_eq(gfa_numa_pool_config(&cfg, t, 16384), 0);
 	cfg = before;
 	cr_assert_eq(gfa_numa_pool_config(&cfg, t, 16384 + NUMAT_PB), GFA_ETOOBIG,
@@ -721,8 +730,8 @@ Test(numa, bad_requests_change_nothing)
 	cr_assert_eq(gfa_numa_alloc(e.np, NULL, -2, 0, GFA_MT_MOVABLE, 1, 0, &got), GFA_ENONODE);
 	cr_assert_eq(gfa_numa_alloc(e.np, pcp0, 1, 0, GFA_MT_MOVABLE, 1, 0, &got), GFA_EINVAL,
 		     "a cache of node 0 for a node-1 request");
-	cr_assert_eq(gfa_numa_alloc(e.np, NULL, 0, 0, GFA_MT_MOVABLE, 1, 0x8000, &got),
-		     GFA_EINVAL, "unknown flag");
+	cr_assert_eq(gfa_numa_alloc(e.np, NULL, 0, 0, GFA_MT_MOVABLE, 1, 0x8000, &got), GFA_EINVAL,
+		     "unknown flag");
 	cr_assert_eq(gfa_numa_alloc(e.np, NULL, 0, GFA_MAX_ORDER + 1, GFA_MT_MOVABLE, 1, 0, &got),
 		     GFA_EORDER);
 	cr_assert_eq(gfa_numa_alloc(e.np, NULL, 0, 0, GFA_MT_ISOLATE, 1, 0, &got), GFA_EMIGRATE);
@@ -847,9 +856,11 @@ Test(numa, statistics_text_says_fake)
 	cr_assert_eq(lines, 3);
 	n = gfa_numa_stat_text(e.np, buf, sizeof(buf));
 	cr_assert_not_null(strstr(buf, "Node 0 (fake): zone 0 frames 8192 free 8192 claimed 77 "
-				  "numa_hit 0"), "%s", buf);
+				       "numa_hit 0"),
+			   "%s", buf);
 	cr_assert_not_null(strstr(buf, "Node 1 (fake): zone 1 frames 8192 free 8191 claimed 0 "
-				  "numa_hit 1 "), "%s", buf);
+				       "numa_hit 1 "),
+			   "%s", buf);
 	cr_assert_not_null(strstr(buf, "compact_remote 0\n"));
 	cr_assert_eq(gfa_numa_stat_text(NULL, buf, sizeof(buf)), GFA_EFAULT);
 	gfa_numa_unclaim(e.np, 0, 3);
@@ -942,8 +953,10 @@ static struct gfa_numa_topology *numat_real_topology(void)
 
 		gfa_numa_topology_free(t);
 		cr_assert_not(in_qemu, "the QEMU guest has %u node: --numa 2 did not work", n);
-		fprintf(stderr, "numa_real: skipped: %u node(s) here; suite numa_qemu runs it "
-			"in a two-node QEMU guest\n", n);
+		fprintf(stderr,
+			"numa_real: skipped: %u node(s) here; suite numa_qemu runs it "
+			"in a two-node QEMU guest\n",
+			n);
 		cr_skip_test("one NUMA node here: numa_qemu runs these in a two-node guest");
 	}
 	return t;
@@ -974,8 +987,8 @@ static struct numat_env numat_env_real(uint64_t nframes, bool bind)
 	err = gfa_numa_populate_pool(e.np);
 	cr_assert_eq(err, 0, "populate: %s", strerror(-err));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	fprintf(stderr, "numa_real: bound and populated %u x %lu MiB in %.2f s\n",
-		e.t->nr_nodes, (unsigned long)(nframes >> 8),
+	fprintf(stderr, "numa_real: bound and populated %u x %lu MiB in %.2f s\n", e.t->nr_nodes,
+		(unsigned long)(nframes >> 8),
 		(double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	return e;
 }
@@ -1100,8 +1113,8 @@ static void *numat_vcpu_main(void *p)
 		v->pfn = -errno;
 		return NULL;
 	}
-	v->pfn = gfa_numa_alloc(v->e->np, pcp, -1, 9, GFA_MT_MOVABLE, NUMAT_OTHER,
-				GFA_NUMA_REMOTE, &v->got);
+	v->pfn = gfa_numa_alloc(v->e->np, pcp, -1, 9, GFA_MT_MOVABLE, NUMAT_OTHER, GFA_NUMA_REMOTE,
+				&v->got);
 	gfa_pcp_destroy(pcp);
 	return NULL;
 }
@@ -1140,9 +1153,10 @@ Test(numa_real, vcpus_compact_only_their_own_node, .timeout = 600)
 		cr_assert_eq(o->moves_to[1 - node], to_other);
 		numat_zone_snapshot(e.pool, 1 - node, &other_after);
 		cr_assert_eq(memcmp(&other_before, &other_after, sizeof(other_before)), 0);
-		fprintf(stderr, "numa_real: node %d vCPU: huge block at pfn %ld after %lu local "
-			"moves, 0 remote\n", node, (long)v.pfn,
-			(unsigned long)(o->moves_from[node] - from_own));
+		fprintf(stderr,
+			"numa_real: node %d vCPU: huge block at pfn %ld after %lu local "
+			"moves, 0 remote\n",
+			node, (long)v.pfn, (unsigned long)(o->moves_from[node] - from_own));
 	}
 	cr_assert_eq(o->cross_zone, 0);
 	for (uint64_t i = 0; i < o->nr_pages; i++)
@@ -1219,16 +1233,21 @@ Test(numa_qemu, numa_real_in_two_node_guest, .timeout = 3200)
 		 "out=$('%s' --filter='numa_real/*' --verbose --color=never 2>&1); rc=$?; "
 		 "printf '%%s\\n' \"$out\" | grep -v 'Test is disabled'; [ $rc = 0 ] || exit $rc; "
 		 "n=$(printf '%%s\\n' \"$out\" | grep -c '^\\[PASS\\] numa_real::'); "
-		 "[ \"$n\" -ge %d ] || exit 3; exit 0", exe, NUMAT_REAL_TESTS);
+		 "[ \"$n\" -ge %d ] || exit 3; exit 0",
+		 exe, NUMAT_REAL_TESTS);
 	/* the timeout also bounds the wait for another suite's guest (one at a time) */
 	rc = tu_run_in_qemu("--numa 2 --cpus 2 --mem 1024 --timeout 1500", cmd, &secs);
-	fprintf(stderr, "numa_qemu: suite numa_real in a 2-node QEMU guest: exit %d after "
-		"%.1f s\n", rc, secs);
+	fprintf(stderr,
+		"numa_qemu: suite numa_real in a 2-node QEMU guest: exit %d after "
+		"%.1f s\n",
+		rc, secs);
 	if (rc == 77)
 		tu_qemu_skip("numa_qemu", "the QEMU harness cannot run here (exit 77, see its "
-			     "message above)");
-	cr_assert_eq(rc, 0, "suite numa_real failed in the guest (exit %d; 3: fewer than %d "
-		     "tests ran unskipped)", rc, NUMAT_REAL_TESTS);
+					  "message above)");
+	cr_assert_eq(rc, 0,
+		     "suite numa_real failed in the guest (exit %d; 3: fewer than %d "
+		     "tests ran unskipped)",
+		     rc, NUMAT_REAL_TESTS);
 }
 
 /* Bad arguments of gfa_numa_alloc are allocator errors: counted in err_* like gfa_alloc's. */

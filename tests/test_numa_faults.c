@@ -16,15 +16,14 @@
 #include "gfa/numa.h"
 #include "gfa/vmm.h"
 
-static void *numa_fault_eio_addr;      /* mbind on this address: policy set, then EIO */
+static void *numa_fault_eio_addr; /* mbind on this address: policy set, then EIO */
 
 long mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
 	   unsigned long maxnode, unsigned int flags)
 {
 	long rc = syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
 
-	if (rc == 0 && numa_fault_eio_addr && addr == numa_fault_eio_addr &&
-	    mode != MPOL_DEFAULT) {
+	if (rc == 0 && numa_fault_eio_addr && addr == numa_fault_eio_addr && mode != MPOL_DEFAULT) {
 		errno = EIO;
 		return -1;
 	}

@@ -15,7 +15,11 @@ static int slow_in_op, slow_unregistered, slow_saw_unregistered;
 
 static int slow_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
 {
-	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	(void)ctx;
+	(void)owner;
+	(void)s;
+	(void)d;
+	(void)o;
 	if (__atomic_exchange_n(&slow_in_op, 1, __ATOMIC_ACQ_REL))
 		return -EAGAIN;
 	for (int i = 0; i < 50 && !__atomic_load_n(&slow_unregistered, __ATOMIC_ACQUIRE); i++)
@@ -71,13 +75,18 @@ Test(owner, registry_survives_churn)
 
 static int ok_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
 {
-	(void)ctx; (void)owner; (void)s; (void)d; (void)o;
+	(void)ctx;
+	(void)owner;
+	(void)s;
+	(void)d;
+	(void)o;
 	return 0;
 }
 
 static void batch_nop(void *ctx, uint64_t owner)
 {
-	(void)ctx; (void)owner;
+	(void)ctx;
+	(void)owner;
 }
 
 Test(owner, register_errors_are_counted)
@@ -85,7 +94,8 @@ Test(owner, register_errors_are_counted)
 	struct gfa_pool *p = tu_pool(2048);
 	const struct gfa_owner_ops no_migrate = { .collapsed = NULL };
 	const struct gfa_owner_ops half_batch = { .migrate = ok_migrate, .batch_begin = batch_nop };
-	const struct gfa_owner_ops whole_batch = { .migrate = ok_migrate, .batch_begin = batch_nop,
+	const struct gfa_owner_ops whole_batch = { .migrate = ok_migrate,
+						   .batch_begin = batch_nop,
 						   .batch_end = batch_nop };
 
 	cr_assert_eq(gfa_owner_register(NULL, 1, &co_ops, NULL), GFA_EFAULT);
@@ -151,7 +161,9 @@ static int batcher_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, un
 {
 	struct batcher *b = ctx;
 
-	(void)s; (void)d; (void)o;
+	(void)s;
+	(void)d;
+	(void)o;
 	b->wrong += owner != b->owner;
 	b->outside += b->depth != 1;
 	b->migrates++;

@@ -88,7 +88,7 @@ Test(pcp, refill_takes_batch_shifted_by_order)
 	ASSERT_POOL_OK(p);
 	gfa_pcp_destroy(c);
 	ASSERT_POOL_OK(p);
-	cr_assert_eq(tu_free_frames(p), (1UL << 16) - 1 - 4 - 512);   /* what the caller holds */
+	cr_assert_eq(tu_free_frames(p), (1UL << 16) - 1 - 4 - 512); /* what the caller holds */
 	gfa_pool_destroy(p);
 }
 
@@ -215,9 +215,13 @@ Test(pcp, order0_and_thp_frees_never_trigger_free_high)
 	struct gfa_pcp *c = gfa_pcp_create(p, 0);
 
 	for (int i = 0; i < 200; i++)
-		cr_assert_eq(gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0, 1), 0);
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0), 0,
+					  1),
+			     0);
 	for (int i = 0; i < 20; i++)
-		cr_assert_eq(gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 1, 0), 9, 1), 0);
+		cr_assert_eq(gfa_pcp_free(c, (uint64_t)gfa_alloc(p, 0, 9, GFA_MT_MOVABLE, 1, 0), 9,
+					  1),
+			     0);
 	cr_assert_eq(VM(p, pcp_free_high), 0);
 	cr_assert_eq(pcp_count(c), 200 + 20 * 512);
 	gfa_pcp_destroy(c);
@@ -362,7 +366,8 @@ Test(pcp, bad_inputs_change_nothing)
 	}
 	cr_assert_eq(pcp_count(c), before);
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 1, 3), 0);
-	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 1, 3), GFA_EDOUBLEFREE, "double free into the cache");
+	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 1, 3), GFA_EDOUBLEFREE,
+		     "double free into the cache");
 	cr_assert_eq(pcp_count(c), before + 2);
 	cr_assert_eq(VM(p, err_double_free), 1);
 	cr_assert_eq(VM(p, err_wrong_order), 1);
@@ -397,7 +402,7 @@ struct xchg {
 	uint64_t pfn[XQ];
 	unsigned int order[XQ];
 	int n;
-	atomic_int done;        /* workers finished */
+	atomic_int done; /* workers finished */
 };
 
 struct worker {
@@ -429,10 +434,10 @@ static void *stress_worker(void *arg)
 				continue;
 			}
 			pthread_mutex_lock(&w->x->lock);
-			if (w->x->n < XQ) {          /* hand it over */
+			if (w->x->n < XQ) { /* hand it over */
 				w->x->pfn[w->x->n] = mine[n];
 				w->x->order[w->x->n++] = mord[n];
-			} else {                      /* exchange full: keep it */
+			} else { /* exchange full: keep it */
 				n++;
 			}
 			if (w->x->n && (r & 4)) {
@@ -471,7 +476,7 @@ static void run_stress(int nthreads, int iters)
 		ASSERT_POOL_OK(p);
 		gfa_pool_drain_all(p, -1);
 		gfa_pool_drain_idle(p, 1);
-		usleep(2000);   /* the owners run between rounds (back to back they starved) */
+		usleep(2000); /* the owners run between rounds (back to back they starved) */
 	}
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(t[i], NULL);
@@ -499,7 +504,8 @@ Test(pcp_stress, two_threads_fence_mode, .timeout = 300)
 	setenv("GFA_PCP_FENCE", "1", 1);
 	if (strcmp(gfa_pcp_sync_mode(), "fence"))
 		cr_skip_test("the owner protocol was fixed earlier in this process (%s); the "
-			     "fence mode runs only with one test per process", gfa_pcp_sync_mode());
+			     "fence mode runs only with one test per process",
+			     gfa_pcp_sync_mode());
 	run_stress(2, tu_sanitizer() ? 50000 : 200000);
 }
 
@@ -512,12 +518,16 @@ Test(pcp_stress, eight_threads, .timeout = 300)
  * Misuse: one cache hammered by two threads at once.  A call that overlaps the other
  * thread's gets GFA_ETHREAD (how often depends on scheduling); nothing is corrupted.
  */
-struct misuse { struct gfa_pcp *c; int ethread; pthread_barrier_t *go; };
+struct misuse {
+	struct gfa_pcp *c;
+	int ethread;
+	pthread_barrier_t *go;
+};
 static void *misuse_worker(void *arg)
 {
 	struct misuse *m = arg;
 
-	pthread_barrier_wait(m->go);    /* start together: the calls overlap */
+	pthread_barrier_wait(m->go); /* start together: the calls overlap */
 	for (int i = 0; i < 20000; i++) {
 		int64_t a = gfa_pcp_alloc(m->c, 0, GFA_MT_MOVABLE, 0, 0);
 
@@ -558,7 +568,11 @@ Test(pcp_stress, shared_cache_misuse_is_safe, .timeout = 300)
  * it, changes owner without an error (the owner protocol's takeover), and the first
  * thread taking it back works too.
  */
-struct handover { struct gfa_pcp *c; int64_t pfn; int err; };
+struct handover {
+	struct gfa_pcp *c;
+	int64_t pfn;
+	int err;
+};
 static void *handover_worker(void *arg)
 {
 	struct handover *h = arg;
@@ -605,7 +619,7 @@ struct racer {
 	struct gfa_pcp *c;
 	const int64_t *pfns;
 	pthread_barrier_t *go;
-	_Atomic int *step;      /* both threads meet before each block: real overlap */
+	_Atomic int *step; /* both threads meet before each block: real overlap */
 	int ok, dbl;
 };
 static void *racer_main(void *arg)
@@ -705,7 +719,8 @@ Test(pcp, caches_work_in_a_fork_child)
 		/* same mode; if membarrier, the child may use it (registered) */
 		bad |= strcmp(gfa_pcp_sync_mode(), mode) != 0;
 		if (!strcmp(mode, "membarrier"))
-			bad |= syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0;
+			bad |= syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) !=
+			       0;
 		bad |= gfa_pcp_free(c, (uint64_t)a, 0, 3) != 0;
 		bad |= gfa_pool_drain_all(p, -1) < 0;
 		bad |= pthread_create(&t, NULL, fork_child_worker, p) != 0;
@@ -730,7 +745,11 @@ Test(pcp, caches_work_in_a_fork_child)
  * run).  Any window where an owner and a remote holder both touch a cache shows up as a
  * wrong count, a frame on no list or two, or a failed free.
  */
-struct fire { struct gfa_pool *p; atomic_bool stop; atomic_ulong remote_ops; };
+struct fire {
+	struct gfa_pool *p;
+	atomic_bool stop;
+	atomic_ulong remote_ops;
+};
 static void *fire_remote(void *arg)
 {
 	struct fire *f = arg;
@@ -750,13 +769,19 @@ static void *fire_compact(void *arg)
 
 	while (!atomic_load(&f->stop)) {
 		gfa_compact_zone(f->p, 0, -1, GFA_COMPACT_SYNC_LIGHT);
-		usleep(1000);   /* a whole-zone pass holds the zone lock: let owners refill */
+		usleep(1000); /* a whole-zone pass holds the zone lock: let owners refill */
 	}
 	return NULL;
 }
 
 /* An owner churning its own cache: random orders, up to 256 live blocks, own frees. */
-struct fire_owner { struct gfa_pool *p; double secs; uint64_t seed; int failed_frees; long ops; };
+struct fire_owner {
+	struct gfa_pool *p;
+	double secs;
+	uint64_t seed;
+	int failed_frees;
+	long ops;
+};
 
 static double fire_now(void)
 {
@@ -851,7 +876,7 @@ Test(pcp, block_of_another_type_than_its_pageblock_returns_to_its_own_list)
 	cr_assert_eq(fi.block_mt, GFA_MT_MOVABLE, "the pageblock was not stolen");
 	c = gfa_pcp_create(p, 0);
 	cr_assert_not_null(c);
-	cr_assert_eq(gfa_pcp_drain(c), 0);     /* this thread owns it: the fast path runs */
+	cr_assert_eq(gfa_pcp_drain(c), 0); /* this thread owns it: the fast path runs */
 	cr_assert_eq(gfa_pcp_free(c, hole, 0, 2), 0);
 	ASSERT_POOL_OK(p);
 	cr_assert_eq(gfa_pcp_alloc(c, 0, GFA_MT_UNMOVABLE, 3, GFA_ALLOC_NOCOMPACT), (int64_t)hole);
@@ -903,7 +928,7 @@ static void *late_first(void *arg)
 {
 	(void)arg;
 	pthread_setspecific(late_key, (void *)1);
-	if (gfa_pcp_alloc(late_cache, 0, GFA_MT_MOVABLE, 9, 0) < 0)   /* leaks one frame */
+	if (gfa_pcp_alloc(late_cache, 0, GFA_MT_MOVABLE, 9, 0) < 0) /* leaks one frame */
 		atomic_fetch_add(&late_errors, 1);
 	return NULL;
 }
@@ -923,12 +948,12 @@ Test(pcp_stress, destructor_using_a_cache_after_the_record_is_released, .timeout
 
 	late_cache = gfa_pcp_create(p, 0);
 	cr_assert_not_null(late_cache);
-	cr_assert_geq(gfa_pcp_drain(late_cache), 0);   /* gfa's key exists before ours */
+	cr_assert_geq(gfa_pcp_drain(late_cache), 0); /* gfa's key exists before ours */
 	cr_assert_eq(pthread_key_create(&late_key, late_destructor), 0);
 	cr_assert_eq(pthread_create(&a, NULL, late_first, NULL), 0);
 	while (!atomic_load(&late_go))
 		sched_yield();
-	cr_assert_eq(pthread_create(&b, NULL, late_second, NULL), 0);   /* reuses a's record */
+	cr_assert_eq(pthread_create(&b, NULL, late_second, NULL), 0); /* reuses a's record */
 	pthread_join(a, NULL);
 	pthread_join(b, NULL);
 	cr_assert_eq(atomic_load(&late_errors), 0, "errors other than GFA_ETHREAD");
@@ -956,8 +981,7 @@ Test(pcp, pgalloc_and_pgfree_balance_across_a_cache)
 	cr_assert_eq(VM(p, pgfree_blocks), 2, "pgfree_blocks %lu",
 		     (unsigned long)VM(p, pgfree_blocks));
 	cr_assert_eq(VM(p, pgalloc), 5);
-	cr_assert_eq(VM(p, pgfree), 5, "pgfree %lu",
-		     (unsigned long)VM(p, pgfree));
+	cr_assert_eq(VM(p, pgfree), 5, "pgfree %lu", (unsigned long)VM(p, pgfree));
 	cr_assert_eq(VM(p, pcp_free), 2);
 	gfa_pcp_destroy(c);
 	cr_assert_eq(VM(p, pgfree_blocks), 2, "destroying the cache changes no count");
@@ -1104,7 +1128,7 @@ static void fork_child(void)
 	char msg[256] = "";
 	int64_t a;
 
-	alarm(5);       /* a lock or tag held across fork hangs here */
+	alarm(5); /* a lock or tag held across fork hangs here */
 	a = gfa_alloc(fork_pool, 0, 0, GFA_MT_MOVABLE, 9, 0);
 	if (a < 0 || gfa_free(fork_pool, (uint64_t)a, 0, 9))
 		_exit(2);
@@ -1132,7 +1156,7 @@ static void fork_children(void *(*fn)(void *), int n)
 	fork_pool = tu_pool(1UL << 14);
 	fork_cache = gfa_pcp_create(fork_pool, 0);
 	cr_assert_not_null(fork_cache);
-	cr_assert_geq(gfa_pcp_drain(fork_cache), 0);       /* this thread owns it first */
+	cr_assert_geq(gfa_pcp_drain(fork_cache), 0); /* this thread owns it first */
 	atomic_store(&fork_stop, 0);
 	cr_assert_eq(pthread_create(&t, NULL, fn, NULL), 0);
 	usleep(10000);
@@ -1308,12 +1332,14 @@ Test(pcp, free_high_threshold_reachable_with_default_sizing)
 	for (int i = 0; i < 120; i++)
 		cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[i], 3, 5), 0);
 	cr_assert_eq(gfa_pcp_stat(c, &st), 0);
-	cr_assert_gt(PCPX_VM(p, pcp_free_high), 0,
-		     "120 consecutive order-3 frees never fired free_high (count %d, free_count %d)",
-		     st.count, st.free_count);
-	cr_assert_leq(st.free_high_threshold, (unsigned int)(st.batch << 5) + 7,
-		      "threshold %u unreachable: free_count is capped at %d + 7 (batch %d, high_min %d)",
-		      st.free_high_threshold, st.batch << 5, st.batch, st.high_min);
+	cr_assert_gt(
+		PCPX_VM(p, pcp_free_high), 0,
+		"120 consecutive order-3 frees never fired free_high (count %d, free_count %d)",
+		st.count, st.free_count);
+	cr_assert_leq(
+		st.free_high_threshold, (unsigned int)(st.batch << 5) + 7,
+		"threshold %u unreachable: free_count is capped at %d + 7 (batch %d, high_min %d)",
+		st.free_high_threshold, st.batch << 5, st.batch, st.high_min);
 	gfa_pcp_destroy(c);
 	gfa_pool_destroy(p);
 }
@@ -1327,7 +1353,8 @@ Test(pcp, failed_refill_is_not_a_refill)
 	for (int i = 0; i < 4; i++)
 		cr_assert_geq(gfa_alloc(p, 0, 10, GFA_MT_MOVABLE, 5, 0), 0);
 	for (int i = 0; i < 10; i++)
-		cr_assert_eq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT), GFA_ENOMEM);
+		cr_assert_eq(gfa_pcp_alloc(c, 0, GFA_MT_MOVABLE, 1, GFA_ALLOC_NOCOMPACT),
+			     GFA_ENOMEM);
 	cr_assert_eq(PCPX_VM(p, pcp_refill), 0, "pcp_refill %lu after 10 refills that took nothing",
 		     (unsigned long)PCPX_VM(p, pcp_refill));
 	gfa_pcp_destroy(c);
@@ -1428,8 +1455,7 @@ Test(pcp, bulk_free_keeps_a_batch_when_high_is_under_two_batches)
 	for (int i = 0; i < 12; i++)
 		cr_assert_eq(gfa_pcp_free(c, (uint64_t)b[i], 0, 1), 0);
 	/* the 12th free reached high: high - batch = 4 frames go, a batch stays */
-	cr_assert_eq(pcp_count(c), 8, "count %d after the flush at high 12, batch 8",
-		     pcp_count(c));
+	cr_assert_eq(pcp_count(c), 8, "count %d after the flush at high 12, batch 8", pcp_count(c));
 	gfa_pcp_destroy(c);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
@@ -1448,8 +1474,7 @@ Test(pcp, refill_takes_one_block_when_high_is_under_batch)
 	cr_assert_eq(gfa_pcp_free(c, (uint64_t)a, 0, 1), 0);
 	cr_assert_eq(gfa_pcp_drain(c), 1);
 	cr_assert_eq(gfa_pcp_drain(c), 0);
-	cr_assert_eq(VM(p, pcp_drain), 1,
-		     "an empty cache's drain counted");
+	cr_assert_eq(VM(p, pcp_drain), 1, "an empty cache's drain counted");
 	gfa_pcp_destroy(c);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
@@ -1469,8 +1494,8 @@ Test(pcp, high_equal_to_batch_still_flushes)
 		cr_assert_eq(gfa_pcp_free(c, (uint64_t)b, 0, 1), 0);
 	}
 	cr_assert_eq(gfa_pcp_stat(c, &st), 0);
-	cr_assert_leq(st.count, st.high, "cache holds %d frames, high %d batch %d",
-		      st.count, st.high, st.batch);
+	cr_assert_leq(st.count, st.high, "cache holds %d frames, high %d batch %d", st.count,
+		      st.high, st.batch);
 	gfa_pcp_destroy(c);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
@@ -1539,8 +1564,8 @@ Test(pcp, decay_keeps_high_within_high_max)
 
 	c = gfa_pcp_create(p, 0);
 	cr_assert_not_null(c);
-	cr_assert_geq(gfa_pcp_alloc(c, 9, GFA_MT_MOVABLE, 1, 0), 0);    /* refill: 2 blocks */
-	cr_assert_geq(gfa_pool_drain_idle(p, 60000), 0);               /* one decay pass */
+	cr_assert_geq(gfa_pcp_alloc(c, 9, GFA_MT_MOVABLE, 1, 0), 0); /* refill: 2 blocks */
+	cr_assert_geq(gfa_pool_drain_idle(p, 60000), 0);             /* one decay pass */
 	st = pcp_st(c);
 	cr_assert_leq(st.high, st.high_max, "high %d above high_max %d after a decay (count %d)",
 		      st.high, st.high_max, st.count);

@@ -19,9 +19,9 @@
 
 #include <gfa/refvmm.h>
 
-#define KiB	(1ULL << 10)
-#define MiB	(1ULL << 20)
-#define PG	(4 * KiB)
+#define KiB (1ULL << 10)
+#define MiB (1ULL << 20)
+#define PG  (4 * KiB)
 
 /* A memfd of @size bytes, mapped shared if @map. */
 struct rel_file {
@@ -34,7 +34,7 @@ struct rel_file {
 struct rel_log {
 	pthread_mutex_t lock;
 	uint64_t npages;
-	uint32_t *hits;		/* done calls per first page of a range */
+	uint32_t *hits; /* done calls per first page of a range */
 	uint64_t calls, fails, bytes_ok;
 	int last_result;
 };
@@ -61,7 +61,7 @@ static void rel_file_close(struct rel_file *f)
 
 static uint8_t rel_pattern(uint64_t off)
 {
-	return (uint8_t)((off / PG) % 251 + 1);	/* never zero */
+	return (uint8_t)((off / PG) % 251 + 1); /* never zero */
 }
 
 /* Populate the whole file with a per-page non-zero pattern. */
@@ -251,8 +251,7 @@ Test(release, coalesce_plugged)
 	}
 	cr_assert_eq(gfa_release_plug(e), 0);
 	for (i = 0; i < N; i++)
-		cr_assert_eq(gfa_release_submit(e, 2 * MiB + order[i] * PG, PG,
-						 rel_done, &log), 0);
+		cr_assert_eq(gfa_release_submit(e, 2 * MiB + order[i] * PG, PG, rel_done, &log), 0);
 	cr_assert_eq(gfa_release_unplug(e), 0);
 	cr_assert_eq(gfa_release_flush(e, 10000), 0);
 
@@ -401,12 +400,11 @@ static void rel_cap_splits(const struct gfa_release_config *cfg)
 	e = rel_engine(&f, cfg);
 	gfa_release_plug(e);
 	for (i = 0; i < 10; i++)
-		cr_assert_eq(gfa_release_submit(e, i * 3 * MiB, 3 * MiB, rel_done,
-						 &log), 0);
+		cr_assert_eq(gfa_release_submit(e, i * 3 * MiB, 3 * MiB, rel_done, &log), 0);
 	gfa_release_unplug(e);
 	cr_assert_eq(gfa_release_flush(e, 10000), 0);
 	s = rel_stats(e);
-	cr_assert_eq(s.punches, 8);	/* ceil(30 / 4) */
+	cr_assert_eq(s.punches, 8); /* ceil(30 / 4) */
 	cr_assert_eq(log.calls, 10);
 	for (i = 0; i < 10; i++)
 		cr_assert_eq(log.hits[i * 3 * MiB / PG], 1);
@@ -460,8 +458,8 @@ Test(release, fault_setup)
 }
 
 /* Shared body of the fault tests: release [1 MiB, 2 MiB) of a 4 MiB file. */
-static struct gfa_release_stats rel_run_one(const struct gfa_release_config *cfg,
-					    bool map, int expect, const char *mode)
+static struct gfa_release_stats rel_run_one(const struct gfa_release_config *cfg, bool map,
+					    int expect, const char *mode)
 {
 	struct rel_file f;
 	struct rel_log log;
@@ -480,8 +478,7 @@ static struct gfa_release_stats rel_run_one(const struct gfa_release_config *cfg
 	after = gfa_memfd_allocated_bytes(f.fd);
 
 	cr_assert_eq(log.calls, 1);
-	cr_assert_eq(log.last_result, expect, "result %d, expected %d",
-		     log.last_result, expect);
+	cr_assert_eq(log.last_result, expect, "result %d, expected %d", log.last_result, expect);
 	if (expect == 0) {
 		cr_assert_eq(before - after, (int64_t)MiB);
 		cr_assert(rel_zero(&f, MiB, MiB));
@@ -553,9 +550,8 @@ Test(release, fault_submit_with_ops_in_flight)
 	rel_log_init(&log, f.size);
 	e = rel_engine(&f, &cfg);
 	gfa_release_plug(e);
-	for (i = 0; i < 8; i++)	/* 8 punches: a one-page gap after each */
-		cr_assert_eq(gfa_release_submit(e, i * 2 * MiB, 2 * MiB - PG,
-						 rel_done, &log), 0);
+	for (i = 0; i < 8; i++) /* 8 punches: a one-page gap after each */
+		cr_assert_eq(gfa_release_submit(e, i * 2 * MiB, 2 * MiB - PG, rel_done, &log), 0);
 	gfa_release_unplug(e);
 	cr_assert_eq(gfa_release_flush(e, 10000), 0);
 	s = rel_stats(e);
@@ -631,7 +627,8 @@ Test(release, fault_all_attempts)
 Test(release, failed_range_counts_no_bytes_released)
 {
 	struct gfa_release_config cfg = {
-		.max_punch_bytes = 4 * MiB, .force_sync = true,
+		.max_punch_bytes = 4 * MiB,
+		.force_sync = true,
 		.fault_sync = { .nth = 2, .count = 10, .err = EIO },
 	};
 	struct rel_file f;
@@ -798,10 +795,8 @@ Test(release, bad_inputs)
 	cr_assert_eq(gfa_release_submit(e, 100, PG, rel_done, &log), -EINVAL);
 	cr_assert_eq(gfa_release_submit(e, 0, PG + 1, rel_done, &log), -EINVAL);
 	cr_assert_eq(gfa_release_submit(e, 4 * MiB, PG, rel_done, &log), -ERANGE);
-	cr_assert_eq(gfa_release_submit(e, 4 * MiB - PG, 2 * PG, rel_done, &log),
-		     -ERANGE);
-	cr_assert_eq(gfa_release_submit(e, UINT64_MAX - PG + 1, 2 * PG, rel_done,
-					&log), -ERANGE);
+	cr_assert_eq(gfa_release_submit(e, 4 * MiB - PG, 2 * PG, rel_done, &log), -ERANGE);
+	cr_assert_eq(gfa_release_submit(e, UINT64_MAX - PG + 1, 2 * PG, rel_done, &log), -ERANGE);
 	cr_assert_eq(gfa_release_unplug(e), -EINVAL);
 	cr_assert_eq(gfa_release_plug(NULL), -EFAULT);
 	cr_assert_eq(gfa_release_unplug(NULL), -EFAULT);
@@ -832,8 +827,7 @@ Test(release, bad_inputs)
 	cfg = (struct gfa_release_config){ .max_punch_bytes = PG + 1 };
 	cr_assert_null(gfa_release_create(f.fd, NULL, &cfg));
 	cr_assert_eq(errno, EINVAL);
-	cfg = (struct gfa_release_config){
-		.max_punch_bytes = GFA_RELEASE_MAX_PUNCH_LIMIT + PG };
+	cfg = (struct gfa_release_config){ .max_punch_bytes = GFA_RELEASE_MAX_PUNCH_LIMIT + PG };
 	cr_assert_null(gfa_release_create(f.fd, NULL, &cfg));
 	cfg = (struct gfa_release_config){ .ring_entries = GFA_RELEASE_MAX_RING + 1 };
 	cr_assert_null(gfa_release_create(f.fd, NULL, &cfg));
@@ -901,8 +895,11 @@ Test(release, concurrent_submitters)
 	rel_log_init(&log, f.size);
 	e = rel_engine(&f, NULL);
 	for (i = 0; i < T; i++) {
-		args[i] = (struct rel_thread_arg){ .e = e, .log = &log, .id = i,
-						   .nthreads = T, .npages = NPAGES };
+		args[i] = (struct rel_thread_arg){ .e = e,
+						   .log = &log,
+						   .id = i,
+						   .nthreads = T,
+						   .npages = NPAGES };
 		cr_assert_eq(pthread_create(&th[i], NULL, rel_submitter, &args[i]), 0);
 	}
 	for (i = 0; i < T; i++) {
@@ -1077,7 +1074,7 @@ Test(release, small_ring_many_punches)
 	cr_assert_eq(gfa_release_flush(e, 10000), 0);
 	s = rel_stats(e);
 	cr_assert_eq(s.punches, 100);
-	cr_assert_geq(s.passes, 7);	/* batch 16 => at least ceil(100 / 16) */
+	cr_assert_geq(s.passes, 7); /* batch 16 => at least ceil(100 / 16) */
 	cr_assert_eq(log.calls, 100);
 	for (i = 0; i < 100; i++) {
 		cr_assert(rel_zero(&f, 2 * i * PG, PG));

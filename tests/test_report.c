@@ -196,7 +196,8 @@ static uint64_t moved_gfn(struct rhost *h, const uint64_t *snap, uint64_t n)
 }
 
 /* Allocate order-0 frames for owner 9 until src is one of them (or none is left). */
-static bool take_frame(struct rhost *h, uint64_t src, int64_t *got, unsigned int max, unsigned int *n)
+static bool take_frame(struct rhost *h, uint64_t src, int64_t *got, unsigned int max,
+		       unsigned int *n)
 {
 	bool have = false;
 
@@ -244,7 +245,7 @@ Test(report, a_move_waits_for_the_punch_on_its_old_frames, .timeout = 120)
 	while (!m.held)
 		pthread_cond_wait(&m.cond, &m.lock);
 	pthread_mutex_unlock(&m.lock);
-	cr_assert_eq(gfa_guest_report_free(h.rep, &b, 1, tu_rdone_fn, &d), 0);   /* queued */
+	cr_assert_eq(gfa_guest_report_free(h.rep, &b, 1, tu_rdone_fn, &d), 0); /* queued */
 	pthread_create(&t, NULL, compactor, &m);
 	/* (not in a tight loop: a move only tries the guest's lock, which the lookups take) */
 	while (gfn == UINT64_MAX && atomic_load(&m.compacting)) {
@@ -274,8 +275,8 @@ Test(report, a_move_waits_for_the_punch_on_its_old_frames, .timeout = 120)
 	pthread_join(t, NULL);
 	gfa_guest_report_stat(h.rep, &rs);
 	cr_log_info("gfn %lu moved from pfn %lu; src taken by another owner before the punch: %d;"
-		    " %lu moves waited", (unsigned long)gfn, (unsigned long)src, have,
-		    (unsigned long)rs.moves_waited);
+		    " %lu moves waited",
+		    (unsigned long)gfn, (unsigned long)src, have, (unsigned long)rs.moves_waited);
 	if (have)
 		cr_assert_eq(*(volatile uint64_t *)gfa_pfn_to_addr(h.t.pool, src), 0xc0ffee,
 			     "the punch reached a frame another owner had taken");
@@ -339,7 +340,8 @@ Test(report, a_collapse_does_not_wait_for_a_report_it_holds_up, .timeout = 60)
 	pthread_create(&t, NULL, collapser, &c);
 	while (!atomic_load(&c.over) || !calls) {
 		cr_assert_eq(gfa_guest_report_free(h.rep, r, (unsigned int)(pages / 2), tu_rdone_fn,
-						   &d), 0);
+						   &d),
+			     0);
 		tu_rdone_wait(&d, ++calls);
 		cr_assert_eq(d.result, 0);
 	}

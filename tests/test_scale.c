@@ -76,8 +76,8 @@ Test(scale, tib_pool_without_backing, .timeout = 240)
 	cr_assert_not_null(c);
 	for (int i = 0; i < N; i++) {
 		ord[i] = (unsigned int)(tu_rand(&seed) % (GFA_MAX_ORDER + 1));
-		pfn[i] = i & 1 ? gfa_pcp_alloc(c, ord[i], GFA_MT_MOVABLE, 7, 0)
-			       : gfa_alloc(p, 0, ord[i], GFA_MT_MOVABLE, 7, 0);
+		pfn[i] = i & 1 ? gfa_pcp_alloc(c, ord[i], GFA_MT_MOVABLE, 7, 0) :
+				 gfa_alloc(p, 0, ord[i], GFA_MT_MOVABLE, 7, 0);
 		cr_assert_geq(pfn[i], 0, "block %d of order %u: %ld", i, ord[i], (long)pfn[i]);
 	}
 	for (int i = 0; i < N; i += 2)

@@ -18,9 +18,10 @@ Test(stats, text_formats)
 	{
 		/* buddyinfo lists 11 orders: 1 2 1 1 1 1 1 1 1 1 3 after one order-0 split */
 		unsigned long c[11];
-		int k = sscanf(buf, "Node 0, zone Normal %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu",
-			       &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7], &c[8],
-			       &c[9], &c[10]);
+		int k = sscanf(buf,
+			       "Node 0, zone Normal %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu",
+			       &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7], &c[8], &c[9],
+			       &c[10]);
 		cr_assert_eq(k, 11, "%s", buf);
 		cr_assert_eq(c[0], 1);
 		cr_assert_eq(c[9], 1);
@@ -96,7 +97,7 @@ Test(stats, migratetype_names)
 	cr_assert_str_eq(gfa_migratetype_name(GFA_MT_RECLAIMABLE), "Reclaimable");
 	cr_assert_str_eq(gfa_migratetype_name(GFA_MT_ISOLATE), "Isolate");
 	cr_assert_str_eq(gfa_migratetype_name(GFA_MT_TYPES), "Unknown");
-	cr_assert_str_eq(gfa_migratetype_name((enum gfa_migratetype)-1), "Unknown");
+	cr_assert_str_eq(gfa_migratetype_name((enum gfa_migratetype) - 1), "Unknown");
 }
 
 /* A zone's snapshot adds up: its free frames are its lists' and its caches' blocks. */
@@ -215,7 +216,8 @@ Test(stats, text_formatters_are_snprintf_style)
 	gfa_pool_buddyinfo(p, full, sizeof(full));
 	cr_assert_not_null(strstr(full, "\nNode 3, zone   Normal "), "%s", full);
 	gfa_pool_pagetypeinfo(p, full, sizeof(full));
-	cr_assert_not_null(strstr(full, "Node    3, zone   Normal, type    Unmovable "), "%s", full);
+	cr_assert_not_null(strstr(full, "Node    3, zone   Normal, type    Unmovable "), "%s",
+			   full);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -238,9 +240,9 @@ Test(stats, vmstat_text_has_every_counter)
 		unsigned long v;
 
 		cr_assert_eq(sscanf(l, "%63s %lu", name, &v), 2, "%s", l);
-#define CHECK_ITEM(f) \
-		if (!strcmp(name, #f)) \
-			cr_assert_eq(v, (unsigned long)vs.f, "%s", l);
+#define CHECK_ITEM(f)          \
+	if (!strcmp(name, #f)) \
+		cr_assert_eq(v, (unsigned long)vs.f, "%s", l);
 		GFA_VMSTAT_ITEMS(CHECK_ITEM)
 #undef CHECK_ITEM
 		if (!strcmp(name, "pgalloc_order2"))

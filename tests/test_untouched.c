@@ -185,7 +185,7 @@ Test(untouched, a_ballooned_block_is_dirty_only_if_the_guest_wrote_it)
 	struct gfa_gpa_range all = { 0, 4 * MiB };
 
 	cr_assert_not_null(g, "guest: %s", strerror(errno));
-	write_words(gfa_guest_hva(g), 2 * MiB, 3);      /* the first block only */
+	write_words(gfa_guest_hva(g), 2 * MiB, 3); /* the first block only */
 	cr_assert_eq(gfa_balloon_inflate(g, &all, 1), (int64_t)(4 * MiB >> GFA_FRAME_SHIFT));
 	cr_assert_eq(gfa_backing_nr_dirty(h.b), 2 * MiB >> GFA_FRAME_SHIFT,
 		     "%lu frames dirty: the block never written must be clean",
@@ -224,7 +224,7 @@ static bool same_blocks(struct uhost *h, uint64_t a, uint64_t b)
 	return !memcmp(ba, bb, sizeof(ba));
 }
 
-#define HALF (GFA_PAGEBLOCK_FRAMES / 2)
+#define HALF    (GFA_PAGEBLOCK_FRAMES / 2)
 #define QUARTER (GFA_PAGEBLOCK_FRAMES / 4)
 
 /*

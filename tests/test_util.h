@@ -14,11 +14,12 @@
 #include <gfa/allocator.h>
 #include <gfa/refvmm.h>
 
-#define ASSERT_POOL_OK(pool) do { \
-	char _m[256]; \
-	int _e = gfa_pool_check((pool), _m, sizeof(_m)); \
-	cr_assert_eq(_e, 0, "gfa_pool_check: %s", _m); \
-} while (0)
+#define ASSERT_POOL_OK(pool)                                     \
+	do {                                                     \
+		char _m[256];                                    \
+		int _e = gfa_pool_check((pool), _m, sizeof(_m)); \
+		cr_assert_eq(_e, 0, "gfa_pool_check: %s", _m);   \
+	} while (0)
 
 /* The pool of cfg, which the test cannot go on without. */
 static inline struct gfa_pool *tu_pool_create(const struct gfa_pool_config *cfg)
@@ -105,18 +106,19 @@ static inline uint64_t tu_vmstat_of(struct gfa_pool *p, size_t off)
  * A bad call fails with its own errno, is counted in its err_* counter, and changes
  * nothing: the pool's pagetypeinfo before and after is the same text.
  */
-#define EXPECT_BAD(p, call, err, counter) do { \
-	char _before[8192], _after[8192]; \
-	struct gfa_vmstat _v0, _v1; \
-	gfa_pool_pagetypeinfo(p, _before, sizeof(_before)); \
-	gfa_pool_vmstat(p, &_v0); \
-	cr_assert_eq((call), (err), #call " should fail with " #err); \
-	gfa_pool_vmstat(p, &_v1); \
-	gfa_pool_pagetypeinfo(p, _after, sizeof(_after)); \
-	cr_assert_str_eq(_before, _after, #call " changed the pool"); \
-	cr_assert_eq(_v1.counter, _v0.counter + 1, #call " not counted in " #counter); \
-	ASSERT_POOL_OK(p); \
-} while (0)
+#define EXPECT_BAD(p, call, err, counter)                                                      \
+	do {                                                                                   \
+		char _before[8192], _after[8192];                                              \
+		struct gfa_vmstat _v0, _v1;                                                    \
+		gfa_pool_pagetypeinfo(p, _before, sizeof(_before));                            \
+		gfa_pool_vmstat(p, &_v0);                                                      \
+		cr_assert_eq((call), (err), #call " should fail with " #err);                  \
+		gfa_pool_vmstat(p, &_v1);                                                      \
+		gfa_pool_pagetypeinfo(p, _after, sizeof(_after));                              \
+		cr_assert_str_eq(_before, _after, #call " changed the pool");                  \
+		cr_assert_eq(_v1.counter, _v0.counter + 1, #call " not counted in " #counter); \
+		ASSERT_POOL_OK(p);                                                             \
+	} while (0)
 
 /* xorshift64*: deterministic, seedable, fast */
 static inline uint64_t tu_rand(uint64_t *s)

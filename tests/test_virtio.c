@@ -9,11 +9,11 @@
 #include <gfa/refvmm.h>
 #include "tests/test_util.h"
 
-#define MiB (1UL << 20)
-#define IRQ 11
-#define RING_GPA (1 * MiB)              /* rings at 1 MiB + q * 64 KiB */
-#define BUF_GPA (2 * MiB)               /* buffers from 2 MiB */
-#define QNUM 128
+#define MiB      (1UL << 20)
+#define IRQ      11
+#define RING_GPA (1 * MiB) /* rings at 1 MiB + q * 64 KiB */
+#define BUF_GPA  (2 * MiB) /* buffers from 2 MiB */
+#define QNUM     128
 
 /* ---- the driver side ---- */
 
@@ -73,7 +73,8 @@ static uint32_t cfg_in(struct vdrv *d, unsigned int slot, unsigned int off, unsi
 	return pio_in(d, (uint16_t)(0xcfc + (off & 3)), size);
 }
 
-static void cfg_out(struct vdrv *d, unsigned int slot, unsigned int off, uint32_t v, unsigned int size)
+static void cfg_out(struct vdrv *d, unsigned int slot, unsigned int off, uint32_t v,
+		    unsigned int size)
 {
 	pio_out(d, 0xcf8, 0x80000000u | slot << 11 | (off & 0xfc), 4);
 	pio_out(d, (uint16_t)(0xcfc + (off & 3)), v, size);
@@ -237,12 +238,14 @@ static const struct gfa_guest_vcpu_ops drv_vcpu_ops = { drv_pause, drv_resume };
  * holes compaction moves the guest's small blocks into. */
 static uint64_t holes[4096];
 
-static void drv_new_opts(struct vdrv *d, uint64_t pool_bytes, uint64_t guest_bytes,
-			 bool reporting, bool movable)
+static void drv_new_opts(struct vdrv *d, uint64_t pool_bytes, uint64_t guest_bytes, bool reporting,
+			 bool movable)
 {
 	struct gfa_backing_config bc = { .populate = true };
-	struct gfa_guest_config gc = { .mem_bytes = guest_bytes, .small_only = movable,
-				       .vcpu_ops = &drv_vcpu_ops, .vcpu_ctx = d };
+	struct gfa_guest_config gc = { .mem_bytes = guest_bytes,
+				       .small_only = movable,
+				       .vcpu_ops = &drv_vcpu_ops,
+				       .vcpu_ctx = d };
 	struct gfa_release_policy rp = { .low = 256, .high = 512, .min_empty_frac = 4 };
 	struct gfa_rv_balloon_config cfg;
 
@@ -263,8 +266,11 @@ static void drv_new_opts(struct vdrv *d, uint64_t pool_bytes, uint64_t guest_byt
 	d->ram = gfa_guest_hva(d->g);
 	d->pci = gfa_rv_pci_create();
 	cr_assert_not_null(d->pci);
-	cfg = (struct gfa_rv_balloon_config){ .guest = d->g, .backing = d->b, .irq = IRQ,
-					      .irq_fn = drv_irq, .irq_ctx = d,
+	cfg = (struct gfa_rv_balloon_config){ .guest = d->g,
+					      .backing = d->b,
+					      .irq = IRQ,
+					      .irq_fn = drv_irq,
+					      .irq_ctx = d,
 					      .deflate_on_oom = true,
 					      .free_page_reporting = reporting };
 	d->bal = gfa_rv_balloon_create(d->pci, &cfg);
@@ -427,7 +433,7 @@ Test(virtio, inflate_returns_memory_and_deflate_gives_it_back_zeroed, .timeout =
 	cr_assert_eq(gfa_rv_balloon_set_target(d.bal, 65 * MiB), -ERANGE);
 	before = backed(&d);
 	drv_balloon(&d, 0, lo, (unsigned int)n);
-	for (unsigned int i = 0; i < 4; i++)     /* actual, byte by byte as legacy Linux */
+	for (unsigned int i = 0; i < 4; i++) /* actual, byte by byte as legacy Linux */
 		pio_out(&d, d.io + 0x18 + i, (uint32_t)(n >> (8 * i)) & 0xff, 1);
 	cr_assert_eq(gfa_host_return_quiesce(d.hr, 20000), 0);
 	after = backed(&d);
@@ -511,7 +517,7 @@ Test(virtio, stats_queue_holds_the_buffer_until_asked, .timeout = 60)
 	struct gfa_rv_balloon_stat st;
 	uint8_t buf[30];
 	struct seg s = { BUF_GPA, sizeof(buf), false };
-	const uint16_t tags[3] = { 4, 5, 6 };       /* memfree, memtot, avail */
+	const uint16_t tags[3] = { 4, 5, 6 }; /* memfree, memtot, avail */
 
 	drv_new(&d, 64 * MiB, 32 * MiB, false);
 	drv_init(&d, 3);
@@ -627,7 +633,8 @@ Test(virtio, ring_errors_set_needs_reset_and_are_counted, .timeout = 120)
 	st = bstat(&d);
 	cr_log_info("err_desc %lu err_queue_index %lu err_ring %lu err_loop %lu err_avail %lu",
 		    (unsigned long)st.err_desc, (unsigned long)st.err_queue_index,
-		    (unsigned long)st.err_ring, (unsigned long)st.err_loop, (unsigned long)st.err_avail);
+		    (unsigned long)st.err_ring, (unsigned long)st.err_loop,
+		    (unsigned long)st.err_avail);
 	cr_assert_eq(st.err_desc, 3);
 	cr_assert_eq(st.err_queue_index, 2);
 	cr_assert_eq(st.err_ring, 1);
@@ -655,26 +662,28 @@ Test(virtio, malformed_page_lists_are_refused_and_counted, .timeout = 120)
 	drv_init(&d, 4);
 	fill(&d, 14);
 	free0 = tu_free_frames(d.pool);
-	drv_pages(&d, 0, beyond, 2, 0);                 /* a pfn beyond RAM */
+	drv_pages(&d, 0, beyond, 2, 0); /* a pfn beyond RAM */
 	drv_pages(&d, 0, &huge, 1, 0);
-	drv_pages(&d, 0, dup, 3, 0);                    /* a page twice */
-	drv_pages(&d, 1, ok, 2, 0);                     /* deflate of pages never inflated */
-	memcpy(d.ram + BUF_GPA, ok, 8);                 /* 6 bytes: not whole pfns */
+	drv_pages(&d, 0, dup, 3, 0);    /* a page twice */
+	drv_pages(&d, 1, ok, 2, 0);     /* deflate of pages never inflated */
+	memcpy(d.ram + BUF_GPA, ok, 8); /* 6 bytes: not whole pfns */
 	drv_add(&d, 0, &(struct seg){ BUF_GPA, 6, false }, 1);
 	drv_wait_used(&d, 0, 1);
-	drv_add(&d, 0, &(struct seg){ BUF_GPA, 0, false }, 1);     /* empty */
+	drv_add(&d, 0, &(struct seg){ BUF_GPA, 0, false }, 1); /* empty */
 	drv_wait_used(&d, 0, 1);
-	drv_add(&d, 0, &(struct seg){ BUF_GPA, 8, true }, 1);      /* device-writable */
+	drv_add(&d, 0, &(struct seg){ BUF_GPA, 8, true }, 1); /* device-writable */
 	drv_wait_used(&d, 0, 1);
 	/* reports: misaligned, overlapping, beyond RAM, and device-readable */
 	drv_add(&d, 3, &(struct seg){ 4 * MiB + 512, 2 * MiB, true }, 1);
 	drv_wait_used(&d, 3, 1);
-	drv_add(&d, 3, (struct seg[2]){ { 4 * MiB, 2 * MiB, true }, { 5 * MiB, 2 * MiB, true } }, 2);
+	drv_add(&d, 3, (struct seg[2]){ { 4 * MiB, 2 * MiB, true }, { 5 * MiB, 2 * MiB, true } },
+		2);
 	drv_wait_used(&d, 3, 1);
 	drv_add(&d, 3, &(struct seg){ 4 * MiB, 2 * MiB, false }, 1);
 	drv_wait_used(&d, 3, 1);
 	st = bstat(&d);
-	cr_assert_eq(st.err_page_list, 6, "beyond RAM x2, duplicate, not ballooned, 6 bytes, empty");
+	cr_assert_eq(st.err_page_list, 6,
+		     "beyond RAM x2, duplicate, not ballooned, 6 bytes, empty");
 	cr_assert_eq(st.err_dir, 2);
 	cr_assert_eq(st.err_report, 2);
 	cr_assert_eq(st.needs_reset, 0, "payload errors leave the rings working");
@@ -700,7 +709,7 @@ Test(virtio, reset_while_a_report_is_in_flight_forgets_it, .timeout = 60)
 	drv_new(&d, 64 * MiB, 32 * MiB, true);
 	drv_init(&d, 4);
 	drv_add(&d, 3, &(struct seg){ 8 * MiB, 4 * MiB, true }, 1);
-	pio_out(&d, d.io + 0x12, 0, 1);     /* the driver goes away at once */
+	pio_out(&d, d.io + 0x12, 0, 1); /* the driver goes away at once */
 	drv_init(&d, 4);
 	drv_pages(&d, 0, (uint32_t[1]){ 1000 }, 1, 0);
 	cr_assert_eq(used_idx(&d, 3), 0, "nothing lands in the new ring");
@@ -805,8 +814,8 @@ Test(virtio, moves_under_the_device_lose_nothing, .timeout = 300)
 	pthread_mutex_lock(&d.vcpu);
 	bad = fill_bad(&d, 15, 8 * MiB, 24 * MiB);
 	pthread_mutex_unlock(&d.vcpu);
-	cr_log_info("%u rounds, %u compaction passes, %lu blocks moved, %lu MiB reported",
-		    rounds, m.passes, (unsigned long)gs.moves, (unsigned long)(st.reported_bytes / MiB));
+	cr_log_info("%u rounds, %u compaction passes, %lu blocks moved, %lu MiB reported", rounds,
+		    m.passes, (unsigned long)gs.moves, (unsigned long)(st.reported_bytes / MiB));
 	cr_assert_gt(gs.moves, 0, "compaction moved none of the guest's blocks");
 	cr_assert_eq(bad, 0, "the guest's data changed under the moves");
 	cr_assert_eq(st.inflated_pages, 0);
@@ -830,7 +839,7 @@ Test(virtio, a_reset_gives_every_ballooned_page_back, .timeout = 60)
 	drv_balloon(&d, 0, 12 * MiB, 20);
 	gfa_guest_stat(d.g, &gs);
 	cr_assert_eq(gs.ballooned_frames, 320);
-	pio_out(&d, d.io + 0x12, 0, 1);         /* a new kernel resets without deflating */
+	pio_out(&d, d.io + 0x12, 0, 1); /* a new kernel resets without deflating */
 	for (int t = 0; t < 20000 && bstat(&d).reset_deflated_pages < 320; t++)
 		usleep(1000);
 	cr_assert_eq(bstat(&d).reset_deflated_pages, 320);

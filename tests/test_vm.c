@@ -34,9 +34,9 @@
 
 extern char **environ;
 
-#define VMT_MIB		(1ULL << 20)
-#define VMT_PAGE	GFA_FRAME_SIZE
-#define VMT_SHMEM_THP	"/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+#define VMT_MIB       (1ULL << 20)
+#define VMT_PAGE      GFA_FRAME_SIZE
+#define VMT_SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 
 /* ---- environment ---------------------------------------------------------------- */
 
@@ -93,7 +93,10 @@ static struct gfa_vm *vmt_vm_new(struct vmt_host *h, uint64_t mem, unsigned int 
 				 bool small_only)
 {
 	struct gfa_vm_config cfg = {
-		.mem_bytes = mem, .vcpus = vcpus, .kvm = GFA_VM_KVM_ON, .small_only = small_only,
+		.mem_bytes = mem,
+		.vcpus = vcpus,
+		.kvm = GFA_VM_KVM_ON,
+		.small_only = small_only,
 	};
 	struct gfa_vm *vm = gfa_vm_create(h->pool, h->b, &cfg);
 	const char *why = NULL;
@@ -120,9 +123,9 @@ static uint64_t *vmt_pool_addr(struct vmt_host *h, struct gfa_guest *g, uint64_t
 }
 
 struct vmt_scan {
-	uint64_t pattern;       /* words holding gpa ^ seed */
-	uint64_t zero;          /* words never written */
-	uint64_t other;         /* anything else: corruption */
+	uint64_t pattern; /* words holding gpa ^ seed */
+	uint64_t zero;    /* words never written */
+	uint64_t other;   /* anything else: corruption */
 };
 
 /*
@@ -272,11 +275,11 @@ Test(vm, fill_checksum_seen_through_pool, .timeout = 120)
 	vmt_expect_pattern(&h, g, seed, vmt_filled_words(mem, 2, 0), "after FILL");
 
 	/* The guest's code sits in pool frames too (firmware range, below RAM_START). */
-	code = memmem(gfa_guest_hva(g), 64 << 10, gfa_kvm_test_guest_code,
-		      gfa_kvm_test_guest_size);
+	code = memmem(gfa_guest_hva(g), 64 << 10, gfa_kvm_test_guest_code, gfa_kvm_test_guest_size);
 	cr_assert_not_null(code, "test guest code not found in the first 64 KiB");
 	cr_assert_eq(memcmp(vmt_pool_addr(&h, g, (uint64_t)(code - (char *)gfa_guest_hva(g))),
-			    gfa_kvm_test_guest_code, gfa_kvm_test_guest_size), 0);
+			    gfa_kvm_test_guest_code, gfa_kvm_test_guest_size),
+		     0);
 
 	/* The other way round: a word changed through the pool is what the guest reads. */
 	w = vmt_pool_addr(&h, g, GFA_VM_RAM_START + 8);
@@ -299,7 +302,7 @@ struct vmt_verifier {
 	struct gfa_vm *vm;
 	uint64_t seed, work;
 	atomic_bool stop;
-	atomic_bool in_run;             /* inside gfa_vm_run_part */
+	atomic_bool in_run; /* inside gfa_vm_run_part */
 	atomic_uint rounds;
 	uint64_t mismatches;
 	atomic_int err;
@@ -314,8 +317,8 @@ static void *vmt_verify_loop(void *arg)
 		uint64_t bad = 0;
 
 		atomic_store(&v->in_run, true);
-		atomic_store(&v->err, gfa_vm_run_part(v->vm, GFA_KVM_TEST_VERIFY, v->seed,
-						      v->work, &bad));
+		atomic_store(&v->err,
+			     gfa_vm_run_part(v->vm, GFA_KVM_TEST_VERIFY, v->seed, v->work, &bad));
 		atomic_store(&v->in_run, false);
 		v->mismatches += bad;
 		atomic_fetch_add(&v->rounds, 1);
@@ -345,7 +348,7 @@ static uint64_t vmt_stale_hits(struct vmt_host *h, struct gfa_guest *g, const ui
 	return hits;
 }
 
-#define VMT_BALLAST 0xba11a57ULL   /* owner without migrate op: its frames stay put */
+#define VMT_BALLAST 0xba11a57ULL /* owner without migrate op: its frames stay put */
 
 /*
  * Fragment the pool: every free frame allocated, then the even ones below pfn
@@ -358,8 +361,8 @@ static uint64_t *vmt_fragment(struct vmt_host *h, uint64_t below, uint64_t *n)
 	int64_t pfn;
 
 	cr_assert_not_null(pfns);
-	while (all < h->frames &&
-	       (pfn = gfa_alloc(h->pool, 0, 0, GFA_MT_MOVABLE, VMT_BALLAST, GFA_ALLOC_NOCOMPACT)) >= 0)
+	while (all < h->frames && (pfn = gfa_alloc(h->pool, 0, 0, GFA_MT_MOVABLE, VMT_BALLAST,
+						   GFA_ALLOC_NOCOMPACT)) >= 0)
 		pfns[all++] = (uint64_t)pfn;
 	cr_assert_eq(tu_free_frames(h->pool), 0, "pool not full after pinning");
 	*n = 0;
@@ -430,8 +433,7 @@ Test(vm, frames_move_under_a_guest, .timeout = 180)
 	/* The resumed guest reads the pattern, and its writes reach the new frames
 	 * (KVM followed the remaps), none of the frames compaction left. */
 	cr_assert_eq(gfa_vm_run_part(vm, GFA_KVM_TEST_VERIFY, seed, work, &bad), 0);
-	cr_assert_eq(bad, 0, "guest saw %llu mismatches after compaction",
-		     (unsigned long long)bad);
+	cr_assert_eq(bad, 0, "guest saw %llu mismatches after compaction", (unsigned long long)bad);
 	cr_assert_eq(gfa_vm_run_part(vm, GFA_KVM_TEST_FILL, seed2, work, NULL), 0);
 	vmt_expect_pattern(&h, g, seed2, words, "after a FILL on the compacted frames");
 	cr_assert_eq(vmt_stale_hits(&h, g, before, mid, seed2), 0,
@@ -449,8 +451,10 @@ Test(vm, frames_move_under_a_guest, .timeout = 180)
 	rounds_before = atomic_load(&ver.rounds);
 	collapsed = gfa_guest_collapse(g, 64);
 	/* timing decides how much overlaps; minivmm_example's guest surely runs */
-	fprintf(stderr, "vm: collapse: %d ranges, %llu block moves; the guest %s during it "
-		"(%u VERIFY rounds ended meanwhile)\n", collapsed, (unsigned long long)n,
+	fprintf(stderr,
+		"vm: collapse: %d ranges, %llu block moves; the guest %s during it "
+		"(%u VERIFY rounds ended meanwhile)\n",
+		collapsed, (unsigned long long)n,
 		running_before || atomic_load(&ver.rounds) != rounds_before ? "ran" : "did not run",
 		atomic_load(&ver.rounds) - rounds_before);
 	atomic_store(&ver.stop, true);
@@ -504,8 +508,10 @@ static void vmt_minivmm_path(char *path, size_t len)
 	    snprintf(path, len, "%s/build/examples/minivmm", root) < (int)len &&
 	    access(path, X_OK) == 0)
 		return;
-	fprintf(stderr, "vm: minivmm not built (GFA_SANITIZER=%s builds only the tests; "
-		"run `make` first): not run\n", san);
+	fprintf(stderr,
+		"vm: minivmm not built (GFA_SANITIZER=%s builds only the tests; "
+		"run `make` first): not run\n",
+		san);
 	cr_skip_test("minivmm not built: GFA_SANITIZER=%s builds only the tests", san);
 }
 
@@ -596,11 +602,11 @@ Test(vm, huge_pages_end_to_end, .timeout = 300, .fini = vmt_shmem_restore)
 	vmt_require_kvm();
 	if (gfa_kvm_is_software()) {
 		fprintf(stderr, "vm: huge_pages_end_to_end skipped: software KVM (kvm_pvm) maps "
-			"no 2 MiB pages; vm_qemu/in_qemu runs it over nested KVM\n");
+				"no 2 MiB pages; vm_qemu/in_qemu runs it over nested KVM\n");
 		cr_skip_test("software KVM (kvm_pvm) maps no 2 MiB pages: vm_qemu/in_qemu runs "
 			     "this test in QEMU over nested KVM");
 	}
-	vmt_shmem_lock = tu_shmem_thp_lock();   /* test_guest switches it too */
+	vmt_shmem_lock = tu_shmem_thp_lock(); /* test_guest switches it too */
 	gfa_host_thp_report(&thp);
 	snprintf(vmt_shmem_saved, sizeof(vmt_shmem_saved), "%s", thp.shmem_enabled);
 	if (!vmt_shmem_set("advise")) {
@@ -622,8 +628,8 @@ Test(vm, huge_pages_end_to_end, .timeout = 300, .fini = vmt_shmem_restore)
 	vmt_huge_state(a, &pmd, &p2m);
 	fprintf(stderr, "vm: huge VM: %lld of %llu bytes PMD-mapped, KVM pages_2m %llu\n",
 		(long long)pmd, (unsigned long long)mem, (unsigned long long)p2m);
-	cr_assert_eq(pmd, (int64_t)mem, "host maps %lld of %llu bytes with PMDs",
-		     (long long)pmd, (unsigned long long)mem);
+	cr_assert_eq(pmd, (int64_t)mem, "host maps %lld of %llu bytes with PMDs", (long long)pmd,
+		     (unsigned long long)mem);
 	/* every workload range; range 0 holds code, which KVM may keep at 4 KiB
 	 * (the NX huge page mitigation) */
 	cr_assert_geq(p2m, ranges - 1, "KVM maps %llu 2M pages for %llu huge ranges",
@@ -669,8 +675,8 @@ Test(vm, huge_pages_end_to_end, .timeout = 300, .fini = vmt_shmem_restore)
 
 /* ---- 4: several VMs with several vCPUs, again and again ------------------------- */
 
-#define VMT_NVMS	3
-#define VMT_ROUNDS	3
+#define VMT_NVMS   3
+#define VMT_ROUNDS 3
 
 struct vmt_job {
 	struct vmt_host *h;
@@ -685,7 +691,8 @@ struct vmt_job {
 static void *vmt_job_main(void *arg)
 {
 	struct vmt_job *j = arg;
-	struct gfa_vm_config cfg = { .mem_bytes = 8 * VMT_MIB, .vcpus = j->vcpus,
+	struct gfa_vm_config cfg = { .mem_bytes = 8 * VMT_MIB,
+				     .vcpus = j->vcpus,
 				     .kvm = GFA_VM_KVM_ON };
 	struct gfa_vm *vm = gfa_vm_create(j->h->pool, j->h->b, &cfg);
 
@@ -721,7 +728,8 @@ Test(vm, many_vms_many_vcpus_repeatedly, .timeout = 180)
 	for (int round = 0; round < VMT_ROUNDS; round++) {
 		for (int i = 0; i < VMT_NVMS; i++) {
 			jobs[i] = (struct vmt_job){
-				.h = &h, .vcpus = 2 + (unsigned int)(i + round) % 2,
+				.h = &h,
+				.vcpus = 2 + (unsigned int)(i + round) % 2,
 				.seed = 0xf00d000000000000ULL | (uint64_t)(round * 16 + i),
 				.work = work,
 			};
@@ -743,7 +751,8 @@ Test(vm, many_vms_many_vcpus_repeatedly, .timeout = 180)
 		}
 		cr_assert_eq(gfa_backing_zero_quiesce(h.b, 30000), 0);
 		ASSERT_POOL_OK(h.pool);
-		cr_assert_eq(tu_free_frames(h.pool), h.frames, "round %d left frames behind", round);
+		cr_assert_eq(tu_free_frames(h.pool), h.frames, "round %d left frames behind",
+			     round);
 	}
 	fprintf(stderr, "vm: %d rounds of %d VMs (2-3 vCPUs each) in %.2f s\n", VMT_ROUNDS,
 		VMT_NVMS, (double)(ktime_get_ns() - t0) / 1e9);
@@ -806,7 +815,9 @@ Test(vm, minivmm_example, .timeout = 120)
 Test(vm, lazy_guest_is_backed_by_its_vcpus_first_touches, .timeout = 120)
 {
 	const uint64_t mem = 32 * VMT_MIB, seed = 0x1a2b3c4d5e6f7081ULL;
-	struct gfa_vm_config cfg = { .mem_bytes = mem, .vcpus = 2, .kvm = GFA_VM_KVM_ON,
+	struct gfa_vm_config cfg = { .mem_bytes = mem,
+				     .vcpus = 2,
+				     .kvm = GFA_VM_KVM_ON,
 				     .lazy = true };
 	struct gfa_guest_stat st;
 	struct vmt_host h;
@@ -844,8 +855,11 @@ Test(vm, lazy_guest_is_backed_by_its_vcpus_first_touches, .timeout = 120)
 
 /* Every test of suite vm, for the no-/dev/kvm case. */
 static const char *const vmt_all_tests[] = {
-	"vm/fill_checksum_seen_through_pool", "vm/frames_move_under_a_guest",
-	"vm/huge_pages_end_to_end", "vm/many_vms_many_vcpus_repeatedly", "vm/minivmm_example",
+	"vm/fill_checksum_seen_through_pool",
+	"vm/frames_move_under_a_guest",
+	"vm/huge_pages_end_to_end",
+	"vm/many_vms_many_vcpus_repeatedly",
+	"vm/minivmm_example",
 	"vm/lazy_guest_is_backed_by_its_vcpus_first_touches",
 };
 /*
@@ -853,7 +867,8 @@ static const char *const vmt_all_tests[] = {
  * within one mapping at a time), in the same boot: writers lose nothing there either.
  */
 static const char *const vmt_moves_tests[] = {
-	"moves/collapse_loses_no_store", "moves/compaction_loses_no_read_or_io_uring_write",
+	"moves/collapse_loses_no_store",
+	"moves/compaction_loses_no_read_or_io_uring_write",
 };
 
 /*
@@ -876,8 +891,10 @@ Test(vm_qemu, in_qemu)
 	if (getenv("GFA_IN_QEMU"))
 		cr_skip_test("already inside the QEMU harness");
 	if (san && *san) {
-		fprintf(stderr, "vm_qemu: skipped under GFA_SANITIZER=%s (no QEMU boots in "
-			"sanitizer runs)\n", san);
+		fprintf(stderr,
+			"vm_qemu: skipped under GFA_SANITIZER=%s (no QEMU boots in "
+			"sanitizer runs)\n",
+			san);
 		cr_skip_test("no QEMU boot under sanitizers (GFA_SANITIZER=%s)", san);
 	}
 	kvm = gfa_kvm_available(why, sizeof(why));
@@ -891,7 +908,8 @@ Test(vm_qemu, in_qemu)
 	for (size_t i = 0; i < nr + 2; i++) {
 		const char *t = i < nr ? list[i] : vmt_moves_tests[i - nr];
 
-		off += (size_t)snprintf(filter + off, sizeof(filter) - off, "%s%s", i ? "|" : "", t);
+		off += (size_t)snprintf(filter + off, sizeof(filter) - off, "%s%s", i ? "|" : "",
+					t);
 		/* as the verbose output names it: suite::test */
 		snprintf(names + strlen(names), sizeof(names) - strlen(names), " %.*s::%s",
 			 (int)(strchr(t, '/') - t), t, strchr(t, '/') + 1);
@@ -918,8 +936,10 @@ Test(vm_qemu, in_qemu)
 	fprintf(stderr, "vm_qemu: %s in QEMU (%s): exit %d after %.1f s\n", filter,
 		kvm ? "software KVM here" : why, rc, secs);
 	if (rc == 77)
-		tu_qemu_skip("vm_qemu", "the QEMU harness cannot run here (exit 77, see its "
-			     "message above); not run:%s", names);
+		tu_qemu_skip("vm_qemu",
+			     "the QEMU harness cannot run here (exit 77, see its "
+			     "message above); not run:%s",
+			     names);
 	cr_assert_eq(rc, 0, "suite vm in QEMU: exit %d (3: a test skipped or did not run)", rc);
 }
 
@@ -952,7 +972,8 @@ Test(vm, run_part_with_huge_byte_count_covers_the_slice, .timeout = 60)
 Test(vm, create_rejects_an_unknown_kvm_mode, .timeout = 60)
 {
 	struct vmt_host h = vmt_host_new(64ULL << 20, false);
-	struct gfa_vm_config cfg = { .mem_bytes = 4ULL << 20, .vcpus = 1,
+	struct gfa_vm_config cfg = { .mem_bytes = 4ULL << 20,
+				     .vcpus = 1,
 				     .kvm = (enum gfa_vm_kvm)7 };
 	struct gfa_vm *vm;
 
@@ -972,13 +993,12 @@ Test(vm, create_rejects_an_unknown_kvm_mode, .timeout = 60)
 Test(vm, kvm_refuses_sizes_whose_firmware_would_not_fit, .timeout = 60)
 {
 	struct vmt_host h = vmt_host_new(64ULL << 20, false);
-	struct gfa_vm_config cfg = { .mem_bytes = 509ULL << 30, .vcpus = 1,
-				     .kvm = GFA_VM_KVM_ON };
+	struct gfa_vm_config cfg = { .mem_bytes = 509ULL << 30, .vcpus = 1, .kvm = GFA_VM_KVM_ON };
 
 	for (uint64_t gib = 1; gib < 509; gib++)
 		cr_assert_leq(((gfa_kvm_boot_area_size(gib << 30) + 4095) & ~4095ULL) +
-			      gfa_kvm_test_guest_size, GFA_VM_RAM_START, "%llu GiB",
-			      (unsigned long long)gib);
+				      gfa_kvm_test_guest_size,
+			      GFA_VM_RAM_START, "%llu GiB", (unsigned long long)gib);
 	errno = 0;
 	cr_assert_null(gfa_vm_create(h.pool, h.b, &cfg));
 	cr_assert_eq(errno, EFBIG, "errno %d (%s)", errno, strerror(errno));

@@ -18,14 +18,14 @@
 #include "tests/test_util.h"
 #include "common/compiler.h"
 
-#define XS_MiB          (1UL << 20)
-#define XS_ZONES        2
-#define XS_ZONE_BYTES   (64 * XS_MiB)
-#define XS_GUESTS       2       /* guest threads */
-#define XS_GUESTS_PER   2       /* guests per guest thread */
-#define XS_PCPW         2       /* cache threads */
-#define XS_SLOTS        48      /* blocks a cache thread holds at most */
-#define XS_WORDS        512     /* words per frame */
+#define XS_MiB        (1UL << 20)
+#define XS_ZONES      2
+#define XS_ZONE_BYTES (64 * XS_MiB)
+#define XS_GUESTS     2   /* guest threads */
+#define XS_GUESTS_PER 2   /* guests per guest thread */
+#define XS_PCPW       2   /* cache threads */
+#define XS_SLOTS      48  /* blocks a cache thread holds at most */
+#define XS_WORDS      512 /* words per frame */
 
 struct xs;
 
@@ -57,7 +57,7 @@ struct xs_pthread {
 	int idx;
 	uint64_t rnd, owner;
 	struct gfa_pcp *pcp;
-	pthread_mutex_t lock;   /* the owner's lock: migrate only tries it */
+	pthread_mutex_t lock; /* the owner's lock: migrate only tries it */
 	struct xs_blk blk[XS_SLOTS];
 	uint64_t allocs, frees, zero_checked, moves;
 };
@@ -76,8 +76,8 @@ struct xs {
 	bool want_quiet;
 	int parked, nr_workers;
 	uint64_t checks, hr_restarts;
-	_Atomic uint64_t live_checks;   /* gfa_pool_check calls while everything runs */
-	pthread_mutex_t hr_lock;        /* the test's: s->hr against a restart */
+	_Atomic uint64_t live_checks; /* gfa_pool_check calls while everything runs */
+	pthread_mutex_t hr_lock;      /* the test's: s->hr against a restart */
 };
 
 static void xs_fail(struct xs *s, const char *fmt, ...)
@@ -138,7 +138,7 @@ static const struct gfa_guest_vcpu_ops xs_vcpu_ops = { xs_pause, xs_resume };
 
 static uint64_t xs_pat(struct xs_guest *x, uint64_t gfn, int w)
 {
-	return (x->seed ^ (gfn << 16) ^ (uint64_t)w) | 1;       /* never 0 */
+	return (x->seed ^ (gfn << 16) ^ (uint64_t)w) | 1; /* never 0 */
 }
 
 static void xs_write_page(struct xs_guest *x, uint64_t gfn)
@@ -168,8 +168,9 @@ static void xs_verify(struct xs_gthread *t, struct xs_guest *x, const char *when
 			uint64_t *w = (uint64_t *)gfa_guest_hva(x->g) + gfn * XS_WORDS;
 
 			xs_fail(t->s, "guest %lx (%s): gfn %lu wrong after %s: %lx (want %lx)",
-				(unsigned long)gfa_guest_id(x->g), x->balloon[gfn] ? "ballooned" : "backed",
-				(unsigned long)gfn, when, (unsigned long)w[0],
+				(unsigned long)gfa_guest_id(x->g),
+				x->balloon[gfn] ? "ballooned" : "backed", (unsigned long)gfn, when,
+				(unsigned long)w[0],
 				x->balloon[gfn] ? 0UL : (unsigned long)xs_pat(x, gfn, 0));
 			break;
 		}
@@ -207,8 +208,10 @@ static void xs_guest_create(struct xs_gthread *t, struct xs_guest *x)
 	pthread_mutex_init(&x->access, NULL);
 
 	if (tu_rand(&t->rnd) % 3 == 0) {
-		cfg.id = 0x7000000 + ((uint64_t)t->idx << 20) + t->creates * 2 + (uint64_t)(x - t->gs);
-		claimed = !gfa_zone_claim(t->s->pool, zone, cfg.id, cfg.mem_bytes >> GFA_FRAME_SHIFT);
+		cfg.id = 0x7000000 + ((uint64_t)t->idx << 20) + t->creates * 2 +
+			 (uint64_t)(x - t->gs);
+		claimed =
+			!gfa_zone_claim(t->s->pool, zone, cfg.id, cfg.mem_bytes >> GFA_FRAME_SHIFT);
 	}
 	x->g = gfa_guest_create(t->s->pool, t->s->b, &cfg);
 	if (claimed) {
@@ -274,7 +277,8 @@ static void xs_inflate(struct xs_gthread *t, struct xs_guest *x)
 	ret = gfa_balloon_inflate(x->g, r, n);
 	if (overlap || any) {
 		if (ret != (overlap ? -ENOTUNIQ : -EALREADY))
-			xs_fail(t->s, "inflate (overlap %d, ballooned %d): %ld", overlap, any, (long)ret);
+			xs_fail(t->s, "inflate (overlap %d, ballooned %d): %ld", overlap, any,
+				(long)ret);
 		free(mark);
 		return;
 	}
@@ -295,8 +299,8 @@ static void xs_inflate(struct xs_gthread *t, struct xs_guest *x)
 }
 
 /* A run of ballooned gfns at or after a random point: [*lo, *hi), or false. */
-static bool xs_ballooned_run(struct xs_gthread *t, struct xs_guest *x, uint64_t from,
-			     uint64_t *lo, uint64_t *hi)
+static bool xs_ballooned_run(struct xs_gthread *t, struct xs_guest *x, uint64_t from, uint64_t *lo,
+			     uint64_t *hi)
 {
 	uint64_t l, h, max = 1 + tu_rand(&t->rnd) % 1024;
 
@@ -417,14 +421,16 @@ static void *xs_vm_main(void *arg)
 				usleep(1000);
 				continue;
 			}
-			bytes = gfa_vm_is_kvm(vm, NULL) && gfa_kvm_is_software() == 1 ? 16384 : 256 << 10;
+			bytes = gfa_vm_is_kvm(vm, NULL) && gfa_kvm_is_software() == 1 ? 16384 :
+											256 << 10;
 			seed = tu_rand(&t->rnd);
 			if (gfa_vm_run_part(vm, GFA_KVM_TEST_FILL, seed, bytes, NULL)) {
-				xs_fail(s, "vm fill failed (%s)", gfa_vm_is_kvm(vm, NULL) ? "kvm" : "threads");
+				xs_fail(s, "vm fill failed (%s)",
+					gfa_vm_is_kvm(vm, NULL) ? "kvm" : "threads");
 				continue;
 			}
 			t->creates++;
-			t->collapses += gfa_vm_is_kvm(vm, NULL);   /* (KVM VMs) */
+			t->collapses += gfa_vm_is_kvm(vm, NULL); /* (KVM VMs) */
 			runs = 0;
 		}
 		if (++runs > 20 || tu_rand(&t->rnd) % 16 == 0) {
@@ -437,7 +443,8 @@ static void *xs_vm_main(void *arg)
 
 		if (ret || bad)
 			xs_fail(s, "vm (%s) verify: %d, %lu words differ",
-				gfa_vm_is_kvm(vm, NULL) ? "kvm" : "threads", ret, (unsigned long)bad);
+				gfa_vm_is_kvm(vm, NULL) ? "kvm" : "threads", ret,
+				(unsigned long)bad);
 		if (tu_rand(&t->rnd) % 4 == 0)
 			gfa_guest_collapse(gfa_vm_guest(vm), 1);
 		t->verifies++;
@@ -483,8 +490,8 @@ static int xs_blk_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst,
 
 	if (pthread_mutex_trylock(&p->lock))
 		return -EAGAIN;
-	if (!gfa_frame_lookup(p->s->pool, src, &fi) && fi.owner == owner &&
-	    fi.index < XS_SLOTS && p->blk[fi.index].used && p->blk[fi.index].pfn == src &&
+	if (!gfa_frame_lookup(p->s->pool, src, &fi) && fi.owner == owner && fi.index < XS_SLOTS &&
+	    p->blk[fi.index].used && p->blk[fi.index].pfn == src &&
 	    p->blk[fi.index].order == order) {
 		memcpy(gfa_pfn_to_addr(p->s->pool, dst), gfa_pfn_to_addr(p->s->pool, src),
 		       GFA_FRAME_SIZE << order);
@@ -524,8 +531,8 @@ static void xs_blk_free_many(struct xs_pthread *p)
 	for (int i = 0; i < XS_SLOTS; i++)
 		if (p->blk[i].used && !p->blk[i].order) {
 			if (!xs_blk_ok(p, &p->blk[i]))
-				xs_fail(p->s, "cache thread %d: block %lx lost its contents", p->idx,
-					(unsigned long)p->blk[i].pfn);
+				xs_fail(p->s, "cache thread %d: block %lx lost its contents",
+					p->idx, (unsigned long)p->blk[i].pfn);
 			gfa_backing_mark_dirty(p->s->b, p->blk[i].pfn, 0);
 			slot[n] = i;
 			pfns[n++] = p->blk[i].pfn;
@@ -575,10 +582,12 @@ static void xs_blk_alloc(struct xs_pthread *p, int i)
 			struct gfa_frame_info fi;
 
 			gfa_frame_lookup(p->s->pool, (uint64_t)pfn + j, &fi);
-			xs_fail(p->s, "cache thread %d: GFA_BACKING_ZERO block %lx order %u: frame "
-				"+%lu not zero (%lx), dirty bit %d", p->idx, (unsigned long)pfn,
-				order, (unsigned long)j,
-				(unsigned long)*(uint64_t *)gfa_pfn_to_addr(p->s->pool, (uint64_t)pfn + j),
+			xs_fail(p->s,
+				"cache thread %d: GFA_BACKING_ZERO block %lx order %u: frame "
+				"+%lu not zero (%lx), dirty bit %d",
+				p->idx, (unsigned long)pfn, order, (unsigned long)j,
+				(unsigned long)*(uint64_t *)gfa_pfn_to_addr(p->s->pool,
+									    (uint64_t)pfn + j),
 				gfa_backing_block_dirty(p->s->b, (uint64_t)pfn + j, 0));
 			break;
 		}
@@ -610,7 +619,7 @@ static void *xs_pcp_main(void *arg)
 			gfa_pcp_drain(p->pcp);
 		pthread_mutex_unlock(&p->lock);
 		if (tu_rand(&p->rnd) % 64 == 0)
-			usleep(tu_rand(&p->rnd) % 3000);   /* go idle: the idle drain takes over */
+			usleep(tu_rand(&p->rnd) % 3000); /* go idle: the idle drain takes over */
 	}
 	pthread_mutex_lock(&p->lock);
 	for (int i = 0; i < XS_SLOTS; i++)
@@ -624,7 +633,7 @@ static void *xs_pcp_main(void *arg)
 
 static void *xs_compact_main(void *arg)
 {
-	struct xs_pthread *c = arg;     /* (only s, rnd, idx and owner used) */
+	struct xs_pthread *c = arg; /* (only s, rnd, idx and owner used) */
 	struct xs *s = c->s;
 
 	while (!atomic_load(&s->stop)) {
@@ -646,8 +655,10 @@ static void *xs_compact_main(void *arg)
 			if (pfn >= 0) {
 				gfa_backing_prepare(s->b, (uint64_t)pfn, GFA_PAGEBLOCK_ORDER);
 				for (uint64_t j = 0; j < GFA_PAGEBLOCK_FRAMES; j++)
-					if (!frame_is_zero(gfa_pfn_to_addr(s->pool, (uint64_t)pfn + j))) {
-						xs_fail(s, "prepared captured block %lx: +%lu not zero",
+					if (!frame_is_zero(
+						    gfa_pfn_to_addr(s->pool, (uint64_t)pfn + j))) {
+						xs_fail(s,
+							"prepared captured block %lx: +%lu not zero",
 							(unsigned long)pfn, (unsigned long)j);
 						break;
 					}
@@ -693,7 +704,8 @@ static void *xs_observe_main(void *arg)
 		for (unsigned int z = 0; z < XS_ZONES; z++) {
 			gfa_zone_stat(s->pool, z, &zs);
 			if (zs.nr_free > zs.nr_frames)
-				xs_fail(s, "zone %u: nr_free %lu > frames", z, (unsigned long)zs.nr_free);
+				xs_fail(s, "zone %u: nr_free %lu > frames", z,
+					(unsigned long)zs.nr_free);
 			gfa_backing_zone_stat(s->b, z, &bs);
 			gfa_zone_fragmentation_score(s->pool, z);
 		}
@@ -719,7 +731,8 @@ static int xs_count_fn(void *arg, uint64_t pfn, unsigned int order, enum gfa_mig
 {
 	struct xs_count *c = arg;
 
-	(void)pfn; (void)mt;
+	(void)pfn;
+	(void)mt;
 	if (owner == c->owner)
 		c->frames += 1UL << order;
 	return 0;
@@ -789,7 +802,8 @@ static void xs_quiet_checks(struct xs *s, struct xs_gthread *gt, struct xs_pthre
 			have = xs_owner_frames(s, gfa_guest_id(x->g));
 			gfa_guest_stat(x->g, &st);
 			if (have != want || st.ballooned_frames != x->nr - want)
-				xs_fail(s, "guest %lx: pool says %lu frames, model %lu, stat ballooned %lu",
+				xs_fail(s,
+					"guest %lx: pool says %lu frames, model %lu, stat ballooned %lu",
 					(unsigned long)gfa_guest_id(x->g), (unsigned long)have,
 					(unsigned long)want, (unsigned long)st.ballooned_frames);
 		}
@@ -803,8 +817,10 @@ static void xs_quiet_checks(struct xs *s, struct xs_gthread *gt, struct xs_pthre
 				want += 1UL << pt[i].blk[k].order;
 				if (gfa_frame_lookup(s->pool, pt[i].blk[k].pfn, &fi) ||
 				    fi.state != GFA_FRAME_ALLOCATED || fi.owner != pt[i].owner ||
-				    fi.head_pfn != pt[i].blk[k].pfn || fi.order != pt[i].blk[k].order)
-					xs_fail(s, "cache thread %d slot %d: block %lx not ours (state %d owner %lx)",
+				    fi.head_pfn != pt[i].blk[k].pfn ||
+				    fi.order != pt[i].blk[k].order)
+					xs_fail(s,
+						"cache thread %d slot %d: block %lx not ours (state %d owner %lx)",
 						i, k, (unsigned long)pt[i].blk[k].pfn, fi.state,
 						(unsigned long)fi.owner);
 			}
@@ -843,8 +859,11 @@ static void xs_run(double secs)
 	struct gfa_pool_config pc;
 	struct gfa_backing_config bc = { .populate = true };
 	struct gfa_host_return_config hc = {
-		.interval_ms = 5, .no_settle = true, .pcp_idle_ms = 20,
-		.max_frames_per_pass = 2048, .scrub_frames_per_pass = 1024,
+		.interval_ms = 5,
+		.no_settle = true,
+		.pcp_idle_ms = 20,
+		.max_frames_per_pass = 2048,
+		.scrub_frames_per_pass = 1024,
 	};
 	struct gfa_release_policy rp = { .low = 512, .high = 2048, .min_empty_frac = 4 };
 	struct gfa_compact_config cc = { .proactiveness = 90 };
@@ -881,11 +900,15 @@ static void xs_run(double secs)
 	vt = (struct xs_gthread){ .s = &s, .idx = 7, .rnd = seed * 13 + 3 };
 	cr_assert_eq(pthread_create(&th[nt++], NULL, xs_vm_main, &vt), 0);
 	for (int i = 0; i < XS_GUESTS; i++) {
-		gt[i] = (struct xs_gthread){ .s = &s, .idx = i, .rnd = seed * 31 + (uint64_t)i + 1 };
+		gt[i] = (struct xs_gthread){ .s = &s,
+					     .idx = i,
+					     .rnd = seed * 31 + (uint64_t)i + 1 };
 		cr_assert_eq(pthread_create(&th[nt++], NULL, xs_guest_main, &gt[i]), 0);
 	}
 	for (int i = 0; i < XS_PCPW; i++) {
-		pt[i] = (struct xs_pthread){ .s = &s, .idx = i, .rnd = seed * 77 + (uint64_t)i + 1,
+		pt[i] = (struct xs_pthread){ .s = &s,
+					     .idx = i,
+					     .rnd = seed * 77 + (uint64_t)i + 1,
 					     .owner = 0x5000 + (uint64_t)i };
 		pthread_mutex_init(&pt[i].lock, NULL);
 		pt[i].pcp = gfa_pcp_create(s.pool, (unsigned int)i % XS_ZONES);
@@ -921,7 +944,7 @@ static void xs_run(double secs)
 		}
 		gfa_compactd_stop(s.pool);
 		xs_quiet_checks(&s, gt, pt);
-		if (s.checks % 2 == 0) {    /* and a new host-return thread */
+		if (s.checks % 2 == 0) { /* and a new host-return thread */
 			char msg[256];
 			int err;
 
@@ -940,7 +963,8 @@ static void xs_run(double secs)
 	xs_quiet_end(&s);
 	for (int i = 0; i < nt; i++)
 		pthread_join(th[i], NULL);
-	fprintf(stderr, "xstress: quiet checks %lu; guests: creates %lu/%lu inflates %lu/%lu "
+	fprintf(stderr,
+		"xstress: quiet checks %lu; guests: creates %lu/%lu inflates %lu/%lu "
 		"deflates %lu/%lu collapses %lu/%lu; vms %lu (kvm %lu) verifies %lu; caches: allocs %lu/%lu moves %lu/%lu\n",
 		(unsigned long)s.checks, (unsigned long)gt[0].creates, (unsigned long)gt[1].creates,
 		(unsigned long)gt[0].inflates, (unsigned long)gt[1].inflates,
@@ -962,16 +986,19 @@ static void xs_run(double secs)
 		for (int i = 0; i < XS_PCPW; i++)
 			ops += pt[i].allocs + pt[i].frees;
 		/* the soak's figures (BENCHMARKS.md): operations, frames moved, checks */
-		fprintf(stderr, "RESULT xstress secs=%.0f ops=%lu moved_frames=%lu cache_moves=%lu "
-			"quiet_checks=%lu live_checks=%lu violations=%d\n", secs, (unsigned long)ops,
-			(unsigned long)vs.pgmigrate_success,
+		fprintf(stderr,
+			"RESULT xstress secs=%.0f ops=%lu moved_frames=%lu cache_moves=%lu "
+			"quiet_checks=%lu live_checks=%lu violations=%d\n",
+			secs, (unsigned long)ops, (unsigned long)vs.pgmigrate_success,
 			(unsigned long)(pt[0].moves + pt[1].moves), (unsigned long)s.checks,
 			(unsigned long)atomic_load(&s.live_checks), atomic_load(&s.failed));
-		fprintf(stderr, "xstress: hr passes %lu released %lu MiB scrubbed %lu MiB populated %lu MiB "
+		fprintf(stderr,
+			"xstress: hr passes %lu released %lu MiB scrubbed %lu MiB populated %lu MiB "
 			"pcp drained %lu; migrate ok %lu fail %lu; stall %lu success %lu daemon %lu; "
 			"release_done %lu failed %lu; err_busy %lu err_thread %lu; hr restarts %lu\n",
 			(unsigned long)hs.passes, (unsigned long)(hs.bytes_released >> 20),
-			(unsigned long)(hs.bytes_scrubbed >> 20), (unsigned long)(hs.bytes_populated >> 20),
+			(unsigned long)(hs.bytes_scrubbed >> 20),
+			(unsigned long)(hs.bytes_populated >> 20),
 			(unsigned long)hs.pcp_frames_drained, (unsigned long)vs.pgmigrate_success,
 			(unsigned long)vs.pgmigrate_fail, (unsigned long)vs.compact_stall,
 			(unsigned long)vs.compact_success, (unsigned long)vs.compact_daemon_wake,

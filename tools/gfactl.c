@@ -116,11 +116,8 @@ static const struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 } commands[] = {
-	{ "vmstart", cmd_vmstart },
-	{ "linux", cmd_linux },
-	{ "stat", cmd_stat },
-	{ "vmsnap", cmd_vmsnap },
-	{ "gfad", cmd_gfad },
+	{ "vmstart", cmd_vmstart }, { "linux", cmd_linux }, { "stat", cmd_stat },
+	{ "vmsnap", cmd_vmsnap },   { "gfad", cmd_gfad },
 };
 
 int main(int argc, char **argv)
@@ -166,7 +163,7 @@ int main(int argc, char **argv)
 			char **cargv = argv + optind;
 			int cargc = argc - optind;
 
-			optind = 1;     /* the command parses its own argv from its start */
+			optind = 1; /* the command parses its own argv from its start */
 			opterr = 1;
 			return commands[i].fn(cargc, cargv);
 		}

@@ -15,7 +15,7 @@ int cmd_vmstart(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_linux(int argc, char **argv);
 int cmd_vmsnap(int argc, char **argv);
-int cmd_gfad(int argc, char **argv);    /* the host pool service (tools/gfad.c) */
+int cmd_gfad(int argc, char **argv); /* the host pool service (tools/gfad.c) */
 
 /* Helpers shared by the commands (gfactl.c). */
 /* Milliseconds on the monotonic clock. */

@@ -55,8 +55,8 @@ static bool add_id(const char *flag, const char *val, uint32_t *ids, unsigned in
 }
 
 /* The pool, its backing and the service from the options: 0 or an exit code. */
-static int gfad_run(const char *sock, uint64_t mem, unsigned int nodes, bool populate,
-		    mode_t mode, struct hps_config *hc)
+static int gfad_run(const char *sock, uint64_t mem, unsigned int nodes, bool populate, mode_t mode,
+		    struct hps_config *hc)
 {
 	struct gfa_backing_config bc = { .populate = populate };
 	struct gfa_pool_config pc;
@@ -122,13 +122,27 @@ int cmd_gfad(int argc, char **argv)
 	memset(&hc, 0, sizeof(hc));
 	while (ok && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'h': gfad_help(); return 0;
-		case 's': sock = optarg; break;
-		case 'm': ok = parse_mib("--mem", optarg, &mem); break;
-		case 'n': ok = parse_u64("--nodes", optarg, 1, GFA_MAX_ZONES, &nodes); break;
-		case 'p': populate = true; break;
-		case 'u': ok = add_id("--allow-uid", optarg, hc.allow_uid, &hc.nr_uid); break;
-		case 'g': ok = add_id("--allow-gid", optarg, hc.allow_gid, &hc.nr_gid); break;
+		case 'h':
+			gfad_help();
+			return 0;
+		case 's':
+			sock = optarg;
+			break;
+		case 'm':
+			ok = parse_mib("--mem", optarg, &mem);
+			break;
+		case 'n':
+			ok = parse_u64("--nodes", optarg, 1, GFA_MAX_ZONES, &nodes);
+			break;
+		case 'p':
+			populate = true;
+			break;
+		case 'u':
+			ok = add_id("--allow-uid", optarg, hc.allow_uid, &hc.nr_uid);
+			break;
+		case 'g':
+			ok = add_id("--allow-gid", optarg, hc.allow_gid, &hc.nr_gid);
+			break;
 		case 'M':
 			mode = strtoull(optarg, NULL, 8);
 			/* a zone memfd maps every guest: never for others, never executable */
@@ -136,8 +150,12 @@ int cmd_gfad(int argc, char **argv)
 			if (!ok)
 				fprintf(stderr, "gfad: --mode %s: 0660 or stricter\n", optarg);
 			break;
-		case 'q': hc.quiet = true; break;
-		default: ok = false; break;
+		case 'q':
+			hc.quiet = true;
+			break;
+		default:
+			ok = false;
+			break;
 		}
 	}
 	if (ok && (!sock || !mem || optind < argc)) {

@@ -16,7 +16,7 @@
 
 #define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 static char shmem_thp_saved[32];
-static size_t shmem_thp_saved_len;  /* for the signal handler: no strlen there */
+static size_t shmem_thp_saved_len; /* for the signal handler: no strlen there */
 
 void hostfacts_shmem_thp_restore(void)
 {
@@ -33,7 +33,7 @@ void hostfacts_shmem_thp_restore(void)
  */
 static void shmem_thp_signal(int sig)
 {
-	int fd = shmem_thp_saved_len ? open(SHMEM_THP, O_WRONLY) : -1;   /* (restored already) */
+	int fd = shmem_thp_saved_len ? open(SHMEM_THP, O_WRONLY) : -1; /* (restored already) */
 
 	if (fd >= 0) {
 		ssize_t n = write(fd, shmem_thp_saved, shmem_thp_saved_len);
@@ -70,14 +70,16 @@ void hostfacts_shmem_thp_advise(bool keep)
 	if (err) {
 		shmem_thp_saved[0] = '\0';
 		printf("host: could not set shmem_enabled to advise (%s): 2 MiB blocks stay on "
-		       "4 KiB host pages in this run\n", strerror(-err));
+		       "4 KiB host pages in this run\n",
+		       strerror(-err));
 		return;
 	}
 	shmem_thp_saved_len = strlen(shmem_thp_saved);
 	atexit(hostfacts_shmem_thp_restore);
 	shmem_thp_on_signals();
 	printf("host: shmem_enabled %s -> advise for this run (restored at exit; --host-thp keep "
-	       "leaves it)\n", thp.shmem_enabled);
+	       "leaves it)\n",
+	       thp.shmem_enabled);
 }
 
 void hostfacts_print(enum gfa_vm_kvm kvm_mode)
@@ -88,13 +90,15 @@ void hostfacts_print(enum gfa_vm_kvm kvm_mode)
 
 	gfa_host_thp_report(&thp);
 	printf("host: THP enabled=%s, shmem_enabled=%s (%s)\n", thp.thp_enabled, thp.shmem_enabled,
-	       thp.shmem_thp_possible ? "memfd blocks can be PMD-mapped"
-				      : "memfd blocks are mapped with 4 KiB pages by the host");
+	       thp.shmem_thp_possible ? "memfd blocks can be PMD-mapped" :
+					"memfd blocks are mapped with 4 KiB pages by the host");
 	if (kvm_mode == GFA_VM_KVM_OFF)
 		printf("vCPUs: host threads (KVM turned off with --kvm off)\n");
 	else if (!kvm)
 		printf("vCPUs: host threads running the guest workload (%s)\n", why);
 	else
-		printf("vCPUs: KVM%s\n", gfa_kvm_is_software()
-		       ? " (software KVM, kvm_pvm: guests boot and check memory, kept short)" : "");
+		printf("vCPUs: KVM%s\n",
+		       gfa_kvm_is_software() ?
+			       " (software KVM, kvm_pvm: guests boot and check memory, kept short)" :
+			       "");
 }

@@ -22,23 +22,23 @@
 #include <unistd.h>
 #include "tools/gfactl.h"
 
-#define LINUX_MAX_GUESTS 8
+#define LINUX_MAX_GUESTS        8
 /* Inside the QEMU harness: the most guests suite linux_boot runs side by side.  With 4
  * and more the TCG L1 hung at times before any guest printed (README, Limitations). */
 #define LINUX_MAX_GUESTS_NESTED 3
 
 /* The virtio device status bits (the virtio spec, "Device Status Field"). */
-#define VIRTIO_STATUS_ACKNOWLEDGE	1
-#define VIRTIO_STATUS_DRIVER		2
-#define VIRTIO_STATUS_DRIVER_OK		4
-#define VIRTIO_STATUS_FAILED		128
+#define VIRTIO_STATUS_ACKNOWLEDGE 1
+#define VIRTIO_STATUS_DRIVER      2
+#define VIRTIO_STATUS_DRIVER_OK   4
+#define VIRTIO_STATUS_FAILED      128
 
 struct linux_opts {
 	unsigned int guests, vcpus;
 	uint64_t mem, check_mib, timeout_s, balloon;
 	const char *kernel, *initrd, *modules, *append;
 	bool moves, console, small_only, report;
-	int argc;               /* the command line as given, for the QEMU hint */
+	int argc; /* the command line as given, for the QEMU hint */
 	char **argv;
 };
 
@@ -49,12 +49,12 @@ struct linux_opts {
 
 struct linux_guest {
 	struct gfa_linux_vm *vm;
-	struct gfa_rv_pci *pci;         /* with --balloon or --report */
+	struct gfa_rv_pci *pci; /* with --balloon or --report */
 	struct gfa_rv_balloon *bal;
 	unsigned long long memtotal_kb; /* the checker's last MemTotal report */
 	double init_ms, report_ms;
 	unsigned int next_line;
-	int cpus;               /* online CPUs the guest's checker counted */
+	int cpus; /* online CPUs the guest's checker counted */
 	bool ok;
 };
 
@@ -95,19 +95,29 @@ static void linux_usage(FILE *f)
 static int linux_parse(int argc, char **argv, struct linux_opts *o)
 {
 	static const struct option longopts[] = {
-		{ "guests", required_argument, NULL, 'g' }, { "mem", required_argument, NULL, 'm' },
-		{ "check", required_argument, NULL, 'c' }, { "moves", no_argument, NULL, 'M' },
-		{ "kernel", required_argument, NULL, 'k' }, { "initrd", required_argument, NULL, 'i' },
-		{ "timeout", required_argument, NULL, 't' }, { "console", no_argument, NULL, 'C' },
-		{ "vcpus", required_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' },
-		{ "balloon", required_argument, NULL, 'b' }, { "report", no_argument, NULL, 'r' },
-		{ "modules", required_argument, NULL, 'D' }, { "append", required_argument, NULL, 'A' },
+		{ "guests", required_argument, NULL, 'g' },
+		{ "mem", required_argument, NULL, 'm' },
+		{ "check", required_argument, NULL, 'c' },
+		{ "moves", no_argument, NULL, 'M' },
+		{ "kernel", required_argument, NULL, 'k' },
+		{ "initrd", required_argument, NULL, 'i' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "console", no_argument, NULL, 'C' },
+		{ "vcpus", required_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "balloon", required_argument, NULL, 'b' },
+		{ "report", no_argument, NULL, 'r' },
+		{ "modules", required_argument, NULL, 'D' },
+		{ "append", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
 	int c;
 
-	*o = (struct linux_opts){ .guests = 1, .vcpus = 1, .mem = 256 * MiB, .check_mib = 32,
+	*o = (struct linux_opts){ .guests = 1,
+				  .vcpus = 1,
+				  .mem = 256 * MiB,
+				  .check_mib = 32,
 				  .timeout_s = 120 };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -138,29 +148,49 @@ static int linux_parse(int argc, char **argv, struct linux_opts *o)
 			if (!parse_u64("--balloon", optarg, 0, GFA_LINUX_MAX_MEM / MiB, &v))
 				return 2;
 			if (!v) {
-				fprintf(stderr, "gfactl linux: --balloon 0 inflates nothing: give the "
+				fprintf(stderr,
+					"gfactl linux: --balloon 0 inflates nothing: give the "
 					"MiB to inflate, 1 to half of --mem\n");
 				return 2;
 			}
 			o->balloon = v * MiB;
 			break;
-		case 'r': o->report = true; break;
-		case 'M': o->moves = o->small_only = true; break;
-		case 'k': o->kernel = optarg; break;
-		case 'D': o->modules = optarg; break;
-		case 'A': o->append = optarg; break;
-		case 'i': o->initrd = optarg; break;
-		case 'C': o->console = true; break;
-		case 'h': linux_usage(stdout); return 1;
-		default: linux_usage(stderr); return 2;
+		case 'r':
+			o->report = true;
+			break;
+		case 'M':
+			o->moves = o->small_only = true;
+			break;
+		case 'k':
+			o->kernel = optarg;
+			break;
+		case 'D':
+			o->modules = optarg;
+			break;
+		case 'A':
+			o->append = optarg;
+			break;
+		case 'i':
+			o->initrd = optarg;
+			break;
+		case 'C':
+			o->console = true;
+			break;
+		case 'h':
+			linux_usage(stdout);
+			return 1;
+		default:
+			linux_usage(stderr);
+			return 2;
 		}
 	}
 	o->argc = argc;
 	o->argv = argv;
 	if (getenv("GFA_IN_QEMU") && o->guests > LINUX_MAX_GUESTS_NESTED) {
-		fprintf(stderr, "gfactl linux: --guests %u: at most %d inside the QEMU harness (what "
-			"is tested; with 4 and more its guest hung at times)\n", o->guests,
-			LINUX_MAX_GUESTS_NESTED);
+		fprintf(stderr,
+			"gfactl linux: --guests %u: at most %d inside the QEMU harness (what "
+			"is tested; with 4 and more its guest hung at times)\n",
+			o->guests, LINUX_MAX_GUESTS_NESTED);
 		return 2;
 	}
 	if (optind < argc) {
@@ -177,25 +207,31 @@ static int linux_parse(int argc, char **argv, struct linux_opts *o)
 		return 2;
 	}
 	if (o->mem < 64 * MiB || o->mem > GFA_LINUX_MAX_MEM) {
-		fprintf(stderr, "gfactl linux: --mem %llu MiB: a guest has 64 MiB to 3 GiB (no PCI "
-			"hole below 4 GiB to step over)\n", (unsigned long long)(o->mem / MiB));
+		fprintf(stderr,
+			"gfactl linux: --mem %llu MiB: a guest has 64 MiB to 3 GiB (no PCI "
+			"hole below 4 GiB to step over)\n",
+			(unsigned long long)(o->mem / MiB));
 		return 2;
 	}
 	if (o->check_mib * MiB > o->mem / 2) {
-		fprintf(stderr, "gfactl linux: --check %llu is more than half of --mem %llu MiB "
-			"(at most %llu)\n", (unsigned long long)o->check_mib,
-			(unsigned long long)(o->mem / MiB), (unsigned long long)(o->mem / 2 / MiB));
+		fprintf(stderr,
+			"gfactl linux: --check %llu is more than half of --mem %llu MiB "
+			"(at most %llu)\n",
+			(unsigned long long)o->check_mib, (unsigned long long)(o->mem / MiB),
+			(unsigned long long)(o->mem / 2 / MiB));
 		return 2;
 	}
 	if (o->balloon > o->mem / 2) {
-		fprintf(stderr, "gfactl linux: --balloon %llu is more than half of --mem %llu MiB "
-			"(at most %llu)\n", (unsigned long long)(o->balloon / MiB),
-			(unsigned long long)(o->mem / MiB), (unsigned long long)(o->mem / 2 / MiB));
+		fprintf(stderr,
+			"gfactl linux: --balloon %llu is more than half of --mem %llu MiB "
+			"(at most %llu)\n",
+			(unsigned long long)(o->balloon / MiB), (unsigned long long)(o->mem / MiB),
+			(unsigned long long)(o->mem / 2 / MiB));
 		return 2;
 	}
 	if (o->modules && (!o->kernel || o->initrd)) {
 		fprintf(stderr, "gfactl linux: --modules is for the initramfs of a --kernel given "
-			"without --initrd\n");
+				"without --initrd\n");
 		return 2;
 	}
 	return 0;
@@ -247,17 +283,18 @@ static int linux_prepare(struct linux_opts *o, char *kernel, char *initrd, size_
 	dir = strrchr(exe, '/');
 	if (!dir)
 		return -ENOENT;
-	*dir = '\0';            /* the build directory (build/, build/asan/, ...) */
+	*dir = '\0'; /* the build directory (build/, build/asan/, ...) */
 	root = linux_tree(exe, rootbuf, sizeof(rootbuf));
 	if (!root)
 		return -ENOENT;
 	if ((o->kernel && !sh_quote(kq, sizeof(kq), o->kernel)) ||
 	    (o->modules && !sh_quote(mq, sizeof(mq), o->modules)))
 		return -EINVAL;
-	if (snprintf(cmd, sizeof(cmd), "'%s/tools/linux-initramfs.sh' --out '%s/linux' "
-		     "--checker '%s/tests/linux/gfacheck'%s%s%s%s", root, exe, exe,
-		     o->kernel ? " --kernel " : "", kq, o->modules ? " --modules " : "",
-		     mq) >= (int)sizeof(cmd))
+	if (snprintf(cmd, sizeof(cmd),
+		     "'%s/tools/linux-initramfs.sh' --out '%s/linux' "
+		     "--checker '%s/tests/linux/gfacheck'%s%s%s%s",
+		     root, exe, exe, o->kernel ? " --kernel " : "", kq,
+		     o->modules ? " --modules " : "", mq) >= (int)sizeof(cmd))
 		return -ENAMETOOLONG;
 	p = popen(cmd, "r");
 	if (!p)
@@ -288,8 +325,7 @@ static bool linux_has_balloon(const struct linux_opts *o)
 }
 
 /* The pool's host-backed bytes (memfd st_blocks), once @hr (if any) settled. */
-static int64_t host_backed(struct gfa_pool *pool, struct gfa_backing *b,
-			   struct gfa_host_return *hr)
+static int64_t host_backed(struct gfa_pool *pool, struct gfa_backing *b, struct gfa_host_return *hr)
 {
 	int64_t sum = 0;
 
@@ -340,8 +376,9 @@ static bool guest_clean_pass(struct linux_guest *g, int timeout_ms, char *why, s
 		snprintf(why, len, "no checker pass reported (%s)", gfa_linux_vm_error(g->vm));
 		return false;
 	}
-	if (sscanf(strstr(line, "gfacheck: pass "), "gfacheck: pass %llu mismatches %llu tainted %lu",
-		   &pass, &bad, &taint) != 3 || bad || taint) {
+	if (sscanf(strstr(line, "gfacheck: pass "),
+		   "gfacheck: pass %llu mismatches %llu tainted %lu", &pass, &bad, &taint) != 3 ||
+	    bad || taint) {
 		snprintf(why, len, "checker: %s", line);
 		return false;
 	}
@@ -387,7 +424,8 @@ static void linux_free_phase(struct gfa_pool *pool, struct gfa_backing *b,
 	uint64_t reports = 0, punched = 0;
 
 	for (unsigned int i = 0; i < o->guests; i++)
-		gs[i].ok = gs[i].ok && guest_wait(&gs[i], "gfacheck: allocated", tmo, NULL, 0, NULL);
+		gs[i].ok = gs[i].ok &&
+			   guest_wait(&gs[i], "gfacheck: allocated", tmo, NULL, 0, NULL);
 	with = host_backed(pool, b, hr);
 	for (unsigned int i = 0; i < o->guests; i++)
 		gs[i].ok = gs[i].ok && guest_wait(&gs[i], "gfacheck: freed", tmo, NULL, 0, NULL);
@@ -405,7 +443,8 @@ static void linux_free_phase(struct gfa_pool *pool, struct gfa_backing *b,
 	}
 	printf("report: each checker touched and freed %llu MiB: host-backed %lld MiB with it, "
 	       "%lld MiB after the free%s; free page reporting: %llu reports, %llu MiB punched "
-	       "(since boot)\n", (unsigned long long)(freed / MiB), (long long)(with / (int64_t)MiB),
+	       "(since boot)\n",
+	       (unsigned long long)(freed / MiB), (long long)(with / (int64_t)MiB),
 	       (long long)(after / (int64_t)MiB), o->report ? " (4 s later)" : "",
 	       (unsigned long long)reports, (unsigned long long)(punched / MiB));
 }
@@ -427,29 +466,32 @@ static void linux_balloon_phase(struct gfa_pool *pool, struct gfa_backing *b,
 	for (unsigned int i = 0; i < o->guests; i++) {
 		double ms;
 
-		gs[i].ok = gs[i].ok && guest_wait_memtotal(&gs[i], kb0[i] - (o->balloon >> 10), true,
-							   tmo, NULL);
+		gs[i].ok = gs[i].ok && guest_wait_memtotal(&gs[i], kb0[i] - (o->balloon >> 10),
+							   true, tmo, NULL);
 		ms = now_ms() - t0;
 		printf("balloon: guest %u: %llu MiB inflated %s %.0f ms after the target (MemTotal "
-		       "%llu -> %llu kB)\n", i, (unsigned long long)(o->balloon / MiB),
+		       "%llu -> %llu kB)\n",
+		       i, (unsigned long long)(o->balloon / MiB),
 		       gs[i].ok ? "by" : "FAILED: not done", ms, kb0[i], gs[i].memtotal_kb);
 		if (!gs[i].ok) {
 			struct gfa_rv_balloon_stat st = { 0 };
 
 			gfa_rv_balloon_stat(gs[i].bal, &st);
 			printf("balloon: guest %u: the device holds %llu of %llu pages, the driver "
-			       "says %llu (status %#x)%s\n", i,
-			       (unsigned long long)st.inflated_pages,
+			       "says %llu (status %#x)%s\n",
+			       i, (unsigned long long)st.inflated_pages,
 			       (unsigned long long)st.target_pages,
 			       (unsigned long long)st.actual_pages, st.status,
 			       gfa_linux_vm_wait(gs[i].vm, 0) != GFA_LINUX_RUNNING ?
-			       "; the guest has stopped" : "");
+				       "; the guest has stopped" :
+				       "");
 		}
 	}
 	after = host_backed(pool, b, hr);
 	printf("balloon: host-backed %lld MiB before the targets, %lld MiB after (-%lld MiB, "
-	       "%.1f%% of the %llu MiB ballooned)\n", (long long)(before / (int64_t)MiB),
-	       (long long)(after / (int64_t)MiB), (long long)((before - after) / (int64_t)MiB),
+	       "%.1f%% of the %llu MiB ballooned)\n",
+	       (long long)(before / (int64_t)MiB), (long long)(after / (int64_t)MiB),
+	       (long long)((before - after) / (int64_t)MiB),
 	       100.0 * (double)(before - after) / (double)(o->balloon * o->guests),
 	       (unsigned long long)(o->balloon * o->guests / MiB));
 	if (o->report)
@@ -481,15 +523,17 @@ static void linux_report(struct gfa_pool *pool, struct gfa_backing *b, struct gf
 		pages_2m += ls.pages_2m;
 		printf("guest %u: %d of %u vCPUs online; boot to /init %.0f ms, to the checker's "
 		       "first report %.0f ms; moves %llu, collapses %llu, KVM pages_4k %llu "
-		       "pages_2m %llu, %s\n", i, gs[i].cpus, o->vcpus,
-		       gs[i].init_ms, gs[i].report_ms, (unsigned long long)st.moves,
-		       (unsigned long long)st.collapses, (unsigned long long)ls.pages_4k,
-		       (unsigned long long)ls.pages_2m, gs[i].ok ? "ok" : "FAILED");
+		       "pages_2m %llu, %s\n",
+		       i, gs[i].cpus, o->vcpus, gs[i].init_ms, gs[i].report_ms,
+		       (unsigned long long)st.moves, (unsigned long long)st.collapses,
+		       (unsigned long long)ls.pages_4k, (unsigned long long)ls.pages_2m,
+		       gs[i].ok ? "ok" : "FAILED");
 	}
 	gfa_pool_vmstat(pool, &v);
 	if (!gfa_host_thp_report(&thp) && !thp.shmem_thp_possible)
 		printf("note: shmem_enabled is \"%s\": the host backs guest RAM with 4 KiB pages, "
-		       "so KVM maps no 2 MiB pages (set it to advise)\n", thp.shmem_enabled);
+		       "so KVM maps no 2 MiB pages (set it to advise)\n",
+		       thp.shmem_enabled);
 	printf("host-backed bytes: %lld before the guests, %lld now\n", (long long)backed_before,
 	       (long long)host_backed(pool, b, hr));
 	printf("2 MiB share: %llu of %llu ranges (%.1f%%), KVM pages_2m %llu\n",
@@ -524,7 +568,8 @@ static bool guest_driver_ok(struct linux_guest *g, unsigned int i)
 	else
 		what = "the guest never touched it";
 	printf("guest %u: FAILED: the balloon device never reached DRIVER_OK (status %#x): %s, "
-	       "so no balloon target or free page report can work", i, st.status, what);
+	       "so no balloon target or free page report can work",
+	       i, st.status, what);
 	/* /init says which module it could not load ("invalid module format": the
 	 * initramfs was made for another kernel) */
 	for (int k = 0, from = 0, n = 0; k < 4; k++, from++) {
@@ -548,8 +593,13 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 {
 	char append[512], why[320];
 	struct gfa_linux_config cfg = {
-		.kernel = o->kernel, .initrd = o->initrd, .mem_bytes = o->mem, .vcpus = o->vcpus,
-		.small_only = o->small_only, .console_fd = o->console ? 2 : -1, .append = append,
+		.kernel = o->kernel,
+		.initrd = o->initrd,
+		.mem_bytes = o->mem,
+		.vcpus = o->vcpus,
+		.small_only = o->small_only,
+		.console_fd = o->console ? 2 : -1,
+		.append = append,
 	};
 	int tmo = (int)o->timeout_s * 1000;
 	bool all = true;
@@ -564,11 +614,15 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 		snprintf(append, sizeof(append), "gfacheck=%llu,%d",
 			 (unsigned long long)o->check_mib, o->moves ? 0 : 2);
 	if (o->append && strlen(append) + strlen(o->append) + 2 < sizeof(append))
-		snprintf(append + strlen(append), sizeof(append) - strlen(append), " %s", o->append);
+		snprintf(append + strlen(append), sizeof(append) - strlen(append), " %s",
+			 o->append);
 	for (unsigned int i = 0; i < o->guests; i++) {
 		struct gfa_rv_balloon_config bc = {
-			.backing = b, .slot = 1, .irq = GFA_LINUX_PCI_IRQ(1),
-			.irq_fn = gfa_linux_vm_irq_line, .free_page_reporting = o->report,
+			.backing = b,
+			.slot = 1,
+			.irq = GFA_LINUX_PCI_IRQ(1),
+			.irq_fn = gfa_linux_vm_irq_line,
+			.free_page_reporting = o->report,
 		};
 
 		if (linux_has_balloon(o)) {
@@ -585,7 +639,8 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 		bc.guest = gfa_linux_vm_guest(gs[i].vm);
 		bc.irq_ctx = gs[i].vm;
 		if (gs[i].pci && !(gs[i].bal = gfa_rv_balloon_create(gs[i].pci, &bc))) {
-			fprintf(stderr, "gfactl linux: guest %u: balloon: %s\n", i, strerror(errno));
+			fprintf(stderr, "gfactl linux: guest %u: balloon: %s\n", i,
+				strerror(errno));
 			return false;
 		}
 	}
@@ -598,19 +653,22 @@ static bool linux_boot_all(struct gfa_pool *pool, struct gfa_backing *b, struct 
 
 		g->ok = guest_wait(g, "gfa-init up", tmo, NULL, 0, &g->init_ms) &&
 			guest_wait(g, "gfacheck: cpus", tmo, line, sizeof(line), NULL) &&
-			sscanf(strstr(line, "gfacheck: cpus"), "gfacheck: cpus %d", &g->cpus) == 1 &&
+			sscanf(strstr(line, "gfacheck: cpus"), "gfacheck: cpus %d", &g->cpus) ==
+				1 &&
 			guest_wait(g, "gfacheck: MemTotal ", tmo, line, sizeof(line), NULL) &&
 			sscanf(strstr(line, "MemTotal "), "MemTotal %llu", &g->memtotal_kb) == 1 &&
 			guest_wait(g, "gfacheck: filled", tmo, NULL, 0, &g->report_ms) &&
 			guest_clean_pass(g, tmo, why, sizeof(why));
 		if (!g->ok)
 			printf("guest %u: did not boot to a clean checker pass: %s\n", i,
-			       gfa_linux_vm_error(g->vm)[0] ? gfa_linux_vm_error(g->vm) : "timeout");
+			       gfa_linux_vm_error(g->vm)[0] ? gfa_linux_vm_error(g->vm) :
+							      "timeout");
 		if (g->ok && g->cpus != (int)o->vcpus) {
 			printf("guest %u: FAILED: %d of %u vCPUs online: maxcpus= or nosmp on the "
 			       "command line stop the rest, and so does acpi=off on a kernel "
 			       "without CONFIG_X86_MPPARSE (Debian's cloud flavour), which then "
-			       "finds no CPU but the first\n", i, g->cpus, o->vcpus);
+			       "finds no CPU but the first\n",
+			       i, g->cpus, o->vcpus);
 			g->ok = false;
 		}
 		if (g->ok && g->bal)
@@ -642,12 +700,15 @@ int cmd_linux(int argc, char **argv)
 
 		r = linux_prepare(&o, kernel, initrd, sizeof(kernel));
 		if (r && given)
-			fprintf(stderr, "gfactl linux: --kernel %s without --initrd: "
+			fprintf(stderr,
+				"gfactl linux: --kernel %s without --initrd: "
 				"tools/linux-initramfs.sh made no initramfs of that kernel's modules "
 				"(its reason is above); pass --initrd I, or --modules DIR for a module "
-				"tree outside /lib/modules\n", given);
+				"tree outside /lib/modules\n",
+				given);
 		else if (r)
-			fprintf(stderr, "gfactl linux: tools/linux-initramfs.sh made no kernel and "
+			fprintf(stderr,
+				"gfactl linux: tools/linux-initramfs.sh made no kernel and "
 				"initramfs to boot (its reason is above); pass --kernel K and --initrd "
 				"I\n");
 		if (r)
@@ -657,7 +718,8 @@ int cmd_linux(int argc, char **argv)
 		printf("gfactl linux: this KVM cannot boot Linux (%s): the native kvm_pvm stops an "
 		       "unmodified kernel with \"KVM internal error, emulation failure\". Run it "
 		       "in a QEMU guest with nested KVM: tools/kvm-in-qemu.sh --mem 2048 -- "
-		       "build/gfactl linux", gfa_kvm_is_software() ? "software kvm_pvm" : why);
+		       "build/gfactl linux",
+		       gfa_kvm_is_software() ? "software kvm_pvm" : why);
 		for (int i = 1; i < o.argc; i++)
 			printf(" %s", o.argv[i]);
 		printf(" (or make linux ARGS=\"...\")\n");

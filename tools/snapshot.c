@@ -190,8 +190,8 @@ static int add_extra(struct json_object *obj, const char *extra)
 		return -EINVAL;
 	}
 	for (struct json_object_iterator it = json_object_iter_begin(x),
-	     end = json_object_iter_end(x); !err && !json_object_iter_equal(&it, &end);
-	     json_object_iter_next(&it))
+					 end = json_object_iter_end(x);
+	     !err && !json_object_iter_equal(&it, &end); json_object_iter_next(&it))
 		if (!add(obj, json_object_iter_peek_name(&it),
 			 json_object_get(json_object_iter_peek_value(&it))))
 			err = -ENOMEM;
@@ -223,8 +223,7 @@ static struct json_object *snapshot_new(struct gfa_pool *pool, const char *phase
 }
 
 /* Write f's JSON body; 0 or -errno. */
-static int stat_json_body(FILE *f, struct gfa_pool *pool, const char *phase,
-			  const char *extra_json)
+static int stat_json_body(FILE *f, struct gfa_pool *pool, const char *phase, const char *extra_json)
 {
 	int err;
 	struct json_object *o = snapshot_new(pool, phase, extra_json, &err);
@@ -254,7 +253,7 @@ int write_stat_json(const char *path, struct gfa_pool *pool, const char *phase,
 	fd = mkstemp(tmp);
 	if (fd < 0)
 		return -errno;
-	fchmod(fd, 0666 & ~process_umask());    /* what a plain fopen() would leave */
+	fchmod(fd, 0666 & ~process_umask()); /* what a plain fopen() would leave */
 	f = fdopen(fd, "w");
 	if (!f) {
 		err = -errno;
@@ -294,21 +293,23 @@ struct json_object *read_stat_json(const char *path, char *why, size_t len)
 	char *buf = slurp(path, SNAPSHOT_MAX, &n);
 
 	if (!buf || !tok) {
-		snprintf(why, len, "%s", !buf && errno == EFBIG ? "larger than a snapshot can be"
-			 : strerror(buf ? ENOMEM : errno));
+		snprintf(why, len, "%s",
+			 !buf && errno == EFBIG ? "larger than a snapshot can be" :
+						  strerror(buf ? ENOMEM : errno));
 		goto out;
 	}
 	o = json_tokener_parse_ex(tok, buf, (int)n);
 	if (!o || json_tokener_get_error(tok) != json_tokener_success ||
 	    !only_blanks(buf + json_tokener_get_parse_end(tok))) {
 		snprintf(why, len, "not a whole gfactl snapshot (cut short?): %s",
-			 o ? "text after the object"
-			   : json_tokener_error_desc(json_tokener_get_error(tok)));
+			 o ? "text after the object" :
+			     json_tokener_error_desc(json_tokener_get_error(tok)));
 	} else if (!json_object_is_type(o, json_type_object) ||
 		   !has(o, "phase", json_type_string) || !has(o, "buddyinfo", json_type_string) ||
 		   !has(o, "pagetypeinfo", json_type_string) ||
 		   !has(o, "vmstat", json_type_object)) {
-		snprintf(why, len, "not a gfactl snapshot (no phase, buddyinfo, pagetypeinfo "
+		snprintf(why, len,
+			 "not a gfactl snapshot (no phase, buddyinfo, pagetypeinfo "
 			 "and vmstat)");
 	} else {
 		goto out;

@@ -17,7 +17,8 @@ static void stat_help(void)
 	       "Show the statistics of the running (or last) 'gfactl vmstart'.\n"
 	       "  --file FILE   snapshot to read (default %s)\n"
 	       "  --socket PATH a host pool service's pool instead (gfad; text only)\n"
-	       "  --json        print the snapshot as JSON\n", default_stat_file());
+	       "  --json        print the snapshot as JSON\n",
+	       default_stat_file());
 }
 
 static const char *str_of(struct json_object *o, const char *key)
@@ -39,8 +40,8 @@ static void print_metadata(struct json_object *o)
 		bytes = json_object_get_uint64(v);
 	if (json_object_object_get_ex(m, "frames", &v))
 		frames = json_object_get_uint64(v);
-	printf("\n# metadata\nbytes %" PRIu64 "\nframes %" PRIu64 "\nbytes_per_frame %.3f\n",
-	       bytes, frames, frames ? (double)bytes / (double)frames : 0.0);
+	printf("\n# metadata\nbytes %" PRIu64 "\nframes %" PRIu64 "\nbytes_per_frame %.3f\n", bytes,
+	       frames, frames ? (double)bytes / (double)frames : 0.0);
 }
 
 static void print_text(struct json_object *o)
@@ -60,8 +61,8 @@ static void print_text(struct json_object *o)
 	printf("\n# vmstat\n");
 	json_object_object_get_ex(o, "vmstat", &vmstat);
 	for (struct json_object_iterator it = json_object_iter_begin(vmstat),
-	     end = json_object_iter_end(vmstat); !json_object_iter_equal(&it, &end);
-	     json_object_iter_next(&it))
+					 end = json_object_iter_end(vmstat);
+	     !json_object_iter_equal(&it, &end); json_object_iter_next(&it))
 		printf("%s %" PRIu64 "\n", json_object_iter_peek_name(&it),
 		       json_object_get_uint64(json_object_iter_peek_value(&it)));
 	print_metadata(o);
@@ -105,7 +106,7 @@ int cmd_stat(int argc, char **argv)
 	char why[256];
 	int c;
 
-	opterr = 0;     /* our messages name the command */
+	opterr = 0; /* our messages name the command */
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			stat_help();
@@ -117,13 +118,16 @@ int cmd_stat(int argc, char **argv)
 		} else if (c == 's') {
 			sock = optarg;
 		} else {
-			fprintf(stderr, "gfactl stat: '%s': unknown option or missing value (see "
-				"--help)\n", argv[optind - 1]);
+			fprintf(stderr,
+				"gfactl stat: '%s': unknown option or missing value (see "
+				"--help)\n",
+				argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "gfactl stat: unexpected argument '%s' (see --help)\n", argv[optind]);
+		fprintf(stderr, "gfactl stat: unexpected argument '%s' (see --help)\n",
+			argv[optind]);
 		return 2;
 	}
 	if (sock)

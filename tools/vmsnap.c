@@ -98,16 +98,20 @@ static int shape_read(const char *file, struct snap_shape *s)
 	     shape_field(o, "seed", 0, INT64_MAX, &s->seed);
 	json_object_put(o);
 	if (!ok)
-		fprintf(stderr, "gfactl vmsnap: %s: not a snapshot's shape (mem_bytes a multiple "
-			"of 2 MiB from 4 MiB, vcpus 1-64, seed)\n", path);
+		fprintf(stderr,
+			"gfactl vmsnap: %s: not a snapshot's shape (mem_bytes a multiple "
+			"of 2 MiB from 4 MiB, vcpus 1-64, seed)\n",
+			path);
 	return ok ? 0 : -1;
 }
 
 static struct gfa_vm *snap_vm(struct gfa_pool *pool, struct gfa_backing *b,
 			      const struct snap_shape *s, int restore_fd)
 {
-	struct gfa_vm_config vc = { .mem_bytes = s->mem, .vcpus = (unsigned int)s->vcpus,
-				    .kvm = GFA_VM_KVM_AUTO, .restore = restore_fd >= 0,
+	struct gfa_vm_config vc = { .mem_bytes = s->mem,
+				    .vcpus = (unsigned int)s->vcpus,
+				    .kvm = GFA_VM_KVM_AUTO,
+				    .restore = restore_fd >= 0,
 				    .restore_fd = restore_fd };
 	struct gfa_vm *vm = gfa_vm_create(pool, b, &vc);
 
@@ -179,18 +183,19 @@ static int snap_restore(const char *file)
 	t0 = now_ms();
 	vm = snap_vm(pool, b, &s, fd);
 	running = now_ms() - t0;
-	close(fd);      /* the guest holds its own */
+	close(fd); /* the guest holds its own */
 	err = vm ? gfa_vm_run(vm, GFA_KVM_TEST_VERIFY, s.seed, &bad) : -EINVAL;
 	checked = now_ms() - t0;
 	if (vm) {
 		gfa_guest_stat(gfa_vm_guest(vm), &st);
 		printf("restored %lu MiB VM from %s: ready to run in %.2f ms; its vCPUs checked all "
 		       "of it in %.0f ms: %lu mismatches%s; %lu MiB read from the file, %lu first "
-		       "touches (%lu at 2 MiB)\n", (unsigned long)(s.mem / MiB), file, running, checked,
-		       (unsigned long)bad, err ? " (the run failed)" : "",
-		       (unsigned long)(st.lazy_filled_bytes / MiB), (unsigned long)st.lazy_faults,
-		       (unsigned long)st.lazy_huge_faults);
-		printf("RESULT vmsnap restore_ms=%.3f mismatches=%lu\n", running, (unsigned long)bad);
+		       "touches (%lu at 2 MiB)\n",
+		       (unsigned long)(s.mem / MiB), file, running, checked, (unsigned long)bad,
+		       err ? " (the run failed)" : "", (unsigned long)(st.lazy_filled_bytes / MiB),
+		       (unsigned long)st.lazy_faults, (unsigned long)st.lazy_huge_faults);
+		printf("RESULT vmsnap restore_ms=%.3f mismatches=%lu\n", running,
+		       (unsigned long)bad);
 	}
 	if (vm && err)
 		fprintf(stderr, "gfactl vmsnap: the vCPUs' check failed: %s\n", strerror(-err));
@@ -213,7 +218,7 @@ int cmd_vmsnap(int argc, char **argv)
 	bool ok = true;
 	int c;
 
-	optind = 0;     /* 0, not 1: glibc then sets up again and permutes (options may
+	optind = 0; /* 0, not 1: glibc then sets up again and permutes (options may
 			 * follow save/restore and FILE; the dispatcher stopped at the command) */
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'h') {
@@ -222,7 +227,8 @@ int cmd_vmsnap(int argc, char **argv)
 		}
 		ok = ok && (c == 'm' ? parse_mib("--mem", optarg, &s.mem) :
 			    c == 'c' ? parse_u64("--vcpus", optarg, 1, 64, &s.vcpus) :
-			    c == 's' ? parse_u64("--seed", optarg, 0, INT64_MAX, &s.seed) : false);
+			    c == 's' ? parse_u64("--seed", optarg, 0, INT64_MAX, &s.seed) :
+				       false);
 	}
 	if (ok && optind + 2 == argc && !strcmp(argv[optind], "save"))
 		return snap_save(argv[optind + 1], &s);

@@ -21,10 +21,10 @@
 #include "tools/gfactl.h"
 #include "refvmm/shell.h"
 
-#define MAX_VMS 256
-#define MAX_SAMPLES 4096
+#define MAX_VMS       256
+#define MAX_SAMPLES   4096
 /* the time series of the 2 MiB share, and the VMM-internal frames churn keeps */
-#define MAX_SHARES 1024
+#define MAX_SHARES    1024
 #define MAX_UNMOVABLE 4096
 
 /* a PROT_NONE page after each baseline VM: the kernel cannot merge VMs' mappings */
@@ -39,8 +39,8 @@ struct vmstart_opts {
 
 struct samples {
 	double v[MAX_SAMPLES];
-	size_t n;               /* kept (the first MAX_SAMPLES) */
-	size_t total;           /* taken */
+	size_t n;     /* kept (the first MAX_SAMPLES) */
+	size_t total; /* taken */
 };
 
 struct run {
@@ -53,15 +53,15 @@ struct run {
 	unsigned int nr_zones;
 	struct gfa_host_return *hr;
 	struct gfa_vm *vm[MAX_VMS];
-	struct samples gfa, clean, k4k, kthp;   /* clean: starts from the clean pool */
-	struct samples kpre;            /* the kernel with gfa's head start: pre-faulted memfds */
-	struct samples restart;         /* restarts only */
+	struct samples gfa, clean, k4k, kthp; /* clean: starts from the clean pool */
+	struct samples kpre;    /* the kernel with gfa's head start: pre-faulted memfds */
+	struct samples restart; /* restarts only */
 	/* the fair baselines: the same KVM creation as a gfa start without a shell */
 	struct samples kpre_kvm, kthp_kvm, khuge_kvm;
 	struct zero_rates zr;
 	char why_no_hugetlb[160];
 	int64_t pmdpre, pmd4k, pmdthp;
-	unsigned int shells;            /* made before the timer */
+	unsigned int shells; /* made before the timer */
 	double t0;
 	FILE *csv;
 	/* time series: ms since start, huge share % */
@@ -70,7 +70,7 @@ struct run {
 	uint64_t unmovable[MAX_UNMOVABLE];
 	size_t nr_unmovable;
 	bool kvm;
-	bool too_big;                   /* refused: more than the host has available */
+	bool too_big; /* refused: more than the host has available */
 	const char *why_not_kvm;
 };
 

@@ -103,4 +103,3 @@ int vmstart_baselines(struct run *r)
 	}
 	return 0;
 }
-

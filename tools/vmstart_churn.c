@@ -38,8 +38,8 @@ static int64_t balloon_all(struct run *r, bool inflate)
 		q[n++] = (struct gfa_gpa_range){ gpa, GFA_FRAME_SIZE };
 	for (unsigned int i = 0; i < r->o.vms; i++) {
 		struct gfa_guest *g = gfa_vm_guest(r->vm[i]);
-		int64_t got = inflate ? gfa_balloon_inflate(g, q, (unsigned int)n)
-				      : gfa_balloon_deflate(g, q, (unsigned int)n);
+		int64_t got = inflate ? gfa_balloon_inflate(g, q, (unsigned int)n) :
+					gfa_balloon_deflate(g, q, (unsigned int)n);
 
 		if (got < 0) {
 			fprintf(stderr, "gfactl vmstart: VM %u: balloon %s: %s\n", i,
@@ -66,8 +66,8 @@ int vmstart_churn(struct run *r)
 		gfa_host_return_quiesce(r->hr, 30000);
 		if (!r->o.quiet)
 			printf("  round %u: balloons took %ld MiB in 4 KiB pages, host-backed now "
-			       "%ld MiB (%.0f ms to quiesce)\n", round,
-			       (long)(ballooned * 4096 / (int64_t)MiB),
+			       "%ld MiB (%.0f ms to quiesce)\n",
+			       round, (long)(ballooned * 4096 / (int64_t)MiB),
 			       (long)(vmstart_host_backed_bytes(r) / (int64_t)MiB), now_ms() - t0);
 		if (balloon_all(r, false) < 0)
 			return -1;

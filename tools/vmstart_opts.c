@@ -44,7 +44,6 @@ static void vm_help(void)
 	       default_stat_file());
 }
 
-
 static int parse_kvm(const char *v, enum gfa_vm_kvm *out)
 {
 	if (!strcmp(v, "auto"))
@@ -61,9 +60,24 @@ static int parse_kvm(const char *v, enum gfa_vm_kvm *out)
 }
 
 enum {
-	OPT_VMS = 256, OPT_VCPUS, OPT_MEM, OPT_POOL, OPT_ROUNDS, OPT_PROACTIVENESS, OPT_KVM,
-	OPT_LIBVIRT, OPT_DOMAIN, OPT_DOMAIN_XML, OPT_HOST_THP, OPT_CSV, OPT_PLOT, OPT_STAT_FILE,
-	OPT_JSON, OPT_NO_BASELINE, OPT_QUIET, OPT_LAZY,
+	OPT_VMS = 256,
+	OPT_VCPUS,
+	OPT_MEM,
+	OPT_POOL,
+	OPT_ROUNDS,
+	OPT_PROACTIVENESS,
+	OPT_KVM,
+	OPT_LIBVIRT,
+	OPT_DOMAIN,
+	OPT_DOMAIN_XML,
+	OPT_HOST_THP,
+	OPT_CSV,
+	OPT_PLOT,
+	OPT_STAT_FILE,
+	OPT_JSON,
+	OPT_NO_BASELINE,
+	OPT_QUIET,
+	OPT_LAZY,
 };
 
 static const struct option vmstart_options[] = {
@@ -93,23 +107,50 @@ static const struct option vmstart_options[] = {
 static bool apply_opt(int c, const char *v, struct vmstart_opts *o)
 {
 	switch (c) {
-	case OPT_VMS:           return parse_u64("--vms", v, 1, MAX_VMS, &o->vms);
-	case OPT_VCPUS:         return parse_u64("--vcpus", v, 1, 64, &o->vcpus);
-	case OPT_MEM:           return parse_mib("--mem", v, &o->mem);
-	case OPT_POOL:          return parse_mib("--pool", v, &o->pool);
-	case OPT_ROUNDS:        return parse_u64("--rounds", v, 0, 1000, &o->rounds);
-	case OPT_PROACTIVENESS: return parse_u64("--proactiveness", v, 0, 100, &o->proactiveness);
-	case OPT_KVM:           return !parse_kvm(v, &o->kvm);
-	case OPT_LIBVIRT:       o->libvirt = v; return true;
-	case OPT_DOMAIN:        o->domain = v; return true;
-	case OPT_DOMAIN_XML:    o->domain_xml = v; return true;
-	case OPT_CSV:           o->csv = v; return true;
-	case OPT_PLOT:          o->plot = v; return true;
-	case OPT_STAT_FILE:     o->stat_file = v; return true;
-	case OPT_JSON:          o->json = true; return true;
-	case OPT_NO_BASELINE:   o->no_baseline = true; return true;
-	case OPT_QUIET:         o->quiet = true; return true;
-	case OPT_LAZY:          o->lazy = true; return true;
+	case OPT_VMS:
+		return parse_u64("--vms", v, 1, MAX_VMS, &o->vms);
+	case OPT_VCPUS:
+		return parse_u64("--vcpus", v, 1, 64, &o->vcpus);
+	case OPT_MEM:
+		return parse_mib("--mem", v, &o->mem);
+	case OPT_POOL:
+		return parse_mib("--pool", v, &o->pool);
+	case OPT_ROUNDS:
+		return parse_u64("--rounds", v, 0, 1000, &o->rounds);
+	case OPT_PROACTIVENESS:
+		return parse_u64("--proactiveness", v, 0, 100, &o->proactiveness);
+	case OPT_KVM:
+		return !parse_kvm(v, &o->kvm);
+	case OPT_LIBVIRT:
+		o->libvirt = v;
+		return true;
+	case OPT_DOMAIN:
+		o->domain = v;
+		return true;
+	case OPT_DOMAIN_XML:
+		o->domain_xml = v;
+		return true;
+	case OPT_CSV:
+		o->csv = v;
+		return true;
+	case OPT_PLOT:
+		o->plot = v;
+		return true;
+	case OPT_STAT_FILE:
+		o->stat_file = v;
+		return true;
+	case OPT_JSON:
+		o->json = true;
+		return true;
+	case OPT_NO_BASELINE:
+		o->no_baseline = true;
+		return true;
+	case OPT_QUIET:
+		o->quiet = true;
+		return true;
+	case OPT_LAZY:
+		o->lazy = true;
+		return true;
 	case OPT_HOST_THP:
 		if (!strcmp(v, "advise") || !strcmp(v, "keep")) {
 			o->host_thp_keep = !strcmp(v, "keep");
@@ -127,9 +168,13 @@ static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
 {
 	int c;
 
-	*o = (struct vmstart_opts){ .vms = 8, .vcpus = 2, .mem = 128 * MiB, .rounds = 3,
-				    .proactiveness = 20, .stat_file = default_stat_file() };
-	optind = 1;     /* (gfactl's dispatcher may have run getopt already) */
+	*o = (struct vmstart_opts){ .vms = 8,
+				    .vcpus = 2,
+				    .mem = 128 * MiB,
+				    .rounds = 3,
+				    .proactiveness = 20,
+				    .stat_file = default_stat_file() };
+	optind = 1; /* (gfactl's dispatcher may have run getopt already) */
 	opterr = 1;
 	while ((c = getopt_long(argc, argv, "+h", vmstart_options, NULL)) != -1) {
 		if (c == 'h') {
@@ -179,13 +224,14 @@ static int apply_domain(struct vmstart_opts *o)
 	printf("domain: %s\n", line);
 	gfa_domain_format_size(spec->memory_bytes, size, sizeof(size));
 	/* in the import's own form, so each domain message names its file or domain once */
-	if (spec->memory_bytes > (16ULL << 40)) {      /* as --mem: pool sizes must not wrap */
-		fprintf(stderr, "gfactl vmstart: %s: %s: the domain's memory, %s, is more than "
+	if (spec->memory_bytes > (16ULL << 40)) { /* as --mem: pool sizes must not wrap */
+		fprintf(stderr,
+			"gfactl vmstart: %s: %s: the domain's memory, %s, is more than "
 			"the 16 TiB a VM may have here; accepted: 16 TiB at most\n",
 			spec->origin, spec->nr_cells ? "<numa>" : "<memory>", size);
 		ret = -1;
 	} else if (gfa_domain_check_pages(spec, NULL, err, sizeof(err))) {
-		fprintf(stderr, "gfactl vmstart: %s\n", err);   /* as libvirt at start */
+		fprintf(stderr, "gfactl vmstart: %s\n", err); /* as libvirt at start */
 		ret = -1;
 	}
 	if (ret) {
@@ -196,13 +242,15 @@ static int apply_domain(struct vmstart_opts *o)
 	o->vcpus = spec->vcpus > 64 ? 64 : spec->vcpus;
 	if (spec->vcpus > 64)
 		printf("domain has %u vCPUs, more than the 64 of gfactl's test VM: each VM runs "
-		       "64 vCPU threads over the domain's %s\n", spec->vcpus, size);
+		       "64 vCPU threads over the domain's %s\n",
+		       spec->vcpus, size);
 	if (spec->hugepages)
 		printf("domain asks for hugepage backing: gfa backs each 2 MiB range with an "
 		       "order-9 block (host THP / 2 MiB EPT), not hugetlbfs\n");
 	if (spec->nr_cells > 1)
 		printf("domain has %u NUMA cells: guest RAM is placed on the pool's zones; "
-		       "cells are not split across host nodes in this run\n", spec->nr_cells);
+		       "cells are not split across host nodes in this run\n",
+		       spec->nr_cells);
 	free(spec);
 	return 0;
 }
@@ -215,8 +263,8 @@ const char *vmstart_mem_source(const struct vmstart_opts *o)
 /* 32 a round (vmstart_churn.c), at most MAX_UNMOVABLE */
 uint64_t vmstart_churn_room(const struct vmstart_opts *o)
 {
-	uint64_t b = (o->rounds * 32 < MAX_UNMOVABLE ? o->rounds * 32 : MAX_UNMOVABLE) *
-		     GFA_FRAME_SIZE;
+	uint64_t b =
+		(o->rounds * 32 < MAX_UNMOVABLE ? o->rounds * 32 : MAX_UNMOVABLE) * GFA_FRAME_SIZE;
 
 	return (b + 2 * MiB - 1) & ~(2 * MiB - 1);
 }
@@ -232,9 +280,10 @@ static bool sizes_usable(const struct vmstart_opts *o)
 		return false;
 	}
 	if (o->pool && (o->pool < need || o->pool % (2 * MiB))) {
-		fprintf(stderr, "gfactl vmstart: --pool must be a multiple of 2 MiB and hold "
-			"--vms x %s and the frames churn keeps (%lu MiB)\n", vmstart_mem_source(o),
-			(unsigned long)(need / MiB));
+		fprintf(stderr,
+			"gfactl vmstart: --pool must be a multiple of 2 MiB and hold "
+			"--vms x %s and the frames churn keeps (%lu MiB)\n",
+			vmstart_mem_source(o), (unsigned long)(need / MiB));
 		return false;
 	}
 	return true;

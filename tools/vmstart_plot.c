@@ -19,8 +19,10 @@ bool vmstart_plot_usable(const char *plot)
 		return false;
 	}
 	if (system("command -v gnuplot >/dev/null 2>&1")) {
-		fprintf(stderr, "gfactl vmstart: --plot %s: gnuplot is not installed "
-			"(apt-get install gnuplot-nox)\n", plot);
+		fprintf(stderr,
+			"gfactl vmstart: --plot %s: gnuplot is not installed "
+			"(apt-get install gnuplot-nox)\n",
+			plot);
 		return false;
 	}
 	return true;
@@ -54,7 +56,8 @@ int vmstart_plot(struct run *r)
 	f = popen("gnuplot", "w");
 	ret = -1;
 	if (f) {
-		fprintf(f, "set terminal png size 1000,420; set output '%s'; "
+		fprintf(f,
+			"set terminal png size 1000,420; set output '%s'; "
 			"set multiplot layout 1,2\n"
 			"set title 'VM start latency (gfa)'; set xlabel 'start #'; "
 			"set ylabel 'ms'\n"
@@ -74,4 +77,3 @@ int vmstart_plot(struct run *r)
 	printf("plot written to %s\n", r->o.plot);
 	return 0;
 }
-

@@ -30,9 +30,11 @@ static bool fits_host(struct run *r, uint64_t pool)
 	if (!avail || need <= avail / 10 * 8)
 		return true;
 	gfa_domain_format_size(r->o.mem, mem, sizeof(mem));
-	fprintf(stderr, "gfactl vmstart: --vms %lu x %s %s needs %lu MiB (a %lu MiB "
+	fprintf(stderr,
+		"gfactl vmstart: --vms %lu x %s %s needs %lu MiB (a %lu MiB "
 		"pool%s), more than 80%% of the %lu MiB available; use fewer or smaller "
-		"VMs%s\n", (unsigned long)r->o.vms, vmstart_mem_source(&r->o), mem,
+		"VMs%s\n",
+		(unsigned long)r->o.vms, vmstart_mem_source(&r->o), mem,
 		(unsigned long)(need / MiB), (unsigned long)(pool / MiB),
 		r->o.no_baseline ? "" : ", and the kernel baselines' VMs beside it",
 		(unsigned long)(avail / MiB), r->o.no_baseline ? "" : " (or --no-baseline)");
@@ -90,7 +92,7 @@ static int zones_place(struct run *r)
 	err = gfa_numa_verify_pool(r->np, pl);
 	for (unsigned int z = 0; z < r->nr_zones; z++) {
 		gfa_numa_placement_text(&pl[z], line, sizeof(line));
-		printf("NUMA: %s", line);   /* the text ends its line */
+		printf("NUMA: %s", line); /* the text ends its line */
 	}
 	if (err)
 		fprintf(stderr, "gfactl vmstart: zones are not where they should be (%s)\n",
@@ -132,7 +134,7 @@ struct gfa_pool *vmstart_pool_setup(struct run *r)
 		r->zone_pcp[z] = gfa_pcp_create(r->pool, z);
 	r->pcp = r->zone_pcp[0];
 	printf("pool: %lu MiB in %u zone(s), memfd-backed, populated in %.0f ms (resident before "
-	       "any VM starts; not part of start latency)\n", (unsigned long)(total / MiB),
-	       gfa_pool_nr_zones(r->pool), now_ms() - t0);
+	       "any VM starts; not part of start latency)\n",
+	       (unsigned long)(total / MiB), gfa_pool_nr_zones(r->pool), now_ms() - t0);
 	return r->pool;
 }

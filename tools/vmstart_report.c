@@ -130,16 +130,18 @@ void vmstart_print_counters(struct gfa_pool *pool)
 	       "pgalloc_fallback %lu pageblock_steal %lu pgalloc_fail %lu "
 	       "(vCPU caches ordered by %s)\n",
 	       (unsigned long)v.pgalloc_blocks, (unsigned long)v.pgfree_blocks,
-	       (unsigned long)v.pcp_alloc,
-	       (unsigned long)v.pcp_free, (unsigned long)v.pgalloc_fallback,
-	       (unsigned long)v.pageblock_steal, (unsigned long)v.pgalloc_fail,
-	       gfa_pcp_sync_mode());
+	       (unsigned long)v.pcp_alloc, (unsigned long)v.pcp_free,
+	       (unsigned long)v.pgalloc_fallback, (unsigned long)v.pageblock_steal,
+	       (unsigned long)v.pgalloc_fail, gfa_pcp_sync_mode());
 }
 
 /* The strongest fair baseline: the lowest p50 of those run; its name in *name. */
 static double strongest(struct run *r, const char **name)
 {
-	struct { struct samples *s; const char *name; } b[] = {
+	struct {
+		struct samples *s;
+		const char *name;
+	} b[] = {
 		{ &r->kpre_kvm, "pre-faulted memfd + KVM" },
 		{ &r->kthp_kvm, "MADV_HUGEPAGE + KVM" },
 		{ &r->khuge_kvm, "hugetlbfs + KVM" },
@@ -186,24 +188,24 @@ static void summary_fair(struct run *r, double c50, double r50)
 		print_baseline("hugetlbfs pool + KVM:", &r->khuge_kvm, -1, 0);
 	else
 		printf("hugetlbfs pool + KVM:      not run (%s)\n", r->why_no_hugetlb);
-	printf("gfa restart (churn):       p50 %8.2f ms  p99 %8.2f ms  %s\n", r50,
-	       p99(&r->restart), starts_text(&r->restart));
+	printf("gfa restart (churn):       p50 %8.2f ms  p99 %8.2f ms  %s\n", r50, p99(&r->restart),
+	       starts_text(&r->restart));
 	printf("zeroing 128 MiB: %s %.1f GB/s vs memset %.1f GB/s (p50 of 7, interleaved): "
-	       "%.2fx (goal >= 1.8: %s)\n", r->zr.method, r->zr.zero_gbs, r->zr.memset_gbs, zratio,
-	       met(zratio >= 1.8));
+	       "%.2fx (goal >= 1.8: %s)\n",
+	       r->zr.method, r->zr.zero_gbs, r->zr.memset_gbs, zratio, met(zratio >= 1.8));
 	printf("ratios (p50, lower is better): clean start / pre-faulted+KVM %.3f (goal <= 1.0: "
 	       "%s); / pre-faulted without KVM %.3f (aim <= 1.0: %s); / strongest (%s) %.3f\n",
 	       vs_kvm, met(vs_kvm <= 1.0), vs_pre, met(vs_pre <= 1.0), sname, c50 / best);
 	printf("ratios: restart / MADV_HUGEPAGE+KVM %.3f (goal <= 0.5: %s); restart / gfa clean "
-	       "start %.3f (goal <= 1.5: %s)\n", rs_thp, met(rs_thp <= 0.5), rs_clean,
-	       met(rs_clean <= 1.5));
+	       "start %.3f (goal <= 1.5: %s)\n",
+	       rs_thp, met(rs_thp <= 0.5), rs_clean, met(rs_clean <= 1.5));
 	printf("RESULT vmstart vs_prefaulted_kvm=%.3f vs_strongest=%.3f restart_vs_kernel_thp=%.3f "
 	       "restart_vs_clean=%.3f zero_vs_memset=%.3f restart_p50_ms=%.3f "
 	       "prefaulted_kvm_p50_ms=%.3f kernel_thp_kvm_p50_ms=%.3f hugetlb_kvm_p50_ms=%.3f "
-	       "zero_gbs=%.2f memset_gbs=%.2f shells=%u kvm=%d\n", vs_kvm, c50 / best, rs_thp,
-	       rs_clean, zratio, r50, p50(&r->kpre_kvm), p50(&r->kthp_kvm),
-	       r->khuge_kvm.n ? p50(&r->khuge_kvm) : 0.0, r->zr.zero_gbs, r->zr.memset_gbs,
-	       r->shells, r->kvm);
+	       "zero_gbs=%.2f memset_gbs=%.2f shells=%u kvm=%d\n",
+	       vs_kvm, c50 / best, rs_thp, rs_clean, zratio, r50, p50(&r->kpre_kvm),
+	       p50(&r->kthp_kvm), r->khuge_kvm.n ? p50(&r->khuge_kvm) : 0.0, r->zr.zero_gbs,
+	       r->zr.memset_gbs, r->shells, r->kvm);
 }
 
 void vmstart_summary(struct run *r)
@@ -226,8 +228,8 @@ void vmstart_summary(struct run *r)
 	printf("gfa start, clean pool:    p50 %8.2f ms  p99 %8.2f ms  %s\n", c50, c99,
 	       starts_text(&r->clean));
 	printf("gfa start, all (restarts zero the frames stopped VMs left dirty):\n"
-	       "                          p50 %8.2f ms  p99 %8.2f ms  %s\n", g50, g99,
-	       starts_text(&r->gfa));
+	       "                          p50 %8.2f ms  p99 %8.2f ms  %s\n",
+	       g50, g99, starts_text(&r->gfa));
 	printf("guest RAM on 2 MiB blocks: %.1f%% (%lu of %lu ranges)\n", share,
 	       (unsigned long)huge, (unsigned long)total);
 	printf("host PMD mappings of guest windows: %ld MiB of %lu MiB\n",
@@ -236,7 +238,8 @@ void vmstart_summary(struct run *r)
 	       (long)(backed / (int64_t)MiB));
 	if (r->o.no_baseline) {
 		printf("RESULT vmstart gfa_p50_ms=%.3f gfa_p99_ms=%.3f all_p50_ms=%.3f "
-		       "huge_share=%.1f restart_p50_ms=%.3f\n", c50, c99, g50, share, r50);
+		       "huge_share=%.1f restart_p50_ms=%.3f\n",
+		       c50, c99, g50, share, r50);
 		return;
 	}
 	print_baseline("kernel 4 KiB first touch:", &r->k4k, r->pmd4k, all);
@@ -264,4 +267,3 @@ void vmstart_summary(struct run *r)
 	}
 	summary_fair(r, c50, r50 ? r50 : c50);
 }
-

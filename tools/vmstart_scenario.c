@@ -14,8 +14,11 @@ int vmstart_start_vm(struct run *r, unsigned int i, const char *phase, unsigned 
 {
 	/* VMs go round-robin over the nodes, each built from its node's zone */
 	unsigned int zone = i % r->nr_zones;
-	struct gfa_vm_config vc = { .mem_bytes = r->o.mem, .vcpus = (unsigned int)r->o.vcpus,
-				    .kvm = r->o.kvm, .zone = zone, .pcp = r->zone_pcp[zone],
+	struct gfa_vm_config vc = { .mem_bytes = r->o.mem,
+				    .vcpus = (unsigned int)r->o.vcpus,
+				    .kvm = r->o.kvm,
+				    .zone = zone,
+				    .pcp = r->zone_pcp[zone],
 				    .lazy = r->o.lazy };
 	struct gfa_guest_stat st;
 	double t0 = now_ms(), dt, create;
@@ -28,7 +31,7 @@ int vmstart_start_vm(struct run *r, unsigned int i, const char *phase, unsigned 
 	}
 	/* the first 2 MiB hold the VM's page tables and code, written at create */
 	baseline_touch((char *)gfa_guest_hva(gfa_vm_guest(r->vm[i])) + GFA_VM_RAM_START,
-		  r->o.mem - GFA_VM_RAM_START, (unsigned int)r->o.vcpus);
+		       r->o.mem - GFA_VM_RAM_START, (unsigned int)r->o.vcpus);
 	dt = now_ms() - t0;
 	vmstart_sample(&r->gfa, dt);
 	vmstart_sample(round ? &r->restart : &r->clean, dt);
@@ -37,20 +40,20 @@ int vmstart_start_vm(struct run *r, unsigned int i, const char *phase, unsigned 
 	if (r->csv)
 		fprintf(r->csv, "start,gfa,%s,%u,%u,%.3f,%.1f\n", phase, round, i, dt,
 			100.0 * (double)st.huge_ranges /
-			(double)(st.huge_ranges + st.small_ranges));
+				(double)(st.huge_ranges + st.small_ranges));
 	if (!r->o.quiet)
 		printf("  VM %2u %-8s start %7.2f ms (create %.2f)  2 MiB ranges %lu/%lu  "
-		       "zeroed %lu MiB  host PMDs %ld MiB\n", i, phase, dt, create,
-		       (unsigned long)st.huge_ranges,
+		       "zeroed %lu MiB  host PMDs %ld MiB\n",
+		       i, phase, dt, create, (unsigned long)st.huge_ranges,
 		       (unsigned long)(st.huge_ranges + st.small_ranges),
 		       (unsigned long)(st.zeroed_frames >> (20 - GFA_FRAME_SHIFT)),
 		       (long)(gfa_smaps_pmd_bytes(gfa_guest_hva(gfa_vm_guest(r->vm[i])), r->o.mem) /
 			      (int64_t)MiB));
 	if (!r->o.quiet && r->o.lazy)
 		printf("         lazy: %lu first touches (%lu at 2 MiB), %lu refused, %lu MiB "
-		       "populated\n", (unsigned long)st.lazy_faults,
-		       (unsigned long)st.lazy_huge_faults, (unsigned long)st.lazy_refused,
-		       (unsigned long)(st.populated_bytes / MiB));
+		       "populated\n",
+		       (unsigned long)st.lazy_faults, (unsigned long)st.lazy_huge_faults,
+		       (unsigned long)st.lazy_refused, (unsigned long)(st.populated_bytes / MiB));
 	return 0;
 }
 
@@ -130,8 +133,8 @@ static void make_shells(struct run *r)
 	}
 	r->shells = (unsigned int)n;
 	printf("VM shells: %d made in %.1f ms (KVM VM, %lu vCPUs, memslot on the window each; "
-	       "before any VM starts, not part of start latency)\n", n, now_ms() - t0,
-	       (unsigned long)r->o.vcpus);
+	       "before any VM starts, not part of start latency)\n",
+	       n, now_ms() - t0, (unsigned long)r->o.vcpus);
 }
 
 /* The pool, its first snapshot, background compaction and the shells: all before a timer. */
@@ -140,7 +143,7 @@ static int setup(struct run *r)
 	hostfacts_shmem_thp_advise(r->o.host_thp_keep);
 	hostfacts_print(r->o.kvm);
 	if (!vmstart_pool_setup(r))
-		return r->too_big ? -2 : -1;   /* too big for this host: exit 2, as bad usage */
+		return r->too_big ? -2 : -1; /* too big for this host: exit 2, as bad usage */
 	/* the first snapshot now: a --stat-file that cannot be written is an error */
 	if (vmstart_stat_snapshot(r, "created"))
 		return -1;
@@ -190,9 +193,9 @@ static void print_after(struct run *r)
 	gfa_host_return_stat(r->hr, &st);
 	printf("host return: %lu MiB released, %lu MiB populated again, %lu MiB failed, "
 	       "%lu passes, %lu frames taken back from idle vCPU caches\n",
-	       (unsigned long)(st.bytes_released / MiB),
-	       (unsigned long)(st.bytes_populated / MiB), (unsigned long)(st.bytes_failed / MiB),
-	       (unsigned long)st.passes, (unsigned long)st.pcp_frames_drained);
+	       (unsigned long)(st.bytes_released / MiB), (unsigned long)(st.bytes_populated / MiB),
+	       (unsigned long)(st.bytes_failed / MiB), (unsigned long)st.passes,
+	       (unsigned long)st.pcp_frames_drained);
 }
 
 int vmstart_scenario(struct run *r)
@@ -202,7 +205,8 @@ int vmstart_scenario(struct run *r)
 	if (err || start_all(r) || start_host_return(r))
 		return err ? err : -1;
 	printf("churn: %lu rounds of balloon inflate/deflate and stopping and restarting half "
-	       "the VMs\n", (unsigned long)r->o.rounds);
+	       "the VMs\n",
+	       (unsigned long)r->o.rounds);
 	if (vmstart_churn(r))
 		return -1;
 	gfa_host_return_quiesce(r->hr, 30000);
@@ -242,4 +246,3 @@ void vmstart_teardown(struct run *r)
 	gfa_backing_destroy(r->b);
 	gfa_pool_destroy(r->pool);
 }
-

@@ -20,7 +20,7 @@
 #include "backing_internal.h"
 #include "allocator/layers.h"
 
-#ifndef MFD_HUGE_2MB            /* linux/memfd.h's, which clashes with sys/mman.h */
+#ifndef MFD_HUGE_2MB /* linux/memfd.h's, which clashes with sys/mman.h */
 #define MFD_HUGE_2MB (21U << 26)
 #endif
 
@@ -39,21 +39,21 @@ struct gfa_backing {
 	void *reserve[GFA_MAX_ZONES];   /* what to munmap (aligned mapping inside) */
 	size_t reserve_len[GFA_MAX_ZONES];
 	uint64_t nr_pfns;
-	_Atomic uint64_t *dirty;        /* one bit per pool pfn */
+	_Atomic uint64_t *dirty; /* one bit per pool pfn */
 	_Atomic uint64_t nr_dirty;
 	struct gfa_host_return *_Atomic hr;
-	backing_kick_fn hr_kick;        /* (hr_lock) what kicks hr */
-	pthread_mutex_t hr_lock;        /* a kick through the backing against detach */
-	bool moved_fn_set;              /* our backing_moved() is the pool's moved hook */
-	bool no_zero_on_stop;           /* cfg->no_zero_on_stop: no worker */
-	bool hugetlb;                   /* cfg->hugetlb: 2 MiB pages */
-	bool no_balloon_punch;          /* cfg->no_balloon_punch */
-	pthread_mutex_t worker_lock;    /* starting the worker */
-	void *_Atomic worker;           /* the background zeroer, once a guest stopped */
+	backing_kick_fn hr_kick;     /* (hr_lock) what kicks hr */
+	pthread_mutex_t hr_lock;     /* a kick through the backing against detach */
+	bool moved_fn_set;           /* our backing_moved() is the pool's moved hook */
+	bool no_zero_on_stop;        /* cfg->no_zero_on_stop: no worker */
+	bool hugetlb;                /* cfg->hugetlb: 2 MiB pages */
+	bool no_balloon_punch;       /* cfg->no_balloon_punch */
+	pthread_mutex_t worker_lock; /* starting the worker */
+	void *_Atomic worker;        /* the background zeroer, once a guest stopped */
 	backing_worker_stop_fn worker_stop;
-	_Atomic(backing_move_wait_fn) move_wait;        /* a reporter's */
-	bool released_fn_set;           /* and backing_released() its released hook */
-	const struct backing_lease_ops *lease_ops;     /* a host pool client's (or NULL) */
+	_Atomic(backing_move_wait_fn) move_wait;   /* a reporter's */
+	bool released_fn_set;                      /* and backing_released() its released hook */
+	const struct backing_lease_ops *lease_ops; /* a host pool client's (or NULL) */
 	void *lease_ctx;
 };
 
@@ -88,7 +88,7 @@ static void backing_moved(void *ctx, uint64_t pfn, unsigned int order)
 	backing_move_wait_fn wait = atomic_load(&b->move_wait);
 
 	if (wait)
-		wait(b, pfn, order);    /* a report's punch lands before the free */
+		wait(b, pfn, order); /* a report's punch lands before the free */
 	mark_data_dirty(b, pfn, 1UL << order);
 }
 
@@ -119,7 +119,7 @@ static int backing_zone_fd(struct gfa_backing *b, unsigned int z,
 	struct stat st;
 
 	if (adopt >= 0) {
-		b->fd[z] = adopt;       /* ours now, closed at destroy */
+		b->fd[z] = adopt; /* ours now, closed at destroy */
 		if (fstat(adopt, &st))
 			return -errno;
 		return (uint64_t)st.st_size < b->size[z] ? -EINVAL : 0;
@@ -127,8 +127,8 @@ static int backing_zone_fd(struct gfa_backing *b, unsigned int z,
 	snprintf(name, sizeof(name), "gfa-zone%u", z);
 	/* 2 MiB pages named: MFD_HUGETLB alone takes the host's default size, 1 GiB on a
 	 * host booted with default_hugepagesz=1G */
-	b->fd[z] = memfd_create(name, MFD_CLOEXEC |
-				(cfg->hugetlb ? MFD_HUGETLB | MFD_HUGE_2MB : 0));
+	b->fd[z] =
+		memfd_create(name, MFD_CLOEXEC | (cfg->hugetlb ? MFD_HUGETLB | MFD_HUGE_2MB : 0));
 	if (b->fd[z] < 0)
 		return -errno;
 	if (ftruncate(b->fd[z], (off_t)b->size[z]))
@@ -166,14 +166,14 @@ static int backing_check_config(const struct gfa_backing_config *cfg)
 	if (cfg->hugetlb_page_bytes && !cfg->hugetlb)
 		return -EINVAL;
 	if (cfg->hugetlb_page_bytes == 1U << 30)
-		return -EOPNOTSUPP;     /* 2 MiB blocks cannot be mapped from 1 GiB pages */
+		return -EOPNOTSUPP; /* 2 MiB blocks cannot be mapped from 1 GiB pages */
 	if (cfg->hugetlb_page_bytes && cfg->hugetlb_page_bytes != HUGE_2M)
 		return -EINVAL;
 	return 0;
 }
 
 static struct gfa_backing *backing_create(struct gfa_pool *pool,
-					 const struct gfa_backing_config *cfg, const int *adopt)
+					  const struct gfa_backing_config *cfg, const int *adopt)
 {
 	static const struct gfa_backing_config defaults;
 	struct gfa_backing *b;
@@ -266,7 +266,7 @@ void gfa_backing_destroy(struct gfa_backing *b)
 {
 	if (!b)
 		return;
-	if (atomic_load(&b->worker))    /* before the mappings it works on go */
+	if (atomic_load(&b->worker)) /* before the mappings it works on go */
 		b->worker_stop(atomic_load(&b->worker));
 	if (b->moved_fn_set)
 		pool_set_moved_fn(b->pool, NULL, NULL);
@@ -307,8 +307,8 @@ static uint64_t dirty_update(struct gfa_backing *b, uint64_t pfn, uint64_t n, bo
 		uint64_t bit = pfn & 63, take = 64 - bit < n ? 64 - bit : n;
 		/* (take is at most 64: >= only tells the analyzer the shift is defined) */
 		uint64_t mask = (take >= 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
-		uint64_t old = set ? atomic_fetch_or(&b->dirty[pfn / 64], mask)
-				   : atomic_fetch_and(&b->dirty[pfn / 64], ~mask);
+		uint64_t old = set ? atomic_fetch_or(&b->dirty[pfn / 64], mask) :
+				     atomic_fetch_and(&b->dirty[pfn / 64], ~mask);
 
 		changed += (uint64_t)__builtin_popcountll(set ? ~old & mask : old & mask);
 		pfn += take;
@@ -348,8 +348,7 @@ static bool backing_range_ok(const struct gfa_backing *b, uint64_t pfn, unsigned
  * The first frame at or after pfn (< end) that zone z's memfd holds data for, rounded
  * down to whole frames; end if none before end; -1 when the memfd cannot tell.
  */
-static int64_t next_data(const struct gfa_backing *b, unsigned int z, uint64_t pfn,
-			 uint64_t end)
+static int64_t next_data(const struct gfa_backing *b, unsigned int z, uint64_t pfn, uint64_t end)
 {
 	off_t at = lseek(b->fd[z], (off_t)((pfn - b->zstart[z]) << GFA_FRAME_SHIFT), SEEK_DATA);
 	uint64_t f;
@@ -415,8 +414,7 @@ static void chunk_runs(struct gfa_backing *b, unsigned int z, uint64_t pfn, uint
  * hugetlbfs memfd without SEEK_DATA, any error) the rest is data: the safe answer.  The
  * fd is shared, but only lseek's return value is used, never the file position.
  */
-void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_fn fn,
-		  void *ctx)
+void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_fn fn, void *ctx)
 {
 	unsigned int z = backing_zone_of(b, pfn);
 
@@ -430,8 +428,7 @@ void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_
 }
 
 /* backing_runs: what the memfd holds is an owner's data; a hole reads zero */
-static void mark_data_run(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data,
-			  void *ctx)
+static void mark_data_run(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data, void *ctx)
 {
 	(void)ctx;
 	if (data)
@@ -551,14 +548,13 @@ int64_t backing_prepare_range(struct gfa_backing *b, uint64_t pfn, uint64_t nr)
 }
 
 /* backing_runs over the target inside a hole of the source: it must read zero there */
-static void zero_target_run(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data,
-			    void *ctx)
+static void zero_target_run(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data, void *ctx)
 {
 	(void)ctx;
 	/* a dirty frame holds an old owner's data, a clean one zero; a hole reads zero
 	 * whatever its mark says, and zeroing it would only fault it in */
-	atomic_fetch_sub(&b->nr_dirty, data ? zero_dirty_range(b, pfn, nr)
-					    : dirty_update(b, pfn, nr, false));
+	atomic_fetch_sub(&b->nr_dirty,
+			 data ? zero_dirty_range(b, pfn, nr) : dirty_update(b, pfn, nr, false));
 }
 
 struct block_copy {
@@ -566,8 +562,7 @@ struct block_copy {
 };
 
 /* backing_runs over the source: its data is copied, its holes read zero at the target */
-static void copy_source_run(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data,
-			    void *ctx)
+static void copy_source_run(struct gfa_backing *b, uint64_t pfn, uint64_t nr, bool data, void *ctx)
 {
 	const struct block_copy *c = ctx;
 	uint64_t to = c->dst + (pfn - c->src);
@@ -689,9 +684,9 @@ int backing_punch_block(struct gfa_backing *b, uint64_t pfn, unsigned int order)
 	int fd;
 
 	if (b->no_balloon_punch || atomic_load(&b->hr))
-		return -EAGAIN;         /* the host return's to release, or nobody's */
+		return -EAGAIN; /* the host return's to release, or nobody's */
 	if (b->hugetlb && order < GFA_PAGEBLOCK_ORDER)
-		return -EINVAL;         /* hugetlbfs punches whole pages only */
+		return -EINVAL; /* hugetlbfs punches whole pages only */
 	if (gfa_pfn_to_fd(b->pool, pfn, &fd, &off))
 		return -EINVAL;
 	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
@@ -721,19 +716,19 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
 	/* another pool's cache would hand out its frames, and we would zero ours */
 	if (pcp && gfa_pcp_pool(pcp) != b->pool)
 		return pool_count_error(b->pool, GFA_EINVAL);
-	pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, owner, aflags)
-		  : gfa_alloc(b->pool, zone, order, mt, owner, aflags);
+	pfn = pcp ? gfa_pcp_alloc(pcp, order, mt, owner, aflags) :
+		    gfa_alloc(b->pool, zone, order, mt, owner, aflags);
 	if (pfn >= 0 && (flags & GFA_BACKING_ZERO))
 		gfa_backing_prepare(b, (uint64_t)pfn, order);
 	return pfn;
 }
 
-int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
-		     unsigned int order, uint64_t owner)
+int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn, unsigned int order,
+		     uint64_t owner)
 {
 	if (!b)
 		return GFA_EFAULT;
-	if (pcp && gfa_pcp_pool(pcp) != b->pool)     /* its free would mark ours dirty */
+	if (pcp && gfa_pcp_pool(pcp) != b->pool) /* its free would mark ours dirty */
 		return pool_count_error(b->pool, GFA_EINVAL);
 	/*
 	 * Dirty before the free: once freed, another thread may allocate the block and
@@ -776,7 +771,7 @@ static uint64_t dirty_bits(const struct gfa_backing *b, uint64_t pfn, uint64_t n
 struct free_walk {
 	const struct gfa_backing *b;
 	uint64_t free, released, dirty;
-	uint64_t released_dirty, first_bad;     /* broken: a released frame marked dirty */
+	uint64_t released_dirty, first_bad; /* broken: a released frame marked dirty */
 };
 
 static void free_walk_run(void *ctx, uint64_t pfn, uint64_t nr, bool released)
@@ -823,7 +818,7 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone,
 	if (err)
 		return err;
 	/* released frames are clean, whatever a (broken) mark says: counted once */
-	memset(st, 0, sizeof(*st));     /* the reserved words too */
+	memset(st, 0, sizeof(*st)); /* the reserved words too */
 	st->free_released = w.released;
 	st->free_dirty = w.dirty;
 	st->free_clean = w.free - w.released - w.dirty;
@@ -862,9 +857,10 @@ int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen)
 			return -EUCLEAN;
 		}
 		if (w.free != zs.nr_free || w.released != zs.nr_released) {
-			snprintf(msg, msglen, "zone %u: free frames %lu (released %lu) by their "
-				 "states, %lu (%lu) by the zone's counters", z,
-				 (unsigned long)w.free, (unsigned long)w.released,
+			snprintf(msg, msglen,
+				 "zone %u: free frames %lu (released %lu) by their "
+				 "states, %lu (%lu) by the zone's counters",
+				 z, (unsigned long)w.free, (unsigned long)w.released,
 				 (unsigned long)zs.nr_free, (unsigned long)zs.nr_released);
 			return -EUCLEAN;
 		}
@@ -885,8 +881,8 @@ bool gfa_backing_block_dirty(const struct gfa_backing *b, uint64_t pfn, unsigned
 		return false;
 	for (uint64_t p = pfn; p < pfn + (1UL << order); p += 64 - (p & 63)) {
 		uint64_t word = atomic_load(&((struct gfa_backing *)b)->dirty[p / 64]);
-		uint64_t n = 64 - (p & 63) < pfn + (1UL << order) - p ? 64 - (p & 63)
-								     : pfn + (1UL << order) - p;
+		uint64_t n = 64 - (p & 63) < pfn + (1UL << order) - p ? 64 - (p & 63) :
+									pfn + (1UL << order) - p;
 		uint64_t mask = (n == 64 ? ~0ULL : ((1ULL << n) - 1)) << (p & 63);
 
 		if (word & mask)

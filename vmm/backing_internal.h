@@ -44,8 +44,7 @@ typedef void (*backing_run_fn)(struct gfa_backing *b, uint64_t pfn, uint64_t nr,
 			       void *ctx);
 /* fn on each run of [pfn, pfn + nr) (one zone) by what its memfd holds: data, or a hole
  * (reads zero); where the memfd cannot tell, data. */
-void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_fn fn,
-		  void *ctx);
+void backing_runs(struct gfa_backing *b, uint64_t pfn, uint64_t nr, backing_run_fn fn, void *ctx);
 
 /*
  * The backing's worker: a thread of a layer above that works on b's frames (the zeroer,

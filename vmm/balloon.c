@@ -78,10 +78,9 @@ static int split_around(struct gfa_guest *g, uint64_t head, uint64_t lo, uint64_
 		return err;
 	/* order-0 pieces: simple, and a balloon page is 4 KiB anyway */
 	/* lock kept: a mover only tries it (guest_migrate), refuses and puts back */
-	while ((err = gfa_block_split(g->pool, guest_pfn(g, head), order, g->id, 0)) ==
-	       GFA_EBUSY)
+	while ((err = gfa_block_split(g->pool, guest_pfn(g, head), order, g->id, 0)) == GFA_EBUSY)
 		sched_yield();
-	GFA_BUG_ON(err);        /* the guest's own block: any other refusal is gfa's bug */
+	GFA_BUG_ON(err); /* the guest's own block: any other refusal is gfa's bug */
 	guest_record_split(g, head, order);
 	return 0;
 }
@@ -94,7 +93,7 @@ static int split_around(struct gfa_guest *g, uint64_t head, uint64_t lo, uint64_
 static int unmap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 {
 	if (hi > lo && g->lazy)
-		return guest_placeholder(g, lo, hi);    /* lazy again: the next touch takes
+		return guest_placeholder(g, lo, hi); /* lazy again: the next touch takes
 							 * a fresh zeroed block */
 	if (hi > lo &&
 	    mmap(g->win + (lo << GFA_FRAME_SHIFT), (hi - lo) << GFA_FRAME_SHIFT,
@@ -118,9 +117,9 @@ static uint64_t remap_window(struct gfa_guest *g, uint64_t lo, uint64_t hi)
 	for (uint64_t gfn = lo, n; gfn < hi; gfn += n) {
 		unsigned int order = guest_order(g, gfn);
 
-		n = guest_block_frames(g, gfn);  /* (before a release makes each gfn a hole) */
-		if (guest_pfn(g, gfn) == NO_PFN || !guest_map(g, gfn, guest_pfn(g, gfn),
-							      (unsigned int)order))
+		n = guest_block_frames(g, gfn); /* (before a release makes each gfn a hole) */
+		if (guest_pfn(g, gfn) == NO_PFN ||
+		    !guest_map(g, gfn, guest_pfn(g, gfn), (unsigned int)order))
 			continue;
 		fprintf(stderr, "gfa: balloon: cannot map gfn %lu back (%s): ballooned\n",
 			(unsigned long)gfn, strerror(errno));
@@ -179,8 +178,8 @@ static int discard_range(struct gfa_guest *g, uint64_t lo, uint64_t hi, uint64_t
 /* How long deflate waits for frames in flight to the host before GFA_ENOMEM. */
 #define DEFLATE_WAIT_MS 2000
 
-#define RANGE_LO(r)     ((r)->gpa >> GFA_FRAME_SHIFT)
-#define RANGE_HI(r)     (((r)->gpa + (r)->len) >> GFA_FRAME_SHIFT)
+#define RANGE_LO(r) ((r)->gpa >> GFA_FRAME_SHIFT)
+#define RANGE_HI(r) (((r)->gpa + (r)->len) >> GFA_FRAME_SHIFT)
 
 /*
  * Take the frames of ranges r[0..n) from the guest.  Every window is unmapped before
@@ -235,7 +234,7 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	err = g->lazy ? 0 : check_state(g, m, k, true);
 	for (unsigned int i = 0; !err && i < k; i++)
 		if (guest_span_pinned(g, m[i].gpa, m[i].len))
-			err = -EBUSY;   /* a device may write it behind the page tables */
+			err = -EBUSY; /* a device may write it behind the page tables */
 	if (!err && !g->lazy)
 		err = inflate_ranges(g, m, k, &taken);
 	/* (counted whole: deflate gives the whole range back) */
@@ -249,7 +248,7 @@ int64_t gfa_balloon_inflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	if (err)
 		return err;
 	gfa_backing_kick_host_return(g->b);
-	backing_lease_trim(g->b);       /* a host pool client gives whole blocks back */
+	backing_lease_trim(g->b); /* a host pool client gives whole blocks back */
 	return (int64_t)taken;
 }
 
@@ -267,10 +266,11 @@ static int deflate_range(struct gfa_guest *g, uint64_t lo, uint64_t hi, uint64_t
 			order--;
 		/* largest first; only the last resort (order 0) may compact */
 		while ((err = guest_take(g, NULL, gfn, order, order ? GFA_ALLOC_NOCOMPACT : 0,
-					 true)) && order)
+					 true)) &&
+		       order)
 			order--;
 		if (err) {
-			if (unmap_window(g, lo, gfn))   /* before the frees, as in inflate */
+			if (unmap_window(g, lo, gfn)) /* before the frees, as in inflate */
 				*kept += gfn - lo;
 			else
 				release_range(g, lo, gfn);
@@ -334,7 +334,7 @@ static int64_t deflate_rebased(struct gfa_guest *g, const struct gfa_gpa_range *
 			kept += given - taken;
 		given = 0;
 	}
-	GFA_BUG_ON(g->st.ballooned_frames < given + kept);     /* never below 0 */
+	GFA_BUG_ON(g->st.ballooned_frames < given + kept); /* never below 0 */
 	g->st.ballooned_frames -= given + kept;
 	pthread_mutex_unlock(&g->lock);
 	return err ? err : (int64_t)given;
@@ -406,21 +406,21 @@ static int64_t balloon_each(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 	if (!r || !res)
 		return pool_count_error(g->pool, GFA_EFAULT);
 	for (unsigned int i = 0; i < n; i++) {
-		res[i] = deflate ? gfa_balloon_deflate(g, &r[i], 1)
-				 : gfa_balloon_inflate(g, &r[i], 1);
+		res[i] = deflate ? gfa_balloon_deflate(g, &r[i], 1) :
+				   gfa_balloon_inflate(g, &r[i], 1);
 		total += res[i] > 0 ? res[i] : 0;
 	}
 	return total;
 }
 
-int64_t gfa_balloon_inflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r,
-				 unsigned int n, int64_t *res)
+int64_t gfa_balloon_inflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n,
+				 int64_t *res)
 {
 	return balloon_each(g, r, n, res, false);
 }
 
-int64_t gfa_balloon_deflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r,
-				 unsigned int n, int64_t *res)
+int64_t gfa_balloon_deflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n,
+				 int64_t *res)
 {
 	return balloon_each(g, r, n, res, true);
 }

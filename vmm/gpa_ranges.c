@@ -12,8 +12,8 @@ int gpa_range_cmp(const void *a, const void *b)
 	return x->gpa < y->gpa ? -1 : x->gpa > y->gpa;
 }
 
-bool gpa_range_inside(const struct gfa_gpa_range *regions, unsigned int nr_regions,
-		      uint64_t gpa, uint64_t len)
+bool gpa_range_inside(const struct gfa_gpa_range *regions, unsigned int nr_regions, uint64_t gpa,
+		      uint64_t len)
 {
 	unsigned int lo = 0, hi = nr_regions;
 

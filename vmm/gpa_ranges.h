@@ -9,8 +9,8 @@
 /* Order of two ranges by their start (qsort). */
 int gpa_range_cmp(const void *a, const void *b);
 /* Does [gpa, gpa + len) (len > 0) lie inside one of the sorted, disjoint regions? */
-bool gpa_range_inside(const struct gfa_gpa_range *regions, unsigned int nr_regions,
-		      uint64_t gpa, uint64_t len);
+bool gpa_range_inside(const struct gfa_gpa_range *regions, unsigned int nr_regions, uint64_t gpa,
+		      uint64_t len);
 /*
  * Every range 4 KiB aligned and not empty (-EINVAL), inside one of the sorted, disjoint
  * regions (-ERANGE), and no two overlapping (-ENOTUNIQ); -ENOMEM when no copy can be

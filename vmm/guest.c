@@ -32,8 +32,7 @@ static _Atomic uint64_t next_guest_id = 1ULL << 40;
  * Map nr frames from pfn (contiguous in the zone's memfd) into the window at gfn, with
  * MADV_HUGEPAGE when they are order-9 blocks.
  */
-static int guest_map_frames(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, uint64_t nr,
-			    bool huge)
+static int guest_map_frames(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, uint64_t nr, bool huge)
 {
 	int fd;
 	uint64_t off;
@@ -41,8 +40,8 @@ static int guest_map_frames(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, uin
 
 	if (err)
 		return err;
-	if (mmap(g->win + (gfn << GFA_FRAME_SHIFT), nr << GFA_FRAME_SHIFT,
-		 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
+	if (mmap(g->win + (gfn << GFA_FRAME_SHIFT), nr << GFA_FRAME_SHIFT, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
 		return -errno;
 	/*
 	 * A new mapping has no VM_HUGEPAGE: with shmem_enabled=advise a 2 MiB block whose
@@ -105,7 +104,7 @@ void guest_record(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, unsigned int 
 	GFA_BUG_ON(order > GFA_MAX_ORDER || ((gfn | pfn) & ((1UL << order) - 1)));
 	GFA_BUG_ON(gfn + (1UL << order) > g->nr_frames);
 	if (order >= GFA_PAGEBLOCK_ORDER) {
-		free(r->d);             /* one block again: the detail says nothing more */
+		free(r->d); /* one block again: the detail says nothing more */
 		r->d = NULL;
 		r->pfn = pfn;
 		return;
@@ -135,7 +134,7 @@ static void guest_clear(struct gfa_guest *g, uint64_t gfn, unsigned int order)
 	struct guest_range *r = gfn_range(g, gfn);
 	unsigned int off = (unsigned int)(gfn % RANGE_FRAMES);
 
-	GFA_BUG_ON(order < GFA_PAGEBLOCK_ORDER && !r->d);  /* a small block has the detail */
+	GFA_BUG_ON(order < GFA_PAGEBLOCK_ORDER && !r->d); /* a small block has the detail */
 	if (order >= GFA_PAGEBLOCK_ORDER) {
 		free(r->d);
 		r->d = NULL;
@@ -157,13 +156,13 @@ static int64_t guest_alloc(struct gfa_guest *g, struct gfa_pcp *pcp, unsigned in
 	 * the movable ones compaction empties */
 	enum gfa_migratetype mt = g->pinned ? GFA_MT_UNMOVABLE : GFA_MT_MOVABLE;
 
-	return pcp ? gfa_pcp_alloc(pcp, order, mt, g->id, flags)
-		   : gfa_alloc(g->pool, g->zone, order, mt, g->id, flags);
+	return pcp ? gfa_pcp_alloc(pcp, order, mt, g->id, flags) :
+		     gfa_alloc(g->pool, g->zone, order, mt, g->id, flags);
 }
 
 /* Take one block for the guest: zeroed where dirty, indexed, (map) mapped. */
-int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn,
-	       unsigned int order, unsigned int flags, bool map)
+int guest_take(struct gfa_guest *g, struct gfa_pcp *pcp, uint64_t gfn, unsigned int order,
+	       unsigned int flags, bool map)
 {
 	int64_t pfn, zeroed;
 	int err = order < GFA_PAGEBLOCK_ORDER ? guest_range_split(g, gfn) : 0;
@@ -228,7 +227,8 @@ static int guest_map_runs(struct gfa_guest *g)
 			int err = guest_map_frames(g, run_gfn, run_pfn, run_n, run_huge);
 
 			if (err) {
-				fprintf(stderr, "gfa: guest of %lu MiB: mapping its window failed "
+				fprintf(stderr,
+					"gfa: guest of %lu MiB: mapping its window failed "
 					"after %lu mappings (%s): it needs one mapping per run of "
 					"contiguous blocks and a process may have at most "
 					"vm.max_map_count (%ld) mappings\n",
@@ -242,7 +242,7 @@ static int guest_map_runs(struct gfa_guest *g)
 		}
 		if (last)
 			break;
-		if (pfn == NO_PFN) {            /* a hole between regions */
+		if (pfn == NO_PFN) { /* a hole between regions */
 			gfn++;
 			continue;
 		}
@@ -301,16 +301,17 @@ static void guest_free_block(struct gfa_guest *g, uint64_t gfn, enum guest_free 
 	uint64_t pfn = guest_pfn(g, gfn);
 	int err;
 
-	GFA_BUG_ON(pfn == NO_PFN);      /* the head of a block the guest holds */
+	GFA_BUG_ON(pfn == NO_PFN); /* the head of a block the guest holds */
 	guest_clear(g, gfn, order);
 	/* dirty before the free: the next owner must zero what this guest wrote */
 	if (how != GUEST_FREE_PUNCHED)
 		gfa_backing_mark_dirty(g->b, pfn, order);
-	while ((err = how == GUEST_FREE_HOT ? gfa_free(g->pool, pfn, order, g->id) :
+	while ((err = how == GUEST_FREE_HOT  ? gfa_free(g->pool, pfn, order, g->id) :
 		      how == GUEST_FREE_COLD ? pool_free_cold(g->pool, pfn, order, g->id) :
-		      pool_free_released(g->pool, pfn, order, g->id)) == GFA_EBUSY)
+					       pool_free_released(g->pool, pfn, order, g->id)) ==
+	       GFA_EBUSY)
 		sched_yield();
-	GFA_BUG_ON(err);        /* the guest's own block: any other refusal is gfa's bug */
+	GFA_BUG_ON(err); /* the guest's own block: any other refusal is gfa's bug */
 }
 
 int guest_lock_any_thread(struct gfa_guest *g)
@@ -350,7 +351,7 @@ static int guest_reserve(struct gfa_guest *g, void *window)
 	char *r;
 
 	if (window) {
-		g->win = window;        /* the caller's: it stays reserved after us */
+		g->win = window; /* the caller's: it stays reserved after us */
 		return 0;
 	}
 	r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -392,16 +393,16 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 	if ((span >> GFA_FRAME_SHIFT) > UINT32_MAX)
 		return EINVAL;
 	if (cfg->vcpu_ops && (!cfg->vcpu_ops->pause || !cfg->vcpu_ops->resume))
-		return EINVAL;          /* a pause without its resume would stop them for good */
+		return EINVAL; /* a pause without its resume would stop them for good */
 	if (!GFA_RESERVED_ZERO(cfg) ||
 	    (cfg->flags & ~(GFA_GUEST_PINNED | GFA_GUEST_LAZY | GFA_GUEST_WP_ONLY)))
 		return EINVAL;
 	if ((cfg->flags & GFA_GUEST_WP_ONLY) && cfg->vcpu_ops)
-		return EINVAL;          /* ops that would never be called */
+		return EINVAL; /* ops that would never be called */
 	if (guest_check_lazy(cfg))
 		return EINVAL;
 	if ((uintptr_t)cfg->window % RANGE_BYTES)
-		return EINVAL;          /* order-9 blocks need 2 MiB aligned addresses */
+		return EINVAL; /* order-9 blocks need 2 MiB aligned addresses */
 	if (cfg->zone >= gfa_pool_nr_zones(pool))
 		return ERANGE;
 	/* the frames come from cfg->zone of pool: another zone's or pool's cache would
@@ -409,9 +410,8 @@ static int guest_check_config(struct gfa_pool *pool, struct gfa_backing *b,
 	if (cfg->pcp &&
 	    (gfa_pcp_pool(cfg->pcp) != pool || gfa_pcp_zone(cfg->pcp) != (int)cfg->zone))
 		return EINVAL;
-	if (gfa_zone_span(pool, cfg->zone, &start, &nr) ||
-	    gfa_pfn_to_fd(pool, start, &fd, &off))
-		return ENODEV;          /* the pool has no backing */
+	if (gfa_zone_span(pool, cfg->zone, &start, &nr) || gfa_pfn_to_fd(pool, start, &fd, &off))
+		return ENODEV; /* the pool has no backing */
 	/* b must be this pool's backing (its dirty marks and zeroing go by pfn); one
 	 * without the zone at all is another pool's too */
 	if (fd != gfa_backing_zone_fd(b, cfg->zone))
@@ -434,9 +434,11 @@ static void guest_open_uffd(struct gfa_guest *g)
 	g->wp = !err;
 	g->st.wp_errno = -err;
 	if (err && !atomic_flag_test_and_set(&said))
-		fprintf(stderr, "gfa: moves pause the vCPUs instead of write-protecting the "
+		fprintf(stderr,
+			"gfa: moves pause the vCPUs instead of write-protecting the "
 			"block they move (%s: %s); the vCPU ops' pause must then stop every "
-			"thread that writes guest RAM\n", uffd_why(err), strerror(-err));
+			"thread that writes guest RAM\n",
+			uffd_why(err), strerror(-err));
 }
 
 /* Frames the 2 MiB ranges some region touches take. */
@@ -504,15 +506,15 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	}
 	if (!err) {
 		err = gfa_owner_register(pool, g->id, &guest_owner_ops, g);
-		g->registered = !err;   /* -EEXIST: the id is another guest's, leave it */
+		g->registered = !err; /* -EEXIST: the id is another guest's, leave it */
 	}
 	/* a host pool client's pool holds only its leases: ask for the frames first */
 	if (!err && !g->lazy)
 		err = backing_lease_want(b, g->zone, guest_backed_frames(g));
 	pthread_mutex_lock(&g->lock);
-	zero_worker_defer(b);  /* the start has the CPUs, not the zeroer */
+	zero_worker_defer(b); /* the start has the CPUs, not the zeroer */
 	if (!err && g->lazy)
-		err = guest_lazy_init(g, cfg);  /* no frame now: each at its first touch */
+		err = guest_lazy_init(g, cfg); /* no frame now: each at its first touch */
 	/* every block first, then the window in runs: a move meanwhile maps its own */
 	for (uint64_t gfn = 0; !err && !g->lazy && gfn < g->nr_frames; gfn += RANGE_FRAMES)
 		if (!guest_range_absent(g, gfn))
@@ -520,7 +522,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	if (!err && !g->lazy)
 		err = guest_map_runs(g);
 	g->st.window_mappings = g->nr_mappings;
-	zero_worker_defer(b);  /* (and its vCPUs' first touch) */
+	zero_worker_defer(b); /* (and its vCPUs' first touch) */
 	pthread_mutex_unlock(&g->lock);
 	if (err) {
 		gfa_guest_destroy(g);
@@ -538,8 +540,8 @@ static int guest_unmap_window(struct gfa_guest *g)
 {
 	char *end;
 
-	if (mmap(g->win, g->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
-		 MAP_NORESERVE, -1, 0) != MAP_FAILED)
+	if (mmap(g->win, g->size, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED)
 		return 0;
 	if (!g->reserve) {
 		/* the caller's window: no frame may stay mapped; the caller keeps a hole */
@@ -602,21 +604,21 @@ void gfa_guest_destroy(struct gfa_guest *g)
 	if (!g)
 		return;
 	if (g->lazy)
-		guest_lazy_stop(g);     /* no first touch is served from now on */
+		guest_lazy_stop(g); /* no first touch is served from now on */
 	pthread_mutex_lock(&g->lock);
 	/* the window maps no frame before the frames are freed (as the balloon does) */
 	if (g->win && guest_unmap_window(g))
-		unmapped = false;       /* (the reservation is gone) */
+		unmapped = false; /* (the reservation is gone) */
 	/* free at once, dirty: the zeroer zeroes them in the background */
 	guest_release_all(g);
 	pthread_mutex_unlock(&g->lock);
-	backing_lease_trim(g->b);       /* a host pool client gives the frames back */
+	backing_lease_trim(g->b); /* a host pool client gives the frames back */
 	/* waits for compaction calls into guest_migrate(), which use g */
 	if (g->registered)
 		gfa_owner_register(g->pool, g->id, NULL, NULL);
 	if (g->reserve && unmapped)
 		munmap(g->reserve, g->reserve_len);
-	uffd_close(&g->uffd);   /* no move can begin now */
+	uffd_close(&g->uffd); /* no move can begin now */
 	guest_lazy_fini(g);
 	pthread_mutex_destroy(&g->pause_lock);
 	pthread_mutex_destroy(&g->lock);
@@ -630,7 +632,7 @@ void gfa_guest_forget_vcpus(struct gfa_guest *g)
 {
 	if (!g)
 		return;
-	pthread_mutex_lock(&g->lock);   /* a move holds it while the vCPUs are paused */
+	pthread_mutex_lock(&g->lock); /* a move holds it while the vCPUs are paused */
 	pthread_mutex_lock(&g->pause_lock);
 	/* a compaction batch holds them paused between moves: resume them now (its end
 	 * then finds no ops and no pause) */
@@ -719,7 +721,7 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st)
 	pthread_mutex_lock(&g->lock);
 	guest_count_blocks(g);
 	g->st.wp_faults = __atomic_load_n(&g->uffd.faults, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&g->pause_lock);     /* a batch's end counts under it */
+	pthread_mutex_lock(&g->pause_lock); /* a batch's end counts under it */
 	*st = g->st;
 	pthread_mutex_unlock(&g->pause_lock);
 	pthread_mutex_unlock(&g->lock);

@@ -8,17 +8,17 @@
 #include "common/bug.h"
 #include "vmm/uffd.h"
 
-#define RANGE_FRAMES  GFA_PAGEBLOCK_FRAMES
-#define RANGE_BYTES   (RANGE_FRAMES << GFA_FRAME_SHIFT)
-#define NO_PFN        UINT64_MAX
-#define NOT_HEAD      0xff
+#define RANGE_FRAMES        GFA_PAGEBLOCK_FRAMES
+#define RANGE_BYTES         (RANGE_FRAMES << GFA_FRAME_SHIFT)
+#define NO_PFN              UINT64_MAX
+#define NOT_HEAD            0xff
 /* A lazy guest may be this many times its zone (overcommit; vmm.h's ENOMEM). */
 #define LAZY_OVERCOMMIT_MAX 64
 
 /* The per-4 KiB detail of a split range: ballooned in part, or backed by small blocks. */
 struct guest_range_detail {
-	uint64_t pfn[RANGE_FRAMES];     /* gfn -> pfn, NO_PFN when ballooned out */
-	uint8_t order[RANGE_FRAMES];    /* order of the block starting there, NOT_HEAD */
+	uint64_t pfn[RANGE_FRAMES];  /* gfn -> pfn, NO_PFN when ballooned out */
+	uint8_t order[RANGE_FRAMES]; /* order of the block starting there, NOT_HEAD */
 };
 
 /*
@@ -46,11 +46,11 @@ struct gfa_guest {
 	uint64_t base, size, nr_frames, nr_ranges, ram_bytes;
 	struct gfa_gpa_range *regions;
 	unsigned int nr_regions;
-	uint64_t *absent;       /* bit per 2 MiB range: no region touches it (never backed) */
+	uint64_t *absent; /* bit per 2 MiB range: no region touches it (never backed) */
 	char *win;
-	void *reserve;          /* our own reservation (NULL: the caller's window) */
+	void *reserve; /* our own reservation (NULL: the caller's window) */
 	size_t reserve_len;
-	pthread_mutex_t lock;   /* recursive: collapse calls back into migrate */
+	pthread_mutex_t lock; /* recursive: collapse calls back into migrate */
 	struct guest_range *range;
 	struct gfa_guest_vcpu_ops ops;
 	void *ops_ctx;
@@ -63,33 +63,33 @@ struct gfa_guest {
 	pthread_mutex_t pause_lock;
 	unsigned int pause_refs, batches;
 	bool batch_ref;
-	bool pausing;           /* __atomic: the vCPUs are being paused or are paused
+	bool pausing; /* __atomic: the vCPUs are being paused or are paused
 				 * (guest_lock_any_thread() reads it without a lock) */
 	uint64_t pause_t0;
 	struct gfa_guest_stat st;
-	uint64_t nr_mappings;   /* mmap calls the window's creation took (one per run) */
-	uint64_t collapse_lo;   /* first gfn of the range being collapsed, or NO_PFN */
-	unsigned int collapse_left;  /* its pieces not yet copied to the target */
-	uint64_t collapse_target;    /* the target's first pfn, NO_PFN before the first */
-	bool collapse_mapped;   /* the target is mapped over the range */
-	bool registered;        /* our owner ops are in the pool: destroy removes them */
-	bool small_only;       /* never an order-9 block (cfg->small_only; collapse aside) */
-	bool pinned;            /* GFA_GUEST_PINNED: unmovable frames, never moved */
-	bool wp;                /* moves write-protect through uffd (else: pause fallback) */
-	bool wp_only;           /* GFA_GUEST_WP_ONLY: no pause fallback (no move without wp) */
-	bool thp_advise;        /* the host's shmem THP heeds MADV_HUGEPAGE (at create) */
+	uint64_t nr_mappings;       /* mmap calls the window's creation took (one per run) */
+	uint64_t collapse_lo;       /* first gfn of the range being collapsed, or NO_PFN */
+	unsigned int collapse_left; /* its pieces not yet copied to the target */
+	uint64_t collapse_target;   /* the target's first pfn, NO_PFN before the first */
+	bool collapse_mapped;       /* the target is mapped over the range */
+	bool registered;            /* our owner ops are in the pool: destroy removes them */
+	bool small_only;            /* never an order-9 block (cfg->small_only; collapse aside) */
+	bool pinned;                /* GFA_GUEST_PINNED: unmovable frames, never moved */
+	bool wp;                    /* moves write-protect through uffd (else: pause fallback) */
+	bool wp_only;               /* GFA_GUEST_WP_ONLY: no pause fallback (no move without wp) */
+	bool thp_advise;            /* the host's shmem THP heeds MADV_HUGEPAGE (at create) */
 	struct guest_uffd uffd;
-	uint32_t *pins;         /* per 2 MiB range: gfa_guest_pin() count */
+	uint32_t *pins; /* per 2 MiB range: gfa_guest_pin() count */
 	gfa_guest_moved_fn moved_fn;
 	void *moved_ctx;
 	/* GFA_GUEST_LAZY (vmm/guest_lazy.c), under lock */
 	bool lazy;
-	struct gfa_guest_lazy lz;       /* the config's, fill_fd our dup */
-	uint64_t *unfilled;     /* per gfn: the fill source still has its contents */
-	int refuse_fd;          /* an empty memfd: a refused touch maps it and faults */
-	int placeholder_fd;     /* a sparse memfd of the guest's size that never gets a
+	struct gfa_guest_lazy lz; /* the config's, fill_fd our dup */
+	uint64_t *unfilled;       /* per gfn: the fill source still has its contents */
+	int refuse_fd;            /* an empty memfd: a refused touch maps it and faults */
+	int placeholder_fd;       /* a sparse memfd of the guest's size that never gets a
 				 * page: the window's placeholder (vmm/guest_lazy.c) */
-	struct lazy_vcpu *vcpus;        /* gfa_guest_vcpu_cache() */
+	struct lazy_vcpu *vcpus;  /* gfa_guest_vcpu_cache() */
 	unsigned int nr_vcpus, cap_vcpus;
 };
 

@@ -29,7 +29,7 @@
 #include "common/compiler.h"
 
 #define LAZY_RECLAIM_TRIES 3
-#define LAZY_SMALL_ORDER   3    /* the largest cached order below 9 */
+#define LAZY_SMALL_ORDER   3 /* the largest cached order below 9 */
 
 struct lazy_vcpu {
 	int tid;
@@ -82,12 +82,12 @@ static int lazy_fill_fd(struct gfa_guest *g, uint64_t gpa, char *dst, uint64_t l
 	off_t at = lseek(g->lz.fill_fd, base, SEEK_DATA);
 
 	if (at < 0)
-		return errno == ENXIO ? 0 : -errno;     /* ENXIO: no data after base */
+		return errno == ENXIO ? 0 : -errno; /* ENXIO: no data after base */
 	while (at < end) {
 		ssize_t n = pread(g->lz.fill_fd, dst + (at - base), (size_t)(end - at), at);
 
 		if (n <= 0)
-			return n ? -errno : 0;  /* 0: the file ends (the rest reads zero) */
+			return n ? -errno : 0; /* 0: the file ends (the rest reads zero) */
 		at += n;
 	}
 	return 0;
@@ -145,8 +145,8 @@ static bool lazy_block_free(const struct gfa_guest *g, uint64_t head, unsigned i
 
 /* Take a block of `order` at head for thread v (NULL: unknown): its cache, else the
  * zone.  0 or -errno; *cached says the cache served it. */
-static int lazy_take(struct gfa_guest *g, struct lazy_vcpu *v, uint64_t head,
-		     unsigned int order, bool *cached)
+static int lazy_take(struct gfa_guest *g, struct lazy_vcpu *v, uint64_t head, unsigned int order,
+		     bool *cached)
 {
 	/* order 9 may compact (with capture); smaller ones are the fallback, and only the
 	 * last resort, order 0, may */
@@ -204,11 +204,11 @@ static void lazy_refuse(struct gfa_guest *g, uint64_t gfn, int err)
 
 	g->st.lazy_refused++;
 	if (!atomic_flag_test_and_set(&said))
-		fprintf(stderr, "gfa: lazy guest %lu: no frame for a first touch at gpa %#lx "
+		fprintf(stderr,
+			"gfa: lazy guest %lu: no frame for a first touch at gpa %#lx "
 			"(%s), after direct compaction and the reclaim hook: the access faults "
 			"(KVM_RUN fails with EFAULT, another thread gets SIGBUS)\n",
-			(unsigned long)g->id, (unsigned long)guest_gfn_gpa(g, gfn),
-			strerror(-err));
+			(unsigned long)g->id, (unsigned long)guest_gfn_gpa(g, gfn), strerror(-err));
 	/* should there be no VMA for it (vm.max_map_count), the touch faults again and is
 	 * refused again: a loop of refusals, counted, that the VMM sees */
 	(void)mmap(guest_addr(g, gfn), GFA_FRAME_SIZE, PROT_READ | PROT_WRITE,
@@ -261,7 +261,7 @@ int guest_lazy_init(struct gfa_guest *g, const struct gfa_guest_config *cfg)
 	g->lz = *lz;
 	g->lz.fill_fd = -1;
 	if (!g->wp)
-		return -g->st.wp_errno;         /* no userfaultfd: no first touch to catch */
+		return -g->st.wp_errno; /* no userfaultfd: no first touch to catch */
 	if (lz->flags & GFA_LAZY_FILL_FD) {
 		g->lz.fill_fd = fcntl(lz->fill_fd, F_DUPFD_CLOEXEC, 0);
 		if (g->lz.fill_fd < 0)
@@ -285,7 +285,7 @@ int guest_lazy_init(struct gfa_guest *g, const struct gfa_guest_config *cfg)
 	g->uffd.missing_ctx = g;
 	err = guest_placeholder(g, 0, g->nr_frames);
 	if (!err)
-		err = guest_map_holes(g);       /* no touch there is ever served */
+		err = guest_map_holes(g); /* no touch there is ever served */
 	return err ? err : uffd_start(&g->uffd);
 }
 
@@ -360,7 +360,7 @@ int gfa_guest_vcpu_stat(struct gfa_guest *g, int tid, struct gfa_guest_vcpu_stat
 struct save_ctx {
 	struct gfa_guest *g;
 	int fd;
-	uint64_t off, gfn, pfn;         /* the block being written: its first gfn and pfn */
+	uint64_t off, gfn, pfn; /* the block being written: its first gfn and pfn */
 	int64_t written;
 };
 
@@ -393,7 +393,7 @@ int64_t gfa_guest_save(struct gfa_guest *g, int fd, uint64_t off)
 
 	if (!g)
 		return GFA_EFAULT;
-	c.off = off + g->base;          /* the file is laid out by absolute gpa */
+	c.off = off + g->base; /* the file is laid out by absolute gpa */
 	if (fd < 0)
 		return -EBADF;
 	pthread_mutex_lock(&g->lock);

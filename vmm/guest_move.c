@@ -27,7 +27,7 @@
 static int guest_pause_get(struct gfa_guest *g)
 {
 	if (!g->ops.pause)
-		return 0;       /* no ops: nobody writes while gfa calls run (the config) */
+		return 0; /* no ops: nobody writes while gfa calls run (the config) */
 	if (!g->pause_refs) {
 		g->st.pauses++;
 		g->pause_t0 = ktime_get_ns();
@@ -46,7 +46,7 @@ static int guest_pause_get(struct gfa_guest *g)
 static void guest_pause_put(struct gfa_guest *g)
 {
 	if (!g->pause_refs || --g->pause_refs)
-		return;         /* (none: the ops were forgotten meanwhile) */
+		return; /* (none: the ops were forgotten meanwhile) */
 	g->ops.resume(g->ops_ctx);
 	__atomic_store_n(&g->pausing, false, __ATOMIC_RELEASE);
 	g->st.paused_ns += ktime_get_ns() - g->pause_t0;
@@ -71,7 +71,7 @@ static int guest_protect(struct gfa_guest *g, uint64_t gfn, uint64_t nr, bool on
 		if (e && on)
 			return e;
 		if (e)
-			err = e;        /* lifting goes on: lift all that can be */
+			err = e; /* lifting goes on: lift all that can be */
 	}
 	return err;
 }
@@ -104,14 +104,14 @@ static int guest_writers_stop(struct gfa_guest *g, uint64_t gfn, uint64_t nr, bo
 	if (g->wp)
 		return guest_protect_begin(g, gfn, nr);
 	if (g->wp_only) {
-		g->st.pinned_skips++;   /* no userfaultfd, and no pause allowed: stays put */
+		g->st.pinned_skips++; /* no userfaultfd, and no pause allowed: stays put */
 		return -EBUSY;
 	}
 	pthread_mutex_lock(&g->pause_lock);
 	if (!batched || !g->batches)
 		*own = !(err = guest_pause_get(g));
 	else if (!g->batch_ref && !(err = guest_pause_get(g)))
-		g->batch_ref = true;    /* the batch's: its end resumes */
+		g->batch_ref = true; /* the batch's: its end resumes */
 	pthread_mutex_unlock(&g->pause_lock);
 	return err;
 }
@@ -128,7 +128,7 @@ static void guest_writers_start(struct gfa_guest *g, uint64_t gfn, uint64_t nr, 
 		return;
 	}
 	if (!own)
-		return;         /* the batch's pause, or none */
+		return; /* the batch's pause, or none */
 	pthread_mutex_lock(&g->pause_lock);
 	guest_pause_put(g);
 	pthread_mutex_unlock(&g->pause_lock);
@@ -170,7 +170,8 @@ static int guest_notify_moved(struct gfa_guest *g, uint64_t gfn, uint64_t pfn, u
 	if (gfa_pfn_to_fd(g->pool, pfn, &fd, &off))
 		return -EAGAIN;
 	return g->moved_fn(g->moved_ctx, guest_gfn_gpa(g, gfn), GFA_FRAME_SIZE << order, fd, off) ?
-	       -EBUSY : 0;
+		       -EBUSY :
+		       0;
 }
 
 /*
@@ -227,13 +228,13 @@ static int guest_collapse_piece(struct gfa_guest *g, uint64_t gfn, uint64_t src,
 	if (g->collapse_target == NO_PFN)
 		g->collapse_target = dst & ~(RANGE_FRAMES - 1);
 	if ((src & ~(RANGE_FRAMES - 1)) == g->collapse_target) {
-		GFA_BUG_ON(g->collapse_mapped);         /* nothing fails after the map */
+		GFA_BUG_ON(g->collapse_mapped); /* nothing fails after the map */
 		guest_record(g, gfn, dst, order);
 		g->collapse_left++;
 		return 0;
 	}
 	if (guest_copy(g, src, dst, order))
-		return -EAGAIN;         /* refused: the collapse moves the others back */
+		return -EAGAIN; /* refused: the collapse moves the others back */
 	guest_record(g, gfn, dst, order);
 	if (--g->collapse_left)
 		return 0;
@@ -263,12 +264,12 @@ static int guest_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, 
 	int err;
 
 	if (order > GFA_PAGEBLOCK_ORDER || gfa_frame_lookup(g->pool, src, &fi) || fi.owner != owner)
-		return -EAGAIN;         /* no guest block is larger than a range */
-	gfn = fi.index + (src - fi.head_pfn);  /* src may lie inside a block (collapse undo) */
+		return -EAGAIN;               /* no guest block is larger than a range */
+	gfn = fi.index + (src - fi.head_pfn); /* src may lie inside a block (collapse undo) */
 	if (pthread_mutex_trylock(&g->lock))
 		return -EAGAIN;
 	if (gfn >= g->nr_frames || guest_pfn(g, gfn) != src || guest_order(g, gfn) != order)
-		err = -EAGAIN;  /* not indexed yet, or already gone */
+		err = -EAGAIN; /* not indexed yet, or already gone */
 	else if (guest_in_collapse(g, gfn))
 		err = guest_collapse_piece(g, gfn, src, dst, order);
 	else if (guest_range_pinned(g, gfn)) {
@@ -320,9 +321,10 @@ static void guest_collapse_restore(struct gfa_guest *g, uint64_t gfn, const uint
 		uint64_t at = gfn + offs[i], pfn = guest_pfn(g, at);
 
 		if (pfn != pfns[i] && guest_map(g, at, pfn, orders[i]))
-			fprintf(stderr, "gfa: guest %lu: a stuck piece at gfn %lu could not be "
-				"mapped where it now lives\n", (unsigned long)g->id,
-				(unsigned long)at);
+			fprintf(stderr,
+				"gfa: guest %lu: a stuck piece at gfn %lu could not be "
+				"mapped where it now lives\n",
+				(unsigned long)g->id, (unsigned long)at);
 	}
 }
 
@@ -339,7 +341,7 @@ static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
 		if (guest_order(g, i) == NOT_HEAD)
 			continue;
 		if (guest_pfn(g, i) == NO_PFN)
-			return 0;   /* ballooned holes: nothing to collapse into */
+			return 0; /* ballooned holes: nothing to collapse into */
 		pfns[n] = guest_pfn(g, i);
 		orders[n] = guest_order(g, i);
 		offs[n++] = (unsigned int)(i - gfn);
@@ -357,7 +359,7 @@ static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
 	g->collapse_mapped = false;
 	dst = gfa_collapse(g->pool, g->zone, g->id, pfns, orders, offs, n);
 	mapped = g->collapse_mapped;
-	GFA_BUG_ON((dst >= 0) != mapped);       /* the last piece maps, then nothing fails */
+	GFA_BUG_ON((dst >= 0) != mapped); /* the last piece maps, then nothing fails */
 	if (dst >= 0 && !mapped)
 		mapped = !guest_map(g, gfn, (uint64_t)dst, GFA_PAGEBLOCK_ORDER);
 	if (dst < 0)
@@ -389,7 +391,7 @@ int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges)
 			continue;
 		ret = guest_collapse_range(g, r);
 		if (ret == GFA_ENOMEM)
-			break;              /* no order-9 block to be had now */
+			break; /* no order-9 block to be had now */
 		if (ret > 0)
 			done++;
 	}

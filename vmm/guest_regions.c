@@ -15,8 +15,8 @@
 #include "vmm/guest_internal.h"
 #include "vmm/gpa_ranges.h"
 
-#define ALIGN_DOWN_RANGE(x)     ((x) & ~(RANGE_BYTES - 1))
-#define ALIGN_UP_RANGE(x)       ALIGN_DOWN_RANGE((x) + RANGE_BYTES - 1)
+#define ALIGN_DOWN_RANGE(x) ((x) & ~(RANGE_BYTES - 1))
+#define ALIGN_UP_RANGE(x)   ALIGN_DOWN_RANGE((x) + RANGE_BYTES - 1)
 
 /* The config's regions, or its one region [0, mem_bytes) in *one. */
 static const struct gfa_gpa_range *config_regions(const struct gfa_guest_config *cfg,
@@ -50,9 +50,9 @@ int guest_check_regions(const struct gfa_guest_config *cfg, uint64_t *span, uint
 			return EINVAL;
 		if (r[i].gpa > UINT64_MAX - RANGE_BYTES ||
 		    r[i].len > UINT64_MAX - RANGE_BYTES - r[i].gpa)
-			return ERANGE;          /* its end, rounded up, would wrap */
+			return ERANGE; /* its end, rounded up, would wrap */
 		if (i && r[i].gpa < r[i - 1].gpa + r[i - 1].len)
-			return EINVAL;          /* not sorted, or overlapping */
+			return EINVAL; /* not sorted, or overlapping */
 		/* 2 MiB ranges it touches that the one before did not */
 		lo = ALIGN_DOWN_RANGE(r[i].gpa);
 		hi = ALIGN_UP_RANGE(r[i].gpa + r[i].len);

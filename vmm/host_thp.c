@@ -36,9 +36,8 @@ int gfa_host_thp_report(struct gfa_thp_report *r)
 		      sizeof(r->thp_enabled));
 	read_selected("/sys/kernel/mm/transparent_hugepage/shmem_enabled", r->shmem_enabled,
 		      sizeof(r->shmem_enabled));
-	r->shmem_thp_possible = !strcmp(r->shmem_enabled, "advise") ||
-				!strcmp(r->shmem_enabled, "always") ||
-				!strcmp(r->shmem_enabled, "within_size") ||
-				!strcmp(r->shmem_enabled, "force");
+	r->shmem_thp_possible =
+		!strcmp(r->shmem_enabled, "advise") || !strcmp(r->shmem_enabled, "always") ||
+		!strcmp(r->shmem_enabled, "within_size") || !strcmp(r->shmem_enabled, "force");
 	return 0;
 }

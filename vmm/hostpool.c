@@ -23,14 +23,14 @@
 #include "allocator/layers.h"
 #include "common/bug.h"
 
-#define LEASE_FRAMES    (1ull << HP_LEASE_ORDER)
-#define HOLD_OWNER      (5ull << 56)    /* the placeholder owner of frames not leased */
+#define LEASE_FRAMES (1ull << HP_LEASE_ORDER)
+#define HOLD_OWNER   (5ull << 56) /* the placeholder owner of frames not leased */
 
 struct gfa_hostpool {
 	int fd;
-	pthread_mutex_t lock;   /* one request at a time; the pool's lease bookkeeping */
+	pthread_mutex_t lock; /* one request at a time; the pool's lease bookkeeping */
 	uint32_t seq;
-	bool dead;              /* the connection failed: every call is GFA_ECONNRESET */
+	bool dead; /* the connection failed: every call is GFA_ECONNRESET */
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
 	uint64_t slack_frames;
@@ -42,7 +42,9 @@ static ssize_t hp_recv_once(int fd, struct hp_msg *m, int *fds, unsigned int *nr
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * GFA_MAX_ZONES)];
 	struct iovec iov = { m, sizeof(*m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf,
 			     .msg_controllen = sizeof(cbuf) };
 	ssize_t n;
 
@@ -239,11 +241,11 @@ static int lease_want(void *ctx, unsigned int zone, uint64_t frames)
 		if (!err)
 			err = rep.result;
 		if (!err && rep.count > req.arg[0])
-			err = GFA_EPROTO;       /* more than asked: not a reply to this */
+			err = GFA_EPROTO; /* more than asked: not a reply to this */
 		if (!err)
 			err = lease_in(hp, &rep);
 		if (!err && rep.count < req.arg[0])
-			err = GFA_ENOMEM;       /* the service is short: what came stays ours */
+			err = GFA_ENOMEM; /* the service is short: what came stays ours */
 		have += (uint64_t)rep.count * LEASE_FRAMES;
 	}
 	pthread_mutex_unlock(&hp->lock);
@@ -256,7 +258,7 @@ static int lease_out(struct gfa_hostpool *hp, const uint64_t *pfn, uint32_t n)
 	struct hp_msg req = { .type = HP_RETURN, .count = n }, rep = { 0 };
 	int err;
 
-	GFA_BUG_ON(!n || n > HP_MAX_PFNS);     /* lease_trim sends a batch at most */
+	GFA_BUG_ON(!n || n > HP_MAX_PFNS); /* lease_trim sends a batch at most */
 	memcpy(req.pfn, pfn, n * sizeof(*pfn));
 	err = hp_call(hp, &req, &rep, NULL, NULL);
 	return err ? err : rep.result;
@@ -277,8 +279,8 @@ static void lease_trim(void *ctx)
 					      HOLD_OWNER, GFA_ALLOC_NOCOMPACT);
 
 			if (p < 0)
-				break;  /* no whole free block: what is free stays */
-			GFA_BUG_ON((uint64_t)p % LEASE_FRAMES);       /* a whole lease */
+				break; /* no whole free block: what is free stays */
+			GFA_BUG_ON((uint64_t)p % LEASE_FRAMES); /* a whole lease */
 			pfn[n++] = (uint64_t)p;
 			have -= LEASE_FRAMES;
 			if (n == HP_MAX_PFNS) {
@@ -378,7 +380,7 @@ void gfa_hostpool_detach(struct gfa_hostpool *hp)
 	if (!hp)
 		return;
 	if (hp->fd >= 0)
-		close(hp->fd);  /* the service frees our leases */
+		close(hp->fd); /* the service frees our leases */
 	gfa_backing_destroy(hp->b);
 	gfa_pool_destroy(hp->pool);
 	pthread_mutex_destroy(&hp->lock);
@@ -412,8 +414,7 @@ static int read_text(int fd, char *text, size_t len)
 	return (int)size;
 }
 
-int gfa_hostpool_stat(struct gfa_hostpool *hp, struct gfa_hostpool_stat *st, char *text,
-		      size_t len)
+int gfa_hostpool_stat(struct gfa_hostpool *hp, struct gfa_hostpool_stat *st, char *text, size_t len)
 {
 	struct hp_msg req = { .type = HP_STAT }, rep = { 0 };
 	int fds[GFA_MAX_ZONES];

@@ -10,20 +10,20 @@
 #define GFA_VMM_HOSTPOOL_PROTO_H
 #include <stdint.h>
 
-#define HP_MAGIC        0x68616667u     /* "gfah" little endian */
-#define HP_VERSION      1u
-#define HP_MAX_PFNS     256u            /* leases per message: 512 MiB */
-#define HP_LEASE_ORDER  9u
-#define HP_PFN_DIRTY    1ull            /* lease reply: the block may hold data */
+#define HP_MAGIC       0x68616667u /* "gfah" little endian */
+#define HP_VERSION     1u
+#define HP_MAX_PFNS    256u /* leases per message: 512 MiB */
+#define HP_LEASE_ORDER 9u
+#define HP_PFN_DIRTY   1ull /* lease reply: the block may hold data */
 
 enum hp_type {
-	HP_HELLO = 1,   /* -> zones (pfn[3z] start, [3z + 1] frames, [3z + 2] node), arg[0] id; the
+	HP_HELLO = 1, /* -> zones (pfn[3z] start, [3z + 1] frames, [3z + 2] node), arg[0] id; the
 			 * zone memfds ride along (SCM_RIGHTS) */
-	HP_LEASE,       /* zone, count -> count pfns (| HP_PFN_DIRTY); fewer when short */
-	HP_RETURN,      /* count pfns -> result; all or none, each must be the client's */
-	HP_STAT,        /* -> the service's counters (arg[], pfn[]) and result: its check;
+	HP_LEASE,     /* zone, count -> count pfns (| HP_PFN_DIRTY); fewer when short */
+	HP_RETURN,    /* count pfns -> result; all or none, each must be the client's */
+	HP_STAT,      /* -> the service's counters (arg[], pfn[]) and result: its check;
 			 * a memfd with the text (buddyinfo, pagetypeinfo, vmstat) rides along */
-	HP_REFUSED,     /* service -> client only: not admitted (result) then closed */
+	HP_REFUSED,   /* service -> client only: not admitted (result) then closed */
 	HP_NR_TYPES
 };
 
@@ -31,19 +31,30 @@ struct hp_msg {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t type;
-	uint32_t seq;           /* a reply carries its request's */
-	int32_t result;         /* replies: 0 or a negative errno; requests: 0 */
+	uint32_t seq;   /* a reply carries its request's */
+	int32_t result; /* replies: 0 or a negative errno; requests: 0 */
 	uint32_t zone;
-	uint32_t count;         /* pfn[] entries used; the rest are 0 */
+	uint32_t count; /* pfn[] entries used; the rest are 0 */
 	uint64_t arg[6];
 	uint64_t pfn[HP_MAX_PFNS];
 };
 
 /* HP_STAT's arg[] and pfn[] slots */
 enum hp_stat_slot {
-	HP_ST_FRAMES, HP_ST_FREE, HP_ST_LEASED, HP_ST_CLIENTS, HP_ST_CLIENTS_TOTAL,
-	HP_ST_MALFORMED, HP_ST_REFUSED, HP_ST_DENIED, HP_ST_LEASE_MSGS, HP_ST_RETURN_MSGS,
-	HP_ST_GONE_FRAMES, HP_ST_MINE, HP_ST_DIRTY, HP_ST_NR
+	HP_ST_FRAMES,
+	HP_ST_FREE,
+	HP_ST_LEASED,
+	HP_ST_CLIENTS,
+	HP_ST_CLIENTS_TOTAL,
+	HP_ST_MALFORMED,
+	HP_ST_REFUSED,
+	HP_ST_DENIED,
+	HP_ST_LEASE_MSGS,
+	HP_ST_RETURN_MSGS,
+	HP_ST_GONE_FRAMES,
+	HP_ST_MINE,
+	HP_ST_DIRTY,
+	HP_ST_NR
 };
 
 /* The fixed part of a message is checked the same way on both sides. */

@@ -30,29 +30,29 @@
 #include "common/bug.h"
 #include "vmm/hostpool_server.h"
 
-#define LEASE_FRAMES    (1ull << HP_LEASE_ORDER)
-#define OWNER_BASE      (3ull << 56)    /* owner cookies of leases: base + client serial */
-#define TEXT_MAX        (256u << 10)
+#define LEASE_FRAMES (1ull << HP_LEASE_ORDER)
+#define OWNER_BASE   (3ull << 56) /* owner cookies of leases: base + client serial */
+#define TEXT_MAX     (256u << 10)
 
 struct hps_client {
 	unsigned int slot;
 	uint64_t serial;
 	pid_t pid;
 	uid_t uid;
-	int fd;                 /* hps_serve's connection, -1 for a handler-only client */
+	int fd; /* hps_serve's connection, -1 for a handler-only client */
 	bool hello;
-	uint64_t leased;        /* frames */
+	uint64_t leased; /* frames */
 };
 
 struct hps {
 	struct hps_config cfg;
 	unsigned int nr_zones;
 	uint64_t nr_pfns;
-	uint32_t *lease;        /* per order-9 block of pfn space: holder's slot + 1, or 0 */
+	uint32_t *lease; /* per order-9 block of pfn space: holder's slot + 1, or 0 */
 	struct hps_client *slot[HPS_MAX_CLIENTS];
 	uint64_t next_serial;
 	struct hps_stat st;
-	char *text;             /* HP_STAT's text, TEXT_MAX */
+	char *text; /* HP_STAT's text, TEXT_MAX */
 	/* blocks given back dirty, to zero while the service is idle (a ring of block
 	 * numbers: each is in it once at most, since a block is given back once a lease) */
 	uint32_t *zq;
@@ -156,13 +156,13 @@ static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 	int err;
 
 	GFA_BUG_ON(pfn % LEASE_FRAMES || pfn >= s->nr_pfns);
-	GFA_BUG_ON(s->lease[pfn / LEASE_FRAMES] != c->slot + 1);        /* return_check's */
+	GFA_BUG_ON(s->lease[pfn / LEASE_FRAMES] != c->slot + 1); /* return_check's */
 	GFA_BUG_ON(c->leased < LEASE_FRAMES || s->st.v[HP_ST_LEASED] < c->leased);
 	/* the client may have written anything there: the next holder zeroes it */
 	gfa_backing_mark_dirty(s->cfg.b, pfn, HP_LEASE_ORDER);
 	err = gfa_free(s->cfg.pool, pfn, HP_LEASE_ORDER, client_owner(c));
 
-	GFA_BUG_ON(err);        /* the lease table said it is c's */
+	GFA_BUG_ON(err); /* the lease table said it is c's */
 	(void)err;
 	s->lease[pfn / LEASE_FRAMES] = 0;
 	/* a block is given back once a lease, so the ring never holds it twice */
@@ -180,7 +180,7 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
 	for (uint64_t i = 0; s->lease && c->leased && i <= s->nr_pfns / LEASE_FRAMES; i++)
 		if (s->lease[i] == c->slot + 1)
 			lease_free(s, c, i * LEASE_FRAMES);
-	GFA_BUG_ON(s->lease && c->leased);     /* the table names every lease it holds */
+	GFA_BUG_ON(s->lease && c->leased); /* the table names every lease it holds */
 	GFA_BUG_ON(s->slot[c->slot] != c || !s->st.v[HP_ST_CLIENTS]);
 	s->st.v[HP_ST_GONE_FRAMES] += before;
 	s->slot[c->slot] = NULL;
@@ -264,17 +264,18 @@ static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg
 		s->lease[(uint64_t)pfn / LEASE_FRAMES] = c->slot + 1;
 		c->leased += LEASE_FRAMES;
 		s->st.v[HP_ST_LEASED] += LEASE_FRAMES;
-		r->pfn[r->count++] = (uint64_t)pfn |
+		r->pfn[r->count++] =
+			(uint64_t)pfn |
 			(gfa_backing_block_dirty(s->cfg.b, (uint64_t)pfn, HP_LEASE_ORDER) ?
-			 HP_PFN_DIRTY : 0);
+				 HP_PFN_DIRTY :
+				 0);
 	}
 	r->result = r->count ? 0 : GFA_ENOMEM;
 	return 0;
 }
 
 /* Is pfn a block c holds, named once among the first i of m? */
-static int return_check(struct hps *s, struct hps_client *c, const struct hp_msg *m,
-			uint32_t i)
+static int return_check(struct hps *s, struct hps_client *c, const struct hp_msg *m, uint32_t i)
 {
 	uint64_t pfn = m->pfn[i];
 
@@ -470,13 +471,16 @@ static void serve_accept(struct hps *s, int lfd)
 	if (fd < 0)
 		return;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) || !hps_admit(s, cr.uid, cr.gid)) {
-		struct hp_msg r = { .magic = HP_MAGIC, .version = HP_VERSION, .type = HP_REFUSED,
+		struct hp_msg r = { .magic = HP_MAGIC,
+				    .version = HP_VERSION,
+				    .type = HP_REFUSED,
 				    .result = GFA_EACCES };
 
 		if (!s->cfg.quiet)
-			fprintf(stderr, "gfad: refused pid %d uid %u gid %u: not admitted "
-				"(--allow-uid, --allow-gid)\n", (int)cr.pid, (unsigned)cr.uid,
-				(unsigned)cr.gid);
+			fprintf(stderr,
+				"gfad: refused pid %d uid %u gid %u: not admitted "
+				"(--allow-uid, --allow-gid)\n",
+				(int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid);
 		(void)send_reply(fd, &r, NULL, 0);
 		close(fd);
 		return;
@@ -502,7 +506,7 @@ static int serve_client(struct hps *s, struct hps_client *c)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return 0;
 	if (n <= 0)
-		return -1;      /* EOF: the client is gone, killed or not */
+		return -1; /* EOF: the client is gone, killed or not */
 	/* a longer packet than ours, or fds sent to us (the kernel closed them): malformed */
 	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 		n = 0;

@@ -20,10 +20,10 @@ struct hps_client;
 
 struct hps_config {
 	struct gfa_pool *pool;
-	struct gfa_backing *b;          /* the pool's; its zone memfds go to the clients */
+	struct gfa_backing *b; /* the pool's; its zone memfds go to the clients */
 	uint32_t allow_uid[HPS_MAX_ALLOW], allow_gid[HPS_MAX_ALLOW];
-	unsigned int nr_uid, nr_gid;    /* none of either: only the service's own uid */
-	bool quiet;                     /* no line on stderr per refusal */
+	unsigned int nr_uid, nr_gid; /* none of either: only the service's own uid */
+	bool quiet;                  /* no line on stderr per refusal */
 };
 
 /* The service's counters (HP_STAT) */

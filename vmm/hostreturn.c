@@ -41,23 +41,23 @@ struct gfa_host_return {
 	struct gfa_release_engine *engine[GFA_MAX_ZONES];
 	/* a zone whose releases fail backs off: 1, 2, 4 .. 64 idle passes */
 	_Atomic bool failed[GFA_MAX_ZONES];
-	_Atomic bool released[GFA_MAX_ZONES];  /* a punch succeeded since the last pass */
+	_Atomic bool released[GFA_MAX_ZONES]; /* a punch succeeded since the last pass */
 	unsigned int backoff[GFA_MAX_ZONES], skip[GFA_MAX_ZONES];
 	/* a zone the host cannot populate (memory limits) stops growing the same way */
 	unsigned int grow_backoff[GFA_MAX_ZONES], grow_skip[GFA_MAX_ZONES];
-	double above_since[GFA_MAX_ZONES];   /* ms since populated free > high; 0: not */
-	bool urgent;                    /* a kick: release now, without settling */
-	unsigned int quiescing;         /* quiesce waiters: every pass is urgent meanwhile */
+	double above_since[GFA_MAX_ZONES]; /* ms since populated free > high; 0: not */
+	bool urgent;                       /* a kick: release now, without settling */
+	unsigned int quiescing;            /* quiesce waiters: every pass is urgent meanwhile */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop, kicked;
-	uint64_t idle_passes;           /* passes that found nothing and nothing in flight */
-	_Atomic uint64_t inflight;      /* ranges submitted, not yet completed */
-	struct gfa_host_return_stat st; /* under lock, except the atomics below */
-	struct gfa_host_return_stat pass;   /* this pass's counts: the thread's own */
+	uint64_t idle_passes;             /* passes that found nothing and nothing in flight */
+	_Atomic uint64_t inflight;        /* ranges submitted, not yet completed */
+	struct gfa_host_return_stat st;   /* under lock, except the atomics below */
+	struct gfa_host_return_stat pass; /* this pass's counts: the thread's own */
 	_Atomic uint64_t bytes_released, bytes_failed;
-	double next_pcp_drain;          /* ms: when idle caches are looked at next */
+	double next_pcp_drain; /* ms: when idle caches are looked at next */
 };
 
 /* Engine thread: a punch finished. */
@@ -76,11 +76,11 @@ static void hr_done(void *cookie, uint64_t offset, uint64_t len, int result)
 		atomic_store(&hr->failed[r->zone], true);
 	}
 	err = zone_release_done(hr->pool, r->pfn, r->nr, result == 0);
-	GFA_BUG_ON(err);        /* the range this thread took in flight: never refused */
+	GFA_BUG_ON(err); /* the range this thread took in flight: never refused */
 	atomic_fetch_add(result ? &hr->bytes_failed : &hr->bytes_released, len);
 	free(r);
 	was = atomic_fetch_sub(&hr->inflight, 1);
-	GFA_BUG_ON(!was);       /* one a submitted range */
+	GFA_BUG_ON(!was); /* one a submitted range */
 	if (was == 1) {
 		pthread_mutex_lock(&hr->lock);
 		pthread_cond_broadcast(&hr->cond);
@@ -100,7 +100,7 @@ static int hr_submit(struct gfa_host_return *hr, unsigned int zone,
 	GFA_BUG_ON(fr->pfn < start || !fr->nr || fr->nr > nr - (fr->pfn - start));
 	if (!r) {
 		zone_release_done(hr->pool, fr->pfn, fr->nr, false);
-		atomic_store(&hr->failed[zone], true);  /* back off, as after a failed punch */
+		atomic_store(&hr->failed[zone], true); /* back off, as after a failed punch */
 		return -ENOMEM;
 	}
 	*r = (struct hr_range){ hr, zone, fr->pfn, fr->nr };
@@ -165,7 +165,7 @@ static unsigned int hr_grow(struct gfa_host_return *hr, unsigned int zone,
 
 		if (!hr_populate(gfa_pfn_to_addr(hr->pool, fr[i].pfn), len)) {
 			err = zone_populate_failed(hr->pool, fr[i].pfn, fr[i].nr);
-			GFA_BUG_ON(err);        /* our range in flight */
+			GFA_BUG_ON(err); /* our range in flight */
 			failed = true;
 			continue;
 		}
@@ -189,7 +189,7 @@ static bool hr_backing_off(struct gfa_host_return *hr, unsigned int zone)
 
 	if (!atomic_exchange(&hr->failed[zone], false)) {
 		if (released)
-			hr->backoff[zone] = 0;  /* releases work again: start over at 1 */
+			hr->backoff[zone] = 0; /* releases work again: start over at 1 */
 	} else {
 		hr_back_off(hr, &hr->backoff[zone], &hr->skip[zone]);
 	}
@@ -238,7 +238,7 @@ static unsigned int hr_shrink(struct gfa_host_return *hr, unsigned int zone,
 		hr->backoff[zone] = 0;
 		return 0;
 	}
-	gfa_release_plug(hr->engine[zone]);     /* one burst: merge what is adjacent */
+	gfa_release_plug(hr->engine[zone]); /* one burst: merge what is adjacent */
 	for (int i = 0; i < n; i++)
 		hr_submit(hr, zone, &fr[i]);
 	gfa_release_unplug(hr->engine[zone]);
@@ -258,8 +258,8 @@ static unsigned int hr_pass(struct gfa_host_return *hr, bool urgent)
 		if (grown) {
 			hr->pass.grows++;
 			work += grown;
-			hr->above_since[z] = 0;         /* below low: the settle clock restarts */
-			continue;   /* never grow and shrink in one pass */
+			hr->above_since[z] = 0; /* below low: the settle clock restarts */
+			continue;               /* never grow and shrink in one pass */
 		}
 		grown = hr_shrink(hr, z, fr, urgent);
 		hr->pass.shrinks += grown != 0;
@@ -290,14 +290,14 @@ static uint64_t hr_scrub(struct gfa_host_return *hr)
 		return 0;
 	for (unsigned int z = 0; z < hr->nr_zones; z++) {
 		int n = zone_scrub_take(hr->pool, z, hr_want_dirty, hr->b, fr, PASS_RANGES,
-					      hr->cfg.scrub_frames_per_pass);
+					hr->cfg.scrub_frames_per_pass);
 
 		for (int i = 0; i < n; i++) {
 			/* whole runs at a time, with non-temporal stores (vmm/zero.c) */
 			int64_t z0 = backing_prepare_range(hr->b, fr[i].pfn, fr[i].nr);
 			int err;
 
-			GFA_BUG_ON(z0 < 0 || (uint64_t)z0 > fr[i].nr);  /* a range of the pool */
+			GFA_BUG_ON(z0 < 0 || (uint64_t)z0 > fr[i].nr); /* a range of the pool */
 			done += z0 > 0 ? (uint64_t)z0 : 0;
 			err = zone_populate_done(hr->pool, fr[i].pfn, fr[i].nr);
 			GFA_BUG_ON(err);
@@ -461,7 +461,7 @@ int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms)
 	if (!hr)
 		return -EFAULT;
 	if (timeout_ms < 0)
-		timeout_ms = 0;         /* (a negative tv_nsec made timedwait fail at once) */
+		timeout_ms = 0; /* (a negative tv_nsec made timedwait fail at once) */
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += timeout_ms / 1000;
 	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
@@ -483,7 +483,7 @@ int gfa_host_return_quiesce(struct gfa_host_return *hr, int timeout_ms)
 			err = -ETIMEDOUT;
 	}
 	if (hr->stop && !err)
-		err = -ECANCELED;       /* a stop overlapped: it waits for us to leave */
+		err = -ECANCELED; /* a stop overlapped: it waits for us to leave */
 	if (!--hr->quiescing && hr->stop)
 		pthread_cond_broadcast(&hr->cond);
 	pthread_mutex_unlock(&hr->lock);
@@ -494,7 +494,7 @@ int gfa_host_return_stop(struct gfa_host_return *hr)
 {
 	if (!hr)
 		return 0;
-	if (hr->b)      /* first: no kick through the backing reaches hr after this */
+	if (hr->b) /* first: no kick through the backing reaches hr after this */
 		backing_detach_host_return(hr->b, hr);
 	pthread_mutex_lock(&hr->lock);
 	hr->stop = true;
@@ -510,7 +510,7 @@ int gfa_host_return_stop(struct gfa_host_return *hr)
 	}
 	pthread_mutex_unlock(&hr->lock);
 	for (unsigned int z = 0; z < hr->nr_zones; z++)
-		gfa_release_destroy(hr->engine[z]);   /* finishes what is queued */
+		gfa_release_destroy(hr->engine[z]); /* finishes what is queued */
 	pthread_mutex_destroy(&hr->lock);
 	pthread_cond_destroy(&hr->cond);
 	free(hr);
@@ -532,7 +532,7 @@ int gfa_host_return_stat(struct gfa_host_return *hr, struct gfa_host_return_stat
 	/* the first zone that fell back to sync, if any: one sync zone is news */
 	st->mode = gfa_release_mode(hr->engine[0], &st->mode_why);
 	for (unsigned int z = 1; z < hr->nr_zones && st->mode && strcmp(st->mode, "sync"); z++)
-		if (hr->engine[z])      /* (all there once gfa_host_return_start returned) */
+		if (hr->engine[z]) /* (all there once gfa_host_return_start returned) */
 			st->mode = gfa_release_mode(hr->engine[z], &st->mode_why);
 	return 0;
 }

@@ -101,11 +101,10 @@ static void *engine_main(void *arg)
 		struct rel_range *list;
 		uint64_t last;
 
-		while (!e->stopping &&
-		       (!e->head || (e->plugs && !e->flushers)))
+		while (!e->stopping && (!e->head || (e->plugs && !e->flushers)))
 			pthread_cond_wait(&e->work_cond, &e->lock);
 		if (!e->head)
-			break;	/* stopping and drained */
+			break; /* stopping and drained */
 		list = queue_take(e, &last);
 		pthread_mutex_unlock(&e->lock);
 
@@ -128,8 +127,7 @@ static bool fault_valid(const struct gfa_release_fault *f)
 
 static int config_check(const struct gfa_release_config *c, uint64_t page)
 {
-	if (c->max_punch_bytes % page ||
-	    c->max_punch_bytes > GFA_RELEASE_MAX_PUNCH_LIMIT)
+	if (c->max_punch_bytes % page || c->max_punch_bytes > GFA_RELEASE_MAX_PUNCH_LIMIT)
 		return -EINVAL;
 	if (c->ring_entries > GFA_RELEASE_MAX_RING || c->fault_setup_err < 0 ||
 	    !GFA_RESERVED_ZERO(c))
@@ -229,10 +227,8 @@ struct gfa_release_engine *gfa_release_create(int memfd, void *map_base,
 	e->map_base = map_base;
 	e->page_size = (uint64_t)page;
 	e->file_size = (uint64_t)sb.st_size;
-	e->max_punch = cfg->max_punch_bytes ? cfg->max_punch_bytes
-					    : GFA_RELEASE_DEFAULT_MAX_PUNCH;
-	e->ring_entries = cfg->ring_entries ? cfg->ring_entries
-					    : GFA_RELEASE_DEFAULT_RING;
+	e->max_punch = cfg->max_punch_bytes ? cfg->max_punch_bytes : GFA_RELEASE_DEFAULT_MAX_PUNCH;
+	e->ring_entries = cfg->ring_entries ? cfg->ring_entries : GFA_RELEASE_DEFAULT_RING;
 	e->batch = cfg->batch ? cfg->batch : GFA_RELEASE_DEFAULT_BATCH;
 	e->f_submit.f = cfg->fault_submit;
 	e->f_complete.f = cfg->fault_complete;
@@ -257,8 +253,7 @@ struct gfa_release_engine *gfa_release_create(int memfd, void *map_base,
 	} else if (ring_setup(e, cfg) == 0) {
 		e->mode = GFA_RELEASE_MODE_IO_URING;
 	} else {
-		fprintf(stderr, "gfa: release engine: %s; releasing synchronously\n",
-			e->why_sync);
+		fprintf(stderr, "gfa: release engine: %s; releasing synchronously\n", e->why_sync);
 	}
 
 	r = engine_start(e);

@@ -18,8 +18,8 @@
 #include <stdint.h>
 #include <gfa/vmm.h>
 
-#define PUNCH_MODE	(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)
-#define WHY_LEN		192
+#define PUNCH_MODE (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)
+#define WHY_LEN    192
 
 enum punch_method { METHOD_FALLOCATE, METHOD_MADVISE };
 
@@ -28,17 +28,17 @@ struct rel_range {
 	uint64_t off, len, seq;
 	gfa_release_done_fn done;
 	void *cookie;
-	uint32_t pieces;	/* planned punches not yet finished */
-	bool planned;		/* every byte is covered by a planned punch */
-	int err;		/* first failure among its punches */
+	uint32_t pieces; /* planned punches not yet finished */
+	bool planned;    /* every byte is covered by a planned punch */
+	int err;         /* first failure among its punches */
 };
 
 struct punch {
 	uint64_t off, len;
-	uint32_t first, last;	/* ranges[first..last] overlap this punch */
+	uint32_t first, last; /* ranges[first..last] overlap this punch */
 	uint8_t method;
 	uint8_t failures;
-	int inject_err;		/* injected completion error (positive errno) */
+	int inject_err; /* injected completion error (positive errno) */
 };
 
 struct fault_state {
@@ -53,15 +53,15 @@ struct gfa_release_engine {
 	uint64_t max_punch;
 	uint32_t ring_entries;
 	uint32_t batch;
-	uint64_t file_size;		/* atomic: size last seen by fstat */
+	uint64_t file_size; /* atomic: size last seen by fstat */
 
 	/* Queue and flush state, under lock. */
 	pthread_mutex_t lock;
-	pthread_cond_t work_cond;	/* engine waits for work */
-	pthread_cond_t done_cond;	/* flushers wait for completed_seq */
+	pthread_cond_t work_cond; /* engine waits for work */
+	pthread_cond_t done_cond; /* flushers wait for completed_seq */
 	struct rel_range *head, **tailp;
-	uint64_t last_seq;		/* last sequence number handed out */
-	uint64_t completed_seq;		/* every range with seq <= this is done */
+	uint64_t last_seq;      /* last sequence number handed out */
+	uint64_t completed_seq; /* every range with seq <= this is done */
 	uint32_t plugs, flushers;
 	bool stopping;
 	pthread_t thread;
@@ -72,20 +72,20 @@ struct gfa_release_engine {
 	enum punch_method method;
 	struct fault_state f_submit, f_complete, f_sync;
 	uint32_t submit_streak;
-	struct rel_range **ranges;	/* this pass, sorted; batch entries */
+	struct rel_range **ranges; /* this pass, sorted; batch entries */
 	uint32_t nranges;
-	uint32_t cur_i;			/* cursor: range holding cur_pos */
+	uint32_t cur_i; /* cursor: range holding cur_pos */
 	uint64_t cur_pos;
-	struct punch *slots;		/* ring_entries slots */
+	struct punch *slots; /* ring_entries slots */
 	uint32_t *free_slots, nfree;
-	uint32_t *retry, nretry;	/* slots waiting for a ring retry */
-	uint32_t *sq_fifo, sq_head, sq_count;	/* prepared, not consumed */
-	uint32_t kernel_inflight;	/* consumed by the kernel, not reaped */
+	uint32_t *retry, nretry;              /* slots waiting for a ring retry */
+	uint32_t *sq_fifo, sq_head, sq_count; /* prepared, not consumed */
+	uint32_t kernel_inflight;             /* consumed by the kernel, not reaped */
 
-	int mode;			/* atomic enum gfa_release_mode_kind */
-	char why_ring[WHY_LEN];		/* fixed after create */
-	char why_sync[WHY_LEN];		/* written once, before mode turns SYNC */
-	struct gfa_release_stats st;	/* fields accessed atomically */
+	int mode;                    /* atomic enum gfa_release_mode_kind */
+	char why_ring[WHY_LEN];      /* fixed after create */
+	char why_sync[WHY_LEN];      /* written once, before mode turns SYNC */
+	struct gfa_release_stats st; /* fields accessed atomically */
 };
 
 /* The engine the current thread runs, to refuse flush/destroy from callbacks. */
@@ -100,8 +100,7 @@ int fault_hit(struct fault_state *fs);
 int range_cmp(const void *a, const void *b);
 struct punch *plan_next(struct gfa_release_engine *e);
 int punch_sync(struct gfa_release_engine *e, struct punch *p);
-void punch_result(struct gfa_release_engine *e, struct punch *p, int res,
-		  bool was_sync);
+void punch_result(struct gfa_release_engine *e, struct punch *p, int res, bool was_sync);
 
 /* ---- ring mode (release_ring.c) ---- */
 int ring_setup(struct gfa_release_engine *e, const struct gfa_release_config *cfg);

@@ -86,8 +86,7 @@ struct punch *plan_next(struct gfa_release_engine *e)
 		return NULL;
 	limit = start + e->max_punch;
 	end = e->ranges[i]->off + e->ranges[i]->len;
-	while (end < limit && last + 1 < e->nranges &&
-	       e->ranges[last + 1]->off == end) {
+	while (end < limit && last + 1 < e->nranges && e->ranges[last + 1]->off == end) {
 		last++;
 		end += e->ranges[last]->len;
 		STAT_ADD(e, ranges_coalesced, 1);
@@ -96,8 +95,11 @@ struct punch *plan_next(struct gfa_release_engine *e)
 		end = limit;
 
 	p = &e->slots[e->free_slots[--e->nfree]];
-	*p = (struct punch){ .off = start, .len = end - start, .first = i,
-			     .last = last, .method = e->method };
+	*p = (struct punch){ .off = start,
+			     .len = end - start,
+			     .first = i,
+			     .last = last,
+			     .method = e->method };
 	for (; i <= last; i++) {
 		struct rel_range *r = e->ranges[i];
 
@@ -138,16 +140,14 @@ int punch_sync(struct gfa_release_engine *e, struct punch *p)
 
 static bool ring_can(const struct gfa_release_engine *e, enum punch_method m)
 {
-	return e->ring_ok &&
-	       (m == METHOD_FALLOCATE ? e->ring_fallocate : e->ring_madvise);
+	return e->ring_ok && (m == METHOD_FALLOCATE ? e->ring_fallocate : e->ring_madvise);
 }
 
 /*
  * Where fallocate is unsupported on this file, punch through the mapping
  * instead, for this punch and every later one.
  */
-static void maybe_switch_method(struct gfa_release_engine *e, struct punch *p,
-				int res)
+static void maybe_switch_method(struct gfa_release_engine *e, struct punch *p, int res)
 {
 	if (p->method != METHOD_FALLOCATE || !e->map_base)
 		return;
@@ -161,8 +161,7 @@ static void maybe_switch_method(struct gfa_release_engine *e, struct punch *p,
  * Act on the result of an attempt: finish the punch, queue its ring retry, or
  * run the synchronous retry/fallback right here.
  */
-void punch_result(struct gfa_release_engine *e, struct punch *p, int res,
-		  bool was_sync)
+void punch_result(struct gfa_release_engine *e, struct punch *p, int res, bool was_sync)
 {
 	for (;;) {
 		if (res >= 0) {

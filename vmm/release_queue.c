@@ -42,8 +42,8 @@ static int submit_check(struct gfa_release_engine *e, uint64_t off, uint64_t len
 	return range_check(e, off, len);
 }
 
-int gfa_release_submit(struct gfa_release_engine *e, uint64_t offset,
-		       uint64_t len, gfa_release_done_fn done, void *cookie)
+int gfa_release_submit(struct gfa_release_engine *e, uint64_t offset, uint64_t len,
+		       gfa_release_done_fn done, void *cookie)
 {
 	struct rel_range *r;
 	int err;
@@ -135,12 +135,11 @@ int gfa_release_flush(struct gfa_release_engine *e, int timeout_ms)
 	pthread_mutex_lock(&e->lock);
 	target = e->last_seq;
 	e->flushers++;
-	pthread_cond_signal(&e->work_cond);	/* a plug must not hold us up */
+	pthread_cond_signal(&e->work_cond); /* a plug must not hold us up */
 	while (e->completed_seq < target && !ret) {
 		if (timeout_ms < 0)
 			pthread_cond_wait(&e->done_cond, &e->lock);
-		else if (pthread_cond_timedwait(&e->done_cond, &e->lock,
-						&deadline) == ETIMEDOUT)
+		else if (pthread_cond_timedwait(&e->done_cond, &e->lock, &deadline) == ETIMEDOUT)
 			ret = e->completed_seq < target ? -ETIMEDOUT : 0;
 	}
 	GFA_BUG_ON(!e->flushers);

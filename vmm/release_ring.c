@@ -23,20 +23,17 @@ static const char *err_name(int err)
 
 /* ---- ring mode ---------------------------------------------------------- */
 
-static void ring_prep(struct gfa_release_engine *e, struct io_uring_sqe *sqe,
-		      struct punch *p)
+static void ring_prep(struct gfa_release_engine *e, struct io_uring_sqe *sqe, struct punch *p)
 {
 	uint32_t idx = (uint32_t)(p - e->slots);
 
 	p->inject_err = fault_hit(&e->f_complete);
 	if (p->inject_err)
-		io_uring_prep_nop(sqe);	/* completes, but touches nothing */
+		io_uring_prep_nop(sqe); /* completes, but touches nothing */
 	else if (p->method == METHOD_FALLOCATE)
-		io_uring_prep_fallocate(sqe, e->fd, PUNCH_MODE, (off_t)p->off,
-					(off_t)p->len);
+		io_uring_prep_fallocate(sqe, e->fd, PUNCH_MODE, (off_t)p->off, (off_t)p->len);
 	else
-		io_uring_prep_madvise(sqe, e->map_base + p->off, (off_t)p->len,
-				      MADV_REMOVE);
+		io_uring_prep_madvise(sqe, e->map_base + p->off, (off_t)p->len, MADV_REMOVE);
 	io_uring_sqe_set_data64(sqe, idx);
 	STAT_ADD(e, ring_ops, 1);
 	if (p->method == METHOD_MADVISE)
@@ -80,7 +77,7 @@ static int ring_submit_step(struct gfa_release_engine *e)
 	if (ret > 0 || (ret == 0 && e->kernel_inflight)) {
 		/* the kernel never takes more entries than were queued */
 		GFA_BUG_ON((uint32_t)ret > e->sq_count);
-		if ((uint32_t)ret > e->sq_count)	/* a release build stays safe */
+		if ((uint32_t)ret > e->sq_count) /* a release build stays safe */
 			ret = (int)e->sq_count;
 		e->sq_head = (e->sq_head + (uint32_t)ret) % e->ring_entries;
 		e->sq_count -= (uint32_t)ret;
@@ -89,7 +86,7 @@ static int ring_submit_step(struct gfa_release_engine *e)
 		return 0;
 	}
 	if (ret == 0)
-		ret = -EAGAIN;	/* nothing taken and nothing to wait for */
+		ret = -EAGAIN; /* nothing taken and nothing to wait for */
 	STAT_ADD(e, submit_errors, 1);
 	/* Retry once (after reaping, if anything is in flight), then give up. */
 	return ++e->submit_streak >= 2 ? ret : 0;
@@ -112,12 +109,13 @@ static void ring_reap(struct gfa_release_engine *e)
 			usleep(1000);
 		return;
 	}
-	io_uring_for_each_cqe(&e->ring, head, cqe) {
+	io_uring_for_each_cqe(&e->ring, head, cqe)
+	{
 		struct punch *p = &e->slots[io_uring_cqe_get_data64(cqe)];
 		int res = cqe->res;
 
 		n++;
-		GFA_BUG_ON(!e->kernel_inflight);        /* an op the kernel took */
+		GFA_BUG_ON(!e->kernel_inflight); /* an op the kernel took */
 		e->kernel_inflight--;
 		if (p->inject_err) {
 			res = -p->inject_err;
@@ -167,8 +165,7 @@ static void ring_degrade(struct gfa_release_engine *e, int err)
 		punch_result(e, &e->slots[idx], punch_sync(e, &e->slots[idx]), true);
 	}
 	io_uring_queue_exit(&e->ring);
-	snprintf(why, sizeof(why), "io_uring_submit failed twice (%s)",
-		 err_name(-err));
+	snprintf(why, sizeof(why), "io_uring_submit failed twice (%s)", err_name(-err));
 	set_sync_mode(e, why);
 }
 
@@ -179,7 +176,7 @@ void pass_ring(struct gfa_release_engine *e)
 
 		ring_fill(e);
 		if (!e->sq_count && !e->kernel_inflight)
-			return;		/* fully planned, nothing pending */
+			return; /* fully planned, nothing pending */
 		if (e->sq_count) {
 			err = ring_submit_step(e);
 			if (err) {
@@ -208,8 +205,7 @@ static int read_io_uring_disabled(void)
 }
 
 /* Set up the ring; on failure say why in e->why_sync and return -errno. */
-int ring_setup(struct gfa_release_engine *e,
-	       const struct gfa_release_config *cfg)
+int ring_setup(struct gfa_release_engine *e, const struct gfa_release_config *cfg)
 {
 	struct io_uring_probe *probe;
 	int r, dis;
@@ -227,8 +223,7 @@ int ring_setup(struct gfa_release_engine *e,
 				 "io_uring unavailable (%s, kernel.io_uring_disabled=%d)",
 				 err_name(-r), dis);
 		else
-			snprintf(e->why_sync, WHY_LEN, "io_uring setup failed (%s)",
-				 err_name(-r));
+			snprintf(e->why_sync, WHY_LEN, "io_uring setup failed (%s)", err_name(-r));
 		return r;
 	}
 	probe = io_uring_get_probe_ring(&e->ring);
@@ -245,11 +240,11 @@ int ring_setup(struct gfa_release_engine *e,
 	}
 	e->method = e->ring_fallocate ? METHOD_FALLOCATE : METHOD_MADVISE;
 	snprintf(e->why_ring, WHY_LEN, "%s, %u entries%s",
-		 e->ring_fallocate ? "IORING_OP_FALLOCATE punch hole"
-				   : "IORING_OP_MADVISE MADV_REMOVE",
+		 e->ring_fallocate ? "IORING_OP_FALLOCATE punch hole" :
+				     "IORING_OP_MADVISE MADV_REMOVE",
 		 e->ring_entries,
-		 e->ring_fallocate && e->ring_madvise && e->map_base ?
-			", MADV_REMOVE fallback" : "");
+		 e->ring_fallocate && e->ring_madvise && e->map_base ? ", MADV_REMOVE fallback" :
+								       "");
 	e->ring_ok = true;
 	return 0;
 }

@@ -17,8 +17,7 @@ const char *gfa_release_mode(const struct gfa_release_engine *e, const char **wh
 	return mode == GFA_RELEASE_MODE_SYNC ? "sync" : "io_uring";
 }
 
-int gfa_release_stats(const struct gfa_release_engine *e,
-		      struct gfa_release_stats *out)
+int gfa_release_stats(const struct gfa_release_engine *e, struct gfa_release_stats *out)
 {
 	if (!e || !out)
 		return -EFAULT;

@@ -35,14 +35,14 @@
 
 /* One punch: frames contiguous in the guest and in one zone's memfd. */
 struct report_run {
-	struct report_run *prev, *next;         /* in flight: the registry's list */
+	struct report_run *prev, *next; /* in flight: the registry's list */
 	struct report_req *req;
 	struct gfa_backing *b;
 	uint64_t gfn, pfn, nr;
 	unsigned int zone;
 	bool registered;
-	bool submitted;         /* its punch is queued: a move waits for it */
-	bool moved;             /* a move freed its frames before the punch was queued */
+	bool submitted; /* its punch is queued: a move waits for it */
+	bool moved;     /* a move freed its frames before the punch was queued */
 };
 
 /* One gfa_guest_report_free call: its done callback comes after its last run. */
@@ -50,21 +50,21 @@ struct report_req {
 	struct gfa_free_report *rep;
 	gfa_report_done_fn done;
 	void *cookie;
-	unsigned int pending;                   /* runs not finished, + 1 while submitting */
+	unsigned int pending; /* runs not finished, + 1 while submitting */
 	int result;
-	struct report_req *next_done;           /* queued for gfa_guest_report_reap() */
+	struct report_req *next_done; /* queued for gfa_guest_report_reap() */
 };
 
 struct gfa_free_report {
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
 	struct gfa_guest *g;
-	struct gfa_release_engine *engine[GFA_MAX_ZONES];      /* made on first use */
-	uint64_t reqs;                          /* requests whose done has not returned */
-	struct gfa_guest_report_stat st;        /* registry lock */
+	struct gfa_release_engine *engine[GFA_MAX_ZONES]; /* made on first use */
+	uint64_t reqs;                                    /* requests whose done has not returned */
+	struct gfa_guest_report_stat st;                  /* registry lock */
 	/* queued completions (gfa_guest_report_eventfd), under the registry lock: finished
 	 * requests wait here for the device's thread to reap them */
-	int efd;                                /* -1 until asked for */
+	int efd; /* -1 until asked for */
 	struct report_req *done_head, **done_tail;
 	uint64_t nr_done;
 };
@@ -80,8 +80,8 @@ static struct {
 	_Atomic uint64_t nr_runs;
 } reg = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0 };
 
-static bool run_overlaps(const struct report_run *r, const struct gfa_backing *b,
-			 uint64_t pfn, uint64_t nr)
+static bool run_overlaps(const struct report_run *r, const struct gfa_backing *b, uint64_t pfn,
+			 uint64_t nr)
 {
 	return r->b == b && r->pfn < pfn + nr && pfn < r->pfn + r->nr;
 }
@@ -90,8 +90,7 @@ static bool run_overlaps(const struct report_run *r, const struct gfa_backing *b
  * The first run over [pfn, pfn + nr) whose punch is queued; the runs over it not queued
  * yet are marked moved on the way, so they never will be.  With reg.lock held.
  */
-static struct report_run *run_queued_over(const struct gfa_backing *b, uint64_t pfn,
-					  uint64_t nr)
+static struct report_run *run_queued_over(const struct gfa_backing *b, uint64_t pfn, uint64_t nr)
 {
 	for (struct report_run *r = reg.head; r; r = r->next) {
 		if (!run_overlaps(r, b, pfn, nr))
@@ -134,7 +133,7 @@ static void report_moved_wait(struct gfa_backing *b, uint64_t pfn, unsigned int 
 /* With reg.lock held. */
 static void run_register(struct report_run *r)
 {
-	GFA_BUG_ON(r->registered || (reg.head && reg.head->prev));     /* once; the head */
+	GFA_BUG_ON(r->registered || (reg.head && reg.head->prev)); /* once; the head */
 	r->prev = NULL;
 	r->next = reg.head;
 	if (reg.head)
@@ -170,7 +169,7 @@ static void req_put(struct report_req *req)
 	bool last;
 
 	pthread_mutex_lock(&reg.lock);
-	GFA_BUG_ON(!req->pending);      /* one reference a run, and one while submitting */
+	GFA_BUG_ON(!req->pending); /* one reference a run, and one while submitting */
 	last = !--req->pending;
 	if (last && rep->efd >= 0) {
 		/* the device's thread calls done (gfa_guest_report_reap); the eventfd is
@@ -194,7 +193,7 @@ static void req_put(struct report_req *req)
 	GFA_BUG_ON(!rep->reqs);
 	rep->reqs--;
 	pthread_cond_broadcast(&reg.cond);
-	pthread_mutex_unlock(&reg.lock);    /* rep may be freed from here on */
+	pthread_mutex_unlock(&reg.lock); /* rep may be freed from here on */
 }
 
 /* A run is over: punched (result 0), failed, or left alone (raced). */
@@ -230,8 +229,7 @@ static void run_done(void *cookie, uint64_t offset, uint64_t len, int result)
 }
 
 /* Aligned, inside the guest, pairwise disjoint; the error counted. */
-static int report_check(struct gfa_free_report *rep, const struct gfa_gpa_range *r,
-			unsigned int n)
+static int report_check(struct gfa_free_report *rep, const struct gfa_gpa_range *r, unsigned int n)
 {
 	int err = guest_ranges_check(rep->g, r, n);
 
@@ -284,15 +282,18 @@ static int run_push(struct gfa_free_report *rep, struct run_list *l, uint64_t gf
 	last = calloc(1, sizeof(*last));
 	if (!last)
 		return -ENOMEM;
-	*last = (struct report_run){ .b = rep->b, .gfn = gfn, .pfn = pfn, .nr = 1,
+	*last = (struct report_run){ .b = rep->b,
+				     .gfn = gfn,
+				     .pfn = pfn,
+				     .nr = 1,
 				     .zone = (unsigned int)zone };
 	l->v[l->n++] = last;
 	return 0;
 }
 
 /* Frames behind the ranges as runs; a gfn ballooned out has none (counted). */
-static int runs_collect(struct gfa_free_report *rep, const struct gfa_gpa_range *r,
-			unsigned int n, struct run_list *l)
+static int runs_collect(struct gfa_free_report *rep, const struct gfa_gpa_range *r, unsigned int n,
+			struct run_list *l)
 {
 	uint64_t unbacked = 0;
 	int err = 0;
@@ -379,8 +380,8 @@ static void run_submit(struct gfa_free_report *rep, struct report_run *run)
  * back to the pool, where any owner may take them, and the next touch takes a fresh
  * zeroed block.  Done at once, in the calling thread (no punch is in flight).
  */
-static int report_lazy(struct gfa_free_report *rep, const struct gfa_gpa_range *r,
-		       unsigned int n, gfa_report_done_fn done, void *cookie)
+static int report_lazy(struct gfa_free_report *rep, const struct gfa_gpa_range *r, unsigned int n,
+		       gfa_report_done_fn done, void *cookie)
 {
 	uint64_t frames = 0, taken = 0;
 	int err = 0;
@@ -547,7 +548,7 @@ int gfa_guest_report_reap(struct gfa_free_report *rep)
 		return -EFAULT;
 	pthread_mutex_lock(&reg.lock);
 	if (rep->efd >= 0)
-		(void)!read(rep->efd, &count, sizeof(count));  /* later ones write again */
+		(void)!read(rep->efd, &count, sizeof(count)); /* later ones write again */
 	req = rep->done_head;
 	rep->done_head = NULL;
 	rep->done_tail = &rep->done_head;

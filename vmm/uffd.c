@@ -45,7 +45,7 @@ static int uffd_new_fd(void)
 		return fd;
 	dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 	if (dev < 0)
-		return -err;    /* the syscall's reason: the one an operator can change */
+		return -err; /* the syscall's reason: the one an operator can change */
 	fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		fd = -errno;
@@ -70,8 +70,7 @@ int uffd_open(struct guest_uffd *u)
 	if (u->fd < 0)
 		return u->fd;
 	/* an unknown feature is EINVAL: a kernel before 6.1 cannot protect shmem */
-	if (ioctl(u->fd, UFFDIO_API, &api) ||
-	    !(api.features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM)) {
+	if (ioctl(u->fd, UFFDIO_API, &api) || !(api.features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM)) {
 		uffd_close(u);
 		return -EOPNOTSUPP;
 	}
@@ -93,7 +92,7 @@ void uffd_stop(struct guest_uffd *u)
 	if (!u->thread_started)
 		return;
 	if (write(u->stop_fd, &one, sizeof(one)) != sizeof(one))
-		abort();        /* an eventfd write of 1 cannot fail */
+		abort(); /* an eventfd write of 1 cannot fail */
 	pthread_join(u->thread, NULL);
 	u->thread_started = false;
 }
@@ -106,7 +105,7 @@ void uffd_close(struct guest_uffd *u)
 		pthread_mutex_destroy(&u->lock);
 	}
 	if (u->fd >= 0)
-		close(u->fd);   /* wakes any writer still waiting */
+		close(u->fd); /* wakes any writer still waiting */
 	u->fd = u->stop_fd = -1;
 }
 
@@ -137,8 +136,7 @@ int uffd_register(struct guest_uffd *u, void *addr, size_t len)
  */
 int uffd_register_missing(struct guest_uffd *u, void *addr, size_t len)
 {
-	return uffd_register_mode(u, addr, len, UFFDIO_REGISTER_MODE_MISSING,
-				  1ULL << _UFFDIO_WAKE);
+	return uffd_register_mode(u, addr, len, UFFDIO_REGISTER_MODE_MISSING, 1ULL << _UFFDIO_WAKE);
 }
 
 /* Protect (or lift the protection of, waking the range's writers) [addr, addr + len).
@@ -176,7 +174,7 @@ static void uffd_fault(struct guest_uffd *u, const struct uffd_msg *m)
 	if (a < u->move_lo || a >= u->move_hi) {
 		__atomic_add_fetch(&u->strays, 1, __ATOMIC_RELAXED);
 		(void)uffd_wp(u, a, UFFD_PAGE, false);
-		uffd_wake(u, a, UFFD_PAGE);     /* also where no mapping is registered now */
+		uffd_wake(u, a, UFFD_PAGE); /* also where no mapping is registered now */
 	}
 	pthread_mutex_unlock(&u->lock);
 }

@@ -14,7 +14,7 @@
 
 struct guest_uffd {
 	int fd;
-	int stop_fd;                    /* eventfd that ends the service thread */
+	int stop_fd; /* eventfd that ends the service thread */
 	pthread_t thread;
 	bool thread_started;
 	/*
@@ -25,8 +25,8 @@ struct guest_uffd {
 	 */
 	pthread_mutex_t lock;
 	uintptr_t move_lo, move_hi;
-	uint64_t faults;                /* write faults the service thread read (atomic) */
-	uint64_t strays;                /* of them, outside any move: lifted at once */
+	uint64_t faults; /* write faults the service thread read (atomic) */
+	uint64_t strays; /* of them, outside any move: lifted at once */
 	/*
 	 * A first touch of a missing-mode range (a lazy guest's placeholder): the service
 	 * thread calls missing(ctx, address, faulting thread's id), which maps something

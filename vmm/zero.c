@@ -159,7 +159,7 @@ static void zero_init(void)
 	if (!m || !m->usable()) {
 		m = methods;
 		while (!m->usable())
-			m++;            /* memset, the last, always is */
+			m++; /* memset, the last, always is */
 	}
 	atomic_store(&current, m);
 }
@@ -187,7 +187,7 @@ int gfa_zero_set_method(const char *name)
 
 	if (!name)
 		return GFA_EFAULT;
-	method();               /* (the first choice must not overwrite this one later) */
+	method(); /* (the first choice must not overwrite this one later) */
 	if (!*name) {
 		m = methods;
 		while (!m->usable())

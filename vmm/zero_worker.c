@@ -34,9 +34,9 @@
  * 128 MiB 1.4-1.5x a clean start on 2 CPUs; settled, it takes clean frames as fast.
  */
 #define ZERO_BATCH_RANGES 8
-#define ZERO_BATCH_FRAMES (4 * GFA_PAGEBLOCK_FRAMES)    /* 8 MiB: a few ms */
+#define ZERO_BATCH_FRAMES (4 * GFA_PAGEBLOCK_FRAMES) /* 8 MiB: a few ms */
 #define ZERO_SETTLE_NS    (10 * 1000000ULL)
-#define ZERO_RETRY_NS     (1000000ULL)  /* after a zone said an allocation waits */
+#define ZERO_RETRY_NS     (1000000ULL) /* after a zone said an allocation waits */
 
 struct zero_worker {
 	struct gfa_backing *b;
@@ -44,8 +44,8 @@ struct zero_worker {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool kicked, stop, busy;
-	uint64_t quiet_at;              /* (CLOCK_MONOTONIC ns) no batch before it */
-	_Atomic uint64_t frames;        /* zeroed in the background, for tests and stats */
+	uint64_t quiet_at;       /* (CLOCK_MONOTONIC ns) no batch before it */
+	_Atomic uint64_t frames; /* zeroed in the background, for tests and stats */
 };
 
 /* Wait on the worker's condition until the monotonic ns deadline at most (lock held). */
@@ -112,19 +112,19 @@ static void *zero_main(void *arg)
 			continue;
 		}
 		if (ktime_get_ns() < zw->quiet_at) {
-			zw_wait_until(zw, zw->quiet_at);        /* (a start is under way) */
+			zw_wait_until(zw, zw->quiet_at); /* (a start is under way) */
 			continue;
 		}
-		GFA_BUG_ON(zw->busy);   /* one thread runs batches */
+		GFA_BUG_ON(zw->busy); /* one thread runs batches */
 		zw->busy = true;
 		pthread_mutex_unlock(&zw->lock);
 		taken = zero_batch(zw);
 		pthread_mutex_lock(&zw->lock);
 		zw->busy = false;
 		if (!taken)
-			zw->kicked = false;     /* all clean (or in others' hands): sleep */
+			zw->kicked = false; /* all clean (or in others' hands): sleep */
 		pthread_cond_broadcast(&zw->cond);
-		if (taken == -EAGAIN && !zw->stop)      /* still kicked: let the waiter in */
+		if (taken == -EAGAIN && !zw->stop) /* still kicked: let the waiter in */
 			zw_wait_until(zw, ktime_get_ns() + ZERO_RETRY_NS);
 	}
 	pthread_mutex_unlock(&zw->lock);
@@ -142,7 +142,7 @@ static void *zero_worker_start(struct gfa_backing *b)
 	zw->b = b;
 	pthread_mutex_init(&zw->lock, NULL);
 	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);      /* (its deadlines are) */
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* (its deadlines are) */
 	pthread_cond_init(&zw->cond, &attr);
 	pthread_condattr_destroy(&attr);
 	if (pthread_create(&zw->thread, NULL, zero_main, zw)) {
@@ -163,7 +163,7 @@ static void zero_worker_stop(void *arg)
 	zw->stop = true;
 	pthread_cond_broadcast(&zw->cond);
 	pthread_mutex_unlock(&zw->lock);
-	pthread_join(zw->thread, NULL);  /* (its batch is back on the lists: it finishes it) */
+	pthread_join(zw->thread, NULL); /* (its batch is back on the lists: it finishes it) */
 	pthread_cond_destroy(&zw->cond);
 	pthread_mutex_destroy(&zw->lock);
 	free(zw);

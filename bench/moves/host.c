@@ -15,15 +15,15 @@
 #include <unistd.h>
 #include "bench/moves/moves.h"
 
-#define H_GUEST_BYTES   (512 * MiB)
-#define H_ZONE_BYTES    (768 * MiB)
-#define H_TOUCH_BYTES   (32 * MiB)
-#define H_MAX_REPS      5
+#define H_GUEST_BYTES (512 * MiB)
+#define H_ZONE_BYTES  (768 * MiB)
+#define H_TOUCH_BYTES (32 * MiB)
+#define H_MAX_REPS    5
 
 struct growth {
-	int64_t created, touched, inflated, deflated, collapsed;        /* allocated bytes */
+	int64_t created, touched, inflated, deflated, collapsed; /* allocated bytes */
 	double inflate_ms, deflate_ms, collapse_ms;
-	int ranges;                     /* collapsed */
+	int ranges; /* collapsed */
 };
 
 static int64_t backed(int fd)
@@ -46,8 +46,7 @@ static double ms_since(uint64_t t0)
 	return bench_sec_since(t0) * 1e3;
 }
 
-typedef int64_t (*balloon_fn)(struct gfa_guest *g, const struct gfa_gpa_range *r,
-			      unsigned int n);
+typedef int64_t (*balloon_fn)(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n);
 
 /* Inflate or deflate everything past the touched part, timed; must take every frame. */
 static double h_balloon(balloon_fn fn, const char *name, struct gfa_guest *g)
@@ -182,8 +181,8 @@ void bench_host(const struct bench_opts *o, double *gfa_mib, double *madv_mib)
 	}
 	bench_print_load(&load, "part 6");
 	printf("%-8s %8s %8s %9s %9s %10s %7s %10s %10s %11s %6s\n", "balloon", "created",
-	       "touched", "inflated", "deflated", "collapsed", "growth", "inflate_ms",
-	       "deflate_ms", "collapse_ms", "ranges");
+	       "touched", "inflated", "deflated", "collapsed", "growth", "inflate_ms", "deflate_ms",
+	       "collapse_ms", "ranges");
 	h_print("gfa", h_median(g, reps, gfa_mib), gfa_mib);
 	h_print("madvise", h_median(m, reps, madv_mib), madv_mib);
 	printf("# growth = collapsed - touched, the median over the reps; the other columns "

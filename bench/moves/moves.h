@@ -10,8 +10,8 @@
 #include <gfa/refvmm.h>
 #include "bench/bench_util.h"
 
-#define MiB             (1ULL << 20)
-#define RANGE_BYTES     (2 * MiB)
+#define MiB         (1ULL << 20)
+#define RANGE_BYTES (2 * MiB)
 
 struct gfa_guest *guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 			       const struct gfa_guest_config *gc, bool no_uffd);

@@ -3,16 +3,16 @@
  * bench/pcp, part b: one thread frees 1 GiB of mixed orders through its cache, with and
  * without high-order caching.
  */
-#define _GNU_SOURCE     /* sched_setaffinity: workers are pinned (bench_pin_self) */
+#define _GNU_SOURCE /* sched_setaffinity: workers are pinned (bench_pin_self) */
 #include "bench/pcp/pcp.h"
 
-#define BF_POOL_FRAMES  (3UL << 17)     /* 1.5 GiB so 1 GiB of mixed orders fits */
-#define BF_SET_FRAMES   (1UL << 18)     /* free 1 GiB worth */
-#define BF_MAX_RUN      31              /* a folio batch's worth of one order */
+#define BF_POOL_FRAMES (3UL << 17) /* 1.5 GiB so 1 GiB of mixed orders fits */
+#define BF_SET_FRAMES  (1UL << 18) /* free 1 GiB worth */
+#define BF_MAX_RUN     31          /* a folio batch's worth of one order */
 
 struct bf_run {
 	unsigned int order, n;
-	uint32_t first;                 /* index into pfns */
+	uint32_t first; /* index into pfns */
 };
 
 struct bf_set {
@@ -58,7 +58,7 @@ static void bf_make_set(struct bf_set *s, uint64_t seed)
 		r = &s->runs[s->nr_runs++];
 		r->order = orders[k];
 		r->n = 1 + (unsigned int)(bench_rand(&seed) % BF_MAX_RUN);
-		if (r->order == GFA_PAGEBLOCK_ORDER)   /* keep 2 MiB runs short */
+		if (r->order == GFA_PAGEBLOCK_ORDER) /* keep 2 MiB runs short */
 			r->n = 1 + r->n % 4;
 		r->first = (uint32_t)s->nr_blocks;
 		s->nr_blocks += r->n;
@@ -73,11 +73,11 @@ static const char *const bf_mode_name[NR_BF_MODES] = { "single", "batch" };
 struct bf_variant {
 	struct gfa_pool *pool;
 	struct gfa_pcp *pcp;
-	bool high;              /* high-order caching on */
+	bool high; /* high-order caching on */
 	enum bf_mode mode;
-	double samples[MAX_REPS];       /* seconds */
+	double samples[MAX_REPS]; /* seconds */
 	struct bench_stat st;
-	uint64_t free_high, bulkfree;   /* per rep, from the last rep */
+	uint64_t free_high, bulkfree; /* per rep, from the last rep */
 };
 
 /* Allocate the set through the zone (untimed): the cache starts empty. */
@@ -127,7 +127,7 @@ static double bf_free(struct bf_variant *v, const struct bf_set *s, const uint64
 }
 
 struct bf_results {
-	double ratio[NR_BF_MODES];      /* t(no high-order) / t(high-order): >= 1 good */
+	double ratio[NR_BF_MODES]; /* t(no high-order) / t(high-order): >= 1 good */
 	struct bench_stat high[NR_BF_MODES], nohigh[NR_BF_MODES];
 };
 
@@ -174,22 +174,22 @@ static int bench_bulkfree(const struct bench_opts *o, void *ctx)
 			bf_alloc(&v[i], &set, pfns);
 			t = bf_free(&v[i], &set, pfns);
 			if (rep < 0)
-				continue;       /* warm-up */
+				continue; /* warm-up */
 			v[i].samples[rep] = t;
 			v[i].free_high = VM(v[i].pool, pcp_free_high) - fh;
 			v[i].bulkfree = VM(v[i].pool, pcp_bulkfree) - bk;
 		}
 	}
 	bench_print_load(&load, "part b");
-	printf("%-13s %-7s %10s %10s %10s %12s %12s %10s\n", "high-order", "mode", "ms",
-	       "min", "max", "Mframes/s", "bulk frees", "free_high");
+	printf("%-13s %-7s %10s %10s %10s %12s %12s %10s\n", "high-order", "mode", "ms", "min",
+	       "max", "Mframes/s", "bulk frees", "free_high");
 	for (int i = 0; i < 4; i++) {
 		v[i].st = bench_stat_of(v[i].samples, reps);
 		printf("%-13s %-7s %10.3f %10.3f %10.3f %12.1f %12lu %10lu\n",
 		       v[i].high ? "cached" : "off", bf_mode_name[v[i].mode], v[i].st.median * 1e3,
 		       v[i].st.min * 1e3, v[i].st.max * 1e3,
-		       (double)set.frames / v[i].st.median / 1e6,
-		       (unsigned long)v[i].bulkfree, (unsigned long)v[i].free_high);
+		       (double)set.frames / v[i].st.median / 1e6, (unsigned long)v[i].bulkfree,
+		       (unsigned long)v[i].free_high);
 	}
 	for (int m = 0; m < NR_BF_MODES; m++) {
 		res->high[m] = v[m].st;
@@ -230,5 +230,8 @@ static void report_bulkfree(void *ctx)
 
 static struct bf_results results;
 const struct bench_part pcp_bulkfree_part = {
-	"bulkfree", bench_bulkfree, report_bulkfree, &results,
+	"bulkfree",
+	bench_bulkfree,
+	report_bulkfree,
+	&results,
 };

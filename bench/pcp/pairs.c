@@ -3,11 +3,11 @@
  * bench/pcp, part a: order-0 allocate+free pairs on 1 and 2 threads, through the cache,
  * the zone and glibc, with a working set; and tight pairs beside them.
  */
-#define _GNU_SOURCE     /* sched_setaffinity: workers are pinned (bench_pin_self) */
+#define _GNU_SOURCE /* sched_setaffinity: workers are pinned (bench_pin_self) */
 #include "bench/pcp/pcp.h"
 
-#define WS_LIVE   256   /* live blocks per thread */
-#define WS_BURST  8     /* blocks allocated, then freed, per step */
+#define WS_LIVE    256 /* live blocks per thread */
+#define WS_BURST   8   /* blocks allocated, then freed, per step */
 #define WS_THREADS 2
 
 enum ws_path { PATH_PCP, PATH_ZONE, PATH_MALLOC, NR_PATHS };
@@ -21,7 +21,7 @@ static const char *const path_what[NR_PATHS] = {
 struct ws_ctl {
 	pthread_barrier_t go, done;
 	enum ws_path path;
-	bool tight;             /* allocate and free the same block at once (part a, 2nd table) */
+	bool tight; /* allocate and free the same block at once (part a, 2nd table) */
 	int nactive;
 	bool quit;
 	atomic_bool stop;
@@ -35,10 +35,10 @@ struct ws_worker {
 	struct gfa_pcp *pcp;
 	uint64_t owner, rng;
 	bool filled[NR_PATHS];
-	uint64_t live[NR_PATHS][WS_LIVE];       /* pfns, or pointers for glibc */
+	uint64_t live[NR_PATHS][WS_LIVE]; /* pfns, or pointers for glibc */
 	/* results of the last run */
 	uint64_t pairs;
-	double secs, cpu_secs;  /* wall and this thread's CPU time */
+	double secs, cpu_secs; /* wall and this thread's CPU time */
 	int err;
 } __attribute__((aligned(64)));
 
@@ -157,8 +157,7 @@ static inline __attribute__((always_inline)) int ws_tight_path(struct ws_worker 
 }
 
 /* One run of either pattern; inlined per path, the pattern chosen once per run. */
-static inline __attribute__((always_inline)) int ws_run_path(struct ws_worker *w,
-							     enum ws_path path)
+static inline __attribute__((always_inline)) int ws_run_path(struct ws_worker *w, enum ws_path path)
 {
 	return w->ctl->tight ? ws_tight_path(w, path) : ws_loop_path(w, path);
 }
@@ -235,9 +234,9 @@ static double ws_run(struct ws_ctl *ctl, struct ws_worker *w, enum ws_path path,
 }
 
 struct ws_results {
-	struct bench_stat st[NR_PATHS][WS_THREADS + 1];   /* [path][threads] */
-	struct bench_stat tight[NR_PATHS];                /* tight pairs, 1 thread */
-	struct bench_stat cpu[NR_PATHS][WS_THREADS + 1];  /* the same per CPU second */
+	struct bench_stat st[NR_PATHS][WS_THREADS + 1];  /* [path][threads] */
+	struct bench_stat tight[NR_PATHS];               /* tight pairs, 1 thread */
+	struct bench_stat cpu[NR_PATHS][WS_THREADS + 1]; /* the same per CPU second */
 	struct bench_stat tight_cpu[NR_PATHS];
 };
 
@@ -268,10 +267,12 @@ static int bench_pairs(const struct bench_opts *o, void *ctx)
 	}
 	gfa_pcp_stat(w[0].pcp, &ps);
 	printf("\n## a. order-0 allocate+free pairs/s, %d live blocks per thread, bursts of %d, "
-	       "random frees\n", WS_LIVE, WS_BURST);
+	       "random frees\n",
+	       WS_LIVE, WS_BURST);
 	printf("# pool 1 GiB, one zone shared by all threads; each thread its own cache "
 	       "(batch %d, high_min %d, high_max %d); worker i pinned to the i-th allowed CPU, "
-	       "every path alike\n", ps.batch, ps.high_min, ps.high_max);
+	       "every path alike\n",
+	       ps.batch, ps.high_min, ps.high_max);
 	/* Warm-up: fills the live sets, grows the heap and the caches; not timed. */
 	for (int nt = 1; nt <= WS_THREADS; nt++)
 		for (int p = 0; p < NR_PATHS; p++)
@@ -283,8 +284,8 @@ static int bench_pairs(const struct bench_opts *o, void *ctx)
 							     o->rep_sec, &cpu[p][nt][rep]);
 		ctl.tight = true;
 		for (int p = 0; p < NR_PATHS; p++)
-			tight[p][rep] = ws_run(&ctl, w, (enum ws_path)p, 1, o->rep_sec,
-					       &tight_cpu[p][rep]);
+			tight[p][rep] =
+				ws_run(&ctl, w, (enum ws_path)p, 1, o->rep_sec, &tight_cpu[p][rep]);
 		ctl.tight = false;
 	}
 	ctl.quit = true;
@@ -390,5 +391,8 @@ static void report_pairs(void *ctx)
 
 static struct ws_results results;
 const struct bench_part pcp_pairs_part = {
-	"pairs", bench_pairs, report_pairs, &results,
+	"pairs",
+	bench_pairs,
+	report_pairs,
+	&results,
 };

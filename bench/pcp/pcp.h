@@ -16,9 +16,9 @@
 #include <gfa/allocator.h>
 #include "bench/bench_util.h"
 
-#define POOL_FRAMES     (1UL << 18)     /* 1 GiB: batch 63, high_min 1024 */
-#define MAX_REPS        1000
-#define SINK(p) __asm__ volatile("" : : "r"(p) : "memory")
+#define POOL_FRAMES (1UL << 18) /* 1 GiB: batch 63, high_min 1024 */
+#define MAX_REPS    1000
+#define SINK(p)     __asm__ volatile("" : : "r"(p) : "memory")
 
 /* pools and caches as every part makes them; the invariants checked after a run */
 void check_pool(struct gfa_pool *pool, const char *when);

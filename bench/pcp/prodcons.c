@@ -4,7 +4,7 @@
  * consumer frees them through its own; throughput and hot reuse under each free_high
  * threshold.
  */
-#define _GNU_SOURCE     /* sched_setaffinity: workers are pinned (bench_pin_self) */
+#define _GNU_SOURCE /* sched_setaffinity: workers are pinned (bench_pin_self) */
 #include "bench/pcp/pcp.h"
 
 /*
@@ -12,13 +12,13 @@
  * A is faster than B, so it runs the ring full: with 256 the reuse counts measured
  * the ring (capped near blocks / 256 for every configuration), not the allocator.
  */
-#define RING_SIZE 32
-#define PC_MAX_PAIRS 2
-#define PC_MIXED_EVERY 8        /* mixed mode: B allocates once per this many frees */
+#define RING_SIZE      32
+#define PC_MAX_PAIRS   2
+#define PC_MIXED_EVERY 8 /* mixed mode: B allocates once per this many frees */
 
 struct ring {
-	_Alignas(64) _Atomic uint64_t head;     /* written by the producer */
-	_Alignas(64) _Atomic uint64_t tail;     /* written by the consumer */
+	_Alignas(64) _Atomic uint64_t head; /* written by the producer */
+	_Alignas(64) _Atomic uint64_t tail; /* written by the consumer */
 	_Alignas(64) uint64_t slot[RING_SIZE];
 };
 
@@ -45,12 +45,12 @@ struct pc_pair {
 	struct gfa_pcp *pa, *pb;
 	uint64_t owner, rng, n;
 	enum pc_mode mode;
-	uint32_t *counts;               /* allocations per pfn, written by A only */
+	uint32_t *counts; /* allocations per pfn, written by A only */
 	pthread_barrier_t *start;
 	int idx, err_a, err_b;
 	pthread_t ta, tb;
-	uint64_t depth_sum;             /* blocks in the ring, summed over A's pushes */
-	uint64_t t_start[2], t_end[2];  /* ns, A and B */
+	uint64_t depth_sum;            /* blocks in the ring, summed over A's pushes */
+	uint64_t t_start[2], t_end[2]; /* ns, A and B */
 };
 
 static void *pc_producer(void *arg)
@@ -69,7 +69,7 @@ static void *pc_producer(void *arg)
 
 		if (pfn < 0) {
 			p->err_a = (int)pfn;
-			pfn = -1;       /* tell the consumer to stop */
+			pfn = -1; /* tell the consumer to stop */
 		} else {
 			p->counts[pfn]++;
 		}
@@ -131,12 +131,12 @@ static void *pc_consumer(void *arg)
 }
 
 struct pc_sample {
-	double mops;                    /* blocks moved A -> B per second, all pairs */
-	uint64_t top[5];                /* allocation counts of the 5 most reused pfns */
-	uint64_t distinct;              /* pfns allocated at least once */
-	uint64_t free_high;             /* free_high flushes */
-	uint64_t bulkfree;              /* zone-lock sections of bulk frees */
-	double depth;                   /* mean blocks in the ring when A pushes */
+	double mops;        /* blocks moved A -> B per second, all pairs */
+	uint64_t top[5];    /* allocation counts of the 5 most reused pfns */
+	uint64_t distinct;  /* pfns allocated at least once */
+	uint64_t free_high; /* free_high flushes */
+	uint64_t bulkfree;  /* zone-lock sections of bulk frees */
+	double depth;       /* mean blocks in the ring when A pushes */
 };
 
 static int cmp_u64_desc(const void *a, const void *b)
@@ -229,7 +229,7 @@ static void pc_once(enum pc_cfg cfg, enum pc_mode mode, int npairs, uint64_t n, 
 /* Medians over reps, per [mode][config][pairs]. */
 struct pc_results {
 	struct bench_stat mops[NR_PC_MODES][NR_PC_CFGS][PC_MAX_PAIRS + 1];
-	uint64_t top[NR_PC_MODES][NR_PC_CFGS][PC_MAX_PAIRS + 1][5];   /* median per rank */
+	uint64_t top[NR_PC_MODES][NR_PC_CFGS][PC_MAX_PAIRS + 1][5]; /* median per rank */
 	uint64_t n;
 };
 
@@ -248,21 +248,23 @@ static int bench_prodcons(const struct bench_opts *o, void *ctx)
 	struct pc_results *res = ctx;
 	static struct pc_sample s[NR_PC_MODES][NR_PC_CFGS][PC_MAX_PAIRS + 1][MAX_REPS];
 	int reps = o->reps_set ? o->reps : o->quick ? 3 : 7;
-	uint64_t n = o->quick ? 200000 : 800000;        /* quick: a run lasts >= 20 ms */
+	uint64_t n = o->quick ? 200000 : 800000; /* quick: a run lasts >= 20 ms */
 	double d[MAX_REPS];
 	struct bench_load load;
 
 	bench_load_begin(&load);
 	res->n = n;
 	printf("\n## c. producer/consumer: A allocates order 1-3 (uniform) through its cache, "
-	       "B frees through its own; ring of %d; %lu blocks per pair per run\n", RING_SIZE,
-	       (unsigned long)n);
+	       "B frees through its own; ring of %d; %lu blocks per pair per run\n",
+	       RING_SIZE, (unsigned long)n);
 	printf("# pure: B only frees (the issue's setup); mixed: B also allocates+frees an "
 	       "order-1 block of its own every %d frees (halves its free_count, as a "
-	       "receiving CPU does)\n", PC_MIXED_EVERY);
+	       "receiving CPU does)\n",
+	       PC_MIXED_EVERY);
 	printf("# pool 1 GiB created fresh for every run; reuse = allocations of the 5 most "
 	       "reused pfns (perf kmem's table in the high-order PCP series), median per rank "
-	       "over %d reps\n", reps);
+	       "over %d reps\n",
+	       reps);
 	if (bench_cores() < 2 * PC_MAX_PAIRS)
 		printf("# only %ld cores: with 2 pairs, 4 threads share them (waits spin briefly, "
 		       "then sched_yield), so 2-pair numbers show oversubscription, not scaling\n",
@@ -279,7 +281,8 @@ static int bench_prodcons(const struct bench_opts *o, void *ctx)
 	bench_print_load(&load, "part c");
 
 	printf("# depth: mean blocks in the ring when A pushes (near %d: A waits for B, and\n"
-	       "# reuse counts are capped near blocks / %d)\n", RING_SIZE, RING_SIZE);
+	       "# reuse counts are capped near blocks / %d)\n",
+	       RING_SIZE, RING_SIZE);
 	printf("%-5s %-7s %-38s %5s %9s %8s %8s %9s %9s %8s %6s  %s\n", "mode", "config", "what",
 	       "pairs", "Mblocks/s", "min", "max", "free_high", "bulkfree", "distinct", "depth",
 	       "top-5 reuse counts");
@@ -309,15 +312,14 @@ static int bench_prodcons(const struct bench_opts *o, void *ctx)
 				for (int r = 0; r < reps; r++)
 					d[r] = v[r].depth;
 				printf("%-5s %-7s %-38s %5d %9.3f %8.3f %8.3f %9lu %9lu %8lu "
-				       "%6.1f  %lu %lu %lu %lu %lu\n", pc_mode_name[m],
-				       pc_cfg_name[c], pc_cfg_what[c], np,
-				       res->mops[m][c][np].median,
-				       res->mops[m][c][np].min, res->mops[m][c][np].max,
-				       (unsigned long)fh, (unsigned long)bk, (unsigned long)dist,
-				       bench_stat_of(d, reps).median,
-				       (unsigned long)top[0], (unsigned long)top[1],
-				       (unsigned long)top[2], (unsigned long)top[3],
-				       (unsigned long)top[4]);
+				       "%6.1f  %lu %lu %lu %lu %lu\n",
+				       pc_mode_name[m], pc_cfg_name[c], pc_cfg_what[c], np,
+				       res->mops[m][c][np].median, res->mops[m][c][np].min,
+				       res->mops[m][c][np].max, (unsigned long)fh,
+				       (unsigned long)bk, (unsigned long)dist,
+				       bench_stat_of(d, reps).median, (unsigned long)top[0],
+				       (unsigned long)top[1], (unsigned long)top[2],
+				       (unsigned long)top[3], (unsigned long)top[4]);
 			}
 		}
 	}
@@ -341,10 +343,8 @@ static void report_one(const struct pc_results *c, int m, int np)
 	snprintf(bench, sizeof(bench), "pcp_prodcons%s%s", m ? "_mixed" : "",
 		 np > 1 ? "_2pairs" : "");
 	v = c->mops[m][PC_NEW][np].median / c->mops[m][PC_OLD][np].median;
-	reuse_new = top5_mean(c->top[m][PC_NEW][np]) /
-		    top5_mean(c->top[m][PC_NOHIGH][np]);
-	reuse_old = top5_mean(c->top[m][PC_OLD][np]) /
-		    top5_mean(c->top[m][PC_NOHIGH][np]);
+	reuse_new = top5_mean(c->top[m][PC_NEW][np]) / top5_mean(c->top[m][PC_NOHIGH][np]);
+	reuse_old = top5_mean(c->top[m][PC_OLD][np]) / top5_mean(c->top[m][PC_NOHIGH][np]);
 	/*
 	 * pure: B never allocates, so its free_count sits at the cap and both
 	 * thresholds fire on every high-order free: 1.0 is expected and the goal
@@ -355,21 +355,25 @@ static void report_one(const struct pc_results *c, int m, int np)
 		 pc_mode_name[m], np, np > 1 ? "s" : "",
 		 m == PC_PURE ? " (both fire on every free here: expect ~1)" : "",
 		 judged ? "" : " (not judged: 4 threads on fewer than 4 cores)");
-	bench_goal(bench, "new_vs_old", v, judged ? ">=" : "info",
-		   m == PC_PURE ? 0.95 : 1.0, why);
-	snprintf(why, sizeof(why), "%s, %d pair%s: mean top-5 reuse new / high-order "
-		 "caching off (within 10x)", pc_mode_name[m], np, np > 1 ? "s" : "");
+	bench_goal(bench, "new_vs_old", v, judged ? ">=" : "info", m == PC_PURE ? 0.95 : 1.0, why);
+	snprintf(why, sizeof(why),
+		 "%s, %d pair%s: mean top-5 reuse new / high-order "
+		 "caching off (within 10x)",
+		 pc_mode_name[m], np, np > 1 ? "s" : "");
 	bench_goal(bench, "reuse_new_vs_nohigh", reuse_new, ">=", 0.1, why);
-	snprintf(why, sizeof(why), "%s, %d pair%s: mean top-5 reuse old / high-order "
-		 "caching off (within 10x)", pc_mode_name[m], np, np > 1 ? "s" : "");
+	snprintf(why, sizeof(why),
+		 "%s, %d pair%s: mean top-5 reuse old / high-order "
+		 "caching off (within 10x)",
+		 pc_mode_name[m], np, np > 1 ? "s" : "");
 	bench_goal(bench, "reuse_old_vs_nohigh", reuse_old, ">=", 0.1, why);
 	if (np > 1) {
 		double sc = c->mops[m][PC_NEW][np].median / c->mops[m][PC_NEW][1].median;
 
 		snprintf(key, sizeof(key), "scale_%dpairs_new", np);
-		snprintf(why, sizeof(why), "%s: total throughput %d pairs / 1 pair, new "
-			 "threshold: no cliff%s", pc_mode_name[m], np,
-			 judged ? "" : " (not judged: too few cores)");
+		snprintf(why, sizeof(why),
+			 "%s: total throughput %d pairs / 1 pair, new "
+			 "threshold: no cliff%s",
+			 pc_mode_name[m], np, judged ? "" : " (not judged: too few cores)");
 		bench_goal(bench, key, sc, judged ? ">=" : "info", 1.0, why);
 	}
 	bench_result_init(&r, bench);
@@ -399,5 +403,8 @@ static void report_prodcons(void *ctx)
 
 static struct pc_results results;
 const struct bench_part pcp_prodcons_part = {
-	"prodcons", bench_prodcons, report_prodcons, &results,
+	"prodcons",
+	bench_prodcons,
+	report_prodcons,
+	&results,
 };

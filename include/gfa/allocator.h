@@ -135,9 +135,9 @@ extern "C" {
 
 #define GFA_FRAME_SHIFT      12
 #define GFA_FRAME_SIZE       (1UL << GFA_FRAME_SHIFT)
-#define GFA_MAX_ORDER        10          /* largest block: 4 MiB */
+#define GFA_MAX_ORDER        10 /* largest block: 4 MiB */
 #define GFA_NR_ORDERS        (GFA_MAX_ORDER + 1)
-#define GFA_PAGEBLOCK_ORDER  9           /* 2 MiB: THP order, migratetype unit */
+#define GFA_PAGEBLOCK_ORDER  9 /* 2 MiB: THP order, migratetype unit */
 #define GFA_PAGEBLOCK_FRAMES (1UL << GFA_PAGEBLOCK_ORDER)
 #define GFA_MAX_ZONES        64
 
@@ -195,21 +195,21 @@ const char *gfa_strerror(int err);
 
 /* Migratetypes, as in the kernel's enum migratetype (PCPTYPES first). */
 enum gfa_migratetype {
-	GFA_MT_UNMOVABLE = 0,   /* VMM-internal or pinned (device DMA) */
-	GFA_MT_MOVABLE,         /* guest RAM: can be moved by copy + remap */
-	GFA_MT_RECLAIMABLE,     /* caches the VMM can drop */
-	GFA_MT_PCPTYPES,        /* number of types callers may ask for */
+	GFA_MT_UNMOVABLE = 0,             /* VMM-internal or pinned (device DMA) */
+	GFA_MT_MOVABLE,                   /* guest RAM: can be moved by copy + remap */
+	GFA_MT_RECLAIMABLE,               /* caches the VMM can drop */
+	GFA_MT_PCPTYPES,                  /* number of types callers may ask for */
 	GFA_MT_ISOLATE = GFA_MT_PCPTYPES, /* internal: pageblock being isolated */
 	GFA_MT_TYPES
 };
 
 /* What a frame is doing right now (gfa_frame_info.state). */
 enum gfa_frame_state {
-	GFA_FRAME_FREE = 1,     /* in a zone's buddy free lists */
-	GFA_FRAME_PCP,          /* on a per-vCPU cache list (counts as free) */
-	GFA_FRAME_ALLOCATED,    /* owned by an owner cookie */
-	GFA_FRAME_ISOLATED,     /* taken by compaction for a move */
-	GFA_FRAME_INFLIGHT,     /* free, with a release to the host in flight (or being
+	GFA_FRAME_FREE = 1,  /* in a zone's buddy free lists */
+	GFA_FRAME_PCP,       /* on a per-vCPU cache list (counts as free) */
+	GFA_FRAME_ALLOCATED, /* owned by an owner cookie */
+	GFA_FRAME_ISOLATED,  /* taken by compaction for a move */
+	GFA_FRAME_INFLIGHT,  /* free, with a release to the host in flight (or being
 				 * zeroed: gfa_zone_stat.nr_scrubbing) */
 };
 
@@ -219,31 +219,32 @@ enum gfa_frame_state {
  * the others (their hot path does not test for them), gfa_numa_alloc and
  * gfa_backing_alloc pass on what they do not use themselves.
  */
-#define GFA_ALLOC_NOFALLBACK  0x1u    /* never steal from another migratetype */
-#define GFA_ALLOC_NOCOMPACT   0x2u    /* free lists only: no cache drain, no compaction */
-#define GFA_BACKING_ZERO      0x10u   /* gfa_backing_alloc: zero dirty frames first */
-#define GFA_NUMA_REMOTE       0x100u  /* gfa_numa_alloc: may place on other nodes (never
+#define GFA_ALLOC_NOFALLBACK 0x1u  /* never steal from another migratetype */
+#define GFA_ALLOC_NOCOMPACT  0x2u  /* free lists only: no cache drain, no compaction */
+#define GFA_BACKING_ZERO     0x10u /* gfa_backing_alloc: zero dirty frames first */
+#define GFA_NUMA_REMOTE \
+	0x100u                  /* gfa_numa_alloc: may place on other nodes (never
 				       * compacting them) */
-#define GFA_NUMA_SMALLER      0x200u  /* gfa_numa_alloc: may return a smaller order */
+#define GFA_NUMA_SMALLER 0x200u /* gfa_numa_alloc: may return a smaller order */
 
 struct gfa_pool;
 struct gfa_pcp;
 
 struct gfa_zone_config {
-	uint64_t nr_frames;     /* frames in this zone (>= GFA_PAGEBLOCK_FRAMES) */
-	int node;               /* NUMA node the zone stands for (label only here) */
+	uint64_t nr_frames; /* frames in this zone (>= GFA_PAGEBLOCK_FRAMES) */
+	int node;           /* NUMA node the zone stands for (label only here) */
 };
 
-#define GFA_PCP_BATCH_MAX (1u << 16)   /* frames */
-#define GFA_PCP_HIGH_MAX  (1u << 27)   /* frames: 8 x high still fits an int */
+#define GFA_PCP_BATCH_MAX (1u << 16) /* frames */
+#define GFA_PCP_HIGH_MAX  (1u << 27) /* frames: 8 x high still fits an int */
 
 struct gfa_pool_config {
-	unsigned int nr_zones;  /* 1..GFA_MAX_ZONES */
+	unsigned int nr_zones; /* 1..GFA_MAX_ZONES */
 	struct gfa_zone_config zones[GFA_MAX_ZONES];
 	/* pcp sizing; 0 = size from the zone as the kernel does (batch ~63) */
-	unsigned int pcp_batch;     /* <= GFA_PCP_BATCH_MAX */
-	unsigned int pcp_high;      /* <= GFA_PCP_HIGH_MAX */
-	unsigned int pcp_high_max;  /* 0: 8 x high_min (auto-tuning ceiling); <= GFA_PCP_HIGH_MAX */
+	unsigned int pcp_batch;    /* <= GFA_PCP_BATCH_MAX */
+	unsigned int pcp_high;     /* <= GFA_PCP_HIGH_MAX */
+	unsigned int pcp_high_max; /* 0: 8 x high_min (auto-tuning ceiling); <= GFA_PCP_HIGH_MAX */
 	/* free_high threshold: 0 = batch + high_min/2 (Linux 6.15), 1 = batch (6.6..6.14) */
 	unsigned int pcp_free_high_old;
 	/* disable caching of orders 1..3 and 9 (baseline for benchmarks) */
@@ -255,7 +256,7 @@ struct gfa_pool_config {
 	 * aid for callers that may race on one block; off by default (see gfa_pcp_free).
 	 */
 	bool pcp_free_strict;
-	uint64_t reserved[8];     /* zero: room to grow (the head of this file) */
+	uint64_t reserved[8]; /* zero: room to grow (the head of this file) */
 };
 
 /**
@@ -306,8 +307,8 @@ unsigned int gfa_pool_nr_zones(const struct gfa_pool *pool);
  * required, as every output pointer is), GFA_ERANGE (no zone @zone).
  * Context: any thread (fixed at creation).
  */
-int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone,
-		  uint64_t *start_pfn, uint64_t *nr_frames);
+int gfa_zone_span(const struct gfa_pool *pool, unsigned int zone, uint64_t *start_pfn,
+		  uint64_t *nr_frames);
 /**
  * gfa_pfn_to_zone() - the zone holding a pfn
  *
@@ -353,13 +354,13 @@ int gfa_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t o
 
 struct gfa_frame_info {
 	enum gfa_frame_state state;
-	uint64_t head_pfn;      /* first pfn of the block holding pfn */
-	unsigned int order;     /* order of that block */
+	uint64_t head_pfn;             /* first pfn of the block holding pfn */
+	unsigned int order;            /* order of that block */
 	enum gfa_migratetype mt;       /* allocation mt (allocated) or free-list mt */
 	enum gfa_migratetype block_mt; /* pageblock migratetype */
-	uint64_t owner;         /* valid when ALLOCATED or ISOLATED */
-	uint32_t index;         /* the owner's index for the block (gfa_block_set_index) */
-	uint64_t reserved[2];     /* zero: room to grow (the head of this file) */
+	uint64_t owner;                /* valid when ALLOCATED or ISOLATED */
+	uint32_t index;                /* the owner's index for the block (gfa_block_set_index) */
+	uint64_t reserved[2];          /* zero: room to grow (the head of this file) */
 };
 
 /**
@@ -406,8 +407,8 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
  */
 int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info *info);
 
-typedef int (*gfa_block_fn)(void *arg, uint64_t pfn, unsigned int order,
-			    enum gfa_migratetype mt, uint64_t owner);
+typedef int (*gfa_block_fn)(void *arg, uint64_t pfn, unsigned int order, enum gfa_migratetype mt,
+			    uint64_t owner);
 /**
  * gfa_pool_for_each_allocated() - call fn for every allocated block
  * @fn: gfa_block_fn, called with (arg, head pfn, order, mt, owner); a nonzero return stops
@@ -490,40 +491,40 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
  * The counters take GFA_VMSTAT_SLOTS words, the rest reserved, so that a new counter
  * moves neither alloc_order nor the struct's size.
  */
-#define GFA_VMSTAT_SLOTS 96
-#define GFA_VMSTAT_ONE(name) + 1
-#define GFA_VMSTAT_NR_ITEMS (0 GFA_VMSTAT_ITEMS(GFA_VMSTAT_ONE))
+#define GFA_VMSTAT_SLOTS     96
+#define GFA_VMSTAT_ONE(name) +1
+#define GFA_VMSTAT_NR_ITEMS  (0 GFA_VMSTAT_ITEMS(GFA_VMSTAT_ONE))
 
 struct gfa_vmstat {
 #define GFA_VMSTAT_FIELD(name) uint64_t name;
 	GFA_VMSTAT_ITEMS(GFA_VMSTAT_FIELD)
 #undef GFA_VMSTAT_FIELD
-	uint64_t reserved[GFA_VMSTAT_SLOTS - GFA_VMSTAT_NR_ITEMS];  /* zero */
-	uint64_t alloc_order[GFA_NR_ORDERS];    /* blocks allocated per order */
-	uint64_t free_order[GFA_NR_ORDERS];     /* blocks freed per order */
-	uint64_t reserved_end[8];               /* zero: room for per-order arrays */
+	uint64_t reserved[GFA_VMSTAT_SLOTS - GFA_VMSTAT_NR_ITEMS]; /* zero */
+	uint64_t alloc_order[GFA_NR_ORDERS];                       /* blocks allocated per order */
+	uint64_t free_order[GFA_NR_ORDERS];                        /* blocks freed per order */
+	uint64_t reserved_end[8]; /* zero: room for per-order arrays */
 };
 
 struct gfa_zone_stat {
 	uint64_t nr_frames;
-	uint64_t nr_free;            /* frames: buddy lists, pcp lists and nr_scrubbing */
-	uint64_t nr_free_buddy;                              /* frames on buddy lists */
-	uint64_t nr_pcp;                                     /* frames on pcp lists */
+	uint64_t nr_free;       /* frames: buddy lists, pcp lists and nr_scrubbing */
+	uint64_t nr_free_buddy; /* frames on buddy lists */
+	uint64_t nr_pcp;        /* frames on pcp lists */
 	uint64_t nr_free_blocks[GFA_NR_ORDERS][GFA_MT_TYPES]; /* blocks per order and type */
-	uint64_t nr_pcp_blocks[GFA_NR_ORDERS];               /* cached blocks per order */
-	uint64_t nr_pageblocks[GFA_MT_TYPES];                /* pageblocks per type */
-	uint64_t nr_released;       /* free frames whose host memory was given back */
-	uint64_t nr_inflight;       /* frames with a release (or populate) in flight */
-	uint64_t nr_sidelined;      /* pageblocks holding released frames (reused last) */
-	uint64_t nr_scrubbing;      /* free frames being zeroed in the background: off the
+	uint64_t nr_pcp_blocks[GFA_NR_ORDERS];                /* cached blocks per order */
+	uint64_t nr_pageblocks[GFA_MT_TYPES];                 /* pageblocks per type */
+	uint64_t nr_released;    /* free frames whose host memory was given back */
+	uint64_t nr_inflight;    /* frames with a release (or populate) in flight */
+	uint64_t nr_sidelined;   /* pageblocks holding released frames (reused last) */
+	uint64_t nr_scrubbing;   /* free frames being zeroed in the background: off the
 				     * lists for a moment, counted free and claimable (an
 				     * allocation that finds no frame waits for them; added
 				     * in 0.3) */
-	uint64_t metadata_bytes;    /* what the zone's frames cost the host: frame
+	uint64_t metadata_bytes; /* what the zone's frames cost the host: frame
 				     * descriptors (those of the alignment hole before the
 				     * zone included), pageblocks and bitmaps; over nr_frames,
 				     * the bytes of metadata per frame (added in 0.6) */
-	uint64_t reserved[6];     /* zero: room to grow (the head of this file) */
+	uint64_t reserved[6];    /* zero: room to grow (the head of this file) */
 };
 
 /**
@@ -732,8 +733,8 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
  * @n > INT_MAX.
  * Context: the cache's holder.
  */
-int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n,
-		      unsigned int order, uint64_t owner);
+int gfa_pcp_free_many(struct gfa_pcp *pcp, const uint64_t *pfns, size_t n, unsigned int order,
+		      uint64_t owner);
 /**
  * gfa_pcp_drain() - return everything cached to the zone
  *
@@ -776,12 +777,12 @@ int64_t gfa_pool_drain_idle(struct gfa_pool *pool, unsigned int idle_ms);
 
 struct gfa_pcp_stat {
 	unsigned int zone;
-	int count;              /* frames on all lists */
+	int count; /* frames on all lists */
 	int batch, high, high_min, high_max;
 	int free_count;
 	unsigned int free_high_threshold;
-	int nr_blocks[GFA_NR_ORDERS];   /* blocks cached per order */
-	uint64_t reserved[4];     /* zero: room to grow (the head of this file) */
+	int nr_blocks[GFA_NR_ORDERS]; /* blocks cached per order */
+	uint64_t reserved[4];         /* zero: room to grow (the head of this file) */
 };
 /**
  * gfa_pcp_stat() - snapshot of a cache's counters
@@ -794,7 +795,7 @@ int gfa_pcp_stat(struct gfa_pcp *pcp, struct gfa_pcp_stat *st);
 
 /* ---- claims (Xen's XENMEM_claim_pages) ---- */
 
-#define GFA_MAX_CLAIMS 64       /* outstanding claims per zone */
+#define GFA_MAX_CLAIMS 64 /* outstanding claims per zone */
 
 /**
  * gfa_zone_claim() - reserve free frames of a zone for one owner
@@ -843,9 +844,9 @@ uint64_t gfa_zone_claimed(struct gfa_pool *pool, unsigned int zone);
  * lists, a sidelined pageblock that becomes fully free is never stranded.
  */
 struct gfa_release_policy {
-	uint64_t low, high;             /* populated free frames to keep (low <= high) */
-	unsigned int min_empty_frac;    /* 4: a pageblock qualifies at 1/4 empty */
-	uint64_t reserved[2];     /* zero: room to grow (the head of this file) */
+	uint64_t low, high;          /* populated free frames to keep (low <= high) */
+	unsigned int min_empty_frac; /* 4: a pageblock qualifies at 1/4 empty */
+	uint64_t reserved[2];        /* zero: room to grow (the head of this file) */
 };
 /**
  * gfa_zone_set_release_policy() - set a zone's depopulation policy
@@ -927,11 +928,11 @@ enum gfa_compact_mode {
 };
 
 enum gfa_compact_result {
-	GFA_COMPACT_SKIPPED = 0,  /* nothing to do (enough free, or order too small) */
-	GFA_COMPACT_CONTINUE,     /* internal */
-	GFA_COMPACT_COMPLETE,     /* the scanners met: the zone was fully scanned */
+	GFA_COMPACT_SKIPPED = 0, /* nothing to do (enough free, or order too small) */
+	GFA_COMPACT_CONTINUE,    /* internal */
+	GFA_COMPACT_COMPLETE,    /* the scanners met: the zone was fully scanned */
 	GFA_COMPACT_PARTIAL_SKIPPED,
-	GFA_COMPACT_SUCCESS,      /* a block of the order is free (or was captured) */
+	GFA_COMPACT_SUCCESS, /* a block of the order is free (or was captured) */
 };
 
 /* Compaction tunables, per pool. */
@@ -941,7 +942,7 @@ struct gfa_compact_config {
 	bool linear_only;
 	/* vm.compaction_proactiveness: 0 (off) .. 100; the daemon's target score */
 	unsigned int proactiveness;
-	uint64_t reserved[4];     /* zero: room to grow (the head of this file) */
+	uint64_t reserved[4]; /* zero: room to grow (the head of this file) */
 };
 /**
  * gfa_compact_configure() - set the pool's compaction tunables
@@ -1022,9 +1023,8 @@ int64_t gfa_alloc_compact(struct gfa_pool *pool, unsigned int zone, unsigned int
  * refusal (GFA_EBUSY/GFA_EAGAIN).
  * Context: any thread.
  */
-int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner,
-		     const uint64_t *pfns, const unsigned int *orders, const unsigned int *offs,
-		     unsigned int n);
+int64_t gfa_collapse(struct gfa_pool *pool, unsigned int zone, uint64_t owner, const uint64_t *pfns,
+		     const unsigned int *orders, const unsigned int *offs, unsigned int n);
 
 /**
  * gfa_compactd_start() - start background compaction (kcompactd), one worker per zone

@@ -55,11 +55,11 @@ extern "C" {
 /* ---- topology ---- */
 
 struct gfa_numa_node {
-	int id;                 /* node number: the kernel's, or 0..n-1 when fake */
-	int phys_node;          /* real node the memory comes from (== id unless fake) */
-	uint64_t mem_bytes;     /* memory of the node (fake: its share of the real node) */
-	uint64_t free_bytes;    /* free when discovered (fake: its share) */
-	unsigned int nr_cpus;   /* CPUs mapped to the node */
+	int id;               /* node number: the kernel's, or 0..n-1 when fake */
+	int phys_node;        /* real node the memory comes from (== id unless fake) */
+	uint64_t mem_bytes;   /* memory of the node (fake: its share of the real node) */
+	uint64_t free_bytes;  /* free when discovered (fake: its share) */
+	unsigned int nr_cpus; /* CPUs mapped to the node */
 };
 
 /*
@@ -69,15 +69,15 @@ struct gfa_numa_node {
  * kernel's numa_mem_id()).  Read-only after creation: any thread may read it.
  */
 struct gfa_numa_topology {
-	bool fake;              /* carved from one real node for tests: never a real layout */
+	bool fake; /* carved from one real node for tests: never a real layout */
 	unsigned int nr_nodes;
 	struct gfa_numa_node nodes[GFA_NUMA_MAX_NODES];
 	/* SLIT distances by node index: 10 local, larger is farther */
 	uint8_t distance[GFA_NUMA_MAX_NODES][GFA_NUMA_MAX_NODES];
 	/* zonelist[i][k]: node index of node i's k-th choice; zonelist[i][0] == i */
 	uint8_t zonelist[GFA_NUMA_MAX_NODES][GFA_NUMA_MAX_NODES];
-	unsigned int nr_cpus;   /* CPU numbers below this are described */
-	int16_t cpu_node[GFA_NUMA_MAX_CPUS];   /* node index of each CPU, -1 none */
+	unsigned int nr_cpus;                /* CPU numbers below this are described */
+	int16_t cpu_node[GFA_NUMA_MAX_CPUS]; /* node index of each CPU, -1 none */
 };
 
 /**
@@ -304,18 +304,18 @@ int gfa_numa_populate_zone(struct gfa_numa_pool *np, unsigned int zone);
 /* What gfa_numa_verify_zone found. */
 struct gfa_numa_placement {
 	unsigned int zone;
-	int zone_node;          /* the zone's node in the topology */
-	bool fake;              /* fake topology: zone_node is carved from `node` */
-	int node;               /* the real node the memory must be on (phys_node) */
-	bool policy_ok;         /* get_mempolicy at the zone start: MPOL_BIND to node only */
-	int policy_mode;        /* the mode found (MPOL_*) */
-	uint64_t frames;        /* frames checked (the whole zone) */
-	uint64_t on_node;       /* present on node */
-	uint64_t elsewhere;     /* present on another node */
-	uint64_t not_present;   /* not faulted in yet (placed on first touch) */
-	int64_t first_wrong_pfn;   /* first frame found elsewhere, -1 if none */
-	int first_wrong_node;      /* and the node it was on */
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	int zone_node;           /* the zone's node in the topology */
+	bool fake;               /* fake topology: zone_node is carved from `node` */
+	int node;                /* the real node the memory must be on (phys_node) */
+	bool policy_ok;          /* get_mempolicy at the zone start: MPOL_BIND to node only */
+	int policy_mode;         /* the mode found (MPOL_*) */
+	uint64_t frames;         /* frames checked (the whole zone) */
+	uint64_t on_node;        /* present on node */
+	uint64_t elsewhere;      /* present on another node */
+	uint64_t not_present;    /* not faulted in yet (placed on first touch) */
+	int64_t first_wrong_pfn; /* first frame found elsewhere, -1 if none */
+	int first_wrong_node;    /* and the node it was on */
+	uint64_t reserved[4];    /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /**
@@ -397,9 +397,9 @@ int gfa_numa_pcp_node(struct gfa_numa_pool *np, struct gfa_pcp *pcp);
  * GFA_ENOMEM (nothing found), GFA_ETHREAD.
  * Context: any thread; @pcp as gfa_pcp_alloc() (its holder only).
  */
-int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node,
-		       unsigned int order, enum gfa_migratetype mt, uint64_t owner,
-		       unsigned int flags, unsigned int *order_out);
+int64_t gfa_numa_alloc(struct gfa_numa_pool *np, struct gfa_pcp *pcp, int node, unsigned int order,
+		       enum gfa_migratetype mt, uint64_t owner, unsigned int flags,
+		       unsigned int *order_out);
 
 /* ---- claims (Xen's XENMEM_claim_pages, per node) ---- */
 
@@ -442,8 +442,8 @@ struct gfa_numa_node_stat {
 	int node;
 	unsigned int zone;
 	uint64_t nr_frames;
-	uint64_t nr_free;        /* frames free in the zone, caches included */
-	uint64_t nr_claimed;     /* frames promised to claims */
+	uint64_t nr_free;    /* frames free in the zone, caches included */
+	uint64_t nr_claimed; /* frames promised to claims */
 	/* blocks placed by gfa_numa_alloc, the kernel's numastat names: */
 	uint64_t numa_hit;       /* served here for a requester on this node */
 	uint64_t numa_miss;      /* served here for a requester on another node */
@@ -454,7 +454,7 @@ struct gfa_numa_node_stat {
 	uint64_t alloc_fail;     /* this node's requests that got nothing */
 	/* remote zones this node's requests tried with compaction allowed: by design 0 */
 	uint64_t compact_remote;
-	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t reserved[8]; /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
  * gfa_numa_node_stat() - snapshot of a node's statistics

@@ -75,20 +75,20 @@ extern "C" {
 struct gfa_kvm_vm;
 struct gfa_kvm_vcpu;
 
-#define GFA_KVM_KICK_SIGNAL	SIGRTMIN	/* from <signal.h> */
+#define GFA_KVM_KICK_SIGNAL SIGRTMIN /* from <signal.h> */
 
 /* Memslot flags: the KVM values of KVM_MEM_LOG_DIRTY_PAGES and KVM_MEM_READONLY. */
-#define GFA_KVM_MEM_LOG_DIRTY	(1u << 0)
-#define GFA_KVM_MEM_READONLY	(1u << 1)
+#define GFA_KVM_MEM_LOG_DIRTY (1u << 0)
+#define GFA_KVM_MEM_READONLY  (1u << 1)
 
 /* Guest-physical layout of the boot area written by gfa_kvm_vm_build_page_tables(). */
-#define GFA_KVM_BOOT_GDT	0x0000u	/* GDT: null, 0x08 code64, 0x10 data, 0x18 TSS */
-#define GFA_KVM_BOOT_TSS	0x0080u	/* 104-byte 64-bit TSS, no IO bitmap */
-#define GFA_KVM_BOOT_PML4	0x1000u
-#define GFA_KVM_BOOT_PDPT	0x2000u
-#define GFA_KVM_BOOT_PD		0x3000u	/* one page-directory page per GiB mapped */
-#define GFA_KVM_HUGE_PAGE	(2ULL << 20)
-#define GFA_KVM_MAX_IDENTITY_MAP (512ULL << 30)	/* one PDPT: 512 GiB */
+#define GFA_KVM_BOOT_GDT         0x0000u /* GDT: null, 0x08 code64, 0x10 data, 0x18 TSS */
+#define GFA_KVM_BOOT_TSS         0x0080u /* 104-byte 64-bit TSS, no IO bitmap */
+#define GFA_KVM_BOOT_PML4        0x1000u
+#define GFA_KVM_BOOT_PDPT        0x2000u
+#define GFA_KVM_BOOT_PD          0x3000u /* one page-directory page per GiB mapped */
+#define GFA_KVM_HUGE_PAGE        (2ULL << 20)
+#define GFA_KVM_MAX_IDENTITY_MAP (512ULL << 30) /* one PDPT: 512 GiB */
 
 /**
  * gfa_kvm_available() - whether KVM can run gfa's VMs here
@@ -166,8 +166,8 @@ int gfa_kvm_vm_fd(const struct gfa_kvm_vm *vm);
  *   -ENOMEM, or the errno of KVM_SET_USER_MEMORY_REGION (e.g. -EINVAL for a resize)
  * Context: any thread.
  */
-int gfa_kvm_set_memslot(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa,
-			void *hva, uint64_t size, uint32_t flags);
+int gfa_kvm_set_memslot(struct gfa_kvm_vm *vm, uint32_t slot, uint64_t gpa, void *hva,
+			uint64_t size, uint32_t flags);
 
 /**
  * gfa_kvm_gpa_to_hva() - host address of a guest-physical range
@@ -217,8 +217,7 @@ int gfa_kvm_vm_stat(struct gfa_kvm_vm *vm, const char *name, uint64_t *val);
  * Context: any thread, against other VM calls too; but do not rewrite tables that
  * running vCPUs use.
  */
-int gfa_kvm_vm_build_page_tables(struct gfa_kvm_vm *vm, uint64_t boot_gpa,
-				 uint64_t map_size);
+int gfa_kvm_vm_build_page_tables(struct gfa_kvm_vm *vm, uint64_t boot_gpa, uint64_t map_size);
 
 /**
  * gfa_kvm_boot_area_size() - bytes of the boot area for an identity map
@@ -295,8 +294,8 @@ int gfa_kvm_vcpu_id(const struct gfa_kvm_vcpu *vcpu);
 /* Where a 64-bit guest starts. */
 struct gfa_kvm_entry {
 	uint64_t rip;
-	uint64_t rsp;		/* 0 is fine for code that uses no stack */
-	uint64_t args[6];	/* rdi, rsi, rdx, rcx, r8, r9 (System V order) */
+	uint64_t rsp;     /* 0 is fine for code that uses no stack */
+	uint64_t args[6]; /* rdi, rsi, rdx, rcx, r8, r9 (System V order) */
 };
 
 /**
@@ -314,14 +313,13 @@ struct gfa_kvm_entry {
  * KVM_SET_SREGS / KVM_SET_REGS.
  * Context: the vCPU's thread (an IO handler, say), or any thread while it is not running.
  */
-int gfa_kvm_vcpu_enter_long_mode(struct gfa_kvm_vcpu *vcpu,
-				 const struct gfa_kvm_entry *entry);
+int gfa_kvm_vcpu_enter_long_mode(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_entry *entry);
 
 /* One port-IO exit.  @data holds @size * @count bytes (@count > 1 for rep ins/outs). */
 struct gfa_kvm_io {
 	uint16_t port;
-	uint8_t size;		/* 1, 2 or 4 */
-	bool out;		/* true: guest wrote @data (OUT); false: fill @data (IN) */
+	uint8_t size; /* 1, 2 or 4 */
+	bool out;     /* true: guest wrote @data (OUT); false: fill @data (IN) */
 	uint32_t count;
 	void *data;
 };
@@ -336,17 +334,17 @@ struct gfa_kvm_io {
 uint32_t gfa_kvm_io_value(const struct gfa_kvm_io *io);
 
 /* What an IO handler returns (or a negative errno, which ends the run with it). */
-#define GFA_KVM_IO_CONTINUE	0	/* re-enter the guest */
-#define GFA_KVM_IO_STOP		1	/* return GFA_KVM_RUN_STOPPED; calling run again
+#define GFA_KVM_IO_CONTINUE 0 /* re-enter the guest */
+#define GFA_KVM_IO_STOP \
+	1 /* return GFA_KVM_RUN_STOPPED; calling run again
 					   resumes right after the IO instruction */
 
-typedef int (*gfa_kvm_io_fn)(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io *io,
-			     void *ctx);
+typedef int (*gfa_kvm_io_fn)(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io *io, void *ctx);
 
 /* Non-negative results of gfa_kvm_vcpu_run(). */
-#define GFA_KVM_RUN_HLT		1	/* the guest executed HLT */
-#define GFA_KVM_RUN_STOPPED	2	/* the IO handler returned GFA_KVM_IO_STOP */
-#define GFA_KVM_RUN_KICKED	3	/* gfa_kvm_vcpu_kick() was called */
+#define GFA_KVM_RUN_HLT     1 /* the guest executed HLT */
+#define GFA_KVM_RUN_STOPPED 2 /* the IO handler returned GFA_KVM_IO_STOP */
+#define GFA_KVM_RUN_KICKED  3 /* gfa_kvm_vcpu_kick() was called */
 
 /**
  * gfa_kvm_vcpu_run() - run the vCPU until something for the caller happens
@@ -378,12 +376,11 @@ int gfa_kvm_vcpu_run(struct gfa_kvm_vcpu *vcpu, gfa_kvm_io_fn io, void *ctx);
 /* One MMIO exit: the guest touched @gpa, which lies in no memslot. */
 struct gfa_kvm_mmio {
 	uint64_t gpa;
-	uint32_t len;		/* 1..8 */
-	bool write;		/* true: the guest wrote @data; false: fill @data */
+	uint32_t len; /* 1..8 */
+	bool write;   /* true: the guest wrote @data; false: fill @data */
 	uint8_t *data;
 };
-typedef int (*gfa_kvm_mmio_fn)(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_mmio *m,
-			       void *ctx);
+typedef int (*gfa_kvm_mmio_fn)(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_mmio *m, void *ctx);
 /**
  * gfa_kvm_vm_set_mmio_handler() - handle MMIO exits instead of failing the run
  * @vm:  the VM
@@ -487,14 +484,14 @@ int gfa_kvm_vcpu_stat(struct gfa_kvm_vcpu *vcpu, const char *name, uint64_t *val
  *                           may stop it here and resume it by running it again
  *   GFA_KVM_PORT_DONE       finished, value = status (0 = ok); HLT follows
  */
-#define GFA_KVM_PORT_RESULT_LO	0x10
-#define GFA_KVM_PORT_RESULT_HI	0x11
-#define GFA_KVM_PORT_CHECKPOINT	0x12
-#define GFA_KVM_PORT_DONE	0x13
+#define GFA_KVM_PORT_RESULT_LO  0x10
+#define GFA_KVM_PORT_RESULT_HI  0x11
+#define GFA_KVM_PORT_CHECKPOINT 0x12
+#define GFA_KVM_PORT_DONE       0x13
 
-#define GFA_KVM_TEST_FILL	(1u << 0)
-#define GFA_KVM_TEST_VERIFY	(1u << 1)
-#define GFA_KVM_TEST_LOOP	(1u << 2)
+#define GFA_KVM_TEST_FILL   (1u << 0)
+#define GFA_KVM_TEST_VERIFY (1u << 1)
+#define GFA_KVM_TEST_LOOP   (1u << 2)
 
 /* The guest's machine code (position independent) and its size in bytes. */
 extern const uint8_t gfa_kvm_test_guest_code[];
@@ -525,9 +522,8 @@ int gfa_kvm_test_guest_load(struct gfa_kvm_vm *vm, uint64_t code_gpa);
  * @start > @end, unknown @flags; else as gfa_kvm_vcpu_enter_long_mode().
  * Context: as gfa_kvm_vcpu_enter_long_mode().
  */
-int gfa_kvm_test_guest_enter(struct gfa_kvm_vcpu *vcpu, uint64_t code_gpa,
-			     uint64_t start, uint64_t end, uint64_t seed,
-			     uint32_t flags);
+int gfa_kvm_test_guest_enter(struct gfa_kvm_vcpu *vcpu, uint64_t code_gpa, uint64_t start,
+			     uint64_t end, uint64_t seed, uint32_t flags);
 
 /**
  * gfa_kvm_test_pattern_sum() - the checksum the test guest reports for FILL
@@ -549,12 +545,12 @@ uint64_t gfa_kvm_test_pattern_sum(uint64_t start, uint64_t end, uint64_t seed);
  */
 struct gfa_kvm_test_ctx {
 	uint64_t results[GFA_KVM_TEST_MAX_RESULTS];
-	unsigned int nr_results;	/* read it atomically from other threads */
-	uint32_t lo;			/* pending low half */
+	unsigned int nr_results; /* read it atomically from other threads */
+	uint32_t lo;             /* pending low half */
 	bool have_lo;
-	bool done;			/* DONE received */
-	uint32_t status;		/* DONE's value */
-	uint32_t checkpoint;		/* last checkpoint reached, 0 = none */
+	bool done;           /* DONE received */
+	uint32_t status;     /* DONE's value */
+	uint32_t checkpoint; /* last checkpoint reached, 0 = none */
 	/* At a checkpoint: return GFA_KVM_IO_CONTINUE, GFA_KVM_IO_STOP or -errno.
 	   NULL means stop there (run returns GFA_KVM_RUN_STOPPED). */
 	int (*on_checkpoint)(struct gfa_kvm_vcpu *vcpu, uint32_t id, void *arg);
@@ -582,23 +578,23 @@ int gfa_kvm_test_io(struct gfa_kvm_vcpu *vcpu, const struct gfa_kvm_io *io, void
 struct gfa_vm;
 
 enum gfa_vm_kvm {
-	GFA_VM_KVM_AUTO = 0,    /* KVM when /dev/kvm works, else host threads */
-	GFA_VM_KVM_ON,          /* KVM or fail (ENODEV) */
-	GFA_VM_KVM_OFF,         /* host threads run the workload on the guest window */
+	GFA_VM_KVM_AUTO = 0, /* KVM when /dev/kvm works, else host threads */
+	GFA_VM_KVM_ON,       /* KVM or fail (ENODEV) */
+	GFA_VM_KVM_OFF,      /* host threads run the workload on the guest window */
 };
 
 struct gfa_vm_config {
-	uint64_t mem_bytes;     /* guest RAM, a multiple of 2 MiB, at least 4 MiB */
-	unsigned int vcpus;     /* 1..64 */
+	uint64_t mem_bytes; /* guest RAM, a multiple of 2 MiB, at least 4 MiB */
+	unsigned int vcpus; /* 1..64 */
 	unsigned int zone;
 	enum gfa_vm_kvm kvm;
-	bool small_only;        /* back with blocks below order 9 only.  Note: adjacent
+	bool small_only;     /* back with blocks below order 9 only.  Note: adjacent
 				 * blocks at adjacent memfd offsets still merge into one host
 				 * mapping, which the host may map with PMDs anyway */
-	struct gfa_pcp *pcp;    /* cache of the creating thread, or NULL */
-	bool lazy;              /* GFA_GUEST_LAZY: RAM taken at first touch, each vCPU's
+	struct gfa_pcp *pcp; /* cache of the creating thread, or NULL */
+	bool lazy;           /* GFA_GUEST_LAZY: RAM taken at first touch, each vCPU's
 				 * from its own cache */
-	bool restore;           /* lazy, restored from restore_fd (gfa_guest_save()'s file,
+	bool restore;        /* lazy, restored from restore_fd (gfa_guest_save()'s file,
 				 * guest physical address 0 at offset 0) */
 	int restore_fd;
 };
@@ -726,8 +722,8 @@ int gfa_vm_kvm_pages(struct gfa_vm *vm, uint64_t *pages_4k, uint64_t *pages_2m);
  */
 struct gfa_kvm_vcpu *gfa_vm_kvm_vcpu(struct gfa_vm *vm, unsigned int i);
 
-#define GFA_VM_MAX_VCPUS   64
-#define GFA_VM_SHELLS_MAX  256
+#define GFA_VM_MAX_VCPUS  64
+#define GFA_VM_SHELLS_MAX 256
 
 /*
  * VM shells: a KVM VM's creation made ahead of its start.  A shell is a KVM VM, its
@@ -819,16 +815,16 @@ void gfa_vm_shells_drain(void);
  */
 
 /* Limits of struct gfa_domain_spec; larger domains are refused with -ERANGE. */
-#define GFA_DOMAIN_NAME_MAX	256	/* name bytes including the NUL */
-#define GFA_DOMAIN_MAX_CELLS	64	/* guest NUMA cells (ids 0..63) */
-#define GFA_DOMAIN_MAX_VCPUS	1024	/* vCPUs (= x86 KVM_MAX_VCPUS default) */
-#define GFA_DOMAIN_MAX_PAGES	8	/* <hugepages><page> entries */
-#define GFA_DOMAIN_XML_MAX	(16u << 20)	/* XML document bytes (-EFBIG) */
-#define GFA_DOMAIN_ORIGIN_MAX	4352	/* origin bytes with the NUL; longer ones are cut */
+#define GFA_DOMAIN_NAME_MAX   256         /* name bytes including the NUL */
+#define GFA_DOMAIN_MAX_CELLS  64          /* guest NUMA cells (ids 0..63) */
+#define GFA_DOMAIN_MAX_VCPUS  1024        /* vCPUs (= x86 KVM_MAX_VCPUS default) */
+#define GFA_DOMAIN_MAX_PAGES  8           /* <hugepages><page> entries */
+#define GFA_DOMAIN_XML_MAX    (16u << 20) /* XML document bytes (-EFBIG) */
+#define GFA_DOMAIN_ORIGIN_MAX 4352        /* origin bytes with the NUL; longer ones are cut */
 
 /* <memoryBacking><source type=.../>: where libvirt would take guest RAM from. */
 enum gfa_domain_source {
-	GFA_DOMAIN_SOURCE_DEFAULT = 0,	/* no <source>: hypervisor default */
+	GFA_DOMAIN_SOURCE_DEFAULT = 0, /* no <source>: hypervisor default */
 	GFA_DOMAIN_SOURCE_ANONYMOUS,
 	GFA_DOMAIN_SOURCE_FILE,
 	GFA_DOMAIN_SOURCE_MEMFD,
@@ -836,7 +832,7 @@ enum gfa_domain_source {
 
 /* <memoryBacking><access mode=.../>. */
 enum gfa_domain_access {
-	GFA_DOMAIN_ACCESS_DEFAULT = 0,	/* no <access> */
+	GFA_DOMAIN_ACCESS_DEFAULT = 0, /* no <access> */
 	GFA_DOMAIN_ACCESS_SHARED,
 	GFA_DOMAIN_ACCESS_PRIVATE,
 };
@@ -844,15 +840,15 @@ enum gfa_domain_access {
 /* One guest NUMA cell (<cpu><numa><cell>). */
 struct gfa_domain_cell {
 	uint64_t memory_bytes;
-	unsigned int id;		/* always equal to its index in cells[] */
-	unsigned int nr_cpus;		/* number of bits set in cpus */
+	unsigned int id;      /* always equal to its index in cells[] */
+	unsigned int nr_cpus; /* number of bits set in cpus */
 	/* vCPU ids of this cell, bit i of cpus[i / 64] = vCPU i.  May be empty. */
 	uint64_t cpus[GFA_DOMAIN_MAX_VCPUS / 64];
 };
 
 /* One <hugepages><page size=... nodeset=.../>. */
 struct gfa_domain_page {
-	uint64_t size_bytes;		/* > 0, whole KiB (any size libvirt defines) */
+	uint64_t size_bytes; /* > 0, whole KiB (any size libvirt defines) */
 	/*
 	 * Bit i set: this size backs guest cell i.  0: no nodeset attribute, the
 	 * size backs every cell that no other page names (at most one such page).
@@ -891,8 +887,8 @@ struct gfa_domain_spec {
 	uint64_t current_memory_bytes;
 	/* Sum of <devices><memory><target><size>; part of memory_bytes. */
 	uint64_t device_memory_bytes;
-	unsigned int vcpus;		/* maximum vCPUs (<vcpu>), >= 1 */
-	unsigned int current_vcpus;	/* <vcpu current=...>, 1..vcpus */
+	unsigned int vcpus;         /* maximum vCPUs (<vcpu>), >= 1 */
+	unsigned int current_vcpus; /* <vcpu current=...>, 1..vcpus */
 	/* Guest NUMA cells, cells[i].id == i.  0: no guest NUMA topology. */
 	unsigned int nr_cells;
 	struct gfa_domain_cell cells[GFA_DOMAIN_MAX_CELLS];
@@ -948,8 +944,8 @@ struct gfa_domain_spec {
  *   -EBADMSG, -EINVAL, -ERANGE, -ENOMEM as at the head of this section.
  * Context: any thread (see the set-up above).
  */
-int gfa_domain_from_libvirt(const char *uri, const char *name,
-			    struct gfa_domain_spec *out, char *err, size_t errlen);
+int gfa_domain_from_libvirt(const char *uri, const char *name, struct gfa_domain_spec *out,
+			    char *err, size_t errlen);
 
 /**
  * gfa_domain_from_xml_file() - import a domain from a domain XML file
@@ -968,8 +964,8 @@ int gfa_domain_from_libvirt(const char *uri, const char *name,
  *   -EBADMSG, -EINVAL, -ERANGE, -ENOMEM as at the head of this section.
  * Context: any thread.
  */
-int gfa_domain_from_xml_file(const char *path, struct gfa_domain_spec *out,
-			     char *err, size_t errlen);
+int gfa_domain_from_xml_file(const char *path, struct gfa_domain_spec *out, char *err,
+			     size_t errlen);
 
 /**
  * gfa_domain_from_xml_string() - import a domain from a domain XML document
@@ -983,8 +979,8 @@ int gfa_domain_from_xml_file(const char *path, struct gfa_domain_spec *out,
  * section.
  * Context: any thread.
  */
-int gfa_domain_from_xml_string(const char *xml, struct gfa_domain_spec *out,
-			       char *err, size_t errlen);
+int gfa_domain_from_xml_string(const char *xml, struct gfa_domain_spec *out, char *err,
+			       size_t errlen);
 
 /**
  * gfa_domain_parse_size() - libvirt's scaled integer: @value times @unit
@@ -1016,8 +1012,8 @@ int gfa_domain_parse_size(const char *value, const char *unit, uint64_t *bytes);
  * (*@bytes untouched).
  * Context: any thread.
  */
-int gfa_domain_cell_page_size(const struct gfa_domain_spec *spec,
-			      unsigned int cell, uint64_t *bytes);
+int gfa_domain_cell_page_size(const struct gfa_domain_spec *spec, unsigned int cell,
+			      uint64_t *bytes);
 
 /**
  * gfa_domain_format() - a one-line human summary of a domain
@@ -1078,8 +1074,8 @@ int gfa_domain_format_size(uint64_t bytes, char *buf, size_t len);
  * the arrays.
  * Context: any thread; reads @dir.
  */
-int gfa_domain_check_pages(const struct gfa_domain_spec *spec, const char *dir,
-			   char *err, size_t errlen);
+int gfa_domain_check_pages(const struct gfa_domain_spec *spec, const char *dir, char *err,
+			   size_t errlen);
 
 /**
  * gfa_domain_cell_has_cpu() - whether a vCPU belongs to a guest cell
@@ -1090,8 +1086,7 @@ int gfa_domain_check_pages(const struct gfa_domain_spec *spec, const char *dir,
  * GFA_DOMAIN_MAX_VCPUS.
  * Context: any thread.
  */
-static inline bool gfa_domain_cell_has_cpu(const struct gfa_domain_cell *cell,
-					   unsigned int cpu)
+static inline bool gfa_domain_cell_has_cpu(const struct gfa_domain_cell *cell, unsigned int cpu)
 {
 	if (cpu >= GFA_DOMAIN_MAX_VCPUS)
 		return false;
@@ -1177,9 +1172,9 @@ int gfa_host_shmem_thp_set(const char *mode, char *old, size_t len);
  */
 struct gfa_rv_pci;
 
-#define GFA_RV_PCI_IO_BASE	0xc000u
-#define GFA_RV_PCI_IO_STRIDE	0x100u
-#define GFA_RV_PCI_MAX_SLOTS	32u
+#define GFA_RV_PCI_IO_BASE   0xc000u
+#define GFA_RV_PCI_IO_STRIDE 0x100u
+#define GFA_RV_PCI_MAX_SLOTS 32u
 
 /* Raise (level 1) or lower (0) legacy interrupt line irq; a KVM VMM implements it with
  * KVM_IRQ_LINE on its in-kernel irqchip.  Called from vCPU threads (an ISR read lowers
@@ -1218,8 +1213,7 @@ int gfa_rv_pci_destroy(struct gfa_rv_pci *pci);
  * Context: vCPU threads, concurrently: takes short locks only, never waits for guest
  * memory, a device thread or a gfa call.
  */
-int gfa_rv_pci_io(struct gfa_rv_pci *pci, uint16_t port, void *data, unsigned int size,
-		  bool write);
+int gfa_rv_pci_io(struct gfa_rv_pci *pci, uint16_t port, void *data, unsigned int size, bool write);
 /**
  * gfa_rv_pci_pause() - stop every device thread from touching guest RAM
  * @pci: the bus
@@ -1288,11 +1282,11 @@ int gfa_rv_pci_slots(struct gfa_rv_pci *pci, struct gfa_rv_pci_slot *out, unsign
 struct gfa_rv_balloon;
 
 struct gfa_rv_balloon_config {
-	struct gfa_guest *guest;        /* RAM the driver's page numbers refer to */
-	struct gfa_backing *backing;    /* the guest's backing (needed for reporting) */
-	unsigned int slot;              /* device number on bus 0 (1..31); 0: the first
+	struct gfa_guest *guest;     /* RAM the driver's page numbers refer to */
+	struct gfa_backing *backing; /* the guest's backing (needed for reporting) */
+	unsigned int slot;           /* device number on bus 0 (1..31); 0: the first
 					 * free one (1, 2, .. in creation order) */
-	unsigned int irq;               /* legacy IRQ line (PCI interrupt line register):
+	unsigned int irq;            /* legacy IRQ line (PCI interrupt line register):
 					 * the line the VMM wires the slot's INTA# to */
 	gfa_rv_irq_fn irq_fn;
 	void *irq_ctx;
@@ -1341,35 +1335,35 @@ int gfa_rv_balloon_set_target(struct gfa_rv_balloon *b, uint64_t bytes);
  */
 int gfa_rv_balloon_request_stats(struct gfa_rv_balloon *b);
 
-#define GFA_RV_BALLOON_NR_STATS 10      /* the driver's tags 0..9, swap_in .. hugetlb_fail */
+#define GFA_RV_BALLOON_NR_STATS 10 /* the driver's tags 0..9, swap_in .. hugetlb_fail */
 
 struct gfa_rv_balloon_stat {
-	uint64_t target_pages;          /* num_pages asked for */
-	uint64_t actual_pages;          /* what the driver says it holds (config actual) */
-	uint64_t inflated_pages;        /* held now, as the device counted them */
+	uint64_t target_pages;   /* num_pages asked for */
+	uint64_t actual_pages;   /* what the driver says it holds (config actual) */
+	uint64_t inflated_pages; /* held now, as the device counted them */
 	uint64_t inflate_requests, deflate_requests, deflated_pages;
-	uint64_t report_requests, reported_bytes;  /* reports accepted, bytes in them */
-	uint64_t report_released_bytes; /* punched out of the host */
-	uint64_t reset_deflated_pages;  /* given back because the driver reset the device */
-	uint64_t stats_updates;         /* stats buffers read */
-	uint64_t guest_stats[GFA_RV_BALLOON_NR_STATS];  /* the driver's last values (bytes
+	uint64_t report_requests, reported_bytes; /* reports accepted, bytes in them */
+	uint64_t report_released_bytes;           /* punched out of the host */
+	uint64_t reset_deflated_pages; /* given back because the driver reset the device */
+	uint64_t stats_updates;        /* stats buffers read */
+	uint64_t guest_stats[GFA_RV_BALLOON_NR_STATS]; /* the driver's last values (bytes
 					 * for memory, counts otherwise) */
-	uint64_t guest_stats_seen;      /* bit per tag the driver has sent */
-	uint32_t features;              /* accepted by the driver */
-	uint8_t status;                 /* device status register */
-	uint64_t needs_reset;           /* times NEEDS_RESET was set */
+	uint64_t guest_stats_seen;                     /* bit per tag the driver has sent */
+	uint32_t features;                             /* accepted by the driver */
+	uint8_t status;                                /* device status register */
+	uint64_t needs_reset;                          /* times NEEDS_RESET was set */
 	/* errors from the guest */
-	uint64_t err_ring;              /* a queue address whose ring is not inside RAM */
-	uint64_t err_queue_index;       /* notify or address of a queue that does not exist */
-	uint64_t err_avail;             /* avail index ahead by more than the queue size */
-	uint64_t err_desc;              /* descriptor index, address or length outside RAM,
+	uint64_t err_ring;        /* a queue address whose ring is not inside RAM */
+	uint64_t err_queue_index; /* notify or address of a queue that does not exist */
+	uint64_t err_avail;       /* avail index ahead by more than the queue size */
+	uint64_t err_desc;        /* descriptor index, address or length outside RAM,
 					 * or an indirect one (not offered) */
-	uint64_t err_loop;              /* a chain longer than the queue */
-	uint64_t err_dir;               /* a buffer of the wrong direction for its queue */
-	uint64_t err_page_list;         /* inflate/deflate list refused (length, pfn, state) */
-	uint64_t err_report;            /* report refused (alignment, range, overlap) */
-	uint64_t err_stats;             /* stats buffer of bad length */
-	uint64_t err_nomem;             /* deflates given up for want of frames */
+	uint64_t err_loop;        /* a chain longer than the queue */
+	uint64_t err_dir;         /* a buffer of the wrong direction for its queue */
+	uint64_t err_page_list;   /* inflate/deflate list refused (length, pfn, state) */
+	uint64_t err_report;      /* report refused (alignment, range, overlap) */
+	uint64_t err_stats;       /* stats buffer of bad length */
+	uint64_t err_nomem;       /* deflates given up for want of frames */
 };
 /**
  * gfa_rv_balloon_stat() - the balloon's counters
@@ -1420,29 +1414,29 @@ int gfa_rv_balloon_stat(struct gfa_rv_balloon *b, struct gfa_rv_balloon_stat *st
 struct gfa_linux_vm;
 struct gfa_rv_pci;
 
-#define GFA_LINUX_MAX_MEM	(3ULL << 30)
-#define GFA_LINUX_MAX_VCPUS	16
-#define GFA_LINUX_PCI_SLOTS	8	/* slots with an interrupt entry (_PRT, MP table) */
+#define GFA_LINUX_MAX_MEM    (3ULL << 30)
+#define GFA_LINUX_MAX_VCPUS  16
+#define GFA_LINUX_PCI_SLOTS  8 /* slots with an interrupt entry (_PRT, MP table) */
 /* IOAPIC pin of PCI slot @s's INTA#: 5, 9, 10, 11, 5, ... */
-#define GFA_LINUX_PCI_IRQ(s)	((unsigned int)((0xba95u >> (4 * ((s) & 3))) & 0xf))
+#define GFA_LINUX_PCI_IRQ(s) ((unsigned int)((0xba95u >> (4 * ((s)&3))) & 0xf))
 /* The command line used when the config gives none: quiet, and options that spare a
  * firmware-less nested guest slow probes (RTC driver, i8042 aux/mux, TSC checks, the
  * port-0x80 delay, UARTs beyond ttyS0). */
-#define GFA_LINUX_DEFAULT_CMDLINE \
-	"console=ttyS0 reboot=pci panic=-1 quiet mitigations=off nokaslr " \
-	"tsc=reliable " \
-	"no_timer_check edd=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd " \
+#define GFA_LINUX_DEFAULT_CMDLINE                                                          \
+	"console=ttyS0 reboot=pci panic=-1 quiet mitigations=off nokaslr "                 \
+	"tsc=reliable "                                                                    \
+	"no_timer_check edd=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd "        \
 	"random.trust_cpu=on cryptomgr.notests initcall_blacklist=cmos_init,add_rtc_cmos " \
 	"8250.nr_uarts=1 io_delay=none"
 
 struct gfa_linux_config {
-	const char *kernel;     /* vmlinux (ELF with a PVH entry note) or bzImage */
-	const char *initrd;     /* NULL: none */
-	const char *cmdline;    /* NULL: GFA_LINUX_DEFAULT_CMDLINE (plus pci=off when
+	const char *kernel;  /* vmlinux (ELF with a PVH entry note) or bzImage */
+	const char *initrd;  /* NULL: none */
+	const char *cmdline; /* NULL: GFA_LINUX_DEFAULT_CMDLINE (plus pci=off when
 				 * there is no @pci bus) */
-	const char *append;     /* NULL, or words added after cmdline */
-	uint64_t mem_bytes;     /* a multiple of 2 MiB, 64 MiB .. GFA_LINUX_MAX_MEM */
-	unsigned int vcpus;     /* 0 means 1; at most GFA_LINUX_MAX_VCPUS */
+	const char *append;  /* NULL, or words added after cmdline */
+	uint64_t mem_bytes;  /* a multiple of 2 MiB, 64 MiB .. GFA_LINUX_MAX_MEM */
+	unsigned int vcpus;  /* 0 means 1; at most GFA_LINUX_MAX_VCPUS */
 	unsigned int zone;
 	bool small_only;        /* as gfa_guest_config.small_only */
 	struct gfa_pcp *pcp;    /* the creating thread's cache, or NULL */
@@ -1454,9 +1448,9 @@ struct gfa_linux_config {
 /* One e820 entry as given to the guest. */
 struct gfa_linux_e820 {
 	uint64_t addr, size;
-	uint32_t type;          /* 1 RAM, 2 reserved */
+	uint32_t type; /* 1 RAM, 2 reserved */
 };
-#define GFA_LINUX_E820_MAX	8
+#define GFA_LINUX_E820_MAX 8
 
 /**
  * gfa_linux_vm_create() - a Linux VM on a gfa guest's RAM
@@ -1489,10 +1483,10 @@ int gfa_linux_vm_start(struct gfa_linux_vm *vm);
 /* Why a VM stopped. */
 enum gfa_linux_exit {
 	GFA_LINUX_RUNNING = 0,
-	GFA_LINUX_EXIT_RESET,           /* reset through port 0x64 or 0xcf9 */
-	GFA_LINUX_EXIT_SHUTDOWN,        /* triple fault (or KVM's shutdown event) */
-	GFA_LINUX_EXIT_STOPPED,         /* gfa_linux_vm_stop() */
-	GFA_LINUX_EXIT_ERROR,           /* a KVM run error: see gfa_linux_vm_error() */
+	GFA_LINUX_EXIT_RESET,    /* reset through port 0x64 or 0xcf9 */
+	GFA_LINUX_EXIT_SHUTDOWN, /* triple fault (or KVM's shutdown event) */
+	GFA_LINUX_EXIT_STOPPED,  /* gfa_linux_vm_stop() */
+	GFA_LINUX_EXIT_ERROR,    /* a KVM run error: see gfa_linux_vm_error() */
 };
 
 /**
@@ -1585,17 +1579,17 @@ int gfa_linux_vm_e820(struct gfa_linux_vm *vm, struct gfa_linux_e820 *e, unsigne
  * (the VM stopped first).
  * Context: any thread.
  */
-#define GFA_LINUX_CONSOLE_LINES	4096
+#define GFA_LINUX_CONSOLE_LINES 4096
 int gfa_linux_vm_console_wait(struct gfa_linux_vm *vm, const char *needle, unsigned int from,
 			      int timeout_ms, char *line, size_t len, double *ms);
 
 struct gfa_linux_stat {
 	uint64_t console_bytes, console_lines;
-	uint64_t io_exits_unclaimed;    /* port IO nobody claimed (read all ones) */
-	uint64_t mmio_exits;            /* MMIO outside guest RAM (read all ones) */
-	uint64_t err_irq;               /* failed KVM_IRQ_LINE calls */
-	uint64_t pages_4k, pages_2m;    /* KVM's mapping of guest RAM */
-	double boot_ms;                 /* start to the first console line the kernel's
+	uint64_t io_exits_unclaimed; /* port IO nobody claimed (read all ones) */
+	uint64_t mmio_exits;         /* MMIO outside guest RAM (read all ones) */
+	uint64_t err_irq;            /* failed KVM_IRQ_LINE calls */
+	uint64_t pages_4k, pages_2m; /* KVM's mapping of guest RAM */
+	double boot_ms;              /* start to the first console line the kernel's
 					 * /init printed (a line starting "gfa-init"), 0 if
 					 * none yet */
 };

@@ -26,28 +26,28 @@ extern "C" {
 struct gfa_backing;
 
 struct gfa_backing_config {
-	bool hugetlb;           /* MFD_HUGETLB memfds (2 MiB pages; the host must have them
+	bool hugetlb;          /* MFD_HUGETLB memfds (2 MiB pages; the host must have them
 				 * reserved); such pools should only hand out order-9 blocks */
-	bool populate;          /* fault every frame in now, so guests start on resident
+	bool populate;         /* fault every frame in now, so guests start on resident
 				 * memory (MADV_POPULATE_WRITE, else a touch loop) */
-	bool no_thp_advice;     /* skip MADV_HUGEPAGE on the pool mapping */
-	bool no_zero_on_stop;   /* leave what a stopped guest wrote dirty for the next owner
+	bool no_thp_advice;    /* skip MADV_HUGEPAGE on the pool mapping */
+	bool no_zero_on_stop;  /* leave what a stopped guest wrote dirty for the next owner
 				 * to zero (default: the backing's zeroer zeroes it in the
 				 * background; the frames are free either way) */
-	bool no_balloon_punch;  /* (added in 0.5) ballooned frames keep their host memory
+	bool no_balloon_punch; /* (added in 0.5) ballooned frames keep their host memory
 				 * until a host return releases them.  Default: while no
 				 * host return runs on the backing, balloon inflate (and a
 				 * lazy guest's free page report) punches the frames out of
 				 * the memfd itself before freeing them, as a VMM's
 				 * MADV_DONTNEED would; with one, it kicks it instead */
 	uint8_t pad0[3];
-	uint32_t hugetlb_page_bytes;    /* (added in 0.5) with hugetlb: 0 or 2 MiB, which
+	uint32_t hugetlb_page_bytes; /* (added in 0.5) with hugetlb: 0 or 2 MiB, which
 					 * asks for 2 MiB pages whatever the host's default
 					 * size.  1 GiB pages are GFA_ENOTSUP: a guest maps
 					 * 2 MiB blocks at 2 MiB offsets of the memfd, and
 					 * hugetlbfs maps only whole pages */
 	uint32_t pad1;
-	uint64_t reserved[3];     /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t reserved[3]; /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /**
@@ -237,18 +237,18 @@ int64_t gfa_backing_alloc(struct gfa_backing *b, struct gfa_pcp *pcp, unsigned i
  * pool's cache: nothing marked).
  * Context: any thread (@pcp: its holder).
  */
-int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn,
-		     unsigned int order, uint64_t owner);
+int gfa_backing_free(struct gfa_backing *b, struct gfa_pcp *pcp, uint64_t pfn, unsigned int order,
+		     uint64_t owner);
 
 /* Free frames of a zone by what they hold (buddy lists; cached frames count as dirty
  * or clean as they are): each free frame in one of the three, so they add up to the
  * zone's free frames (in flight to the host: none of them).  One pass under the zone
  * lock.  0, GFA_EFAULT, GFA_ERANGE. */
 struct gfa_backing_zone_stat {
-	uint64_t free_clean;            /* populated and known to be zero */
-	uint64_t free_dirty;            /* populated, an old owner's data (zeroed on hand-out) */
-	uint64_t free_released;         /* not backed by the host; zero when touched */
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t free_clean;    /* populated and known to be zero */
+	uint64_t free_dirty;    /* populated, an old owner's data (zeroed on hand-out) */
+	uint64_t free_released; /* not backed by the host; zero when touched */
+	uint64_t reserved[4];   /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
  * gfa_backing_zone_stat() - a zone's free frames by what they hold
@@ -276,10 +276,10 @@ int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen);
 
 /* What the host does with huge pages, read from sysfs, never assumed. */
 struct gfa_thp_report {
-	char thp_enabled[32];           /* transparent_hugepage/enabled, e.g. "madvise" */
-	char shmem_enabled[32];         /* transparent_hugepage/shmem_enabled, e.g. "never" */
-	bool shmem_thp_possible;        /* shmem_enabled lets MADV_HUGEPAGE memfds use THP */
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	char thp_enabled[32];    /* transparent_hugepage/enabled, e.g. "madvise" */
+	char shmem_enabled[32];  /* transparent_hugepage/shmem_enabled, e.g. "never" */
+	bool shmem_thp_possible; /* shmem_enabled lets MADV_HUGEPAGE memfds use THP */
+	uint64_t reserved[4];    /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
  * gfa_host_thp_report() - what the host does with huge pages, read from sysfs
@@ -317,12 +317,12 @@ int gfa_host_thp_report(struct gfa_thp_report *r);
  */
 
 /* Defaults used when the corresponding config field is 0. */
-#define GFA_RELEASE_DEFAULT_MAX_PUNCH	(128ULL << 20)	/* gVisor's cap */
-#define GFA_RELEASE_DEFAULT_RING	64u
-#define GFA_RELEASE_DEFAULT_BATCH	4096u
+#define GFA_RELEASE_DEFAULT_MAX_PUNCH (128ULL << 20) /* gVisor's cap */
+#define GFA_RELEASE_DEFAULT_RING      64u
+#define GFA_RELEASE_DEFAULT_BATCH     4096u
 /* Upper bounds accepted in the config (IORING_OP_MADVISE takes a 32-bit length). */
-#define GFA_RELEASE_MAX_PUNCH_LIMIT	(2ULL << 30)
-#define GFA_RELEASE_MAX_RING		4096u
+#define GFA_RELEASE_MAX_PUNCH_LIMIT   (2ULL << 30)
+#define GFA_RELEASE_MAX_RING          4096u
 
 struct gfa_release_engine;
 
@@ -341,8 +341,7 @@ struct gfa_release_engine;
  * either.  Consequently: a lock the callback takes may be held around
  * gfa_release_submit(), but never around gfa_release_flush()/destroy().
  */
-typedef void (*gfa_release_done_fn)(void *cookie, uint64_t offset, uint64_t len,
-				    int result);
+typedef void (*gfa_release_done_fn)(void *cookie, uint64_t offset, uint64_t len, int result);
 
 /*
  * Fault injection (shipped, for tests): operations of one kind are numbered from 1
@@ -357,18 +356,18 @@ struct gfa_release_fault {
 };
 
 struct gfa_release_config {
-	uint64_t max_punch_bytes;	/* cap per punch; 0 = 128 MiB; page multiple,
+	uint64_t max_punch_bytes; /* cap per punch; 0 = 128 MiB; page multiple,
 					 * <= GFA_RELEASE_MAX_PUNCH_LIMIT */
-	uint32_t ring_entries;		/* SQ size; 0 = 64; <= GFA_RELEASE_MAX_RING */
-	uint32_t batch;			/* max ranges taken per engine pass; 0 = 4096 */
-	bool force_sync;		/* no io_uring: synchronous mode, no warning */
+	uint32_t ring_entries;    /* SQ size; 0 = 64; <= GFA_RELEASE_MAX_RING */
+	uint32_t batch;           /* max ranges taken per engine pass; 0 = 4096 */
+	bool force_sync;          /* no io_uring: synchronous mode, no warning */
 
 	/* Fault injection; all zero in production. */
-	int fault_setup_err;			/* ring setup fails with -err */
-	struct gfa_release_fault fault_submit;	/* Nth io_uring_submit() call fails */
-	struct gfa_release_fault fault_complete;/* Nth ring op completes with -err */
-	struct gfa_release_fault fault_sync;	/* Nth synchronous syscall fails */
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	int fault_setup_err;                     /* ring setup fails with -err */
+	struct gfa_release_fault fault_submit;   /* Nth io_uring_submit() call fails */
+	struct gfa_release_fault fault_complete; /* Nth ring op completes with -err */
+	struct gfa_release_fault fault_sync;     /* Nth synchronous syscall fails */
+	uint64_t reserved[4]; /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 enum gfa_release_mode_kind {
@@ -377,29 +376,29 @@ enum gfa_release_mode_kind {
 };
 
 struct gfa_release_stats {
-	uint64_t ranges_submitted;	/* accepted by gfa_release_submit() */
-	uint64_t ranges_rejected;	/* refused by gfa_release_submit() */
-	uint64_t ranges_done;		/* done callbacks made */
-	uint64_t ranges_failed;		/* ... of which with result < 0 */
-	uint64_t ranges_coalesced;	/* ranges merged into a neighbour's span */
+	uint64_t ranges_submitted; /* accepted by gfa_release_submit() */
+	uint64_t ranges_rejected;  /* refused by gfa_release_submit() */
+	uint64_t ranges_done;      /* done callbacks made */
+	uint64_t ranges_failed;    /* ... of which with result < 0 */
+	uint64_t ranges_coalesced; /* ranges merged into a neighbour's span */
 	uint64_t bytes_submitted;
-	uint64_t bytes_released;	/* bytes of ranges reported released (a range
+	uint64_t bytes_released;  /* bytes of ranges reported released (a range
 					 * reported failed counts none, even where one
 					 * of its punches succeeded) */
-	uint64_t punches;		/* punch operations planned (first attempts) */
-	uint64_t ring_ops;		/* operations submitted to the io_uring */
-	uint64_t sync_ops;		/* synchronous fallocate/madvise calls */
-	uint64_t madvise_ops;		/* ... of ring_ops + sync_ops using MADV_REMOVE */
-	uint64_t ops_failed;		/* attempts that failed (ring or sync) */
-	uint64_t retries;		/* second attempts after a failure */
-	uint64_t sync_fallbacks;	/* punches finished synchronously after the ring
+	uint64_t punches;         /* punch operations planned (first attempts) */
+	uint64_t ring_ops;        /* operations submitted to the io_uring */
+	uint64_t sync_ops;        /* synchronous fallocate/madvise calls */
+	uint64_t madvise_ops;     /* ... of ring_ops + sync_ops using MADV_REMOVE */
+	uint64_t ops_failed;      /* attempts that failed (ring or sync) */
+	uint64_t retries;         /* second attempts after a failure */
+	uint64_t sync_fallbacks;  /* punches finished synchronously after the ring
 					 * failed them or went away */
-	uint64_t submit_errors;		/* io_uring_submit() failures */
-	uint64_t passes;		/* engine passes (queue grabs) */
-	uint64_t inflight_ranges;	/* submitted, done not yet called */
+	uint64_t submit_errors;   /* io_uring_submit() failures */
+	uint64_t passes;          /* engine passes (queue grabs) */
+	uint64_t inflight_ranges; /* submitted, done not yet called */
 	uint64_t inflight_bytes;
 	enum gfa_release_mode_kind mode;
-	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t reserved[8]; /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /**
@@ -441,8 +440,8 @@ struct gfa_release_engine *gfa_release_create(int memfd, void *map_base,
  * (gfa_release_destroy() has started), GFA_ENOMEM, or fstat()'s error.
  * Context: any thread, concurrently; also from a done callback.
  */
-int gfa_release_submit(struct gfa_release_engine *engine, uint64_t offset,
-		       uint64_t len, gfa_release_done_fn done, void *cookie);
+int gfa_release_submit(struct gfa_release_engine *engine, uint64_t offset, uint64_t len,
+		       gfa_release_done_fn done, void *cookie);
 
 /**
  * gfa_release_plug() - hold queued ranges, so a burst of submits is coalesced as a whole
@@ -499,8 +498,7 @@ int gfa_release_destroy(struct gfa_release_engine *engine);
  * Return: "io_uring" or "sync"; NULL for a NULL @engine.
  * Context: any thread; the strings live as long as the engine.
  */
-const char *gfa_release_mode(const struct gfa_release_engine *engine,
-			     const char **why);
+const char *gfa_release_mode(const struct gfa_release_engine *engine, const char **why);
 
 /**
  * gfa_release_stats() - snapshot the engine's counters
@@ -510,30 +508,29 @@ const char *gfa_release_mode(const struct gfa_release_engine *engine,
  * Return: 0 or GFA_EFAULT.
  * Context: any thread.
  */
-int gfa_release_stats(const struct gfa_release_engine *engine,
-		      struct gfa_release_stats *out);
+int gfa_release_stats(const struct gfa_release_engine *engine, struct gfa_release_stats *out);
 
 /* ---- returning memory to the host ---- */
 
 struct gfa_host_return;
 
 struct gfa_host_return_config {
-	unsigned int interval_ms;       /* between passes when idle; 0 = 100 */
-	uint64_t max_frames_per_pass;   /* per zone and pass; 0 = 64 MiB worth: bounds what is
+	unsigned int interval_ms;         /* between passes when idle; 0 = 100 */
+	uint64_t max_frames_per_pass;     /* per zone and pass; 0 = 64 MiB worth: bounds what is
 					 * in flight (not allocatable) at any time */
-	bool force_sync;                /* engines punch synchronously (on their thread) */
-	unsigned int settle_ms;         /* timer passes release only memory that stayed above
+	bool force_sync;                  /* engines punch synchronously (on their thread) */
+	unsigned int settle_ms;           /* timer passes release only memory that stayed above
 					 * the reserve this long; 0 = 1000 (kicks skip it) */
-	bool no_settle;                 /* release as soon as a timer pass sees it */
-	uint64_t scrub_frames_per_pass; /* idle scrubbing of dirty free frames, per zone
+	bool no_settle;                   /* release as soon as a timer pass sees it */
+	uint64_t scrub_frames_per_pass;   /* idle scrubbing of dirty free frames, per zone
 					 * and pass; 0 = 16 MiB worth */
-	bool no_scrub;                  /* leave dirty frames to be zeroed on hand-out */
-	unsigned int pcp_idle_ms;       /* drain vCPU caches idle this long (the kernel's
+	bool no_scrub;                    /* leave dirty frames to be zeroed on hand-out */
+	unsigned int pcp_idle_ms;         /* drain vCPU caches idle this long (the kernel's
 					 * vmstat-worker drain), so their frames can be
 					 * released; 0 = 1000 */
-	bool no_pcp_drain;              /* leave idle caches alone */
-	struct gfa_release_config engine;  /* per-engine settings, incl. fault injection */
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	bool no_pcp_drain;                /* leave idle caches alone */
+	struct gfa_release_config engine; /* per-engine settings, incl. fault injection */
+	uint64_t reserved[4];             /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /**
@@ -586,13 +583,13 @@ int gfa_host_return_stop(struct gfa_host_return *hr);
 
 struct gfa_host_return_stat {
 	uint64_t passes, shrinks, grows, ranges;
-	uint64_t backoffs;              /* times a zone backed off after failed releases */
+	uint64_t backoffs; /* times a zone backed off after failed releases */
 	uint64_t bytes_released, bytes_failed, bytes_populated;
-	uint64_t bytes_scrubbed;        /* dirty free memory zeroed while idle */
-	uint64_t pcp_frames_drained;    /* frames taken back from idle vCPU caches */
+	uint64_t bytes_scrubbed;     /* dirty free memory zeroed while idle */
+	uint64_t pcp_frames_drained; /* frames taken back from idle vCPU caches */
 	uint64_t inflight_ranges;
-	const char *mode, *mode_why;    /* "io_uring" or "sync" (any zone's engine), and why */
-	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
+	const char *mode, *mode_why; /* "io_uring" or "sync" (any zone's engine), and why */
+	uint64_t reserved[8];        /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
  * gfa_host_return_stat() - the host return's counters
@@ -621,7 +618,6 @@ void gfa_backing_kick_host_return(struct gfa_backing *b);
 
 /* ---- guests ---- */
 
-
 /*
  * How gfa moves a guest's frames (compaction, kcompactd, collapse) while it runs.
  *
@@ -649,7 +645,7 @@ void gfa_backing_kick_host_return(struct gfa_backing *b);
  * range, once per block compaction moves.
  */
 struct gfa_guest_vcpu_ops {
-	int (*pause)(void *ctx);        /* the pause fallback: return once no thread writes
+	int (*pause)(void *ctx); /* the pause fallback: return once no thread writes
 					 * guest RAM; nonzero refuses the move (the block
 					 * stays where it is) */
 	int (*resume)(void *ctx);
@@ -667,15 +663,17 @@ typedef int (*gfa_guest_moved_fn)(void *ctx, uint64_t gpa, uint64_t len, int fd,
 
 /* A range of guest physical memory: guest RAM's regions, balloon pages, free pages. */
 struct gfa_gpa_range {
-	uint64_t gpa, len;              /* 4 KiB aligned */
+	uint64_t gpa, len; /* 4 KiB aligned */
 };
 
 /* gfa_guest_config.flags */
-#define GFA_GUEST_PINNED (1U << 0)      /* all of its RAM is pinned (VFIO): its frames
+#define GFA_GUEST_PINNED \
+	(1U << 0)                /* all of its RAM is pinned (VFIO): its frames
 					 * are unmovable allocations, never moved, never
 					 * collapsed, never ballooned */
-#define GFA_GUEST_LAZY   (1U << 1)      /* RAM taken at first touch (below) */
-#define GFA_GUEST_WP_ONLY (1U << 2)     /* (added in 0.5) moves only under write
+#define GFA_GUEST_LAZY (1U << 1) /* RAM taken at first touch (below) */
+#define GFA_GUEST_WP_ONLY \
+	(1U << 2) /* (added in 0.5) moves only under write
 					 * protection, never a pause: no vcpu_ops, so the
 					 * VMM may free its vCPUs whenever it likes and
 					 * tears down in any order (no forget_vcpus).
@@ -720,45 +718,45 @@ typedef int64_t (*gfa_guest_reclaim_fn)(void *ctx, struct gfa_guest *g, uint64_t
  * above).  The service thread, guest's lock held: it must not call into the guest. */
 typedef int (*gfa_guest_fill_fn)(void *ctx, uint64_t gpa, void *dst, uint64_t len);
 
-#define GFA_LAZY_FILL_FD (1U << 0)      /* gfa_guest_lazy.fill_fd is a fill source */
+#define GFA_LAZY_FILL_FD (1U << 0) /* gfa_guest_lazy.fill_fd is a fill source */
 
 struct gfa_guest_lazy {
-	gfa_guest_reclaim_fn reclaim;   /* optional */
+	gfa_guest_reclaim_fn reclaim; /* optional */
 	void *reclaim_ctx;
-	gfa_guest_fill_fn fill;         /* optional: a fill source (not with FILL_FD) */
+	gfa_guest_fill_fn fill; /* optional: a fill source (not with FILL_FD) */
 	void *fill_ctx;
-	int fill_fd;                    /* with GFA_LAZY_FILL_FD; gfa dup()s it */
-	unsigned int flags;             /* GFA_LAZY_* */
-	uint64_t fill_off;              /* file offset of guest physical address 0 */
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	int fill_fd;          /* with GFA_LAZY_FILL_FD; gfa dup()s it */
+	unsigned int flags;   /* GFA_LAZY_* */
+	uint64_t fill_off;    /* file offset of guest physical address 0 */
+	uint64_t reserved[4]; /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 struct gfa_guest_config {
-	uint64_t mem_bytes;     /* guest RAM from guest physical address 0, a multiple of
+	uint64_t mem_bytes;  /* guest RAM from guest physical address 0, a multiple of
 				 * 4 KiB (its last 2 MiB range is backed whole); 0 with
 				 * regions */
-	unsigned int zone;      /* zone (NUMA node) its frames come from */
-	struct gfa_pcp *pcp;    /* the creating thread's cache (of `zone`), or NULL for the
+	unsigned int zone;   /* zone (NUMA node) its frames come from */
+	struct gfa_pcp *pcp; /* the creating thread's cache (of `zone`), or NULL for the
 				 * zone path */
-	bool small_only;        /* never use order-9 blocks, at creation or on deflate (the
+	bool small_only;     /* never use order-9 blocks, at creation or on deflate (the
 				 * host may still merge contiguous small blocks into a PMD
 				 * mapping; gfa_guest_collapse still collapses when asked) */
-	uint64_t id;            /* owner cookie; 0 = pick a unique one */
+	uint64_t id;         /* owner cookie; 0 = pick a unique one */
 	/* How the VMM stops its vCPUs around a move of the guest's frames, from the moment
 	 * the guest exists (a move can start before gfa_guest_create returns to the
 	 * caller).  NULL: no vCPU and no other thread touches guest RAM while gfa calls
 	 * run (a guest the VMM fills before it has vCPUs must still pass ops). */
 	const struct gfa_guest_vcpu_ops *vcpu_ops;
-	void *vcpu_ctx;         /* passed to the ops */
+	void *vcpu_ctx; /* passed to the ops */
 	/* The host window to map the guest into, or NULL to reserve one.  The caller's: 2 MiB
 	 * aligned, at least mem_bytes, reserved (a PROT_NONE mapping, say) and kept by the
 	 * caller; gfa maps the guest's blocks over it and, at destroy, leaves it reserved
 	 * again (PROT_NONE, no frame), so a VMM can keep a KVM memslot on it across guests. */
 	void *window;
-	unsigned int flags;             /* GFA_GUEST_* */
-	gfa_guest_moved_fn moved_fn;    /* optional: the moved notifier */
-	void *moved_ctx;                /* passed to it */
-	const struct gfa_guest_lazy *lazy;      /* optional with GFA_GUEST_LAZY (added in
+	unsigned int flags;                /* GFA_GUEST_* */
+	gfa_guest_moved_fn moved_fn;       /* optional: the moved notifier */
+	void *moved_ctx;                   /* passed to it */
+	const struct gfa_guest_lazy *lazy; /* optional with GFA_GUEST_LAZY (added in
 						 * 0.4; copied at create) */
 	/* Guest RAM as guest physical regions (added in 0.5; copied at create), or NULL
 	 * for [0, mem_bytes): sorted, disjoint, 4 KiB aligned, not empty; holes between
@@ -767,9 +765,9 @@ struct gfa_guest_config {
 	 * whole 2 MiB ranges (gfa_guest_base()); a range no region touches is never
 	 * backed, one a region touches in part is backed whole. */
 	const struct gfa_gpa_range *regions;
-	unsigned int nr_regions;        /* at most GFA_GUEST_MAX_REGIONS */
+	unsigned int nr_regions; /* at most GFA_GUEST_MAX_REGIONS */
 	uint32_t pad0;
-	uint64_t reserved[2];     /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t reserved[2]; /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 #define GFA_GUEST_MAX_REGIONS 64
@@ -881,41 +879,41 @@ int gfa_guest_gpa_to_pfn(struct gfa_guest *g, uint64_t gpa, uint64_t *pfn);
 
 struct gfa_guest_stat {
 	uint64_t mem_bytes;
-	uint64_t huge_ranges;           /* 2 MiB ranges backed by one order-9 block */
-	uint64_t small_ranges;          /* ranges backed by smaller blocks */
-	uint64_t blocks;                /* blocks backing the guest */
-	uint64_t zeroed_frames;         /* dirty frames zeroed for this guest */
-	uint64_t moves;                 /* blocks moved by compaction */
-	uint64_t collapses;             /* ranges collapsed into one block */
-	uint64_t ballooned_frames;      /* frames taken away by the balloon */
-	uint64_t window_mappings;       /* mmap calls that mapped the window at creation:
+	uint64_t huge_ranges;      /* 2 MiB ranges backed by one order-9 block */
+	uint64_t small_ranges;     /* ranges backed by smaller blocks */
+	uint64_t blocks;           /* blocks backing the guest */
+	uint64_t zeroed_frames;    /* dirty frames zeroed for this guest */
+	uint64_t moves;            /* blocks moved by compaction */
+	uint64_t collapses;        /* ranges collapsed into one block */
+	uint64_t ballooned_frames; /* frames taken away by the balloon */
+	uint64_t window_mappings;  /* mmap calls that mapped the window at creation:
 					 * one per run of contiguous blocks */
-	uint64_t wp_moves;              /* moves and collapsed ranges made under write
+	uint64_t wp_moves;         /* moves and collapsed ranges made under write
 					 * protection (no thread paused) */
-	uint64_t wp_faults;             /* writes that faulted on a move's protection (as
+	uint64_t wp_faults;        /* writes that faulted on a move's protection (as
 					 * the service thread read them) */
-	uint64_t pauses;                /* vcpu_ops pause calls (the pause fallback) */
-	uint64_t paused_ns;             /* time from each pause to its resume */
-	uint64_t pinned_skips;          /* moves and collapses refused: a pinned range */
-	int32_t wp_errno;               /* 0: moves write-protect; else why they pause
+	uint64_t pauses;           /* vcpu_ops pause calls (the pause fallback) */
+	uint64_t paused_ns;        /* time from each pause to its resume */
+	uint64_t pinned_skips;     /* moves and collapses refused: a pinned range */
+	int32_t wp_errno;          /* 0: moves write-protect; else why they pause
 					 * (userfaultfd()'s errno; -GFA_ECANCELED for GFA_NO_UFFD;
 					 * a GFA_GUEST_PINNED guest never moves: 0) */
 	uint32_t pad0;
 	/* lazy guests (added in 0.4; 0 for others but populated_bytes) */
-	uint64_t populated_bytes;       /* guest RAM backed by frames now */
-	uint64_t lazy_bytes;            /* guest RAM the next touch takes frames for */
-	uint64_t lazy_faults;           /* first touches served with a block */
-	uint64_t lazy_cache_faults;     /* of them, from the faulting thread's cache */
-	uint64_t lazy_huge_faults;      /* of them, with an order-9 block */
-	uint64_t lazy_filled_bytes;     /* written from the fill source */
-	uint64_t lazy_reclaims;         /* reclaim hook calls */
-	uint64_t lazy_refused;          /* first touches that found no frame (or whose fill
+	uint64_t populated_bytes;        /* guest RAM backed by frames now */
+	uint64_t lazy_bytes;             /* guest RAM the next touch takes frames for */
+	uint64_t lazy_faults;            /* first touches served with a block */
+	uint64_t lazy_cache_faults;      /* of them, from the faulting thread's cache */
+	uint64_t lazy_huge_faults;       /* of them, with an order-9 block */
+	uint64_t lazy_filled_bytes;      /* written from the fill source */
+	uint64_t lazy_reclaims;          /* reclaim hook calls */
+	uint64_t lazy_refused;           /* first touches that found no frame (or whose fill
 					 * failed): answered with a fault */
-	uint64_t balloon_punched_frames;        /* (added in 0.5) ballooned (or a lazy
+	uint64_t balloon_punched_frames; /* (added in 0.5) ballooned (or a lazy
 						 * guest's reported) frames whose host
 						 * memory the call punched itself (no host
 						 * return ran: gfa_backing_config) */
-	uint64_t reserved[3];     /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t reserved[3];            /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
  * gfa_guest_stat() - the guest's counters
@@ -944,10 +942,10 @@ int gfa_guest_stat(struct gfa_guest *g, struct gfa_guest_stat *st);
 int gfa_guest_vcpu_cache(struct gfa_guest *g, int tid, struct gfa_pcp *pcp);
 
 struct gfa_guest_vcpu_stat {
-	uint64_t faults;                /* its first touches served */
-	uint64_t cache_faults;          /* of them, from its own cache */
-	uint64_t huge_faults;           /* of them, with an order-9 block */
-	uint64_t reserved[4];     /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t faults;       /* its first touches served */
+	uint64_t cache_faults; /* of them, from its own cache */
+	uint64_t huge_faults;  /* of them, with an order-9 block */
+	uint64_t reserved[4];  /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
  * gfa_guest_vcpu_stat() - the first-touch counters of one registered thread
@@ -1096,8 +1094,8 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
  * Return: the frames taken in all, or GFA_EFAULT (@g, @r or @res NULL).
  * Context: as gfa_balloon_inflate().
  */
-int64_t gfa_balloon_inflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r,
-				 unsigned int n, int64_t *res);
+int64_t gfa_balloon_inflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n,
+				 int64_t *res);
 /**
  * gfa_balloon_deflate_each() - deflate each range on its own, best effort
  * @r: the ranges
@@ -1107,8 +1105,8 @@ int64_t gfa_balloon_inflate_each(struct gfa_guest *g, const struct gfa_gpa_range
  * Return: the frames given in all, or GFA_EFAULT (@g, @r or @res NULL).
  * Context: as gfa_balloon_inflate().
  */
-int64_t gfa_balloon_deflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r,
-				 unsigned int n, int64_t *res);
+int64_t gfa_balloon_deflate_each(struct gfa_guest *g, const struct gfa_gpa_range *r, unsigned int n,
+				 int64_t *res);
 
 /*
  * Free page reporting (virtio-balloon's VIRTIO_BALLOON_F_REPORTING): the guest says which
@@ -1213,17 +1211,17 @@ int gfa_guest_report_eventfd(struct gfa_free_report *rep);
 int gfa_guest_report_reap(struct gfa_free_report *rep);
 
 struct gfa_guest_report_stat {
-	uint64_t requests, ranges;      /* accepted calls and their ranges */
-	uint64_t frames_submitted;      /* frames whose punch was asked for */
-	uint64_t bytes_released;        /* punched: the host took them back */
-	uint64_t bytes_failed;          /* punch failed: still backed */
-	uint64_t frames_unbacked;       /* ballooned out: nothing to punch */
-	uint64_t frames_raced;          /* moved while being submitted: left backed */
-	uint64_t moves_waited;          /* moves that waited for a punch in flight */
-	uint64_t inflight_runs;         /* punches in flight */
-	uint64_t err_fault, err_invalid, err_range, err_overlap;   /* refused requests */
-	uint64_t err_pinned;            /* refused: a range is pinned (added in 0.3) */
-	uint64_t reserved[8];     /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t requests, ranges; /* accepted calls and their ranges */
+	uint64_t frames_submitted; /* frames whose punch was asked for */
+	uint64_t bytes_released;   /* punched: the host took them back */
+	uint64_t bytes_failed;     /* punch failed: still backed */
+	uint64_t frames_unbacked;  /* ballooned out: nothing to punch */
+	uint64_t frames_raced;     /* moved while being submitted: left backed */
+	uint64_t moves_waited;     /* moves that waited for a punch in flight */
+	uint64_t inflight_runs;    /* punches in flight */
+	uint64_t err_fault, err_invalid, err_range, err_overlap; /* refused requests */
+	uint64_t err_pinned;  /* refused: a range is pinned (added in 0.3) */
+	uint64_t reserved[8]; /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /**
@@ -1246,16 +1244,16 @@ int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_s
  * it gets the pool and the backing.  A process holding a zone memfd can map every
  * guest of the pool: one pool per trust domain.
  */
-#define GFA_EACCES      (-EACCES)       /* the service did not admit this uid or gid */
-#define GFA_ECONNRESET  (-ECONNRESET)   /* the service is gone (or closed us) */
-#define GFA_EPROTO      (-EPROTO)       /* a reply that does not parse, or another version */
+#define GFA_EACCES     (-EACCES)     /* the service did not admit this uid or gid */
+#define GFA_ECONNRESET (-ECONNRESET) /* the service is gone (or closed us) */
+#define GFA_EPROTO     (-EPROTO)     /* a reply that does not parse, or another version */
 
 struct gfa_hostpool;
 
 struct gfa_hostpool_config {
-	uint64_t slack_bytes;   /* free leased memory the client keeps for its next start
+	uint64_t slack_bytes; /* free leased memory the client keeps for its next start
 				 * (0: every whole free block goes back at once) */
-	uint64_t reserved[7];   /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t reserved[7]; /* zero: room to grow (the head of gfa/allocator.h) */
 };
 
 /**
@@ -1302,22 +1300,22 @@ struct gfa_pool *gfa_hostpool_pool(const struct gfa_hostpool *hp);
 struct gfa_backing *gfa_hostpool_backing(const struct gfa_hostpool *hp);
 
 struct gfa_hostpool_stat {
-	uint64_t nr_frames;             /* the service's pool */
-	uint64_t free_frames;           /* free there (leases are not free) */
-	uint64_t leased_frames;         /* leased to all clients */
-	uint64_t mine_frames;           /* leased to this client */
-	uint64_t clients;               /* connected now */
-	uint64_t clients_total;         /* ever admitted */
-	uint64_t malformed;             /* packets that closed their connection */
-	uint64_t refused;               /* requests refused (another's block, a bad zone) */
-	uint64_t denied;                /* connections not admitted */
-	uint64_t gone_frames;           /* leases freed because their client went away */
-	uint64_t round_trips;           /* this client's requests so far */
-	uint64_t dirty_frames;          /* free frames the service has still to zero (it
+	uint64_t nr_frames;     /* the service's pool */
+	uint64_t free_frames;   /* free there (leases are not free) */
+	uint64_t leased_frames; /* leased to all clients */
+	uint64_t mine_frames;   /* leased to this client */
+	uint64_t clients;       /* connected now */
+	uint64_t clients_total; /* ever admitted */
+	uint64_t malformed;     /* packets that closed their connection */
+	uint64_t refused;       /* requests refused (another's block, a bad zone) */
+	uint64_t denied;        /* connections not admitted */
+	uint64_t gone_frames;   /* leases freed because their client went away */
+	uint64_t round_trips;   /* this client's requests so far */
+	uint64_t dirty_frames;  /* free frames the service has still to zero (it
 					 * zeroes what clients gave back while idle) */
-	int32_t check;                  /* the service's gfa_backing_check(): 0 is clean */
+	int32_t check;          /* the service's gfa_backing_check(): 0 is clean */
 	uint32_t pad;
-	uint64_t reserved[3];           /* zero */
+	uint64_t reserved[3]; /* zero */
 };
 
 /**

@@ -38,7 +38,7 @@
 #define FZ_MAX_BLOCKS   96
 #define FZ_MAX_OPS      24
 #define FZ_MAX_INFLIGHT 32
-#define FZ_OWNERS       4       /* owner cookies 1..4; 0 is used unregistered */
+#define FZ_OWNERS       4 /* owner cookies 1..4; 0 is used unregistered */
 #define FZ_MAX_PFNS     (3 * 3 * 1024)
 #define FZ_TAG          0x67666166757a7aULL
 #define FZ_GUEST_GFNS   (3 * GFA_PAGEBLOCK_FRAMES)
@@ -69,23 +69,23 @@ struct fz_block {
 	uint64_t pfn;
 	unsigned int order, mt;
 	uint64_t owner;
-	uint64_t tag;           /* what its first frame holds (data written), 0: nothing */
+	uint64_t tag; /* what its first frame holds (data written), 0: nothing */
 };
 
 enum fz_mode { MODE_MOVE, MODE_REFUSE, MODE_FAIL, MODE_UNREG, MODE_FLAKY, MODE_NR };
 
-struct fz_owner_ctx {           /* malloc'd per registration, freed when unregistered */
+struct fz_owner_ctx { /* malloc'd per registration, freed when unregistered */
 	struct gfa_owner_ops ops;
 	uint64_t owner;
 	enum fz_mode mode;
 	unsigned int calls, unreg_at;
 	int unreg_answer;
-	int batches;                    /* open compaction batches (atomic: kcompactd) */
+	int batches; /* open compaction batches (atomic: kcompactd) */
 };
 
 struct fz_range {
 	uint64_t pfn, nr;
-	bool populate;          /* taken by populate_take (released frames) */
+	bool populate; /* taken by populate_take (released frames) */
 };
 
 struct fz {
@@ -96,10 +96,10 @@ struct fz {
 	uint64_t zstart[3], znr[3], total, end_pfn;
 	struct fz_block blk[FZ_MAX_BLOCKS];
 	unsigned int nr_blk;
-	int16_t at[FZ_MAX_PFNS];        /* pfn -> block index, -1 */
-	uint8_t data[FZ_MAX_PFNS];      /* the frame holds data of ours (not zero) */
-	uint8_t live[FZ_MAX_PFNS];      /* ... of the block holding it now (else stale) */
-	uint64_t val[FZ_MAX_PFNS];      /* what a live frame's first word holds */
+	int16_t at[FZ_MAX_PFNS];   /* pfn -> block index, -1 */
+	uint8_t data[FZ_MAX_PFNS]; /* the frame holds data of ours (not zero) */
+	uint8_t live[FZ_MAX_PFNS]; /* ... of the block holding it now (else stale) */
+	uint64_t val[FZ_MAX_PFNS]; /* what a live frame's first word holds */
 	uint8_t inflight[FZ_MAX_PFNS];
 	struct fz_range fl[FZ_MAX_INFLIGHT];
 	unsigned int nr_fl;
@@ -109,19 +109,19 @@ struct fz {
 	/* one guest at a time: its frames as the pool has them (fz_guest_scan) */
 	struct gfa_guest *g;
 	uint64_t gid, gnr, gframes, gblocks;
-	int32_t ghead[FZ_MAX_PFNS];     /* head pfn of the guest's block there, -1 */
+	int32_t ghead[FZ_MAX_PFNS]; /* head pfn of the guest's block there, -1 */
 	uint8_t gorder[FZ_MAX_PFNS];
-	uint64_t gblk[FZ_GUEST_GFNS];   /* the heads the last scan found */
-	uint8_t gball[FZ_GUEST_GFNS];   /* ballooned out */
-	uint8_t gzero[FZ_GUEST_GFNS];   /* held our data once, must read zero now */
-	uint64_t gval[FZ_GUEST_GFNS];   /* what a gfn's first word holds, 0: not written */
+	uint64_t gblk[FZ_GUEST_GFNS]; /* the heads the last scan found */
+	uint8_t gball[FZ_GUEST_GFNS]; /* ballooned out */
+	uint8_t gzero[FZ_GUEST_GFNS]; /* held our data once, must read zero now */
+	uint64_t gval[FZ_GUEST_GFNS]; /* what a gfn's first word holds, 0: not written */
 	/* pins per 2 MiB range, and the pfns a pinned range's gfns had when it was
 	 * pinned first (UINT64_MAX: ballooned then): they must never change */
 	uint32_t gpin[FZ_GUEST_GFNS / GFA_PAGEBLOCK_FRAMES];
 	uint64_t gpin_pfn[FZ_GUEST_GFNS];
 	uint64_t next_tag;
-	struct gfa_vmstat vs;           /* counters after the last call */
-	struct fz_block last_freed;     /* for a second free of it */
+	struct gfa_vmstat vs;       /* counters after the last call */
+	struct fz_block last_freed; /* for a second free of it */
 	struct fz_in *in;
 	int op;
 	const char *what;
@@ -141,7 +141,11 @@ static void __attribute__((noreturn, format(printf, 1, 2))) fz_fail(const char *
 	abort();
 }
 
-#define FZ_ASSERT(c, ...) do { if (!(c)) fz_fail(__VA_ARGS__); } while (0)
+#define FZ_ASSERT(c, ...)                     \
+	do {                                  \
+		if (!(c))                     \
+			fz_fail(__VA_ARGS__); \
+	} while (0)
 
 static int fz_zone_of(uint64_t pfn)
 {
@@ -239,9 +243,11 @@ static void fz_verify(const struct fz_block *k, uint64_t at)
 		if (!F.live[p])
 			continue;
 		w = fz_addr(p);
-		FZ_ASSERT(w[0] == F.val[p], "block at %lu (order %u) lost its data at %lu: %lx, "
-			  "want %lx", (unsigned long)at, k->order, (unsigned long)p,
-			  (unsigned long)w[0], (unsigned long)F.val[p]);
+		FZ_ASSERT(w[0] == F.val[p],
+			  "block at %lu (order %u) lost its data at %lu: %lx, "
+			  "want %lx",
+			  (unsigned long)at, k->order, (unsigned long)p, (unsigned long)w[0],
+			  (unsigned long)F.val[p]);
 	}
 }
 
@@ -253,7 +259,7 @@ static unsigned int fz_add(uint64_t pfn, unsigned int order, unsigned int mt, ui
 	FZ_ASSERT(!(pfn & ((1UL << order) - 1)), "pfn %lu not aligned to order %u",
 		  (unsigned long)pfn, order);
 	FZ_ASSERT(pfn + (1UL << order) <= F.end_pfn && fz_zone_of(pfn) >= 0 &&
-		  fz_zone_of(pfn) == fz_zone_of(pfn + (1UL << order) - 1),
+			  fz_zone_of(pfn) == fz_zone_of(pfn + (1UL << order) - 1),
 		  "block %lu order %u outside a zone", (unsigned long)pfn, order);
 	F.blk[i] = (struct fz_block){ pfn, order, mt, owner, 0 };
 	fz_map(i, true);
@@ -371,7 +377,7 @@ static void fz_unregister_self(struct fz_owner_ctx *c)
 		  "an op's unregistering of its owner failed");
 	FZ_ASSERT(F.owner[owner] == c, "owner %lu's context", (unsigned long)owner);
 	F.owner[owner] = NULL;
-	free(c);        /* allocator.h: the owner may free ctx once unregistering returns */
+	free(c); /* allocator.h: the owner may free ctx once unregistering returns */
 }
 
 static int fz_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, unsigned int order)
@@ -391,18 +397,27 @@ static int fz_migrate(void *ctx, uint64_t owner, uint64_t src, uint64_t dst, uns
 		  (unsigned long)src, order, (unsigned long)owner, k->order,
 		  (unsigned long)k->owner, k->mt);
 	FZ_ASSERT(dst + (1UL << order) <= F.end_pfn && !(dst & ((1UL << order) - 1)) &&
-		  fz_zone_of(dst) == fz_zone_of(src), "migrate target %lu order %u",
-		  (unsigned long)dst, order);
+			  fz_zone_of(dst) == fz_zone_of(src),
+		  "migrate target %lu order %u", (unsigned long)dst, order);
 	for (uint64_t p = dst; p < dst + (1UL << order); p++)
 		FZ_ASSERT(F.at[p] < 0 || F.at[p] == i, "migrate target %lu: pfn %lu is block %d's",
 			  (unsigned long)dst, (unsigned long)p, F.at[p]);
 	c->calls++;
 	switch (c->mode) {
-	case MODE_REFUSE: answer = c->calls & 1 ? -EAGAIN : -EBUSY; break;
-	case MODE_FAIL: answer = -EIO; break;
-	case MODE_FLAKY: answer = c->calls % 3 == 2 ? -EAGAIN : 0; break;
-	case MODE_UNREG: answer = c->calls >= c->unreg_at ? c->unreg_answer : 0; break;
-	default: break;
+	case MODE_REFUSE:
+		answer = c->calls & 1 ? -EAGAIN : -EBUSY;
+		break;
+	case MODE_FAIL:
+		answer = -EIO;
+		break;
+	case MODE_FLAKY:
+		answer = c->calls % 3 == 2 ? -EAGAIN : 0;
+		break;
+	case MODE_UNREG:
+		answer = c->calls >= c->unreg_at ? c->unreg_answer : 0;
+		break;
+	default:
+		break;
 	}
 	if (!answer) {
 		fz_verify(k, src);
@@ -422,8 +437,8 @@ static void fz_batch_begin(void *ctx, uint64_t owner)
 {
 	struct fz_owner_ctx *c = ctx;
 
-	FZ_ASSERT(c->owner == owner, "batch_begin of owner %lu to %lu's ops",
-		  (unsigned long)owner, (unsigned long)c->owner);
+	FZ_ASSERT(c->owner == owner, "batch_begin of owner %lu to %lu's ops", (unsigned long)owner,
+		  (unsigned long)c->owner);
 	__atomic_add_fetch(&c->batches, 1, __ATOMIC_RELAXED);
 }
 
@@ -431,8 +446,8 @@ static void fz_batch_end(void *ctx, uint64_t owner)
 {
 	struct fz_owner_ctx *c = ctx;
 
-	FZ_ASSERT(c->owner == owner, "batch_end of owner %lu to %lu's ops",
-		  (unsigned long)owner, (unsigned long)c->owner);
+	FZ_ASSERT(c->owner == owner, "batch_end of owner %lu to %lu's ops", (unsigned long)owner,
+		  (unsigned long)c->owner);
 	FZ_ASSERT(__atomic_sub_fetch(&c->batches, 1, __ATOMIC_RELAXED) >= 0,
 		  "batch_end without its batch_begin");
 }
@@ -467,12 +482,21 @@ static uint64_t vs_get(const struct gfa_vmstat *vs, size_t off)
 /* The err_* counter an allocator error is counted in (by the GFA_E* names). */
 static const char *fz_err_counter(int err)
 {
-	static const struct { int err; const char *name; } map[] = {
-		{ GFA_EFAULT, "err_fault" }, { GFA_ERANGE, "err_range" },
-		{ GFA_EALIGN, "err_align" }, { GFA_EINVAL, "err_inval" }, { GFA_EORDER, "err_order" },
-		{ GFA_EMIGRATE, "err_migratetype" }, { GFA_EDOUBLEFREE, "err_double_free" },
-		{ GFA_EWRONGORDER, "err_wrong_order" }, { GFA_ENOTHEAD, "err_not_head" },
-		{ GFA_EOWNER, "err_owner" }, { GFA_EBUSY, "err_busy" },
+	static const struct {
+		int err;
+		const char *name;
+	} map[] = {
+		{ GFA_EFAULT, "err_fault" },
+		{ GFA_ERANGE, "err_range" },
+		{ GFA_EALIGN, "err_align" },
+		{ GFA_EINVAL, "err_inval" },
+		{ GFA_EORDER, "err_order" },
+		{ GFA_EMIGRATE, "err_migratetype" },
+		{ GFA_EDOUBLEFREE, "err_double_free" },
+		{ GFA_EWRONGORDER, "err_wrong_order" },
+		{ GFA_ENOTHEAD, "err_not_head" },
+		{ GFA_EOWNER, "err_owner" },
+		{ GFA_EBUSY, "err_busy" },
 		{ GFA_ETHREAD, "err_thread" },
 	};
 
@@ -511,8 +535,8 @@ static void fz_check_pool(void)
 {
 	char msg[256];
 	uint64_t free_frames = 0, held = 0, fl = 0;
-	int err = F.b ? gfa_backing_check(F.b, msg, sizeof(msg))
-		      : gfa_pool_check(F.pool, msg, sizeof(msg));
+	int err = F.b ? gfa_backing_check(F.b, msg, sizeof(msg)) :
+			gfa_pool_check(F.pool, msg, sizeof(msg));
 
 	FZ_ASSERT(!err, "check: %d %s", err, msg);
 	for (unsigned int z = 0; z < F.nr_zones; z++) {
@@ -527,11 +551,11 @@ static void fz_check_pool(void)
 
 		FZ_ASSERT(gfa_frame_lookup(F.pool, k->pfn, &fi) == 0, "lookup");
 		FZ_ASSERT(fi.state == GFA_FRAME_ALLOCATED && fi.head_pfn == k->pfn &&
-			  fi.order == k->order && fi.owner == k->owner && fi.mt == k->mt,
+				  fi.order == k->order && fi.owner == k->owner && fi.mt == k->mt,
 			  "block %lu order %u owner %lu mt %u: the pool says state %d head %lu "
-			  "order %u owner %lu mt %d", (unsigned long)k->pfn, k->order,
-			  (unsigned long)k->owner, k->mt, fi.state, (unsigned long)fi.head_pfn,
-			  fi.order, (unsigned long)fi.owner, fi.mt);
+			  "order %u owner %lu mt %d",
+			  (unsigned long)k->pfn, k->order, (unsigned long)k->owner, k->mt, fi.state,
+			  (unsigned long)fi.head_pfn, fi.order, (unsigned long)fi.owner, fi.mt);
 		held += 1UL << k->order;
 	}
 	for (unsigned int i = 0; i < F.nr_fl; i++)
@@ -549,7 +573,7 @@ static void fz_check_pool(void)
 	fz_guest_verify();
 }
 
-static bool fz_trace;   /* FUZZ_TRACE=1: one line per call, to read a crash's input */
+static bool fz_trace; /* FUZZ_TRACE=1: one line per call, to read a crash's input */
 
 /* A pinned range never moves: its gfns keep the frames they had when it was pinned. */
 static void fz_check_pins(void)
@@ -560,8 +584,9 @@ static void fz_check_pins(void)
 		if (!F.gpin[gfn / GFA_PAGEBLOCK_FRAMES] || F.gpin_pfn[gfn] == UINT64_MAX)
 			continue;
 		FZ_ASSERT(!gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT, &pfn) &&
-			  pfn == F.gpin_pfn[gfn], "pinned gfn %lu moved to pfn %lu from %lu",
-			  (unsigned long)gfn, (unsigned long)pfn, (unsigned long)F.gpin_pfn[gfn]);
+				  pfn == F.gpin_pfn[gfn],
+			  "pinned gfn %lu moved to pfn %lu from %lu", (unsigned long)gfn,
+			  (unsigned long)pfn, (unsigned long)F.gpin_pfn[gfn]);
 	}
 }
 
@@ -611,12 +636,18 @@ static uint64_t pick_pfn(void)
 	unsigned int z = in8(F.in) % F.nr_zones;
 
 	switch (v % 8) {
-	case 0: return F.zstart[z];
-	case 1: return F.zstart[z] + F.znr[z] - 1;
-	case 2: return F.zstart[z] + F.znr[z];          /* a gap, or the end */
-	case 3: return F.end_pfn + in8(F.in);
-	case 4: return UINT64_MAX - in8(F.in);
-	default: return F.zstart[z] + in16(F.in) % F.znr[z];
+	case 0:
+		return F.zstart[z];
+	case 1:
+		return F.zstart[z] + F.znr[z] - 1;
+	case 2:
+		return F.zstart[z] + F.znr[z]; /* a gap, or the end */
+	case 3:
+		return F.end_pfn + in8(F.in);
+	case 4:
+		return UINT64_MAX - in8(F.in);
+	default:
+		return F.zstart[z] + in16(F.in) % F.znr[z];
 	}
 }
 
@@ -644,7 +675,7 @@ static int fz_expect_free(uint64_t pfn, unsigned int order, uint64_t owner)
 		for (unsigned int r = 0; r < F.nr_fl; r++)
 			if (F.fl[r].pfn == pfn)
 				return GFA_EBUSY;
-		return F.inflight[pfn] ? 1 : GFA_EDOUBLEFREE;  /* 1: either (block edges unknown) */
+		return F.inflight[pfn] ? 1 : GFA_EDOUBLEFREE; /* 1: either (block edges unknown) */
 	}
 	if (F.blk[i].pfn != pfn)
 		return GFA_ENOTHEAD;
@@ -657,8 +688,8 @@ static int fz_expect_free(uint64_t pfn, unsigned int order, uint64_t owner)
 
 /* ---- operations ---- */
 
-static void fz_check_alloc(int64_t pfn, int expect, int zone, unsigned int order,
-			   unsigned int mt, uint64_t owner, bool zeroed)
+static void fz_check_alloc(int64_t pfn, int expect, int zone, unsigned int order, unsigned int mt,
+			   uint64_t owner, bool zeroed)
 {
 	if (expect) {
 		FZ_ASSERT(pfn == expect, "allocation: %ld, want %d", (long)pfn, expect);
@@ -671,8 +702,8 @@ static void fz_check_alloc(int64_t pfn, int expect, int zone, unsigned int order
 	fz_after(0, false);
 }
 
-static int fz_alloc_args(unsigned int *zone, unsigned int *order, unsigned int *mt,
-			 uint64_t *owner, unsigned int *flags)
+static int fz_alloc_args(unsigned int *zone, unsigned int *order, unsigned int *mt, uint64_t *owner,
+			 unsigned int *flags)
 {
 	bool bad_zone = false;
 	uint8_t v;
@@ -706,7 +737,7 @@ static void op_alloc(void)
 
 	F.what = "alloc";
 	if (F.nr_blk >= FZ_MAX_BLOCKS)
-		return;                 /* the model holds all it can (splits fill it) */
+		return; /* the model holds all it can (splits fill it) */
 	if (how == 1 && F.pcp[0]) {
 		struct gfa_pcp *pcp = F.pcp[in8(F.in) & 1] ? F.pcp[1] : F.pcp[0];
 
@@ -714,7 +745,7 @@ static void op_alloc(void)
 			pcp = F.pcp[0];
 		F.what = "pcp_alloc";
 		if (expect == GFA_ERANGE)
-			expect = 0;     /* a cache has its zone */
+			expect = 0; /* a cache has its zone */
 		pfn = gfa_pcp_alloc(pcp, order, (enum gfa_migratetype)mt, owner, flags);
 		fz_check_alloc(pfn, expect, gfa_pcp_zone(pcp), order, mt, owner, false);
 	} else if (how == 2 && F.b) {
@@ -752,25 +783,39 @@ static void op_free(void)
 		owner = 0;
 	}
 	switch (how % 8) {
-	case 1: order = order ? order - 1 : order + 1; break;
-	case 2: owner = (owner + 1) % (FZ_OWNERS + 1); break;
-	case 3: pfn = pick_pfn(); order = in8(F.in) % 3; break;
-	case 4: if (i >= 0 && order) pfn += 1UL << (in8(F.in) % order); order = 0; break;
-	case 5: order = GFA_MAX_ORDER + 1; break;
-	case 6:                         /* the block freed last, again (or now another's) */
+	case 1:
+		order = order ? order - 1 : order + 1;
+		break;
+	case 2:
+		owner = (owner + 1) % (FZ_OWNERS + 1);
+		break;
+	case 3:
+		pfn = pick_pfn();
+		order = in8(F.in) % 3;
+		break;
+	case 4:
+		if (i >= 0 && order)
+			pfn += 1UL << (in8(F.in) % order);
+		order = 0;
+		break;
+	case 5:
+		order = GFA_MAX_ORDER + 1;
+		break;
+	case 6: /* the block freed last, again (or now another's) */
 		if (F.last_freed.order || F.last_freed.pfn) {
 			pfn = F.last_freed.pfn;
 			order = F.last_freed.order;
 			owner = F.last_freed.owner;
 		}
 		break;
-	default: break;
+	default:
+		break;
 	}
 	expect = fz_expect_free(pfn, order, owner);
 	if (!expect)
-		i = F.at[pfn];          /* (a picked pfn may be another block's head) */
+		i = F.at[pfn]; /* (a picked pfn may be another block's head) */
 	if (!expect && F.b && fz_holds(&F.blk[i]) && path != 2)
-		gfa_backing_mark_dirty(F.b, pfn, order);  /* as a guest does before its free */
+		gfa_backing_mark_dirty(F.b, pfn, order); /* as a guest does before its free */
 	if (!expect)
 		fz_verify(&F.blk[i], pfn);
 	if (path == 2 && F.b) {
@@ -783,8 +828,10 @@ static void op_free(void)
 		err = gfa_free(F.pool, pfn, order, owner);
 	}
 	if (expect == 1)
-		FZ_ASSERT(err == GFA_EBUSY || err == GFA_ENOTHEAD, "free of %lu inside a range in "
-			  "flight: %d", (unsigned long)pfn, err);
+		FZ_ASSERT(err == GFA_EBUSY || err == GFA_ENOTHEAD,
+			  "free of %lu inside a range in "
+			  "flight: %d",
+			  (unsigned long)pfn, err);
 	else
 		FZ_ASSERT(err == expect, "free of %lu order %u owner %lu: %d, want %d",
 			  (unsigned long)pfn, order, (unsigned long)owner, err, expect);
@@ -818,14 +865,14 @@ static void op_free_many(void)
 	/* the bad entry's answer as a single free's, after the good ones before it */
 	expect = bad >= 0 ? fz_expect_free(pfns[bad], 0, 1) : 0;
 	if (expect == 1)
-		return;                 /* inside a range in flight: block edges decide */
+		return; /* inside a range in flight: block edges decide */
 	for (int k = 0; k < bad; k++)
 		if (pfns[k] == pfns[bad])
 			expect = GFA_EDOUBLEFREE;
 	if (expect == 0 && bad >= 0)
 		for (int k = bad + 1; k < n; k++)
 			if (pfns[k] == pfns[bad])
-				return;         /* the same block listed twice: skip this case */
+				return; /* the same block listed twice: skip this case */
 	for (int k = 0; k < n; k++)
 		if (F.b && fz_block_at(pfns[k]) >= 0 && fz_holds(&F.blk[fz_block_at(pfns[k])]))
 			gfa_backing_mark_dirty(F.b, pfns[k], 0);
@@ -862,7 +909,8 @@ static void op_drain(void)
 	switch (v % 4) {
 	case 0:
 		if (F.pcp[0])
-			FZ_ASSERT(gfa_pcp_drain(F.pcp[v & 4 && F.pcp[1] ? 1 : 0]) >= 0, "pcp_drain");
+			FZ_ASSERT(gfa_pcp_drain(F.pcp[v & 4 && F.pcp[1] ? 1 : 0]) >= 0,
+				  "pcp_drain");
 		fz_after(0, false);
 		return;
 	case 1:
@@ -921,12 +969,15 @@ static struct fz_owner_ctx *fz_register(uint64_t owner, uint8_t v)
 	struct fz_owner_ctx *c = calloc(1, sizeof(*c));
 
 	FZ_ASSERT(c, "calloc");
-	*c = (struct fz_owner_ctx){
-		.ops = { .migrate = fz_migrate, .collapsed = v & 2 ? fz_collapsed : NULL,
-			 .batch_begin = v & 1 ? fz_batch_begin : NULL,
-			 .batch_end = v & 1 ? fz_batch_end : NULL },
-		.owner = owner, .mode = (enum fz_mode)((v >> 2) % MODE_NR), .calls = 0,
-		.unreg_at = 1 + (v >> 5) % 3, .unreg_answer = v & 0x80 ? -EAGAIN : 0 };
+	*c = (struct fz_owner_ctx){ .ops = { .migrate = fz_migrate,
+					     .collapsed = v & 2 ? fz_collapsed : NULL,
+					     .batch_begin = v & 1 ? fz_batch_begin : NULL,
+					     .batch_end = v & 1 ? fz_batch_end : NULL },
+				    .owner = owner,
+				    .mode = (enum fz_mode)((v >> 2) % MODE_NR),
+				    .calls = 0,
+				    .unreg_at = 1 + (v >> 5) % 3,
+				    .unreg_answer = v & 0x80 ? -EAGAIN : 0 };
 	return c;
 }
 
@@ -938,7 +989,7 @@ static void op_owner(void)
 	int r;
 
 	F.what = "owner_register";
-	if (v & 1) {                    /* unregister */
+	if (v & 1) { /* unregister */
 		r = gfa_owner_register(F.pool, owner, NULL, NULL);
 		FZ_ASSERT(r == (F.owner[owner] ? 0 : -ENOENT), "unregister %lu: %d",
 			  (unsigned long)owner, r);
@@ -948,7 +999,7 @@ static void op_owner(void)
 		return;
 	}
 	c = fz_register(owner, v);
-	if ((v & 0x7c) == 0x7c) {       /* no migrate op: GFA_EFAULT */
+	if ((v & 0x7c) == 0x7c) { /* no migrate op: GFA_EFAULT */
 		c->ops.migrate = NULL;
 		r = gfa_owner_register(F.pool, owner, &c->ops, c);
 		FZ_ASSERT(r == GFA_EFAULT, "register without migrate: %d", r);
@@ -978,7 +1029,7 @@ static void op_collapse(void)
 	bool registered;
 
 	F.what = "collapse";
-	if (!F.owner[owner] && (v & 0x40)) {    /* an owner registered for it, mostly */
+	if (!F.owner[owner] && (v & 0x40)) { /* an owner registered for it, mostly */
 		struct fz_owner_ctx *c = fz_register(owner, in8(F.in));
 
 		FZ_ASSERT(!gfa_owner_register(F.pool, owner, &c->ops, c), "register");
@@ -1005,15 +1056,33 @@ static void op_collapse(void)
 	if (!n)
 		return;
 	switch ((v >> 3) % 8) {
-	case 1: if (n > 1) { offs[1] = offs[0]; expect = GFA_EINVAL; } break;
-	case 2: orders[0] = GFA_PAGEBLOCK_ORDER; expect = GFA_EORDER; break;
-	case 3: zone = F.nr_zones; expect = GFA_ERANGE; break;
-	case 4: n = 0; expect = GFA_EINVAL; break;
-	case 5: offs[0] += 1; expect = orders[0] ? GFA_EALIGN : 0; break;
-	default: break;
+	case 1:
+		if (n > 1) {
+			offs[1] = offs[0];
+			expect = GFA_EINVAL;
+		}
+		break;
+	case 2:
+		orders[0] = GFA_PAGEBLOCK_ORDER;
+		expect = GFA_EORDER;
+		break;
+	case 3:
+		zone = F.nr_zones;
+		expect = GFA_ERANGE;
+		break;
+	case 4:
+		n = 0;
+		expect = GFA_EINVAL;
+		break;
+	case 5:
+		offs[0] += 1;
+		expect = orders[0] ? GFA_EALIGN : 0;
+		break;
+	default:
+		break;
 	}
 	if (!expect && (v >> 3) % 8 == 5)
-		offs[0] -= 1;           /* an order-0 piece is aligned anywhere */
+		offs[0] -= 1; /* an order-0 piece is aligned anywhere */
 	if (!expect && !registered)
 		expect = -ENOENT;
 	F.collapsed_at = -1;
@@ -1032,11 +1101,12 @@ static void op_collapse(void)
 
 			FZ_ASSERT(j >= 0 && F.blk[j].pfn == (uint64_t)r + offs[k],
 				  "piece %u not at its offset", k);
-			fz_map((unsigned int)j, false);     /* its data lives on in the new block */
+			fz_map((unsigned int)j, false); /* its data lives on in the new block */
 			fz_remove_unmapped((unsigned int)j);
 		}
 		for (uint64_t p = (uint64_t)r; p < (uint64_t)r + GFA_PAGEBLOCK_FRAMES; p++)
-			FZ_ASSERT(F.at[p] < 0, "collapse target %ld holds block %d", (long)r, F.at[p]);
+			FZ_ASSERT(F.at[p] < 0, "collapse target %ld holds block %d", (long)r,
+				  F.at[p]);
 		fz_add((uint64_t)r, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, owner);
 		FZ_ASSERT(F.collapsed_at == -1 || F.collapsed_at == r, "collapsed op told %ld",
 			  (long)F.collapsed_at);
@@ -1089,8 +1159,9 @@ static void fz_range_add(const struct gfa_frame_range *r, unsigned int zone, boo
 {
 	FZ_ASSERT(F.nr_fl < FZ_MAX_INFLIGHT, "too many ranges in flight");
 	FZ_ASSERT(r->nr && fz_zone_of(r->pfn) == (int)zone &&
-		  fz_zone_of(r->pfn + r->nr - 1) == (int)zone, "range %lu+%lu outside zone %u",
-		  (unsigned long)r->pfn, (unsigned long)r->nr, zone);
+			  fz_zone_of(r->pfn + r->nr - 1) == (int)zone,
+		  "range %lu+%lu outside zone %u", (unsigned long)r->pfn, (unsigned long)r->nr,
+		  zone);
 	for (uint64_t p = r->pfn; p < r->pfn + r->nr; p++) {
 		FZ_ASSERT(F.at[p] < 0 && !F.inflight[p], "range %lu+%lu takes pfn %lu (block %d)",
 			  (unsigned long)r->pfn, (unsigned long)r->nr, (unsigned long)p, F.at[p]);
@@ -1107,8 +1178,9 @@ static void fz_range_add(const struct gfa_frame_range *r, unsigned int zone, boo
 static void fz_scrub(const struct gfa_frame_range *r, unsigned int zone)
 {
 	FZ_ASSERT(r->nr && fz_zone_of(r->pfn) == (int)zone &&
-		  fz_zone_of(r->pfn + r->nr - 1) == (int)zone, "scrub %lu+%lu outside zone %u",
-		  (unsigned long)r->pfn, (unsigned long)r->nr, zone);
+			  fz_zone_of(r->pfn + r->nr - 1) == (int)zone,
+		  "scrub %lu+%lu outside zone %u", (unsigned long)r->pfn, (unsigned long)r->nr,
+		  zone);
 	for (uint64_t p = r->pfn; p < r->pfn + r->nr; p++) {
 		FZ_ASSERT(F.at[p] < 0 && !F.inflight[p], "scrub %lu+%lu takes pfn %lu (block %d)",
 			  (unsigned long)r->pfn, (unsigned long)r->nr, (unsigned long)p, F.at[p]);
@@ -1172,7 +1244,8 @@ static void fz_punch(uint64_t pfn, uint64_t nr)
 	if (!F.b || gfa_pfn_to_fd(F.pool, pfn, &fd, &off))
 		return;
 	FZ_ASSERT(!fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-			     (off_t)(nr << GFA_FRAME_SHIFT)), "punch");
+			     (off_t)(nr << GFA_FRAME_SHIFT)),
+		  "punch");
 	for (uint64_t p = pfn; p < pfn + nr; p++)
 		F.data[p] = F.live[p] = 0;
 }
@@ -1192,13 +1265,15 @@ static void op_done(void)
 		if (v & 0x10)
 			nr = UINT64_MAX - in8(F.in);
 		expect = fz_zone_of(pfn) < 0 || !nr ||
-			 nr > F.zstart[fz_zone_of(pfn)] + F.znr[fz_zone_of(pfn)] - pfn
-			 ? GFA_ERANGE : GFA_EBUSY;
+					 nr > F.zstart[fz_zone_of(pfn)] + F.znr[fz_zone_of(pfn)] -
+							 pfn ?
+				 GFA_ERANGE :
+				 GFA_EBUSY;
 		for (uint64_t p = pfn; expect == GFA_EBUSY && p < pfn + nr; p++)
 			if (F.inflight[p])
-				return;         /* partly in flight: block edges decide */
-		r = v & 0x20 ? zone_populate_done(F.pool, pfn, nr)
-			     : zone_release_done(F.pool, pfn, nr, v & 0x40);
+				return; /* partly in flight: block edges decide */
+		r = v & 0x20 ? zone_populate_done(F.pool, pfn, nr) :
+			       zone_release_done(F.pool, pfn, nr, v & 0x40);
 		FZ_ASSERT(r == expect, "done on %lu+%lu not in flight: %d, want %d",
 			  (unsigned long)pfn, (unsigned long)nr, r, expect);
 		fz_after(r, true);
@@ -1215,7 +1290,7 @@ static void op_done(void)
 		r = zone_release_done(F.pool, pfn, nr, false);
 		break;
 	case 2:
-		if (F.b && !F.fl[i].populate)   /* zeroed and back, as a scrub does */
+		if (F.b && !F.fl[i].populate) /* zeroed and back, as a scrub does */
 			for (uint64_t p = pfn; p < pfn + nr; p++)
 				FZ_ASSERT(gfa_backing_prepare(F.b, p, 0) >= 0, "prepare");
 		if (!F.fl[i].populate)
@@ -1224,13 +1299,13 @@ static void op_done(void)
 		break;
 	default:
 		if (F.fl[i].populate)
-			fz_punch(pfn, nr);      /* (they were released; still are) */
-		r = F.fl[i].populate ? zone_populate_failed(F.pool, pfn, nr)
-				     : zone_release_done(F.pool, pfn, nr, false);
+			fz_punch(pfn, nr); /* (they were released; still are) */
+		r = F.fl[i].populate ? zone_populate_failed(F.pool, pfn, nr) :
+				       zone_release_done(F.pool, pfn, nr, false);
 		break;
 	}
-	FZ_ASSERT(r == 0, "done on %lu+%lu in flight: %d", (unsigned long)pfn,
-		  (unsigned long)nr, r);
+	FZ_ASSERT(r == 0, "done on %lu+%lu in flight: %d", (unsigned long)pfn, (unsigned long)nr,
+		  r);
 	for (uint64_t p = pfn; p < pfn + nr; p++)
 		F.inflight[p] = 0;
 	F.fl[i] = F.fl[--F.nr_fl];
@@ -1276,9 +1351,10 @@ static void op_engine(void)
 	F.what = "release engine";
 	if (!F.b || !F.nr_fl || (v & 0xc0) != 0xc0 ||
 	    gfa_pfn_to_fd(F.pool, F.zstart[zone], &fd, &off0))
-		return;                 /* a thread and a ring: now and then */
+		return; /* a thread and a ring: now and then */
 	if (v & 4)
-		cfg.fault_sync = (struct gfa_release_fault){ 1 + in8(F.in) % 4, in8(F.in) % 3, EIO };
+		cfg.fault_sync =
+			(struct gfa_release_fault){ 1 + in8(F.in) % 4, in8(F.in) % 3, EIO };
 	if (v & 8)
 		cfg.fault_complete = (struct gfa_release_fault){ 1 + in8(F.in) % 4, in8(F.in) % 3,
 								 v & 16 ? EOPNOTSUPP : EIO };
@@ -1297,29 +1373,55 @@ static void op_engine(void)
 	}
 	/* bad ranges: refused, their done never called */
 	switch (in8(F.in) % 8) {
-	case 1: r = gfa_release_submit(e, 0, 0, fz_rel_done, NULL); FZ_ASSERT(r == -EINVAL, "len 0: %d", r); rejected++; break;
-	case 2: r = gfa_release_submit(e, 100, GFA_FRAME_SIZE, fz_rel_done, NULL); FZ_ASSERT(r == -EINVAL, "misaligned: %d", r); rejected++; break;
-	case 3: r = gfa_release_submit(e, F.znr[zone] << GFA_FRAME_SHIFT, GFA_FRAME_SIZE, fz_rel_done, NULL); FZ_ASSERT(r == -ERANGE, "beyond: %d", r); rejected++; break;
-	case 4: r = gfa_release_submit(e, GFA_FRAME_SIZE, UINT64_MAX & ~(GFA_FRAME_SIZE - 1), fz_rel_done, NULL); FZ_ASSERT(r == -ERANGE, "wrap: %d", r); rejected++; break;
-	case 5: r = gfa_release_submit(e, 0, GFA_FRAME_SIZE, NULL, NULL); FZ_ASSERT(r == -EFAULT, "no done: %d", r); rejected++; break;
-	default: break;
+	case 1:
+		r = gfa_release_submit(e, 0, 0, fz_rel_done, NULL);
+		FZ_ASSERT(r == -EINVAL, "len 0: %d", r);
+		rejected++;
+		break;
+	case 2:
+		r = gfa_release_submit(e, 100, GFA_FRAME_SIZE, fz_rel_done, NULL);
+		FZ_ASSERT(r == -EINVAL, "misaligned: %d", r);
+		rejected++;
+		break;
+	case 3:
+		r = gfa_release_submit(e, F.znr[zone] << GFA_FRAME_SHIFT, GFA_FRAME_SIZE,
+				       fz_rel_done, NULL);
+		FZ_ASSERT(r == -ERANGE, "beyond: %d", r);
+		rejected++;
+		break;
+	case 4:
+		r = gfa_release_submit(e, GFA_FRAME_SIZE, UINT64_MAX & ~(GFA_FRAME_SIZE - 1),
+				       fz_rel_done, NULL);
+		FZ_ASSERT(r == -ERANGE, "wrap: %d", r);
+		rejected++;
+		break;
+	case 5:
+		r = gfa_release_submit(e, 0, GFA_FRAME_SIZE, NULL, NULL);
+		FZ_ASSERT(r == -EFAULT, "no done: %d", r);
+		rejected++;
+		break;
+	default:
+		break;
 	}
 	FZ_ASSERT(gfa_release_flush(e, 30000) == 0, "release_flush");
 	FZ_ASSERT(gfa_release_stats(e, &st) == 0, "release_stats");
 	for (unsigned int k = 0; k < n; k++) {
-		FZ_ASSERT(__atomic_load_n(&rel[k].called, __ATOMIC_ACQUIRE), "range %u not done", k);
+		FZ_ASSERT(__atomic_load_n(&rel[k].called, __ATOMIC_ACQUIRE), "range %u not done",
+			  k);
 		if (rel[k].result)
 			failed++;
 		else
 			good_bytes += rel[k].nr << GFA_FRAME_SHIFT;
 	}
 	FZ_ASSERT(st.ranges_submitted == n && st.ranges_done == n && st.ranges_failed == failed &&
-		  st.ranges_rejected == rejected && st.bytes_released == good_bytes &&
-		  !st.inflight_ranges, "engine stats: submitted %lu done %lu failed %lu rejected %lu "
-		  "released %lu (want %u %u %lu %lu %lu)", (unsigned long)st.ranges_submitted,
-		  (unsigned long)st.ranges_done, (unsigned long)st.ranges_failed,
-		  (unsigned long)st.ranges_rejected, (unsigned long)st.bytes_released, n, n,
-		  (unsigned long)failed, (unsigned long)rejected, (unsigned long)good_bytes);
+			  st.ranges_rejected == rejected && st.bytes_released == good_bytes &&
+			  !st.inflight_ranges,
+		  "engine stats: submitted %lu done %lu failed %lu rejected %lu "
+		  "released %lu (want %u %u %lu %lu %lu)",
+		  (unsigned long)st.ranges_submitted, (unsigned long)st.ranges_done,
+		  (unsigned long)st.ranges_failed, (unsigned long)st.ranges_rejected,
+		  (unsigned long)st.bytes_released, n, n, (unsigned long)failed,
+		  (unsigned long)rejected, (unsigned long)good_bytes);
 	FZ_ASSERT(gfa_release_destroy(e) == 0, "release_destroy");
 	/* the model: back on the lists, released (zero) or populated as they were */
 	for (unsigned int k = n; k-- > 0;) {
@@ -1345,9 +1447,13 @@ static void op_host_return(void)
 {
 	uint8_t v = in8(F.in);
 	struct gfa_host_return_config hc = {
-		.interval_ms = 1, .no_settle = true, .pcp_idle_ms = 1 + v % 4,
-		.max_frames_per_pass = 64 << (v % 4), .scrub_frames_per_pass = 32 << (v % 3),
-		.force_sync = v & 0x10, .no_pcp_drain = v & 0x20,
+		.interval_ms = 1,
+		.no_settle = true,
+		.pcp_idle_ms = 1 + v % 4,
+		.max_frames_per_pass = 64 << (v % 4),
+		.scrub_frames_per_pass = 32 << (v % 3),
+		.force_sync = v & 0x10,
+		.no_pcp_drain = v & 0x20,
 	};
 	struct gfa_host_return *hr;
 	struct gfa_host_return_stat st;
@@ -1355,7 +1461,7 @@ static void op_host_return(void)
 
 	F.what = "host_return";
 	if (!F.b || v % 8)
-		return;                 /* threads and a ring per zone: now and then */
+		return; /* threads and a ring per zone: now and then */
 	hr = gfa_host_return_start(F.pool, F.b, &hc);
 	FZ_ASSERT(hr, "host_return_start: %d", errno);
 	if (v & 0x40)
@@ -1369,7 +1475,7 @@ static void op_host_return(void)
 
 /* ---- a guest and its balloon: guest-supplied ranges are bad input too ---- */
 
-#define FZ_CLAIMER 0x7e57ULL    /* an owner of no model block, nor a guest */
+#define FZ_CLAIMER 0x7e57ULL /* an owner of no model block, nor a guest */
 
 /* Frames of zone z the model holds or has in flight: every other frame is free. */
 static uint64_t fz_held_in_zone(unsigned int z)
@@ -1398,22 +1504,28 @@ static void fz_check_free_at_once(void)
 		int64_t pfn;
 
 		FZ_ASSERT(gfa_zone_stat(F.pool, z, &st) == 0, "zone_stat");
-		FZ_ASSERT(st.nr_free == free, "zone %u right after the guest went: %lu frames free "
-			  "(%lu being zeroed), the model leaves %lu", z, (unsigned long)st.nr_free,
-			  (unsigned long)st.nr_scrubbing, (unsigned long)free);
+		FZ_ASSERT(st.nr_free == free,
+			  "zone %u right after the guest went: %lu frames free "
+			  "(%lu being zeroed), the model leaves %lu",
+			  z, (unsigned long)st.nr_free, (unsigned long)st.nr_scrubbing,
+			  (unsigned long)free);
 		left = free - gfa_zone_claimed(F.pool, z);
-		FZ_ASSERT(gfa_zone_claim(F.pool, z, FZ_CLAIMER, left) == 0, "zone %u: a claim of "
-			  "its %lu unclaimed free frames failed", z, (unsigned long)left);
+		FZ_ASSERT(gfa_zone_claim(F.pool, z, FZ_CLAIMER, left) == 0,
+			  "zone %u: a claim of "
+			  "its %lu unclaimed free frames failed",
+			  z, (unsigned long)left);
 		pfn = left ? gfa_backing_alloc(F.b, NULL, z, 0, GFA_MT_MOVABLE, FZ_CLAIMER,
-					       GFA_BACKING_ZERO) : -1;
+					       GFA_BACKING_ZERO) :
+			     -1;
 		FZ_ASSERT(!left || pfn >= 0, "zone %u: the claim's first frame: %ld", z, (long)pfn);
 		if (pfn >= 0) {
 			const uint64_t *w = fz_addr((uint64_t)pfn);
 
-			FZ_ASSERT(!w[0] && !w[1], "pfn %ld allocated at once holds %lx %lx", (long)pfn,
-				  (unsigned long)w[0], (unsigned long)w[1]);
+			FZ_ASSERT(!w[0] && !w[1], "pfn %ld allocated at once holds %lx %lx",
+				  (long)pfn, (unsigned long)w[0], (unsigned long)w[1]);
 			F.data[pfn] = 0;
-			FZ_ASSERT(!gfa_backing_free(F.b, NULL, (uint64_t)pfn, 0, FZ_CLAIMER), "free");
+			FZ_ASSERT(!gfa_backing_free(F.b, NULL, (uint64_t)pfn, 0, FZ_CLAIMER),
+				  "free");
 		}
 		FZ_ASSERT(gfa_zone_unclaim(F.pool, z, FZ_CLAIMER) == (int64_t)(left ? left - 1 : 0),
 			  "unclaim");
@@ -1427,7 +1539,8 @@ static void fz_guest_create(uint8_t v)
 	static const struct gfa_guest_vcpu_ops half = { .pause = NULL, .resume = NULL };
 	struct gfa_guest_config cfg = {
 		.mem_bytes = (v % 8 == 7 ? 3 : 1) * (GFA_PAGEBLOCK_FRAMES << GFA_FRAME_SHIFT),
-		.zone = in8(F.in) % F.nr_zones, .small_only = v & 4,
+		.zone = in8(F.in) % F.nr_zones,
+		.small_only = v & 4,
 		.id = 0x6000 + F.op,
 	};
 	int expect = 0;
@@ -1435,13 +1548,29 @@ static void fz_guest_create(uint8_t v)
 	F.what = "guest_create";
 	cfg.pcp = v & 8 ? F.pcp[0] : NULL;
 	if (cfg.pcp && gfa_pcp_zone(cfg.pcp) != (int)cfg.zone)
-		expect = EINVAL;                /* another zone's cache */
+		expect = EINVAL; /* another zone's cache */
 	switch ((v >> 4) % 8) {
-	case 1: cfg.mem_bytes = 0; expect = EINVAL; break;
-	case 2: cfg.mem_bytes += 1; expect = EINVAL; break;      /* not 4 KiB aligned */
-	case 3: cfg.zone = F.nr_zones; cfg.pcp = NULL; expect = ERANGE; break;
-	case 4: if (!expect) { cfg.vcpu_ops = &half; expect = EINVAL; } break;
-	default: break;
+	case 1:
+		cfg.mem_bytes = 0;
+		expect = EINVAL;
+		break;
+	case 2:
+		cfg.mem_bytes += 1;
+		expect = EINVAL;
+		break; /* not 4 KiB aligned */
+	case 3:
+		cfg.zone = F.nr_zones;
+		cfg.pcp = NULL;
+		expect = ERANGE;
+		break;
+	case 4:
+		if (!expect) {
+			cfg.vcpu_ops = &half;
+			expect = EINVAL;
+		}
+		break;
+	default:
+		break;
 	}
 	if (!expect && (cfg.mem_bytes >> GFA_FRAME_SHIFT) > F.znr[cfg.zone])
 		expect = ENOMEM;
@@ -1456,7 +1585,7 @@ static void fz_guest_create(uint8_t v)
 	}
 	FZ_ASSERT(F.g || errno == ENOMEM, "guest_create: errno %d", errno);
 	if (!F.g) {
-		fz_check_free_at_once();        /* no frame is kept */
+		fz_check_free_at_once(); /* no frame is kept */
 		fz_after(-ENOMEM, false);
 		return;
 	}
@@ -1472,9 +1601,11 @@ static void fz_guest_create(uint8_t v)
 
 		FZ_ASSERT(!gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT, &pfn), "gpa_to_pfn");
 		if (F.data[pfn]) {
-			FZ_ASSERT(!F.live[pfn], "a new guest has pfn %lu, ours", (unsigned long)pfn);
+			FZ_ASSERT(!F.live[pfn], "a new guest has pfn %lu, ours",
+				  (unsigned long)pfn);
 			FZ_ASSERT(!*fz_gword(gfn), "new guest gfn %lu (pfn %lu) holds %lx",
-				  (unsigned long)gfn, (unsigned long)pfn, (unsigned long)*fz_gword(gfn));
+				  (unsigned long)gfn, (unsigned long)pfn,
+				  (unsigned long)*fz_gword(gfn));
 			F.data[pfn] = 0;
 		}
 	}
@@ -1488,7 +1619,7 @@ static void fz_guest_mark(uint64_t lo, uint64_t hi)
 		uint64_t pfn;
 
 		if (F.gval[gfn] && !gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT, &pfn))
-			F.data[pfn] = 1;        /* stale once the guest lets go of it */
+			F.data[pfn] = 1; /* stale once the guest lets go of it */
 	}
 }
 
@@ -1515,25 +1646,38 @@ static void fz_balloon(uint8_t v)
 		want += (int64_t)len;
 	}
 	switch (kind) {
-	case 1: r[0].len = 0; expect = -EINVAL; break;
-	case 2: r[0].gpa += 100; expect = -EINVAL; break;
-	case 3: r[0].gpa = F.gnr << GFA_FRAME_SHIFT; expect = -ERANGE; break;
-	case 4: r[0].len = UINT64_MAX & ~(GFA_FRAME_SIZE - 1); expect = -ERANGE; break;
+	case 1:
+		r[0].len = 0;
+		expect = -EINVAL;
+		break;
+	case 2:
+		r[0].gpa += 100;
+		expect = -EINVAL;
+		break;
+	case 3:
+		r[0].gpa = F.gnr << GFA_FRAME_SHIFT;
+		expect = -ERANGE;
+		break;
+	case 4:
+		r[0].len = UINT64_MAX & ~(GFA_FRAME_SIZE - 1);
+		expect = -ERANGE;
+		break;
 	default:
 		if (overlap && wrong)
-			return;                 /* two errors at once: either may come first */
+			return; /* two errors at once: either may come first */
 		expect = overlap ? -ENOTUNIQ : wrong ? (deflate ? -ENOENT : -EALREADY) : 0;
 		for (unsigned int k = 0; !deflate && !expect && k < n; k++)
 			for (uint64_t g = r[k].gpa >> GFA_FRAME_SHIFT;
 			     g < (r[k].gpa + r[k].len) >> GFA_FRAME_SHIFT; g++)
 				if (F.gpin[g / GFA_PAGEBLOCK_FRAMES])
-					expect = -EBUSY;        /* pinned: not ballooned */
+					expect = -EBUSY; /* pinned: not ballooned */
 	}
 	if (!deflate && !expect)
 		for (unsigned int k = 0; k < n; k++)
-			fz_guest_mark(r[k].gpa >> GFA_FRAME_SHIFT, (r[k].gpa + r[k].len) >> GFA_FRAME_SHIFT);
-	ret = deflate ? gfa_balloon_deflate(F.g, kind == 5 ? NULL : r, n)
-		      : gfa_balloon_inflate(F.g, kind == 5 ? NULL : r, n);
+			fz_guest_mark(r[k].gpa >> GFA_FRAME_SHIFT,
+				      (r[k].gpa + r[k].len) >> GFA_FRAME_SHIFT);
+	ret = deflate ? gfa_balloon_deflate(F.g, kind == 5 ? NULL : r, n) :
+			gfa_balloon_inflate(F.g, kind == 5 ? NULL : r, n);
 	if (kind == 5)
 		expect = -EFAULT;
 	if (expect || ret == -ENOMEM) {
@@ -1548,7 +1692,7 @@ static void fz_balloon(uint8_t v)
 		for (uint64_t g = r[k].gpa >> GFA_FRAME_SHIFT;
 		     g < (r[k].gpa + r[k].len) >> GFA_FRAME_SHIFT; g++) {
 			F.gball[g] = !deflate;
-			F.gzero[g] = 1;         /* ballooned and deflated memory reads zero */
+			F.gzero[g] = 1; /* ballooned and deflated memory reads zero */
 			F.gval[g] = 0;
 		}
 	fz_after(0, false);
@@ -1560,7 +1704,8 @@ static void fz_pin(uint8_t v)
 	uint64_t ranges = F.gnr / GFA_PAGEBLOCK_FRAMES, lo = in8(F.in) % ranges;
 	uint64_t hi = lo + 1 + v % 2 > ranges ? ranges : lo + 1 + v % 2;
 	uint64_t gpa = lo * GFA_PAGEBLOCK_FRAMES * GFA_FRAME_SIZE + (v & 4 ? GFA_FRAME_SIZE : 0);
-	uint64_t len = (hi - lo) * GFA_PAGEBLOCK_FRAMES * GFA_FRAME_SIZE - (v & 4 ? GFA_FRAME_SIZE : 0);
+	uint64_t len =
+		(hi - lo) * GFA_PAGEBLOCK_FRAMES * GFA_FRAME_SIZE - (v & 4 ? GFA_FRAME_SIZE : 0);
 	bool unpin = v & 8;
 	int r, expect = 0;
 
@@ -1575,7 +1720,8 @@ static void fz_pin(uint8_t v)
 		if (!unpin && !F.gpin[k])
 			for (uint64_t gfn = k * GFA_PAGEBLOCK_FRAMES;
 			     gfn < (k + 1) * GFA_PAGEBLOCK_FRAMES; gfn++)
-				if (gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT, &F.gpin_pfn[gfn]))
+				if (gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT,
+							 &F.gpin_pfn[gfn]))
 					F.gpin_pfn[gfn] = UINT64_MAX;
 		F.gpin[k] += unpin ? -1U : 1U;
 	}
@@ -1597,7 +1743,8 @@ static void op_guest(void)
 		return;
 	}
 	switch (v % 7) {
-	case 0: case 1:
+	case 0:
+	case 1:
 		fz_balloon(in8(F.in));
 		return;
 	case 6:
@@ -1625,9 +1772,11 @@ static void op_guest(void)
 			uint64_t pfn;
 			int r = gfa_guest_gpa_to_pfn(F.g, gfn << GFA_FRAME_SHIFT, &pfn);
 
-			FZ_ASSERT(gfn >= F.gnr ? r == GFA_ERANGE : F.gball[gfn] ? r == -ENOENT : r == 0,
+			FZ_ASSERT(gfn >= F.gnr ? r == GFA_ERANGE :
+				  F.gball[gfn] ? r == -ENOENT :
+						 r == 0,
 				  "gpa_to_pfn(%lu): %d", (unsigned long)gfn, r);
-			fz_after(r, r == GFA_ERANGE);   /* (-ENOENT: not found, not a bad call) */
+			fz_after(r, r == GFA_ERANGE); /* (-ENOENT: not found, not a bad call) */
 		}
 		return;
 	default:
@@ -1635,7 +1784,7 @@ static void op_guest(void)
 		fz_guest_mark(0, F.gnr);
 		gfa_guest_destroy(F.g);
 		F.g = NULL;
-		fz_check_free_at_once();        /* its frames are free at once */
+		fz_check_free_at_once(); /* its frames are free at once */
 		fz_after(0, false);
 		return;
 	}
@@ -1658,15 +1807,17 @@ static void op_backing(void)
 		if (i >= 0 && F.blk[i].order <= 3) {
 			/* what a caller marks clean must be zero: zero it first */
 			memset(fz_addr(F.blk[i].pfn), 0, GFA_FRAME_SIZE << F.blk[i].order);
-			for (uint64_t p = F.blk[i].pfn; p < F.blk[i].pfn + (1UL << F.blk[i].order); p++)
+			for (uint64_t p = F.blk[i].pfn; p < F.blk[i].pfn + (1UL << F.blk[i].order);
+			     p++)
 				F.data[p] = F.live[p] = 0;
 			F.blk[i].tag = 0;
 			if (v & 8)
 				gfa_backing_mark_clean(F.b, F.blk[i].pfn, F.blk[i].order);
 			else
-				gfa_backing_mark_clean_range(F.b, F.blk[i].pfn, 1UL << F.blk[i].order);
+				gfa_backing_mark_clean_range(F.b, F.blk[i].pfn,
+							     1UL << F.blk[i].order);
 		}
-		gfa_backing_mark_clean(F.b, F.end_pfn + in8(F.in), 0);  /* ignored */
+		gfa_backing_mark_clean(F.b, F.end_pfn + in8(F.in), 0); /* ignored */
 		break;
 	case 2:
 		/* for a block before it is used: one holding live data may be zeroed (a
@@ -1716,12 +1867,12 @@ static void op_split(void)
 	FZ_ASSERT(r == expect, "split %lu order %u -> %u: %d, want %d", (unsigned long)k.pfn,
 		  k.order, new_order, r, expect);
 	if (!r) {
-		fz_map((unsigned int)i, false);         /* the pieces keep its data */
+		fz_map((unsigned int)i, false); /* the pieces keep its data */
 		fz_remove_unmapped((unsigned int)i);
 		for (uint64_t p = 0; p < (1UL << k.order); p += 1UL << new_order) {
 			unsigned int j = fz_add(k.pfn + p, new_order, k.mt, k.owner);
 
-			F.blk[j].tag = p ? 0 : k.tag;   /* the data stays in the first frame */
+			F.blk[j].tag = p ? 0 : k.tag; /* the data stays in the first frame */
 		}
 	}
 	fz_after(r, r != 0);
@@ -1764,9 +1915,15 @@ static void op_stats(void)
 
 	F.what = "statistics";
 	switch ((v >> 1) % 6) {
-	case 0: r = gfa_pool_buddyinfo(F.pool, buf, len); break;
-	case 1: r = gfa_pool_pagetypeinfo(F.pool, buf, len); break;
-	case 2: r = gfa_pool_vmstat_text(F.pool, buf, len); break;
+	case 0:
+		r = gfa_pool_buddyinfo(F.pool, buf, len);
+		break;
+	case 1:
+		r = gfa_pool_pagetypeinfo(F.pool, buf, len);
+		break;
+	case 2:
+		r = gfa_pool_vmstat_text(F.pool, buf, len);
+		break;
 	case 3:
 		score = gfa_zone_fragmentation_score(F.pool, v % F.nr_zones);
 		FZ_ASSERT(score >= 0 && score <= 100, "fragmentation score %d", score);
@@ -1797,13 +1954,15 @@ static void op_stats(void)
 			  "lookup of %lu", (unsigned long)pfn);
 		fz_guest_scan();
 		FZ_ASSERT((F.at[pfn] >= 0 || (F.g && F.ghead[pfn] >= 0)) ==
-			  (fi.state == GFA_FRAME_ALLOCATED),
+				  (fi.state == GFA_FRAME_ALLOCATED),
 			  "pfn %lu: state %d, the model's block %d", (unsigned long)pfn, fi.state,
 			  F.at[pfn]);
 		fz_after(0, false);
 		return;
 	default: {
-		struct gfa_zone_vmstat_wrap { struct gfa_vmstat vs; } w;
+		struct gfa_zone_vmstat_wrap {
+			struct gfa_vmstat vs;
+		} w;
 		struct gfa_pcp_stat ps;
 
 		FZ_ASSERT(gfa_zone_vmstat(F.pool, v % F.nr_zones, &w.vs) == 0, "zone_vmstat");
@@ -1827,7 +1986,9 @@ static void op_policy(void)
 	bool bad = false;
 	unsigned int zone = pick_zone(&bad);
 	uint8_t v = in8(F.in);
-	struct gfa_release_policy p = { .low = in16(F.in) % 1024, .high = 0, .min_empty_frac = 1 + v % 8 };
+	struct gfa_release_policy p = { .low = in16(F.in) % 1024,
+					.high = 0,
+					.min_empty_frac = 1 + v % 8 };
 	struct gfa_compact_config cc = { .linear_only = v & 1, .proactiveness = v % 101 };
 	int r, expect = bad ? GFA_ERANGE : 0;
 
@@ -1856,12 +2017,12 @@ static void op_policy(void)
 
 /* What a call with one pointer argument NULL must give (the generator's words). */
 enum fzn_expect {
-	FZN_EFAULT,     /* -EFAULT */
-	FZN_NULL,       /* NULL with errno EFAULT */
-	FZN_NULL_ANY,   /* NULL (an accessor: errno unspecified) */
-	FZN_VALUE,      /* the documented value (0, false) */
-	FZN_NOOP,       /* nothing (an int result: 0) */
-	FZN_OK,         /* a success (>= 0): NULL is allowed there */
+	FZN_EFAULT,   /* -EFAULT */
+	FZN_NULL,     /* NULL with errno EFAULT */
+	FZN_NULL_ANY, /* NULL (an accessor: errno unspecified) */
+	FZN_VALUE,    /* the documented value (0, false) */
+	FZN_NOOP,     /* nothing (an int result: 0) */
+	FZN_OK,       /* a success (>= 0): NULL is allowed there */
 };
 
 /* The valid arguments of a case: a handle of each kind, a callback of each type. */
@@ -1879,15 +2040,15 @@ struct fzn_args {
 	gfa_block_fn fn_gfa_block_fn;
 	gfa_release_done_fn fn_gfa_release_done_fn;
 	gfa_report_done_fn fn_gfa_report_done_fn;
-	void *scratch;          /* zeroed: every other pointer argument */
+	void *scratch; /* zeroed: every other pointer argument */
 };
 
 struct fzn_case {
-	const char *fn, *param;         /* the call, and its argument passed NULL */
+	const char *fn, *param; /* the call, and its argument passed NULL */
 	enum fzn_expect expect;
-	int64_t value;                  /* FZN_VALUE */
-	unsigned int needs;             /* FZN_NEED(kind) of the handles it takes */
-	bool counted;                   /* its -EFAULT counted in the first argument's pool */
+	int64_t value;      /* FZN_VALUE */
+	unsigned int needs; /* FZN_NEED(kind) of the handles it takes */
+	bool counted;       /* its -EFAULT counted in the first argument's pool */
 	int64_t (*call)(const struct fzn_args *a);
 };
 
@@ -1950,7 +2111,7 @@ static bool fzn_handle(struct fzn_args *a, unsigned int kind)
 		a->h_gfa_free_report = F.g ? gfa_guest_report_create(F.b, F.g) : NULL;
 		return a->h_gfa_free_report != NULL;
 	case FZN_K_gfa_hostpool:
-		return false;   /* needs a service: tests/fuzz/fuzz_hostpool.c drives that */
+		return false; /* needs a service: tests/fuzz/fuzz_hostpool.c drives that */
 	default:
 		fz_fail("no handle of kind %s", fzn_kind_name[kind]);
 	}
@@ -1975,15 +2136,27 @@ static void fzn_check(const struct fzn_case *c, int64_t r, int err)
 	bool ok;
 
 	switch (c->expect) {
-	case FZN_EFAULT: ok = r == -EFAULT; break;
-	case FZN_NULL: ok = !r && err == EFAULT; break;
-	case FZN_NULL_ANY: case FZN_NOOP: case FZN_VALUE: ok = r == c->value; break;
-	default: ok = r >= 0; break;
+	case FZN_EFAULT:
+		ok = r == -EFAULT;
+		break;
+	case FZN_NULL:
+		ok = !r && err == EFAULT;
+		break;
+	case FZN_NULL_ANY:
+	case FZN_NOOP:
+	case FZN_VALUE:
+		ok = r == c->value;
+		break;
+	default:
+		ok = r >= 0;
+		break;
 	}
 	FZ_ASSERT(ok, "%s with %s NULL gave %ld (errno %d), the headers promise %s", c->fn,
 		  c->param, (long)r, err,
-		  c->expect == FZN_EFAULT ? "-EFAULT" : c->expect == FZN_NULL ?
-		  "NULL with errno EFAULT" : c->expect == FZN_OK ? "a success" : "0 (or NULL)");
+		  c->expect == FZN_EFAULT ? "-EFAULT" :
+		  c->expect == FZN_NULL   ? "NULL with errno EFAULT" :
+		  c->expect == FZN_OK     ? "a success" :
+					    "0 (or NULL)");
 }
 
 /*
@@ -1997,7 +2170,8 @@ static void op_null(void)
 	const struct fzn_case *c = &fzn_cases[in16(F.in) % FZN_NR];
 	struct fzn_args a = { .fn_gfa_block_fn = fzn_block,
 			      .fn_gfa_release_done_fn = fzn_release_done,
-			      .fn_gfa_report_done_fn = fzn_report_done, .scratch = scratch };
+			      .fn_gfa_report_done_fn = fzn_report_done,
+			      .scratch = scratch };
 	bool have = true;
 	int64_t r;
 	int err;
@@ -2008,7 +2182,7 @@ static void op_null(void)
 			have = fzn_handle(&a, k);
 	if (!have) {
 		fzn_put(&a);
-		return;                 /* (no backing, cache or guest to call it on) */
+		return; /* (no backing, cache or guest to call it on) */
 	}
 	memset(scratch, 0, sizeof(scratch));
 	errno = 0;
@@ -2016,8 +2190,8 @@ static void op_null(void)
 	err = errno;
 	fzn_put(&a);
 	if (fz_trace)
-		fprintf(stderr, "op %d null: %s(%s = NULL): %ld, errno %d\n", F.op, c->fn,
-			c->param, (long)r, err);
+		fprintf(stderr, "op %d null: %s(%s = NULL): %ld, errno %d\n", F.op, c->fn, c->param,
+			(long)r, err);
 	fzn_check(c, r, err);
 	fz_after(c->expect == FZN_EFAULT || c->expect == FZN_NULL ? -EFAULT : 0, c->counted);
 }
@@ -2033,16 +2207,29 @@ static void fz_bad_config(uint8_t v)
 	F.what = "bad config";
 	gfa_pool_config_init(&cfg, 1024);
 	switch (v % 6) {
-	case 0: cfg.nr_zones = 0; break;
-	case 1: cfg.nr_zones = GFA_MAX_ZONES + 1; break;
-	case 2: cfg.zones[0].nr_frames = GFA_PAGEBLOCK_FRAMES - 1; break;
-	case 3: cfg.pcp_batch = GFA_PCP_BATCH_MAX + 1; break;
-	case 4: cfg.pcp_high = GFA_PCP_HIGH_MAX + 1; break;
-	default: cfg.zones[0].nr_frames = (1ULL << 31) + 1; break;
+	case 0:
+		cfg.nr_zones = 0;
+		break;
+	case 1:
+		cfg.nr_zones = GFA_MAX_ZONES + 1;
+		break;
+	case 2:
+		cfg.zones[0].nr_frames = GFA_PAGEBLOCK_FRAMES - 1;
+		break;
+	case 3:
+		cfg.pcp_batch = GFA_PCP_BATCH_MAX + 1;
+		break;
+	case 4:
+		cfg.pcp_high = GFA_PCP_HIGH_MAX + 1;
+		break;
+	default:
+		cfg.zones[0].nr_frames = (1ULL << 31) + 1;
+		break;
 	}
 	errno = 0;
 	p = gfa_pool_create(&cfg);
-	FZ_ASSERT(!p && errno == EINVAL, "bad config %u: pool %p errno %d", v % 6, (void *)p, errno);
+	FZ_ASSERT(!p && errno == EINVAL, "bad config %u: pool %p errno %d", v % 6, (void *)p,
+		  errno);
 	errno = 0;
 	FZ_ASSERT(!gfa_pool_create(NULL) && errno == EFAULT, "NULL config");
 }
@@ -2064,7 +2251,10 @@ static bool fz_setup(struct fz_in *in)
 		uint8_t s = in8(in);
 
 		/* 2-8 MiB, mostly 2; sometimes a ragged end */
-		cfg.zones[z].nr_frames = (s % 8 == 7 ? 4 : s % 4 == 3 ? 2 : 1) * GFA_PAGEBLOCK_FRAMES +
+		cfg.zones[z].nr_frames = (s % 8 == 7 ? 4 :
+					  s % 4 == 3 ? 2 :
+						       1) *
+						 GFA_PAGEBLOCK_FRAMES +
 					 (s & 0x10 ? s : 0);
 		cfg.zones[z].node = 0;
 	}
@@ -2168,10 +2358,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static void (*const ops[])(void) = {
-		op_alloc, op_alloc, op_alloc, op_free, op_free, op_free_many, op_drain,
-		op_compact, op_owner, op_collapse, op_claim, op_take, op_done, op_backing,
-		op_split, op_index, op_stats, op_policy, op_engine, op_guest, op_guest,
-		op_host_return, op_null,
+		op_alloc,  op_alloc,   op_alloc, op_free,        op_free,  op_free_many,
+		op_drain,  op_compact, op_owner, op_collapse,    op_claim, op_take,
+		op_done,   op_backing, op_split, op_index,       op_stats, op_policy,
+		op_engine, op_guest,   op_guest, op_host_return, op_null,
 	};
 	struct fz_in in = { data, size };
 

@@ -19,11 +19,11 @@
 #include <gfa/vmm.h>
 #include "vmm/hostpool_server.h"
 
-#define NR_ZONES        2u
-#define ZONE_BLOCKS     8u              /* order-9 blocks a zone */
-#define NR_BLOCKS       (NR_ZONES * ZONE_BLOCKS + 8)    /* pfn space, zone gaps too */
-#define MAX_CLIENTS     4u
-#define BLOCK           512ull
+#define NR_ZONES    2u
+#define ZONE_BLOCKS 8u                           /* order-9 blocks a zone */
+#define NR_BLOCKS   (NR_ZONES * ZONE_BLOCKS + 8) /* pfn space, zone gaps too */
+#define MAX_CLIENTS 4u
+#define BLOCK       512ull
 
 static struct gfa_pool *pool;
 static struct gfa_backing *b;
@@ -32,19 +32,20 @@ static uint64_t zone_start[NR_ZONES], nr_pfns;
 
 static struct {
 	struct hps_client *c[MAX_CLIENTS];
-	int holder[NR_BLOCKS];          /* model: client index + 1 holding the block, 0 */
+	int holder[NR_BLOCKS]; /* model: client index + 1 holding the block, 0 */
 	uint64_t leased;
 	const uint8_t *in;
 	size_t left;
 } M;
 
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "fuzz_hostpool: " __VA_ARGS__); \
-		fprintf(stderr, "\n"); \
-		abort(); \
-	} \
-} while (0)
+#define CHECK(cond, ...)                                                \
+	do {                                                            \
+		if (!(cond)) {                                          \
+			fprintf(stderr, "fuzz_hostpool: " __VA_ARGS__); \
+			fprintf(stderr, "\n");                          \
+			abort();                                        \
+		}                                                       \
+	} while (0)
 
 static uint8_t in8(void)
 {
@@ -62,7 +63,8 @@ static void setup(void)
 	gfa_pool_config_init(&pc, ZONE_BLOCKS * BLOCK);
 	pc.nr_zones = NR_ZONES;
 	for (unsigned int z = 0; z < NR_ZONES; z++)
-		pc.zones[z] = (struct gfa_zone_config){ .nr_frames = ZONE_BLOCKS * BLOCK, .node = 0 };
+		pc.zones[z] =
+			(struct gfa_zone_config){ .nr_frames = ZONE_BLOCKS * BLOCK, .node = 0 };
 	pool = gfa_pool_create(&pc);
 	b = pool ? gfa_backing_create(pool, NULL) : NULL;
 	CHECK(b, "setup: the pool");
@@ -128,11 +130,11 @@ static uint64_t pick_pfn(unsigned int i)
 				return (uint64_t)((k + j) % NR_BLOCKS) * BLOCK;
 		return (uint64_t)k * BLOCK;
 	case 2:
-		return (uint64_t)k * BLOCK;             /* anyone's, or nobody's */
+		return (uint64_t)k * BLOCK; /* anyone's, or nobody's */
 	case 3:
 		return (uint64_t)k * BLOCK + 1 + in8(); /* not a block's head */
 	case 4:
-		return nr_pfns + (uint64_t)in8() * BLOCK;       /* beyond the pool */
+		return nr_pfns + (uint64_t)in8() * BLOCK; /* beyond the pool */
 	default:
 		return ~0ull - in8();
 	}
@@ -167,8 +169,8 @@ static void after_lease(unsigned int i, const struct hp_msg *m, const struct hp_
 		uint64_t p = r->pfn[j] & ~HP_PFN_DIRTY;
 
 		CHECK(!(p % BLOCK) && p >= zone_start[m->zone] &&
-		      p < zone_start[m->zone] + ZONE_BLOCKS * BLOCK, "lease %lx outside its zone",
-		      (unsigned long)p);
+			      p < zone_start[m->zone] + ZONE_BLOCKS * BLOCK,
+		      "lease %lx outside its zone", (unsigned long)p);
 		CHECK(!M.holder[p / BLOCK], "block %lx leased twice", (unsigned long)p);
 		M.holder[p / BLOCK] = (int)i + 1;
 		M.leased += BLOCK;
@@ -208,12 +210,12 @@ static void send_packet(unsigned int i)
 	if (close_fd >= 0)
 		close(close_fd);
 	if (ret < 0) {
-		client_gone(i);         /* as the loop closes it */
+		client_gone(i); /* as the loop closes it */
 		return;
 	}
 	CHECK(r.magic == HP_MAGIC && r.type == m.type && r.seq == m.seq, "reply header");
 	if (kind >= 0xc0)
-		return;                 /* parsed after all: no model of what it asked */
+		return; /* parsed after all: no model of what it asked */
 	if (m.type == HP_LEASE)
 		after_lease(i, &m, &r);
 	else if (m.type == HP_RETURN) {

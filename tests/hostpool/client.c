@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <gfa/vmm.h>
 
-#define MiB (1ULL << 20)
+#define MiB  (1ULL << 20)
 #define PAGE 4096ULL
 
 static struct gfa_hostpool *hp;

@@ -36,8 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SEED 0x9e3779b97f4a7c15ULL
-#define FREE_SETTLE_S 3         /* above the kernel's 2 s page reporting delay */
+#define SEED          0x9e3779b97f4a7c15ULL
+#define FREE_SETTLE_S 3 /* above the kernel's 2 s page reporting delay */
 
 /* MemTotal in kB, 0 if /proc/meminfo cannot be read. */
 static unsigned long long memtotal_kb(void)

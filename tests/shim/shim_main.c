@@ -1,5 +1,5 @@
 /* The runner behind tests/shim/criterion/criterion.h (TSan builds only). */
-#define _GNU_SOURCE  /* FNM_EXTMATCH: Criterion-style @(a|b) filters */
+#define _GNU_SOURCE /* FNM_EXTMATCH: Criterion-style @(a|b) filters */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <fnmatch.h>
@@ -33,7 +33,7 @@ void shim_fail(const char *file, int line, const char *expr, const char *fmt, ..
 	if (shim_fini) {
 		void (*fini)(void) = shim_fini;
 
-		shim_fini = NULL;       /* a failure inside .fini does not recurse */
+		shim_fini = NULL; /* a failure inside .fini does not recurse */
 		fini();
 	}
 	_exit(1);
@@ -103,7 +103,8 @@ static int run_one(struct shim_test *t)
 	}
 	waitpid(pid, &status, 0);
 	if (WIFSIGNALED(status))
-		return t->opts->signal && WTERMSIG(status) == t->opts->signal ? 0 : -WTERMSIG(status);
+		return t->opts->signal && WTERMSIG(status) == t->opts->signal ? 0 :
+										-WTERMSIG(status);
 	return WEXITSTATUS(status) == t->opts->exit_code ? 0 : WEXITSTATUS(status);
 }
 
@@ -138,10 +139,12 @@ int main(int argc, char **argv)
 				tests[i].name, -rc);
 		} else {
 			fail++;
-			fprintf(stderr, "[FAIL] %s::%s (exit %d)\n", tests[i].suite, tests[i].name, rc);
+			fprintf(stderr, "[FAIL] %s::%s (exit %d)\n", tests[i].suite, tests[i].name,
+				rc);
 		}
 	}
-	fprintf(stderr, "[====] Synthesis: Tested: %d | Passing: %d | Failing: %d | Crashing: %d \n",
+	fprintf(stderr,
+		"[====] Synthesis: Tested: %d | Passing: %d | Failing: %d | Crashing: %d \n",
 		pass + fail + crash, pass, fail, crash);
 	printf("%d passed, %d failed, %d skipped\n", pass, fail + crash, skip);
 	return fail + crash ? 1 : 0;

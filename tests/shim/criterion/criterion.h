@@ -40,18 +40,21 @@ void shim_fail(const char *file, int line, const char *expr, const char *fmt, ..
 void shim_skip(const char *fmt, ...) __attribute__((noreturn));
 void shim_log(const char *fmt, ...);
 
-#define Test(suite, name, ...) \
-	static void suite##_##name##_impl(void); \
+#define Test(suite, name, ...)                                                           \
+	static void suite##_##name##_impl(void);                                         \
 	static struct criterion_test_extra_data suite##_##name##_opts = { __VA_ARGS__ }; \
-	__attribute__((constructor)) static void suite##_##name##_reg(void) \
-	{ \
-		shim_register((struct shim_test){ #suite, #name, suite##_##name##_impl, \
-						  &suite##_##name##_opts }); \
-	} \
+	__attribute__((constructor)) static void suite##_##name##_reg(void)              \
+	{                                                                                \
+		shim_register((struct shim_test){ #suite, #name, suite##_##name##_impl,  \
+						  &suite##_##name##_opts });             \
+	}                                                                                \
 	static void suite##_##name##_impl(void)
 
-#define SHIM_CHECK(cond, expr, ...) \
-	do { if (!(cond)) shim_fail(__FILE__, __LINE__, expr, "" __VA_ARGS__); } while (0)
+#define SHIM_CHECK(cond, expr, ...)                                          \
+	do {                                                                 \
+		if (!(cond))                                                 \
+			shim_fail(__FILE__, __LINE__, expr, "" __VA_ARGS__); \
+	} while (0)
 
 #define cr_assert(c, ...)            SHIM_CHECK((c), #c, __VA_ARGS__)
 #define cr_expect(c, ...)            SHIM_CHECK((c), #c, __VA_ARGS__)
@@ -69,21 +72,21 @@ void shim_log(const char *fmt, ...);
 #define cr_assert_arr_eq(a, b, size, ...) \
 	SHIM_CHECK(!memcmp((a), (b), (size)), "memcmp(" #a ", " #b ") == 0", __VA_ARGS__)
 /* the shim stops a test at its first failed expectation, as at an assertion */
-#define cr_expect_not                cr_assert_not
-#define cr_expect_eq                 cr_assert_eq
-#define cr_expect_neq                cr_assert_neq
-#define cr_expect_lt                 cr_assert_lt
-#define cr_expect_leq                cr_assert_leq
-#define cr_expect_gt                 cr_assert_gt
-#define cr_expect_geq                cr_assert_geq
-#define cr_expect_null               cr_assert_null
-#define cr_expect_not_null           cr_assert_not_null
-#define cr_expect_str_eq             cr_assert_str_eq
-#define cr_expect_str_neq            cr_assert_str_neq
-#define cr_expect_arr_eq             cr_assert_arr_eq
-#define cr_assert_fail(...)          shim_fail(__FILE__, __LINE__, "fail", "" __VA_ARGS__)
-#define cr_skip_test(...)            shim_skip("" __VA_ARGS__)
-#define cr_log_info(...)             shim_log(__VA_ARGS__)
-#define cr_log_warn(...)             shim_log(__VA_ARGS__)
-#define cr_log_error(...)            shim_log(__VA_ARGS__)
+#define cr_expect_not       cr_assert_not
+#define cr_expect_eq        cr_assert_eq
+#define cr_expect_neq       cr_assert_neq
+#define cr_expect_lt        cr_assert_lt
+#define cr_expect_leq       cr_assert_leq
+#define cr_expect_gt        cr_assert_gt
+#define cr_expect_geq       cr_assert_geq
+#define cr_expect_null      cr_assert_null
+#define cr_expect_not_null  cr_assert_not_null
+#define cr_expect_str_eq    cr_assert_str_eq
+#define cr_expect_str_neq   cr_assert_str_neq
+#define cr_expect_arr_eq    cr_assert_arr_eq
+#define cr_assert_fail(...) shim_fail(__FILE__, __LINE__, "fail", "" __VA_ARGS__)
+#define cr_skip_test(...)   shim_skip("" __VA_ARGS__)
+#define cr_log_info(...)    shim_log(__VA_ARGS__)
+#define cr_log_warn(...)    shim_log(__VA_ARGS__)
+#define cr_log_error(...)   shim_log(__VA_ARGS__)
 #endif
