@@ -46,9 +46,9 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <json.h>
 #include <gfa/refvmm.h>
 #include "bench/bench_util.h"
+#include "bench/linux/qmp.h"
 #include "refvmm/qemu_harness.h"
 #include "common/compiler.h"
 
@@ -415,71 +415,6 @@ static int64_t lb_backed(struct lb_guest *g)
 }
 
 /* One QMP message from the socket (a line); its parsed object or NULL. */
-static json_object *lb_qmp_read(struct lb_guest *g)
-{
-	static char buf[4096];
-	size_t have = 0;
-
-	while (have < sizeof(buf) - 1) {
-		ssize_t n = read(g->qmp_fd, buf + have, 1);
-
-		if (n <= 0)
-			return NULL;
-		if (buf[have++] == '\n')
-			break;
-	}
-	buf[have] = '\0';
-	return json_tokener_parse(buf);
-}
-
-/* Send @cmd and wait for its "return" (events in between are skipped). */
-static int lb_qmp(struct lb_guest *g, const char *cmd)
-{
-	size_t len = strlen(cmd);
-
-	if (write(g->qmp_fd, cmd, len) != (ssize_t)len)
-		return -EIO;
-	for (;;) {
-		json_object *o = lb_qmp_read(g), *v;
-		int r = 1;
-
-		if (!o)
-			return -EPROTO;
-		if (json_object_object_get_ex(o, "return", &v))
-			r = 0;
-		else if (json_object_object_get_ex(o, "error", &v))
-			r = -EINVAL;
-		json_object_put(o);
-		if (r <= 0)
-			return r;
-	}
-}
-
-static int lb_qmp_connect(struct lb_guest *g)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	json_object *greeting;
-
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", g->qmp_path);
-	for (int i = 0; i < 2000; i++) {
-		g->qmp_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (g->qmp_fd < 0)
-			return -errno;
-		if (!connect(g->qmp_fd, (struct sockaddr *)&a, sizeof(a)))
-			break;
-		close(g->qmp_fd);
-		g->qmp_fd = -1;
-		usleep(10000);
-	}
-	if (g->qmp_fd < 0)
-		return -ETIMEDOUT;
-	greeting = lb_qmp_read(g);
-	if (!greeting)
-		return -EPROTO;
-	json_object_put(greeting);
-	return lb_qmp(g, "{\"execute\":\"qmp_capabilities\"}\n");
-}
-
 /* Set the balloon to @bytes: QEMU's "balloon" takes the guest size it should leave. */
 static int lb_set_balloon(struct lb_guest *g, uint64_t bytes)
 {
@@ -489,7 +424,7 @@ static int lb_set_balloon(struct lb_guest *g, uint64_t bytes)
 		return gfa_rv_balloon_set_target(g->bal, bytes);
 	snprintf(cmd, sizeof(cmd), "{\"execute\":\"balloon\",\"arguments\":{\"value\":%llu}}\n",
 		 (unsigned long long)(g->mem - bytes));
-	return lb_qmp(g, cmd);
+	return qmp_call(g->qmp_fd, cmd);
 }
 
 static int lb_start_qemu(struct lb_guest *g, const struct lb_env *e, const char *append,
@@ -535,7 +470,8 @@ static int lb_start_qemu(struct lb_guest *g, const struct lb_env *e, const char 
 	if (r)
 		return -r;
 	fcntl(g->con_fd, F_SETFL, O_NONBLOCK);
-	return lb_qmp_connect(g);
+	g->qmp_fd = qmp_connect(g->qmp_path);
+	return g->qmp_fd < 0 ? g->qmp_fd : 0;
 }
 
 static int lb_start_gfa(struct lb_guest *g, const struct lb_env *e, const char *append,
