@@ -286,20 +286,10 @@ Test(compaction, bad_inputs)
  * target request isolates one more small free block; the target array must stay
  * bounded (it once overflowed into the rest of compact_control).
  */
-static int moves_nothing(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
-{
-	(void)ctx;
-	(void)owner;
-	(void)s;
-	(void)d;
-	(void)o;
-	return 0;
-}
-
 Test(compaction, isolated_targets_stay_bounded, .timeout = 120)
 {
 	struct gfa_pool *p = tu_pool(32 * GFA_PAGEBLOCK_FRAMES);
-	const struct gfa_owner_ops ops = { .migrate = moves_nothing };
+	const struct gfa_owner_ops ops = { .migrate = tu_migrate_ok };
 	uint64_t *pinned = malloc(16 * GFA_PAGEBLOCK_FRAMES * sizeof(*pinned));
 	unsigned int n = 0;
 	int64_t pfn;

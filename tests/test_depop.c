@@ -369,16 +369,6 @@ Test(depop, a_steal_keeps_released_blocks_last)
 
 #define CAP_PB GFA_PAGEBLOCK_FRAMES
 
-static int cap_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
-{
-	(void)ctx;
-	(void)owner;
-	(void)s;
-	(void)d;
-	(void)o;
-	return 0;
-}
-
 struct cap_obs {
 	struct gfa_pool *p;
 	atomic_bool stop;
@@ -414,7 +404,7 @@ static void *cap_observer(void *arg)
  */
 Test(depop, capture_keeps_no_released_bits_off_the_lists, .timeout = 120)
 {
-	const struct gfa_owner_ops ops = { .migrate = cap_migrate };
+	const struct gfa_owner_ops ops = { .migrate = tu_migrate_ok };
 	struct gfa_release_policy rp = { .low = 0, .high = 0, .min_empty_frac = 4 };
 	struct cap_obs o = { 0 };
 	unsigned long captures = 0;
@@ -628,7 +618,7 @@ Test(depop, claimed_frames_never_go_in_flight)
  */
 Test(depop, unused_compaction_targets_stay_released, .timeout = 60)
 {
-	const struct gfa_owner_ops ops = { .migrate = cap_migrate };
+	const struct gfa_owner_ops ops = { .migrate = tu_migrate_ok };
 	struct gfa_pool *p = depop_pool(4, 0, 0);
 	struct gfa_vmstat v;
 

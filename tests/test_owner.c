@@ -73,16 +73,6 @@ Test(owner, registry_survives_churn)
 	gfa_pool_destroy(p);
 }
 
-static int ok_migrate(void *ctx, uint64_t owner, uint64_t s, uint64_t d, unsigned int o)
-{
-	(void)ctx;
-	(void)owner;
-	(void)s;
-	(void)d;
-	(void)o;
-	return 0;
-}
-
 static void batch_nop(void *ctx, uint64_t owner)
 {
 	(void)ctx;
@@ -93,8 +83,9 @@ Test(owner, register_errors_are_counted)
 {
 	struct gfa_pool *p = tu_pool(2048);
 	const struct gfa_owner_ops no_migrate = { .collapsed = NULL };
-	const struct gfa_owner_ops half_batch = { .migrate = ok_migrate, .batch_begin = batch_nop };
-	const struct gfa_owner_ops whole_batch = { .migrate = ok_migrate,
+	const struct gfa_owner_ops half_batch = { .migrate = tu_migrate_ok,
+						  .batch_begin = batch_nop };
+	const struct gfa_owner_ops whole_batch = { .migrate = tu_migrate_ok,
 						   .batch_begin = batch_nop,
 						   .batch_end = batch_nop };
 
