@@ -293,79 +293,96 @@ static unsigned int kills(struct gfa_hostpool *obs, unsigned int n, double *wors
 	return k;
 }
 
-int main(int argc, char **argv)
-{
-	static const uint64_t sizes[] = { 128, 2048 };
+/* One run's samples and the pools they came from. */
+struct hp_bench {
 	struct bench_opts o;
-	struct gfa_backing_config bc = { .populate = true };
-	struct gfa_pool_config pc;
 	double att[2][64], inp[2][64], prv[2][64], cc[64], ci[64], worst;
 	struct bench_stat sa[2], si[2], sp[2], sc, sci;
-	struct gfa_hostpool_stat end;
-	struct bench_result res;
-	struct bench_load load;
-	uint64_t leaked = 0;
+	uint64_t leaked;
+	unsigned int nk;
 	struct gfa_hostpool *obs;
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
-	unsigned int nk;
-	int ret;
+};
 
-	if (argc == 5 && !strcmp(argv[1], "--child"))
-		return child_main(argv);
-	ret = bench_parse_args(argc, argv, &o, 3, 0.2, 9, 0.5,
-			       "A guest's start in a process attached to gfad against in-process "
-			       "gfa_guest_create() and a private pool; the cache path; kills.");
-	if (ret)
-		return ret < 0 ? 2 : 0;
-	if (o.reps > 64)
-		o.reps = 64;
-	bench_print_machine();
+static const uint64_t hp_sizes[] = { 128, 2048 };
+
+/* gfad, an observer attached to it, and the in-process pool of the same size. */
+static void hp_setup(struct hp_bench *h)
+{
+	struct gfa_backing_config bc = { .populate = true };
+	struct gfa_pool_config pc;
+
 	snprintf(sock, sizeof(sock), "/tmp/gfa-bench-hostpool-%d.sock", (int)getpid());
 	gfad_pid = start_gfad(2048 + 256);
 	atexit(stop_gfad);
-	obs = observe();
+	h->obs = observe();
 	gfa_pool_config_init(&pc, (2048 + 256) * MiB >> GFA_FRAME_SHIFT);
-	pool = gfa_pool_create(&pc);
-	b = pool ? gfa_backing_create(pool, &bc) : NULL;
-	if (!b)
+	h->pool = gfa_pool_create(&pc);
+	h->b = h->pool ? gfa_backing_create(h->pool, &bc) : NULL;
+	if (!h->b)
 		bench_die("in-process pool: %s\n", gfa_strerror(-errno));
+}
+
+/* The starts and the cache path, each rep interleaving attached, in-process, private. */
+static void hp_measure(struct hp_bench *h)
+{
+	struct bench_load load;
+
 	/* warm-up: one of each, not counted */
 	run_child("attach", 128);
-	settle(obs);
-	inproc_create(pool, b, 128);
+	settle(h->obs);
+	inproc_create(h->pool, h->b, 128);
 	bench_load_begin(&load);
-	for (int r = 0; r < o.reps; r++) {
+	for (int r = 0; r < h->o.reps; r++) {
 		for (int s = 0; s < 2; s++) {
-			att[s][r] = run_child("attach", sizes[s]) / 1e6;
-			settle(obs);
-			inp[s][r] = inproc_create(pool, b, sizes[s]) / 1e6;
-			prv[s][r] = run_child("private", sizes[s]) / 1e6;
+			h->att[s][r] = run_child("attach", hp_sizes[s]) / 1e6;
+			settle(h->obs);
+			h->inp[s][r] = inproc_create(h->pool, h->b, hp_sizes[s]) / 1e6;
+			h->prv[s][r] = run_child("private", hp_sizes[s]) / 1e6;
 		}
-		cc[r] = run_child("cache", (uint64_t)(o.rep_sec * 1000));
-		settle(obs);
-		ci[r] = cache_rate(pool, o.rep_sec);
+		h->cc[r] = run_child("cache", (uint64_t)(h->o.rep_sec * 1000));
+		settle(h->obs);
+		h->ci[r] = cache_rate(h->pool, h->o.rep_sec);
 	}
 	bench_print_load(&load, "the starts");
+}
+
+static void hp_print(struct hp_bench *h)
+{
 	for (int s = 0; s < 2; s++) {
-		sa[s] = bench_stat_of(att[s], o.reps);
-		si[s] = bench_stat_of(inp[s], o.reps);
-		sp[s] = bench_stat_of(prv[s], o.reps);
+		h->sa[s] = bench_stat_of(h->att[s], h->o.reps);
+		h->si[s] = bench_stat_of(h->inp[s], h->o.reps);
+		h->sp[s] = bench_stat_of(h->prv[s], h->o.reps);
 		printf("start %4lu MiB: attached process min %.2f median %.2f ms | in-process "
 		       "min %.2f median %.2f ms | private pool min %.2f median %.2f ms\n",
-		       (unsigned long)sizes[s], sa[s].min, sa[s].median, si[s].min, si[s].median,
-		       sp[s].min, sp[s].median);
+		       (unsigned long)hp_sizes[s], h->sa[s].min, h->sa[s].median, h->si[s].min,
+		       h->si[s].median, h->sp[s].min, h->sp[s].median);
 	}
-	sc = bench_stat_of(cc, o.reps);
-	sci = bench_stat_of(ci, o.reps);
+	h->sc = bench_stat_of(h->cc, h->o.reps);
+	h->sci = bench_stat_of(h->ci, h->o.reps);
 	printf("cache order-0 alloc+free: client pool median %.2f M/s | in-process median "
 	       "%.2f M/s\n",
-	       sc.median / 1e6, sci.median / 1e6);
-	nk = kills(obs, o.quick ? 20 : 200, &worst, &leaked);
-	settle(obs);
-	end = service(obs);
-	leaked += end.nr_frames - end.free_frames;
-	printf("kills: %u, every frame back within %.1f ms of its kill\n", nk, worst);
+	       h->sc.median / 1e6, h->sci.median / 1e6);
+}
+
+/* Clients killed at random points: what the service had to take back, and how fast. */
+static void hp_kills(struct hp_bench *h)
+{
+	struct gfa_hostpool_stat end;
+
+	h->nk = kills(h->obs, h->o.quick ? 20 : 200, &h->worst, &h->leaked);
+	settle(h->obs);
+	end = service(h->obs);
+	h->leaked += end.nr_frames - end.free_frames;
+	printf("kills: %u, every frame back within %.1f ms of its kill\n", h->nk, h->worst);
+}
+
+static void hp_report(const struct hp_bench *h)
+{
+	const struct bench_stat *sa = h->sa, *si = h->si, *sp = h->sp;
+	struct bench_result res;
+
 	bench_goal(BENCH, "attach_vs_inproc_128m", sa[0].median / si[0].median, "<=", 1.5,
 		   "attach + create in a fresh process / in-process create, 128 MiB");
 	bench_goal(BENCH, "attach_vs_inproc_2g", sa[1].median / si[1].median, "<=", 1.5,
@@ -374,21 +391,43 @@ int main(int argc, char **argv)
 		   "attach + create / private pool created, populated and a guest made, 128 MiB");
 	bench_goal(BENCH, "vs_private_pool_2g", sa[1].median / sp[1].median, "<=", 0.5,
 		   "the same at 2 GiB");
-	bench_goal(BENCH, "cache_vs_inproc", sci.median / sc.median, "<=", 1.1,
+	bench_goal(BENCH, "cache_vs_inproc", h->sci.median / h->sc.median, "<=", 1.1,
 		   "time per cached alloc+free, client pool / in-process pool");
 	bench_result_init(&res, BENCH);
 	bench_result_add(&res, "attach_vs_inproc_128m", "%.3f", sa[0].median / si[0].median);
 	bench_result_add(&res, "attach_vs_inproc_2g", "%.3f", sa[1].median / si[1].median);
 	bench_result_add(&res, "vs_private_pool", "%.3f", sa[0].median / sp[0].median);
 	bench_result_add(&res, "vs_private_pool_2g", "%.3f", sa[1].median / sp[1].median);
-	bench_result_add(&res, "cache_vs_inproc", "%.3f", sci.median / sc.median);
-	bench_result_add(&res, "leaked_frames", "%lu", (unsigned long)leaked);
-	bench_result_add(&res, "kill_points", "%u", nk);
-	bench_result_add(&res, "kill_back_ms_max", "%.1f", worst);
+	bench_result_add(&res, "cache_vs_inproc", "%.3f", h->sci.median / h->sc.median);
+	bench_result_add(&res, "leaked_frames", "%lu", (unsigned long)h->leaked);
+	bench_result_add(&res, "kill_points", "%u", h->nk);
+	bench_result_add(&res, "kill_back_ms_max", "%.1f", h->worst);
 	bench_result_print(&res);
-	gfa_hostpool_detach(obs);
-	gfa_backing_destroy(b);
-	gfa_pool_destroy(pool);
+}
+
+int main(int argc, char **argv)
+{
+	static struct hp_bench h;
+	int ret;
+
+	if (argc == 5 && !strcmp(argv[1], "--child"))
+		return child_main(argv);
+	ret = bench_parse_args(argc, argv, &h.o, 3, 0.2, 9, 0.5,
+			       "A guest's start in a process attached to gfad against in-process "
+			       "gfa_guest_create() and a private pool; the cache path; kills.");
+	if (ret)
+		return ret < 0 ? 2 : 0;
+	if (h.o.reps > 64)
+		h.o.reps = 64;
+	bench_print_machine();
+	hp_setup(&h);
+	hp_measure(&h);
+	hp_print(&h);
+	hp_kills(&h);
+	hp_report(&h);
+	gfa_hostpool_detach(h.obs);
+	gfa_backing_destroy(h.b);
+	gfa_pool_destroy(h.pool);
 	stop_gfad();
 	return 0;
 }
