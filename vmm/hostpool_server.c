@@ -54,7 +54,7 @@ struct hps {
 	struct hps_stat st;
 	char *text; /* HP_STAT's text, TEXT_MAX */
 	/* blocks given back dirty, to zero while the service is idle (a ring of block
-	 * numbers: each is in it once at most, since a block is given back once a lease) */
+	 * numbers; a block given back, leased and given back again is in it twice) */
 	uint32_t *zq;
 	uint64_t zq_head, zq_len, nr_blocks;
 };
@@ -165,8 +165,8 @@ static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 	GFA_BUG_ON(err); /* the lease table said it is c's */
 	(void)err;
 	s->lease[pfn / LEASE_FRAMES] = 0;
-	/* a block is given back once a lease, so the ring never holds it twice */
-	GFA_BUG_ON(s->zq_len >= s->nr_blocks);
+	/* a block leased again before the idle zeroing reached it is queued twice: a full
+	 * ring drops the newest (its holder zeroes it at take, as for any dirty block) */
 	if (s->zq && s->zq_len < s->nr_blocks)
 		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] = (uint32_t)(pfn / LEASE_FRAMES);
 	c->leased -= LEASE_FRAMES;
