@@ -3,17 +3,14 @@
  * 1 TiB pool (2^28 frames) is created, used and checked on a machine of a few GiB,
  * and gfa_zone_stat's metadata_bytes says what its frames cost.
  */
-#include <time.h>
 #include "tests/test_util.h"
+#include "common/ktime.h"
 
 #define TIB_FRAMES (1ULL << 28)
 
 static double now_sec(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)ktime_get_ns() / 1e9;
 }
 
 static uint64_t pool_metadata_bytes(struct gfa_pool *p, uint64_t *frames)
