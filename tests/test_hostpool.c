@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "common/ktime.h"
+#include "refvmm/guest_writers.h"
 #include "vmm/hostpool_proto.h"
 
 #define MiB      (1ULL << 20)
@@ -405,4 +406,63 @@ HP_TEST(gfactl_stat_prints_the_service_pool, .timeout = 120)
 	cr_assert_not_null(strstr(out, "# pagetypeinfo\n"), "%s", out);
 	cr_assert_not_null(strstr(out, "# vmstat\npgalloc"), "%s", out);
 	cr_assert_not_null(strstr(out, "check clean"), "%s", out);
+}
+
+/* Until the writers made one more pass over the guest (10 s at most). */
+static void let_write(struct gw_set *ws)
+{
+	uint64_t want = gw_writes(ws) + ws->pages;
+
+	for (int i = 0; i < 20000 && gw_writes(ws) < want; i++)
+		usleep(500);
+}
+
+/*
+ * Moves go through the client: a small-only guest on a client, written by two threads
+ * that are not vCPUs, collapses into blocks leased for the purpose (the client's pool
+ * has no spare block of its own), loses no write, and the sources go back to the
+ * service as whole blocks.
+ */
+HP_TEST(a_client_collapses_its_guest_while_it_is_written, .timeout = 120)
+{
+	static const enum gw_kind stores[] = { GW_STORE, GW_STORE };
+	const uint64_t frames = 16 * MiB / GFA_FRAME_SIZE;
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	struct gfa_guest_config cfg = { .mem_bytes = 16 * MiB, .small_only = true };
+	struct gfa_hostpool_stat st;
+	struct gfa_guest_stat gs;
+	struct gfa_guest *g;
+	struct gw_set ws;
+	char msg[256];
+	uint64_t lost;
+	int n;
+
+	cr_assert_not_null(hp);
+	g = gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg);
+	cr_assert_not_null(g, "guest: %s", strerror(errno));
+	cr_assert_eq(gfa_guest_stat(g, &gs), 0);
+	if (gs.wp_errno)
+		cr_skip_test("no userfaultfd write protection here: %s", strerror(gs.wp_errno));
+	cr_assert_eq(gs.huge_ranges, 0);
+	cr_assert_eq(service_stat(hp).leased_frames, frames, "the guest's leases only");
+	cr_assert_eq(gw_start(&ws, gfa_guest_hva(g), gfa_guest_size(g), 2, stores), 0);
+	let_write(&ws);
+	n = gfa_guest_collapse(g, 64);
+	let_write(&ws);
+	lost = gw_stop(&ws);
+	cr_assert_eq(gfa_guest_stat(g, &gs), 0);
+	cr_assert_eq(n, 8, "%d of 8 ranges collapsed", n);
+	cr_assert_eq(lost, 0, "%lu writes lost over %lu moves", (unsigned long)lost,
+		     (unsigned long)gs.collapses);
+	cr_assert_eq(gs.huge_ranges, 8);
+	cr_assert_eq(gs.pauses, 0);
+	st = service_stat(hp);
+	cr_assert_eq(st.leased_frames, frames, "%lu frames leased for a 16 MiB guest",
+		     (unsigned long)st.leased_frames);
+	/* compaction on a client walks the blocks it holds for the service: harmless */
+	gfa_compact_zone(gfa_hostpool_pool(hp), 0, -1, GFA_COMPACT_SYNC);
+	cr_assert_eq(gfa_pool_check(gfa_hostpool_pool(hp), msg, sizeof(msg)), 0, "%s", msg);
+	gfa_guest_destroy(g);
+	cr_assert_eq(service_stat(hp).leased_frames, 0u);
+	gfa_hostpool_detach(hp);
 }

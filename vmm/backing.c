@@ -256,6 +256,11 @@ int backing_lease_want(struct gfa_backing *b, unsigned int zone, uint64_t frames
 	return b && b->lease_ops ? b->lease_ops->want(b->lease_ctx, zone, frames) : 0;
 }
 
+int backing_lease_block(struct gfa_backing *b, unsigned int zone)
+{
+	return b && b->lease_ops ? b->lease_ops->want_block(b->lease_ctx, zone) : 0;
+}
+
 void backing_lease_trim(struct gfa_backing *b)
 {
 	if (b && b->lease_ops)

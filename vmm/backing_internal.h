@@ -84,16 +84,21 @@ struct gfa_backing *backing_adopt(struct gfa_pool *pool, const struct gfa_backin
  * The lease hooks of a host pool client's backing: its pool holds only the frames the
  * service leased it, so a guest asks before it takes frames and offers back what it
  * freed.  want(ctx, zone, frames): make sure the zone has that many free frames, 0 or
- * -errno (the caller then fails as on a short pool).  trim(ctx): give back what is
- * free beyond the client's slack.  Any thread, no guest or pool lock held.
+ * -errno (the caller then fails as on a short pool).  want_block(ctx, zone): make sure
+ * the zone has a free block of a pageblock or more, a move's target (a collapse's),
+ * 0 or -errno.  trim(ctx): give back what is free beyond the client's slack.  Any
+ * thread, no pool lock held; want_block may run with a guest's lock held (the hooks
+ * never take one).
  */
 struct backing_lease_ops {
 	int (*want)(void *ctx, unsigned int zone, uint64_t frames);
+	int (*want_block)(void *ctx, unsigned int zone);
 	void (*trim)(void *ctx);
 };
 /* Set before any guest uses b. */
 void backing_set_lease(struct gfa_backing *b, const struct backing_lease_ops *ops, void *ctx);
 /* The hooks on b, or 0 / nothing when b has none. */
 int backing_lease_want(struct gfa_backing *b, unsigned int zone, uint64_t frames);
+int backing_lease_block(struct gfa_backing *b, unsigned int zone);
 void backing_lease_trim(struct gfa_backing *b);
 #endif

@@ -350,6 +350,9 @@ static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
 		g->st.pinned_skips++;
 		return 0;
 	}
+	/* a host pool client's pool holds no spare block: lease the target (a failure
+	 * leaves the collapse to fail as on a full pool) */
+	(void)backing_lease_block(g->b, g->zone);
 	err = guest_writers_stop(g, gfn, RANGE_FRAMES, false, &own);
 	if (err)
 		return err;
@@ -396,5 +399,7 @@ int gfa_guest_collapse(struct gfa_guest *g, unsigned int max_ranges)
 			done++;
 	}
 	pthread_mutex_unlock(&g->lock);
+	if (done)
+		backing_lease_trim(g->b); /* the sources, merged whole, go back to the service */
 	return done;
 }

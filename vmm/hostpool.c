@@ -226,12 +226,11 @@ static int lease_in(struct gfa_hostpool *hp, const struct hp_msg *r)
 	return err;
 }
 
-static int lease_want(void *ctx, unsigned int zone, uint64_t frames)
+/* Lease blocks until the zone has `frames` free (hp->lock held): 0 or -errno. */
+static int lease_more(struct gfa_hostpool *hp, unsigned int zone, uint64_t frames)
 {
-	struct gfa_hostpool *hp = ctx;
 	int err = 0;
 
-	pthread_mutex_lock(&hp->lock);
 	for (uint64_t have = zone_free(hp->pool, zone); !err && have < frames;) {
 		uint64_t want = (frames - have + LEASE_FRAMES - 1) / LEASE_FRAMES;
 		struct hp_msg req = { .type = HP_LEASE, .zone = zone }, rep = { 0 };
@@ -248,6 +247,47 @@ static int lease_want(void *ctx, unsigned int zone, uint64_t frames)
 			err = GFA_ENOMEM; /* the service is short: what came stays ours */
 		have += (uint64_t)rep.count * LEASE_FRAMES;
 	}
+	return err;
+}
+
+static int lease_want(void *ctx, unsigned int zone, uint64_t frames)
+{
+	struct gfa_hostpool *hp = ctx;
+	int err;
+
+	pthread_mutex_lock(&hp->lock);
+	err = lease_more(hp, zone, frames);
+	pthread_mutex_unlock(&hp->lock);
+	return err;
+}
+
+/* Does the zone have a free block of a lease's order or larger? */
+static bool zone_has_lease_block(struct gfa_pool *pool, unsigned int zone)
+{
+	struct gfa_zone_stat zs;
+
+	if (gfa_zone_stat(pool, zone, &zs))
+		return false;
+	for (unsigned int o = HP_LEASE_ORDER; o < GFA_NR_ORDERS; o++)
+		for (unsigned int mt = 0; mt < GFA_MT_TYPES; mt++)
+			if (zs.nr_free_blocks[o][mt])
+				return true;
+	return false;
+}
+
+/*
+ * A move's target: the client's pool holds only what its guests use, so a collapse
+ * would find no order-9 block and compaction no room.  One more lease is the room;
+ * the sources it frees go back at the next trim once they merge into whole blocks.
+ */
+static int lease_want_block(void *ctx, unsigned int zone)
+{
+	struct gfa_hostpool *hp = ctx;
+	int err = 0;
+
+	pthread_mutex_lock(&hp->lock);
+	if (!zone_has_lease_block(hp->pool, zone))
+		err = lease_more(hp, zone, zone_free(hp->pool, zone) + LEASE_FRAMES);
 	pthread_mutex_unlock(&hp->lock);
 	return err;
 }
@@ -295,7 +335,7 @@ static void lease_trim(void *ctx)
 	pthread_mutex_unlock(&hp->lock);
 }
 
-static const struct backing_lease_ops lease_ops = { lease_want, lease_trim };
+static const struct backing_lease_ops lease_ops = { lease_want, lease_want_block, lease_trim };
 
 static int hp_connect(const char *path)
 {
