@@ -221,7 +221,8 @@ Test(kvmtool_boot, a_guest_across_the_pci_hole_boots, .timeout = 200)
 
 /*
  * Two lkvm processes on one gfad host pool (lkvm run --gfa --gfa-pool SOCKET): each
- * leases its guest's RAM from the service, checks its memory, reports the 64 MiB it
+ * leases its guest's RAM from the service (in small blocks), checks its memory while
+ * its mover collapses them into blocks it leases for the purpose, reports the 64 MiB it
  * freed and inflates its balloon by 32 MiB; once both exited, every lease is back and
  * the service's pool checks clean.
  */
@@ -278,12 +279,14 @@ Test(kvmtool_boot, two_lkvm_processes_share_one_host_pool, .timeout = 300)
 	mkdir(KT_HOME, 0755);
 	gfad = kt_gfad_start(768);
 	for (int i = 0; i < 2; i++)
-		cr_assert_eq(kt_start(&vm[i], kt_lkvm, "", kt_kernel, kt_initrd, 256,
-				      "--gfa --gfa-pool " KT_GFAD_SOCK, append),
+		cr_assert_eq(kt_start(&vm[i], kt_lkvm, "GFA_KVMTOOL_SMALL=1 GFA_KVMTOOL_MOVE_MS=20",
+				      kt_kernel, kt_initrd, 256, "--gfa --gfa-pool " KT_GFAD_SOCK,
+				      append),
 			     0);
 	for (int i = 0; i < 2; i++) {
 		kt_expect(&vm[i], "gfa-init up", &off[i], 2 * KT_BOOT_S);
 		kt_expect(&vm[i], "gfacheck: pass 1 mismatches 0", &off[i], 60);
+		kill(vm[i].pid, SIGUSR2); /* the moves start */
 	}
 	kt_gfad_stat(&st);
 	cr_log_info("gfad with both guests: %lu frames leased of %lu, %lu clients",
@@ -308,11 +311,15 @@ Test(kvmtool_boot, two_lkvm_processes_share_one_host_pool, .timeout = 300)
 			      kt_log(&vm[i]));
 		cr_assert_eq(kt_gfa_stat(&vm[i], "balloon_refused"), 0);
 		cr_assert_eq(kt_gfa_stat(&vm[i], "report_refused"), 0);
+		cr_assert_gt(kt_gfa_stat(&vm[i], "collapses"), 0, "%s", kt_log(&vm[i]));
+		cr_assert_eq(kt_gfa_stat(&vm[i], "pauses"), 0);
 		fprintf(stderr,
 			"kvmtool: %s on the host pool: %lld MiB reported, %lld MiB "
-			"ballooned\n",
+			"ballooned, moves %lld collapses %lld wp_moves %lld pauses %lld\n",
 			vm[i].name, kt_gfa_stat(&vm[i], "reported_bytes") >> 20,
-			kt_gfa_stat(&vm[i], "ballooned_frames") >> 8);
+			kt_gfa_stat(&vm[i], "ballooned_frames") >> 8, kt_gfa_stat(&vm[i], "moves"),
+			kt_gfa_stat(&vm[i], "collapses"), kt_gfa_stat(&vm[i], "wp_moves"),
+			kt_gfa_stat(&vm[i], "pauses"));
 	}
 	kt_gfad_stat(&st);
 	kill(gfad, SIGTERM);
