@@ -28,6 +28,17 @@ static inline bool reserved_zero(const uint64_t *r, size_t n)
 #define GFA_RESERVED_ZERO(s) \
 	reserved_zero((s)->reserved, sizeof((s)->reserved) / sizeof((s)->reserved[0]))
 
+/* ---- pools whose frames start allocated ---- */
+
+/*
+ * gfa_pool_create(), but every frame starts allocated to owner (movable, in the largest
+ * aligned blocks, MAX_ORDER first) instead of free: the pool of a host pool client, in
+ * which only what the service leases is free.  Creation writes one descriptor per
+ * MAX_ORDER block and takes no zone lock (no allocation counter moves).  Same returns
+ * as gfa_pool_create().
+ */
+struct gfa_pool *pool_create_held(const struct gfa_pool_config *cfg, uint64_t owner);
+
 /* ---- host backing ---- */
 
 /*

@@ -58,8 +58,11 @@ static int config_valid(const struct gfa_pool_config *cfg)
 	return 1;
 }
 
-/* Give a zone's frames to the buddy lists in the largest aligned blocks that fit. */
-static void zone_free_all(struct gfa_zone *z)
+/*
+ * Give a zone's frames to the buddy lists in the largest aligned blocks that fit, or
+ * (held) allocate each such block to owner: pool_create_held().
+ */
+static void zone_free_all(struct gfa_zone *z, bool held, uint64_t owner)
 {
 	uint64_t pfn = z->start_pfn, end = z->start_pfn + z->nr_frames;
 
@@ -68,7 +71,12 @@ static void zone_free_all(struct gfa_zone *z)
 
 		while (order > 0 && ((pfn & ((1UL << order) - 1)) || pfn + (1UL << order) > end))
 			order--;
-		buddy_list_add(z->pool, z, pfn, order, GFA_MT_MOVABLE, true);
+		if (held) {
+			z->pool->frames[pfn].order = (uint8_t)order;
+			frame_mark_allocated(&z->pool->frames[pfn], GFA_MT_MOVABLE, owner);
+		} else {
+			buddy_list_add(z->pool, z, pfn, order, GFA_MT_MOVABLE, true);
+		}
 		pfn += 1UL << order;
 	}
 }
@@ -89,7 +97,7 @@ static void zone_lock_init(pthread_mutex_t *lock)
 }
 
 static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
-		     const struct gfa_zone_config *zc)
+		     const struct gfa_zone_config *zc, bool held, uint64_t owner)
 {
 	struct gfa_zone *z = &pool->zones[id];
 
@@ -118,13 +126,13 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	zone_lock_init(&z->lock);
 	pthread_cond_init(&z->scrub_done, NULL);
 	pthread_mutex_init(&z->isolate_lock, NULL);
-	zone_free_all(z);
+	zone_free_all(z, held, owner);
 	pcp_zone_init(pool, z);
 	compaction_zone_init(z);
 	return 0;
 }
 
-struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
+static struct gfa_pool *pool_create(const struct gfa_pool_config *cfg, bool held, uint64_t owner)
 {
 	struct gfa_pool *pool;
 	uint64_t pfn = 0;
@@ -163,7 +171,7 @@ struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
 	if (owner_registry_init(pool))
 		goto nomem;
 	for (unsigned int i = 0; i < cfg->nr_zones; i++)
-		if (zone_init(pool, i, pool->zones[i].start_pfn, &cfg->zones[i]))
+		if (zone_init(pool, i, pool->zones[i].start_pfn, &cfg->zones[i], held, owner))
 			goto nomem;
 	pcp_pool_register(pool);
 	return pool;
@@ -175,6 +183,16 @@ nomem:
 	gfa_pool_destroy(pool);
 	errno = ENOMEM;
 	return NULL;
+}
+
+struct gfa_pool *gfa_pool_create(const struct gfa_pool_config *cfg)
+{
+	return pool_create(cfg, false, 0);
+}
+
+struct gfa_pool *pool_create_held(const struct gfa_pool_config *cfg, uint64_t owner)
+{
+	return pool_create(cfg, true, owner);
 }
 
 void gfa_pool_destroy(struct gfa_pool *pool)

@@ -21,6 +21,54 @@ Test(buddy, create_and_initial_state)
 	gfa_pool_destroy(p);
 }
 
+/*
+ * A pool whose frames start allocated (a host pool client's): every frame held in the
+ * largest aligned blocks, nothing free, the check clean; the held blocks split and free
+ * as any allocation, and merge back into a pool like a fresh one.
+ */
+Test(buddy, a_held_pool_starts_allocated_and_gives_back_like_any_block)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_frame_info fi;
+	struct gfa_zone_stat st;
+	struct gfa_pool *p;
+	uint64_t start, n, nr = 2 * 1024 + 512 + 8; /* two MAX_ORDER blocks, order 9, 3 */
+
+	gfa_pool_config_init(&cfg, nr);
+	p = pool_create_held(&cfg, 9);
+	cr_assert_not_null(p);
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_eq(st.nr_free, 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(gfa_frame_lookup(p, 1500, &fi), 0);
+	cr_assert_eq(fi.state, GFA_FRAME_ALLOCATED);
+	cr_assert_eq(fi.head_pfn, 1024);
+	cr_assert_eq(fi.order, GFA_MAX_ORDER);
+	cr_assert_eq(fi.owner, 9);
+	cr_assert_eq(gfa_frame_lookup(p, 2048 + 512 + 3, &fi), 0);
+	cr_assert_eq(fi.order, 3);
+	cr_assert_eq(gfa_free(p, 1024, GFA_PAGEBLOCK_ORDER, 9), GFA_EWRONGORDER);
+	cr_assert_eq(gfa_block_split(p, 1024, GFA_MAX_ORDER, 9, GFA_PAGEBLOCK_ORDER), 0);
+	cr_assert_eq(gfa_free(p, 1536, GFA_PAGEBLOCK_ORDER, 9), 0);
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_eq(st.nr_free, 512);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(gfa_free(p, 0, GFA_MAX_ORDER, 9), 0);
+	cr_assert_eq(gfa_free(p, 1024, GFA_PAGEBLOCK_ORDER, 9), 0);
+	cr_assert_eq(gfa_free(p, 2048, GFA_PAGEBLOCK_ORDER, 9), 0);
+	cr_assert_eq(gfa_free(p, 2048 + 512, 3, 9), 0);
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_eq(st.nr_free, nr);
+	cr_assert_eq(st.nr_free_blocks[GFA_MAX_ORDER][GFA_MT_MOVABLE], 2, "the halves merged");
+	cr_assert_eq(gfa_zone_span(p, 0, &start, &n), 0);
+	cr_assert_eq(n, nr);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+	errno = 0;
+	cr_assert_null(pool_create_held(NULL, 9));
+	cr_assert_eq(errno, EFAULT);
+}
+
 Test(buddy, create_bad_config)
 {
 	struct gfa_pool_config cfg;

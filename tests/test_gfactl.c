@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -203,17 +204,25 @@ Test(gfactl, vmstart_from_a_libvirt_domain, .timeout = 120)
 	unlink("/tmp/gfactl-test-domain.json");
 }
 
-/* gfactl vmstart opts --domain-xml F, F holding xml; its exit code (output in out). */
+/*
+ * gfactl vmstart opts --domain-xml F, F holding xml; its exit code (output in out).  F's
+ * name is in the messages the tests expect, so tests running at once take turns on it.
+ */
 static int run_domain_xml(const char *g, const char *opts, const char *xml)
 {
-	FILE *f = fopen("/tmp/gfactl-test-f.xml", "w");
+	int lock = open("/tmp/gfactl-test-f.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	FILE *f;
 	int rc;
 
+	cr_assert_geq(lock, 0);
+	cr_assert_eq(flock(lock, LOCK_EX), 0);
+	f = fopen("/tmp/gfactl-test-f.xml", "w");
 	cr_assert_not_null(f);
 	fputs(xml, f);
 	fclose(f);
 	rc = run(out, sizeof(out), "%s vmstart %s --domain-xml /tmp/gfactl-test-f.xml", g, opts);
 	unlink("/tmp/gfactl-test-f.xml");
+	close(lock);
 	return rc;
 }
 

@@ -144,24 +144,6 @@ static int hp_call(struct gfa_hostpool *hp, struct hp_msg *req, struct hp_msg *r
 	return err;
 }
 
-/* The placeholder takes every frame of the client's pool, in blocks a lease can free:
- * order 9, then the smaller ones a zone's tail leaves (never leased). */
-static int hold_all(struct gfa_pool *pool)
-{
-	for (unsigned int z = 0; z < gfa_pool_nr_zones(pool); z++)
-		for (int order = HP_LEASE_ORDER; order >= 0; order--)
-			while (gfa_alloc(pool, z, (unsigned int)order, GFA_MT_MOVABLE, HOLD_OWNER,
-					 GFA_ALLOC_NOCOMPACT) >= 0)
-				;
-	for (unsigned int z = 0; z < gfa_pool_nr_zones(pool); z++) {
-		struct gfa_zone_stat zs;
-
-		if (gfa_zone_stat(pool, z, &zs) || zs.nr_free)
-			return GFA_ENOMEM;
-	}
-	return 0;
-}
-
 /* The pool the HELLO reply describes, every frame held: the service's zones at the same
  * pfns, or NULL with errno. */
 static struct gfa_pool *client_pool(const struct hp_msg *r, unsigned int nr_fds)
@@ -180,7 +162,7 @@ static struct gfa_pool *client_pool(const struct hp_msg *r, unsigned int nr_fds)
 		pc.zones[z].nr_frames = r->pfn[3 * z + 1];
 		pc.zones[z].node = (int)(int64_t)r->pfn[3 * z + 2];
 	}
-	pool = gfa_pool_create(&pc);
+	pool = pool_create_held(&pc, HOLD_OWNER);
 	if (!pool)
 		return NULL;
 	for (unsigned int z = 0; z < nz; z++) {
@@ -192,11 +174,6 @@ static struct gfa_pool *client_pool(const struct hp_msg *r, unsigned int nr_fds)
 			return NULL;
 		}
 	}
-	if (hold_all(pool)) {
-		gfa_pool_destroy(pool);
-		errno = ENOMEM;
-		return NULL;
-	}
 	return pool;
 }
 
@@ -205,6 +182,22 @@ static uint64_t zone_free(struct gfa_pool *pool, unsigned int zone)
 	struct gfa_zone_stat zs;
 
 	return gfa_zone_stat(pool, zone, &zs) ? 0 : zs.nr_free;
+}
+
+/*
+ * Free a leased block into our pool.  The placeholder holds MAX_ORDER blocks (creation
+ * writes one descriptor for each): one that a lease falls in is split into leases
+ * first.  0, or an error of a block the placeholder does not hold (ours already).
+ */
+static int lease_free(struct gfa_pool *pool, uint64_t pfn)
+{
+	struct gfa_frame_info fi;
+	int err = gfa_frame_lookup(pool, pfn, &fi);
+
+	if (!err && fi.state == GFA_FRAME_ALLOCATED && fi.owner == HOLD_OWNER &&
+	    fi.order > HP_LEASE_ORDER)
+		err = gfa_block_split(pool, fi.head_pfn, fi.order, HOLD_OWNER, HP_LEASE_ORDER);
+	return err ? err : gfa_free(pool, pfn, HP_LEASE_ORDER, HOLD_OWNER);
 }
 
 /* The leases of a reply into our pool: 0, or GFA_EPROTO (a block we hold already). */
@@ -220,7 +213,7 @@ static int lease_in(struct gfa_hostpool *hp, const struct hp_msg *r)
 			gfa_backing_mark_dirty(hp->b, pfn, HP_LEASE_ORDER);
 		else
 			gfa_backing_mark_clean(hp->b, pfn, HP_LEASE_ORDER);
-		if (gfa_free(hp->pool, pfn, HP_LEASE_ORDER, HOLD_OWNER))
+		if (lease_free(hp->pool, pfn))
 			err = GFA_EPROTO;
 	}
 	return err;
