@@ -466,3 +466,59 @@ HP_TEST(a_client_collapses_its_guest_while_it_is_written, .timeout = 120)
 	cr_assert_eq(service_stat(hp).leased_frames, 0u);
 	gfa_hostpool_detach(hp);
 }
+
+/* The bytes of host memory behind zone 0's memfd (what the kernel allocated to it). */
+static uint64_t memfd_bytes(struct gfa_hostpool *hp)
+{
+	struct stat st;
+
+	cr_assert_eq(fstat(gfa_backing_zone_fd(gfa_hostpool_backing(hp), 0), &st), 0);
+	return (uint64_t)st.st_blocks * 512;
+}
+
+/* Until zone 0's memfd holds at most `bytes` (10 s at most): what it holds then. */
+static uint64_t wait_memfd_at_most(struct gfa_hostpool *hp, uint64_t bytes)
+{
+	uint64_t held = memfd_bytes(hp);
+
+	for (int i = 0; i < 1000 && held > bytes; i++) {
+		usleep(10000);
+		held = memfd_bytes(hp);
+	}
+	return held;
+}
+
+static void setup_reserve(void)
+{
+	snprintf(sock, sizeof(sock), "/tmp/gfa-hostpool-test-%d.sock", (int)getpid());
+	gfad_start("--populate --reserve 32");
+}
+
+/*
+ * gfad --reserve: of a populated 256 MiB pool, 32 MiB stays populated and the rest goes
+ * back to the host; a client's 128 MiB guest gets its memory (written and checked in
+ * its process), and once the client is gone the host gets all but the reserve back
+ * again, the service's check clean.
+ */
+Test(hostpool, a_reserve_returns_the_rest_of_the_pool_to_the_host, .init = setup_reserve,
+     .fini = teardown, .timeout = 120)
+{
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	struct gfa_hostpool_stat st;
+	uint64_t held;
+
+	cr_assert_not_null(hp);
+	held = wait_memfd_at_most(hp, 48 * MiB);
+	cr_assert_leq(held, 48 * MiB, "%lu MiB still populated of 256, reserve 32",
+		      (unsigned long)(held / MiB));
+	cr_assert_eq(run_client("create 128 verify"), 0);
+	wait_all_back(hp);
+	held = wait_memfd_at_most(hp, 48 * MiB);
+	cr_assert_leq(held, 48 * MiB, "%lu MiB still populated after the client left",
+		      (unsigned long)(held / MiB));
+	st = service_stat(hp);
+	cr_assert_eq(st.free_frames, st.nr_frames);
+	cr_log_info("gfad --reserve 32: %lu MiB populated after a 128 MiB guest came and went",
+		    (unsigned long)(held / MiB));
+	gfa_hostpool_detach(hp);
+}

@@ -34,6 +34,9 @@ static void gfad_help(void)
 	       "  --mem SIZE        the pool's memory (e.g. 8G; a bare number is MiB)\n"
 	       "  --nodes N         N zones, one per NUMA node label 0..N-1 (default 1)\n"
 	       "  --populate        fault every frame in at start (guests start resident)\n"
+	       "  --reserve SIZE    keep SIZE of free memory populated (split over the\n"
+	       "                    zones) and return the rest to the host, through\n"
+	       "                    io_uring, as it is freed (default: keep everything)\n"
 	       "  --allow-uid U     admit this uid (repeatable; default: our own uid only)\n"
 	       "  --allow-gid G     admit this primary gid (repeatable)\n"
 	       "  --mode OCTAL      the socket's mode, 0660 or stricter (default 0660)\n"
@@ -54,9 +57,32 @@ static bool add_id(const char *flag, const char *val, uint32_t *ids, unsigned in
 	return true;
 }
 
+/*
+ * Free memory beyond `reserve` (split over the zones) goes back to the host: each zone's
+ * release policy keeps its share populated (HIGH; LOW at half, as gfactl vmstart's
+ * reserve).  0, or an exit code.
+ */
+static int gfad_host_return(struct hps_config *hc, uint64_t reserve)
+{
+	unsigned int nz = gfa_pool_nr_zones(hc->pool);
+	struct gfa_release_policy rp = { .high = (reserve >> GFA_FRAME_SHIFT) / nz,
+					 .min_empty_frac = 4 };
+
+	rp.low = rp.high / 2;
+	for (unsigned int z = 0; z < nz; z++)
+		if (gfa_zone_set_release_policy(hc->pool, z, &rp))
+			return 1;
+	hc->hr = gfa_host_return_start(hc->pool, hc->b, NULL);
+	if (!hc->hr) {
+		fprintf(stderr, "gfad: --reserve: the host return: %s\n", gfa_strerror(-errno));
+		return 1;
+	}
+	return 0;
+}
+
 /* The pool, its backing and the service from the options: 0 or an exit code. */
 static int gfad_run(const char *sock, uint64_t mem, unsigned int nodes, bool populate, mode_t mode,
-		    struct hps_config *hc)
+		    uint64_t reserve, struct hps_config *hc)
 {
 	struct gfa_backing_config bc = { .populate = populate };
 	struct gfa_pool_config pc;
@@ -72,6 +98,8 @@ static int gfad_run(const char *sock, uint64_t mem, unsigned int nodes, bool pop
 		pc.zones[z] = (struct gfa_zone_config){ .nr_frames = per, .node = (int)z };
 	hc->pool = gfa_pool_create(&pc);
 	hc->b = hc->pool ? gfa_backing_create(hc->pool, &bc) : NULL;
+	if (hc->b && reserve != UINT64_MAX && gfad_host_return(hc, reserve))
+		return 1;
 	s = hc->b ? hps_create(hc) : NULL;
 	if (!s) {
 		fprintf(stderr, "gfad: the pool: %s\n", gfa_strerror(errno));
@@ -85,13 +113,17 @@ static int gfad_run(const char *sock, uint64_t mem, unsigned int nodes, bool pop
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	printf("gfad: serving %s: %" PRIu64 " MiB in %u zone(s)\n", sock,
+	printf("gfad: serving %s: %" PRIu64 " MiB in %u zone(s)", sock,
 	       (per * nodes) >> (20 - GFA_FRAME_SHIFT), nodes);
+	if (hc->hr)
+		printf(", %" PRIu64 " MiB of it kept populated when free", reserve >> 20);
+	printf("\n");
 	fflush(stdout);
 	err = hps_serve(s, lfd, &gfad_stop);
 	close(lfd);
 	unlink(sock);
 	hps_destroy(s);
+	gfa_host_return_stop(hc->hr);
 	gfa_backing_destroy(hc->b);
 	gfa_pool_destroy(hc->pool);
 	if (err)
@@ -106,6 +138,7 @@ int cmd_gfad(int argc, char **argv)
 		{ "mem", required_argument, NULL, 'm' },
 		{ "nodes", required_argument, NULL, 'n' },
 		{ "populate", no_argument, NULL, 'p' },
+		{ "reserve", required_argument, NULL, 'r' },
 		{ "allow-uid", required_argument, NULL, 'u' },
 		{ "allow-gid", required_argument, NULL, 'g' },
 		{ "mode", required_argument, NULL, 'M' },
@@ -115,7 +148,7 @@ int cmd_gfad(int argc, char **argv)
 	};
 	struct hps_config hc;
 	const char *sock = NULL;
-	uint64_t mem = 0, nodes = 1, mode = 0660;
+	uint64_t mem = 0, nodes = 1, mode = 0660, reserve = UINT64_MAX;
 	bool populate = false, ok = true;
 	int c;
 
@@ -136,6 +169,9 @@ int cmd_gfad(int argc, char **argv)
 			break;
 		case 'p':
 			populate = true;
+			break;
+		case 'r':
+			ok = parse_mib("--reserve", optarg, &reserve);
 			break;
 		case 'u':
 			ok = add_id("--allow-uid", optarg, hc.allow_uid, &hc.nr_uid);
@@ -168,5 +204,5 @@ int cmd_gfad(int argc, char **argv)
 	}
 	if (!ok)
 		return 2;
-	return gfad_run(sock, mem, (unsigned int)nodes, populate, (mode_t)mode, &hc);
+	return gfad_run(sock, mem, (unsigned int)nodes, populate, (mode_t)mode, reserve, &hc);
 }

@@ -79,9 +79,10 @@ struct hps *hps_create(const struct hps_config *cfg)
 	s->next_serial = 1;
 	s->nr_blocks = s->nr_pfns / LEASE_FRAMES + 1;
 	s->lease = calloc(s->nr_blocks, sizeof(*s->lease));
-	s->zq = calloc(s->nr_blocks, sizeof(*s->zq));
+	/* a host return zeroes in its scrub what is given back: one zeroing, not two */
+	s->zq = cfg->hr ? NULL : calloc(s->nr_blocks, sizeof(*s->zq));
 	s->text = malloc(TEXT_MAX);
-	if (!s->lease || !s->zq || !s->text) {
+	if (!s->lease || (!s->zq && !cfg->hr) || !s->text) {
 		hps_destroy(s);
 		errno = ENOMEM;
 		return NULL;
@@ -183,6 +184,8 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
 	GFA_BUG_ON(s->lease && c->leased); /* the table names every lease it holds */
 	GFA_BUG_ON(s->slot[c->slot] != c || !s->st.v[HP_ST_CLIENTS]);
 	s->st.v[HP_ST_GONE_FRAMES] += before;
+	if (before)
+		gfa_host_return_kick(s->cfg.hr); /* what is beyond the reserve goes now */
 	s->slot[c->slot] = NULL;
 	s->st.v[HP_ST_CLIENTS]--;
 	free(c);

@@ -24,6 +24,9 @@ struct hps_config {
 	uint32_t allow_uid[HPS_MAX_ALLOW], allow_gid[HPS_MAX_ALLOW];
 	unsigned int nr_uid, nr_gid; /* none of either: only the service's own uid */
 	bool quiet;                  /* no line on stderr per refusal */
+	/* returns the free memory beyond the zones' release policy to the host and zeroes
+	 * what clients give back (its idle scrub); NULL: the service zeroes while idle */
+	struct gfa_host_return *hr;
 };
 
 /* The service's counters (HP_STAT) */
