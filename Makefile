@@ -175,7 +175,7 @@ $(TESTBIN): $(TEST_OBJ) $(REF_A) $(A_DEBUG) | $(GFACTL) $(HP_CLIENT)
 # The README's test command.  Installs missing packages, builds everything, runs the suite.
 test: deps-test
 	$(MAKE) all $(TESTBIN) $(if $(KVMTOOL_FOUND),kvmtool)
-	GFA_BUILD=$(BUILD) $(TESTBIN) $(TEST_ARGS)
+	GFA_BUILD=$(BUILD) tools/run-tests.sh $(TESTBIN) $(TEST_ARGS)
 check: test
 
 # Suite linux_boot (in the QEMU harness where KVM cannot boot Linux) on Debian's cloud
@@ -193,7 +193,7 @@ test-linux-cloud: deps-test
 	  case $$kv in kernel=*) ;; *) echo "test-linux-cloud: no cloud kernel" >&2; exit 1 ;; esac; \
 	  k=$${kv#kernel=}; k=$${k%% modules=*}; m=$${kv##* modules=}; \
 	  GFA_LINUX_TEST_KERNEL=$$k GFA_LINUX_TEST_MODULES=$$m GFA_LINUX_TEST_FILTER='$(LINUX_TESTS)' \
-	    GFA_BUILD=$(BUILD) $(TESTBIN) --filter 'linux_qemu/*' $(TEST_ARGS)
+	    GFA_BUILD=$(BUILD) tools/run-tests.sh $(TESTBIN) --filter 'linux_qemu/*' $(TEST_ARGS)
 
 # Sanitizer builds run the same suite (KVM-in-QEMU cases skip themselves under sanitizers).
 asan: deps-test
@@ -207,7 +207,7 @@ sanitized-test: $(SO) $(TESTBIN) $(GFACTL) $(EX_BIN) $(MAN_STAMP) $(LINUX_CHECKE
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	    TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=0 history_size=7" G_SLICE=always-malloc \
 	    GFA_SANITIZER=$(GFA_SANITIZER) \
-	    GFA_BUILD=$(BUILD) $(TESTBIN) $(TEST_ARGS)
+	    GFA_BUILD=$(BUILD) tools/run-tests.sh $(TESTBIN) $(TEST_ARGS)
 
 # The README's main job.
 run: deps-test

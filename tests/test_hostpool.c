@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -520,5 +521,54 @@ Test(hostpool, a_reserve_returns_the_rest_of_the_pool_to_the_host, .init = setup
 	cr_assert_eq(st.free_frames, st.nr_frames);
 	cr_log_info("gfad --reserve 32: %lu MiB populated after a 128 MiB guest came and went",
 		    (unsigned long)(held / MiB));
+	gfa_hostpool_detach(hp);
+}
+
+struct churn {
+	struct gfa_hostpool *hp;
+	uint64_t mib;
+	unsigned int rounds, failed;
+	int err;
+};
+
+static void *churn_guests(void *arg)
+{
+	struct churn *c = arg;
+	struct gfa_guest_config cfg = { .mem_bytes = c->mib * MiB };
+
+	for (unsigned int i = 0; i < c->rounds; i++) {
+		struct gfa_guest *g = gfa_guest_create(gfa_hostpool_pool(c->hp),
+						       gfa_hostpool_backing(c->hp), &cfg);
+
+		if (!g) {
+			c->failed++;
+			c->err = errno;
+			continue;
+		}
+		gfa_guest_destroy(g);
+	}
+	return NULL;
+}
+
+/*
+ * Two threads of one client create and destroy guests at once: the blocks one create
+ * leased are never given back by the other's destroy before it takes them, so no create
+ * fails while the service has room.
+ */
+HP_TEST(a_destroy_never_gives_back_what_another_create_leased, .timeout = 120)
+{
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	struct churn c[2] = { { hp, 32, 300, 0, 0 }, { hp, 16, 600, 0, 0 } };
+	pthread_t t[2];
+
+	cr_assert_not_null(hp);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, churn_guests, &c[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(c[i].failed, 0, "%u of %u creates of %lu MiB failed: %s", c[i].failed,
+			     c[i].rounds, (unsigned long)c[i].mib, strerror(c[i].err));
+	cr_assert_eq(service_stat(hp).leased_frames, 0u);
 	gfa_hostpool_detach(hp);
 }

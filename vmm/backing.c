@@ -261,6 +261,12 @@ int backing_lease_block(struct gfa_backing *b, unsigned int zone)
 	return b && b->lease_ops ? b->lease_ops->want_block(b->lease_ctx, zone) : 0;
 }
 
+void backing_lease_done(struct gfa_backing *b, unsigned int zone, uint64_t frames)
+{
+	if (b && b->lease_ops)
+		b->lease_ops->done(b->lease_ctx, zone, frames);
+}
+
 void backing_lease_trim(struct gfa_backing *b)
 {
 	if (b && b->lease_ops)

@@ -86,13 +86,18 @@ struct gfa_backing *backing_adopt(struct gfa_pool *pool, const struct gfa_backin
  * freed.  want(ctx, zone, frames): make sure the zone has that many free frames, 0 or
  * -errno (the caller then fails as on a short pool).  want_block(ctx, zone): make sure
  * the zone has a free block of a pageblock or more, a move's target (a collapse's),
- * 0 or -errno.  trim(ctx): give back what is free beyond the client's slack.  Any
- * thread, no pool lock held; want_block may run with a guest's lock held (the hooks
- * never take one).
+ * 0 or -errno.  Every want and want_block, whatever it returned, is followed by one
+ * done(ctx, zone, frames) with the same zone and frames (0 for want_block) once the
+ * caller took its frames or gave up: until then the frames are promised (another
+ * want leases beyond them) and no trim gives back what was leased, and a trim asked
+ * meanwhile runs at the last done.  trim(ctx):
+ * give back what is free beyond the client's slack.  Any thread, no pool lock held;
+ * want_block and done may run with a guest's lock held (the hooks never take one).
  */
 struct backing_lease_ops {
 	int (*want)(void *ctx, unsigned int zone, uint64_t frames);
 	int (*want_block)(void *ctx, unsigned int zone);
+	void (*done)(void *ctx, unsigned int zone, uint64_t frames);
 	void (*trim)(void *ctx);
 };
 /* Set before any guest uses b. */
@@ -100,5 +105,6 @@ void backing_set_lease(struct gfa_backing *b, const struct backing_lease_ops *op
 /* The hooks on b, or 0 / nothing when b has none. */
 int backing_lease_want(struct gfa_backing *b, unsigned int zone, uint64_t frames);
 int backing_lease_block(struct gfa_backing *b, unsigned int zone);
+void backing_lease_done(struct gfa_backing *b, unsigned int zone, uint64_t frames);
 void backing_lease_trim(struct gfa_backing *b);
 #endif

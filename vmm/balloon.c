@@ -364,6 +364,7 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 		return -ENOMEM;
 	err = backing_lease_want(g->b, g->zone, deflate_frames(m, n));
 	if (err) {
+		backing_lease_done(g->b, g->zone, deflate_frames(m, n));
 		free(m);
 		return err;
 	}
@@ -376,6 +377,7 @@ int64_t gfa_balloon_deflate(struct gfa_guest *g, const struct gfa_gpa_range *r, 
 			break;
 		usleep(1000);
 	}
+	backing_lease_done(g->b, g->zone, deflate_frames(m, n));
 	free(m);
 	return ret;
 }

@@ -457,6 +457,7 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 {
 	pthread_mutexattr_t attr;
 	struct gfa_guest *g;
+	bool leased;
 	int err = guest_check_config(pool, b, cfg);
 
 	if (err) {
@@ -509,7 +510,8 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 		g->registered = !err; /* -EEXIST: the id is another guest's, leave it */
 	}
 	/* a host pool client's pool holds only its leases: ask for the frames first */
-	if (!err && !g->lazy)
+	leased = !err && !g->lazy;
+	if (leased)
 		err = backing_lease_want(b, g->zone, guest_backed_frames(g));
 	pthread_mutex_lock(&g->lock);
 	zero_worker_defer(b); /* the start has the CPUs, not the zeroer */
@@ -524,6 +526,9 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	g->st.window_mappings = g->nr_mappings;
 	zero_worker_defer(b); /* (and its vCPUs' first touch) */
 	pthread_mutex_unlock(&g->lock);
+	if (leased)
+		backing_lease_done(b, g->zone,
+				   guest_backed_frames(g)); /* the frames are the guest's now */
 	if (err) {
 		gfa_guest_destroy(g);
 		errno = err == GFA_ENOMEM ? ENOMEM : -err;

@@ -354,13 +354,16 @@ static int guest_collapse_range(struct gfa_guest *g, uint64_t gfn)
 	 * leaves the collapse to fail as on a full pool) */
 	(void)backing_lease_block(g->b, g->zone);
 	err = guest_writers_stop(g, gfn, RANGE_FRAMES, false, &own);
-	if (err)
+	if (err) {
+		backing_lease_done(g->b, g->zone, 0);
 		return err;
+	}
 	g->collapse_lo = gfn;
 	g->collapse_left = n;
 	g->collapse_target = NO_PFN;
 	g->collapse_mapped = false;
 	dst = gfa_collapse(g->pool, g->zone, g->id, pfns, orders, offs, n);
+	backing_lease_done(g->b, g->zone, 0); /* the target is taken (or the collapse failed) */
 	mapped = g->collapse_mapped;
 	GFA_BUG_ON((dst >= 0) != mapped); /* the last piece maps, then nothing fails */
 	if (dst >= 0 && !mapped)

@@ -33,6 +33,9 @@ struct gfa_hostpool {
 	bool dead; /* the connection failed: every call is GFA_ECONNRESET */
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
+	unsigned int takers; /* wants not done yet: a trim now would give their frames back */
+	uint64_t promised[GFA_MAX_ZONES]; /* their frames, free still or taken already */
+	bool trim_deferred; /* a trim asked while there were takers: the last done runs it */
 	uint64_t slack_frames;
 	uint64_t round_trips;
 };
@@ -177,11 +180,16 @@ static struct gfa_pool *client_pool(const struct hp_msg *r, unsigned int nr_fds)
 	return pool;
 }
 
+/*
+ * The zone's frames on its buddy lists: what any thread can take.  A vCPU cache's frames
+ * count as free in nr_free, but only its own thread allocates from them, so a want that
+ * counted another thread's cache would lease too little.
+ */
 static uint64_t zone_free(struct gfa_pool *pool, unsigned int zone)
 {
 	struct gfa_zone_stat zs;
 
-	return gfa_zone_stat(pool, zone, &zs) ? 0 : zs.nr_free;
+	return gfa_zone_stat(pool, zone, &zs) ? 0 : zs.nr_free_buddy;
 }
 
 /*
@@ -249,7 +257,10 @@ static int lease_want(void *ctx, unsigned int zone, uint64_t frames)
 	int err;
 
 	pthread_mutex_lock(&hp->lock);
-	err = lease_more(hp, zone, frames);
+	hp->takers++;
+	/* (zone was checked by the guest call: it is one of the pool's) */
+	err = lease_more(hp, zone, hp->promised[zone] + frames);
+	hp->promised[zone] += frames;
 	pthread_mutex_unlock(&hp->lock);
 	return err;
 }
@@ -279,6 +290,7 @@ static int lease_want_block(void *ctx, unsigned int zone)
 	int err = 0;
 
 	pthread_mutex_lock(&hp->lock);
+	hp->takers++;
 	if (!zone_has_lease_block(hp->pool, zone))
 		err = lease_more(hp, zone, zone_free(hp->pool, zone) + LEASE_FRAMES);
 	pthread_mutex_unlock(&hp->lock);
@@ -297,12 +309,11 @@ static int lease_out(struct gfa_hostpool *hp, const uint64_t *pfn, uint32_t n)
 	return err ? err : rep.result;
 }
 
-static void lease_trim(void *ctx)
+/* Give back what is free beyond the slack (hp->lock held). */
+static void lease_trim_locked(struct gfa_hostpool *hp)
 {
-	struct gfa_hostpool *hp = ctx;
 	uint64_t pfn[HP_MAX_PFNS];
 
-	pthread_mutex_lock(&hp->lock);
 	for (unsigned int z = 0; z < gfa_pool_nr_zones(hp->pool); z++) {
 		uint64_t have = zone_free(hp->pool, z);
 		uint32_t n = 0;
@@ -325,10 +336,37 @@ static void lease_trim(void *ctx)
 		if (n)
 			(void)lease_out(hp, pfn, n);
 	}
+}
+
+static void lease_trim(void *ctx)
+{
+	struct gfa_hostpool *hp = ctx;
+
+	pthread_mutex_lock(&hp->lock);
+	/* another thread's want leased frames it has not taken yet: they are free now */
+	if (hp->takers)
+		hp->trim_deferred = true;
+	else
+		lease_trim_locked(hp);
 	pthread_mutex_unlock(&hp->lock);
 }
 
-static const struct backing_lease_ops lease_ops = { lease_want, lease_want_block, lease_trim };
+static void lease_done(void *ctx, unsigned int zone, uint64_t frames)
+{
+	struct gfa_hostpool *hp = ctx;
+
+	pthread_mutex_lock(&hp->lock);
+	GFA_BUG_ON(!hp->takers || hp->promised[zone] < frames); /* one done per want */
+	hp->promised[zone] -= frames;
+	if (!--hp->takers && hp->trim_deferred) {
+		hp->trim_deferred = false;
+		lease_trim_locked(hp);
+	}
+	pthread_mutex_unlock(&hp->lock);
+}
+
+static const struct backing_lease_ops lease_ops = { lease_want, lease_want_block, lease_done,
+						    lease_trim };
 
 static int hp_connect(const char *path)
 {

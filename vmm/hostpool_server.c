@@ -218,8 +218,9 @@ void hps_stat(struct hps *s, struct hps_stat *st)
 	for (unsigned int z = 0; z < s->nr_zones; z++) {
 		struct gfa_zone_stat zs;
 
+		/* a release to the host in flight holds free frames, not leased ones */
 		if (!gfa_zone_stat(s->cfg.pool, z, &zs))
-			free_frames += zs.nr_free;
+			free_frames += zs.nr_free + zs.nr_inflight;
 	}
 	s->st.v[HP_ST_FREE] = free_frames;
 	s->st.v[HP_ST_DIRTY] = gfa_backing_nr_dirty(s->cfg.b);

@@ -1301,7 +1301,7 @@ struct gfa_backing *gfa_hostpool_backing(const struct gfa_hostpool *hp);
 
 struct gfa_hostpool_stat {
 	uint64_t nr_frames;     /* the service's pool */
-	uint64_t free_frames;   /* free there (leases are not free) */
+	uint64_t free_frames;   /* free there, in release to the host too (leases are not) */
 	uint64_t leased_frames; /* leased to all clients */
 	uint64_t mine_frames;   /* leased to this client */
 	uint64_t clients;       /* connected now */
