@@ -127,7 +127,7 @@ $(GFACTL): $(TOOL_SRC:%.c=$(BUILD)/%.o) $(REF_A) $(A)
 # A host pool client the tests fork and exec (tests/hostpool/client.c), each its own
 # process attached to a gfad
 HP_CLIENT := $(BUILD)/tests/gfa-hostpool-client
-$(HP_CLIENT): tests/hostpool/client.c $(A) $(LIB_HDRS)
+$(HP_CLIENT): tests/hostpool/client.c refvmm/guest_writers.h $(A) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(A) $(LDLIBS)
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(REF_A) $(A)
@@ -306,7 +306,7 @@ FUZZ_OPTS    ?=
 # header's "Not covered" list) or stops the build.
 FUZZ_NULL_H  := $(FUZZ_DIR)/fuzz_null_calls.h
 FUZZ_NULL_SRC := include/gfa/allocator.h include/gfa/numa.h include/gfa/vmm.h
-.PHONY: fuzz fuzz-build fuzz-cov soak
+.PHONY: fuzz fuzz-build fuzz-cov soak soak-hostpool
 $(FUZZ_NULL_H): tools/fuzz_null_calls.py $(FUZZ_NULL_SRC)
 	@mkdir -p $(dir $@)
 	python3 tools/fuzz_null_calls.py $@ $(FUZZ_NULL_SRC)
@@ -348,6 +348,11 @@ SOAK_SECONDS ?= 600
 soak:
 	GFA_XSTRESS_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) asan TEST_ARGS="--filter 'xstress/soak'"
 	GFA_XSTRESS_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) tsan TEST_ARGS="--filter 'xstress/soak'"
+# Eight VMM processes on one gfad churning for SOAK_SECONDS (tests/test_hostpool.c,
+# hostpool/eight_clients_churn_and_lose_nothing; the suite runs it for 15 s).
+soak-hostpool:
+	GFA_HOSTPOOL_SOAK_SECS=$(SOAK_SECONDS) $(MAKE) test \
+	    TEST_ARGS="--filter 'hostpool/eight_clients_churn*' --verbose"
 
 # ---- kvmtool on gfa (contrib/kvmtool/) ----
 include contrib/kvmtool/kvmtool.mk

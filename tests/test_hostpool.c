@@ -229,6 +229,7 @@ HP_TEST(two_clients_at_once_keep_their_own_frames, .timeout = 120)
 HP_TEST(sigkill_at_random_points_leaks_no_frame, .timeout = 240)
 {
 	char *argv[] = { bin("tests/gfa-hostpool-client"), sock, "loop", "100000", "16", NULL };
+	char *churn[] = { bin("tests/gfa-hostpool-client"), sock, "churn", "1000", "8", NULL };
 	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
 	unsigned int seed = (unsigned int)time(NULL), kills = 0;
 	double worst = 0;
@@ -237,11 +238,15 @@ HP_TEST(sigkill_at_random_points_leaks_no_frame, .timeout = 240)
 	srand(seed);
 	for (int i = 0; i < 40; i++) {
 		/* a survivor beside the victim: it notices nothing */
-		pid_t pid = spawn(argv, NULL, NULL), other = i % 8 ? -1 : spawn(argv, NULL, NULL);
+		pid_t pid = spawn(i % 2 ? churn : argv, NULL, NULL);
+		pid_t other = i % 8 ? -1 : spawn(argv, NULL, NULL);
 		double ms;
 
-		/* from the attach on: creates, lease batches, balloon, destroys, returns */
-		usleep((useconds_t)(rand() % 200000));
+		/*
+		 * from the attach on: creates, lease batches, balloon, destroys, returns; and
+		 * in a churn round's half second also reports in flight and moves
+		 */
+		usleep((useconds_t)(rand() % (i % 2 ? 600000 : 200000)));
 		kill(pid, SIGKILL);
 		cr_assert_eq(wait_exit(pid), 128 + SIGKILL, "seed %u: the client ended first",
 			     seed);
@@ -570,5 +575,70 @@ HP_TEST(a_destroy_never_gives_back_what_another_create_leased, .timeout = 120)
 		cr_assert_eq(c[i].failed, 0, "%u of %u creates of %lu MiB failed: %s", c[i].failed,
 			     c[i].rounds, (unsigned long)c[i].mib, strerror(c[i].err));
 	cr_assert_eq(service_stat(hp).leased_frames, 0u);
+	gfa_hostpool_detach(hp);
+}
+
+struct churn_client {
+	pid_t pid;
+	int out;
+	unsigned long rounds, collapses, reported, lost, nowp;
+};
+
+/* A churn client's exit and its tally line. */
+static void churn_collect(struct churn_client *c, int i)
+{
+	char buf[256];
+	ssize_t n = read(c->out, buf, sizeof(buf) - 1);
+
+	buf[n > 0 ? n : 0] = '\0';
+	close(c->out);
+	cr_assert_eq(wait_exit(c->pid), 0, "churn client %d: %s", i, buf);
+	cr_assert_eq(sscanf(buf, "churn rounds %lu collapses %lu reported %lu lost %lu nowp %lu",
+			    &c->rounds, &c->collapses, &c->reported, &c->lost, &c->nowp),
+		     5, "churn client %d: '%s'", i, buf);
+	cr_assert_eq(c->lost, 0, "churn client %d lost %lu writes", i, c->lost);
+}
+
+/*
+ * Eight VMM processes churn at once for GFA_HOSTPOOL_SOAK_SECS seconds (15 unless set;
+ * make soak-hostpool runs 600): create, writer threads that are not vCPUs, free page
+ * reporting, collapse under the writers, balloon, verify, destroy.  The service's check
+ * stays clean while they run, no write is lost, and once they are gone every frame is
+ * back.
+ */
+HP_TEST(eight_clients_churn_and_lose_nothing, .timeout = 1800)
+{
+	const char *env = getenv("GFA_HOSTPOOL_SOAK_SECS");
+	char secs[16];
+	char *argv[] = { bin("tests/gfa-hostpool-client"), sock, "churn", secs, "8", NULL };
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	struct churn_client c[8];
+	unsigned long rounds = 0, collapses = 0, reported = 0, nowp = 0, checks = 0;
+	uint64_t end;
+	struct gfa_hostpool_stat st;
+
+	snprintf(secs, sizeof(secs), "%s", env ? env : "15");
+	cr_assert_not_null(hp);
+	for (int i = 0; i < 8; i++)
+		c[i].pid = spawn(argv, NULL, &c[i].out);
+	/* the service checks its pool at every stat: conservation while they churn */
+	end = ktime_get_ns() + strtoull(secs, NULL, 10) * 1000000000ULL;
+	for (; ktime_get_ns() < end; checks++) {
+		service_stat(hp);
+		usleep(250000);
+	}
+	for (int i = 0; i < 8; i++) {
+		churn_collect(&c[i], i);
+		rounds += c[i].rounds, collapses += c[i].collapses;
+		reported += c[i].reported, nowp += c[i].nowp;
+	}
+	wait_all_back(hp);
+	st = service_stat(hp);
+	cr_assert_eq(st.malformed + st.refused + st.denied, 0u);
+	cr_assert_geq(rounds, 8u);
+	cr_assert(collapses > 0 || nowp == rounds, "no collapse in %lu rounds", rounds);
+	cr_log_info("hostpool churn: 8 clients, %s s, %lu rounds, %lu collapses, %lu frames "
+		    "reported, 0 writes lost, %lu clean checks",
+		    secs, rounds, collapses, reported, checks);
 	gfa_hostpool_detach(hp);
 }

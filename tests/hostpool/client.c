@@ -8,6 +8,12 @@
  *   inflate MIB    balloon out the guest's first MIB; deflate MIB gives it back
  *   destroy        destroy the guest
  *   loop N MIB     N times: create, inflate half, deflate, verify, destroy
+ *   churn SECS MIB for SECS seconds, rounds of: create (every other one small-only),
+ *                  two writer threads over the second half, free page reporting of a
+ *                  quarter, collapse (moves) under the writers, inflate and deflate of
+ *                  the first half, verify, destroy; prints "churn rounds R collapses C
+ *                  reported F lost L nowp W" (W rounds without write protection, so
+ *                  without collapse) and fails on a lost write
  *   ready          print "ready" (the test's sync point)
  *   hold           wait until stdin closes (the test kills it there or closes it)
  *   stat           print "mine FRAMES" (what the service leases us)
@@ -20,6 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <gfa/vmm.h>
+#include "common/ktime.h"
+#include "refvmm/guest_writers.h"
 
 #define MiB  (1ULL << 20)
 #define PAGE 4096ULL
@@ -35,9 +43,9 @@ static int fail(const char *what, int err)
 	return 1;
 }
 
-static int op_create(uint64_t mib)
+static int create_guest(uint64_t mib, bool small_only)
 {
-	struct gfa_guest_config cfg = { .mem_bytes = mib * MiB };
+	struct gfa_guest_config cfg = { .mem_bytes = mib * MiB, .small_only = small_only };
 	unsigned char *p;
 
 	g = gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg);
@@ -57,14 +65,25 @@ static int op_create(uint64_t mib)
 	return 0;
 }
 
-static int op_verify(void)
+static int op_create(uint64_t mib)
+{
+	return create_guest(mib, false);
+}
+
+/* [from, to) of the guest still holds the stamps written there. */
+static int verify_range(uint64_t from, uint64_t to)
 {
 	const unsigned char *p = gfa_guest_hva(g);
 
-	for (uint64_t off = ballooned; off < g_bytes; off += PAGE)
+	for (uint64_t off = from; off < to; off += PAGE)
 		if (p[off] != stamp || p[off + PAGE - 1] != stamp)
 			return fail("verify: a page lost what was written", GFA_ECORRUPT);
 	return 0;
+}
+
+static int op_verify(void)
+{
+	return verify_range(ballooned, g_bytes);
 }
 
 static int op_balloon(uint64_t mib, bool inflate)
@@ -110,6 +129,88 @@ static int op_loop(uint64_t n, uint64_t mib)
 	return err;
 }
 
+struct churn_tally {
+	uint64_t rounds, collapses, reported, lost, nowp;
+};
+
+static void report_done(void *cookie, int result)
+{
+	__atomic_store_n((int *)cookie, result ? result : 1, __ATOMIC_RELEASE);
+}
+
+/* Free page reporting of the guest's first quarter, waited for: 0 or a GFA_E*. */
+static int report_quarter(struct churn_tally *t)
+{
+	struct gfa_free_report *rep = gfa_guest_report_create(gfa_hostpool_backing(hp), g);
+	struct gfa_gpa_range r = { 0, g_bytes / 4 };
+	int done = 0, err;
+
+	if (!rep)
+		return fail("report_create", -errno);
+	err = gfa_guest_report_free(rep, &r, 1, report_done, &done);
+	if (!err)
+		err = gfa_guest_report_flush(rep, 10000);
+	gfa_guest_report_destroy(rep);
+	if (err)
+		return fail("report", err);
+	if (__atomic_load_n(&done, __ATOMIC_ACQUIRE) != 1)
+		return fail("report: the request failed", done);
+	t->reported += r.len / PAGE;
+	return 0;
+}
+
+/*
+ * One churn round on a fresh guest: the writers are threads that are not vCPUs, as a
+ * VMM's device threads are, on the half no balloon or report touches.
+ */
+static int churn_round(uint64_t mib, struct churn_tally *t)
+{
+	static const enum gw_kind stores[] = { GW_STORE, GW_STORE };
+	static struct gw_set ws; /* (2 MiB of slow-write records: not on the stack) */
+	struct gfa_guest_stat gs;
+	uint64_t half;
+	int err, n;
+
+	err = create_guest(mib, t->rounds & 1);
+	if (err)
+		return err;
+	half = g_bytes / 2;
+	if (gw_start(&ws, (char *)gfa_guest_hva(g) + half, half, 2, stores))
+		return fail("writers", GFA_ENOMEM);
+	err = report_quarter(t);
+	/* without write protection a collapse would need a pause op this VMM lacks */
+	n = err || gfa_guest_stat(g, &gs) || gs.wp_errno ? 0 : gfa_guest_collapse(g, 64);
+	t->nowp += !err && gs.wp_errno;
+	if (n < 0)
+		err = fail("collapse", n);
+	err = err ? err : op_balloon(mib / 2, true);
+	err = err ? err : op_balloon(mib / 2, false);
+	t->lost += gw_stop(&ws);
+	err = err ? err : verify_range(0, half);
+	if (!err && !gfa_guest_stat(g, &gs))
+		t->collapses += gs.collapses;
+	op_destroy();
+	t->rounds++;
+	return err;
+}
+
+static int op_churn(uint64_t secs, uint64_t mib)
+{
+	uint64_t end = ktime_get_ns() + secs * 1000000000ULL;
+	struct churn_tally t = { 0 };
+	int err = 0;
+
+	while (!err && ktime_get_ns() < end)
+		err = churn_round(mib, &t);
+	printf("churn rounds %lu collapses %lu reported %lu lost %lu nowp %lu\n",
+	       (unsigned long)t.rounds, (unsigned long)t.collapses, (unsigned long)t.reported,
+	       (unsigned long)t.lost, (unsigned long)t.nowp);
+	fflush(stdout);
+	if (!err && t.lost)
+		err = fail("churn: writes lost under moves", GFA_ECORRUPT);
+	return err;
+}
+
 static int op_hold(void)
 {
 	char c;
@@ -147,6 +248,8 @@ int main(int argc, char **argv)
 			err = op_destroy();
 		else if (!strcmp(op, "loop") && !g)
 			err = op_loop(a, b), i += 2;
+		else if (!strcmp(op, "churn") && !g)
+			err = op_churn(a, b), i += 2;
 		else if (!strcmp(op, "ready"))
 			printf("ready\n"), fflush(stdout);
 		else if (!strcmp(op, "hold"))
