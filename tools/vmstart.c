@@ -45,8 +45,14 @@ int cmd_vmstart(int argc, char **argv)
 		fprintf(r->csv, "kind,memory,phase,round,vm,ms_or_t,huge_pct\n");
 	}
 	r->t0 = now_ms();
-	ret = vmstart_scenario(r);
-	vmstart_teardown(r);
+	if (r->o.runner_fd >= 0)
+		ret = vmstart_socket_runner(r);
+	else if (r->o.socket)
+		ret = vmstart_socket(r);
+	else
+		ret = vmstart_scenario(r);
+	if (!r->o.socket)
+		vmstart_teardown(r);
 	hostfacts_shmem_thp_restore();
 	if (r->csv)
 		fclose(r->csv);

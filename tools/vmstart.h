@@ -10,6 +10,7 @@
  *   vmstart_baseline.c  the same starts on the kernel's memory
  *   vmstart_report.c    samples, percentiles, snapshots and the summary
  *   vmstart_plot.c      --plot through gnuplot
+ *   vmstart_socket.c    --socket: each VM in its own process on a host pool service
  *   hostfacts.c         the host's THP settings, available memory, KVM
  */
 #ifndef GFACTL_VMSTART_H
@@ -34,6 +35,10 @@ struct vmstart_opts {
 	uint64_t vms, vcpus, mem, pool, rounds, proactiveness;
 	enum gfa_vm_kvm kvm;
 	const char *csv, *plot, *stat_file, *libvirt, *domain, *domain_xml;
+	const char *socket; /* --socket: each VM in its own process on that gfad */
+	int runner_fd;      /* the per-VM process (internal --runner): its report socket */
+	unsigned int runner_vm;
+	uint32_t given; /* the options given, a bit each (vmstart_opts.c) */
 	bool json, no_baseline, quiet, host_thp_keep, lazy;
 };
 
@@ -93,6 +98,12 @@ void vmstart_teardown(struct run *r);
 int vmstart_start_vm(struct run *r, unsigned int i, const char *phase, unsigned int round);
 void vmstart_record_share(struct run *r);
 int vmstart_churn(struct run *r);
+
+/* ---- --socket (vmstart_socket.c) ---- */
+/* The VMs each in a process of its own on the gfad at o.socket: 0, -1 on failure. */
+int vmstart_socket(struct run *r);
+/* The process of one VM (--runner): the exit code. */
+int vmstart_socket_runner(struct run *r);
 
 /* ---- kernel baselines (vmstart_baseline.c) ---- */
 int vmstart_baselines(struct run *r);

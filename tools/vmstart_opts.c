@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tools/vmstart.h"
+#include "common/compiler.h"
 
 static void vm_help(void)
 {
@@ -39,6 +40,12 @@ static void vm_help(void)
 	       "  --lazy              lazy guests: RAM taken at first touch (the start then\n"
 	       "                      includes the first touch of all of it, as the full one\n"
 	       "                      includes taking and zeroing it)\n"
+	       "  --socket PATH       each VM in a process of its own, attached to the host pool\n"
+	       "                      service (gfad) at PATH: no pool of vmstart's own, no churn\n"
+	       "                      or baselines; reports each start and the frames the\n"
+	       "                      service leases before, while and after the VMs run\n"
+	       "                      (not with --pool, --rounds, --proactiveness, --lazy,\n"
+	       "                      --plot, --stat-file or --json)\n"
 	       "exit status: 0 ok, 1 failure, 2 bad usage or more memory than the host has\n"
 	       "available (the pool, and the kernel baselines' VMs beside it, within 80%%)\n",
 	       default_stat_file());
@@ -78,6 +85,8 @@ enum {
 	OPT_NO_BASELINE,
 	OPT_QUIET,
 	OPT_LAZY,
+	OPT_SOCKET,
+	OPT_RUNNER,
 };
 
 static const struct option vmstart_options[] = {
@@ -99,6 +108,9 @@ static const struct option vmstart_options[] = {
 	{ "no-baseline", no_argument, NULL, OPT_NO_BASELINE },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
 	{ "lazy", no_argument, NULL, OPT_LAZY },
+	{ "socket", required_argument, NULL, OPT_SOCKET },
+	/* internal: the per-VM process --socket runs (vmstart_socket.c), "FD,VM" */
+	{ "runner", required_argument, NULL, OPT_RUNNER },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -151,6 +163,19 @@ static bool apply_opt(int c, const char *v, struct vmstart_opts *o)
 	case OPT_LAZY:
 		o->lazy = true;
 		return true;
+	case OPT_SOCKET:
+		if (!*v) {
+			fprintf(stderr, "gfactl vmstart: --socket needs a path\n");
+			return false;
+		}
+		o->socket = v;
+		return true;
+	case OPT_RUNNER:
+		if (sscanf(v, "%d,%u", &o->runner_fd, &o->runner_vm) != 2 || o->runner_fd < 0) {
+			fprintf(stderr, "gfactl vmstart: --runner: internal, FD,VM\n");
+			return false;
+		}
+		return true;
 	case OPT_HOST_THP:
 		if (!strcmp(v, "advise") || !strcmp(v, "keep")) {
 			o->host_thp_keep = !strcmp(v, "keep");
@@ -173,6 +198,7 @@ static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
 				    .mem = 128 * MiB,
 				    .rounds = 3,
 				    .proactiveness = 20,
+				    .runner_fd = -1,
 				    .stat_file = default_stat_file() };
 	optind = 1; /* (gfactl's dispatcher may have run getopt already) */
 	opterr = 1;
@@ -181,6 +207,8 @@ static int parse_opts(int argc, char **argv, struct vmstart_opts *o)
 			vm_help();
 			return 1;
 		}
+		if (c >= OPT_VMS && c <= OPT_RUNNER)
+			o->given |= 1u << (c - OPT_VMS);
 		if (c == '?' || !apply_opt(c, optarg, o)) {
 			if (c == '?')
 				fprintf(stderr, "gfactl vmstart: see --help\n");
@@ -289,13 +317,49 @@ static bool sizes_usable(const struct vmstart_opts *o)
 	return true;
 }
 
+/*
+ * --socket: the options of vmstart's own pool, churn and snapshots have nothing to act
+ * on, and lazy guests on a host pool client are not built: refused, each by name.
+ */
+static bool socket_usable(const struct vmstart_opts *o)
+{
+	static const struct {
+		int opt;
+		const char *name, *why;
+	} no[] = {
+		{ OPT_POOL, "--pool", "the service's --mem sizes the pool" },
+		{ OPT_ROUNDS, "--rounds", "no churn runs on a host pool client" },
+		{ OPT_PROACTIVENESS, "--proactiveness", "compaction is the service's" },
+		{ OPT_LAZY, "--lazy", "lazy guests on a host pool client are not built" },
+		{ OPT_PLOT, "--plot", "the plot is of churn, which does not run" },
+		{ OPT_STAT_FILE, "--stat-file", "use gfactl stat --socket PATH" },
+		{ OPT_JSON, "--json", "use gfactl stat --socket PATH" },
+	};
+
+	if (!o->socket) {
+		if (o->given & (1u << (OPT_RUNNER - OPT_VMS))) {
+			fprintf(stderr, "gfactl vmstart: --runner is internal to --socket\n");
+			return false;
+		}
+		return true;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(no); i++) {
+		if (o->given & (1u << (no[i].opt - OPT_VMS))) {
+			fprintf(stderr, "gfactl vmstart: %s does not go with --socket: %s\n",
+				no[i].name, no[i].why);
+			return false;
+		}
+	}
+	return true;
+}
+
 int vmstart_opts_parse(int argc, char **argv, struct vmstart_opts *o)
 {
 	int ret = parse_opts(argc, argv, o);
 
 	if (ret)
 		return ret > 0 ? 1 : 2;
-	if (apply_domain(o) || !sizes_usable(o))
+	if (!socket_usable(o) || apply_domain(o) || !sizes_usable(o))
 		return 2;
 	/* --plot is checked before the run, not after it */
 	if (o->plot && !vmstart_plot_usable(o->plot))
