@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <gfa/refvmm.h>
 #include <gfa/vmm.h>
 #include "common/ktime.h"
 #include "refvmm/guest_writers.h"
@@ -641,4 +642,70 @@ HP_TEST(eight_clients_churn_and_lose_nothing, .timeout = 1800)
 		    "reported, 0 writes lost, %lu clean checks",
 		    secs, rounds, collapses, reported, checks);
 	gfa_hostpool_detach(hp);
+}
+
+/* Run cmd (stderr with stdout) into out: its exit status. */
+static int run_cmd(const char *cmd, char *out, size_t size)
+{
+	char full[1024];
+	size_t n;
+	FILE *f;
+	int st;
+
+	snprintf(full, sizeof(full), "%s 2>&1", cmd);
+	f = popen(full, "r");
+	cr_assert_not_null(f);
+	n = fread(out, 1, size - 1, f);
+	out[n] = '\0';
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * gfactl vmstart --socket: three VMs, each in a process of its own (fork and exec of
+ * gfactl's runner), on the service's frames; KVM guests that boot and check their
+ * memory where KVM runs (the QEMU harness), host-thread vCPUs elsewhere.  The service
+ * leased exactly their memory while they ran, and has all of it back after.
+ */
+HP_TEST(gfactl_vmstart_runs_each_vm_in_its_own_process, .timeout = 300)
+{
+	char cmd[700], out[1 << 16], why[256];
+	unsigned long running, after, procs;
+	const char *res;
+	int kvm;
+
+	snprintf(cmd, sizeof(cmd), "%s vmstart --socket %s --vms 3 --mem 32M --kvm auto --quiet",
+		 bin("gfactl"), sock);
+	cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 0, "%s", out);
+	res = strstr(out, "RESULT vmstart_socket ");
+	cr_assert_not_null(res, "%s", out);
+	cr_assert_eq(sscanf(strstr(res, "leased_running="),
+			    "leased_running=%lu leased_after=%lu "
+			    "processes=%lu kvm=%d",
+			    &running, &after, &procs, &kvm),
+		     4, "%s", res);
+	cr_assert_eq(procs, 3u);
+	cr_assert_eq(running, 3 * 32 * MiB / 4096, "%s", res);
+	cr_assert_eq(after, 0u, "%s", res);
+	cr_assert_eq(kvm, gfa_kvm_available(why, sizeof(why)) ? 1 : 0, "%s (%s)", res, why);
+	cr_assert_not_null(strstr(out, "check clean"), "%s", out);
+}
+
+/* Without a service, or with options that have nothing to act on there: a clear refusal. */
+Test(hostpool, gfactl_vmstart_socket_refuses_clearly, .timeout = 60)
+{
+	char cmd[700], out[4096];
+
+	snprintf(cmd, sizeof(cmd), "%s vmstart --socket /nonexistent/gfad.sock --vms 1",
+		 bin("gfactl"));
+	cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 1, "%s", out);
+	cr_assert_not_null(strstr(out, "No such file or directory (is gfad running there?)"), "%s",
+			   out);
+	snprintf(cmd, sizeof(cmd), "%s vmstart --socket /nonexistent/gfad.sock --lazy",
+		 bin("gfactl"));
+	cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 2, "%s", out);
+	cr_assert_not_null(strstr(out, "--lazy does not go with --socket"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s vmstart --runner 3,0", bin("gfactl"));
+	cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 2, "%s", out);
+	cr_assert_not_null(strstr(out, "--runner is internal to --socket"), "%s", out);
 }

@@ -863,12 +863,14 @@ static const char *const vmt_all_tests[] = {
 	"vm/lazy_guest_is_backed_by_its_vcpus_first_touches",
 };
 /*
- * Write-protected moves on the guest's kernel too (Debian's 6.1, which protects
- * within one mapping at a time), in the same boot: writers lose nothing there either.
+ * In the same boot: write-protected moves on the guest's kernel too (Debian's 6.1,
+ * which protects within one mapping at a time), where writers lose nothing either; and
+ * gfactl vmstart --socket's VMs in processes of their own booting under KVM.
  */
-static const char *const vmt_moves_tests[] = {
+static const char *const vmt_same_boot_tests[] = {
 	"moves/collapse_loses_no_store",
 	"moves/compaction_loses_no_read_or_io_uring_write",
+	"hostpool/gfactl_vmstart_runs_each_vm_in_its_own_process",
 };
 
 /*
@@ -905,8 +907,8 @@ Test(vm_qemu, in_qemu)
 		nr = ARRAY_SIZE(vmt_all_tests);
 	}
 	off = (size_t)snprintf(filter, sizeof(filter), "@(");
-	for (size_t i = 0; i < nr + 2; i++) {
-		const char *t = i < nr ? list[i] : vmt_moves_tests[i - nr];
+	for (size_t i = 0; i < nr + ARRAY_SIZE(vmt_same_boot_tests); i++) {
+		const char *t = i < nr ? list[i] : vmt_same_boot_tests[i - nr];
 
 		off += (size_t)snprintf(filter + off, sizeof(filter) - off, "%s%s", i ? "|" : "",
 					t);

@@ -346,7 +346,7 @@ int vmstart_socket(struct run *r)
 	if (!hp) {
 		int e = errno;
 
-		fprintf(stderr, "gfactl vmstart: --socket %s: %s%s\n", r->o.socket, gfa_strerror(e),
+		fprintf(stderr, "gfactl vmstart: --socket %s: %s%s\n", r->o.socket, strerror(e),
 			e == ENOENT || e == ECONNREFUSED ? " (is gfad running there?)" :
 			e == EACCES                      ? " (the service does not admit this "
 							   "uid or gid: gfad --allow-uid/--allow-gid)" :
