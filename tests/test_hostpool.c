@@ -709,3 +709,81 @@ Test(hostpool, gfactl_vmstart_socket_refuses_clearly, .timeout = 60)
 	cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 2, "%s", out);
 	cr_assert_not_null(strstr(out, "--runner is internal to --socket"), "%s", out);
 }
+
+/* Until the service's claims are down to `frames` (1 s at most): the stat then. */
+static struct gfa_hostpool_stat wait_claimed(struct gfa_hostpool *hp, uint64_t frames)
+{
+	struct gfa_hostpool_stat st = service_stat(hp);
+
+	for (int i = 0; i < 1000 && st.claimed_frames > frames; i++) {
+		usleep(1000);
+		st = service_stat(hp);
+	}
+	return st;
+}
+
+/*
+ * Claims across processes: a client that claimed 192 MiB of the 256 keeps a second
+ * client's 128 MiB start out (a 32 MiB one fits beside it) and starts its own 128 MiB
+ * guest within its claim; once it is gone, killed or not, the claim is too.
+ */
+HP_TEST(a_claim_keeps_other_clients_out, .timeout = 120)
+{
+	char *argv[] = { bin("tests/gfa-hostpool-client"),
+			 sock,
+			 "claim",
+			 "192",
+			 "ready",
+			 "hold",
+			 "create",
+			 "128",
+			 "verify",
+			 "destroy",
+			 NULL };
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	const uint64_t claim = 192 * MiB / 4096;
+	char line[16];
+	int in, out;
+	pid_t pid;
+
+	cr_assert_not_null(hp);
+	for (int round = 0; round < 2; round++) {
+		pid = spawn(argv, &in, &out);
+		cr_assert_gt(read(out, line, sizeof(line)), 0, "the claiming client did not start");
+		cr_assert_eq(service_stat(hp).claimed_frames, claim);
+		cr_assert_eq(run_client("create 128"), 1, "a start beyond the unclaimed frames");
+		cr_assert_eq(run_client("create 32 verify destroy"), 0);
+		cr_assert_eq(service_stat(hp).claimed_frames, claim, "the others took none of it");
+		if (round)
+			kill(pid, SIGKILL);
+		close(in);
+		cr_assert_eq(wait_exit(pid), round ? 128 + SIGKILL : 0, "the claiming client");
+		close(out);
+		cr_assert_eq(wait_claimed(hp, 0).claimed_frames, 0u, "its claim went with it");
+		wait_all_back(hp);
+	}
+	cr_assert_eq(run_client("create 128 verify destroy"), 0);
+	gfa_hostpool_detach(hp);
+}
+
+/* The claim calls' errors, each counted by the service and changing nothing. */
+HP_TEST(claim_calls_refuse_bad_requests, .timeout = 60)
+{
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	uint64_t refused;
+
+	cr_assert_not_null(hp);
+	refused = service_stat(hp).refused;
+	cr_assert_eq(gfa_hostpool_claim(NULL, 0, 1), GFA_EFAULT);
+	cr_assert_eq(gfa_hostpool_claim(hp, 0, 0), GFA_EINVAL);
+	cr_assert_eq(gfa_hostpool_claim(hp, 1, 1), GFA_ERANGE);
+	cr_assert_eq(gfa_hostpool_claim(hp, 0, POOL_MIB * MiB / 4096 + 1), GFA_ENOSPC);
+	cr_assert_eq(gfa_hostpool_unclaim(hp, 0), GFA_ENOTFOUND);
+	cr_assert_eq(service_stat(hp).refused, refused + 2, "the two the service saw");
+	cr_assert_eq(gfa_hostpool_claim(hp, 0, 1000), 0);
+	cr_assert_eq(gfa_hostpool_claim(hp, 0, 1000), GFA_EEXIST);
+	cr_assert_eq(service_stat(hp).claimed_frames, 1000u);
+	cr_assert_eq(gfa_hostpool_unclaim(hp, 0), 1000);
+	cr_assert_eq(service_stat(hp).claimed_frames, 0u);
+	gfa_hostpool_detach(hp);
+}

@@ -469,6 +469,48 @@ struct gfa_backing *gfa_hostpool_backing(const struct gfa_hostpool *hp)
 }
 
 /* The text in the memfd fd into text (NUL-terminated): its length. */
+/* One claim request (HP_CLAIM or HP_UNCLAIM): the service's result, *left its arg[0]. */
+static int claim_call(struct gfa_hostpool *hp, uint16_t type, unsigned int zone, uint64_t frames,
+		      uint64_t *left)
+{
+	struct hp_msg req = { .type = type, .zone = zone }, rep = { 0 };
+	int err;
+
+	if (zone >= gfa_pool_nr_zones(hp->pool))
+		return GFA_ERANGE;
+	req.arg[0] = frames;
+	pthread_mutex_lock(&hp->lock);
+	err = hp_call(hp, &req, &rep, NULL, NULL);
+	pthread_mutex_unlock(&hp->lock);
+	if (!err)
+		err = rep.result;
+	if (!err)
+		*left = rep.arg[0];
+	return err;
+}
+
+int gfa_hostpool_claim(struct gfa_hostpool *hp, unsigned int zone, uint64_t nr_frames)
+{
+	uint64_t left;
+
+	if (!hp)
+		return GFA_EFAULT;
+	if (!nr_frames)
+		return GFA_EINVAL;
+	return claim_call(hp, HP_CLAIM, zone, nr_frames, &left);
+}
+
+int64_t gfa_hostpool_unclaim(struct gfa_hostpool *hp, unsigned int zone)
+{
+	uint64_t left = 0;
+	int err;
+
+	if (!hp)
+		return GFA_EFAULT;
+	err = claim_call(hp, HP_UNCLAIM, zone, 0, &left);
+	return err ? err : (int64_t)left;
+}
+
 static int read_text(int fd, char *text, size_t len)
 {
 	off_t size = lseek(fd, 0, SEEK_END);
@@ -511,6 +553,7 @@ int gfa_hostpool_stat(struct gfa_hostpool *hp, struct gfa_hostpool_stat *st, cha
 		st->denied = rep.pfn[HP_ST_DENIED];
 		st->gone_frames = rep.pfn[HP_ST_GONE_FRAMES];
 		st->dirty_frames = rep.pfn[HP_ST_DIRTY];
+		st->claimed_frames = rep.pfn[HP_ST_CLAIMED];
 		st->check = rep.result;
 		err = read_text(fds[0], text, len);
 	}

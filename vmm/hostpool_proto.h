@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 #define HP_MAGIC       0x68616667u /* "gfah" little endian */
-#define HP_VERSION     1u
-#define HP_MAX_PFNS    256u /* leases per message: 512 MiB */
+#define HP_VERSION     2u          /* 2: claims */
+#define HP_MAX_PFNS    256u        /* leases per message: 512 MiB */
 #define HP_LEASE_ORDER 9u
 #define HP_PFN_DIRTY   1ull /* lease reply: the block may hold data */
 
@@ -24,6 +24,8 @@ enum hp_type {
 	HP_STAT,      /* -> the service's counters (arg[], pfn[]) and result: its check;
 			 * a memfd with the text (buddyinfo, pagetypeinfo, vmstat) rides along */
 	HP_REFUSED,   /* service -> client only: not admitted (result) then closed */
+	HP_CLAIM,     /* zone, arg[0] frames -> result: gfa_zone_claim() for the client */
+	HP_UNCLAIM,   /* zone -> arg[0] the frames it did not use, or result */
 	HP_NR_TYPES
 };
 
@@ -54,6 +56,7 @@ enum hp_stat_slot {
 	HP_ST_GONE_FRAMES,
 	HP_ST_MINE,
 	HP_ST_DIRTY,
+	HP_ST_CLAIMED, /* all clients' claims, every zone */
 	HP_ST_NR
 };
 

@@ -33,6 +33,7 @@
 #define LEASE_FRAMES (1ull << HP_LEASE_ORDER)
 #define OWNER_BASE   (3ull << 56) /* owner cookies of leases: base + client serial */
 #define TEXT_MAX     (256u << 10)
+_Static_assert(GFA_MAX_ZONES <= 64, "a client's claimed zones are one word's bits");
 
 struct hps_client {
 	unsigned int slot;
@@ -41,7 +42,8 @@ struct hps_client {
 	uid_t uid;
 	int fd; /* hps_serve's connection, -1 for a handler-only client */
 	bool hello;
-	uint64_t leased; /* frames */
+	uint64_t leased;  /* frames */
+	uint64_t claimed; /* the zones it has a claim on, a bit each (GFA_MAX_ZONES) */
 };
 
 struct hps {
@@ -178,6 +180,12 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
 {
 	uint64_t before = c->leased;
 
+	/* its claims go with it: what they still reserve is anyone's again */
+	for (unsigned int z = 0; z < s->nr_zones; z++)
+		if (c->claimed & (1ull << z))
+			(void)gfa_zone_unclaim(s->cfg.pool, z, client_owner(c));
+	c->claimed = 0;
+
 	for (uint64_t i = 0; s->lease && c->leased && i <= s->nr_pfns / LEASE_FRAMES; i++)
 		if (s->lease[i] == c->slot + 1)
 			lease_free(s, c, i * LEASE_FRAMES);
@@ -223,6 +231,9 @@ void hps_stat(struct hps *s, struct hps_stat *st)
 			free_frames += zs.nr_free + zs.nr_inflight;
 	}
 	s->st.v[HP_ST_FREE] = free_frames;
+	s->st.v[HP_ST_CLAIMED] = 0;
+	for (unsigned int z = 0; z < s->nr_zones; z++)
+		s->st.v[HP_ST_CLAIMED] += gfa_zone_claimed(s->cfg.pool, z);
 	s->st.v[HP_ST_DIRTY] = gfa_backing_nr_dirty(s->cfg.b);
 	*st = s->st;
 }
@@ -248,14 +259,19 @@ static int handle_hello(struct hps *s, struct hps_client *c, const struct hp_msg
 	return 0;
 }
 
+/* A refused request: counted, its errno in the reply, nothing changed. */
+static int refuse(struct hps *s, struct hp_msg *r, int err)
+{
+	s->st.v[HP_ST_REFUSED]++;
+	r->result = err;
+	return 0;
+}
+
 static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg *m,
 			struct hp_msg *r)
 {
-	if (m->zone >= s->nr_zones || !m->arg[0] || m->arg[0] > HP_MAX_PFNS || m->count) {
-		s->st.v[HP_ST_REFUSED]++;
-		r->result = GFA_EINVAL;
-		return 0;
-	}
+	if (m->zone >= s->nr_zones || !m->arg[0] || m->arg[0] > HP_MAX_PFNS || m->count)
+		return refuse(s, r, GFA_EINVAL);
 	s->st.v[HP_ST_LEASE_MSGS]++;
 	while (r->count < m->arg[0]) {
 		int64_t pfn = gfa_alloc(s->cfg.pool, m->zone, HP_LEASE_ORDER, GFA_MT_MOVABLE,
@@ -275,6 +291,39 @@ static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg
 				 0);
 	}
 	r->result = r->count ? 0 : GFA_ENOMEM;
+	return 0;
+}
+
+/*
+ * Claims are the service pool's own (gfa_zone_claim), one owner per client: its leases
+ * draw from its claim, other clients' leases cannot eat into it.
+ */
+static int handle_claim(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+			struct hp_msg *r)
+{
+	int err;
+
+	if (m->zone >= s->nr_zones || !m->arg[0] || m->count || m->arg[1])
+		return refuse(s, r, GFA_EINVAL);
+	err = gfa_zone_claim(s->cfg.pool, m->zone, client_owner(c), m->arg[0]);
+	if (err)
+		return refuse(s, r, err);
+	c->claimed |= 1ull << m->zone;
+	return 0;
+}
+
+static int handle_unclaim(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+			  struct hp_msg *r)
+{
+	int64_t left;
+
+	if (m->zone >= s->nr_zones || m->count || m->arg[0])
+		return refuse(s, r, GFA_EINVAL);
+	left = gfa_zone_unclaim(s->cfg.pool, m->zone, client_owner(c));
+	if (left < 0)
+		return refuse(s, r, (int)left);
+	c->claimed &= ~(1ull << m->zone);
+	r->arg[0] = (uint64_t)left;
 	return 0;
 }
 
@@ -300,11 +349,8 @@ static int handle_return(struct hps *s, struct hps_client *c, const struct hp_ms
 
 	for (uint32_t i = 0; !err && i < m->count; i++)
 		err = return_check(s, c, m, i);
-	if (err) {
-		s->st.v[HP_ST_REFUSED]++;
-		r->result = err;
-		return 0;
-	}
+	if (err)
+		return refuse(s, r, err);
 	s->st.v[HP_ST_RETURN_MSGS]++;
 	for (uint32_t i = 0; i < m->count; i++)
 		lease_free(s, c, m->pfn[i]);
@@ -335,12 +381,12 @@ static int stat_text(struct hps *s, int check, const char *why)
 	len += text_part(s, len, TEXT_MAX / 2, "\n# pagetypeinfo\n", gfa_pool_pagetypeinfo);
 	len += text_part(s, len, TEXT_MAX / 8, "\n# vmstat\n", gfa_pool_vmstat_text);
 	n = snprintf(s->text + len, TEXT_MAX - len,
-		     "\n# hostpool\nclients %lu leased_frames %lu free_frames %lu malformed %lu "
-		     "refused %lu denied %lu\ncheck %s\n",
+		     "\n# hostpool\nclients %lu leased_frames %lu free_frames %lu "
+		     "claimed_frames %lu malformed %lu refused %lu denied %lu\ncheck %s\n",
 		     (unsigned long)s->st.v[HP_ST_CLIENTS], (unsigned long)s->st.v[HP_ST_LEASED],
-		     (unsigned long)s->st.v[HP_ST_FREE], (unsigned long)s->st.v[HP_ST_MALFORMED],
-		     (unsigned long)s->st.v[HP_ST_REFUSED], (unsigned long)s->st.v[HP_ST_DENIED],
-		     check ? why : "clean");
+		     (unsigned long)s->st.v[HP_ST_FREE], (unsigned long)s->st.v[HP_ST_CLAIMED],
+		     (unsigned long)s->st.v[HP_ST_MALFORMED], (unsigned long)s->st.v[HP_ST_REFUSED],
+		     (unsigned long)s->st.v[HP_ST_DENIED], check ? why : "clean");
 	len += n > 0 ? (size_t)n : 0;
 	if (len > TEXT_MAX)
 		len = TEXT_MAX;
@@ -405,6 +451,12 @@ int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
 		break;
 	case HP_RETURN:
 		err = handle_return(s, c, m, reply);
+		break;
+	case HP_CLAIM:
+		err = handle_claim(s, c, m, reply);
+		break;
+	case HP_UNCLAIM:
+		err = handle_unclaim(s, c, m, reply);
 		break;
 	default:
 		err = handle_stat(s, c, m, reply, fds, nr_fds, close_fd);

@@ -1315,7 +1315,8 @@ struct gfa_hostpool_stat {
 					 * zeroes what clients gave back while idle) */
 	int32_t check;          /* the service's gfa_backing_check(): 0 is clean */
 	uint32_t pad;
-	uint64_t reserved[3]; /* zero */
+	uint64_t claimed_frames; /* still claimed by all clients (gfa_hostpool_claim()) */
+	uint64_t reserved[2];    /* zero */
 };
 
 /**
@@ -1332,6 +1333,37 @@ struct gfa_hostpool_stat {
  */
 int gfa_hostpool_stat(struct gfa_hostpool *hp, struct gfa_hostpool_stat *st, char *text,
 		      size_t len);
+
+/**
+ * gfa_hostpool_claim() - reserve free frames of one of the service's zones for this client
+ * @hp: the handle
+ * @zone: the zone (the client's pool has the service's zones, at the same pfns)
+ * @nr_frames: frames to reserve
+ *
+ * gfa_zone_claim() on the service's pool, this client its owner: while the claim is
+ * outstanding, other clients' leases fail rather than eat into it and this client's
+ * leases (its creates, a collapse's target) draw from it, so VM starts in many
+ * processes cannot overcommit the host pool.  What the leases drew stays drawn (a lease
+ * given back does not refill the claim), as in-process.  The claim goes when the client
+ * detaches, is killed, or unclaims.
+ *
+ * Return: 0, or GFA_EFAULT, GFA_ERANGE (@zone), GFA_EINVAL (@nr_frames 0), GFA_EEXIST
+ * (this client has a claim on @zone), GFA_ENOSPC (more than the zone's unclaimed free
+ * frames, or the zone's claim table is full), GFA_ECONNRESET, GFA_EPROTO.  A refusal is
+ * counted in the service's refused and changes nothing.
+ * Context: any thread.
+ */
+int gfa_hostpool_claim(struct gfa_hostpool *hp, unsigned int zone, uint64_t nr_frames);
+/**
+ * gfa_hostpool_unclaim() - drop this client's claim on a zone of the service
+ * @hp: the handle
+ * @zone: the zone
+ *
+ * Return: the frames the claim still reserved (>= 0), or GFA_EFAULT, GFA_ERANGE,
+ * GFA_ENOTFOUND (no claim of this client's there), GFA_ECONNRESET, GFA_EPROTO.
+ * Context: any thread.
+ */
+int64_t gfa_hostpool_unclaim(struct gfa_hostpool *hp, unsigned int zone);
 
 #ifdef __cplusplus
 }

@@ -4,12 +4,14 @@
  * socket), with a model of every lease.  The input is a program: each byte picks an
  * op - a client connects or goes away, or a client sends a packet: a well formed
  * request built from the bytes that follow (leases of a zone, returns of blocks that
- * are its own, another client's, unaligned, beyond the pool, named twice; a stat), or
- * raw bytes of any length.  After every op the model checks: a packet that does not
- * parse closes its connection (and only it: the harness then frees it as the socket
- * loop does), a refused request changes nothing, every lease the service reports is
- * where the model says, leased + free = all frames, and gfa_backing_check is clean.
- * At the end every client goes: all frames free again.
+ * are its own, another client's, unaligned, beyond the pool, named twice; a stat; a
+ * claim or an unclaim), or raw bytes of any length.  After every op the model checks:
+ * a packet that does not parse closes its connection (and only it: the harness then
+ * frees it as the socket loop does), a refused request changes nothing, a lease gives
+ * exactly the blocks the claims allow, every lease the service reports is where the
+ * model says, every claim is what the model says, leased + free = all frames, and
+ * gfa_backing_check is clean.  At the end every client goes: all frames free again,
+ * no claim left.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -34,6 +36,8 @@ static struct {
 	struct hps_client *c[MAX_CLIENTS];
 	int holder[NR_BLOCKS]; /* model: client index + 1 holding the block, 0 */
 	uint64_t leased;
+	bool has_claim[MAX_CLIENTS][NR_ZONES];
+	uint64_t claim[MAX_CLIENTS][NR_ZONES]; /* frames the claim still reserves */
 	const uint8_t *in;
 	size_t left;
 } M;
@@ -83,6 +87,27 @@ static void setup(void)
 	CHECK(nr_pfns / BLOCK <= NR_BLOCKS, "setup: pfn space");
 }
 
+/* The model's free frames of zone z, and what all claims there reserve. */
+static uint64_t model_free(unsigned int z)
+{
+	uint64_t n = ZONE_BLOCKS * BLOCK;
+
+	for (unsigned int k = 0; k < NR_BLOCKS; k++)
+		if (M.holder[k] && k * BLOCK >= zone_start[z] &&
+		    k * BLOCK < zone_start[z] + ZONE_BLOCKS * BLOCK)
+			n -= BLOCK;
+	return n;
+}
+
+static uint64_t model_claimed(unsigned int z)
+{
+	uint64_t n = 0;
+
+	for (unsigned int i = 0; i < MAX_CLIENTS; i++)
+		n += M.claim[i][z];
+	return n;
+}
+
 /* The service agrees with the model. */
 static void check_all(void)
 {
@@ -95,6 +120,11 @@ static void check_all(void)
 	CHECK(st.v[HP_ST_LEASED] == M.leased, "leased %lu, model %lu",
 	      (unsigned long)st.v[HP_ST_LEASED], (unsigned long)M.leased);
 	CHECK(st.v[HP_ST_LEASED] + st.v[HP_ST_FREE] == st.v[HP_ST_FRAMES], "frames lost");
+	for (unsigned int z = 0; z < NR_ZONES; z++)
+		CHECK(gfa_zone_claimed(pool, z) == model_claimed(z),
+		      "zone %u claimed %lu, model %lu", z, (unsigned long)gfa_zone_claimed(pool, z),
+		      (unsigned long)model_claimed(z));
+	CHECK(st.v[HP_ST_CLAIMED] == model_claimed(0) + model_claimed(1), "claimed in the stat");
 	for (unsigned int i = 0; i < MAX_CLIENTS; i++) {
 		uint64_t n = 0;
 
@@ -110,6 +140,8 @@ static void client_gone(unsigned int i)
 		return;
 	hps_client_gone(srv, M.c[i]);
 	M.c[i] = NULL;
+	memset(M.has_claim[i], 0, sizeof(M.has_claim[i]));
+	memset(M.claim[i], 0, sizeof(M.claim[i]));
 	for (unsigned int k = 0; k < NR_BLOCKS; k++)
 		if (M.holder[k] == (int)i + 1) {
 			M.holder[k] = 0;
@@ -159,12 +191,34 @@ static int model_return(unsigned int i, const struct hp_msg *m)
 	return 0;
 }
 
+/*
+ * The blocks a lease of n in zone z gets (as claim_allows: within its own claim, or
+ * from what no claim reserves), drawing them from i's claim in the model.
+ */
+static uint32_t model_lease(unsigned int i, unsigned int z, uint64_t n)
+{
+	uint64_t free = model_free(z), unclaimed = free - model_claimed(z);
+	uint32_t got = 0;
+
+	for (; got < n && free >= BLOCK; got++) {
+		uint64_t own = M.claim[i][z], take = own < BLOCK ? own : BLOCK;
+
+		if (own < BLOCK && unclaimed < BLOCK - own)
+			break;
+		M.claim[i][z] -= take;
+		unclaimed -= BLOCK - take;
+		free -= BLOCK;
+	}
+	return got;
+}
+
 static void after_lease(unsigned int i, const struct hp_msg *m, const struct hp_msg *r)
 {
 	bool bad = m->zone >= NR_ZONES || !m->arg[0] || m->arg[0] > HP_MAX_PFNS || m->count;
+	uint32_t want = bad ? 0 : model_lease(i, m->zone, m->arg[0]);
 
 	CHECK(!bad || (r->result == GFA_EINVAL && !r->count), "a bad lease was served");
-	CHECK(r->count <= m->arg[0], "more leases than asked");
+	CHECK(r->count == want, "%u leases, the claims allow %u", r->count, want);
 	for (uint32_t j = 0; j < r->count; j++) {
 		uint64_t p = r->pfn[j] & ~HP_PFN_DIRTY;
 
@@ -177,8 +231,48 @@ static void after_lease(unsigned int i, const struct hp_msg *m, const struct hp_
 	}
 }
 
+/* What the model says a claim (or unclaim) of m gives; for an unclaim *left too. */
+static int model_claim(unsigned int i, const struct hp_msg *m, uint64_t *left)
+{
+	unsigned int z = m->zone;
+
+	if (m->type == HP_CLAIM) {
+		if (z >= NR_ZONES || !m->arg[0] || m->arg[1])
+			return GFA_EINVAL;
+		if (M.has_claim[i][z])
+			return GFA_EEXIST;
+		return m->arg[0] > model_free(z) - model_claimed(z) ? GFA_ENOSPC : 0;
+	}
+	if (z >= NR_ZONES || m->arg[0])
+		return GFA_EINVAL;
+	*left = M.claim[i][z];
+	return M.has_claim[i][z] ? 0 : GFA_ENOTFOUND;
+}
+
+static void after_claim(unsigned int i, const struct hp_msg *m, const struct hp_msg *r)
+{
+	uint64_t left = 0;
+	int want = model_claim(i, m, &left);
+
+	CHECK(r->result == want, "%s: %d, model %d", m->type == HP_CLAIM ? "claim" : "unclaim",
+	      r->result, want);
+	if (want)
+		return;
+	if (m->type == HP_CLAIM) {
+		M.has_claim[i][m->zone] = true;
+		M.claim[i][m->zone] = m->arg[0];
+		return;
+	}
+	CHECK(r->arg[0] == left, "unclaim gave back %lu, model %lu", (unsigned long)r->arg[0],
+	      (unsigned long)left);
+	M.has_claim[i][m->zone] = false;
+	M.claim[i][m->zone] = 0;
+}
+
 static void send_packet(unsigned int i)
 {
+	static const uint16_t types[] = { HP_HELLO, HP_LEASE, HP_RETURN,
+					  HP_STAT,  HP_CLAIM, HP_UNCLAIM };
 	static struct hp_msg m, r;
 	int fds[GFA_MAX_ZONES], close_fd, ret, want = 0;
 	unsigned int nr_fds;
@@ -189,7 +283,7 @@ static void send_packet(unsigned int i)
 	m.magic = HP_MAGIC;
 	m.version = HP_VERSION;
 	m.seq = in8();
-	m.type = (uint16_t)(1 + kind % 4);
+	m.type = types[kind % 6];
 	if (m.type == HP_LEASE) {
 		m.zone = in8() % (NR_ZONES + 1);
 		m.arg[0] = in8() % 12;
@@ -198,6 +292,10 @@ static void send_packet(unsigned int i)
 		for (uint32_t j = 0; j < m.count; j++)
 			m.pfn[j] = pick_pfn(i);
 		want = model_return(i, &m);
+	} else if (m.type == HP_CLAIM || m.type == HP_UNCLAIM) {
+		m.zone = in8() % (NR_ZONES + 1);
+		/* frames: none, a few, blocks, beyond the zone; an unclaim's is 0 mostly */
+		m.arg[0] = m.type == HP_CLAIM || in8() < 16 ? (uint64_t)in8() * 24 : 0;
 	}
 	if (kind >= 0xc0) {
 		/* raw: the bytes that follow, at a length that may not be ours */
@@ -218,6 +316,8 @@ static void send_packet(unsigned int i)
 		return; /* parsed after all: no model of what it asked */
 	if (m.type == HP_LEASE)
 		after_lease(i, &m, &r);
+	else if (m.type == HP_CLAIM || m.type == HP_UNCLAIM)
+		after_claim(i, &m, &r);
 	else if (m.type == HP_RETURN) {
 		CHECK(r.result == want, "return: %d, model %d", r.result, want);
 		for (uint32_t j = 0; !want && j < m.count; j++) {
@@ -256,5 +356,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		client_gone(i);
 	check_all();
 	CHECK(!M.leased, "leases left");
+	CHECK(!model_claimed(0) && !model_claimed(1), "claims left");
 	return 0;
 }

@@ -14,6 +14,7 @@
  *                  the first half, verify, destroy; prints "churn rounds R collapses C
  *                  reported F lost L nowp W" (W rounds without write protection, so
  *                  without collapse) and fails on a lost write
+ *   claim MIB      claim MIB of the service's zone 0 for this client; unclaim drops it
  *   ready          print "ready" (the test's sync point)
  *   hold           wait until stdin closes (the test kills it there or closes it)
  *   stat           print "mine FRAMES" (what the service leases us)
@@ -250,7 +251,15 @@ int main(int argc, char **argv)
 			err = op_loop(a, b), i += 2;
 		else if (!strcmp(op, "churn") && !g)
 			err = op_churn(a, b), i += 2;
-		else if (!strcmp(op, "ready"))
+		else if (!strcmp(op, "claim")) {
+			int r = gfa_hostpool_claim(hp, 0, a * MiB / PAGE);
+
+			err = r ? fail("claim", r) : 0, i++;
+		} else if (!strcmp(op, "unclaim")) {
+			int64_t r = gfa_hostpool_unclaim(hp, 0);
+
+			err = r < 0 ? fail("unclaim", (int)r) : 0;
+		} else if (!strcmp(op, "ready"))
 			printf("ready\n"), fflush(stdout);
 		else if (!strcmp(op, "hold"))
 			err = op_hold();
