@@ -229,7 +229,7 @@ linux: deps-test
 # (a static pattern rule: GNU make skips implicit rules for .PHONY targets)
 BENCH_TARGETS := $(BENCH_SRC:bench/%.c=bench-%)
 $(BENCH_TARGETS): bench-%: deps
-	$(MAKE) $(BUILD)/bench/$*
+	$(MAKE) $(BUILD)/bench/$* $(if $(filter hostpool,$*),$(HP_CLIENT))
 	$(BUILD)/bench/$* $(ARGS)
 bench: deps
 	$(MAKE) all

@@ -8,7 +8,9 @@
  *
  * The fresh process is this binary again (--child MODE SOCKET MIB), timed from before
  * its attach to after gfa_guest_create() returns, so the attach's round trips, the
- * client pool's setup and the lease batches are all in it.
+ * client pool's setup and the lease batches are all in it.  Half the kills hit the
+ * tests' client program (tests/hostpool/client.c, built beside us) in its churn rounds:
+ * free page reporting in flight, collapses under writer threads, balloon.
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -259,25 +261,56 @@ static struct gfa_hostpool *observe(void)
 	bench_die("gfad did not come up at %s\n", sock);
 }
 
+/* The tests' client program beside this binary ($BUILD/tests/), or NULL. */
+static char *client_program(void)
+{
+	static char path[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 64);
+	char *slash;
+
+	if (n <= 0)
+		return NULL;
+	path[n] = '\0';
+	slash = strrchr(path, '/');
+	if (!slash)
+		return NULL;
+	*slash = '\0';
+	slash = strrchr(path, '/'); /* $BUILD/bench -> $BUILD */
+	if (!slash)
+		return NULL;
+	strcpy(slash, "/tests/gfa-hostpool-client");
+	return access(path, X_OK) ? NULL : path;
+}
+
 /* SIGKILL churning clients at random points: the kills; *worst_ms the longest wait for
- * all frames back, *leaked what never came back. */
+ * all frames back, *leaked what never came back, *in_churn the kills of churn rounds. */
 static unsigned int kills(struct gfa_hostpool *obs, unsigned int n, double *worst_ms,
-			  uint64_t *leaked)
+			  uint64_t *leaked, unsigned int *in_churn)
 {
 	char *argv[] = { "/proc/self/exe", "--child", "churn", sock, "16", NULL };
+	char *churn[] = { client_program(), sock, "churn", "1000", "8", NULL };
 	uint64_t seed = bench_now_ns();
 	unsigned int k = 0;
 
 	*worst_ms = 0;
+	*in_churn = 0;
+	if (!churn[0])
+		printf("kills: no tests/gfa-hostpool-client beside this binary (make %s): create "
+		       "and destroy only\n",
+		       "build/tests/gfa-hostpool-client");
 	for (unsigned int i = 0; i < n; i++) {
-		pid_t pid = spawn(argv, NULL);
+		bool rounds = churn[0] && i % 2; /* a round is about half a second */
+		pid_t pid = spawn(rounds ? churn : argv, NULL);
 		int st;
 		uint64_t t0;
 
-		usleep((useconds_t)(bench_rand(&seed) % 150000));
+		usleep((useconds_t)(bench_rand(&seed) % (rounds ? 600000 : 150000)));
 		kill(pid, SIGKILL);
 		waitpid(pid, &st, 0);
+		if (!WIFSIGNALED(st))
+			printf("kills: client %u ended by itself (status %d)\n", i, st);
 		k += WIFSIGNALED(st);
+		*in_churn += rounds && WIFSIGNALED(st);
 		t0 = bench_now_ns();
 		for (;;) {
 			struct gfa_hostpool_stat s = service(obs);
@@ -299,7 +332,7 @@ struct hp_bench {
 	double att[2][64], inp[2][64], prv[2][64], cc[64], ci[64], worst;
 	struct bench_stat sa[2], si[2], sp[2], sc, sci;
 	uint64_t leaked;
-	unsigned int nk;
+	unsigned int nk, nk_churn;
 	struct gfa_hostpool *obs;
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
@@ -371,11 +404,12 @@ static void hp_kills(struct hp_bench *h)
 {
 	struct gfa_hostpool_stat end;
 
-	h->nk = kills(h->obs, h->o.quick ? 20 : 200, &h->worst, &h->leaked);
+	h->nk = kills(h->obs, h->o.quick ? 20 : 1000, &h->worst, &h->leaked, &h->nk_churn);
 	settle(h->obs);
 	end = service(h->obs);
 	h->leaked += end.nr_frames - end.free_frames;
-	printf("kills: %u, every frame back within %.1f ms of its kill\n", h->nk, h->worst);
+	printf("kills: %u (%u in churn rounds), every frame back within %.1f ms of its kill\n",
+	       h->nk, h->nk_churn, h->worst);
 }
 
 static void hp_report(const struct hp_bench *h)
@@ -401,6 +435,7 @@ static void hp_report(const struct hp_bench *h)
 	bench_result_add(&res, "cache_vs_inproc", "%.3f", h->sci.median / h->sc.median);
 	bench_result_add(&res, "leaked_frames", "%lu", (unsigned long)h->leaked);
 	bench_result_add(&res, "kill_points", "%u", h->nk);
+	bench_result_add(&res, "kill_points_churn", "%u", h->nk_churn);
 	bench_result_add(&res, "kill_back_ms_max", "%.1f", h->worst);
 	bench_result_print(&res);
 }
