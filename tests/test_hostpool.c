@@ -674,21 +674,24 @@ HP_TEST(gfactl_vmstart_runs_each_vm_in_its_own_process, .timeout = 300)
 	const char *res;
 	int kvm;
 
-	snprintf(cmd, sizeof(cmd), "%s vmstart --socket %s --vms 3 --mem 32M --kvm auto --quiet",
-		 bin("gfactl"), sock);
-	cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 0, "%s", out);
-	res = strstr(out, "RESULT vmstart_socket ");
-	cr_assert_not_null(res, "%s", out);
-	cr_assert_eq(sscanf(strstr(res, "leased_running="),
-			    "leased_running=%lu leased_after=%lu "
-			    "processes=%lu kvm=%d",
-			    &running, &after, &procs, &kvm),
-		     4, "%s", res);
-	cr_assert_eq(procs, 3u);
-	cr_assert_eq(running, 3 * 32 * MiB / 4096, "%s", res);
-	cr_assert_eq(after, 0u, "%s", res);
-	cr_assert_eq(kvm, gfa_kvm_available(why, sizeof(why)) ? 1 : 0, "%s (%s)", res, why);
-	cr_assert_not_null(strstr(out, "check clean"), "%s", out);
+	/* full, then lazy: all their RAM touched at the start, leased as it is touched */
+	for (int lazy = 0; lazy < 2; lazy++) {
+		snprintf(cmd, sizeof(cmd),
+			 "%s vmstart --socket %s --vms 3 --mem 32M --kvm auto --quiet%s",
+			 bin("gfactl"), sock, lazy ? " --lazy" : "");
+		cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 0, "%s", out);
+		res = strstr(out, "RESULT vmstart_socket ");
+		cr_assert_not_null(res, "%s", out);
+		cr_assert_eq(sscanf(strstr(res, "leased_running="),
+				    "leased_running=%lu leased_after=%lu processes=%lu kvm=%d",
+				    &running, &after, &procs, &kvm),
+			     4, "%s", res);
+		cr_assert_eq(procs, 3u);
+		cr_assert_eq(running, 3 * 32 * MiB / 4096, "%s", res);
+		cr_assert_eq(after, 0u, "%s", res);
+		cr_assert_eq(kvm, gfa_kvm_available(why, sizeof(why)) ? 1 : 0, "%s (%s)", res, why);
+		cr_assert_not_null(strstr(out, "check clean"), "%s", out);
+	}
 }
 
 /* Without a service, or with options that have nothing to act on there: a clear refusal. */
@@ -701,10 +704,10 @@ Test(hostpool, gfactl_vmstart_socket_refuses_clearly, .timeout = 60)
 	cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 1, "%s", out);
 	cr_assert_not_null(strstr(out, "No such file or directory (is gfad running there?)"), "%s",
 			   out);
-	snprintf(cmd, sizeof(cmd), "%s vmstart --socket /nonexistent/gfad.sock --lazy",
+	snprintf(cmd, sizeof(cmd), "%s vmstart --socket /nonexistent/gfad.sock --rounds 2",
 		 bin("gfactl"));
 	cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 2, "%s", out);
-	cr_assert_not_null(strstr(out, "--lazy does not go with --socket"), "%s", out);
+	cr_assert_not_null(strstr(out, "--rounds does not go with --socket"), "%s", out);
 	snprintf(cmd, sizeof(cmd), "%s vmstart --runner 3,0", bin("gfactl"));
 	cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 2, "%s", out);
 	cr_assert_not_null(strstr(out, "--runner is internal to --socket"), "%s", out);
@@ -785,5 +788,66 @@ HP_TEST(claim_calls_refuse_bad_requests, .timeout = 60)
 	cr_assert_eq(service_stat(hp).claimed_frames, 1000u);
 	cr_assert_eq(gfa_hostpool_unclaim(hp, 0), 1000);
 	cr_assert_eq(service_stat(hp).claimed_frames, 0u);
+	gfa_hostpool_detach(hp);
+}
+
+/* Every 4 KiB page of [from, to) of g reads v (or, with write, gets it): the misses. */
+static uint64_t touch(struct gfa_guest *g, uint64_t from, uint64_t to, unsigned char v, bool write)
+{
+	volatile unsigned char *p = gfa_guest_hva(g);
+	uint64_t bad = 0;
+
+	for (uint64_t off = from; off < to; off += 4096) {
+		if (write)
+			p[off] = v;
+		bad += p[off] != v;
+	}
+	return bad;
+}
+
+/*
+ * A lazy guest on a client: its create leases nothing, and its first touches, served
+ * from the touching thread's cache, lease from the service as they go (16 MiB a round
+ * trip), zeroed and at 2 MiB; its destroy gives everything back.
+ */
+HP_TEST(a_lazy_guest_on_a_client_leases_at_first_touch, .timeout = 120)
+{
+	struct gfa_guest_config cfg = { .mem_bytes = 64 * MiB, .flags = GFA_GUEST_LAZY };
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	struct gfa_guest_stat gs;
+	struct gfa_pcp *pcp;
+	struct gfa_guest *g;
+	uint64_t mine;
+	char msg[256];
+
+	cr_assert_not_null(hp);
+	g = gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg);
+	if (!g && errno != -GFA_ENOMEM)
+		cr_skip_test("no lazy guest here (userfaultfd): %s", strerror(errno));
+	cr_assert_not_null(g, "lazy guest: %s", strerror(errno));
+	pcp = gfa_pcp_create(gfa_hostpool_pool(hp), 0);
+	cr_assert_not_null(pcp);
+	cr_assert_eq(gfa_guest_vcpu_cache(g, (int)gettid(), pcp), 0);
+	cr_assert_eq(service_stat(hp).mine_frames, 0u, "a lazy create leases nothing");
+	cr_assert_eq(touch(g, 0, 24 * MiB, 0x5a, true), 0);
+	cr_assert_eq(gfa_guest_stat(g, &gs), 0);
+	mine = service_stat(hp).mine_frames;
+	cr_assert_eq(gs.lazy_faults, 12u, "one fault per 2 MiB range");
+	cr_assert_eq(gs.lazy_huge_faults, 12u);
+	cr_assert_eq(gs.lazy_cache_faults, 12u, "served from the toucher's cache");
+	cr_assert_eq(gs.lazy_leases, 2u, "16 MiB a lease round trip");
+	cr_assert_eq(mine, 32 * MiB / 4096, "%lu frames leased for 24 MiB touched",
+		     (unsigned long)mine);
+	/* reads are first touches too: zero, never another client's data */
+	cr_assert_eq(touch(g, 24 * MiB, 64 * MiB, 0, false), 0);
+	cr_assert_eq(touch(g, 0, 24 * MiB, 0x5a, false), 0);
+	cr_assert_eq(gfa_guest_stat(g, &gs), 0);
+	cr_assert_eq(gs.populated_bytes, 64 * MiB);
+	cr_assert_eq(gs.lazy_refused, 0u);
+	cr_assert_eq(service_stat(hp).mine_frames, 64 * MiB / 4096);
+	cr_assert_eq(gfa_pool_check(gfa_hostpool_pool(hp), msg, sizeof(msg)), 0, "%s", msg);
+	gfa_guest_destroy(g);
+	gfa_pcp_destroy(pcp);
+	cr_assert_eq(service_stat(hp).leased_frames, 0u, "the destroy gave it all back");
 	gfa_hostpool_detach(hp);
 }

@@ -44,7 +44,7 @@ static void vm_help(void)
 	       "                      service (gfad) at PATH: no pool of vmstart's own, no churn\n"
 	       "                      or baselines; reports each start and the frames the\n"
 	       "                      service leases before, while and after the VMs run\n"
-	       "                      (not with --pool, --rounds, --proactiveness, --lazy,\n"
+	       "                      (not with --pool, --rounds, --proactiveness,\n"
 	       "                      --plot, --stat-file or --json)\n"
 	       "exit status: 0 ok, 1 failure, 2 bad usage or more memory than the host has\n"
 	       "available (the pool, and the kernel baselines' VMs beside it, within 80%%)\n",
@@ -319,7 +319,7 @@ static bool sizes_usable(const struct vmstart_opts *o)
 
 /*
  * --socket: the options of vmstart's own pool, churn and snapshots have nothing to act
- * on, and lazy guests on a host pool client are not built: refused, each by name.
+ * on: refused, each by name.
  */
 static bool socket_usable(const struct vmstart_opts *o)
 {
@@ -330,7 +330,6 @@ static bool socket_usable(const struct vmstart_opts *o)
 		{ OPT_POOL, "--pool", "the service's --mem sizes the pool" },
 		{ OPT_ROUNDS, "--rounds", "no churn runs on a host pool client" },
 		{ OPT_PROACTIVENESS, "--proactiveness", "compaction is the service's" },
-		{ OPT_LAZY, "--lazy", "lazy guests on a host pool client are not built" },
 		{ OPT_PLOT, "--plot", "the plot is of churn, which does not run" },
 		{ OPT_STAT_FILE, "--stat-file", "use gfactl stat --socket PATH" },
 		{ OPT_JSON, "--json", "use gfactl stat --socket PATH" },

@@ -48,7 +48,8 @@ static int runner_start(struct run *r, struct runner_report *rep)
 	struct gfa_vm_config vc = { .mem_bytes = r->o.mem,
 				    .vcpus = (unsigned int)r->o.vcpus,
 				    .kvm = r->o.kvm,
-				    .pcp = r->pcp };
+				    .pcp = r->pcp,
+				    .lazy = r->o.lazy };
 	unsigned int i = r->o.runner_vm;
 	struct gfa_guest_stat st;
 	const char *why = NULL;
@@ -157,10 +158,22 @@ static int runner_spawn(struct run *r, unsigned int i, struct runner *ch)
 		return -1;
 	}
 	if (!ch->pid) {
-		char *argv[] = { "gfactl",   "vmstart",   "--socket",   (char *)r->o.socket,
-				 "--mem",    mem,         "--vcpus",    vcpus,
-				 "--kvm",    (char *)kvm, "--host-thp", "keep",
-				 "--runner", runner,      NULL };
+		char *argv[] = { "gfactl",
+				 "vmstart",
+				 "--socket",
+				 (char *)r->o.socket,
+				 "--mem",
+				 mem,
+				 "--vcpus",
+				 vcpus,
+				 "--kvm",
+				 (char *)kvm,
+				 "--host-thp",
+				 "keep",
+				 "--runner",
+				 runner,
+				 r->o.lazy ? "--lazy" : NULL,
+				 NULL };
 
 		/* the runner's end stays open across exec, the parent's does not */
 		if (fcntl(sv[1], F_SETFD, 0))

@@ -251,6 +251,11 @@ void backing_set_lease(struct gfa_backing *b, const struct backing_lease_ops *op
 	b->lease_ops = ops;
 }
 
+bool backing_leases(const struct gfa_backing *b)
+{
+	return b && b->lease_ops;
+}
+
 int backing_lease_want(struct gfa_backing *b, unsigned int zone, uint64_t frames)
 {
 	return b && b->lease_ops ? b->lease_ops->want(b->lease_ctx, zone, frames) : 0;

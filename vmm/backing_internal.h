@@ -102,6 +102,8 @@ struct backing_lease_ops {
 };
 /* Set before any guest uses b. */
 void backing_set_lease(struct gfa_backing *b, const struct backing_lease_ops *ops, void *ctx);
+/* b has lease hooks: its pool holds only what a host pool service leased it. */
+bool backing_leases(const struct gfa_backing *b);
 /* The hooks on b, or 0 / nothing when b has none. */
 int backing_lease_want(struct gfa_backing *b, unsigned int zone, uint64_t frames);
 int backing_lease_block(struct gfa_backing *b, unsigned int zone);

@@ -29,6 +29,9 @@
 #include "common/compiler.h"
 
 #define LAZY_RECLAIM_TRIES 3
+/* ranges a host pool client leases at a first touch it cannot serve: one round trip
+ * for the next 16 MiB of touches */
+#define LAZY_LEASE_RANGES  8
 #define LAZY_SMALL_ORDER   3 /* the largest cached order below 9 */
 
 struct lazy_vcpu {
@@ -196,6 +199,27 @@ static int lazy_serve(struct gfa_guest *g, struct lazy_vcpu *v, uint64_t gfn, ui
 	return err;
 }
 
+/*
+ * lazy_serve(), on a host pool client leasing first when its pool is short: the leases
+ * land in the zone, where the vCPU's cache refills from.  A lease the service cannot
+ * give leaves the touch to direct compaction and the reclaim hook, as on a short pool.
+ */
+static int lazy_serve_leased(struct gfa_guest *g, struct lazy_vcpu *v, uint64_t gfn, uint64_t *head,
+			     unsigned int *order)
+{
+	const uint64_t frames = LAZY_LEASE_RANGES * RANGE_FRAMES;
+	int err = lazy_serve(g, v, gfn, head, order);
+
+	if (err != GFA_ENOMEM || !backing_leases(g->b))
+		return err;
+	/* a short lease still leases what it could: try with that */
+	(void)backing_lease_want(g->b, g->zone, frames);
+	g->st.lazy_leases++;
+	err = lazy_serve(g, v, gfn, head, order);
+	backing_lease_done(g->b, g->zone, frames);
+	return err;
+}
+
 /* No frame for the touch at gfn: map the empty memfd there, so the access faults (a
  * vCPU's KVM_RUN: EFAULT; any other thread: SIGBUS) instead of waiting for good. */
 static void lazy_refuse(struct gfa_guest *g, uint64_t gfn, int err)
@@ -231,7 +255,7 @@ static void guest_lazy_fault(void *ctx, uintptr_t addr, uint32_t tid)
 	for (unsigned int tries = 0; guest_pfn(g, gfn) == NO_PFN; tries++) {
 		int64_t got;
 
-		err = lazy_serve(g, lazy_vcpu_find(g, (int)tid), gfn, &head, &order);
+		err = lazy_serve_leased(g, lazy_vcpu_find(g, (int)tid), gfn, &head, &order);
 		if (!err || err != GFA_ENOMEM || !g->lz.reclaim || tries == LAZY_RECLAIM_TRIES)
 			break;
 		/* the hook may take other guests' locks (their balloons): not with ours */

@@ -695,7 +695,10 @@ struct gfa_gpa_range {
  * placeholder at 2 MiB (so host THP and a 2 MiB EPT/NPT entry back it) and the waiting
  * thread woken.  The balloon and free page reporting make ranges lazy again: their
  * frames go back to the pool and the next touch takes a fresh zeroed block.  Moves and
- * collapse move only what is populated.
+ * collapse move only what is populated.  On a host pool client (gfa_hostpool_attach())
+ * a touch its pool cannot serve leases 16 MiB from the service first (lazy_leases), one
+ * round trip, and is served from that; what the guest frees goes back to the service
+ * as a full guest's does.
  *
  * Overcommit ends where it is defined.  A first touch that finds no frame, after direct
  * compaction, calls the reclaim hook (up to 3 times while it reports progress) with the
@@ -913,7 +916,10 @@ struct gfa_guest_stat {
 						 * guest's reported) frames whose host
 						 * memory the call punched itself (no host
 						 * return ran: gfa_backing_config) */
-	uint64_t reserved[3];            /* zero: room to grow (the head of gfa/allocator.h) */
+	uint64_t lazy_leases;            /* (added in 0.6) first touches a host pool
+					  * client's pool could not serve, that leased
+					  * from the service first */
+	uint64_t reserved[2];            /* zero: room to grow (the head of gfa/allocator.h) */
 };
 /**
  * gfa_guest_stat() - the guest's counters
