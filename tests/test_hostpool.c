@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <numaif.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <gfa/numa.h>
 #include <gfa/refvmm.h>
 #include <gfa/vmm.h>
 #include "common/ktime.h"
@@ -132,6 +134,14 @@ static void teardown(void)
 	}
 	unlink(sock);
 }
+
+/* Skip the test: the service goes first (a skipped test's .fini does not run). */
+#define hp_skip(...)                       \
+	do {                               \
+		teardown();                \
+		gfad_pid = -1;             \
+		cr_skip_test(__VA_ARGS__); \
+	} while (0)
 
 /* The service's counters, its check clean. */
 static struct gfa_hostpool_stat service_stat(struct gfa_hostpool *hp)
@@ -449,7 +459,7 @@ HP_TEST(a_client_collapses_its_guest_while_it_is_written, .timeout = 120)
 	cr_assert_not_null(g, "guest: %s", strerror(errno));
 	cr_assert_eq(gfa_guest_stat(g, &gs), 0);
 	if (gs.wp_errno)
-		cr_skip_test("no userfaultfd write protection here: %s", strerror(gs.wp_errno));
+		hp_skip("no userfaultfd write protection here: %s", strerror(gs.wp_errno));
 	cr_assert_eq(gs.huge_ranges, 0);
 	cr_assert_eq(service_stat(hp).leased_frames, frames, "the guest's leases only");
 	cr_assert_eq(gw_start(&ws, gfa_guest_hva(g), gfa_guest_size(g), 2, stores), 0);
@@ -823,7 +833,7 @@ HP_TEST(a_lazy_guest_on_a_client_leases_at_first_touch, .timeout = 120)
 	cr_assert_not_null(hp);
 	g = gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg);
 	if (!g && errno != -GFA_ENOMEM)
-		cr_skip_test("no lazy guest here (userfaultfd): %s", strerror(errno));
+		hp_skip("no lazy guest here (userfaultfd): %s", strerror(errno));
 	cr_assert_not_null(g, "lazy guest: %s", strerror(errno));
 	pcp = gfa_pcp_create(gfa_hostpool_pool(hp), 0);
 	cr_assert_not_null(pcp);
@@ -850,4 +860,55 @@ HP_TEST(a_lazy_guest_on_a_client_leases_at_first_touch, .timeout = 120)
 	gfa_pcp_destroy(pcp);
 	cr_assert_eq(service_stat(hp).leased_frames, 0u, "the destroy gave it all back");
 	gfa_hostpool_detach(hp);
+}
+
+static void setup_numa(void)
+{
+	snprintf(sock, sizeof(sock), "/tmp/gfa-hostpool-test-%d.sock", (int)getpid());
+	gfad_start("--numa");
+}
+
+/*
+ * gfad --numa on two real nodes (suite numa_real: the QEMU harness's two-node guest
+ * where the host has one): a client's guest of zone k, every page faulted in by the
+ * client through its own mapping, lives on node k (move_pages(2) says so): the service
+ * bound each zone's memfd, and that is the memfd's shared policy.
+ */
+Test(numa_real, a_client_guest_lands_on_its_zone_node, .init = setup_numa, .fini = teardown,
+     .timeout = 300)
+{
+	struct gfa_numa_topology *t = gfa_numa_topology_discover();
+	struct gfa_hostpool *hp;
+
+	if (!t || t->nr_nodes < 2) {
+		cr_assert_not(getenv("GFA_IN_QEMU"), "fewer than two nodes in the QEMU guest");
+		gfa_numa_topology_free(t);
+		hp_skip("one NUMA node here: numa_qemu runs this in a two-node guest");
+	}
+	hp = gfa_hostpool_attach(sock, NULL);
+	cr_assert_not_null(hp);
+	cr_assert_eq(gfa_pool_nr_zones(gfa_hostpool_pool(hp)), t->nr_nodes);
+	for (unsigned int z = 0; z < 2; z++) {
+		struct gfa_guest_config cfg = { .mem_bytes = 32 * MiB, .zone = z };
+		struct gfa_guest *g =
+			gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg);
+		char *p;
+
+		cr_assert_not_null(g, "zone %u: %s", z, strerror(errno));
+		p = gfa_guest_hva(g);
+		cr_assert_eq(touch(g, 0, 32 * MiB, (unsigned char)(z + 1), true), 0);
+		for (uint64_t off = 0; off < 32 * MiB; off += 64 * 4096) {
+			void *page = p + off;
+			int status = -1;
+
+			cr_assert_eq(move_pages(0, 1, &page, NULL, &status, 0), 0, "move_pages: %s",
+				     strerror(errno));
+			cr_assert_eq(status, t->nodes[z].phys_node,
+				     "zone %u's guest: page %lu on node %d, not %d", z,
+				     (unsigned long)(off >> 12), status, t->nodes[z].phys_node);
+		}
+		gfa_guest_destroy(g);
+	}
+	gfa_hostpool_detach(hp);
+	gfa_numa_topology_free(t);
 }

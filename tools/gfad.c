@@ -14,8 +14,16 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <gfa/numa.h>
 #include "tools/gfactl.h"
 #include "vmm/hostpool_server.h"
+
+struct gfad_opts {
+	const char *sock;
+	uint64_t mem, nodes, reserve;
+	mode_t mode;
+	bool populate, numa;
+};
 
 static volatile sig_atomic_t gfad_stop;
 
@@ -33,6 +41,8 @@ static void gfad_help(void)
 	       "  --socket PATH     the AF_UNIX socket to listen on (replaced if there)\n"
 	       "  --mem SIZE        the pool's memory (e.g. 8G; a bare number is MiB)\n"
 	       "  --nodes N         N zones, one per NUMA node label 0..N-1 (default 1)\n"
+	       "  --numa            a zone per real NUMA node (libnuma), its memfd bound\n"
+	       "                    there, so the pages clients fault in land on it too\n"
 	       "  --populate        fault every frame in at start (guests start resident)\n"
 	       "  --reserve SIZE    keep SIZE of free memory populated (split over the\n"
 	       "                    zones) and return the rest to the host, through\n"
@@ -80,48 +90,96 @@ static int gfad_host_return(struct hps_config *hc, uint64_t reserve)
 	return 0;
 }
 
-/* The pool, its backing and the service from the options: 0 or an exit code. */
-static int gfad_run(const char *sock, uint64_t mem, unsigned int nodes, bool populate, mode_t mode,
-		    uint64_t reserve, struct hps_config *hc)
+/*
+ * --numa: the zones on the real nodes, each zone's memfd bound to its node before any
+ * page is faulted in.  mbind on a shared mapping sets the memfd's shared policy, so a
+ * client's fault through its own mapping allocates there too.  0 or an exit code.
+ */
+static int gfad_numa(struct hps_config *hc, uint64_t per, bool populate)
 {
-	struct gfa_backing_config bc = { .populate = populate };
+	struct gfa_numa_topology *t = gfa_numa_topology_discover();
+	struct gfa_backing_config bc = { .populate = false };
+	struct gfa_numa_pool *np = NULL;
 	struct gfa_pool_config pc;
-	uint64_t frames = mem >> GFA_FRAME_SHIFT, per = frames / nodes;
-	struct sigaction sa = { .sa_handler = on_signal };
-	struct hps *s;
-	int lfd, err;
+	int err = t ? gfa_numa_pool_config(&pc, t, per / t->nr_nodes) : -errno;
 
+	if (!err && !(hc->pool = gfa_pool_create(&pc)))
+		err = -errno;
+	if (!err && !(hc->b = gfa_backing_create(hc->pool, &bc)))
+		err = -errno;
+	if (!err && !(np = gfa_numa_attach(hc->pool, t)))
+		err = -errno;
+	err = err ? err : gfa_numa_bind_pool(np);
+	err = err || !populate ? err : gfa_numa_populate_pool(np);
+	if (err)
+		fprintf(stderr, "gfad: --numa: %s\n", gfa_strerror(err));
+	else
+		printf("gfad: %u NUMA node(s), each zone's memory bound to its node\n",
+		       t->nr_nodes);
+	gfa_numa_detach(np);
+	gfa_numa_topology_free(t);
+	return err ? 1 : 0;
+}
+
+/* The pool and its backing: a zone per node label, or per real node.  0 or an exit code. */
+static int gfad_pool(const struct gfad_opts *o, struct hps_config *hc)
+{
+	struct gfa_backing_config bc = { .populate = o->populate };
+	uint64_t per = (o->mem >> GFA_FRAME_SHIFT) / o->nodes;
+	struct gfa_pool_config pc;
+
+	if (o->numa)
+		return gfad_numa(hc, o->mem >> GFA_FRAME_SHIFT, o->populate);
 	per -= per % GFA_PAGEBLOCK_FRAMES;
 	gfa_pool_config_init(&pc, per);
-	pc.nr_zones = nodes;
-	for (unsigned int z = 0; z < nodes; z++)
+	pc.nr_zones = (unsigned int)o->nodes;
+	for (unsigned int z = 0; z < o->nodes; z++)
 		pc.zones[z] = (struct gfa_zone_config){ .nr_frames = per, .node = (int)z };
 	hc->pool = gfa_pool_create(&pc);
 	hc->b = hc->pool ? gfa_backing_create(hc->pool, &bc) : NULL;
-	if (hc->b && reserve != UINT64_MAX && gfad_host_return(hc, reserve))
+	return 0;
+}
+
+/* The pool, its backing and the service from the options: 0 or an exit code. */
+static int gfad_run(const struct gfad_opts *o, struct hps_config *hc)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	uint64_t frames = 0;
+	struct hps *s;
+	int lfd, err;
+
+	if (gfad_pool(o, hc))
+		return 1;
+	if (hc->b && o->reserve != UINT64_MAX && gfad_host_return(hc, o->reserve))
 		return 1;
 	s = hc->b ? hps_create(hc) : NULL;
 	if (!s) {
 		fprintf(stderr, "gfad: the pool: %s\n", gfa_strerror(errno));
 		return 1;
 	}
-	lfd = hps_listen(sock, mode);
+	lfd = hps_listen(o->sock, o->mode);
 	if (lfd < 0) {
-		fprintf(stderr, "gfad: --socket %s: %s\n", sock, gfa_strerror(lfd));
+		fprintf(stderr, "gfad: --socket %s: %s\n", o->sock, gfa_strerror(lfd));
 		return 1;
+	}
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(hc->pool); z++) {
+		uint64_t start, n;
+
+		if (!gfa_zone_span(hc->pool, z, &start, &n))
+			frames += n;
 	}
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	printf("gfad: serving %s: %" PRIu64 " MiB in %u zone(s)", sock,
-	       (per * nodes) >> (20 - GFA_FRAME_SHIFT), nodes);
+	printf("gfad: serving %s: %" PRIu64 " MiB in %u zone(s)", o->sock,
+	       frames >> (20 - GFA_FRAME_SHIFT), gfa_pool_nr_zones(hc->pool));
 	if (hc->hr)
-		printf(", %" PRIu64 " MiB of it kept populated when free", reserve >> 20);
+		printf(", %" PRIu64 " MiB of it kept populated when free", o->reserve >> 20);
 	printf("\n");
 	fflush(stdout);
 	err = hps_serve(s, lfd, &gfad_stop);
 	close(lfd);
-	unlink(sock);
+	unlink(o->sock);
 	hps_destroy(s);
 	gfa_host_return_stop(hc->hr);
 	gfa_backing_destroy(hc->b);
@@ -137,6 +195,7 @@ int cmd_gfad(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "mem", required_argument, NULL, 'm' },
 		{ "nodes", required_argument, NULL, 'n' },
+		{ "numa", no_argument, NULL, 'N' },
 		{ "populate", no_argument, NULL, 'p' },
 		{ "reserve", required_argument, NULL, 'r' },
 		{ "allow-uid", required_argument, NULL, 'u' },
@@ -147,9 +206,9 @@ int cmd_gfad(int argc, char **argv)
 		{ 0 },
 	};
 	struct hps_config hc;
-	const char *sock = NULL;
-	uint64_t mem = 0, nodes = 1, mode = 0660, reserve = UINT64_MAX;
-	bool populate = false, ok = true;
+	struct gfad_opts o = { .nodes = 1, .mode = 0660, .reserve = UINT64_MAX };
+	uint64_t mode;
+	bool ok = true;
 	int c;
 
 	memset(&hc, 0, sizeof(hc));
@@ -159,19 +218,22 @@ int cmd_gfad(int argc, char **argv)
 			gfad_help();
 			return 0;
 		case 's':
-			sock = optarg;
+			o.sock = optarg;
 			break;
 		case 'm':
-			ok = parse_mib("--mem", optarg, &mem);
+			ok = parse_mib("--mem", optarg, &o.mem);
 			break;
 		case 'n':
-			ok = parse_u64("--nodes", optarg, 1, GFA_MAX_ZONES, &nodes);
+			ok = parse_u64("--nodes", optarg, 1, GFA_MAX_ZONES, &o.nodes);
+			break;
+		case 'N':
+			o.numa = true;
 			break;
 		case 'p':
-			populate = true;
+			o.populate = true;
 			break;
 		case 'r':
-			ok = parse_mib("--reserve", optarg, &reserve);
+			ok = parse_mib("--reserve", optarg, &o.reserve);
 			break;
 		case 'u':
 			ok = add_id("--allow-uid", optarg, hc.allow_uid, &hc.nr_uid);
@@ -183,6 +245,7 @@ int cmd_gfad(int argc, char **argv)
 			mode = strtoull(optarg, NULL, 8);
 			/* a zone memfd maps every guest: never for others, never executable */
 			ok = !(mode & ~0660ULL);
+			o.mode = (mode_t)mode;
 			if (!ok)
 				fprintf(stderr, "gfad: --mode %s: 0660 or stricter\n", optarg);
 			break;
@@ -194,15 +257,19 @@ int cmd_gfad(int argc, char **argv)
 			break;
 		}
 	}
-	if (ok && (!sock || !mem || optind < argc)) {
+	if (ok && (!o.sock || !o.mem || optind < argc)) {
 		fprintf(stderr, "gfad: --socket and --mem are needed (see --help)\n");
 		ok = false;
 	}
-	if (ok && mem / nodes < (GFA_PAGEBLOCK_FRAMES << GFA_FRAME_SHIFT)) {
+	if (ok && o.numa && o.nodes != 1) {
+		fprintf(stderr, "gfad: --numa takes the nodes there are: not with --nodes\n");
+		ok = false;
+	}
+	if (ok && o.mem / o.nodes < (GFA_PAGEBLOCK_FRAMES << GFA_FRAME_SHIFT)) {
 		fprintf(stderr, "gfad: --mem: at least 2 MiB per node\n");
 		ok = false;
 	}
 	if (!ok)
 		return 2;
-	return gfad_run(sock, mem, (unsigned int)nodes, populate, (mode_t)mode, reserve, &hc);
+	return gfad_run(&o, &hc);
 }
