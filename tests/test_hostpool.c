@@ -783,13 +783,18 @@ HP_TEST(a_claim_keeps_other_clients_out, .timeout = 120)
 HP_TEST(claim_calls_refuse_bad_requests, .timeout = 60)
 {
 	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	struct gfa_vmstat before, after;
 	uint64_t refused;
 
 	cr_assert_not_null(hp);
 	refused = service_stat(hp).refused;
+	cr_assert_eq(gfa_pool_vmstat(gfa_hostpool_pool(hp), &before), 0);
 	cr_assert_eq(gfa_hostpool_claim(NULL, 0, 1), GFA_EFAULT);
 	cr_assert_eq(gfa_hostpool_claim(hp, 0, 0), GFA_EINVAL);
 	cr_assert_eq(gfa_hostpool_claim(hp, 1, 1), GFA_ERANGE);
+	cr_assert_eq(gfa_pool_vmstat(gfa_hostpool_pool(hp), &after), 0);
+	cr_assert_eq(after.err_inval - before.err_inval, 1u, "counted in the client's pool");
+	cr_assert_eq(after.err_range - before.err_range, 1u);
 	cr_assert_eq(gfa_hostpool_claim(hp, 0, POOL_MIB * MiB / 4096 + 1), GFA_ENOSPC);
 	cr_assert_eq(gfa_hostpool_unclaim(hp, 0), GFA_ENOTFOUND);
 	cr_assert_eq(service_stat(hp).refused, refused + 2, "the two the service saw");

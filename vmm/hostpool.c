@@ -477,7 +477,7 @@ static int claim_call(struct gfa_hostpool *hp, uint16_t type, unsigned int zone,
 	int err;
 
 	if (zone >= gfa_pool_nr_zones(hp->pool))
-		return GFA_ERANGE;
+		return pool_count_error(hp->pool, GFA_ERANGE);
 	req.arg[0] = frames;
 	pthread_mutex_lock(&hp->lock);
 	err = hp_call(hp, &req, &rep, NULL, NULL);
@@ -496,7 +496,7 @@ int gfa_hostpool_claim(struct gfa_hostpool *hp, unsigned int zone, uint64_t nr_f
 	if (!hp)
 		return GFA_EFAULT;
 	if (!nr_frames)
-		return GFA_EINVAL;
+		return pool_count_error(hp->pool, GFA_EINVAL);
 	return claim_call(hp, HP_CLAIM, zone, nr_frames, &left);
 }
 

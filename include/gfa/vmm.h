@@ -1355,8 +1355,9 @@ int gfa_hostpool_stat(struct gfa_hostpool *hp, struct gfa_hostpool_stat *st, cha
  *
  * Return: 0, or GFA_EFAULT, GFA_ERANGE (@zone), GFA_EINVAL (@nr_frames 0), GFA_EEXIST
  * (this client has a claim on @zone), GFA_ENOSPC (more than the zone's unclaimed free
- * frames, or the zone's claim table is full), GFA_ECONNRESET, GFA_EPROTO.  A refusal is
- * counted in the service's refused and changes nothing.
+ * frames, or the zone's claim table is full), GFA_ECONNRESET, GFA_EPROTO.  Nothing
+ * changes on error; GFA_EINVAL and GFA_ERANGE are counted in the client pool's err_*
+ * (the call never reaches the service), what the service refuses in its refused.
  * Context: any thread.
  */
 int gfa_hostpool_claim(struct gfa_hostpool *hp, unsigned int zone, uint64_t nr_frames);
