@@ -44,7 +44,7 @@ int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int m
 	/* an aligned block of the zone, off every list */
 	GFA_BUG_ON(((uint64_t)pfn & ((1UL << order) - 1)) || free_head_test(z, (uint64_t)pfn));
 	claim_consume(z, owner, order);
-	frame_mark_allocated(&z->pool->frames[pfn], mt, owner);
+	frame_mark_allocated(pfn_to_frame(z->pool, pfn), mt, owner);
 	z->c.vm.pgalloc_blocks++;
 	z->c.vm.pgalloc += 1UL << order;
 	z->c.vm.alloc_order[order]++;
@@ -129,7 +129,7 @@ static int classify_bad_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t
 		pthread_mutex_lock(&z->lock);
 	/* A tail: inside some block.  Inside a free block it is a double free too. */
 	head = frame_find_head(pool, z, pfn);
-	state = head == GFA_NIL ? 0 : fstate(&pool->frames[head]);
+	state = head == GFA_NIL ? 0 : fstate(pfn_to_frame(pool, head));
 	if (!locked)
 		pthread_mutex_unlock(&z->lock);
 	if (state == GFA_FRAME_FREE || state == GFA_FRAME_PCP)
@@ -140,7 +140,7 @@ static int classify_bad_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t
 int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigned int order,
 		     uint64_t owner, unsigned int new_state)
 {
-	struct gfa_frame *f = &pool->frames[pfn];
+	struct gfa_frame *f = pfn_to_frame(pool, pfn);
 	bool locked = new_state != GFA_FRAME_PCP; /* only a cache's free runs unlocked */
 	unsigned int state = fstate(f);
 
@@ -158,7 +158,7 @@ int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, un
 /* A block back to the buddy lists (at the tail when cold). */
 static void zone_return(struct gfa_zone *z, uint64_t pfn, unsigned int order, bool cold)
 {
-	struct gfa_frame *f = &z->pool->frames[pfn];
+	struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
 
 	GFA_BUG_ON(!zone_lock_held(z));
 	/* a block reaches the buddy lists from a cache, an isolation, a release in flight
@@ -254,11 +254,14 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
 	if (err == GFA_EDOUBLEFREE)
 		err = GFA_ENOTHEAD; /* a free block has no allocated head to split */
 	if (!err) {
-		f = &pool->frames[pfn];
+		f = pfn_to_frame(pool, pfn);
 		mt = f->mt;
 		index = __atomic_load_n(&f->index, __ATOMIC_RELAXED);
+		for (uint64_t p = pfn; new_order < GFA_PAGEBLOCK_ORDER && p < pfn + (1UL << order);
+		     p += GFA_PAGEBLOCK_FRAMES)
+			pb_mark_tails(z, p + 1);
 		for (uint64_t k = (1UL << order) >> new_order; k-- > 0;) {
-			struct gfa_frame *p = &pool->frames[pfn + (k << new_order)];
+			struct gfa_frame *p = pfn_to_frame(pool, pfn + (k << new_order));
 
 			p->order = (uint8_t)new_order;
 			p->mt = (uint8_t)mt;

@@ -8,7 +8,7 @@
 
 static struct gfa_frame *F(struct gfa_zone *z, uint64_t pfn)
 {
-	return &z->pool->frames[pfn];
+	return pfn_to_frame(z->pool, pfn);
 }
 
 static bool pfn_in_zone(const struct gfa_zone *z, uint64_t pfn, unsigned int order)
@@ -73,16 +73,17 @@ static inline __attribute__((always_inline)) void buddy_list_link(struct gfa_poo
 								  unsigned int mt, bool tail)
 {
 	struct gfa_free_list *l = &z->area[order].list[mt];
-	struct gfa_frame *f = &pool->frames[pfn];
+	struct gfa_frame *f = pfn_to_frame(pool, pfn);
 
 	GFA_BUG_ON(order > GFA_MAX_ORDER || mt >= GFA_MT_TYPES);
 	GFA_BUG_ON(pfn & ((1UL << order) - 1)); /* blocks are aligned */
 	GFA_BUG_ON(!pfn_in_zone(z, pfn, order));
 	GFA_BUG_ON(free_head_test(z, pfn)); /* on no list yet */
 	/* the list's ends: no frame before its head, none after its tail */
-	GFA_BUG_ON(l->head != GFA_NIL && pool->frames[l->head].prev != GFA_NIL);
-	GFA_BUG_ON(l->tail != GFA_NIL && pool->frames[l->tail].next != GFA_NIL);
+	GFA_BUG_ON(l->head != GFA_NIL && pfn_to_frame(pool, l->head)->prev != GFA_NIL);
+	GFA_BUG_ON(l->tail != GFA_NIL && pfn_to_frame(pool, l->tail)->next != GFA_NIL);
 	GFA_BUG_ON((l->head == GFA_NIL) != !l->nr);
+	pb_mark_tails(z, pfn);
 	fstate_set(f, GFA_FRAME_FREE);
 	f->order = (uint8_t)order;
 	f->mt = (uint8_t)mt;
@@ -92,12 +93,12 @@ static inline __attribute__((always_inline)) void buddy_list_link(struct gfa_poo
 	} else if (tail) {
 		f->next = GFA_NIL;
 		f->prev = l->tail;
-		pool->frames[l->tail].next = (uint32_t)pfn;
+		pfn_to_frame(pool, l->tail)->next = (uint32_t)pfn;
 		l->tail = (uint32_t)pfn;
 	} else {
 		f->prev = GFA_NIL;
 		f->next = l->head;
-		pool->frames[l->head].prev = (uint32_t)pfn;
+		pfn_to_frame(pool, l->head)->prev = (uint32_t)pfn;
 		l->head = (uint32_t)pfn;
 	}
 	l->nr++;
@@ -109,7 +110,7 @@ static inline __attribute__((always_inline)) void buddy_list_link(struct gfa_poo
 static inline __attribute__((always_inline)) unsigned int
 buddy_list_unlink(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 {
-	struct gfa_frame *f = &pool->frames[pfn];
+	struct gfa_frame *f = pfn_to_frame(pool, pfn);
 	unsigned int order = f->order;
 	struct gfa_free_list *l = &z->area[order].list[f->mt];
 
@@ -117,16 +118,16 @@ buddy_list_unlink(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 	GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE || !free_head_test(z, pfn));
 	GFA_BUG_ON(!l->nr || !z->area[f->order].nr_free || z->nr_free < (1UL << f->order));
 	/* on this list: its neighbours (or the list's ends) point at it */
-	GFA_BUG_ON(f->prev == GFA_NIL ? l->head != pfn : pool->frames[f->prev].next != pfn);
-	GFA_BUG_ON(f->next == GFA_NIL ? l->tail != pfn : pool->frames[f->next].prev != pfn);
+	GFA_BUG_ON(f->prev == GFA_NIL ? l->head != pfn : pfn_to_frame(pool, f->prev)->next != pfn);
+	GFA_BUG_ON(f->next == GFA_NIL ? l->tail != pfn : pfn_to_frame(pool, f->next)->prev != pfn);
 	if (f->prev == GFA_NIL)
 		l->head = f->next;
 	else
-		pool->frames[f->prev].next = f->next;
+		pfn_to_frame(pool, f->prev)->next = f->next;
 	if (f->next == GFA_NIL)
 		l->tail = f->prev;
 	else
-		pool->frames[f->next].prev = f->prev;
+		pfn_to_frame(pool, f->next)->prev = f->prev;
 	f->next = f->prev = GFA_NIL;
 	l->nr--;
 	z->area[order].nr_free--;

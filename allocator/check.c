@@ -21,6 +21,20 @@ struct zone_tally {
 	uint64_t pcp_frames; /* in PCP blocks: must equal what the caches' lists hold */
 };
 
+/*
+ * The frames of [from, to) whose descriptors can hold anything: a pageblock never
+ * split since its tails were dropped (no PB_TAILS) has written only its head, so a walk
+ * steps over its tail slots instead of reading them (a read would map them in).
+ */
+static uint64_t written_frame(struct gfa_zone *z, uint64_t p, uint64_t to)
+{
+	if ((p & (GFA_PAGEBLOCK_FRAMES - 1)) && p < to && !(pfn_pageblock(z, p)->flags & PB_TAILS))
+		p = (p | (GFA_PAGEBLOCK_FRAMES - 1)) + 1;
+	return p < to ? p : to;
+}
+#define for_each_written_frame(z, p, from, to) \
+	for (uint64_t p = written_frame(z, from, to); p < (to); p = written_frame(z, p + 1, to))
+
 /* Released bits: only on free frames; per-pageblock and zone counts must agree. */
 static int check_released(struct gfa_zone *z, uint64_t pfn, unsigned int st, unsigned int order,
 			  struct zone_tally *t, char *msg, size_t len)
@@ -37,20 +51,28 @@ static int check_released(struct gfa_zone *z, uint64_t pfn, unsigned int st, uns
 	if (st == GFA_FRAME_INFLIGHT)
 		t->inflight += 1UL << order;
 	/* a scrub's mark: on in-flight heads only, each counted in nr_scrub */
-	if ((z->pool->frames[pfn].flags & FRAME_F_SCRUB) && st != GFA_FRAME_INFLIGHT)
+	if ((pfn_to_frame(z->pool, pfn)->flags & FRAME_F_SCRUB) && st != GFA_FRAME_INFLIGHT)
 		FAIL("zone %u: block at pfn %lu in state %u is marked as a scrub's", z->id,
 		     (unsigned long)pfn, st);
-	if (z->pool->frames[pfn].flags & FRAME_F_SCRUB)
+	if (pfn_to_frame(z->pool, pfn)->flags & FRAME_F_SCRUB)
 		t->scrub += 1UL << order;
-	for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
-		if (z->pool->frames[p].flags & FRAME_F_SCRUB)
-			FAIL("zone %u: pfn %lu inside the block at %lu is marked as a scrub's",
-			     z->id, (unsigned long)p, (unsigned long)pfn);
+	for_each_written_frame(z, p, pfn + 1,
+			       pfn + (1UL << order)) if (pfn_to_frame(z->pool, p)->flags &
+							 FRAME_F_SCRUB)
+		FAIL("zone %u: pfn %lu inside the block at %lu is marked as a scrub's", z->id,
+		     (unsigned long)p, (unsigned long)pfn);
 	return 0;
 }
 
 static int check_pageblock_counts(struct gfa_zone *z, char *msg, size_t len)
 {
+	uint64_t marked = 0;
+
+	for (uint64_t pb = 0; pb < z->nr_pageblocks; pb++)
+		marked += !!(z->pageblocks[pb].flags & PB_TAILS);
+	if (marked != z->nr_tail_pageblocks)
+		FAIL("zone %u: %lu pageblocks marked split but the zone counts %lu", z->id,
+		     (unsigned long)marked, (unsigned long)z->nr_tail_pageblocks);
 	for (uint64_t pb = 0; pb < z->nr_pageblocks; pb++) {
 		uint64_t start = z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER), nfree = 0, nrel = 0;
 		uint64_t pfn = frame_find_head(z->pool, z, start);
@@ -59,7 +81,7 @@ static int check_pageblock_counts(struct gfa_zone *z, char *msg, size_t len)
 		     p < start + GFA_PAGEBLOCK_FRAMES && p < z->start_pfn + z->nr_frames; p++)
 			nrel += release_test(z, p);
 		while (pfn < start + GFA_PAGEBLOCK_FRAMES && pfn < z->start_pfn + z->nr_frames) {
-			struct gfa_frame *f = &z->pool->frames[pfn];
+			struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
 			uint64_t lo = pfn > start ? pfn : start, hi = pfn + (1UL << f->order);
 
 			if (hi > start + GFA_PAGEBLOCK_FRAMES)
@@ -86,7 +108,7 @@ static bool should_have_merged(struct gfa_zone *z, uint64_t pfn, unsigned int or
 	if (order >= GFA_MAX_ORDER || buddy < z->start_pfn ||
 	    buddy + (1UL << order) > z->start_pfn + z->nr_frames)
 		return false;
-	bf = &z->pool->frames[buddy];
+	bf = pfn_to_frame(z->pool, buddy);
 	if (fstate(bf) != GFA_FRAME_FREE || bf->order != order)
 		return false;
 	return !(order >= GFA_PAGEBLOCK_ORDER && (pfn_pageblock(z, pfn)->mt == GFA_MT_ISOLATE ||
@@ -99,7 +121,7 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 	uint64_t pfn = z->start_pfn, end = z->start_pfn + z->nr_frames;
 
 	while (pfn < end) {
-		struct gfa_frame *f = &z->pool->frames[pfn];
+		struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
 		unsigned int st = fstate(f), order = f->order;
 
 		if (st < GFA_FRAME_FREE || st > GFA_FRAME_INFLIGHT)
@@ -118,22 +140,29 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 			FAIL("zone %u: block at pfn %lu (state %u) has free-head bit %d", z->id,
 			     (unsigned long)pfn, st, free_head_test(z, pfn));
 		/* frame_find_head() relies on tail frames having no state (and no free bit) */
-		for (uint64_t p = pfn; p < pfn + (1UL << order); p++)
-			if ((z->pool->frames[p].flags & FRAME_F_WAS_RELEASED) &&
-			    st != GFA_FRAME_ISOLATED)
-				FAIL("zone %u: pfn %lu of a block in state %u is marked released "
-				     "when isolated",
-				     z->id, (unsigned long)p, st);
+		/* a head in a tail slot marks its pageblock: its tails hold memory */
+		if ((pfn & (GFA_PAGEBLOCK_FRAMES - 1)) &&
+		    !(pfn_pageblock(z, pfn)->flags & PB_TAILS))
+			FAIL("zone %u: block at pfn %lu (order %u) is inside a pageblock not "
+			     "marked split",
+			     z->id, (unsigned long)pfn, order);
+		for_each_written_frame(z, p, pfn,
+				       pfn + (1UL << order)) if ((pfn_to_frame(z->pool, p)->flags &
+								  FRAME_F_WAS_RELEASED) &&
+								 st != GFA_FRAME_ISOLATED)
+			FAIL("zone %u: pfn %lu of a block in state %u is marked released "
+			     "when isolated",
+			     z->id, (unsigned long)p, st);
 		for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
 			if (free_head_test(z, p))
 				FAIL("zone %u: pfn %lu inside the block at %lu has a free-head bit",
 				     z->id, (unsigned long)p, (unsigned long)pfn);
-		for (uint64_t p = pfn + 1; p < pfn + (1UL << order); p++)
-			if (fstate(&z->pool->frames[p]))
-				FAIL("zone %u: pfn %lu inside the block at %lu (order %u) "
-				     "has state %u",
-				     z->id, (unsigned long)p, (unsigned long)pfn, order,
-				     fstate(&z->pool->frames[p]));
+		for_each_written_frame(z, p, pfn + 1,
+				       pfn + (1UL << order)) if (fstate(pfn_to_frame(z->pool, p)))
+			FAIL("zone %u: pfn %lu inside the block at %lu (order %u) "
+			     "has state %u",
+			     z->id, (unsigned long)p, (unsigned long)pfn, order,
+			     fstate(pfn_to_frame(z->pool, p)));
 		if (check_released(z, pfn, st, order, t, msg, len))
 			return -EUCLEAN;
 		if (st == GFA_FRAME_PCP)
@@ -165,7 +194,7 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 /* Walk the free lists: links consistent, members free, counters equal contents. */
 static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg, size_t len)
 {
-	struct gfa_frame *frames = z->pool->frames;
+	struct gfa_pool *pool = z->pool;
 
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++) {
 		uint64_t area_total = 0;
@@ -175,14 +204,15 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 			uint32_t prev = GFA_NIL;
 			uint64_t n = 0;
 
-			for (uint32_t p = l->head; p != GFA_NIL && n <= l->nr; p = frames[p].next) {
+			for (uint32_t p = l->head; p != GFA_NIL && n <= l->nr;
+			     p = pfn_to_frame(pool, p)->next) {
 				const struct gfa_frame *f;
 
 				if (p < z->start_pfn || p >= z->start_pfn + z->nr_frames)
 					FAIL("zone %u: free list order %u %s links to pfn %u, "
 					     "outside the zone",
 					     z->id, o, gfa_migratetype_name(mt), p);
-				f = &frames[p];
+				f = pfn_to_frame(pool, p);
 				if (fstate(f) != GFA_FRAME_FREE || f->order != o || f->mt != mt ||
 				    f->prev != prev || pool_pfn_zone(z->pool, p) != z)
 					FAIL("zone %u: free list order %u %s holds pfn %u "
@@ -238,7 +268,7 @@ static int check_zone_extras(struct gfa_zone *z, char *msg, size_t len)
 		FAIL("zone %u: claimed %lu but the claims add up to %lu", z->id,
 		     (unsigned long)z->claimed, (unsigned long)sum);
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
-		if (z->pageblocks[i].flags & ~PB_SKIP)
+		if (z->pageblocks[i].flags & ~(PB_SKIP | PB_TAILS))
 			FAIL("zone %u: pageblock %lu has unknown flags %#x", z->id,
 			     (unsigned long)i, z->pageblocks[i].flags);
 	for (int i = 0; i < 3; i++) {
@@ -299,7 +329,7 @@ static int pcp_check_one(struct gfa_pcp *pcp, char *msg, size_t len)
 		}
 		for (uint32_t k = 0; k < n; k++) {
 			uint32_t p = plist_at(l, k);
-			struct gfa_frame *f = p < pool->nr_pfns ? &pool->frames[p] : NULL;
+			struct gfa_frame *f = p < pool->nr_pfns ? pfn_to_frame(pool, p) : NULL;
 
 			if (!f || fstate(f) != GFA_FRAME_PCP || f->order != order ||
 			    f->mt != (unsigned int)i % GFA_MT_PCPTYPES ||

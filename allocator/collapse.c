@@ -41,7 +41,7 @@ static int collapse_args(struct gfa_pool *pool, unsigned int zone, const uint64_
 static void collapse_putback(struct gfa_pool *pool, const uint64_t *pfns, unsigned int n)
 {
 	for (unsigned int i = 0; i < n; i++)
-		fstate_set(&pool->frames[pfns[i]], GFA_FRAME_ALLOCATED);
+		fstate_set(pfn_to_frame(pool, pfns[i]), GFA_FRAME_ALLOCATED);
 }
 
 /* Is pfns[i] listed before i? */
@@ -64,16 +64,17 @@ static void collapse_keep_stuck(struct gfa_pool *pool, struct gfa_zone *z, uint6
 				const unsigned int *offs, unsigned int n, const bool *stuck)
 {
 	uint8_t kept[GFA_PAGEBLOCK_FRAMES] = { 0 };
-	uint32_t index = __atomic_load_n(&pool->frames[dst].index, __ATOMIC_RELAXED);
+	uint32_t index = __atomic_load_n(&pfn_to_frame(pool, dst)->index, __ATOMIC_RELAXED);
 
 	for (unsigned int i = 0; i < n; i++) {
-		struct gfa_frame *f = &pool->frames[dst + offs[i]];
+		struct gfa_frame *f = pfn_to_frame(pool, dst + offs[i]);
 
 		if (!stuck[i]) {
-			fstate_set(&pool->frames[pfns[i]], GFA_FRAME_ALLOCATED);
+			fstate_set(pfn_to_frame(pool, pfns[i]), GFA_FRAME_ALLOCATED);
 			continue;
 		}
 		memset(kept + offs[i], 1, 1U << orders[i]);
+		pb_mark_tails(z, dst + offs[i]);
 		f->order = (uint8_t)orders[i];
 		f->mt = GFA_MT_MOVABLE;
 		__atomic_store_n(&f->index, index + offs[i], __ATOMIC_RELAXED);
@@ -89,7 +90,7 @@ static void collapse_keep_stuck(struct gfa_pool *pool, struct gfa_zone *z, uint6
 		unsigned int o = 0;
 
 		if (kept[off]) {
-			off += 1U << pool->frames[dst + off].order;
+			off += 1U << pfn_to_frame(pool, dst + off)->order;
 			continue;
 		}
 		while (o < GFA_PAGEBLOCK_ORDER && !(off & (1U << o)) &&
@@ -116,7 +117,7 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 			err = bz != z ? GFA_ERANGE : GFA_EALIGN;
 			break;
 		}
-		f = &pool->frames[pfns[i]];
+		f = pfn_to_frame(pool, pfns[i]);
 		st = fstate(f);
 		if (st == GFA_FRAME_ISOLATED && collapse_listed(pfns, i))
 			err = GFA_EINVAL; /* the same block twice: overlapping sources */
@@ -206,8 +207,9 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z, const st
 	 * The owner's index of the new block, as if split from it (gfa_block_split: piece
 	 * k has index + k), so a move back finds its page from a frame inside dst.
 	 */
-	__atomic_store_n(&pool->frames[dst].index,
-			 __atomic_load_n(&pool->frames[pfns[0]].index, __ATOMIC_RELAXED) - offs[0],
+	__atomic_store_n(&pfn_to_frame(pool, dst)->index,
+			 __atomic_load_n(&pfn_to_frame(pool, pfns[0])->index, __ATOMIC_RELAXED) -
+				 offs[0],
 			 __ATOMIC_RELAXED);
 	for (i = 0; i < n; i++) {
 		err = collapse_migrate(pool, ref, owner, pfns[i], (uint64_t)dst + offs[i],

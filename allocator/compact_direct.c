@@ -76,7 +76,7 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 		if (cap >= 0 && !allowed) {
 			/* captured, but the frames are promised to a VM being built: back
 			 * unwritten, with the released frames it had */
-			fstate_set(&z->pool->frames[cap], 0);
+			fstate_set(pfn_to_frame(z->pool, cap), 0);
 			release_restore(z, (uint64_t)cap, 1UL << order);
 			buddy_free_block(z, (uint64_t)cap, order);
 			cap = -1;
@@ -86,7 +86,7 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			 * owner writes the frames) */
 			release_forget(z, (uint64_t)cap, 1UL << order);
 			claim_consume(z, owner, order);
-			frame_mark_allocated(&z->pool->frames[cap], mt, owner);
+			frame_mark_allocated(pfn_to_frame(z->pool, cap), mt, owner);
 			z->c.vm.compact_capture++;
 			z->c.vm.compact_success++;
 			z->c.vm.pgalloc_blocks++;

@@ -21,6 +21,7 @@ void cc_add_free(struct compact_control *cc, uint64_t pfn, unsigned int order)
 	GFA_BUG_ON(order > GFA_MAX_ORDER || (pfn & ((1UL << order) - 1)));
 	GFA_BUG_ON(pfn < cc->zone_start || pfn + (1UL << order) > cc->zone_end);
 	GFA_BUG_ON(!zone_lock_held(cc->zone));
+	pb_mark_tails(cc->zone, pfn);
 	f->order = (uint8_t)order;
 	frame_set_owner(f, 0);
 	fstate_set(f, GFA_FRAME_ISOLATED);
@@ -154,16 +155,16 @@ static bool suitable_migration_target(struct compact_control *cc, uint64_t pfn)
  * Rotate the circular order of list l so that p becomes its head (nothing moves when p
  * already is).  Both of the kernel's move_freelist_head()/_tail() are such rotations.
  */
-void freelist_rotate_to(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p)
+void freelist_rotate_to(struct gfa_pool *pool, struct gfa_free_list *l, uint32_t p)
 {
-	uint32_t before = fr[p].prev;
+	uint32_t before = pfn_to_frame(pool, p)->prev;
 
 	if (before == GFA_NIL)
 		return;
-	fr[before].next = GFA_NIL;
-	fr[p].prev = GFA_NIL;
-	fr[l->tail].next = l->head;
-	fr[l->head].prev = l->tail;
+	pfn_to_frame(pool, before)->next = GFA_NIL;
+	pfn_to_frame(pool, p)->prev = GFA_NIL;
+	pfn_to_frame(pool, l->tail)->next = l->head;
+	pfn_to_frame(pool, l->head)->prev = l->tail;
 	l->head = p;
 	l->tail = before;
 }
@@ -173,9 +174,9 @@ void freelist_rotate_to(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t 
  * any: move them to the head, so the next search starts on entries it has not examined
  * (and the forward source search, which walks from the head, meets the low ones first).
  */
-static void freelist_move_head(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p)
+static void freelist_move_head(struct gfa_pool *pool, struct gfa_free_list *l, uint32_t p)
 {
-	freelist_rotate_to(fr, l, p);
+	freelist_rotate_to(pool, l, p);
 }
 
 unsigned int freelist_scan_limit(struct compact_control *cc)
@@ -200,7 +201,7 @@ unsigned int freelist_scan_limit(struct compact_control *cc)
 static void fast_isolate_freepages(struct compact_control *cc)
 {
 	struct gfa_zone *z = cc->zone;
-	struct gfa_frame *frames = z->pool->frames;
+	struct gfa_pool *pool = z->pool;
 	uint64_t distance, low_pfn, min_pfn, floor, highest_pb = 0;
 	uint32_t found = GFA_NIL;
 	unsigned int limit, nr_scanned = 0;
@@ -237,7 +238,8 @@ static void fast_isolate_freepages(struct compact_control *cc)
 		if (order < 0 || order > GFA_MAX_ORDER)
 			continue; /* search_order out of step with cc->order: never, but be safe */
 		l = &z->area[order].list[GFA_MT_MOVABLE];
-		for (p = l->tail; p != GFA_NIL && order_scanned < limit; p = frames[p].prev) {
+		for (p = l->tail; p != GFA_NIL && order_scanned < limit;
+		     p = pfn_to_frame(pool, p)->prev) {
 			last = p;
 			nr_scanned++;
 			order_scanned++;
@@ -256,7 +258,7 @@ static void fast_isolate_freepages(struct compact_control *cc)
 			}
 		}
 		if (found == GFA_NIL && last != GFA_NIL)
-			freelist_move_head(frames, l, last);
+			freelist_move_head(pool, l, last);
 		else if (found != GFA_NIL)
 			cc->search_order = order; /* start there next time */
 		/* an order that used its whole budget halves the next one's, as the kernel

@@ -49,7 +49,7 @@ struct compact_control {
 
 static inline struct gfa_frame *FR(struct compact_control *cc, uint64_t pfn)
 {
-	return &cc->zone->pool->frames[pfn];
+	return pfn_to_frame(cc->zone->pool, pfn);
 }
 
 static inline uint64_t pb_start(uint64_t pfn)
@@ -84,7 +84,7 @@ void release_freepages(struct compact_control *cc);
 /* a block isolated as a target: a moved frame's old place goes back as one too */
 void cc_add_free(struct compact_control *cc, uint64_t pfn, unsigned int order);
 /* the fast searches' shared steps through a free list */
-void freelist_rotate_to(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p);
+void freelist_rotate_to(struct gfa_pool *pool, struct gfa_free_list *l, uint32_t p);
 unsigned int freelist_scan_limit(struct compact_control *cc);
 
 /* ---- the migrate scanner (compaction_migrate.c) ---- */

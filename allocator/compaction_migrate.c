@@ -117,10 +117,10 @@ static uint64_t isolate_migratepages_block(struct compact_control *cc, uint64_t 
 }
 
 /* move_freelist_tail(): the forward (source) search scanned head .. p: move them to the tail */
-static void freelist_move_tail(struct gfa_frame *fr, struct gfa_free_list *l, uint32_t p)
+static void freelist_move_tail(struct gfa_pool *pool, struct gfa_free_list *l, uint32_t p)
 {
-	if (fr[p].next != GFA_NIL)
-		freelist_rotate_to(fr, l, fr[p].next);
+	if (pfn_to_frame(pool, p)->next != GFA_NIL)
+		freelist_rotate_to(pool, l, pfn_to_frame(pool, p)->next);
 }
 
 /*
@@ -132,7 +132,7 @@ static void freelist_move_tail(struct gfa_frame *fr, struct gfa_free_list *l, ui
 static uint64_t fast_find_migrateblock(struct compact_control *cc)
 {
 	struct gfa_zone *z = cc->zone;
-	struct gfa_frame *frames = z->pool->frames;
+	struct gfa_pool *pool = z->pool;
 	unsigned int limit, nr_scanned = 0;
 	uint64_t distance, high_pfn, pfn = cc->migrate_pfn;
 
@@ -150,7 +150,7 @@ static uint64_t fast_find_migrateblock(struct compact_control *cc)
 		uint32_t p = l->head;
 
 		while (p != GFA_NIL && nr_scanned < limit) {
-			uint32_t next = frames[p].next;
+			uint32_t next = pfn_to_frame(pool, p)->next;
 
 			nr_scanned++;
 			if (p < pfn) {
@@ -167,7 +167,7 @@ static uint64_t fast_find_migrateblock(struct compact_control *cc)
 					cc->migrate_scanned += nr_scanned;
 					cc->migrate_blocks += nr_scanned;
 					cc->fast_search_fail = 0;
-					freelist_move_tail(frames, l, p);
+					freelist_move_tail(pool, l, p);
 					return pb_start(p);
 				}
 			}

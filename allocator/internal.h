@@ -12,9 +12,15 @@
  *   flags       u8   FRAME_F_* bits, per frame (heads and tails)
  *   index       u32  the owner's index for an allocated block (page->index), keeps
  *                    the descriptor 16 bytes and aligned
- * Why so small: a 1 TiB host has 2^28 frames; 16 bytes a frame is 0.4% overhead, like
- * the kernel's struct page at 64 bytes per 4 KiB is 1.6%.  Tail frames are never
- * written on alloc/free, which keeps alloc/free O(1) in the block size.
+ * Where they live (the frame map, frame_at()): the descriptor of a pageblock's first
+ * frame in a dense array of pageblock heads, the other 511 in a sparse array that has a
+ * slot for every pfn and host memory only where a pageblock was split.  A pageblock in
+ * one block of order 9 or 10 (free, cached or allocated) writes only its head, so it
+ * costs 16 bytes, not 8 KiB: memory that stays in 2 MiB blocks pays about 0.03 bytes a
+ * frame for its descriptors.  A split pageblock is marked (PB_TAILS); its 8 KiB of tail
+ * descriptors go back to the host when it is one free block again and its frames are
+ * released (release_drop_tails()).  Tail frames are never written on alloc/free of a
+ * block, which keeps alloc/free O(1) in the block size.
  */
 #ifndef GFA_ALLOCATOR_INTERNAL_H
 #define GFA_ALLOCATOR_INTERNAL_H
@@ -54,6 +60,25 @@ struct gfa_frame {
 	uint32_t index;
 };
 _Static_assert(sizeof(struct gfa_frame) == 16, "frame descriptor must stay 16 bytes");
+
+/*
+ * The frame map: slot pfn of map holds the descriptor of pfn, except that the first
+ * frame of each pageblock has its descriptor in the dense head array that ends
+ * FRAME_HEAD_SLOTS slots below map (head k at map[k - FRAME_HEAD_SLOTS]).  A fixed
+ * distance, so a cache keeps one pointer and the lookup one conditional move.  Pool
+ * pfns stay below GFA_NIL (2^32), so 2^23 head slots hold every pool's heads.
+ */
+#define FRAME_HEAD_SLOTS (1L << (32 - GFA_PAGEBLOCK_ORDER))
+
+static inline __attribute__((always_inline)) struct gfa_frame *frame_at(struct gfa_frame *map,
+									uint64_t pfn)
+{
+	int64_t slot = (pfn & (GFA_PAGEBLOCK_FRAMES - 1)) ?
+			       (int64_t)pfn :
+			       (int64_t)(pfn >> GFA_PAGEBLOCK_ORDER) - FRAME_HEAD_SLOTS;
+
+	return &map[slot];
+}
 
 /*
  * A vCPU's cache moves its own blocks between PCP and ALLOCATED without the zone lock,
@@ -100,8 +125,9 @@ static inline void frame_set_owner(struct gfa_frame *f, uint64_t owner)
 	__atomic_store_n(&f->owner_word, owner, __ATOMIC_RELAXED);
 }
 
-/* Pageblock flags. */
-#define PB_SKIP 0x1u /* compaction skip hint / ownership token */
+/* Pageblock flags (zone lock). */
+#define PB_SKIP  0x1u /* compaction skip hint / ownership token */
+#define PB_TAILS 0x2u /* split since its tail descriptors were last dropped: they hold memory */
 
 struct gfa_pageblock {
 	uint8_t mt;
@@ -140,6 +166,7 @@ struct gfa_zone {
 	/* what creation allocated for the zone's frames and pageblocks: descriptors (the
 	 * alignment hole before the zone included), pageblocks, bitmaps (gfa_zone_stat) */
 	uint64_t metadata_bytes;
+	uint64_t nr_tail_pageblocks; /* pageblocks marked PB_TAILS: 8 KiB of descriptors each */
 	struct gfa_zone_counters c;
 	/* pcp sizing computed at creation */
 	int pcp_batch, pcp_high_min, pcp_high_max;
@@ -205,8 +232,9 @@ struct owner_ref {
 };
 
 struct gfa_pool {
-	struct gfa_frame *frames; /* one per pfn, over all zones */
-	uint64_t nr_pfns;         /* span of pfn space (incl. alignment holes) */
+	/* the frame map (frame_at()): a slot per pfn over all zones, heads below it */
+	struct gfa_frame *frame_map;
+	uint64_t nr_pfns; /* span of pfn space (incl. alignment holes) */
 	unsigned int nr_zones;
 	struct gfa_zone zones[GFA_MAX_ZONES];
 	struct gfa_pool_config cfg;
@@ -230,6 +258,17 @@ struct gfa_pool {
 	gfa_released_fn released_fn; /* __atomic: told of every frame released */
 	void *released_ctx;
 };
+
+/* Give the tail descriptors of the pageblocks in [pfn, pfn + nr) back to the host
+ * (pool.c); they read as zero after.  Nobody may write them meanwhile. */
+void frame_map_drop_tails(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
+
+/* The descriptor of pool pfn pfn (frame_at()). */
+static inline __attribute__((always_inline)) struct gfa_frame *
+pfn_to_frame(const struct gfa_pool *pool, uint64_t pfn)
+{
+	return frame_at(pool->frame_map, pfn);
+}
 
 /* Error counter slots in pool->err (match the err_* vmstat order). */
 enum gfa_err_slot {
@@ -301,6 +340,24 @@ uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end);
 static inline struct gfa_pageblock *pfn_pageblock(struct gfa_zone *z, uint64_t pfn)
 {
 	return &z->pageblocks[(pfn - z->start_pfn) >> GFA_PAGEBLOCK_ORDER];
+}
+/*
+ * A block head is about to be written at pfn: if that is a tail slot (pfn not the
+ * first frame of its pageblock), the pageblock's tail descriptors hold memory from now
+ * on.  Zone lock held.
+ */
+static inline __attribute__((always_inline)) void pb_mark_tails(struct gfa_zone *z, uint64_t pfn)
+{
+	struct gfa_pageblock *pb;
+
+	if (!(pfn & (GFA_PAGEBLOCK_FRAMES - 1)))
+		return;
+	pb = pfn_pageblock(z, pfn);
+	if (!(pb->flags & PB_TAILS)) {
+		pb->flags |= PB_TAILS;
+		z->nr_tail_pageblocks++;
+		z->c.vm.metadata_split++;
+	}
 }
 /*
  * A pageblock's migratetype changes under the zone lock, with an atomic store: cache

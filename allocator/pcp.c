@@ -167,12 +167,12 @@ int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 		do {
 			uint64_t pfn = plist_pop_bottom(l);
 
-			GFA_BUG_ON(pcp->frames[pfn].order != order); /* its list's order */
+			GFA_BUG_ON(pcp_frame(pcp, pfn)->order != order); /* its list's order */
 			count -= 1 << order;
 			pcp->count -= 1 << order;
 			freed += 1 << order;
 			GFA_BUG_ON(pcp->count < 0); /* count is the sum of the lists */
-			GFA_BUG_ON(fstate(&pcp->frames[pfn]) != GFA_FRAME_PCP);
+			GFA_BUG_ON(fstate(pcp_frame(pcp, pfn)) != GFA_FRAME_PCP);
 			zone_return_locked(z, pfn, order);
 		} while (count > 0 && plist_nr(l));
 	}
@@ -206,7 +206,7 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 
 		if (pfn < 0)
 			break;
-		f = &pcp->pool->frames[pfn];
+		f = pfn_to_frame(pcp->pool, pfn);
 		GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE); /* just off a free list */
 		f->mt = (uint8_t)mt;
 		fstate_set(f, GFA_FRAME_PCP);
@@ -293,7 +293,7 @@ struct gfa_pcp *gfa_pcp_create(struct gfa_pool *pool, unsigned int zone)
 	pcp_tune_init(pcp, z);
 	pcp->no_high_order = pool->cfg.pcp_no_high_order;
 	pcp_slots_init(pcp, z);
-	pcp->frames = pool->frames;
+	pcp->frame_map = pool->frame_map;
 	pcp->zone_start = z->start_pfn;
 	pcp->zone_frames = z->nr_frames;
 	pcp->pageblocks = z->pageblocks;
@@ -378,7 +378,7 @@ void gfa_pcp_destroy(struct gfa_pcp *pcp)
 PCP_HOT void pcp_mark_allocated(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order,
 				uint64_t owner)
 {
-	struct gfa_frame *f = &pcp->frames[pfn];
+	struct gfa_frame *f = pcp_frame(pcp, pfn);
 
 	/* a cached block goes PCP -> ALLOCATED, and count is the sum of the lists */
 	GFA_BUG_ON(fstate(f) != GFA_FRAME_PCP || f->order != order);
@@ -499,7 +499,7 @@ static bool pcp_free_high_direct(struct gfa_pcp *pcp, struct gfa_zone *z, uint64
 PCP_HOT void pcp_push_commit(struct gfa_pcp *pcp, struct pcp_list *l, uint64_t pfn,
 			     unsigned int order, int pindex)
 {
-	GFA_BUG_ON(fstate(&pcp->frames[pfn]) != GFA_FRAME_PCP); /* begun: ALLOCATED -> PCP */
+	GFA_BUG_ON(fstate(pcp_frame(pcp, pfn)) != GFA_FRAME_PCP); /* begun: ALLOCATED -> PCP */
 	plist_push_top(l, (uint32_t)pfn);
 	pcp->count += 1 << order;
 	pcp->vs.free_order[order]++;
@@ -525,7 +525,7 @@ static __attribute__((noinline)) void pcp_free_begun(struct gfa_pcp *pcp, uint64
 
 	if (order && pcp_free_high_direct(pcp, z, pfn, order))
 		return;
-	pindex = order_to_pindex(pcp->frames[pfn].mt, order);
+	pindex = order_to_pindex(pcp_frame(pcp, pfn)->mt, order);
 	l = &pcp->lists[pindex];
 	if (unlikely(plist_full(l)) && plist_grow(l)) {
 		/* no memory for a longer list: this block goes to the zone, begun already */
@@ -580,7 +580,7 @@ PCP_HOT bool pcp_begin_free_plain(struct gfa_pcp *pcp, struct gfa_frame *f, unsi
 PCP_HOT int pcp_begin_free(struct gfa_pcp *pcp, struct gfa_zone *z, uint64_t pfn,
 			   unsigned int order, uint64_t owner)
 {
-	struct gfa_frame *f = &pcp->frames[pfn];
+	struct gfa_frame *f = pcp_frame(pcp, pfn);
 
 	if (likely(pcp_begin_free_plain(pcp, f, order, owner)))
 		return 0;
@@ -677,7 +677,7 @@ int gfa_pcp_free(struct gfa_pcp *pcp, uint64_t pfn, unsigned int order, uint64_t
 			     __ATOMIC_RELAXED);
 	pindex = pcp->slots[order].base + (int)mt;
 	l = &pcp->lists[pindex];
-	f = &pcp->frames[pfn];
+	f = pcp_frame(pcp, pfn);
 	if (unlikely(!pcp_begin_free_plain(pcp, f, order, owner))) {
 		pcp_exit_fast(me);
 		return pcp_free_slow(pcp, pfn, order, owner);

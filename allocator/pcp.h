@@ -131,7 +131,7 @@ struct gfa_pcp {
 	int free_count_cap;  /* batch << PCP_BATCH_SCALE_MAX */
 	bool prev_free_high; /* the previous free was of order 1..3 (free_high streak) */
 	bool no_high_order;
-	struct gfa_frame *frames;
+	struct gfa_frame *frame_map; /* the pool's (frame_at()) */
 	/*
 	 * slots[order].base for allocations: -1 also while the zone has claims (they are
 	 * decided per owner under the zone lock); set under pool->pcp_lock, read racily by
@@ -159,6 +159,13 @@ struct gfa_pcp {
 	 * (pcp_add_counters) */
 	struct gfa_vmstat vs;
 };
+
+/* The descriptor of pfn, from the cache's copy of the frame map pointer. */
+static inline __attribute__((always_inline)) struct gfa_frame *pcp_frame(const struct gfa_pcp *pcp,
+									 uint64_t pfn)
+{
+	return frame_at(pcp->frame_map, pfn);
+}
 
 /* Allocations served by this cache: the hot path counts each once, per order. */
 static inline uint64_t pcp_nr_alloc(const struct gfa_pcp *pcp)

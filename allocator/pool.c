@@ -9,26 +9,51 @@
 #include "allocator/internal.h"
 
 /*
- * The frame descriptors, in huge pages where the host gives them: creation writes one
- * descriptor in every MAX_ORDER block (its head), so with 4 KiB pages a 1 TiB pool
- * takes a fault for every 16 KiB of descriptors (2^18), and a walk of all of them
- * (gfa_pool_check, the scanners) a TLB miss for every 256.  calloc still serves them
- * (counted where the pool's other metadata is, zeroed by the kernel when large), and
- * MADV_HUGEPAGE is a hint for the 2 MiB-aligned part: without THP, 4 KiB pages as before.
+ * The frame map (frame_at()): one anonymous mapping of the head array and the tail
+ * slots, reserved but not backed (MAP_NORESERVE): the kernel gives a page of it memory
+ * when it is first written, so creation pays for the heads it writes (one per
+ * MAX_ORDER block) and a tail page costs memory only once its pageblock is split.
+ * The heads in huge pages where the host gives them (a walk of all of them, as
+ * gfa_pool_check and the scanners do, then takes a TLB miss per 2 MiB, not per 4 KiB);
+ * the tails never: a huge page there would back 256 pageblocks' tails for one split.
  */
-#define FRAMES_HUGE_MIN (4UL << 20)
+#define FRAMES_HUGE_MIN  (4UL << 20)
+#define FRAME_HEAD_BYTES ((size_t)FRAME_HEAD_SLOTS * sizeof(struct gfa_frame))
 
-static struct gfa_frame *frames_alloc(uint64_t n)
+static size_t frame_map_tail_bytes(uint64_t nr_pfns)
 {
-	struct gfa_frame *f = calloc(n, sizeof(*f));
-	uintptr_t start = (uintptr_t)f, end = start + n * sizeof(*f);
-	uintptr_t huge = 2UL << 20;
+	size_t page = 4096;
 
-	start = (start + huge - 1) & ~(huge - 1);
-	end &= ~(huge - 1);
-	if (f && n * sizeof(*f) >= FRAMES_HUGE_MIN && end > start)
-		madvise((void *)start, end - start, MADV_HUGEPAGE);
-	return f;
+	return (nr_pfns * sizeof(struct gfa_frame) + page - 1) & ~(page - 1);
+}
+
+static struct gfa_frame *frame_map_create(uint64_t nr_pfns)
+{
+	size_t tails = frame_map_tail_bytes(nr_pfns);
+	size_t heads = ((nr_pfns >> GFA_PAGEBLOCK_ORDER) + 1) * sizeof(struct gfa_frame);
+	char *m = mmap(NULL, FRAME_HEAD_BYTES + tails, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (m == MAP_FAILED)
+		return NULL;
+	if (heads >= FRAMES_HUGE_MIN)
+		madvise(m, heads, MADV_HUGEPAGE);
+	madvise(m + FRAME_HEAD_BYTES, tails, MADV_NOHUGEPAGE);
+	return (struct gfa_frame *)(m + FRAME_HEAD_BYTES);
+}
+
+static void frame_map_destroy(struct gfa_frame *map, uint64_t nr_pfns)
+{
+	if (map)
+		munmap((char *)map - FRAME_HEAD_BYTES,
+		       FRAME_HEAD_BYTES + frame_map_tail_bytes(nr_pfns));
+}
+
+void frame_map_drop_tails(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
+{
+	GFA_BUG_ON((pfn | nr) & (GFA_PAGEBLOCK_FRAMES - 1));
+	/* slot pfn is a head's (frame_at()): the run's slots are whole pages */
+	madvise(&pool->frame_map[pfn], nr * sizeof(struct gfa_frame), MADV_DONTNEED);
 }
 
 void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames)
@@ -72,8 +97,8 @@ static void zone_free_all(struct gfa_zone *z, bool held, uint64_t owner)
 		while (order > 0 && ((pfn & ((1UL << order) - 1)) || pfn + (1UL << order) > end))
 			order--;
 		if (held) {
-			z->pool->frames[pfn].order = (uint8_t)order;
-			frame_mark_allocated(&z->pool->frames[pfn], GFA_MT_MOVABLE, owner);
+			pfn_to_frame(z->pool, pfn)->order = (uint8_t)order;
+			frame_mark_allocated(pfn_to_frame(z->pool, pfn), GFA_MT_MOVABLE, owner);
 		} else {
 			buddy_list_add(z->pool, z, pfn, order, GFA_MT_MOVABLE, true);
 		}
@@ -157,14 +182,17 @@ static struct gfa_pool *pool_create(const struct gfa_pool_config *cfg, bool held
 		pfn = (pfn + MAX_ORDER_FRAMES - 1) & ~(MAX_ORDER_FRAMES - 1);
 		pool->zones[i].start_pfn = pfn;
 		pfn += cfg->zones[i].nr_frames;
-		/* the descriptors of its frames and of the hole its alignment left */
-		pool->zones[i].metadata_bytes = (pfn - from) * sizeof(*pool->frames);
+		/* the heads of its pageblocks and of the hole its alignment left (the tails
+		 * of split pageblocks are counted as they come: nr_tail_pageblocks) */
+		pool->zones[i].metadata_bytes =
+			((pfn - from + GFA_PAGEBLOCK_FRAMES - 1) >> GFA_PAGEBLOCK_ORDER) *
+			sizeof(struct gfa_frame);
 	}
 	if (!pfn || pfn >= GFA_NIL)
 		goto inval;
 	pool->nr_pfns = pfn;
-	pool->frames = frames_alloc(pfn);
-	if (!pool->frames)
+	pool->frame_map = frame_map_create(pfn);
+	if (!pool->frame_map)
 		goto nomem;
 	pthread_mutex_init(&pool->pcp_lock, NULL);
 	pthread_mutex_init(&pool->compactd_lock, NULL);
@@ -212,7 +240,7 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 		free(pool->zones[i].released);
 		free(pool->zones[i].free_heads);
 	}
-	free(pool->frames);
+	frame_map_destroy(pool->frame_map, pool->nr_pfns);
 	free(pool);
 }
 
@@ -267,7 +295,7 @@ uint64_t frame_find_head(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn
 
 		if (head < z->start_pfn)
 			break;
-		f = &pool->frames[head];
+		f = pfn_to_frame(pool, head);
 		if (fstate(f) && head + (1UL << f->order) > pfn)
 			return head;
 	}
@@ -350,7 +378,7 @@ int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info 
 	if (head == GFA_NIL) {
 		ret = -EUCLEAN; /* a release build answers instead */
 	} else {
-		struct gfa_frame *f = &pool->frames[head];
+		struct gfa_frame *f = pfn_to_frame(pool, head);
 
 		unsigned int st = fstate(f);
 
@@ -381,7 +409,7 @@ int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *ar
 
 		pthread_mutex_lock(&z->lock);
 		while (pfn < end && !ret) {
-			struct gfa_frame *f = &pool->frames[pfn];
+			struct gfa_frame *f = pfn_to_frame(pool, pfn);
 
 			if (fstate(f) == GFA_FRAME_ALLOCATED)
 				ret = fn(arg, pfn, f->order, (enum gfa_migratetype)f->mt,
@@ -446,7 +474,7 @@ int gfa_block_set_index(struct gfa_pool *pool, uint64_t pfn, uint64_t owner, uin
 		err = GFA_ERANGE;
 	if (err)
 		goto out;
-	f = &pool->frames[pfn];
+	f = pfn_to_frame(pool, pfn);
 	st = fstate(f);
 	if (st != GFA_FRAME_ALLOCATED && st != GFA_FRAME_ISOLATED)
 		err = GFA_ENOTHEAD;

@@ -102,7 +102,7 @@ int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_ru
 	pthread_mutex_lock(&z->lock);
 	p = frame_find_head(pool, z, pfn);
 	for (p = p == GFA_NIL ? pfn : p; p < end;) {
-		struct gfa_frame *f = &pool->frames[p];
+		struct gfa_frame *f = pfn_to_frame(pool, p);
 		unsigned int st = fstate(f);
 		uint64_t next = p + (1UL << f->order);
 
@@ -162,8 +162,10 @@ void release_take(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 	if (!z->nr_released)
 		return;
 	for (uint64_t p = pfn; p < pfn + nr; p++)
-		if (release_test(z, p))
-			z->pool->frames[p].flags |= FRAME_F_WAS_RELEASED;
+		if (release_test(z, p)) {
+			pb_mark_tails(z, p);
+			pfn_to_frame(z->pool, p)->flags |= FRAME_F_WAS_RELEASED;
+		}
 	release_clear(z, pfn, nr);
 }
 
@@ -171,7 +173,7 @@ void release_restore(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
 	GFA_BUG_ON(!zone_lock_held(z));
 	for (uint64_t p = pfn; p < pfn + nr; p++) {
-		struct gfa_frame *f = &z->pool->frames[p];
+		struct gfa_frame *f = pfn_to_frame(z->pool, p);
 
 		if (f->flags & FRAME_F_WAS_RELEASED) {
 			/* release_take() moved its bit to the mark: it has none now */
@@ -185,8 +187,13 @@ void release_restore(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 void release_forget(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
 	GFA_BUG_ON(!zone_lock_held(z));
-	for (uint64_t p = pfn; p < pfn + nr; p++)
-		z->pool->frames[p].flags &= (uint8_t)~FRAME_F_WAS_RELEASED;
+	for (uint64_t p = pfn; p < pfn + nr; p++) {
+		struct gfa_frame *f = pfn_to_frame(z->pool, p);
+
+		/* only where set: a store to a tail the host never backed would back it */
+		if (f->flags & FRAME_F_WAS_RELEASED)
+			f->flags &= (uint8_t)~FRAME_F_WAS_RELEASED;
+	}
 }
 
 int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
@@ -246,7 +253,7 @@ static bool range_add(struct range_out *ro, uint64_t pfn, uint64_t nr)
 /* Take a free block off the lists for the host path; returns its populated frames. */
 static uint64_t isolate_for_host(struct gfa_zone *z, uint64_t pfn)
 {
-	struct gfa_frame *f = &z->pool->frames[pfn];
+	struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
 	uint64_t nr = 1UL << f->order, had;
 
 	GFA_BUG_ON(f->flags & FRAME_F_SCRUB); /* a scrub's block is back before it is free */
@@ -296,11 +303,11 @@ static unsigned int pageblock_free_blocks(struct gfa_zone *z, uint64_t start, ui
 	if (pfn == GFA_NIL)
 		return 0;
 	/* a free block larger than a pageblock that started earlier counts here too */
-	if (pfn < start && fstate(&z->pool->frames[pfn]) != GFA_FRAME_FREE)
-		pfn += 1UL << z->pool->frames[pfn].order;
+	if (pfn < start && fstate(pfn_to_frame(z->pool, pfn)) != GFA_FRAME_FREE)
+		pfn += 1UL << pfn_to_frame(z->pool, pfn)->order;
 	for (; pfn < end && pfn < z->start_pfn + z->nr_frames;
-	     pfn += 1UL << z->pool->frames[pfn].order)
-		if (fstate(&z->pool->frames[pfn]) == GFA_FRAME_FREE) {
+	     pfn += 1UL << pfn_to_frame(z->pool, pfn)->order)
+		if (fstate(pfn_to_frame(z->pool, pfn)) == GFA_FRAME_FREE) {
 			GFA_BUG_ON(n >= RELEASE_MAX_LOCAL); /* a pageblock's frames at most */
 			heads[n++] = pfn;
 		}
@@ -330,7 +337,7 @@ static uint64_t release_pageblock(struct gfa_zone *z, uint64_t start, uint64_t b
 	unsigned int n = pageblock_free_blocks(z, start, heads);
 
 	while (n-- && got < budget) {
-		struct gfa_frame *f = &z->pool->frames[heads[n]];
+		struct gfa_frame *f = pfn_to_frame(z->pool, heads[n]);
 		uint64_t nr = 1UL << f->order;
 
 		if (ro->n == ro->max && !(ro->out[ro->n - 1].pfn == heads[n] + nr))
@@ -452,7 +459,7 @@ int zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_fram
 			continue;
 		n = pageblock_free_blocks(z, z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER), heads);
 		for (unsigned int i = 0; i < n && got < budget && ro.n < ro.max; i++) {
-			struct gfa_frame *f = &z->pool->frames[heads[i]];
+			struct gfa_frame *f = pfn_to_frame(z->pool, heads[i]);
 
 			if (!release_bits_any(z, heads[i], 1UL << f->order))
 				continue;
@@ -500,7 +507,7 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 			continue; /* nothing free and populated here */
 		n = pageblock_free_blocks(z, z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER), heads);
 		for (unsigned int i = 0; i < n && got < max_frames && ro.n < ro.max; i++) {
-			unsigned int order = z->pool->frames[heads[i]].order;
+			unsigned int order = pfn_to_frame(z->pool, heads[i])->order;
 
 			if ((1UL << order) > max_frames - got ||
 			    release_bits_any(z, heads[i], 1UL << order) ||
@@ -508,7 +515,7 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 				continue;
 			got += isolate_for_host(z, heads[i]);
 			/* still free frames: counted free and claimable (scrub_done) */
-			z->pool->frames[heads[i]].flags |= FRAME_F_SCRUB;
+			pfn_to_frame(z->pool, heads[i])->flags |= FRAME_F_SCRUB;
 			z->nr_scrub += 1UL << order;
 			range_add(&ro, heads[i], 1UL << order);
 		}
@@ -522,7 +529,7 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 static bool range_inflight(struct gfa_zone *z, uint64_t pfn, uint64_t end)
 {
 	while (pfn < end) {
-		struct gfa_frame *f = &z->pool->frames[pfn];
+		struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
 
 		if (fstate(f) != GFA_FRAME_INFLIGHT || pfn + (1UL << f->order) > end)
 			return false;
@@ -562,10 +569,51 @@ static uint64_t scrub_end(struct gfa_zone *z, struct gfa_frame *f)
 	return nr;
 }
 
+/*
+ * Tail descriptors go back to the host when their pageblock is one free block again
+ * and a background thread holds it in flight (a release, a populate, a scrub): the
+ * block cannot be split nor its tails written until it is back on the lists, and the
+ * madvise runs off every vCPU.  Under the zone lock, take the marks of the pageblocks
+ * inside blocks of order 9 and up, as runs; the caller drops them unlocked
+ * (frame_map_drop_tails()).  Returns runs filled.
+ */
+#define DROP_RUNS 16
+static unsigned int host_take_tails(struct gfa_zone *z, uint64_t pfn, uint64_t end,
+				    struct gfa_frame_range *runs)
+{
+	unsigned int n = 0;
+
+	while (pfn < end) {
+		struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
+		uint64_t next = pfn + (1UL << f->order);
+
+		for (uint64_t q = pfn; f->order >= GFA_PAGEBLOCK_ORDER && q < next;
+		     q += GFA_PAGEBLOCK_FRAMES) {
+			struct gfa_pageblock *pb = pfn_pageblock(z, q);
+
+			if (!(pb->flags & PB_TAILS))
+				continue;
+			if (n && runs[n - 1].pfn + runs[n - 1].nr == q)
+				runs[n - 1].nr += GFA_PAGEBLOCK_FRAMES;
+			else if (n < DROP_RUNS)
+				runs[n++] = (struct gfa_frame_range){ q, GFA_PAGEBLOCK_FRAMES };
+			else
+				continue; /* no room: stays marked, dropped another time */
+			pb->flags &= (uint8_t)~PB_TAILS;
+			GFA_BUG_ON(!z->nr_tail_pageblocks);
+			z->nr_tail_pageblocks--;
+		}
+		pfn = next;
+	}
+	return n;
+}
+
 static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host_outcome how)
 {
 	struct gfa_zone *z;
 	uint64_t end = pfn + nr, scrubbed = 0;
+	struct gfa_frame_range runs[DROP_RUNS];
+	unsigned int nr_runs;
 	int err = 0;
 
 	if (!pool)
@@ -579,8 +627,18 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 		err = GFA_EBUSY;
 		goto out;
 	}
+	nr_runs = host_take_tails(z, pfn, end, runs);
+	if (nr_runs) {
+		/* the range stays in flight and ours: nobody else touches it meanwhile */
+		pthread_mutex_unlock(&z->lock);
+		for (unsigned int i = 0; i < nr_runs; i++)
+			frame_map_drop_tails(pool, runs[i].pfn, runs[i].nr);
+		pthread_mutex_lock(&z->lock);
+		for (unsigned int i = 0; i < nr_runs; i++)
+			z->c.vm.metadata_dropped += runs[i].nr >> GFA_PAGEBLOCK_ORDER;
+	}
 	while (pfn < end) {
-		struct gfa_frame *f = &pool->frames[pfn];
+		struct gfa_frame *f = pfn_to_frame(pool, pfn);
 		unsigned int order = f->order;
 
 		/* range_inflight() checked every block: INFLIGHT heads, counted in flight */

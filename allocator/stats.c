@@ -55,12 +55,13 @@ int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat
 	st->nr_scrubbing = z->nr_scrub;
 	st->nr_inflight = z->nr_inflight - z->nr_scrub;
 	pcp_stat_blocks_locked(pool, zone, st->nr_pcp_blocks);
+	st->metadata_bytes = z->metadata_bytes + z->nr_tail_pageblocks * GFA_PAGEBLOCK_FRAMES *
+							 sizeof(struct gfa_frame);
 	pthread_mutex_unlock(&z->lock);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 		st->nr_pcp += st->nr_pcp_blocks[o] << o;
 	st->nr_free = st->nr_free_buddy + st->nr_pcp + st->nr_scrubbing;
-	st->metadata_bytes = z->metadata_bytes;
 	return 0;
 }
 

@@ -252,6 +252,6 @@ Test(api, a_broken_invariant_aborts_in_the_test_build, .signal = SIGABRT)
 	uint32_t head = p->zones[0].area[GFA_MAX_ORDER].list[GFA_MT_MOVABLE].head;
 
 	cr_assert_neq(head, GFA_NIL);
-	p->frames[head].mt = GFA_MT_UNMOVABLE;
+	pfn_to_frame(p, head)->mt = GFA_MT_UNMOVABLE;
 	gfa_alloc(p, 0, GFA_MAX_ORDER, GFA_MT_MOVABLE, 1, 0);
 }

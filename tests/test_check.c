@@ -23,9 +23,9 @@ Test(check, a_tail_frame_with_a_state)
 
 	cr_assert_geq(pfn, 0);
 	ASSERT_POOL_OK(p);
-	p->frames[pfn + 1].order = 0;
-	p->frames[pfn + 1].mt = GFA_MT_MOVABLE;
-	fstate_set(&p->frames[pfn + 1], GFA_FRAME_FREE);
+	pfn_to_frame(p, pfn + 1)->order = 0;
+	pfn_to_frame(p, pfn + 1)->mt = GFA_MT_MOVABLE;
+	fstate_set(pfn_to_frame(p, pfn + 1), GFA_FRAME_FREE);
 	cr_assert_eq(check_says(p, "tail with state"), -EUCLEAN);
 	gfa_pool_destroy(p);
 }
@@ -73,10 +73,10 @@ Test(check, a_free_list_link_outside_the_zone)
 
 	ASSERT_POOL_OK(p);
 	cr_assert_neq(l->head, GFA_NIL);
-	p->frames[l->head].next = 0x7ffffff0u; /* the checker once read it and crashed */
+	pfn_to_frame(p, l->head)->next = 0x7ffffff0u; /* the checker once read it and crashed */
 	l->nr++;
 	cr_assert_eq(check_says(p, "link out of range"), -EUCLEAN);
-	p->frames[l->head].next = GFA_NIL;
+	pfn_to_frame(p, l->head)->next = GFA_NIL;
 	l->nr--;
 	gfa_pool_destroy(p);
 }
@@ -87,9 +87,9 @@ Test(check, an_allocated_block_of_type_isolate)
 	int64_t pfn = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 1, 0);
 
 	cr_assert_geq(pfn, 0);
-	p->frames[pfn].mt = GFA_MT_ISOLATE;
+	pfn_to_frame(p, pfn)->mt = GFA_MT_ISOLATE;
 	cr_assert_eq(check_says(p, "allocated ISOLATE"), -EUCLEAN);
-	p->frames[pfn].mt = GFA_MT_MOVABLE;
+	pfn_to_frame(p, pfn)->mt = GFA_MT_MOVABLE;
 	gfa_pool_destroy(p);
 }
 
@@ -115,10 +115,10 @@ Test(check, a_free_block_spanning_a_pageblock_of_another_type)
 	struct gfa_zone *z = &p->zones[0];
 
 	ASSERT_POOL_OK(p);
-	cr_assert_eq(p->frames[z->start_pfn].order, 10);
+	cr_assert_eq(pfn_to_frame(p, z->start_pfn)->order, 10);
 	pageblock_set_mt(&z->pageblocks[1], GFA_MT_UNMOVABLE);
 	cr_assert_eq(check_says(p, "free block over a pageblock of another type"), -EUCLEAN);
-	pageblock_set_mt(&z->pageblocks[1], p->frames[z->start_pfn].mt);
+	pageblock_set_mt(&z->pageblocks[1], pfn_to_frame(p, z->start_pfn)->mt);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -134,7 +134,7 @@ Test(check, free_head_bits_out_of_step)
 
 	cr_assert_geq(a, 0);
 	ASSERT_POOL_OK(p);
-	cr_assert(free_head_test(z, fhead) && fstate(&p->frames[fhead]) == GFA_FRAME_FREE);
+	cr_assert(free_head_test(z, fhead) && fstate(pfn_to_frame(p, fhead)) == GFA_FRAME_FREE);
 	/* an allocated block marked free */
 	w = &z->free_heads[((uint64_t)a - z->start_pfn) / 64];
 	*w ^= 1ULL << (((uint64_t)a - z->start_pfn) % 64);
@@ -166,9 +166,9 @@ Test(check, a_was_released_mark_outside_an_isolated_block)
 	int64_t a = gfa_alloc(p, 0, 2, GFA_MT_MOVABLE, 1, 0);
 
 	cr_assert_geq(a, 0);
-	p->frames[a + 3].flags |= FRAME_F_WAS_RELEASED;
+	pfn_to_frame(p, a + 3)->flags |= FRAME_F_WAS_RELEASED;
 	cr_assert_eq(check_says(p, "mark on an allocated block"), -EUCLEAN);
-	p->frames[a + 3].flags = 0;
+	pfn_to_frame(p, a + 3)->flags = 0;
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }

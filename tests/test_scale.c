@@ -5,6 +5,7 @@
  */
 #include "tests/test_util.h"
 #include "common/ktime.h"
+#include "allocator/layers.h"
 
 #define TIB_FRAMES (1ULL << 28)
 
@@ -27,22 +28,68 @@ static uint64_t pool_metadata_bytes(struct gfa_pool *p, uint64_t *frames)
 	return bytes;
 }
 
-/* A 16-byte descriptor a frame, a bit or two and a pageblock's share: 16 to 17 bytes. */
-Test(scale, metadata_bytes_per_frame)
+/*
+ * Metadata scales with what is split: a pool in unsplit blocks pays a head descriptor
+ * per pageblock, its pageblock and two bits a frame (under 0.3 bytes a frame); each
+ * pageblock split backs its 8 KiB of tail descriptors, and they stay until the
+ * pageblock is one free block a release holds in flight.
+ */
+Test(scale, metadata_scales_with_what_is_split)
 {
+	const uint64_t tails = GFA_PAGEBLOCK_FRAMES * 16;
 	struct gfa_pool_config cfg;
 	struct gfa_pool *p;
-	uint64_t frames, bytes;
+	uint64_t frames, bytes, unsplit, nr_pb = 0;
+	static int64_t pfn[1u << 16];
+	struct gfa_frame_range r[8];
+	struct gfa_release_policy rp = { .low = 0, .high = 0, .min_empty_frac = 1 };
+	struct gfa_vmstat vs;
 
 	gfa_pool_config_init(&cfg, 1u << 16);
 	cfg.nr_zones = 2;
 	cfg.zones[1].nr_frames = (1u << 15) + GFA_PAGEBLOCK_FRAMES;
 	p = gfa_pool_create(&cfg);
 	cr_assert_not_null(p);
-	bytes = pool_metadata_bytes(p, &frames);
+	unsplit = pool_metadata_bytes(p, &frames);
 	cr_assert_eq(frames, (1u << 16) + (1u << 15) + GFA_PAGEBLOCK_FRAMES);
-	cr_assert(bytes >= 16 * frames && bytes <= 17 * frames + 16 * 1024,
-		  "%lu bytes for %lu frames", (unsigned long)bytes, (unsigned long)frames);
+	cr_assert(unsplit * 10 <= frames * 3, "%lu bytes for %lu frames", (unsigned long)unsplit,
+		  (unsigned long)frames);
+	/* split every pageblock of zone 0 into order-0 blocks */
+	for (uint64_t i = 0; i < (1u << 16); i++) {
+		pfn[i] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 5, 0);
+		cr_assert_geq(pfn[i], 0);
+	}
+	ASSERT_POOL_OK(p);
+	nr_pb = (1u << 16) / GFA_PAGEBLOCK_FRAMES;
+	bytes = pool_metadata_bytes(p, &frames);
+	cr_assert_eq(bytes, unsplit + nr_pb * tails, "%lu bytes, %lu unsplit", (unsigned long)bytes,
+		     (unsigned long)unsplit);
+	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
+	cr_assert_eq(vs.metadata_split, nr_pb);
+	/* merged again, the tails stay backed: only a release in flight drops them */
+	for (uint64_t i = 0; i < (1u << 16); i++)
+		cr_assert_eq(gfa_free(p, (uint64_t)pfn[i], 0, 5), 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(pool_metadata_bytes(p, &frames), bytes);
+	/* released to the host, zone 0's pageblocks drop their tails */
+	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
+	for (int n; (n = zone_release_take(p, 0, r, 8, 1u << 16)) > 0;)
+		for (int i = 0; i < n; i++)
+			cr_assert_eq(zone_release_done(p, r[i].pfn, r[i].nr, true), 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(pool_metadata_bytes(p, &frames), unsplit,
+		     "%lu bytes after the release, %lu unsplit",
+		     (unsigned long)pool_metadata_bytes(p, &frames), (unsigned long)unsplit);
+	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
+	cr_assert_eq(vs.metadata_dropped, nr_pb);
+	/* and split again from zeroed tails, as the first time */
+	for (uint64_t i = 0; i < (1u << 16); i++)
+		cr_assert_geq(pfn[i] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 5, 0), 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(pool_metadata_bytes(p, &frames), bytes);
+	for (uint64_t i = 0; i < (1u << 16); i++)
+		cr_assert_eq(gfa_free(p, (uint64_t)pfn[i], 0, 5), 0);
+	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
 
