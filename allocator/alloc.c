@@ -235,6 +235,38 @@ int pool_free_released(struct gfa_pool *pool, uint64_t pfn, unsigned int order, 
 	return zone_free(pool, pfn, order, owner, FREE_RELEASED);
 }
 
+int zone_held_drop_tails(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner)
+{
+	struct gfa_frame_range runs[TAIL_DROP_RUNS];
+	struct gfa_zone *z = NULL;
+	unsigned int n = 0;
+	int err = free_args(pool, pfn, order, &z);
+
+	if (!err && order < GFA_PAGEBLOCK_ORDER)
+		err = GFA_EORDER;
+	if (err)
+		goto out;
+	pthread_mutex_lock(&z->lock);
+	/* ISOLATED while its tails go: a free or a split of it meanwhile is refused */
+	err = frame_begin_free(pool, z, pfn, order, owner, GFA_FRAME_ISOLATED);
+	if (!err)
+		n = zone_take_tail_marks(z, pfn, pfn + (1UL << order), runs);
+	pthread_mutex_unlock(&z->lock);
+	if (err)
+		goto out;
+	for (unsigned int i = 0; i < n; i++)
+		frame_map_drop_tails(pool, runs[i].pfn, runs[i].nr);
+	pthread_mutex_lock(&z->lock);
+	for (unsigned int i = 0; i < n; i++)
+		z->c.vm.metadata_dropped += runs[i].nr >> GFA_PAGEBLOCK_ORDER;
+	fstate_set(pfn_to_frame(pool, pfn), GFA_FRAME_ALLOCATED);
+	pthread_mutex_unlock(&z->lock);
+out:
+	if (err)
+		pool_count_err(pool, err);
+	return err;
+}
+
 int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner,
 		    unsigned int new_order)
 {

@@ -262,6 +262,16 @@ struct gfa_pool {
 /* Give the tail descriptors of the pageblocks in [pfn, pfn + nr) back to the host
  * (pool.c); they read as zero after.  Nobody may write them meanwhile. */
 void frame_map_drop_tails(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
+/*
+ * Take the PB_TAILS marks of the pageblocks inside blocks of order 9 and up in
+ * [pfn, end) (zone lock held; the caller holds those blocks so nobody splits them) as
+ * up to TAIL_DROP_RUNS runs for frame_map_drop_tails(); returns runs filled.  A mark
+ * that finds no room stays for another time (release_policy.c).
+ */
+#define TAIL_DROP_RUNS 16
+struct gfa_frame_range;
+unsigned int zone_take_tail_marks(struct gfa_zone *z, uint64_t pfn, uint64_t end,
+				  struct gfa_frame_range *runs);
 
 /* The descriptor of pool pfn pfn (frame_at()). */
 static inline __attribute__((always_inline)) struct gfa_frame *

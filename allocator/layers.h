@@ -110,6 +110,18 @@ int pool_free_released(struct gfa_pool *pool, uint64_t pfn, unsigned int order, 
  */
 int pool_count_error(struct gfa_pool *pool, int err);
 
+/*
+ * The caller holds the allocated block at pfn (order 9 or 10, owner) whole and will
+ * neither free nor split it until this returns: give the tail descriptors of its
+ * pageblocks back to the host (entry 33 of docs/decisions.md), as a release in flight
+ * does.  For blocks a layer keeps allocated to itself (a host pool client's returned
+ * leases).  The block is ISOLATED meanwhile (a free of it gets GFA_EBUSY).  Returns 0,
+ * GFA_EFAULT, GFA_ERANGE, GFA_EALIGN, GFA_EORDER (below 9), GFA_ENOTHEAD, GFA_EOWNER,
+ * GFA_EWRONGORDER, GFA_EDOUBLEFREE, GFA_EBUSY (counted).  Any thread (takes the zone
+ * lock).
+ */
+int zone_held_drop_tails(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t owner);
+
 /* ---- returning memory to the host: take and done steps ---- */
 
 struct gfa_frame_range {

@@ -577,9 +577,8 @@ static uint64_t scrub_end(struct gfa_zone *z, struct gfa_frame *f)
  * inside blocks of order 9 and up, as runs; the caller drops them unlocked
  * (frame_map_drop_tails()).  Returns runs filled.
  */
-#define DROP_RUNS 16
-static unsigned int host_take_tails(struct gfa_zone *z, uint64_t pfn, uint64_t end,
-				    struct gfa_frame_range *runs)
+unsigned int zone_take_tail_marks(struct gfa_zone *z, uint64_t pfn, uint64_t end,
+				  struct gfa_frame_range *runs)
 {
 	unsigned int n = 0;
 
@@ -595,7 +594,7 @@ static unsigned int host_take_tails(struct gfa_zone *z, uint64_t pfn, uint64_t e
 				continue;
 			if (n && runs[n - 1].pfn + runs[n - 1].nr == q)
 				runs[n - 1].nr += GFA_PAGEBLOCK_FRAMES;
-			else if (n < DROP_RUNS)
+			else if (n < TAIL_DROP_RUNS)
 				runs[n++] = (struct gfa_frame_range){ q, GFA_PAGEBLOCK_FRAMES };
 			else
 				continue; /* no room: stays marked, dropped another time */
@@ -612,7 +611,7 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 {
 	struct gfa_zone *z;
 	uint64_t end = pfn + nr, scrubbed = 0;
-	struct gfa_frame_range runs[DROP_RUNS];
+	struct gfa_frame_range runs[TAIL_DROP_RUNS];
 	unsigned int nr_runs;
 	int err = 0;
 
@@ -627,7 +626,7 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 		err = GFA_EBUSY;
 		goto out;
 	}
-	nr_runs = host_take_tails(z, pfn, end, runs);
+	nr_runs = zone_take_tail_marks(z, pfn, end, runs);
 	if (nr_runs) {
 		/* the range stays in flight and ours: nobody else touches it meanwhile */
 		pthread_mutex_unlock(&z->lock);

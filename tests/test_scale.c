@@ -136,3 +136,40 @@ Test(scale, tib_pool_without_backing, .timeout = 240)
 	cr_assert_eq(tu_free_frames(p), nr);
 	gfa_pool_destroy(p);
 }
+
+/* A layer that keeps a block allocated to itself gives its tails back, and only its own. */
+Test(scale, a_held_block_gives_back_its_tails)
+{
+	const uint64_t tails = GFA_PAGEBLOCK_FRAMES * 16;
+	struct gfa_pool *p = tu_pool(2 * GFA_PAGEBLOCK_FRAMES);
+	static int64_t pfn[2 * GFA_PAGEBLOCK_FRAMES];
+	uint64_t frames, unsplit = pool_metadata_bytes(p, &frames);
+	struct gfa_vmstat vs;
+	int64_t b;
+	int err;
+
+	for (unsigned int i = 0; i < 2 * GFA_PAGEBLOCK_FRAMES; i++)
+		cr_assert_geq(pfn[i] = gfa_alloc(p, 0, 0, GFA_MT_MOVABLE, 5, 0), 0);
+	for (unsigned int i = 0; i < 2 * GFA_PAGEBLOCK_FRAMES; i++)
+		cr_assert_eq(gfa_free(p, (uint64_t)pfn[i], 0, 5), 0);
+	cr_assert_eq(pool_metadata_bytes(p, &frames), unsplit + 2 * tails);
+	b = gfa_alloc(p, 0, GFA_PAGEBLOCK_ORDER, GFA_MT_MOVABLE, 6, 0);
+	cr_assert_geq(b, 0);
+	/* refused: another owner's, a wrong order, a frame inside, below order 9 */
+	cr_assert_eq(zone_held_drop_tails(p, (uint64_t)b, GFA_PAGEBLOCK_ORDER, 5), GFA_EOWNER);
+	err = zone_held_drop_tails(p, (uint64_t)b, GFA_MAX_ORDER, 6);
+	cr_assert(err == GFA_EALIGN || err == GFA_EWRONGORDER, "%d", err);
+	cr_assert_eq(zone_held_drop_tails(p, (uint64_t)b + 8, 3, 6), GFA_EORDER);
+	cr_assert_eq(pool_metadata_bytes(p, &frames), unsplit + 2 * tails);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(zone_held_drop_tails(p, (uint64_t)b, GFA_PAGEBLOCK_ORDER, 6), 0);
+	cr_assert_eq(pool_metadata_bytes(p, &frames), unsplit + tails);
+	cr_assert_eq(gfa_pool_vmstat(p, &vs), 0);
+	cr_assert_eq(vs.metadata_dropped, 1);
+	ASSERT_POOL_OK(p);
+	/* still the owner's, whole */
+	cr_assert_eq(gfa_free(p, (uint64_t)b, GFA_PAGEBLOCK_ORDER, 6), 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(tu_free_frames(p), 2 * GFA_PAGEBLOCK_FRAMES);
+	gfa_pool_destroy(p);
+}

@@ -5,7 +5,7 @@
  *
  *   { "pid": 123, "command": ["gfactl", "vmstart", ...], "phase": "churn round 2",
  *     "buddyinfo": "...", "pagetypeinfo": "...", "vmstat": { "pgalloc": 1, ... },
- *     "metadata": { "bytes": 1, "frames": 1, "bytes_per_frame": 16.3 } }
+ *     "metadata": { "bytes": 1, "frames": 1, "bytes_per_frame": 0.29 } }
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -325,6 +325,9 @@ static void lease_trim_locked(struct gfa_hostpool *hp)
 			if (p < 0)
 				break; /* no whole free block: what is free stays */
 			GFA_BUG_ON((uint64_t)p % LEASE_FRAMES); /* a whole lease */
+			/* held from now on, never split here: its tail descriptors can go */
+			(void)zone_held_drop_tails(hp->pool, (uint64_t)p, HP_LEASE_ORDER,
+						   HOLD_OWNER);
 			pfn[n++] = (uint64_t)p;
 			have -= LEASE_FRAMES;
 			if (n == HP_MAX_PFNS) {

@@ -524,10 +524,13 @@ struct gfa_zone_stat {
 				     * lists for a moment, counted free and claimable (an
 				     * allocation that finds no frame waits for them; added
 				     * in 0.3) */
-	uint64_t metadata_bytes; /* what the zone's frames cost the host: frame
-				     * descriptors (those of the alignment hole before the
-				     * zone included), pageblocks and bitmaps; over nr_frames,
-				     * the bytes of metadata per frame (added in 0.6) */
+	uint64_t metadata_bytes; /* what the zone's frames cost the host: pageblock
+				     * heads (those of the alignment hole before the zone
+				     * included), pageblocks and bitmaps, and 8 KiB of tail
+				     * descriptors per pageblock split since they were last
+				     * given back (vmstat metadata_split, metadata_dropped);
+				     * over nr_frames, the bytes of metadata per frame (added
+				     * in 0.6) */
 	uint64_t reserved[6];    /* zero: room to grow (the head of this file) */
 };
 
@@ -535,7 +538,7 @@ struct gfa_zone_stat {
  * gfa_zone_stat() - snapshot of a zone's free lists and pageblocks
  * @st: gets the snapshot (reserved words zeroed)
  *
- * metadata_bytes counts what the pool allocates per frame and per pageblock of the
+ * metadata_bytes counts what the pool has backed per frame and per pageblock of the
  * zone, not what is per pool (the owner registry) or per cache.
  *
  * Return: 0, GFA_EFAULT, GFA_ERANGE.
