@@ -380,6 +380,43 @@ HP_TEST(another_clients_block_is_refused_and_bad_packets_close_only_theirs, .tim
 	gfa_hostpool_detach(hp);
 }
 
+/*
+ * A libgfa of another protocol version (older or newer) is told which one the service
+ * speaks, in a header of its own version, and closed; the service goes on.
+ */
+HP_TEST(a_client_of_another_protocol_version_is_told_the_service_version, .timeout = 60)
+{
+	static const uint16_t versions[] = { HP_VERSION - 1, HP_VERSION + 1 };
+	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);
+	uint64_t refused;
+
+	cr_assert_not_null(hp);
+	refused = service_stat(hp).refused;
+	for (unsigned int i = 0; i < 2; i++) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		struct hp_msg m = { .magic = HP_MAGIC,
+				    .version = versions[i],
+				    .type = HP_HELLO,
+				    .seq = 7 };
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+		strcpy(a.sun_path, sock);
+		cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+		cr_assert_eq(send(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));
+		cr_assert_eq(recv(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));
+		cr_assert(m.magic == HP_MAGIC && m.version == versions[i] && m.type == HP_HELLO &&
+				  m.seq == 7,
+			  "version %u: a reply it cannot parse", versions[i]);
+		cr_assert_eq(m.result, GFA_EPROTO);
+		cr_assert_eq(m.arg[0], HP_VERSION);
+		cr_assert_eq(recv(fd, &m, sizeof(m), 0), 0, "not closed after the reply");
+		close(fd);
+	}
+	cr_assert_eq(service_stat(hp).refused, refused + 2);
+	cr_assert_str_eq(gfa_strerror(GFA_EPROTO), "Protocol error");
+	gfa_hostpool_detach(hp);
+}
+
 HP_TEST(the_service_gone_guests_keep_memory_and_calls_fail_clearly, .timeout = 120)
 {
 	struct gfa_hostpool *hp = gfa_hostpool_attach(sock, NULL);

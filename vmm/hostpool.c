@@ -402,8 +402,21 @@ static int hp_hello(struct gfa_hostpool *hp)
 	unsigned int nr_fds = 0;
 	int err = hp_call(hp, &req, &rep, fds, &nr_fds);
 
+	if (err == GFA_ECONNRESET)
+		fprintf(stderr,
+			"gfa: the host pool service closed the connection at hello (a gfad "
+			"of protocol version 1 closes on any other version without a word; "
+			"this libgfa speaks version %u)\n",
+			HP_VERSION);
 	if (err)
 		return err;
+	if (rep.result == GFA_EPROTO) {
+		fprintf(stderr,
+			"gfa: the host pool service speaks protocol version %lu, this libgfa %u\n",
+			(unsigned long)rep.arg[0], HP_VERSION);
+		close_fds(fds, nr_fds);
+		return GFA_EPROTO;
+	}
 	hp->pool = client_pool(&rep, nr_fds);
 	if (!hp->pool) {
 		err = -errno;

@@ -423,6 +423,16 @@ static int handle_stat(struct hps *s, struct hps_client *c, const struct hp_msg 
 	return 0;
 }
 
+/*
+ * A client's first packet, whole and ours but for the version: a libgfa of another
+ * protocol version (every version keeps magic, version, type and seq where they are).
+ */
+static bool hello_of_another_version(const struct hps_client *c, const struct hp_msg *m, size_t len)
+{
+	return !c->hello && len == sizeof(*m) && m->magic == HP_MAGIC && m->version != HP_VERSION &&
+	       m->type == HP_HELLO;
+}
+
 int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
 	       struct hp_msg *reply, int *fds, unsigned int *nr_fds, int *close_fd)
 {
@@ -432,6 +442,17 @@ int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
 	*nr_fds = 0;
 	*close_fd = -1;
 	memset(reply, 0, sizeof(*reply));
+	if (hello_of_another_version(c, m, len)) {
+		/* told in its own version's header, so its parser reads it, then closed */
+		s->st.v[HP_ST_REFUSED]++;
+		reply->magic = HP_MAGIC;
+		reply->version = m->version;
+		reply->type = HP_HELLO;
+		reply->seq = m->seq;
+		reply->result = GFA_EPROTO;
+		reply->arg[0] = HP_VERSION;
+		return 1;
+	}
 	/* whole and well formed before anything is read from it */
 	if (len != sizeof(*m) || !hp_msg_valid(m) || m->result || m->type == HP_REFUSED ||
 	    (!c->hello && m->type != HP_HELLO)) {

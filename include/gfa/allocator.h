@@ -486,9 +486,9 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 	X(err_double_free) X(err_wrong_order) X(err_not_head) X(err_owner) X(err_busy) \
 	X(err_thread) X(err_inval) \
 	X(metadata_split)          /* pageblocks split while their tail descriptors had no \
-				    * memory: 8 KiB of descriptors backed (added in 0.7) */ \
+				    * memory: 8 KiB of descriptors backed (added in 0.6) */ \
 	X(metadata_dropped)        /* pageblocks whose tail descriptors went back to the \
-				    * host, one free block again (added in 0.7) */
+				    * host, one free block again (added in 0.6) */
 /* clang-format on */
 
 /*

@@ -37,6 +37,7 @@ static struct {
 	int holder[NR_BLOCKS]; /* model: client index + 1 holding the block, 0 */
 	uint64_t leased;
 	bool has_claim[MAX_CLIENTS][NR_ZONES];
+	bool hello[MAX_CLIENTS];               /* its HELLO was handled: the service knows it */
 	uint64_t claim[MAX_CLIENTS][NR_ZONES]; /* frames the claim still reserves */
 	const uint8_t *in;
 	size_t left;
@@ -140,6 +141,7 @@ static void client_gone(unsigned int i)
 		return;
 	hps_client_gone(srv, M.c[i]);
 	M.c[i] = NULL;
+	M.hello[i] = false;
 	memset(M.has_claim[i], 0, sizeof(M.has_claim[i]));
 	memset(M.claim[i], 0, sizeof(M.claim[i]));
 	for (unsigned int k = 0; k < NR_BLOCKS; k++)
@@ -276,6 +278,7 @@ static void send_packet(unsigned int i)
 	static struct hp_msg m, r;
 	int fds[GFA_MAX_ZONES], close_fd, ret, want = 0;
 	unsigned int nr_fds;
+	bool hello;
 	uint8_t kind = in8();
 	size_t len = sizeof(m);
 
@@ -297,6 +300,8 @@ static void send_packet(unsigned int i)
 		/* frames: none, a few, blocks, beyond the zone; an unclaim's is 0 mostly */
 		m.arg[0] = m.type == HP_CLAIM || in8() < 16 ? (uint64_t)in8() * 24 : 0;
 	}
+	if (kind >= 0xb0 && kind < 0xc0)
+		m.version = in8(); /* a libgfa of another protocol version, mostly */
 	if (kind >= 0xc0) {
 		/* raw: the bytes that follow, at a length that may not be ours */
 		len = (size_t)in8() * 16 + in8();
@@ -304,13 +309,30 @@ static void send_packet(unsigned int i)
 		for (size_t j = 0; j < len && j < sizeof(m); j++)
 			((uint8_t *)&m)[j] ^= in8();
 	}
+	hello = M.hello[i];
 	ret = hps_handle(srv, M.c[i], &m, len, &r, fds, &nr_fds, &close_fd);
 	if (close_fd >= 0)
 		close(close_fd);
+	/* another version: told which one the service speaks before its first hello only */
+	CHECK(ret == 1 || len != sizeof(m) || m.magic != HP_MAGIC || m.version == HP_VERSION ||
+		      m.type != HP_HELLO || hello,
+	      "a hello of version %u got %d", m.version, ret);
+	if (ret == 1) {
+		CHECK(!hello && m.version != HP_VERSION && r.version == m.version &&
+			      r.type == HP_HELLO && r.result == GFA_EPROTO &&
+			      r.arg[0] == HP_VERSION,
+		      "version %u: reply version %u result %d arg %lu", m.version, r.version,
+		      r.result, (unsigned long)r.arg[0]);
+		client_gone(i); /* replied to, then closed */
+		return;
+	}
+	CHECK(ret < 0 || m.version == HP_VERSION, "version %u parsed", m.version);
 	if (ret < 0) {
 		client_gone(i); /* as the loop closes it */
 		return;
 	}
+	if (m.type == HP_HELLO)
+		M.hello[i] = true; /* handle_hello() refuses a second one: a malformed packet */
 	CHECK(r.magic == HP_MAGIC && r.type == m.type && r.seq == m.seq, "reply header");
 	if (kind >= 0xc0)
 		return; /* parsed after all: no model of what it asked */
