@@ -61,6 +61,7 @@ struct run {
 	struct samples gfa, clean, k4k, kthp; /* clean: starts from the clean pool */
 	struct samples kpre;    /* the kernel with gfa's head start: pre-faulted memfds */
 	struct samples restart; /* restarts only */
+	struct samples attach;  /* --socket: each VM process's gfa_hostpool_attach() */
 	/* the fair baselines: the same KVM creation as a gfa start without a shell */
 	struct samples kpre_kvm, kthp_kvm, khuge_kvm;
 	struct zero_rates zr;

@@ -263,7 +263,7 @@ static double p50_of(struct samples *s, double p)
 static void summary(struct run *r, struct runner *ch, const struct gfa_hostpool_stat *before,
 		    const struct gfa_hostpool_stat *during, const struct gfa_hostpool_stat *after)
 {
-	struct samples *attach = &r->kpre; /* (no baselines run: a free sample array) */
+	struct samples *attach = &r->attach;
 	uint64_t huge = 0, total = 0;
 	int64_t pmd = 0;
 	double boot = 0, share;
