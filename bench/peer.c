@@ -29,8 +29,11 @@
  *
  * Pools are metadata only: neither allocator touches the frames it hands out, so no
  * host memory stands behind them (as bench/pcp and bench/buddy build theirs).
- * Metadata is what each allocator allocated for its pool: gfa by malloc's count
- * around pool and cache creation, LLFree by its llfree_metadata_size.
+ * Metadata is what each allocator keeps per frame and per 2 MiB: gfa by gfa_zone_stat's
+ * metadata_bytes (what its pool has backed: heads, pageblocks, bitmaps, the tails of
+ * split pageblocks), LLFree by its llfree_metadata_size.  gfa's per-pool and per-cache
+ * allocations beside it (malloc's count around pool and cache creation: the owner
+ * table, the caches, the pageblocks and bitmaps again) print as gfa_malloc_bytes.
  */
 #define _GNU_SOURCE /* sched_setaffinity (bench_pin_self), mallinfo2 */
 #include <malloc.h>
@@ -68,7 +71,7 @@ struct peer_pool {
 #if PEER_LLFREE
 	struct peer_llfree *ll;
 #endif
-	uint64_t gfa_meta, ll_meta;
+	uint64_t gfa_meta, ll_meta, gfa_malloc;
 	uint64_t xfree_frames; /* xfree's batch: twice the most a cache may hold */
 };
 
@@ -517,6 +520,20 @@ static size_t mallinfo_bytes(void)
 	return mi.uordblks + mi.hblkhd;
 }
 
+/* What the pool's zones say their frames cost (gfa_zone_stat's metadata_bytes). */
+static size_t pool_metadata(struct gfa_pool *pool)
+{
+	struct gfa_zone_stat zs;
+	size_t bytes = 0;
+
+	for (unsigned int z = 0; z < gfa_pool_nr_zones(pool); z++) {
+		if (gfa_zone_stat(pool, z, &zs))
+			bench_die("gfa_zone_stat failed");
+		bytes += zs.metadata_bytes;
+	}
+	return bytes;
+}
+
 static void pool_open(struct peer_pool *pp, uint64_t frames)
 {
 	struct gfa_pool_config cfg;
@@ -534,7 +551,8 @@ static void pool_open(struct peer_pool *pp, uint64_t frames)
 		if (!pp->pcp[i])
 			bench_die("gfa_pcp_create: %s", strerror(errno));
 	}
-	pp->gfa_meta = mallinfo_bytes() - m0;
+	pp->gfa_malloc = mallinfo_bytes() - m0;
+	pp->gfa_meta = pool_metadata(pp->pool);
 	if (gfa_pcp_stat(pp->pcp[0], &st))
 		bench_die("gfa_pcp_stat failed");
 	pp->xfree_frames = 2 * (uint64_t)st.high_max;
@@ -722,8 +740,10 @@ static void run_size(const struct bench_opts *o, struct peer_bench *b, uint64_t 
 	printf("\n## pool %lu GiB (%lu frames): metadata gfa %.2f MiB, LLFree %.3f MiB\n",
 	       (unsigned long)gib, (unsigned long)pp.frames, (double)pp.gfa_meta / 1048576.0,
 	       (double)pp.ll_meta / 1048576.0);
-	printf("RESULT peer_llfree metadata_%lug gfa_bytes=%lu llfree_bytes=%lu\n",
-	       (unsigned long)gib, (unsigned long)pp.gfa_meta, (unsigned long)pp.ll_meta);
+	printf("RESULT peer_llfree metadata_%lug gfa_bytes=%lu llfree_bytes=%lu "
+	       "gfa_malloc_bytes=%lu\n",
+	       (unsigned long)gib, (unsigned long)pp.gfa_meta, (unsigned long)pp.ll_meta,
+	       (unsigned long)pp.gfa_malloc);
 	for (int rep = -1; rep < o->reps; rep++)
 		for (unsigned int r = 0; r < b->nrows; r++)
 			for (int k = 0; k < NR_KINDS; k++)
