@@ -247,19 +247,15 @@ int zone_held_drop_tails(struct gfa_pool *pool, uint64_t pfn, unsigned int order
 	if (err)
 		goto out;
 	pthread_mutex_lock(&z->lock);
-	/* ISOLATED while its tails go: a free or a split of it meanwhile is refused */
+	/* ISOLATED while its tails go: a zone-path free or a split of it is refused */
 	err = frame_begin_free(pool, z, pfn, order, owner, GFA_FRAME_ISOLATED);
-	if (!err)
+	if (!err) {
 		n = zone_take_tail_marks(z, pfn, pfn + (1UL << order), runs);
-	pthread_mutex_unlock(&z->lock);
-	if (err)
-		goto out;
-	for (unsigned int i = 0; i < n; i++)
-		frame_map_drop_tails(pool, runs[i].pfn, runs[i].nr);
-	pthread_mutex_lock(&z->lock);
-	for (unsigned int i = 0; i < n; i++)
-		z->c.vm.metadata_dropped += runs[i].nr >> GFA_PAGEBLOCK_ORDER;
-	fstate_set(pfn_to_frame(pool, pfn), GFA_FRAME_ALLOCATED);
+		if (n)
+			zone_drop_tails(z, runs, n);
+		GFA_BUG_ON(fstate(pfn_to_frame(pool, pfn)) != GFA_FRAME_ISOLATED);
+		fstate_set(pfn_to_frame(pool, pfn), GFA_FRAME_ALLOCATED);
+	}
 	pthread_mutex_unlock(&z->lock);
 out:
 	if (err)

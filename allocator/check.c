@@ -268,7 +268,9 @@ static int check_zone_extras(struct gfa_zone *z, char *msg, size_t len)
 		FAIL("zone %u: claimed %lu but the claims add up to %lu", z->id,
 		     (unsigned long)z->claimed, (unsigned long)sum);
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
-		if (z->pageblocks[i].flags & ~(PB_SKIP | PB_TAILS))
+		if ((z->pageblocks[i].flags & ~(PB_SKIP | PB_TAILS | PB_TAILS_GOING)) ||
+		    (z->pageblocks[i].flags & (PB_TAILS | PB_TAILS_GOING)) ==
+			    (PB_TAILS | PB_TAILS_GOING))
 			FAIL("zone %u: pageblock %lu has unknown flags %#x", z->id,
 			     (unsigned long)i, z->pageblocks[i].flags);
 	for (int i = 0; i < 3; i++) {

@@ -126,8 +126,12 @@ static inline void frame_set_owner(struct gfa_frame *f, uint64_t owner)
 }
 
 /* Pageblock flags (zone lock). */
-#define PB_SKIP  0x1u /* compaction skip hint / ownership token */
-#define PB_TAILS 0x2u /* split since its tail descriptors were last dropped: they hold memory */
+#define PB_SKIP        0x1u /* compaction skip hint / ownership token */
+/* split since its tail descriptors were last dropped: they hold memory */
+#define PB_TAILS       0x2u
+/* its tail descriptors are being given back with the zone lock dropped
+ * (zone_drop_tails): no done may finish the block holding it meanwhile */
+#define PB_TAILS_GOING 0x4u
 
 struct gfa_pageblock {
 	uint8_t mt;
@@ -260,18 +264,25 @@ struct gfa_pool {
 };
 
 /* Give the tail descriptors of the pageblocks in [pfn, pfn + nr) back to the host
- * (pool.c); they read as zero after.  Nobody may write them meanwhile. */
-void frame_map_drop_tails(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
+ * (pool.c); they read as zero after.  Nobody may write them meanwhile.  0 or -errno
+ * (the host kept them: the caller marks them again). */
+int frame_map_drop_tails(struct gfa_pool *pool, uint64_t pfn, uint64_t nr);
+/* Can this pool give tails back?  Not where a host page holds more than a pageblock's
+ * tails (16 KiB and 64 KiB pages): a drop would take its neighbours' too. */
+bool frame_map_drops(const struct gfa_pool *pool);
 /*
  * Take the PB_TAILS marks of the pageblocks inside blocks of order 9 and up in
  * [pfn, end) (zone lock held; the caller holds those blocks so nobody splits them) as
- * up to TAIL_DROP_RUNS runs for frame_map_drop_tails(); returns runs filled.  A mark
- * that finds no room stays for another time (release_policy.c).
+ * up to TAIL_DROP_RUNS runs, marking those pageblocks PB_TAILS_GOING; returns
+ * runs filled.  A mark that finds no room stays for another time (release_policy.c).
+ * Then zone_drop_tails(), with the lock still held: it drops the lock for the madvise,
+ * takes it again and clears PB_TAILS_GOING.
  */
 #define TAIL_DROP_RUNS 16
 struct gfa_frame_range;
 unsigned int zone_take_tail_marks(struct gfa_zone *z, uint64_t pfn, uint64_t end,
 				  struct gfa_frame_range *runs);
+void zone_drop_tails(struct gfa_zone *z, const struct gfa_frame_range *runs, unsigned int n);
 
 /* The descriptor of pool pfn pfn (frame_at()). */
 static inline __attribute__((always_inline)) struct gfa_frame *

@@ -115,7 +115,8 @@ int pool_count_error(struct gfa_pool *pool, int err);
  * neither free nor split it until this returns: give the tail descriptors of its
  * pageblocks back to the host (entry 33 of docs/decisions.md), as a release in flight
  * does.  For blocks a layer keeps allocated to itself (a host pool client's returned
- * leases).  The block is ISOLATED meanwhile (a free of it gets GFA_EBUSY).  Returns 0,
+ * leases).  The block is ISOLATED meanwhile (a zone-path free of it gets GFA_EBUSY; a
+ * cache free must not race it).  Returns 0,
  * GFA_EFAULT, GFA_ERANGE, GFA_EALIGN, GFA_EORDER (below 9), GFA_ENOTHEAD, GFA_EOWNER,
  * GFA_EWRONGORDER, GFA_EDOUBLEFREE, GFA_EBUSY (counted).  Any thread (takes the zone
  * lock).

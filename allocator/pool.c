@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
+#include <errno.h>
 #include "allocator/internal.h"
 
 /*
@@ -22,9 +24,15 @@
 
 static size_t frame_map_tail_bytes(uint64_t nr_pfns)
 {
-	size_t page = 4096;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
 	return (nr_pfns * sizeof(struct gfa_frame) + page - 1) & ~(page - 1);
+}
+
+bool frame_map_drops(const struct gfa_pool *pool)
+{
+	(void)pool;
+	return sysconf(_SC_PAGESIZE) <= (long)(GFA_PAGEBLOCK_FRAMES * sizeof(struct gfa_frame));
 }
 
 static struct gfa_frame *frame_map_create(uint64_t nr_pfns)
@@ -49,11 +57,14 @@ static void frame_map_destroy(struct gfa_frame *map, uint64_t nr_pfns)
 		       FRAME_HEAD_BYTES + frame_map_tail_bytes(nr_pfns));
 }
 
-void frame_map_drop_tails(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
+int frame_map_drop_tails(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
 {
 	GFA_BUG_ON((pfn | nr) & (GFA_PAGEBLOCK_FRAMES - 1));
+	GFA_BUG_ON(!frame_map_drops(pool));
 	/* slot pfn is a head's (frame_at()): the run's slots are whole pages */
-	madvise(&pool->frame_map[pfn], nr * sizeof(struct gfa_frame), MADV_DONTNEED);
+	if (madvise(&pool->frame_map[pfn], nr * sizeof(struct gfa_frame), MADV_DONTNEED))
+		return -errno;
+	return 0;
 }
 
 void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames)
@@ -97,6 +108,7 @@ static void zone_free_all(struct gfa_zone *z, bool held, uint64_t owner)
 		while (order > 0 && ((pfn & ((1UL << order) - 1)) || pfn + (1UL << order) > end))
 			order--;
 		if (held) {
+			pb_mark_tails(z, pfn); /* a partial last pageblock's pieces */
 			pfn_to_frame(z->pool, pfn)->order = (uint8_t)order;
 			frame_mark_allocated(pfn_to_frame(z->pool, pfn), GFA_MT_MOVABLE, owner);
 		} else {

@@ -525,13 +525,25 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 	return (int)ro.n;
 }
 
+/* Are a pageblock-sized block's tails being given back by another done? */
+static bool block_tails_going(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	for (uint64_t q = pfn; order >= GFA_PAGEBLOCK_ORDER && q < pfn + (1UL << order);
+	     q += GFA_PAGEBLOCK_FRAMES)
+		if (pfn_pageblock(z, q)->flags & PB_TAILS_GOING)
+			return true;
+	return false;
+}
+
 /* Check every head in the range is INFLIGHT before touching anything. */
 static bool range_inflight(struct gfa_zone *z, uint64_t pfn, uint64_t end)
 {
 	while (pfn < end) {
 		struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
 
-		if (fstate(f) != GFA_FRAME_INFLIGHT || pfn + (1UL << f->order) > end)
+		/* a block another done is finishing (its tails going) is not this one's */
+		if (fstate(f) != GFA_FRAME_INFLIGHT || pfn + (1UL << f->order) > end ||
+		    block_tails_going(z, pfn, f->order))
 			return false;
 		pfn += 1UL << f->order;
 	}
@@ -582,7 +594,8 @@ unsigned int zone_take_tail_marks(struct gfa_zone *z, uint64_t pfn, uint64_t end
 {
 	unsigned int n = 0;
 
-	while (pfn < end) {
+	GFA_BUG_ON(!zone_lock_held(z));
+	while (frame_map_drops(z->pool) && pfn < end) {
 		struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
 		uint64_t next = pfn + (1UL << f->order);
 
@@ -598,13 +611,40 @@ unsigned int zone_take_tail_marks(struct gfa_zone *z, uint64_t pfn, uint64_t end
 				runs[n++] = (struct gfa_frame_range){ q, GFA_PAGEBLOCK_FRAMES };
 			else
 				continue; /* no room: stays marked, dropped another time */
-			pb->flags &= (uint8_t)~PB_TAILS;
+			pb->flags = (uint8_t)((pb->flags & ~PB_TAILS) | PB_TAILS_GOING);
 			GFA_BUG_ON(!z->nr_tail_pageblocks);
 			z->nr_tail_pageblocks--;
 		}
 		pfn = next;
 	}
 	return n;
+}
+
+void zone_drop_tails(struct gfa_zone *z, const struct gfa_frame_range *runs, unsigned int n)
+{
+	int err[TAIL_DROP_RUNS];
+
+	GFA_BUG_ON(!zone_lock_held(z) || n > TAIL_DROP_RUNS);
+	/* the blocks stay the caller's, and PB_TAILS_GOING keeps other dones out */
+	pthread_mutex_unlock(&z->lock);
+	for (unsigned int i = 0; i < n; i++)
+		err[i] = frame_map_drop_tails(z->pool, runs[i].pfn, runs[i].nr);
+	pthread_mutex_lock(&z->lock);
+	for (unsigned int i = 0; i < n; i++) {
+		for (uint64_t q = runs[i].pfn; q < runs[i].pfn + runs[i].nr;
+		     q += GFA_PAGEBLOCK_FRAMES) {
+			struct gfa_pageblock *pb = pfn_pageblock(z, q);
+
+			GFA_BUG_ON(!(pb->flags & PB_TAILS_GOING));
+			pb->flags &= (uint8_t)~PB_TAILS_GOING;
+			if (!err[i]) {
+				z->c.vm.metadata_dropped++;
+			} else if (!(pb->flags & PB_TAILS)) {
+				pb->flags |= PB_TAILS; /* still backed: marked again */
+				z->nr_tail_pageblocks++;
+			}
+		}
+	}
 }
 
 static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host_outcome how)
@@ -627,15 +667,8 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 		goto out;
 	}
 	nr_runs = zone_take_tail_marks(z, pfn, end, runs);
-	if (nr_runs) {
-		/* the range stays in flight and ours: nobody else touches it meanwhile */
-		pthread_mutex_unlock(&z->lock);
-		for (unsigned int i = 0; i < nr_runs; i++)
-			frame_map_drop_tails(pool, runs[i].pfn, runs[i].nr);
-		pthread_mutex_lock(&z->lock);
-		for (unsigned int i = 0; i < nr_runs; i++)
-			z->c.vm.metadata_dropped += runs[i].nr >> GFA_PAGEBLOCK_ORDER;
-	}
+	if (nr_runs)
+		zone_drop_tails(z, runs, nr_runs);
 	while (pfn < end) {
 		struct gfa_frame *f = pfn_to_frame(pool, pfn);
 		unsigned int order = f->order;

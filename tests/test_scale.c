@@ -5,6 +5,7 @@
  */
 #include "tests/test_util.h"
 #include "common/ktime.h"
+#include "allocator/internal.h" /* nr_tail_pageblocks */
 #include "allocator/layers.h"
 
 #define TIB_FRAMES (1ULL << 28)
@@ -171,5 +172,46 @@ Test(scale, a_held_block_gives_back_its_tails)
 	cr_assert_eq(gfa_free(p, (uint64_t)b, GFA_PAGEBLOCK_ORDER, 6), 0);
 	ASSERT_POOL_OK(p);
 	cr_assert_eq(tu_free_frames(p), 2 * GFA_PAGEBLOCK_FRAMES);
+	gfa_pool_destroy(p);
+}
+
+/* A held pool whose last pageblock is partial marks it: its pieces sit in tail slots. */
+Test(scale, a_held_pool_marks_its_partial_pageblock)
+{
+	struct gfa_pool_config cfg;
+	struct gfa_pool *p;
+	uint64_t frames;
+
+	gfa_pool_config_init(&cfg, MAX_ORDER_FRAMES + 384);
+	p = pool_create_held(&cfg, 9);
+	cr_assert_not_null(p);
+	ASSERT_POOL_OK(p);
+	/* 1024 frames in one block, then 256 + 128 in one pageblock: its tails are backed */
+	cr_assert_eq(p->zones[0].nr_tail_pageblocks, 1);
+	cr_assert_geq(pool_metadata_bytes(p, &frames), GFA_PAGEBLOCK_FRAMES * 16);
+	cr_assert_eq(gfa_free(p, MAX_ORDER_FRAMES + 256, 7, 9), 0);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+/* While one done gives a block's tails back unlocked, another done of it is refused. */
+Test(scale, a_block_whose_tails_are_going_is_no_other_dones)
+{
+	struct gfa_pool *p = tu_pool(MAX_ORDER_FRAMES);
+	struct gfa_release_policy rp = { .low = 0, .high = 0, .min_empty_frac = 1 };
+	struct gfa_frame_range r[4];
+	int n;
+
+	cr_assert_eq(gfa_zone_set_release_policy(p, 0, &rp), 0);
+	n = zone_release_take(p, 0, r, 4, MAX_ORDER_FRAMES);
+	cr_assert_eq(n, 1);
+	/* as zone_take_tail_marks leaves it, on the block's second pageblock only */
+	pfn_pageblock(&p->zones[0], r[0].pfn + GFA_PAGEBLOCK_FRAMES)->flags |= PB_TAILS_GOING;
+	cr_assert_eq(zone_release_done(p, r[0].pfn, r[0].nr, true), GFA_EBUSY);
+	pfn_pageblock(&p->zones[0], r[0].pfn + GFA_PAGEBLOCK_FRAMES)->flags &=
+		(uint8_t)~PB_TAILS_GOING;
+	cr_assert_eq(zone_release_done(p, r[0].pfn, r[0].nr, true), 0);
+	ASSERT_POOL_OK(p);
+	cr_assert_eq(tu_free_frames(p), MAX_ORDER_FRAMES);
 	gfa_pool_destroy(p);
 }

@@ -404,9 +404,10 @@ static int hp_hello(struct gfa_hostpool *hp)
 
 	if (err == GFA_ECONNRESET)
 		fprintf(stderr,
-			"gfa: the host pool service closed the connection at hello (a gfad "
-			"of protocol version 1 closes on any other version without a word; "
-			"this libgfa speaks version %u)\n",
+			"gfa: the host pool service closed the connection at hello (its "
+			"client table may be full, or it is a gfad of protocol version 1, "
+			"which closes on any other version without a word; this libgfa "
+			"speaks version %u)\n",
 			HP_VERSION);
 	if (err)
 		return err;
