@@ -28,6 +28,17 @@ static inline bool reserved_zero(const uint64_t *r, size_t n)
 #define GFA_RESERVED_ZERO(s) \
 	reserved_zero((s)->reserved, sizeof((s)->reserved) / sizeof((s)->reserved[0]))
 
+/* ---- per-frame bitmaps ---- */
+
+/*
+ * A zeroed bitmap of a bit per frame (the zones' free heads and released frames, a
+ * backing's dirty frames), anonymous memory backed only where written: a pool that
+ * sets few bits (a host pool client's) pays neither the memory nor a fault per page of
+ * calloc's clearing.  NULL on failure.  frame_bitmap_free() takes the same count.
+ */
+uint64_t *frame_bitmap_alloc(uint64_t nr_frames);
+void frame_bitmap_free(uint64_t *map, uint64_t nr_frames);
+
 /* ---- pools whose frames start allocated ---- */
 
 /*

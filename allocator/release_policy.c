@@ -20,7 +20,7 @@
 
 int release_zone_init(struct gfa_zone *z)
 {
-	z->released = calloc((z->nr_frames + 63) / 64, sizeof(uint64_t));
+	z->released = frame_bitmap_alloc(z->nr_frames);
 	if (!z->released)
 		return -ENOMEM;
 	z->metadata_bytes += (z->nr_frames + 63) / 64 * sizeof(uint64_t);

@@ -277,7 +277,7 @@ HP_TEST(sigkill_at_random_points_leaks_no_frame, .timeout = 240)
 			     (unsigned long)service_stat(hp).dirty_frames);
 		usleep(1000);
 	}
-	/* and a block leased dirty is zeroed by its new holder (the client checks) */
+	/* and a block given back dirty reads zero at its next lease (the client checks) */
 	cr_assert_eq(run_client("create 64 verify destroy"), 0);
 	wait_all_back(hp);
 	cr_log_info("hostpool: %u kills, 0 frames leaked, all back within %.1f ms", kills, worst);

@@ -209,7 +209,7 @@ static struct gfa_backing *backing_create(struct gfa_pool *pool,
 		b->fd[z] = -1;
 	gfa_zone_span(pool, b->nr_zones - 1, &start, &n);
 	b->nr_pfns = start + n;
-	b->dirty = calloc((b->nr_pfns + 63) / 64, sizeof(*b->dirty));
+	b->dirty = (_Atomic uint64_t *)frame_bitmap_alloc(b->nr_pfns);
 	if (!b->dirty)
 		err = -ENOMEM;
 	for (unsigned int z = 0; z < b->nr_zones && !err; z++)
@@ -296,7 +296,7 @@ void gfa_backing_destroy(struct gfa_backing *b)
 		if (b->fd[z] >= 0)
 			close(b->fd[z]);
 	}
-	free((void *)b->dirty);
+	frame_bitmap_free((uint64_t *)b->dirty, b->nr_pfns);
 	pthread_mutex_destroy(&b->hr_lock);
 	pthread_mutex_destroy(&b->worker_lock);
 	free(b);

@@ -59,6 +59,7 @@ struct hps {
 	 * numbers; a block given back, leased and given back again is in it twice) */
 	uint32_t *zq;
 	uint64_t zq_head, zq_len, nr_blocks;
+	uint64_t lease_zeroed; /* dirty frames zeroed at lease (the text's lease_zeroed) */
 };
 
 struct hps *hps_create(const struct hps_config *cfg)
@@ -169,7 +170,7 @@ static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 	(void)err;
 	s->lease[pfn / LEASE_FRAMES] = 0;
 	/* a block leased again before the idle zeroing reached it is queued twice: a full
-	 * ring drops the newest (its holder zeroes it at take, as for any dirty block) */
+	 * ring drops the newest (zeroed at its next lease, as any dirty block) */
 	if (s->zq && s->zq_len < s->nr_blocks)
 		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] = (uint32_t)(pfn / LEASE_FRAMES);
 	c->leased -= LEASE_FRAMES;
@@ -207,7 +208,7 @@ bool hps_idle(struct hps *s, unsigned int blocks)
 		GFA_BUG_ON(blk >= s->nr_blocks);
 		s->zq_head = (s->zq_head + 1) % s->nr_blocks;
 		s->zq_len--;
-		/* leased again meanwhile: it went out marked dirty, its holder zeroes it */
+		/* leased again meanwhile: handle_lease() zeroed it */
 		if (!s->lease[blk])
 			(void)gfa_backing_prepare(s->cfg.b, blk * LEASE_FRAMES, HP_LEASE_ORDER);
 	}
@@ -284,11 +285,19 @@ static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg
 		s->lease[(uint64_t)pfn / LEASE_FRAMES] = c->slot + 1;
 		c->leased += LEASE_FRAMES;
 		s->st.v[HP_ST_LEASED] += LEASE_FRAMES;
-		r->pfn[r->count++] =
-			(uint64_t)pfn |
-			(gfa_backing_block_dirty(s->cfg.b, (uint64_t)pfn, HP_LEASE_ORDER) ?
-				 HP_PFN_DIRTY :
-				 0);
+		/*
+		 * Zeroed here, not by the client: the service's mapping is populated, the
+		 * client's is fresh, and there each page would fault before its zeroing
+		 * (128 MiB: 5-12 ms here against 360 ms in a client; decisions 31)
+		 */
+		if (gfa_backing_block_dirty(s->cfg.b, (uint64_t)pfn, HP_LEASE_ORDER)) {
+			int64_t zeroed =
+				gfa_backing_prepare(s->cfg.b, (uint64_t)pfn, HP_LEASE_ORDER);
+
+			GFA_BUG_ON(zeroed < 0); /* a block of the service's own pool */
+			s->lease_zeroed += (uint64_t)zeroed;
+		}
+		r->pfn[r->count++] = (uint64_t)pfn;
 	}
 	r->result = r->count ? 0 : GFA_ENOMEM;
 	return 0;
@@ -382,11 +391,13 @@ static int stat_text(struct hps *s, int check, const char *why)
 	len += text_part(s, len, TEXT_MAX / 8, "\n# vmstat\n", gfa_pool_vmstat_text);
 	n = snprintf(s->text + len, TEXT_MAX - len,
 		     "\n# hostpool\nclients %lu leased_frames %lu free_frames %lu "
-		     "claimed_frames %lu malformed %lu refused %lu denied %lu\ncheck %s\n",
+		     "claimed_frames %lu malformed %lu refused %lu denied %lu lease_zeroed %lu\n"
+		     "check %s\n",
 		     (unsigned long)s->st.v[HP_ST_CLIENTS], (unsigned long)s->st.v[HP_ST_LEASED],
 		     (unsigned long)s->st.v[HP_ST_FREE], (unsigned long)s->st.v[HP_ST_CLAIMED],
 		     (unsigned long)s->st.v[HP_ST_MALFORMED], (unsigned long)s->st.v[HP_ST_REFUSED],
-		     (unsigned long)s->st.v[HP_ST_DENIED], check ? why : "clean");
+		     (unsigned long)s->st.v[HP_ST_DENIED], (unsigned long)s->lease_zeroed,
+		     check ? why : "clean");
 	len += n > 0 ? (size_t)n : 0;
 	if (len > TEXT_MAX)
 		len = TEXT_MAX;
