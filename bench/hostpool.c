@@ -38,14 +38,18 @@ static void stop_gfad(void)
 
 /* ---- the child: one measurement, printed as one number ---- */
 
-static double child_attach(const char *path, uint64_t mib)
+/* Attach and create in this fresh process: both together, and the create alone. */
+static double child_attach(const char *path, uint64_t mib, double *create_ns)
 {
 	struct gfa_guest_config cfg = { .mem_bytes = mib * MiB };
 	uint64_t t0 = bench_now_ns();
 	struct gfa_hostpool *hp = gfa_hostpool_attach(path, NULL);
+	uint64_t t1 = bench_now_ns();
 	struct gfa_guest *g =
 		hp ? gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg) : NULL;
 	double ns = (double)(bench_now_ns() - t0);
+
+	*create_ns = ns - (double)(t1 - t0);
 
 	if (!g)
 		bench_die("child: attach and create: %s\n", gfa_strerror(-errno));
@@ -124,20 +128,20 @@ static int child_main(char **argv)
 {
 	const char *mode = argv[2], *path = argv[3];
 	uint64_t mib = strtoull(argv[4], NULL, 0);
-	double v;
+	double v, part = 0;
 
 	if (!strcmp(mode, "attach"))
-		v = child_attach(path, mib);
+		v = child_attach(path, mib, &part);
 	else if (!strcmp(mode, "private"))
 		v = child_private(mib);
 	else if (!strcmp(mode, "cache"))
 		v = child_cache(path, (double)mib / 1000);
 	else if (!strcmp(mode, "churn"))
 		for (;;)
-			child_attach(path, mib);
+			child_attach(path, mib, &part);
 	else
 		bench_die("child: mode %s\n", mode);
-	printf("%.0f\n", v);
+	printf("%.0f %.0f\n", v, part);
 	return 0;
 }
 
@@ -167,14 +171,15 @@ static pid_t spawn(char *const argv[], int *out)
 	return pid;
 }
 
-/* Run this binary's child mode and read its number. */
-static double run_child(const char *mode, uint64_t arg)
+/* Run this binary's child mode and read its number (and its part, where it has one). */
+static double run_child_part(const char *mode, uint64_t arg, double *part)
 {
-	char a[32], buf[64];
+	char a[32], buf[64], *end;
 	char *argv[] = { "/proc/self/exe", "--child", (char *)mode, sock, a, NULL };
 	int fd, st;
 	ssize_t n;
 	pid_t pid;
+	double v;
 
 	snprintf(a, sizeof(a), "%lu", (unsigned long)arg);
 	pid = spawn(argv, &fd);
@@ -184,7 +189,15 @@ static double run_child(const char *mode, uint64_t arg)
 	if (n <= 0 || !WIFEXITED(st) || WEXITSTATUS(st))
 		bench_die("child %s failed\n", mode);
 	buf[n] = '\0';
-	return strtod(buf, NULL);
+	v = strtod(buf, &end);
+	if (part)
+		*part = strtod(end, NULL);
+	return v;
+}
+
+static double run_child(const char *mode, uint64_t arg)
+{
+	return run_child_part(mode, arg, NULL);
 }
 
 static struct gfa_hostpool_stat service(struct gfa_hostpool *obs)
@@ -329,8 +342,8 @@ static unsigned int kills(struct gfa_hostpool *obs, unsigned int n, double *wors
 /* One run's samples and the pools they came from. */
 struct hp_bench {
 	struct bench_opts o;
-	double att[2][64], inp[2][64], prv[2][64], cc[64], ci[64], worst;
-	struct bench_stat sa[2], si[2], sp[2], sc, sci;
+	double att[2][64], cre[2][64], inp[2][64], prv[2][64], cc[64], ci[64], worst;
+	struct bench_stat sa[2], sr[2], si[2], sp[2], sc, sci;
 	uint64_t leaked;
 	unsigned int nk, nk_churn;
 	struct gfa_hostpool *obs;
@@ -369,7 +382,8 @@ static void hp_measure(struct hp_bench *h)
 	bench_load_begin(&load);
 	for (int r = 0; r < h->o.reps; r++) {
 		for (int s = 0; s < 2; s++) {
-			h->att[s][r] = run_child("attach", hp_sizes[s]) / 1e6;
+			h->att[s][r] = run_child_part("attach", hp_sizes[s], &h->cre[s][r]) / 1e6;
+			h->cre[s][r] /= 1e6;
 			settle(h->obs);
 			h->inp[s][r] = inproc_create(h->pool, h->b, hp_sizes[s]) / 1e6;
 			h->prv[s][r] = run_child("private", hp_sizes[s]) / 1e6;
@@ -385,12 +399,17 @@ static void hp_print(struct hp_bench *h)
 {
 	for (int s = 0; s < 2; s++) {
 		h->sa[s] = bench_stat_of(h->att[s], h->o.reps);
+		h->sr[s] = bench_stat_of(h->cre[s], h->o.reps);
 		h->si[s] = bench_stat_of(h->inp[s], h->o.reps);
 		h->sp[s] = bench_stat_of(h->prv[s], h->o.reps);
 		printf("start %4lu MiB: attached process min %.2f median %.2f ms | in-process "
 		       "min %.2f median %.2f ms | private pool min %.2f median %.2f ms\n",
 		       (unsigned long)hp_sizes[s], h->sa[s].min, h->sa[s].median, h->si[s].min,
 		       h->si[s].median, h->sp[s].min, h->sp[s].median);
+		printf("start %4lu MiB: of it the create alone min %.2f median %.2f ms, the attach "
+		       "median %.2f ms\n",
+		       (unsigned long)hp_sizes[s], h->sr[s].min, h->sr[s].median,
+		       h->sa[s].median - h->sr[s].median);
 	}
 	h->sc = bench_stat_of(h->cc, h->o.reps);
 	h->sci = bench_stat_of(h->ci, h->o.reps);
@@ -430,6 +449,8 @@ static void hp_report(const struct hp_bench *h)
 	bench_result_init(&res, BENCH);
 	bench_result_add(&res, "attach_vs_inproc_128m", "%.3f", sa[0].median / si[0].median);
 	bench_result_add(&res, "attach_vs_inproc_2g", "%.3f", sa[1].median / si[1].median);
+	bench_result_add(&res, "create_vs_inproc_128m", "%.3f", h->sr[0].median / si[0].median);
+	bench_result_add(&res, "create_vs_inproc_2g", "%.3f", h->sr[1].median / si[1].median);
 	bench_result_add(&res, "vs_private_pool", "%.3f", sa[0].median / sp[0].median);
 	bench_result_add(&res, "vs_private_pool_2g", "%.3f", sa[1].median / sp[1].median);
 	bench_result_add(&res, "cache_vs_inproc", "%.3f", h->sci.median / h->sc.median);
