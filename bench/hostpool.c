@@ -379,7 +379,7 @@ static void hp_measure(struct hp_bench *h)
 	run_child("attach", 128);
 	settle(h->obs);
 	inproc_create(h->pool, h->b, 128);
-	bench_load_begin(&load);
+	bench_load_begin_with(&load, gfad_pid);
 	for (int r = 0; r < h->o.reps; r++) {
 		for (int s = 0; s < 2; s++) {
 			h->att[s][r] = run_child_part("attach", hp_sizes[s], &h->cre[s][r]) / 1e6;
