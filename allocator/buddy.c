@@ -37,16 +37,18 @@ static inline __attribute__((always_inline)) void pb_account_free(struct gfa_zon
 static inline __attribute__((always_inline)) void free_head_mark(struct gfa_zone *z, uint64_t pfn,
 								 bool set)
 {
-	uint64_t i = pfn - z->start_pfn, bit = 1ULL << (i % 64);
+	uint64_t bit, *w;
 
-	GFA_BUG_ON(pfn < z->start_pfn || i >= z->nr_frames);
+	GFA_BUG_ON(pfn < z->start_pfn || pfn - z->start_pfn >= z->nr_frames);
+	w = free_head_word(z, pfn, &bit);
 	if (set)
-		z->free_heads[i / 64] |= bit;
+		*w |= bit;
 	else
-		z->free_heads[i / 64] &= ~bit;
+		*w &= ~bit;
 }
 
-uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end)
+/* The first head in free_heads (never a pageblock's first frame) in [pfn, end). */
+static uint64_t free_head_next_inside(const struct gfa_zone *z, uint64_t pfn, uint64_t end)
 {
 	while (pfn < end) {
 		uint64_t i = pfn - z->start_pfn;
@@ -57,6 +59,30 @@ uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end)
 			return pfn < end ? pfn : end;
 		}
 		pfn += 64 - i % 64;
+	}
+	return end;
+}
+
+/*
+ * A pageblock without PB_TAILS has no head but at its first frame (pb_mark_tails()
+ * marks it before any other frame of it heads a listed block), so its free_heads words
+ * are not read.
+ */
+uint64_t free_head_next(const struct gfa_zone *z, uint64_t pfn, uint64_t end)
+{
+	while (pfn < end) {
+		uint64_t pb_end = (pfn | (GFA_PAGEBLOCK_FRAMES - 1)) + 1, found;
+
+		if (!(pfn & (GFA_PAGEBLOCK_FRAMES - 1)) && free_head_test(z, pfn))
+			return pfn;
+		if (pb_end > end)
+			pb_end = end;
+		if (z->pageblocks[(pfn - z->start_pfn) >> GFA_PAGEBLOCK_ORDER].flags & PB_TAILS) {
+			found = free_head_next_inside(z, pfn, pb_end);
+			if (found < pb_end)
+				return found;
+		}
+		pfn = pb_end;
 	}
 	return end;
 }

@@ -178,10 +178,13 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	if (!z->pageblocks)
 		return -ENOMEM;
 	z->free_heads = frame_bitmap_alloc(z->nr_pageblocks << GFA_PAGEBLOCK_ORDER);
-	if (!z->free_heads)
+	z->free_pb_heads = frame_bitmap_alloc(z->nr_pageblocks);
+	if (!z->free_heads || !z->free_pb_heads)
 		return -ENOMEM;
+	/* free_heads counted whole, though an unsplit pageblock never writes its words */
 	z->metadata_bytes += z->nr_pageblocks * (sizeof(*z->pageblocks) +
-						 (sizeof(uint64_t) << (GFA_PAGEBLOCK_ORDER - 6)));
+						 (sizeof(uint64_t) << (GFA_PAGEBLOCK_ORDER - 6))) +
+			     (z->nr_pageblocks + 63) / 64 * sizeof(uint64_t);
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
 		pageblock_set_mt(&z->pageblocks[i], GFA_MT_MOVABLE);
 	if (release_zone_init(z))
@@ -278,6 +281,7 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 		frame_bitmap_free(pool->zones[i].released, pool->zones[i].nr_frames);
 		frame_bitmap_free(pool->zones[i].free_heads,
 				  pool->zones[i].nr_pageblocks << GFA_PAGEBLOCK_ORDER);
+		frame_bitmap_free(pool->zones[i].free_pb_heads, pool->zones[i].nr_pageblocks);
 	}
 	frame_map_destroy(pool->frame_map, pool->nr_pfns);
 	free(pool);
