@@ -229,3 +229,20 @@ uint64_t gfa_zone_claimed(struct gfa_pool *pool, unsigned int zone)
 	pthread_mutex_unlock(&pool->zones[zone].lock);
 	return n;
 }
+
+uint64_t zone_claim_left(struct gfa_pool *pool, unsigned int zone, uint64_t owner)
+{
+	struct gfa_zone *z;
+	uint64_t left = 0;
+	int i;
+
+	if (!pool || zone >= pool->nr_zones)
+		return 0;
+	z = &pool->zones[zone];
+	pthread_mutex_lock(&z->lock);
+	i = claim_find(z, owner);
+	if (i >= 0)
+		left = z->claims[i].frames;
+	pthread_mutex_unlock(&z->lock);
+	return left;
+}

@@ -49,6 +49,16 @@ void frame_bitmap_free(uint64_t *map, uint64_t nr_frames);
  * as gfa_pool_create().
  */
 struct gfa_pool *pool_create_held(const struct gfa_pool_config *cfg, uint64_t owner);
+/*
+ * Give the allocated block of 2^order frames at pfn, owner from's, to owner to: a
+ * restarted host pool service hands each client's leases back to it (vmm/hostpool_state.c).
+ * Claims do not move.  Returns 0, GFA_EFAULT, GFA_ERANGE, GFA_ENOTHEAD (not the head
+ * of an allocated block of that order), GFA_EOWNER (not from's).
+ */
+int pool_block_reown(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t from,
+		     uint64_t to);
+/* What is left of owner's claim on a zone: frames, 0 without one. */
+uint64_t zone_claim_left(struct gfa_pool *pool, unsigned int zone, uint64_t owner);
 
 /* ---- host backing ---- */
 

@@ -530,3 +530,26 @@ out:
 		pool_count_err(pool, err);
 	return err;
 }
+
+int pool_block_reown(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uint64_t from,
+		     uint64_t to)
+{
+	struct gfa_zone *z = pool ? pool_pfn_zone(pool, pfn) : NULL;
+	struct gfa_frame *f;
+	int err = 0;
+
+	if (!pool)
+		return GFA_EFAULT;
+	if (!z || order > GFA_MAX_ORDER)
+		return pool_err(pool, GFA_ERANGE);
+	pthread_mutex_lock(&z->lock);
+	f = pfn_to_frame(pool, pfn);
+	if (fstate(f) != GFA_FRAME_ALLOCATED || f->order != order)
+		err = GFA_ENOTHEAD;
+	else if (frame_owner(f) != from)
+		err = GFA_EOWNER;
+	else
+		frame_set_owner(f, to);
+	pthread_mutex_unlock(&z->lock);
+	return err ? pool_err(pool, err) : 0;
+}

@@ -19,7 +19,7 @@
 #include "vmm/hostpool_server.h"
 
 struct gfad_opts {
-	const char *sock;
+	const char *sock, *state;
 	uint64_t mem, nodes, reserve;
 	mode_t mode;
 	bool populate, numa;
@@ -50,6 +50,9 @@ static void gfad_help(void)
 	       "  --allow-uid U     admit this uid (repeatable; default: our own uid only)\n"
 	       "  --allow-gid G     admit this primary gid (repeatable)\n"
 	       "  --mode OCTAL      the socket's mode, 0660 or stricter (default 0660)\n"
+	       "  --state DIR       keep the pool's memory and lease table in DIR (tmpfs or\n"
+	       "                    hugetlbfs): a restarted gfad takes its running clients\n"
+	       "                    back (they rejoin), a stop leaves them running\n"
 	       "  --quiet           no line per refused connection\n");
 }
 
@@ -135,9 +138,35 @@ static int gfad_pool(const struct gfad_opts *o, struct hps_config *hc)
 	pc.nr_zones = (unsigned int)o->nodes;
 	for (unsigned int z = 0; z < o->nodes; z++)
 		pc.zones[z] = (struct gfa_zone_config){ .nr_frames = per, .node = (int)z };
+	if (o->state) {
+		int err = hps_state_pool(o->state, &pc, &bc, hc);
+
+		if (err)
+			fprintf(stderr, "gfad: --state %s: %s\n", o->state,
+				err == -ENOTSUP ? "not on tmpfs or hugetlbfs (guest memory stays "
+						  "off disks)" :
+				err == -ESTALE  ? "the state of another pool (other --mem or "
+						  "--nodes): start with those, or remove it" :
+						  gfa_strerror(err));
+		return err ? 1 : 0;
+	}
 	hc->pool = gfa_pool_create(&pc);
 	hc->b = hc->pool ? gfa_backing_create(hc->pool, &bc) : NULL;
 	return 0;
+}
+
+/* What a restart with --state took back. */
+static void gfad_restored(struct hps *s, const char *dir, bool found)
+{
+	struct hps_stat st;
+
+	hps_stat(s, &st);
+	if (found)
+		printf("gfad: --state %s: %" PRIu64 " client(s) taken back, %" PRIu64
+		       " MiB leased to them, waiting for them to rejoin\n",
+		       dir, st.v[HP_ST_RESTORED], st.v[HP_ST_LEASED] >> (20 - GFA_FRAME_SHIFT));
+	else
+		printf("gfad: --state %s: a new pool\n", dir);
 }
 
 /* The pool, its backing and the service from the options: 0 or an exit code. */
@@ -157,6 +186,8 @@ static int gfad_run(const struct gfad_opts *o, struct hps_config *hc)
 		fprintf(stderr, "gfad: the pool: %s\n", gfa_strerror(errno));
 		return 1;
 	}
+	if (o->state)
+		gfad_restored(s, o->state, hc->state_found);
 	lfd = hps_listen(o->sock, o->mode);
 	if (lfd < 0) {
 		fprintf(stderr, "gfad: --socket %s: %s\n", o->sock, gfa_strerror(lfd));
@@ -184,6 +215,7 @@ static int gfad_run(const struct gfad_opts *o, struct hps_config *hc)
 	gfa_host_return_stop(hc->hr);
 	gfa_backing_destroy(hc->b);
 	gfa_pool_destroy(hc->pool);
+	hps_state_close(hc->state);
 	if (err)
 		fprintf(stderr, "gfad: %s\n", gfa_strerror(err));
 	return err ? 1 : 0;
@@ -202,6 +234,7 @@ int cmd_gfad(int argc, char **argv)
 		{ "allow-gid", required_argument, NULL, 'g' },
 		{ "mode", required_argument, NULL, 'M' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "state", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -252,6 +285,9 @@ int cmd_gfad(int argc, char **argv)
 		case 'q':
 			hc.quiet = true;
 			break;
+		case 'S':
+			o.state = optarg;
+			break;
 		default:
 			ok = false;
 			break;
@@ -259,6 +295,10 @@ int cmd_gfad(int argc, char **argv)
 	}
 	if (ok && (!o.sock || !o.mem || optind < argc)) {
 		fprintf(stderr, "gfad: --socket and --mem are needed (see --help)\n");
+		ok = false;
+	}
+	if (ok && o.numa && o.state) {
+		fprintf(stderr, "gfad: --state keeps zone files, --numa binds memfds: not both\n");
 		ok = false;
 	}
 	if (ok && o.numa && o.nodes != 1) {

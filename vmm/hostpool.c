@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <gfa/vmm.h>
@@ -30,7 +32,11 @@ struct gfa_hostpool {
 	int fd;
 	pthread_mutex_t lock; /* one request at a time; the pool's lease bookkeeping */
 	uint32_t seq;
-	bool dead; /* the connection failed: every call is GFA_ECONNRESET */
+	bool dead;       /* the connection failed: every call is GFA_ECONNRESET */
+	bool rejoinable; /* the service keeps its state: after a restart we rejoin */
+	char *path;
+	uint64_t id; /* the service's name for us (HELLO's arg[0]) */
+	uint64_t rejoins;
 	struct gfa_pool *pool;
 	struct gfa_backing *b;
 	unsigned int takers; /* wants not done yet: a trim now would give their frames back */
@@ -106,8 +112,8 @@ static void close_fds(const int *fds, unsigned int n)
  * checked (its type and seq are the request's, or HP_REFUSED), or -errno.  fds may be
  * NULL: any fd that comes is closed.
  */
-static int hp_call(struct gfa_hostpool *hp, struct hp_msg *req, struct hp_msg *rep, int *fds,
-		   unsigned int *nr_fds)
+static int hp_call_once(struct gfa_hostpool *hp, struct hp_msg *req, struct hp_msg *rep, int *fds,
+			unsigned int *nr_fds)
 {
 	unsigned int nfd = 0;
 	ssize_t n;
@@ -144,6 +150,98 @@ static int hp_call(struct gfa_hostpool *hp, struct hp_msg *req, struct hp_msg *r
 		if (nr_fds)
 			*nr_fds = 0;
 	}
+	return err;
+}
+
+static int hp_connect(const char *path);
+
+/* Are the zones a HELLO or REJOIN reply describes, and its memfds, the ones we map? */
+static bool same_zones(struct gfa_hostpool *hp, const struct hp_msg *r, const int *fds,
+		       unsigned int nr_fds)
+{
+	unsigned int nz = gfa_pool_nr_zones(hp->pool);
+
+	if (r->count != 3 * nz || nr_fds != nz)
+		return false;
+	for (unsigned int z = 0; z < nz; z++) {
+		struct stat a, b;
+		uint64_t start, n;
+
+		if (gfa_zone_span(hp->pool, z, &start, &n) || r->pfn[3 * z] != start ||
+		    r->pfn[3 * z + 1] != n || fstat(fds[z], &a) ||
+		    fstat(gfa_backing_zone_fd(hp->b, z), &b) || a.st_dev != b.st_dev ||
+		    a.st_ino != b.st_ino)
+			return false;
+	}
+	return true;
+}
+
+/* One HP_REJOIN on a new connection: 0, or -errno (GFA_ECONNRESET: try again). */
+static int rejoin_once(struct gfa_hostpool *hp)
+{
+	struct hp_msg req = { .type = HP_REJOIN }, rep = { 0 };
+	int fds[GFA_MAX_ZONES], fd = hp_connect(hp->path), err;
+	unsigned int nr_fds = 0;
+
+	if (fd < 0)
+		return GFA_ECONNRESET; /* not listening yet */
+	close(hp->fd);
+	hp->fd = fd;
+	hp->dead = false;
+	req.arg[0] = hp->id;
+	err = hp_call_once(hp, &req, &rep, fds, &nr_fds);
+	if (!err)
+		err = rep.result;
+	if (!err && !same_zones(hp, &rep, fds, nr_fds))
+		err = GFA_EPROTO; /* another pool under the same socket */
+	close_fds(fds, nr_fds);
+	if (err)
+		hp->dead = true;
+	return err;
+}
+
+/*
+ * The connection ended: a service that keeps its state may be restarting.  Rejoin
+ * within GFA_HOSTPOOL_REJOIN_MS, or never try again (hp->lock held).
+ */
+static int hp_rejoin(struct gfa_hostpool *hp)
+{
+	struct timespec t0, t;
+	int err;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		err = rejoin_once(hp);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (err != GFA_ECONNRESET ||
+		    (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >
+			    GFA_HOSTPOOL_REJOIN_MS)
+			break;
+		usleep(20000);
+	}
+	if (err) {
+		hp->rejoinable = false;
+		fprintf(stderr, "gfa: the host pool service at %s did not take us back: %s\n",
+			hp->path, gfa_strerror(err));
+		return err;
+	}
+	hp->rejoins++;
+	return 0;
+}
+
+/*
+ * hp_call_once(), and once more after a rejoin when the connection ended.  The request
+ * may have been done before the service went: a lease then stays ours in the service
+ * unseen until we detach, a return of blocks it freed already is refused (they are held
+ * here either way).
+ */
+static int hp_call(struct gfa_hostpool *hp, struct hp_msg *req, struct hp_msg *rep, int *fds,
+		   unsigned int *nr_fds)
+{
+	int err = hp_call_once(hp, req, rep, fds, nr_fds);
+
+	if (err == GFA_ECONNRESET && hp->rejoinable && !hp_rejoin(hp))
+		err = hp_call_once(hp, req, rep, fds, nr_fds);
 	return err;
 }
 
@@ -429,6 +527,8 @@ static int hp_hello(struct gfa_hostpool *hp)
 	if (!hp->b)
 		return -errno;
 	backing_set_lease(hp->b, &lease_ops, hp);
+	hp->id = rep.arg[0];
+	hp->rejoinable = rep.arg[1] & HP_HELLO_REJOIN;
 	return 0;
 }
 
@@ -453,7 +553,8 @@ struct gfa_hostpool *gfa_hostpool_attach(const char *path, const struct gfa_host
 		return NULL;
 	pthread_mutex_init(&hp->lock, NULL);
 	hp->slack_frames = cfg->slack_bytes >> GFA_FRAME_SHIFT;
-	hp->fd = hp_connect(path);
+	hp->path = strdup(path);
+	hp->fd = hp->path ? hp_connect(path) : GFA_ENOMEM;
 	err = hp->fd < 0 ? hp->fd : hp_hello(hp);
 	if (err) {
 		gfa_hostpool_detach(hp);
@@ -472,6 +573,7 @@ void gfa_hostpool_detach(struct gfa_hostpool *hp)
 	gfa_backing_destroy(hp->b);
 	gfa_pool_destroy(hp->pool);
 	pthread_mutex_destroy(&hp->lock);
+	free(hp->path);
 	free(hp);
 }
 
@@ -575,6 +677,7 @@ int gfa_hostpool_stat(struct gfa_hostpool *hp, struct gfa_hostpool_stat *st, cha
 		err = read_text(fds[0], text, len);
 	}
 	st->round_trips = hp->round_trips;
+	st->rejoins = hp->rejoins;
 	close_fds(fds, nr_fds);
 	pthread_mutex_unlock(&hp->lock);
 	return err;

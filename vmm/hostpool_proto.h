@@ -10,11 +10,12 @@
 #define GFA_VMM_HOSTPOOL_PROTO_H
 #include <stdint.h>
 
-#define HP_MAGIC       0x68616667u /* "gfah" little endian */
-#define HP_VERSION     2u          /* 2: claims */
-#define HP_MAX_PFNS    256u        /* leases per message: 512 MiB */
-#define HP_LEASE_ORDER 9u
-#define HP_PFN_DIRTY   1ull /* lease reply: the block may hold data */
+#define HP_MAGIC        0x68616667u /* "gfah" little endian */
+#define HP_VERSION      2u          /* 2: claims */
+#define HP_MAX_PFNS     256u        /* leases per message: 512 MiB */
+#define HP_LEASE_ORDER  9u
+#define HP_PFN_DIRTY    1ull /* lease reply: the block may hold data */
+#define HP_HELLO_REJOIN 1ull /* HELLO reply arg[1]: after a restart, HP_REJOIN takes us back */
 
 enum hp_type {
 	HP_HELLO = 1, /* -> zones (pfn[3z] start, [3z + 1] frames, [3z + 2] node), arg[0] id; the
@@ -26,6 +27,10 @@ enum hp_type {
 	HP_REFUSED,   /* service -> client only: not admitted (result) then closed */
 	HP_CLAIM,     /* zone, arg[0] frames -> result: gfa_zone_claim() for the client */
 	HP_UNCLAIM,   /* zone -> arg[0] the frames it did not use, or result */
+	HP_REJOIN,    /* instead of HELLO, to a restarted service that keeps its state
+			 * (HELLO's arg[1] HP_HELLO_REJOIN): arg[0] the client's id -> HELLO's
+			 * reply, arg[2] the frames leased to it; result GFA_ENOTFOUND when the
+			 * service holds nothing for it (it was given up, not restarted) */
 	HP_NR_TYPES
 };
 
@@ -56,7 +61,9 @@ enum hp_stat_slot {
 	HP_ST_GONE_FRAMES,
 	HP_ST_MINE,
 	HP_ST_DIRTY,
-	HP_ST_CLAIMED, /* all clients' claims, every zone */
+	HP_ST_CLAIMED,  /* all clients' claims, every zone */
+	HP_ST_RESTORED, /* clients a restart took back, waiting for their HP_REJOIN */
+	HP_ST_REJOINED, /* HP_REJOINs taken */
 	HP_ST_NR
 };
 

@@ -28,11 +28,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "common/bug.h"
+#include "allocator/layers.h"
 #include "vmm/hostpool_server.h"
 
 #define LEASE_FRAMES (1ull << HP_LEASE_ORDER)
 #define OWNER_BASE   (3ull << 56) /* owner cookies of leases: base + client serial */
 #define TEXT_MAX     (256u << 10)
+
 _Static_assert(GFA_MAX_ZONES <= 64, "a client's claimed zones are one word's bits");
 
 struct hps_client {
@@ -40,7 +42,9 @@ struct hps_client {
 	uint64_t serial;
 	pid_t pid;
 	uid_t uid;
-	int fd; /* hps_serve's connection, -1 for a handler-only client */
+	int fd;    /* hps_serve's connection, -1 for a handler-only client */
+	int pidfd; /* restored, its connection not back yet: its process, to see it end */
+	struct hps_state_client *rec; /* its record in the state table, or NULL */
 	bool hello;
 	uint64_t leased;  /* frames */
 	uint64_t claimed; /* the zones it has a claim on, a bit each (GFA_MAX_ZONES) */
@@ -50,7 +54,8 @@ struct hps {
 	struct hps_config cfg;
 	unsigned int nr_zones;
 	uint64_t nr_pfns;
-	uint32_t *lease; /* per order-9 block of pfn space: holder's slot + 1, or 0 */
+	uint32_t *lease; /* per order-9 block of pfn space: holder's slot + 1, or 0 (the
+			  * state table's when there is one) */
 	struct hps_client *slot[HPS_MAX_CLIENTS];
 	uint64_t next_serial;
 	struct hps_stat st;
@@ -61,6 +66,14 @@ struct hps {
 	uint64_t zq_head, zq_len, nr_blocks;
 	uint64_t lease_zeroed; /* dirty frames zeroed at lease (the text's lease_zeroed) */
 };
+
+static uint64_t client_owner(const struct hps_client *c)
+{
+	return OWNER_BASE + c->serial;
+}
+
+static int state_restore(struct hps *s);
+static void client_free(struct hps *s, struct hps_client *c);
 
 struct hps *hps_create(const struct hps_config *cfg)
 {
@@ -81,13 +94,18 @@ struct hps *hps_create(const struct hps_config *cfg)
 	s->nr_pfns = start + n;
 	s->next_serial = 1;
 	s->nr_blocks = s->nr_pfns / LEASE_FRAMES + 1;
-	s->lease = calloc(s->nr_blocks, sizeof(*s->lease));
+	s->lease = cfg->state ? cfg->state->lease : calloc(s->nr_blocks, sizeof(*s->lease));
 	/* a host return zeroes in its scrub what is given back: one zeroing, not two */
 	s->zq = cfg->hr ? NULL : calloc(s->nr_blocks, sizeof(*s->zq));
 	s->text = malloc(TEXT_MAX);
 	if (!s->lease || (!s->zq && !cfg->hr) || !s->text) {
 		hps_destroy(s);
 		errno = ENOMEM;
+		return NULL;
+	}
+	if (cfg->state && state_restore(s)) {
+		hps_destroy(s);
+		errno = EPROTO;
 		return NULL;
 	}
 	for (unsigned int z = 0; z < s->nr_zones; z++) {
@@ -103,10 +121,17 @@ void hps_destroy(struct hps *s)
 {
 	if (!s)
 		return;
-	for (unsigned int i = 0; i < HPS_MAX_CLIENTS; i++)
-		if (s->slot[i])
+	for (unsigned int i = 0; i < HPS_MAX_CLIENTS; i++) {
+		if (!s->slot[i])
+			continue;
+		/* with a state the clients go on: their leases wait for our restart */
+		if (s->cfg.state)
+			client_free(s, s->slot[i]);
+		else
 			hps_client_gone(s, s->slot[i]);
-	free(s->lease);
+	}
+	if (!s->cfg.state)
+		free(s->lease);
 	free(s->zq);
 	free(s->text);
 	free(s);
@@ -126,32 +151,65 @@ bool hps_admit(struct hps *s, uid_t uid, gid_t gid)
 	return false;
 }
 
+static struct hps_client *client_at(struct hps *s, unsigned int i, uint64_t serial, pid_t pid,
+				    uid_t uid)
+{
+	struct hps_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->slot = i;
+	c->serial = serial;
+	c->pid = pid;
+	c->uid = uid;
+	c->fd = c->pidfd = -1;
+	c->rec = s->cfg.state ? &s->cfg.state->client[i] : NULL;
+	s->slot[i] = c;
+	s->st.v[HP_ST_CLIENTS]++;
+	s->st.v[HP_ST_CLIENTS_TOTAL]++;
+	return c;
+}
+
+/* c's slot empty again, its record and leases left as they are. */
+static void client_free(struct hps *s, struct hps_client *c)
+{
+	GFA_BUG_ON(s->slot[c->slot] != c || !s->st.v[HP_ST_CLIENTS]);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	s->slot[c->slot] = NULL;
+	s->st.v[HP_ST_CLIENTS]--;
+	free(c);
+}
+
 struct hps_client *hps_client_new(struct hps *s, pid_t pid, uid_t uid)
 {
-	struct hps_client *c;
-
 	for (unsigned int i = 0; i < HPS_MAX_CLIENTS; i++) {
+		struct hps_client *c;
+
 		if (s->slot[i])
 			continue;
-		c = calloc(1, sizeof(*c));
-		if (!c)
-			return NULL;
-		c->slot = i;
-		c->serial = s->next_serial++;
-		c->pid = pid;
-		c->uid = uid;
-		c->fd = -1;
-		s->slot[i] = c;
-		s->st.v[HP_ST_CLIENTS]++;
-		s->st.v[HP_ST_CLIENTS_TOTAL]++;
+		c = client_at(s, i, s->next_serial++, pid, uid);
+		if (c && c->rec) {
+			/* who it is, before any lease names its slot */
+			memset(c->rec, 0, sizeof(*c->rec));
+			c->rec->start_time = hps_pid_start_time(pid);
+			c->rec->pid = (int32_t)pid;
+			c->rec->uid = (uint32_t)uid;
+			s->cfg.state->next_serial = s->next_serial;
+			__atomic_store_n(&c->rec->serial, c->serial, __ATOMIC_RELEASE);
+		}
 		return c;
 	}
 	return NULL;
 }
 
-static uint64_t client_owner(const struct hps_client *c)
+/* The claims c still has, into its record (a lease draws them down). */
+static void client_save_claims(struct hps *s, struct hps_client *c)
 {
-	return OWNER_BASE + c->serial;
+	for (unsigned int z = 0; c->rec && z < s->nr_zones; z++)
+		c->rec->claim_left[z] = c->claimed & (1ull << z) ?
+						zone_claim_left(s->cfg.pool, z, client_owner(c)) :
+						0;
 }
 
 /* Free one lease of c's (checked: it is c's). */
@@ -191,13 +249,103 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
 		if (s->lease[i] == c->slot + 1)
 			lease_free(s, c, i * LEASE_FRAMES);
 	GFA_BUG_ON(s->lease && c->leased); /* the table names every lease it holds */
-	GFA_BUG_ON(s->slot[c->slot] != c || !s->st.v[HP_ST_CLIENTS]);
 	s->st.v[HP_ST_GONE_FRAMES] += before;
 	if (before)
 		gfa_host_return_kick(s->cfg.hr); /* what is beyond the reserve goes now */
-	s->slot[c->slot] = NULL;
-	s->st.v[HP_ST_CLIENTS]--;
-	free(c);
+	/* its leases first: a record without leases is harmless, the reverse is not */
+	if (c->rec)
+		__atomic_store_n(&c->rec->serial, 0, __ATOMIC_RELEASE);
+	client_free(s, c);
+}
+
+/*
+ * ---- a restart with a state (gfad --state) ----
+ * The pool starts with every frame held by HPS_RESTORE_OWNER.  A recorded client
+ * whose process lives (the pid, started when it was recorded) is restored without a
+ * connection (its pidfd watched) and gets its leases and claims back; every other
+ * block is freed, dirty when the table was there (an old lease's data may be in it).
+ */
+static void restore_clients(struct hps *s)
+{
+	struct hps_state *st = s->cfg.state;
+
+	s->next_serial = st->next_serial ? st->next_serial : 1;
+	for (unsigned int i = 0; i < HPS_MAX_CLIENTS; i++) {
+		struct hps_state_client *rec = &st->client[i];
+		int pidfd = rec->serial ? hps_pid_open(rec->pid, rec->start_time) : -1;
+		struct hps_client *c;
+
+		if (pidfd < 0 || rec->serial >= s->next_serial) {
+			if (pidfd >= 0)
+				close(pidfd);
+			memset(rec, 0, sizeof(*rec));
+			continue;
+		}
+		c = client_at(s, i, rec->serial, rec->pid, rec->uid);
+		if (!c) {
+			close(pidfd);
+			memset(rec, 0, sizeof(*rec));
+			continue;
+		}
+		c->pidfd = pidfd;
+		s->st.v[HP_ST_RESTORED]++;
+	}
+}
+
+/* One order-9 block at pfn of a restored pool: its client's again, or free. */
+static int restore_block(struct hps *s, uint64_t pfn)
+{
+	uint32_t v = s->lease[pfn / LEASE_FRAMES];
+	struct hps_client *c = v && v <= HPS_MAX_CLIENTS ? s->slot[v - 1] : NULL;
+	struct gfa_frame_info fi;
+	int err = gfa_frame_lookup(s->cfg.pool, pfn, &fi);
+
+	if (err) {
+		s->lease[pfn / LEASE_FRAMES] = 0; /* between zones: no block */
+		return 0;
+	}
+	/* the held MAX_ORDER block it is in, in leases first */
+	if (fi.order > HP_LEASE_ORDER && fi.head_pfn == pfn)
+		err = gfa_block_split(s->cfg.pool, pfn, fi.order, HPS_RESTORE_OWNER,
+				      HP_LEASE_ORDER);
+	if (!err && c) {
+		err = pool_block_reown(s->cfg.pool, pfn, HP_LEASE_ORDER, HPS_RESTORE_OWNER,
+				       client_owner(c));
+		c->leased += LEASE_FRAMES;
+		s->st.v[HP_ST_LEASED] += LEASE_FRAMES;
+		return err;
+	}
+	s->lease[pfn / LEASE_FRAMES] = 0;
+	if (!err && s->cfg.state_found)
+		gfa_backing_mark_dirty(s->cfg.b, pfn, HP_LEASE_ORDER);
+	if (!err)
+		err = gfa_free(s->cfg.pool, pfn, HP_LEASE_ORDER, HPS_RESTORE_OWNER);
+	if (!err && s->cfg.state_found && s->zq)
+		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] = (uint32_t)(pfn / LEASE_FRAMES);
+	return err;
+}
+
+static int state_restore(struct hps *s)
+{
+	int err = 0;
+
+	restore_clients(s);
+	for (uint64_t b = 0; !err && b < s->nr_blocks; b++)
+		err = restore_block(s, b * LEASE_FRAMES);
+	for (unsigned int i = 0; !err && i < HPS_MAX_CLIENTS; i++) {
+		struct hps_client *c = s->slot[i];
+
+		for (unsigned int z = 0; c && z < s->nr_zones; z++) {
+			if (!c->rec->claim_left[z])
+				continue;
+			/* what the old service kept for it is free now: the claim fits */
+			if (!gfa_zone_claim(s->cfg.pool, z, client_owner(c), c->rec->claim_left[z]))
+				c->claimed |= 1ull << z;
+		}
+		if (c)
+			client_save_claims(s, c);
+	}
+	return err;
 }
 
 bool hps_idle(struct hps *s, unsigned int blocks)
@@ -239,12 +387,10 @@ void hps_stat(struct hps *s, struct hps_stat *st)
 	*st = s->st;
 }
 
-static int handle_hello(struct hps *s, struct hps_client *c, const struct hp_msg *m,
-			struct hp_msg *r, int *fds, unsigned int *nr_fds)
+/* HELLO's reply: the zones, their memfds, c's id. */
+static void hello_reply(struct hps *s, struct hps_client *c, struct hp_msg *r, int *fds,
+			unsigned int *nr_fds)
 {
-	if (c->hello || m->count || m->zone)
-		return -EPROTO;
-	c->hello = true;
 	r->count = 3 * s->nr_zones;
 	for (unsigned int z = 0; z < s->nr_zones; z++) {
 		uint64_t start, n;
@@ -257,6 +403,58 @@ static int handle_hello(struct hps *s, struct hps_client *c, const struct hp_msg
 	}
 	*nr_fds = s->nr_zones;
 	r->arg[0] = c->serial;
+	r->arg[1] = s->cfg.state ? HP_HELLO_REJOIN : 0;
+}
+
+static int handle_hello(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+			struct hp_msg *r, int *fds, unsigned int *nr_fds)
+{
+	if (c->hello || m->count || m->zone)
+		return -EPROTO;
+	c->hello = true;
+	hello_reply(s, c, r, fds, nr_fds);
+	return 0;
+}
+
+/* c's leases and claims to n, whose connection it is now (the lease table rewritten). */
+static void client_move(struct hps *s, struct hps_client *c, struct hps_client *n)
+{
+	for (uint64_t i = 0; c->leased && i < s->nr_blocks; i++)
+		if (s->lease[i] == c->slot + 1)
+			s->lease[i] = n->slot + 1;
+	n->serial = c->serial;
+	n->leased = c->leased;
+	n->claimed = c->claimed;
+	n->hello = true;
+	memcpy(n->rec, c->rec, sizeof(*n->rec));
+	__atomic_store_n(&c->rec->serial, 0, __ATOMIC_RELEASE);
+	client_free(s, c);
+}
+
+/*
+ * A restarted service's client back: the one restored with that id, of the same
+ * process (pid and uid; its start time was checked at the restore, and its pidfd has
+ * not ended since).  Then as a HELLO.
+ */
+static int handle_rejoin(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+			 struct hp_msg *r, int *fds, unsigned int *nr_fds)
+{
+	struct hps_client *o = NULL;
+
+	if (c->hello || m->count || m->zone || m->arg[1])
+		return -EPROTO;
+	for (unsigned int i = 0; !o && c->rec && i < HPS_MAX_CLIENTS; i++)
+		if (s->slot[i] && s->slot[i]->pidfd >= 0 && s->slot[i]->serial == m->arg[0])
+			o = s->slot[i];
+	if (!o || o->pid != c->pid || o->uid != c->uid) {
+		s->st.v[HP_ST_REFUSED]++;
+		r->result = GFA_ENOTFOUND;
+		return 0;
+	}
+	client_move(s, o, c);
+	s->st.v[HP_ST_REJOINED]++;
+	hello_reply(s, c, r, fds, nr_fds);
+	r->arg[2] = c->leased;
 	return 0;
 }
 
@@ -299,6 +497,8 @@ static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg
 		}
 		r->pfn[r->count++] = (uint64_t)pfn;
 	}
+	if (c->claimed)
+		client_save_claims(s, c);
 	r->result = r->count ? 0 : GFA_ENOMEM;
 	return 0;
 }
@@ -318,6 +518,7 @@ static int handle_claim(struct hps *s, struct hps_client *c, const struct hp_msg
 	if (err)
 		return refuse(s, r, err);
 	c->claimed |= 1ull << m->zone;
+	client_save_claims(s, c);
 	return 0;
 }
 
@@ -332,6 +533,7 @@ static int handle_unclaim(struct hps *s, struct hps_client *c, const struct hp_m
 	if (left < 0)
 		return refuse(s, r, (int)left);
 	c->claimed &= ~(1ull << m->zone);
+	client_save_claims(s, c);
 	r->arg[0] = (uint64_t)left;
 	return 0;
 }
@@ -391,12 +593,14 @@ static int stat_text(struct hps *s, int check, const char *why)
 	len += text_part(s, len, TEXT_MAX / 8, "\n# vmstat\n", gfa_pool_vmstat_text);
 	n = snprintf(s->text + len, TEXT_MAX - len,
 		     "\n# hostpool\nclients %lu leased_frames %lu free_frames %lu "
-		     "claimed_frames %lu malformed %lu refused %lu denied %lu lease_zeroed %lu\n"
+		     "claimed_frames %lu malformed %lu refused %lu denied %lu lease_zeroed %lu "
+		     "restored %lu rejoined %lu\n"
 		     "check %s\n",
 		     (unsigned long)s->st.v[HP_ST_CLIENTS], (unsigned long)s->st.v[HP_ST_LEASED],
 		     (unsigned long)s->st.v[HP_ST_FREE], (unsigned long)s->st.v[HP_ST_CLAIMED],
 		     (unsigned long)s->st.v[HP_ST_MALFORMED], (unsigned long)s->st.v[HP_ST_REFUSED],
 		     (unsigned long)s->st.v[HP_ST_DENIED], (unsigned long)s->lease_zeroed,
+		     (unsigned long)s->st.v[HP_ST_RESTORED], (unsigned long)s->st.v[HP_ST_REJOINED],
 		     check ? why : "clean");
 	len += n > 0 ? (size_t)n : 0;
 	if (len > TEXT_MAX)
@@ -466,7 +670,7 @@ int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
 	}
 	/* whole and well formed before anything is read from it */
 	if (len != sizeof(*m) || !hp_msg_valid(m) || m->result || m->type == HP_REFUSED ||
-	    (!c->hello && m->type != HP_HELLO)) {
+	    (!c->hello && m->type != HP_HELLO && m->type != HP_REJOIN)) {
 		s->st.v[HP_ST_MALFORMED]++;
 		return -EPROTO;
 	}
@@ -489,6 +693,9 @@ int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
 		break;
 	case HP_UNCLAIM:
 		err = handle_unclaim(s, c, m, reply);
+		break;
+	case HP_REJOIN:
+		err = handle_rejoin(s, c, m, reply, fds, nr_fds);
 		break;
 	default:
 		err = handle_stat(s, c, m, reply, fds, nr_fds, close_fd);
@@ -612,16 +819,23 @@ int hps_serve(struct hps *s, int lfd, volatile sig_atomic_t *stop)
 {
 	struct pollfd pfd[HPS_MAX_CLIENTS + 1];
 	struct hps_client *who[HPS_MAX_CLIENTS + 1];
+	unsigned int wslot[HPS_MAX_CLIENTS + 1];
 
 	while (!*stop) {
 		nfds_t n = 1;
 
 		pfd[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
 		for (unsigned int i = 0; i < HPS_MAX_CLIENTS; i++) {
-			if (!s->slot[i] || s->slot[i]->fd < 0)
+			/* a restored client not back yet: its process, to see it end */
+			int fd = s->slot[i] && s->slot[i]->fd < 0 ? s->slot[i]->pidfd :
+				 s->slot[i]                       ? s->slot[i]->fd :
+								    -1;
+
+			if (fd < 0)
 				continue;
 			who[n] = s->slot[i];
-			pfd[n++] = (struct pollfd){ .fd = s->slot[i]->fd, .events = POLLIN };
+			wslot[n] = i;
+			pfd[n++] = (struct pollfd){ .fd = fd, .events = POLLIN };
 		}
 		/* with blocks to zero, only look: zero some when nothing is asked */
 		int ready = poll(pfd, n, s->zq_len ? 0 : 500);
@@ -637,9 +851,17 @@ int hps_serve(struct hps *s, int lfd, volatile sig_atomic_t *stop)
 		if (!ready)
 			continue;
 		for (nfds_t i = 1; i < n; i++) {
-			int fd = who[i]->fd;
+			int fd;
 
-			if (!pfd[i].revents || !serve_client(s, who[i]))
+			/* a rejoin earlier in this pass took the restored client it names */
+			if (!pfd[i].revents || s->slot[wslot[i]] != who[i])
+				continue;
+			fd = who[i]->fd;
+			if (fd < 0) { /* its process ended before it came back */
+				hps_client_gone(s, who[i]);
+				continue;
+			}
+			if (!serve_client(s, who[i]))
 				continue;
 			hps_client_gone(s, who[i]);
 			close(fd);

@@ -11,8 +11,9 @@
 #include <sys/types.h>
 #include <gfa/vmm.h>
 #include "vmm/hostpool_proto.h"
+#include "vmm/hostpool_state.h"
 
-#define HPS_MAX_CLIENTS 256u
+#define HPS_MAX_CLIENTS HPS_STATE_CLIENTS
 #define HPS_MAX_ALLOW   32u
 
 struct hps;
@@ -27,6 +28,13 @@ struct hps_config {
 	/* returns the free memory beyond the zones' release policy to the host and zeroes
 	 * what clients give back (its idle scrub); NULL: the service zeroes while idle */
 	struct gfa_host_return *hr;
+	/*
+	 * The state directory's table (gfad --state): leases and clients live in it, and
+	 * hps_create() takes back what it records.  The pool then starts with every frame
+	 * held by HPS_RESTORE_OWNER (hps_state_pool()).  NULL: nothing outlives the service.
+	 */
+	struct hps_state *state;
+	bool state_found; /* the table was there: the free frames may hold old data */
 };
 
 /* The service's counters (HP_STAT) */
@@ -34,8 +42,14 @@ struct hps_stat {
 	uint64_t v[HP_ST_NR];
 };
 
+#define HPS_RESTORE_OWNER (7ull << 56) /* a restored pool's frames before hps_create() */
+
+/*
+ * With cfg->state: the clients it records whose processes live are taken back, each
+ * waiting for its HP_REJOIN with its leases and claims; the other leases are free.
+ */
 struct hps *hps_create(const struct hps_config *cfg);
-/* Frees every client's leases first. */
+/* Frees every client's leases first; with a state, leaves the table as it is. */
 void hps_destroy(struct hps *s);
 /* Whether a peer with these credentials is admitted (counted in HP_ST_DENIED if not). */
 bool hps_admit(struct hps *s, uid_t uid, gid_t gid);
@@ -57,6 +71,14 @@ void hps_stat(struct hps *s, struct hps_stat *st);
 bool hps_idle(struct hps *s, unsigned int blocks);
 /* Frames leased to c now. */
 uint64_t hps_client_leased(const struct hps_client *c);
+/*
+ * The pool and backing of a service with a state directory (gfad --state dir): zones
+ * as cfg, their memory in the directory's files, every frame held by HPS_RESTORE_OWNER
+ * for hps_create() to sort out; *state the table.  0 or -errno: hps_state_open()'s, or
+ * the pool's or backing's.
+ */
+int hps_state_pool(const char *dir, const struct gfa_pool_config *cfg,
+		   const struct gfa_backing_config *bc, struct hps_config *hc);
 
 /* A listening SOCK_SEQPACKET socket at path (an old socket file there replaced), mode
  * applied to the file: its fd or -errno. */

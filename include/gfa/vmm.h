@@ -1256,6 +1256,8 @@ int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_s
 
 struct gfa_hostpool;
 
+#define GFA_HOSTPOOL_REJOIN_MS 10000 /* how long a client waits for a restarted gfad */
+
 struct gfa_hostpool_config {
 	uint64_t slack_bytes; /* free leased memory the client keeps for its next start
 				 * (0: every whole free block goes back at once) */
@@ -1270,6 +1272,13 @@ struct gfa_hostpool_config {
  * Receives the zones' geometry and memfds, creates a pool of the same zones that holds
  * no frame until the service leases it some, and a backing over the memfds.  Each
  * 2 MiB block a guest takes is leased whole, 256 at most a round trip.
+ *
+ * A service started with a state directory (gfad --state) keeps its leases across a
+ * restart.  When the connection to it ends, the call that finds it ended reconnects to
+ * @path and rejoins, retrying for up to GFA_HOSTPOOL_REJOIN_MS, then sends its request
+ * again; the guests run on meanwhile (their memory is mapped here).  A service that
+ * does not come back, or that gave us up (it had closed our connection itself), leaves
+ * every later call GFA_ECONNRESET, as without a state.
  *
  * Return: the handle, or NULL with errno: GFA_EFAULT, GFA_EINVAL (nonzero reserved
  * words; a path too long for a socket), GFA_EACCES (the service did not admit our uid
@@ -1322,7 +1331,9 @@ struct gfa_hostpool_stat {
 	int32_t check;          /* the service's gfa_backing_check(): 0 is clean */
 	uint32_t pad;
 	uint64_t claimed_frames; /* still claimed by all clients (gfa_hostpool_claim()) */
-	uint64_t reserved[2];    /* zero */
+	uint64_t rejoins;        /* (added in 0.6) times this client rejoined a restarted
+				  * service (gfad --state) */
+	uint64_t reserved[1];    /* zero */
 };
 
 /**

@@ -270,7 +270,9 @@ int main(int argc, char **argv)
 			if (r < 0)
 				err = fail("stat", r);
 			else
-				printf("mine %lu\n", (unsigned long)st.mine_frames), fflush(stdout);
+				printf("mine %lu rejoins %lu\n", (unsigned long)st.mine_frames,
+				       (unsigned long)st.rejoins),
+					fflush(stdout);
 		} else {
 			fprintf(stderr, "hostpool-client: '%s': unknown here\n", op);
 			err = 2;
