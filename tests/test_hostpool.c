@@ -98,7 +98,7 @@ static void gfad_start(const char *extra)
 {
 	char *argv[12] = { bin("gfad"), "--socket", sock, "--mem", "256", "--quiet" };
 	unsigned int n = 6;
-	char e[64];
+	char e[192];
 
 	if (extra) {
 		snprintf(e, sizeof(e), "%s", extra);
@@ -118,6 +118,16 @@ static void gfad_start(const char *extra)
 		usleep(10000);
 	}
 	cr_assert_fail("gfad did not come up at %s", sock);
+}
+
+/* The service with a state directory (state_dir). */
+static char state_dir[128];
+static void gfad_start_state(void)
+{
+	char extra[160];
+
+	snprintf(extra, sizeof(extra), "--state %s", state_dir);
+	gfad_start(extra);
 }
 
 static void setup(void)
@@ -953,4 +963,171 @@ Test(numa_real, a_client_guest_lands_on_its_zone_node, .init = setup_numa, .fini
 	}
 	gfa_hostpool_detach(hp);
 	gfa_numa_topology_free(t);
+}
+
+/* ---- a restart with a state directory (gfad --state) ---- */
+
+static void setup_state(void)
+{
+	snprintf(sock, sizeof(sock), "/tmp/gfa-hostpool-test-%d.sock", (int)getpid());
+	snprintf(state_dir, sizeof(state_dir), "/dev/shm/gfa-hostpool-test-%d.state",
+		 (int)getpid());
+	gfad_start_state();
+}
+
+static void teardown_state(void)
+{
+	char path[192];
+
+	teardown();
+	for (unsigned int z = 0; z < 2; z++) {
+		snprintf(path, sizeof(path), "%s/zone%u", state_dir, z);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/leases", state_dir);
+	unlink(path);
+	rmdir(state_dir);
+}
+
+/* The service killed (SIGKILL), as a crash would: nothing of it runs any more. */
+static void gfad_kill(void)
+{
+	kill(gfad_pid, SIGKILL);
+	cr_assert_eq(wait_exit(gfad_pid), 128 + SIGKILL);
+	gfad_pid = -1;
+}
+
+/* One line of a client's stdout (it prints a line at a time). */
+static void read_line(int fd, char *line, size_t size)
+{
+	size_t n = 0;
+
+	while (n + 1 < size && read(fd, line + n, 1) == 1 && line[n] != '\n')
+		n++;
+	line[n] = '\0';
+}
+
+Test(hostpool, a_restarted_service_takes_its_clients_back, .init = setup_state,
+     .fini = teardown_state, .timeout = 120)
+{
+	char *keeps[] = { bin("tests/gfa-hostpool-client"),
+			  sock,
+			  "create",
+			  "32",
+			  "claim",
+			  "16",
+			  "ready",
+			  "hold",
+			  "verify",
+			  "stat",
+			  "destroy",
+			  "create",
+			  "16",
+			  "verify",
+			  NULL };
+	char *dies[] = {
+		bin("tests/gfa-hostpool-client"), sock, "create", "16", "ready", "hold", NULL
+	};
+	struct gfa_hostpool *hp;
+	struct gfa_hostpool_stat st;
+	unsigned long mine = 0, rejoins = 0;
+	int in[2], out[2];
+	pid_t pid[2];
+	char line[64];
+
+	pid[0] = spawn(keeps, &in[0], &out[0]);
+	pid[1] = spawn(dies, &in[1], &out[1]);
+	for (int i = 0; i < 2; i++) {
+		read_line(out[i], line, sizeof(line));
+		cr_assert_str_eq(line, "ready", "client %d did not start", i);
+	}
+	gfad_kill();
+	/* one client dies while there is no service: the restart frees what it held */
+	kill(pid[1], SIGKILL);
+	cr_assert_eq(wait_exit(pid[1]), 128 + SIGKILL);
+	gfad_start_state();
+	hp = gfa_hostpool_attach(sock, NULL);
+	cr_assert_not_null(hp);
+	st = service_stat(hp);
+	cr_assert_eq(st.leased_frames, 32 * MiB / 4096, "the survivor's 32 MiB, held for it");
+	cr_assert_eq(st.claimed_frames, 16 * MiB / 4096, "its claim, back");
+	/* its guest's memory held what it wrote through both deaths, and it goes on */
+	close(in[0]);
+	read_line(out[0], line, sizeof(line));
+	cr_assert_eq(sscanf(line, "mine %lu rejoins %lu", &mine, &rejoins), 2, "'%s'", line);
+	cr_assert_eq(mine, 32 * MiB / 4096);
+	cr_assert_eq(rejoins, 1u);
+	cr_assert_eq(wait_exit(pid[0]), 0, "the surviving client");
+	close(in[1]);
+	close(out[0]);
+	close(out[1]);
+	wait_all_back(hp);
+	st = service_stat(hp);
+	cr_assert_eq(st.claimed_frames, 0u);
+	cr_assert_eq(st.malformed, 0u);
+	gfa_hostpool_detach(hp);
+}
+
+Test(hostpool, a_rejoin_of_a_client_the_service_does_not_hold_is_refused, .init = setup_state,
+     .fini = teardown_state, .timeout = 60)
+{
+	struct hp_msg m = { .magic = HP_MAGIC, .version = HP_VERSION, .type = HP_REJOIN, .seq = 1 };
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	struct hp_msg r = { 0 };
+	struct gfa_hostpool *hp;
+
+	strcpy(a.sun_path, sock);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	m.arg[0] = 12345; /* no client of that id was restored */
+	cr_assert_eq(send(fd, &m, sizeof(m), 0), (ssize_t)sizeof(m));
+	cr_assert_eq(recv(fd, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	cr_assert_eq(r.type, HP_REJOIN);
+	cr_assert_eq(r.result, GFA_ENOTFOUND);
+	close(fd);
+	hp = gfa_hostpool_attach(sock, NULL);
+	cr_assert_not_null(hp);
+	cr_assert_geq(service_stat(hp).refused, 1u);
+	gfa_hostpool_detach(hp);
+}
+
+Test(hostpool, a_service_killed_under_churn_takes_its_clients_back, .init = setup_state,
+     .fini = teardown_state, .timeout = 180)
+{
+	char *churn[] = { bin("tests/gfa-hostpool-client"), sock, "churn", "6", "16", "stat", NULL };
+	unsigned int seed = (unsigned int)time(NULL);
+	unsigned long rounds, collapses, reported, lost, nowp, mine, rejoins;
+	struct gfa_hostpool *hp;
+	int out[2];
+	pid_t pid[2];
+	char line[160];
+
+	srand(seed);
+	for (int i = 0; i < 2; i++)
+		pid[i] = spawn(churn, NULL, &out[i]);
+	/* killed at random points of their rounds: leases, returns, collapses in flight */
+	for (int k = 0; k < 4; k++) {
+		usleep((useconds_t)(300000 + rand() % 700000));
+		gfad_kill();
+		gfad_start_state();
+	}
+	for (int i = 0; i < 2; i++) {
+		read_line(out[i], line, sizeof(line));
+		cr_assert_eq(sscanf(line,
+				    "churn rounds %lu collapses %lu reported %lu lost %lu nowp %lu",
+				    &rounds, &collapses, &reported, &lost, &nowp),
+			     5, "client %d (seed %u): '%s'", i, seed, line);
+		cr_assert_eq(lost, 0u, "client %d lost writes", i);
+		read_line(out[i], line, sizeof(line));
+		cr_assert_eq(sscanf(line, "mine %lu rejoins %lu", &mine, &rejoins), 2, "'%s'",
+			     line);
+		cr_assert_geq(rejoins, 1u, "client %d never rejoined (seed %u)", i, seed);
+		cr_assert_eq(wait_exit(pid[i]), 0, "client %d (seed %u)", i, seed);
+		close(out[i]);
+	}
+	hp = gfa_hostpool_attach(sock, NULL);
+	cr_assert_not_null(hp);
+	wait_all_back(hp);
+	cr_assert_eq(service_stat(hp).malformed, 0u);
+	gfa_hostpool_detach(hp);
 }

@@ -50,9 +50,9 @@ static void gfad_help(void)
 	       "  --allow-uid U     admit this uid (repeatable; default: our own uid only)\n"
 	       "  --allow-gid G     admit this primary gid (repeatable)\n"
 	       "  --mode OCTAL      the socket's mode, 0660 or stricter (default 0660)\n"
-	       "  --state DIR       keep the pool's memory and lease table in DIR (tmpfs or\n"
-	       "                    hugetlbfs): a restarted gfad takes its running clients\n"
-	       "                    back (they rejoin), a stop leaves them running\n"
+	       "  --state DIR       keep the pool's memory and lease table in DIR (tmpfs):\n"
+	       "                    a restarted gfad takes its running clients back (they\n"
+	       "                    rejoin); a stop leaves them running\n"
 	       "  --quiet           no line per refused connection\n");
 }
 
@@ -143,8 +143,7 @@ static int gfad_pool(const struct gfad_opts *o, struct hps_config *hc)
 
 		if (err)
 			fprintf(stderr, "gfad: --state %s: %s\n", o->state,
-				err == -ENOTSUP ? "not on tmpfs or hugetlbfs (guest memory stays "
-						  "off disks)" :
+				err == -ENOTSUP ? "not on tmpfs (guest memory stays off disks)" :
 				err == -ESTALE  ? "the state of another pool (other --mem or "
 						  "--nodes): start with those, or remove it" :
 						  gfa_strerror(err));

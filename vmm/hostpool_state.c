@@ -69,8 +69,7 @@ static int state_dir(const char *dir)
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
-	if (fstatfs(dfd, &fs) || ((unsigned long)fs.f_type != TMPFS_MAGIC &&
-				  (unsigned long)fs.f_type != HUGETLBFS_MAGIC)) {
+	if (fstatfs(dfd, &fs) || (unsigned long)fs.f_type != TMPFS_MAGIC) {
 		close(dfd);
 		return -ENOTSUP;
 	}

@@ -5,8 +5,8 @@
  * zone1, ...) instead of memfds, and the lease table with a record per client in a
  * file the service maps shared (leases).  Every change the service makes to a lease or
  * a client is a store into that mapping, so a service killed at any point leaves the
- * table as it last was.  DIR must be on tmpfs or hugetlbfs: guest memory never goes
- * to a disk.  Not installed.
+ * table as it last was.  DIR must be on tmpfs: guest memory never goes
+ * to a disk (hugetlbfs, untested here, is refused too).  Not installed.
  */
 #ifndef GFA_VMM_HOSTPOOL_STATE_H
 #define GFA_VMM_HOSTPOOL_STATE_H
@@ -42,7 +42,7 @@ struct hps_state {
  * space), creating what is missing: the mapped table (*state, unmapped by
  * hps_state_close) and each zone's file, sized to the zone, in fds[] (the caller's).
  * *found says whether a table was there already.  0, or -errno:
- * -ENOTSUP (dir is not tmpfs or hugetlbfs), -ESTALE (a table of another pool).
+ * -ENOTSUP (dir is not tmpfs), -ESTALE (a table of another pool).
  */
 int hps_state_open(const char *dir, const struct gfa_pool_config *cfg, uint64_t nr_blocks,
 		   struct hps_state **state, int *fds, bool *found);

@@ -273,8 +273,8 @@ static void after_claim(unsigned int i, const struct hp_msg *m, const struct hp_
 
 static void send_packet(unsigned int i)
 {
-	static const uint16_t types[] = { HP_HELLO, HP_LEASE, HP_RETURN,
-					  HP_STAT,  HP_CLAIM, HP_UNCLAIM };
+	static const uint16_t types[] = { HP_HELLO, HP_LEASE,   HP_RETURN, HP_STAT,
+					  HP_CLAIM, HP_UNCLAIM, HP_REJOIN };
 	static struct hp_msg m, r;
 	int fds[GFA_MAX_ZONES], close_fd, ret, want = 0;
 	unsigned int nr_fds;
@@ -286,7 +286,7 @@ static void send_packet(unsigned int i)
 	m.magic = HP_MAGIC;
 	m.version = HP_VERSION;
 	m.seq = in8();
-	m.type = types[kind % 6];
+	m.type = types[kind % 7];
 	if (m.type == HP_LEASE) {
 		m.zone = in8() % (NR_ZONES + 1);
 		m.arg[0] = in8() % 12;
@@ -295,6 +295,8 @@ static void send_packet(unsigned int i)
 		for (uint32_t j = 0; j < m.count; j++)
 			m.pfn[j] = pick_pfn(i);
 		want = model_return(i, &m);
+	} else if (m.type == HP_REJOIN) {
+		m.arg[0] = in8(); /* a service without a state holds no one to take back */
 	} else if (m.type == HP_CLAIM || m.type == HP_UNCLAIM) {
 		m.zone = in8() % (NR_ZONES + 1);
 		/* frames: none, a few, blocks, beyond the zone; an unclaim's is 0 mostly */
@@ -336,7 +338,9 @@ static void send_packet(unsigned int i)
 	CHECK(r.magic == HP_MAGIC && r.type == m.type && r.seq == m.seq, "reply header");
 	if (kind >= 0xc0)
 		return; /* parsed after all: no model of what it asked */
-	if (m.type == HP_LEASE)
+	if (m.type == HP_REJOIN)
+		CHECK(!hello && r.result == GFA_ENOTFOUND, "rejoin: %d", r.result);
+	else if (m.type == HP_LEASE)
 		after_lease(i, &m, &r);
 	else if (m.type == HP_CLAIM || m.type == HP_UNCLAIM)
 		after_claim(i, &m, &r);
