@@ -146,6 +146,7 @@ static int gfad_pool(const struct gfad_opts *o, struct hps_config *hc)
 				err == -ENOTSUP ? "not on tmpfs (guest memory stays off disks)" :
 				err == -ESTALE  ? "the state of another pool (other --mem or "
 						  "--nodes): start with those, or remove it" :
+				err == -EBUSY   ? "another gfad has it open" :
 						  gfa_strerror(err));
 		return err ? 1 : 0;
 	}

@@ -265,16 +265,22 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
  * connection (its pidfd watched) and gets its leases and claims back; every other
  * block is freed, dirty when the table was there (an old lease's data may be in it).
  */
-static void restore_clients(struct hps *s)
+static int restore_clients(struct hps *s)
 {
 	struct hps_state *st = s->cfg.state;
 
 	s->next_serial = st->next_serial ? st->next_serial : 1;
 	for (unsigned int i = 0; i < HPS_MAX_CLIENTS; i++) {
 		struct hps_state_client *rec = &st->client[i];
-		int pidfd = rec->serial ? hps_pid_open(rec->pid, rec->start_time) : -1;
+		int pidfd = rec->serial ? hps_pid_open(rec->pid, rec->start_time) : -ESRCH;
 		struct hps_client *c;
 
+		/* only a process known gone gives its memory up: a doubt keeps the service down */
+		if (pidfd < 0 && pidfd != -ESRCH) {
+			fprintf(stderr, "gfad: cannot tell whether client pid %d lives: %s\n",
+				(int)rec->pid, strerror(-pidfd));
+			return pidfd;
+		}
 		if (pidfd < 0 || rec->serial >= s->next_serial) {
 			if (pidfd >= 0)
 				close(pidfd);
@@ -284,12 +290,12 @@ static void restore_clients(struct hps *s)
 		c = client_at(s, i, rec->serial, rec->pid, rec->uid);
 		if (!c) {
 			close(pidfd);
-			memset(rec, 0, sizeof(*rec));
-			continue;
+			return -ENOMEM;
 		}
 		c->pidfd = pidfd;
 		s->st.v[HP_ST_RESTORED]++;
 	}
+	return 0;
 }
 
 /* One order-9 block at pfn of a restored pool: its client's again, or free. */
@@ -327,9 +333,8 @@ static int restore_block(struct hps *s, uint64_t pfn)
 
 static int state_restore(struct hps *s)
 {
-	int err = 0;
+	int err = restore_clients(s);
 
-	restore_clients(s);
 	for (uint64_t b = 0; !err && b < s->nr_blocks; b++)
 		err = restore_block(s, b * LEASE_FRAMES);
 	for (unsigned int i = 0; !err && i < HPS_MAX_CLIENTS; i++) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -19,6 +20,8 @@
 #include "allocator/layers.h"
 #include "vmm/backing_internal.h"
 #include "vmm/hostpool_server.h"
+
+static int state_lock_fd = -1; /* the table's fd, flock'ed while the state is open */
 
 static size_t state_bytes(uint64_t nr_blocks)
 {
@@ -38,7 +41,11 @@ static bool state_matches(const struct hps_state *st, const struct gfa_pool_conf
 	return true;
 }
 
-static int zone_file(int dfd, unsigned int z, uint64_t bytes)
+/*
+ * The zone's file.  With a new table (fresh) it is emptied first: data a pool whose
+ * table was removed left in it must not reach a new client as clean memory.
+ */
+static int zone_file(int dfd, unsigned int z, uint64_t bytes, bool fresh)
 {
 	char name[32];
 	struct stat sb;
@@ -48,6 +55,10 @@ static int zone_file(int dfd, unsigned int z, uint64_t bytes)
 	fd = openat(dfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
+	if (fresh && ftruncate(fd, 0)) {
+		close(fd);
+		return -errno;
+	}
 	/* a file of another size is another pool's: the table check said it is ours */
 	if (fstat(fd, &sb) || (sb.st_size && (uint64_t)sb.st_size != bytes) ||
 	    (!sb.st_size && ftruncate(fd, (off_t)bytes))) {
@@ -87,6 +98,13 @@ static int state_table(int dfd, const struct gfa_pool_config *cfg, uint64_t nr_b
 
 	if (fd < 0)
 		return -errno;
+	/* one service per directory: the lock lasts as long as this fd (the process) */
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+
+		close(fd);
+		return err;
+	}
 	if (fstat(fd, &sb) || (!sb.st_size && ftruncate(fd, (off_t)bytes))) {
 		close(fd);
 		return -errno;
@@ -97,13 +115,21 @@ static int state_table(int dfd, const struct gfa_pool_config *cfg, uint64_t nr_b
 		return -ESTALE;
 	}
 	st = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (st == MAP_FAILED)
+	if (st == MAP_FAILED) {
+		close(fd);
 		return -errno;
+	}
+	/* a table a kill cut short before its magic was written is not one yet */
+	if (*found && !__atomic_load_n(&st->magic, __ATOMIC_ACQUIRE)) {
+		memset(st, 0, bytes);
+		*found = false;
+	}
 	if (*found && !state_matches(st, cfg, nr_blocks)) {
 		munmap(st, bytes);
+		close(fd);
 		return -ESTALE;
 	}
+	state_lock_fd = fd;
 	if (!*found) {
 		st->nr_zones = cfg->nr_zones;
 		st->nr_blocks = nr_blocks;
@@ -130,7 +156,7 @@ int hps_state_open(const char *dir, const struct gfa_pool_config *cfg, uint64_t 
 	if (!err)
 		err = state_table(dfd, cfg, nr_blocks, state, found);
 	for (; !err && z < cfg->nr_zones; z++) {
-		fds[z] = zone_file(dfd, z, cfg->zones[z].nr_frames << GFA_FRAME_SHIFT);
+		fds[z] = zone_file(dfd, z, cfg->zones[z].nr_frames << GFA_FRAME_SHIFT, !*found);
 		if (fds[z] < 0)
 			err = fds[z];
 	}
@@ -150,6 +176,9 @@ void hps_state_close(struct hps_state *state)
 {
 	if (state)
 		munmap(state, state_bytes(state->nr_blocks));
+	if (state_lock_fd >= 0)
+		close(state_lock_fd);
+	state_lock_fd = -1;
 }
 
 uint64_t hps_pid_start_time(pid_t pid)
@@ -181,12 +210,14 @@ uint64_t hps_pid_start_time(pid_t pid)
 
 int hps_pid_open(pid_t pid, uint64_t start_time)
 {
-	int fd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	int fd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -ESRCH;
 
+	if (fd < 0)
+		return pid > 0 ? -errno : fd;
 	/* opened first, checked after: the pidfd pins the process the start time names */
-	if (fd >= 0 && hps_pid_start_time(pid) != start_time) {
+	if (hps_pid_start_time(pid) != start_time) {
 		close(fd);
-		fd = -1;
+		return -ESRCH;
 	}
 	return fd;
 }

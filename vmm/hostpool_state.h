@@ -42,13 +42,15 @@ struct hps_state {
  * space), creating what is missing: the mapped table (*state, unmapped by
  * hps_state_close) and each zone's file, sized to the zone, in fds[] (the caller's).
  * *found says whether a table was there already.  0, or -errno:
- * -ENOTSUP (dir is not tmpfs), -ESTALE (a table of another pool).
+ * -ENOTSUP (dir is not tmpfs), -ESTALE (a table of another pool), -EBUSY (another
+ * service has it open).  With a new table the zone files are emptied.
  */
 int hps_state_open(const char *dir, const struct gfa_pool_config *cfg, uint64_t nr_blocks,
 		   struct hps_state **state, int *fds, bool *found);
 void hps_state_close(struct hps_state *state);
 /* The start time of process pid (clock ticks since boot), 0 if it is gone. */
 uint64_t hps_pid_start_time(pid_t pid);
-/* A pidfd of pid if it is the process that started at start_time, else -1. */
+/* A pidfd of pid if it is the process that started at start_time; -ESRCH if that
+ * process is gone; another -errno if it cannot be told (no pidfd_open, no fds). */
 int hps_pid_open(pid_t pid, uint64_t start_time);
 #endif
