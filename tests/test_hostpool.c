@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -28,6 +29,7 @@
 #include "common/ktime.h"
 #include "refvmm/guest_writers.h"
 #include "vmm/hostpool_proto.h"
+#include "vmm/hostpool_state.h"
 
 #define MiB      (1ULL << 20)
 #define POOL_MIB 256
@@ -1065,6 +1067,81 @@ Test(hostpool, a_restarted_service_takes_its_clients_back, .init = setup_state,
 	st = service_stat(hp);
 	cr_assert_eq(st.claimed_frames, 0u);
 	cr_assert_eq(st.malformed, 0u);
+	gfa_hostpool_detach(hp);
+}
+
+/*
+ * What a kill between a lease and its reply leaves, made in the table of a killed
+ * service: blocks the table gives the client that it never saw.  The rejoin lists the
+ * client's leases and gives those back; without it they stay leased to the client,
+ * unused, until it detaches.
+ */
+Test(hostpool, a_rejoin_gives_back_the_leases_the_client_never_saw, .init = setup_state,
+     .fini = teardown_state, .timeout = 60)
+{
+	char *keeps[] = { bin("tests/gfa-hostpool-client"),
+			  sock,
+			  "create",
+			  "32",
+			  "ready",
+			  "hold",
+			  "verify",
+			  "stat",
+			  NULL };
+	unsigned long mine = 0, rejoins = 0;
+	uint64_t start, n, b, nr_blocks;
+	struct gfa_hostpool *hp;
+	struct hps_state *st;
+	unsigned int slot = HPS_STATE_CLIENTS, added = 0;
+	char line[64], path[192];
+	struct stat sb;
+	int in, out, fd;
+	pid_t pid;
+
+	pid = spawn(keeps, &in, &out);
+	read_line(out, line, sizeof(line));
+	cr_assert_str_eq(line, "ready");
+	hp = gfa_hostpool_attach(sock, NULL);
+	cr_assert_not_null(hp);
+	cr_assert_eq(gfa_zone_span(gfa_hostpool_pool(hp), 0, &start, &n), 0);
+	gfa_hostpool_detach(hp);
+	gfad_kill();
+
+	snprintf(path, sizeof(path), "%s/leases", state_dir);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fstat(fd, &sb), 0);
+	st = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	cr_assert_neq(st, MAP_FAILED);
+	nr_blocks = st->nr_blocks;
+	for (unsigned int i = 0; i < HPS_STATE_CLIENTS; i++)
+		if (st->client[i].serial && st->client[i].pid == (int32_t)pid)
+			slot = i;
+	cr_assert_lt(slot, HPS_STATE_CLIENTS, "the client's record");
+	for (b = start / HP_LEASE_FRAMES; b < (start + n) / HP_LEASE_FRAMES && added < 2; b++) {
+		cr_assert_lt(b, nr_blocks);
+		if (!st->lease[b]) {
+			st->lease[b] = slot + 1;
+			added++;
+		}
+	}
+	cr_assert_eq(added, 2u);
+	munmap(st, (size_t)sb.st_size);
+	close(fd);
+
+	gfad_start_state();
+	hp = gfa_hostpool_attach(sock, NULL);
+	cr_assert_not_null(hp);
+	cr_assert_eq(service_stat(hp).leased_frames, 36 * MiB / 4096, "the table's, restored");
+	close(in);
+	read_line(out, line, sizeof(line));
+	cr_assert_eq(sscanf(line, "mine %lu rejoins %lu", &mine, &rejoins), 2, "'%s'", line);
+	cr_assert_eq(mine, 32 * MiB / 4096, "the two blocks it never saw went back");
+	cr_assert_eq(rejoins, 1u);
+	cr_assert_eq(wait_exit(pid), 0);
+	close(out);
+	wait_all_back(hp);
+	cr_assert_eq(service_stat(hp).malformed, 0u);
 	gfa_hostpool_detach(hp);
 }
 

@@ -25,8 +25,7 @@
 #include "allocator/layers.h"
 #include "common/bug.h"
 
-#define LEASE_FRAMES (1ull << HP_LEASE_ORDER)
-#define HOLD_OWNER   (5ull << 56) /* the placeholder owner of frames not leased */
+#define HOLD_OWNER (5ull << 56) /* the placeholder owner of frames not leased */
 
 struct gfa_hostpool {
 	int fd;
@@ -176,6 +175,64 @@ static bool same_zones(struct gfa_hostpool *hp, const struct hp_msg *r, const in
 	return true;
 }
 
+static int lease_out(struct gfa_hostpool *hp, const uint64_t *pfn, uint32_t n, bool once);
+
+/* Is the block at pfn not ours here (the placeholder holds it)? */
+static bool lease_unseen(struct gfa_hostpool *hp, uint64_t pfn)
+{
+	struct gfa_frame_info fi;
+
+	return !gfa_frame_lookup(hp->pool, pfn, &fi) && fi.state == GFA_FRAME_ALLOCATED &&
+	       fi.owner == HOLD_OWNER;
+}
+
+/*
+ * After a rejoin: the leases the service has for us that we never saw back to it (a
+ * lease reply lost to its kill, the rest of a return it cut short): every block it
+ * lists that the placeholder holds here.  0, or -errno.
+ */
+static int rejoin_unseen(struct gfa_hostpool *hp)
+{
+	struct hp_msg req, rep;
+	uint64_t pfn[HP_MAX_PFNS], unseen = 0;
+	uint32_t n = 0;
+	int err = 0;
+
+	memset(&rep, 0, sizeof(rep));
+	while (!err && !rep.arg[1]) {
+		uint64_t from = rep.arg[0];
+
+		memset(&req, 0, sizeof(req));
+		req.type = HP_LEASES;
+		req.arg[0] = from;
+		err = hp_call_once(hp, &req, &rep, NULL, NULL);
+		if (!err)
+			err = rep.result;
+		if (!err && rep.arg[0] <= from && !rep.arg[1])
+			err = GFA_EPROTO; /* no way on */
+		for (uint32_t i = 0; !err && i < rep.count; i++) {
+			if (rep.pfn[i] % HP_LEASE_FRAMES)
+				err = GFA_EPROTO;
+			else if (lease_unseen(hp, rep.pfn[i]))
+				pfn[n++] = rep.pfn[i];
+			if (!err && n == HP_MAX_PFNS) {
+				err = lease_out(hp, pfn, n, true);
+				unseen += n;
+				n = 0;
+			}
+		}
+	}
+	if (!err && n) {
+		err = lease_out(hp, pfn, n, true);
+		unseen += n;
+	}
+	if (!err && unseen)
+		fprintf(stderr, "gfa: rejoined %s: gave back %lu MiB of leases we never saw\n",
+			hp->path,
+			(unsigned long)(unseen * HP_LEASE_FRAMES >> (20 - GFA_FRAME_SHIFT)));
+	return err;
+}
+
 /* One HP_REJOIN on a new connection: 0, or -errno (GFA_ECONNRESET: try again). */
 static int rejoin_once(struct gfa_hostpool *hp)
 {
@@ -195,6 +252,8 @@ static int rejoin_once(struct gfa_hostpool *hp)
 	if (!err && !same_zones(hp, &rep, fds, nr_fds))
 		err = GFA_EPROTO; /* another pool under the same socket */
 	close_fds(fds, nr_fds);
+	if (!err && rep.arg[1] & HP_HELLO_LEASES)
+		err = rejoin_unseen(hp);
 	if (err)
 		hp->dead = true;
 	return err;
@@ -331,7 +390,7 @@ static int lease_more(struct gfa_hostpool *hp, unsigned int zone, uint64_t frame
 	int err = 0;
 
 	for (uint64_t have = zone_free(hp->pool, zone); !err && have < frames;) {
-		uint64_t want = (frames - have + LEASE_FRAMES - 1) / LEASE_FRAMES;
+		uint64_t want = (frames - have + HP_LEASE_FRAMES - 1) / HP_LEASE_FRAMES;
 		struct hp_msg req = { .type = HP_LEASE, .zone = zone }, rep = { 0 };
 
 		req.arg[0] = want < HP_MAX_PFNS ? want : HP_MAX_PFNS;
@@ -344,7 +403,7 @@ static int lease_more(struct gfa_hostpool *hp, unsigned int zone, uint64_t frame
 			err = lease_in(hp, &rep);
 		if (!err && rep.count < req.arg[0])
 			err = GFA_ENOMEM; /* the service is short: what came stays ours */
-		have += (uint64_t)rep.count * LEASE_FRAMES;
+		have += (uint64_t)rep.count * HP_LEASE_FRAMES;
 	}
 	return err;
 }
@@ -390,20 +449,20 @@ static int lease_want_block(void *ctx, unsigned int zone)
 	pthread_mutex_lock(&hp->lock);
 	hp->takers++;
 	if (!zone_has_lease_block(hp->pool, zone))
-		err = lease_more(hp, zone, zone_free(hp->pool, zone) + LEASE_FRAMES);
+		err = lease_more(hp, zone, zone_free(hp->pool, zone) + HP_LEASE_FRAMES);
 	pthread_mutex_unlock(&hp->lock);
 	return err;
 }
 
-/* Give back the blocks of pfn[0..n) (held again already): 0 or -errno. */
-static int lease_out(struct gfa_hostpool *hp, const uint64_t *pfn, uint32_t n)
+/* Give back the blocks of pfn[0..n) (held again already): 0 or -errno; once: no rejoin. */
+static int lease_out(struct gfa_hostpool *hp, const uint64_t *pfn, uint32_t n, bool once)
 {
 	struct hp_msg req = { .type = HP_RETURN, .count = n }, rep = { 0 };
 	int err;
 
 	GFA_BUG_ON(!n || n > HP_MAX_PFNS); /* lease_trim sends a batch at most */
 	memcpy(req.pfn, pfn, n * sizeof(*pfn));
-	err = hp_call(hp, &req, &rep, NULL, NULL);
+	err = once ? hp_call_once(hp, &req, &rep, NULL, NULL) : hp_call(hp, &req, &rep, NULL, NULL);
 	return err ? err : rep.result;
 }
 
@@ -416,26 +475,26 @@ static void lease_trim_locked(struct gfa_hostpool *hp)
 		uint64_t have = zone_free(hp->pool, z);
 		uint32_t n = 0;
 
-		while (have >= hp->slack_frames + LEASE_FRAMES) {
+		while (have >= hp->slack_frames + HP_LEASE_FRAMES) {
 			int64_t p = gfa_alloc(hp->pool, z, HP_LEASE_ORDER, GFA_MT_MOVABLE,
 					      HOLD_OWNER, GFA_ALLOC_NOCOMPACT);
 
 			if (p < 0)
 				break; /* no whole free block: what is free stays */
-			GFA_BUG_ON((uint64_t)p % LEASE_FRAMES); /* a whole lease */
+			GFA_BUG_ON((uint64_t)p % HP_LEASE_FRAMES); /* a whole lease */
 			/* held from now on, never split here: its tail descriptors can go */
 			(void)zone_held_drop_tails(hp->pool, (uint64_t)p, HP_LEASE_ORDER,
 						   HOLD_OWNER);
 			pfn[n++] = (uint64_t)p;
-			have -= LEASE_FRAMES;
+			have -= HP_LEASE_FRAMES;
 			if (n == HP_MAX_PFNS) {
-				(void)lease_out(hp, pfn, n);
+				(void)lease_out(hp, pfn, n, false);
 				n = 0;
 			}
 		}
 		/* a failed return leaves the blocks held: a service gone freed them */
 		if (n)
-			(void)lease_out(hp, pfn, n);
+			(void)lease_out(hp, pfn, n, false);
 	}
 }
 

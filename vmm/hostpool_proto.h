@@ -14,8 +14,10 @@
 #define HP_VERSION      2u          /* 2: claims */
 #define HP_MAX_PFNS     256u        /* leases per message: 512 MiB */
 #define HP_LEASE_ORDER  9u
+#define HP_LEASE_FRAMES (1ull << HP_LEASE_ORDER)
 #define HP_PFN_DIRTY    1ull /* lease reply: the block may hold data */
 #define HP_HELLO_REJOIN 1ull /* HELLO reply arg[1]: after a restart, HP_REJOIN takes us back */
+#define HP_HELLO_LEASES 2ull /* HELLO reply arg[1]: the service answers HP_LEASES */
 
 enum hp_type {
 	HP_HELLO = 1, /* -> zones (pfn[3z] start, [3z + 1] frames, [3z + 2] node), arg[0] id; the
@@ -31,6 +33,9 @@ enum hp_type {
 			 * (HELLO's arg[1] HP_HELLO_REJOIN): arg[0] the client's id -> HELLO's
 			 * reply, arg[2] the frames leased to it; result GFA_ENOTFOUND when the
 			 * service holds nothing for it (it was given up, not restarted) */
+	HP_LEASES,    /* arg[0] a block number to start at -> count pfns of the client's
+		       * leases from there, arg[0] where to go on, arg[1] 1 when that was
+		       * the last (only to a service whose HELLO set HP_HELLO_LEASES) */
 	HP_NR_TYPES
 };
 

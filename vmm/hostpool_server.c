@@ -31,9 +31,8 @@
 #include "allocator/layers.h"
 #include "vmm/hostpool_server.h"
 
-#define LEASE_FRAMES (1ull << HP_LEASE_ORDER)
-#define OWNER_BASE   (3ull << 56) /* owner cookies of leases: base + client serial */
-#define TEXT_MAX     (256u << 10)
+#define OWNER_BASE (3ull << 56) /* owner cookies of leases: base + client serial */
+#define TEXT_MAX   (256u << 10)
 
 _Static_assert(GFA_MAX_ZONES <= 64, "a client's claimed zones are one word's bits");
 
@@ -65,6 +64,7 @@ struct hps {
 	uint32_t *zq;
 	uint64_t zq_head, zq_len, nr_blocks;
 	uint64_t lease_zeroed; /* dirty frames zeroed at lease (the text's lease_zeroed) */
+	uint64_t awaited;      /* restored clients not back yet, their processes running */
 };
 
 static uint64_t client_owner(const struct hps_client *c)
@@ -93,7 +93,7 @@ struct hps *hps_create(const struct hps_config *cfg)
 	gfa_zone_span(cfg->pool, s->nr_zones - 1, &start, &n);
 	s->nr_pfns = start + n;
 	s->next_serial = 1;
-	s->nr_blocks = s->nr_pfns / LEASE_FRAMES + 1;
+	s->nr_blocks = s->nr_pfns / HP_LEASE_FRAMES + 1;
 	s->lease = cfg->state ? cfg->state->lease : calloc(s->nr_blocks, sizeof(*s->lease));
 	/* a host return zeroes in its scrub what is given back: one zeroing, not two */
 	s->zq = cfg->hr ? NULL : calloc(s->nr_blocks, sizeof(*s->zq));
@@ -174,8 +174,11 @@ static struct hps_client *client_at(struct hps *s, unsigned int i, uint64_t seri
 static void client_free(struct hps *s, struct hps_client *c)
 {
 	GFA_BUG_ON(s->slot[c->slot] != c || !s->st.v[HP_ST_CLIENTS]);
-	if (c->pidfd >= 0)
+	if (c->pidfd >= 0) {
+		GFA_BUG_ON(!s->awaited);
+		s->awaited--;
 		close(c->pidfd);
+	}
 	s->slot[c->slot] = NULL;
 	s->st.v[HP_ST_CLIENTS]--;
 	free(c);
@@ -203,13 +206,19 @@ struct hps_client *hps_client_new(struct hps *s, pid_t pid, uid_t uid)
 	return NULL;
 }
 
-/* The claims c still has, into its record (a lease draws them down). */
-static void client_save_claims(struct hps *s, struct hps_client *c)
+/* What c's claim on zone z still reserves, into its record (a lease draws it down). */
+static void client_save_claim(struct hps *s, struct hps_client *c, unsigned int z)
 {
-	for (unsigned int z = 0; c->rec && z < s->nr_zones; z++)
+	if (c->rec)
 		c->rec->claim_left[z] = c->claimed & (1ull << z) ?
 						zone_claim_left(s->cfg.pool, z, client_owner(c)) :
 						0;
+}
+
+static void client_save_claims(struct hps *s, struct hps_client *c)
+{
+	for (unsigned int z = 0; z < s->nr_zones; z++)
+		client_save_claim(s, c, z);
 }
 
 /* Free one lease of c's (checked: it is c's). */
@@ -217,22 +226,23 @@ static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 {
 	int err;
 
-	GFA_BUG_ON(pfn % LEASE_FRAMES || pfn >= s->nr_pfns);
-	GFA_BUG_ON(s->lease[pfn / LEASE_FRAMES] != c->slot + 1); /* return_check's */
-	GFA_BUG_ON(c->leased < LEASE_FRAMES || s->st.v[HP_ST_LEASED] < c->leased);
+	GFA_BUG_ON(pfn % HP_LEASE_FRAMES || pfn >= s->nr_pfns);
+	GFA_BUG_ON(s->lease[pfn / HP_LEASE_FRAMES] != c->slot + 1); /* return_check's */
+	GFA_BUG_ON(c->leased < HP_LEASE_FRAMES || s->st.v[HP_ST_LEASED] < c->leased);
 	/* the client may have written anything there: the next holder zeroes it */
 	gfa_backing_mark_dirty(s->cfg.b, pfn, HP_LEASE_ORDER);
 	err = gfa_free(s->cfg.pool, pfn, HP_LEASE_ORDER, client_owner(c));
 
 	GFA_BUG_ON(err); /* the lease table said it is c's */
 	(void)err;
-	s->lease[pfn / LEASE_FRAMES] = 0;
+	s->lease[pfn / HP_LEASE_FRAMES] = 0;
 	/* a block leased again before the idle zeroing reached it is queued twice: a full
 	 * ring drops the newest (zeroed at its next lease, as any dirty block) */
 	if (s->zq && s->zq_len < s->nr_blocks)
-		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] = (uint32_t)(pfn / LEASE_FRAMES);
-	c->leased -= LEASE_FRAMES;
-	s->st.v[HP_ST_LEASED] -= LEASE_FRAMES;
+		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] =
+			(uint32_t)(pfn / HP_LEASE_FRAMES);
+	c->leased -= HP_LEASE_FRAMES;
+	s->st.v[HP_ST_LEASED] -= HP_LEASE_FRAMES;
 }
 
 void hps_client_gone(struct hps *s, struct hps_client *c)
@@ -245,9 +255,9 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
 			(void)gfa_zone_unclaim(s->cfg.pool, z, client_owner(c));
 	c->claimed = 0;
 
-	for (uint64_t i = 0; s->lease && c->leased && i <= s->nr_pfns / LEASE_FRAMES; i++)
+	for (uint64_t i = 0; s->lease && c->leased && i <= s->nr_pfns / HP_LEASE_FRAMES; i++)
 		if (s->lease[i] == c->slot + 1)
-			lease_free(s, c, i * LEASE_FRAMES);
+			lease_free(s, c, i * HP_LEASE_FRAMES);
 	GFA_BUG_ON(s->lease && c->leased); /* the table names every lease it holds */
 	s->st.v[HP_ST_GONE_FRAMES] += before;
 	if (before)
@@ -293,6 +303,7 @@ static int restore_clients(struct hps *s)
 			return -ENOMEM;
 		}
 		c->pidfd = pidfd;
+		s->awaited++;
 		s->st.v[HP_ST_RESTORED]++;
 	}
 	return 0;
@@ -301,13 +312,13 @@ static int restore_clients(struct hps *s)
 /* One order-9 block at pfn of a restored pool: its client's again, or free. */
 static int restore_block(struct hps *s, uint64_t pfn)
 {
-	uint32_t v = s->lease[pfn / LEASE_FRAMES];
+	uint32_t v = s->lease[pfn / HP_LEASE_FRAMES];
 	struct hps_client *c = v && v <= HPS_MAX_CLIENTS ? s->slot[v - 1] : NULL;
 	struct gfa_frame_info fi;
 	int err = gfa_frame_lookup(s->cfg.pool, pfn, &fi);
 
 	if (err) {
-		s->lease[pfn / LEASE_FRAMES] = 0; /* between zones: no block */
+		s->lease[pfn / HP_LEASE_FRAMES] = 0; /* between zones: no block */
 		return 0;
 	}
 	/* the held MAX_ORDER block it is in, in leases first */
@@ -317,17 +328,18 @@ static int restore_block(struct hps *s, uint64_t pfn)
 	if (!err && c) {
 		err = pool_block_reown(s->cfg.pool, pfn, HP_LEASE_ORDER, HPS_RESTORE_OWNER,
 				       client_owner(c));
-		c->leased += LEASE_FRAMES;
-		s->st.v[HP_ST_LEASED] += LEASE_FRAMES;
+		c->leased += HP_LEASE_FRAMES;
+		s->st.v[HP_ST_LEASED] += HP_LEASE_FRAMES;
 		return err;
 	}
-	s->lease[pfn / LEASE_FRAMES] = 0;
+	s->lease[pfn / HP_LEASE_FRAMES] = 0;
 	if (!err && s->cfg.state_found)
 		gfa_backing_mark_dirty(s->cfg.b, pfn, HP_LEASE_ORDER);
 	if (!err)
 		err = gfa_free(s->cfg.pool, pfn, HP_LEASE_ORDER, HPS_RESTORE_OWNER);
 	if (!err && s->cfg.state_found && s->zq)
-		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] = (uint32_t)(pfn / LEASE_FRAMES);
+		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] =
+			(uint32_t)(pfn / HP_LEASE_FRAMES);
 	return err;
 }
 
@@ -336,7 +348,7 @@ static int state_restore(struct hps *s)
 	int err = restore_clients(s);
 
 	for (uint64_t b = 0; !err && b < s->nr_blocks; b++)
-		err = restore_block(s, b * LEASE_FRAMES);
+		err = restore_block(s, b * HP_LEASE_FRAMES);
 	for (unsigned int i = 0; !err && i < HPS_MAX_CLIENTS; i++) {
 		struct hps_client *c = s->slot[i];
 
@@ -344,8 +356,17 @@ static int state_restore(struct hps *s)
 			if (!c->rec->claim_left[z])
 				continue;
 			/* what the old service kept for it is free now: the claim fits */
-			if (!gfa_zone_claim(s->cfg.pool, z, client_owner(c), c->rec->claim_left[z]))
+			int e = gfa_zone_claim(s->cfg.pool, z, client_owner(c),
+					       c->rec->claim_left[z]);
+
+			if (!e)
 				c->claimed |= 1ull << z;
+			else
+				fprintf(stderr,
+					"gfad: client pid %d: its claim of %lu frames on zone %u "
+					"is not made again: %s\n",
+					(int)c->pid, (unsigned long)c->rec->claim_left[z], z,
+					gfa_strerror(e));
 		}
 		if (c)
 			client_save_claims(s, c);
@@ -363,7 +384,7 @@ bool hps_idle(struct hps *s, unsigned int blocks)
 		s->zq_len--;
 		/* leased again meanwhile: handle_lease() zeroed it */
 		if (!s->lease[blk])
-			(void)gfa_backing_prepare(s->cfg.b, blk * LEASE_FRAMES, HP_LEASE_ORDER);
+			(void)gfa_backing_prepare(s->cfg.b, blk * HP_LEASE_FRAMES, HP_LEASE_ORDER);
 	}
 	return s->zq_len;
 }
@@ -408,7 +429,7 @@ static void hello_reply(struct hps *s, struct hps_client *c, struct hp_msg *r, i
 	}
 	*nr_fds = s->nr_zones;
 	r->arg[0] = c->serial;
-	r->arg[1] = s->cfg.state ? HP_HELLO_REJOIN : 0;
+	r->arg[1] = HP_HELLO_LEASES | (s->cfg.state ? HP_HELLO_REJOIN : 0);
 }
 
 static int handle_hello(struct hps *s, struct hps_client *c, const struct hp_msg *m,
@@ -421,25 +442,41 @@ static int handle_hello(struct hps *s, struct hps_client *c, const struct hp_msg
 	return 0;
 }
 
-/* c's leases and claims to n, whose connection it is now (the lease table rewritten). */
-static void client_move(struct hps *s, struct hps_client *c, struct hps_client *n)
+/* A refused request: counted, its errno in the reply, nothing changed. */
+static int refuse(struct hps *s, struct hp_msg *r, int err)
 {
-	for (uint64_t i = 0; c->leased && i < s->nr_blocks; i++)
-		if (s->lease[i] == c->slot + 1)
-			s->lease[i] = n->slot + 1;
-	n->serial = c->serial;
-	n->leased = c->leased;
-	n->claimed = c->claimed;
-	n->hello = true;
-	memcpy(n->rec, c->rec, sizeof(*n->rec));
-	__atomic_store_n(&c->rec->serial, 0, __ATOMIC_RELEASE);
-	client_free(s, c);
+	s->st.v[HP_ST_REFUSED]++;
+	r->result = err;
+	return 0;
+}
+
+/*
+ * The connection c takes over o, the restored client it rejoins: c moves into o's slot,
+ * whose record and lease table entries stay as they are, and c's own record (it never
+ * leased or claimed) is cleared.  So a kill at any point leaves one record holding them.
+ */
+static void client_rejoin(struct hps *s, struct hps_client *c, struct hps_client *o)
+{
+	struct hps_state_client *own = c->rec;
+	unsigned int slot = o->slot;
+
+	GFA_BUG_ON(c->leased || c->claimed || c->hello);
+	s->slot[c->slot] = NULL;
+	c->slot = slot;
+	c->serial = o->serial;
+	c->leased = o->leased;
+	c->claimed = o->claimed;
+	c->rec = o->rec;
+	c->hello = true;
+	client_free(s, o); /* one client in two structures: now in one */
+	s->slot[slot] = c;
+	__atomic_store_n(&own->serial, 0, __ATOMIC_RELEASE);
 }
 
 /*
  * A restarted service's client back: the one restored with that id, of the same
- * process (pid and uid; its start time was checked at the restore, and its pidfd has
- * not ended since).  Then as a HELLO.
+ * process (pid, uid, and the start time its record has: a pid reused since the
+ * restore, by the same uid, is not it).  Then as a HELLO.
  */
 static int handle_rejoin(struct hps *s, struct hps_client *c, const struct hp_msg *m,
 			 struct hp_msg *r, int *fds, unsigned int *nr_fds)
@@ -451,23 +488,35 @@ static int handle_rejoin(struct hps *s, struct hps_client *c, const struct hp_ms
 	for (unsigned int i = 0; !o && c->rec && i < HPS_MAX_CLIENTS; i++)
 		if (s->slot[i] && s->slot[i]->pidfd >= 0 && s->slot[i]->serial == m->arg[0])
 			o = s->slot[i];
-	if (!o || o->pid != c->pid || o->uid != c->uid) {
+	if (!o || o->pid != c->pid || o->uid != c->uid ||
+	    o->rec->start_time != c->rec->start_time) {
 		s->st.v[HP_ST_REFUSED]++;
 		r->result = GFA_ENOTFOUND;
 		return 0;
 	}
-	client_move(s, o, c);
+	client_rejoin(s, c, o);
 	s->st.v[HP_ST_REJOINED]++;
 	hello_reply(s, c, r, fds, nr_fds);
 	r->arg[2] = c->leased;
 	return 0;
 }
 
-/* A refused request: counted, its errno in the reply, nothing changed. */
-static int refuse(struct hps *s, struct hp_msg *r, int err)
+/*
+ * c's leases from block arg[0] on, a message's worth: after a rejoin the client gives
+ * back what it never saw (a reply lost to a kill, the rest of a return cut short).
+ */
+static int handle_leases(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+			 struct hp_msg *r)
 {
-	s->st.v[HP_ST_REFUSED]++;
-	r->result = err;
+	uint64_t b = m->arg[0];
+
+	if (m->count || m->zone || m->arg[1])
+		return refuse(s, r, GFA_EINVAL);
+	for (; b < s->nr_blocks && r->count < HP_MAX_PFNS; b++)
+		if (s->lease[b] == c->slot + 1)
+			r->pfn[r->count++] = b * HP_LEASE_FRAMES;
+	r->arg[0] = b;
+	r->arg[1] = b >= s->nr_blocks;
 	return 0;
 }
 
@@ -484,10 +533,13 @@ static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg
 		if (pfn < 0)
 			break;
 		/* a block the buddy just gave out is nobody's lease, and a whole one */
-		GFA_BUG_ON((uint64_t)pfn % LEASE_FRAMES || s->lease[(uint64_t)pfn / LEASE_FRAMES]);
-		s->lease[(uint64_t)pfn / LEASE_FRAMES] = c->slot + 1;
-		c->leased += LEASE_FRAMES;
-		s->st.v[HP_ST_LEASED] += LEASE_FRAMES;
+		GFA_BUG_ON((uint64_t)pfn % HP_LEASE_FRAMES ||
+			   s->lease[(uint64_t)pfn / HP_LEASE_FRAMES]);
+		s->lease[(uint64_t)pfn / HP_LEASE_FRAMES] = c->slot + 1;
+		/* a block at a time: a kill leaves the claim at most a block too large */
+		client_save_claim(s, c, m->zone);
+		c->leased += HP_LEASE_FRAMES;
+		s->st.v[HP_ST_LEASED] += HP_LEASE_FRAMES;
 		/*
 		 * Zeroed here, not by the client: the service's mapping is populated, the
 		 * client's is fresh, and there each page would fault before its zeroing
@@ -502,8 +554,6 @@ static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg
 		}
 		r->pfn[r->count++] = (uint64_t)pfn;
 	}
-	if (c->claimed)
-		client_save_claims(s, c);
 	r->result = r->count ? 0 : GFA_ENOMEM;
 	return 0;
 }
@@ -548,9 +598,9 @@ static int return_check(struct hps *s, struct hps_client *c, const struct hp_msg
 {
 	uint64_t pfn = m->pfn[i];
 
-	if (pfn % LEASE_FRAMES || pfn >= s->nr_pfns)
+	if (pfn % HP_LEASE_FRAMES || pfn >= s->nr_pfns)
 		return GFA_EINVAL;
-	if (s->lease[pfn / LEASE_FRAMES] != c->slot + 1)
+	if (s->lease[pfn / HP_LEASE_FRAMES] != c->slot + 1)
 		return GFA_EOWNER;
 	for (uint32_t j = 0; j < i; j++)
 		if (m->pfn[j] == pfn)
@@ -599,14 +649,14 @@ static int stat_text(struct hps *s, int check, const char *why)
 	n = snprintf(s->text + len, TEXT_MAX - len,
 		     "\n# hostpool\nclients %lu leased_frames %lu free_frames %lu "
 		     "claimed_frames %lu malformed %lu refused %lu denied %lu lease_zeroed %lu "
-		     "restored %lu rejoined %lu\n"
+		     "restored %lu rejoined %lu awaited %lu\n"
 		     "check %s\n",
 		     (unsigned long)s->st.v[HP_ST_CLIENTS], (unsigned long)s->st.v[HP_ST_LEASED],
 		     (unsigned long)s->st.v[HP_ST_FREE], (unsigned long)s->st.v[HP_ST_CLAIMED],
 		     (unsigned long)s->st.v[HP_ST_MALFORMED], (unsigned long)s->st.v[HP_ST_REFUSED],
 		     (unsigned long)s->st.v[HP_ST_DENIED], (unsigned long)s->lease_zeroed,
 		     (unsigned long)s->st.v[HP_ST_RESTORED], (unsigned long)s->st.v[HP_ST_REJOINED],
-		     check ? why : "clean");
+		     (unsigned long)s->awaited, check ? why : "clean");
 	len += n > 0 ? (size_t)n : 0;
 	if (len > TEXT_MAX)
 		len = TEXT_MAX;
@@ -701,6 +751,9 @@ int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
 		break;
 	case HP_REJOIN:
 		err = handle_rejoin(s, c, m, reply, fds, nr_fds);
+		break;
+	case HP_LEASES:
+		err = handle_leases(s, c, m, reply);
 		break;
 	default:
 		err = handle_stat(s, c, m, reply, fds, nr_fds, close_fd);

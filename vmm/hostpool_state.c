@@ -233,7 +233,7 @@ int hps_state_pool(const char *dir, const struct gfa_pool_config *cfg,
 	if (!hc->pool)
 		return -errno;
 	gfa_zone_span(hc->pool, gfa_pool_nr_zones(hc->pool) - 1, &start, &n);
-	err = hps_state_open(dir, cfg, (start + n) / HPS_LEASE_FRAMES + 1, &hc->state, fds,
+	err = hps_state_open(dir, cfg, (start + n) / HP_LEASE_FRAMES + 1, &hc->state, fds,
 			     &hc->state_found);
 	if (err)
 		return err;

@@ -14,11 +14,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <gfa/allocator.h>
+#include "vmm/hostpool_proto.h"
 
 #define HPS_STATE_MAGIC   0x6574617473616667ull /* "gfastate" little endian */
 #define HPS_STATE_VERSION 1u
 #define HPS_STATE_CLIENTS 256u /* HPS_MAX_CLIENTS */
-#define HPS_LEASE_FRAMES  512u /* a lease: an order-9 block (HP_LEASE_ORDER) */
 
 /* One client, by its slot in the service's table; serial 0: a free slot. */
 struct hps_state_client {

@@ -5,11 +5,12 @@
  * op - a client connects or goes away, or a client sends a packet: a well formed
  * request built from the bytes that follow (leases of a zone, returns of blocks that
  * are its own, another client's, unaligned, beyond the pool, named twice; a stat; a
- * claim or an unclaim), or raw bytes of any length.  After every op the model checks:
- * a packet that does not parse closes its connection (and only it: the harness then
- * frees it as the socket loop does), a refused request changes nothing, a lease gives
- * exactly the blocks the claims allow, every lease the service reports is where the
- * model says, every claim is what the model says, leased + free = all frames, and
+ * claim or an unclaim; a listing of its leases), or raw bytes of any length.  After
+ * every op the model checks: a packet that does not parse closes its connection (and
+ * only it: the harness then frees it as the socket loop does), a refused request
+ * changes nothing, a lease gives exactly the blocks the claims allow, a listing names
+ * exactly the client's leases, every lease the service reports is where the model
+ * says, every claim is what the model says, leased + free = all frames, and
  * gfa_backing_check is clean.  At the end every client goes: all frames free again,
  * no claim left.
  */
@@ -271,10 +272,27 @@ static void after_claim(unsigned int i, const struct hp_msg *m, const struct hp_
 	M.claim[i][m->zone] = 0;
 }
 
+/* A listing of client i's leases: exactly the model's, from the block it named on. */
+static void after_leases(unsigned int i, const struct hp_msg *m, const struct hp_msg *r)
+{
+	uint32_t n = 0;
+
+	CHECK(!r->result && r->arg[1] == 1 && r->arg[0] >= m->arg[0], "leases: %d, on %lu last %lu",
+	      r->result, (unsigned long)r->arg[0], (unsigned long)r->arg[1]);
+	for (uint64_t k = m->arg[0]; k < NR_BLOCKS; k++) {
+		if (M.holder[k] != (int)i + 1)
+			continue;
+		CHECK(n < r->count && r->pfn[n] == k * BLOCK, "leases: block %lu not listed",
+		      (unsigned long)k);
+		n++;
+	}
+	CHECK(n == r->count, "leases: %u listed, the model has %u", r->count, n);
+}
+
 static void send_packet(unsigned int i)
 {
 	static const uint16_t types[] = { HP_HELLO, HP_LEASE,   HP_RETURN, HP_STAT,
-					  HP_CLAIM, HP_UNCLAIM, HP_REJOIN };
+					  HP_CLAIM, HP_UNCLAIM, HP_REJOIN, HP_LEASES };
 	static struct hp_msg m, r;
 	int fds[GFA_MAX_ZONES], close_fd, ret, want = 0;
 	unsigned int nr_fds;
@@ -286,7 +304,7 @@ static void send_packet(unsigned int i)
 	m.magic = HP_MAGIC;
 	m.version = HP_VERSION;
 	m.seq = in8();
-	m.type = types[kind % 7];
+	m.type = types[kind % 8];
 	if (m.type == HP_LEASE) {
 		m.zone = in8() % (NR_ZONES + 1);
 		m.arg[0] = in8() % 12;
@@ -295,6 +313,8 @@ static void send_packet(unsigned int i)
 		for (uint32_t j = 0; j < m.count; j++)
 			m.pfn[j] = pick_pfn(i);
 		want = model_return(i, &m);
+	} else if (m.type == HP_LEASES) {
+		m.arg[0] = in8() < 32 ? in8() % (NR_BLOCKS + 2) : 0; /* where to start */
 	} else if (m.type == HP_REJOIN) {
 		m.arg[0] = in8(); /* a service without a state holds no one to take back */
 	} else if (m.type == HP_CLAIM || m.type == HP_UNCLAIM) {
@@ -340,6 +360,8 @@ static void send_packet(unsigned int i)
 		return; /* parsed after all: no model of what it asked */
 	if (m.type == HP_REJOIN)
 		CHECK(!hello && r.result == GFA_ENOTFOUND, "rejoin: %d", r.result);
+	else if (m.type == HP_LEASES)
+		after_leases(i, &m, &r);
 	else if (m.type == HP_LEASE)
 		after_lease(i, &m, &r);
 	else if (m.type == HP_CLAIM || m.type == HP_UNCLAIM)
