@@ -327,7 +327,14 @@ $(FUZZ_HP_BIN): tests/fuzz/fuzz_hostpool.c $(LIB_SRC) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o $@ tests/fuzz/fuzz_hostpool.c $(LIB_SRC) $(LIB_LIBS) -lm
-fuzz-build: deps-test $(FUZZ_BIN) $(FUZZ_HP_BIN)
+# Its restart (gfad --state) from a damaged table, with a model of what is taken back
+# (tests/fuzz/fuzz_hostpool_restore.c); its state directory is in /dev/shm
+FUZZ_HPR_BIN := $(FUZZ_DIR)/fuzz_hostpool_restore
+$(FUZZ_HPR_BIN): tests/fuzz/fuzz_hostpool_restore.c $(LIB_SRC) $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -o $@ tests/fuzz/fuzz_hostpool_restore.c $(LIB_SRC) $(LIB_LIBS) -lm
+fuzz-build: deps-test $(FUZZ_BIN) $(FUZZ_HP_BIN) $(FUZZ_HPR_BIN)
 fuzz: fuzz-build
 	@mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/corpus_hostpool
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
@@ -335,6 +342,10 @@ fuzz: fuzz-build
 	$(FUZZ_HP_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_DIR)/hostpool- $(FUZZ_OPTS) $(FUZZ_DIR)/corpus_hostpool \
 	    tests/fuzz/corpus_hostpool
+	@mkdir -p $(FUZZ_DIR)/corpus_restore
+	$(FUZZ_HPR_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/restore- $(FUZZ_OPTS) $(FUZZ_DIR)/corpus_restore; \
+	    rc=$$?; rm -rf /dev/shm/gfa-fuzz-restore-*; exit $$rc
 # line coverage of allocator/ and vmm/ from the seed corpus and what fuzzing added
 fuzz-cov: deps-test $(FUZZ_COV_BIN)
 	@mkdir -p $(FUZZ_DIR)/corpus

@@ -916,6 +916,32 @@ HP_TEST(a_lazy_guest_on_a_client_leases_at_first_touch, .timeout = 120)
 	gfa_hostpool_detach(hp);
 }
 
+/*
+ * A client's guest of zone z, every page faulted in by the client through its own
+ * mapping, lives on node (move_pages(2) says so).
+ */
+static void guest_on_node(struct gfa_hostpool *hp, unsigned int z, int node)
+{
+	struct gfa_guest_config cfg = { .mem_bytes = 32 * MiB, .zone = z };
+	struct gfa_guest *g =
+		gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg);
+	char *p;
+
+	cr_assert_not_null(g, "zone %u: %s", z, strerror(errno));
+	p = gfa_guest_hva(g);
+	cr_assert_eq(touch(g, 0, 32 * MiB, (unsigned char)(z + 1), true), 0);
+	for (uint64_t off = 0; off < 32 * MiB; off += 64 * 4096) {
+		void *page = p + off;
+		int status = -1;
+
+		cr_assert_eq(move_pages(0, 1, &page, NULL, &status, 0), 0, "move_pages: %s",
+			     strerror(errno));
+		cr_assert_eq(status, node, "zone %u's guest: page %lu on node %d, not %d", z,
+			     (unsigned long)(off >> 12), status, node);
+	}
+	gfa_guest_destroy(g);
+}
+
 static void setup_numa(void)
 {
 	snprintf(sock, sizeof(sock), "/tmp/gfa-hostpool-test-%d.sock", (int)getpid());
@@ -942,27 +968,8 @@ Test(numa_real, a_client_guest_lands_on_its_zone_node, .init = setup_numa, .fini
 	hp = gfa_hostpool_attach(sock, NULL);
 	cr_assert_not_null(hp);
 	cr_assert_eq(gfa_pool_nr_zones(gfa_hostpool_pool(hp)), t->nr_nodes);
-	for (unsigned int z = 0; z < 2; z++) {
-		struct gfa_guest_config cfg = { .mem_bytes = 32 * MiB, .zone = z };
-		struct gfa_guest *g =
-			gfa_guest_create(gfa_hostpool_pool(hp), gfa_hostpool_backing(hp), &cfg);
-		char *p;
-
-		cr_assert_not_null(g, "zone %u: %s", z, strerror(errno));
-		p = gfa_guest_hva(g);
-		cr_assert_eq(touch(g, 0, 32 * MiB, (unsigned char)(z + 1), true), 0);
-		for (uint64_t off = 0; off < 32 * MiB; off += 64 * 4096) {
-			void *page = p + off;
-			int status = -1;
-
-			cr_assert_eq(move_pages(0, 1, &page, NULL, &status, 0), 0, "move_pages: %s",
-				     strerror(errno));
-			cr_assert_eq(status, t->nodes[z].phys_node,
-				     "zone %u's guest: page %lu on node %d, not %d", z,
-				     (unsigned long)(off >> 12), status, t->nodes[z].phys_node);
-		}
-		gfa_guest_destroy(g);
-	}
+	for (unsigned int z = 0; z < 2; z++)
+		guest_on_node(hp, z, t->nodes[z].phys_node);
 	gfa_hostpool_detach(hp);
 	gfa_numa_topology_free(t);
 }
@@ -982,13 +989,22 @@ static void teardown_state(void)
 	char path[192];
 
 	teardown();
-	for (unsigned int z = 0; z < 2; z++) {
+	for (unsigned int z = 0; z < GFA_MAX_ZONES; z++) {
 		snprintf(path, sizeof(path), "%s/zone%u", state_dir, z);
 		unlink(path);
 	}
 	snprintf(path, sizeof(path), "%s/leases", state_dir);
 	unlink(path);
 	rmdir(state_dir);
+}
+
+/* The service on the real nodes, with a state directory. */
+static void gfad_numa_state(void)
+{
+	char extra[160];
+
+	snprintf(extra, sizeof(extra), "--numa --state %s", state_dir);
+	gfad_start(extra);
 }
 
 /* The service killed (SIGKILL), as a crash would: nothing of it runs any more. */
@@ -1143,6 +1159,63 @@ Test(hostpool, a_rejoin_gives_back_the_leases_the_client_never_saw, .init = setu
 	wait_all_back(hp);
 	cr_assert_eq(service_stat(hp).malformed, 0u);
 	gfa_hostpool_detach(hp);
+}
+
+static void setup_numa_state(void)
+{
+	snprintf(sock, sizeof(sock), "/tmp/gfa-hostpool-test-%d.sock", (int)getpid());
+	snprintf(state_dir, sizeof(state_dir), "/dev/shm/gfa-hostpool-test-%d.state",
+		 (int)getpid());
+	gfad_numa_state();
+}
+
+/*
+ * gfad --numa --state, killed and started again: the zones of the real nodes in zone
+ * files, the client rejoins with its data, and what is faulted in after the restart
+ * still lands on each zone's node (the files keep their shared policy; the restart
+ * binds again).  On a one-node host it proves the restore of a --numa pool; in a
+ * two-node one, the placement.
+ */
+Test(hostpool, a_restarted_numa_service_keeps_its_zones_on_their_nodes, .init = setup_numa_state,
+     .fini = teardown_state, .timeout = 120)
+{
+	char *keeps[] = { bin("tests/gfa-hostpool-client"),
+			  sock,
+			  "create",
+			  "16",
+			  "ready",
+			  "hold",
+			  "verify",
+			  "stat",
+			  NULL };
+	struct gfa_numa_topology *t = gfa_numa_topology_discover();
+	unsigned long mine = 0, rejoins = 0;
+	struct gfa_hostpool *hp;
+	char line[64];
+	int in, out;
+	pid_t pid;
+
+	cr_assert_not_null(t);
+	pid = spawn(keeps, &in, &out);
+	read_line(out, line, sizeof(line));
+	cr_assert_str_eq(line, "ready");
+	gfad_kill();
+	gfad_numa_state();
+	close(in);
+	read_line(out, line, sizeof(line));
+	cr_assert_eq(sscanf(line, "mine %lu rejoins %lu", &mine, &rejoins), 2, "'%s'", line);
+	cr_assert_eq(mine, 16 * MiB / 4096);
+	cr_assert_eq(rejoins, 1u);
+	cr_assert_eq(wait_exit(pid), 0, "the client verified its guest after the restart");
+	close(out);
+	hp = gfa_hostpool_attach(sock, NULL);
+	cr_assert_not_null(hp);
+	cr_assert_eq(gfa_pool_nr_zones(gfa_hostpool_pool(hp)), t->nr_nodes);
+	for (unsigned int z = 0; z < t->nr_nodes && z < 2; z++)
+		guest_on_node(hp, z, t->nodes[z].phys_node);
+	wait_all_back(hp);
+	gfa_hostpool_detach(hp);
+	gfa_numa_topology_free(t);
 }
 
 Test(hostpool, a_rejoin_of_a_client_the_service_does_not_hold_is_refused, .init = setup_state,

@@ -41,7 +41,7 @@ static void gfad_help(void)
 	       "  --socket PATH     the AF_UNIX socket to listen on (replaced if there)\n"
 	       "  --mem SIZE        the pool's memory (e.g. 8G; a bare number is MiB)\n"
 	       "  --nodes N         N zones, one per NUMA node label 0..N-1 (default 1)\n"
-	       "  --numa            a zone per real NUMA node (libnuma), its memfd bound\n"
+	       "  --numa            a zone per real NUMA node (libnuma), its memory bound\n"
 	       "                    there, so the pages clients fault in land on it too\n"
 	       "  --populate        fault every frame in at start (guests start resident)\n"
 	       "  --reserve SIZE    keep SIZE of free memory populated (split over the\n"
@@ -93,27 +93,50 @@ static int gfad_host_return(struct hps_config *hc, uint64_t reserve)
 	return 0;
 }
 
+/* The pool and backing of pc in --state's files: 0 or an exit code. */
+static int gfad_state_pool(const struct gfad_opts *o, const struct gfa_pool_config *pc,
+			   const struct gfa_backing_config *bc, struct hps_config *hc)
+{
+	int err = hps_state_pool(o->state, pc, bc, hc);
+
+	if (err)
+		fprintf(stderr, "gfad: --state %s: %s\n", o->state,
+			err == -ENOTSUP ? "not on tmpfs (guest memory stays off disks)" :
+			err == -ESTALE  ? "the state of another pool (other --mem, --nodes or "
+					  "NUMA nodes): start with those, or remove it" :
+			err == -EBUSY   ? "another gfad has it open" :
+					  gfa_strerror(err));
+	return err ? 1 : 0;
+}
+
 /*
- * --numa: the zones on the real nodes, each zone's memfd bound to its node before any
- * page is faulted in.  mbind on a shared mapping sets the memfd's shared policy, so a
- * client's fault through its own mapping allocates there too.  0 or an exit code.
+ * --numa: the zones on the real nodes, each zone's memory bound to its node before any
+ * page is faulted in.  mbind on a shared mapping sets the memfd's (or --state's zone
+ * file's) shared policy, so a client's fault through its own mapping allocates there
+ * too; with --state the files keep it across a restart, and a restart's binding again
+ * moves nothing.  0 or an exit code.
  */
-static int gfad_numa(struct hps_config *hc, uint64_t per, bool populate)
+static int gfad_numa(const struct gfad_opts *o, struct hps_config *hc)
 {
 	struct gfa_numa_topology *t = gfa_numa_topology_discover();
 	struct gfa_backing_config bc = { .populate = false };
 	struct gfa_numa_pool *np = NULL;
 	struct gfa_pool_config pc;
-	int err = t ? gfa_numa_pool_config(&pc, t, per / t->nr_nodes) : -errno;
+	int err = t ? gfa_numa_pool_config(&pc, t, (o->mem >> GFA_FRAME_SHIFT) / t->nr_nodes) :
+		      -errno;
 
-	if (!err && !(hc->pool = gfa_pool_create(&pc)))
+	if (!err && o->state && gfad_state_pool(o, &pc, &bc, hc)) {
+		gfa_numa_topology_free(t);
+		return 1;
+	}
+	if (!err && !o->state && !(hc->pool = gfa_pool_create(&pc)))
 		err = -errno;
-	if (!err && !(hc->b = gfa_backing_create(hc->pool, &bc)))
+	if (!err && !o->state && !(hc->b = gfa_backing_create(hc->pool, &bc)))
 		err = -errno;
 	if (!err && !(np = gfa_numa_attach(hc->pool, t)))
 		err = -errno;
 	err = err ? err : gfa_numa_bind_pool(np);
-	err = err || !populate ? err : gfa_numa_populate_pool(np);
+	err = err || !o->populate ? err : gfa_numa_populate_pool(np);
 	if (err)
 		fprintf(stderr, "gfad: --numa: %s\n", gfa_strerror(err));
 	else
@@ -132,24 +155,14 @@ static int gfad_pool(const struct gfad_opts *o, struct hps_config *hc)
 	struct gfa_pool_config pc;
 
 	if (o->numa)
-		return gfad_numa(hc, o->mem >> GFA_FRAME_SHIFT, o->populate);
+		return gfad_numa(o, hc);
 	per -= per % GFA_PAGEBLOCK_FRAMES;
 	gfa_pool_config_init(&pc, per);
 	pc.nr_zones = (unsigned int)o->nodes;
 	for (unsigned int z = 0; z < o->nodes; z++)
 		pc.zones[z] = (struct gfa_zone_config){ .nr_frames = per, .node = (int)z };
-	if (o->state) {
-		int err = hps_state_pool(o->state, &pc, &bc, hc);
-
-		if (err)
-			fprintf(stderr, "gfad: --state %s: %s\n", o->state,
-				err == -ENOTSUP ? "not on tmpfs (guest memory stays off disks)" :
-				err == -ESTALE  ? "the state of another pool (other --mem or "
-						  "--nodes): start with those, or remove it" :
-				err == -EBUSY   ? "another gfad has it open" :
-						  gfa_strerror(err));
-		return err ? 1 : 0;
-	}
+	if (o->state)
+		return gfad_state_pool(o, &pc, &bc, hc);
 	hc->pool = gfa_pool_create(&pc);
 	hc->b = hc->pool ? gfa_backing_create(hc->pool, &bc) : NULL;
 	return 0;
@@ -295,10 +308,6 @@ int cmd_gfad(int argc, char **argv)
 	}
 	if (ok && (!o.sock || !o.mem || optind < argc)) {
 		fprintf(stderr, "gfad: --socket and --mem are needed (see --help)\n");
-		ok = false;
-	}
-	if (ok && o.numa && o.state) {
-		fprintf(stderr, "gfad: --state keeps zone files, --numa binds memfds: not both\n");
 		ok = false;
 	}
 	if (ok && o.numa && o.nodes != 1) {

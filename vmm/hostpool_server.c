@@ -297,6 +297,17 @@ static int restore_clients(struct hps *s)
 			memset(rec, 0, sizeof(*rec));
 			continue;
 		}
+		/* two live records of one id: the table is not one this service wrote */
+		for (unsigned int j = 0; j < i; j++)
+			if (s->slot[j] && s->slot[j]->serial == rec->serial) {
+				fprintf(stderr,
+					"gfad: clients pid %d and %d have one id (%lu): the "
+					"table is damaged\n",
+					(int)s->slot[j]->pid, (int)rec->pid,
+					(unsigned long)rec->serial);
+				close(pidfd);
+				return -EUCLEAN;
+			}
 		c = client_at(s, i, rec->serial, rec->pid, rec->uid);
 		if (!c) {
 			close(pidfd);
