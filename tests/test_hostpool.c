@@ -1176,8 +1176,7 @@ static void setup_numa_state(void)
  * binds again).  On a one-node host it proves the restore of a --numa pool; in a
  * two-node one, the placement.
  */
-Test(hostpool, a_restarted_numa_service_keeps_its_zones_on_their_nodes, .init = setup_numa_state,
-     .fini = teardown_state, .timeout = 120)
+static void numa_restart(void)
 {
 	char *keeps[] = { bin("tests/gfa-hostpool-client"),
 			  sock,
@@ -1216,6 +1215,29 @@ Test(hostpool, a_restarted_numa_service_keeps_its_zones_on_their_nodes, .init = 
 	wait_all_back(hp);
 	gfa_hostpool_detach(hp);
 	gfa_numa_topology_free(t);
+}
+
+Test(hostpool, a_restarted_numa_service_keeps_its_zones_on_their_nodes, .init = setup_numa_state,
+     .fini = teardown_state, .timeout = 120)
+{
+	numa_restart();
+}
+
+/* The same in the QEMU harness's two-node guest (suite numa_qemu runs numa_real there). */
+Test(numa_real, a_restarted_numa_service_keeps_its_zones_on_their_nodes, .init = setup_numa_state,
+     .fini = teardown_state, .timeout = 120)
+{
+	struct gfa_numa_topology *t = gfa_numa_topology_discover();
+	unsigned int nodes = t ? t->nr_nodes : 0;
+
+	gfa_numa_topology_free(t);
+	if (nodes < 2) {
+		cr_assert_not(getenv("GFA_IN_QEMU"), "fewer than two nodes in the QEMU guest");
+		teardown_state(); /* a skipped test's .fini does not run */
+		gfad_pid = -1;
+		cr_skip_test("one NUMA node here: numa_qemu runs this in a two-node guest");
+	}
+	numa_restart();
 }
 
 Test(hostpool, a_rejoin_of_a_client_the_service_does_not_hold_is_refused, .init = setup_state,

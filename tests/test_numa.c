@@ -1201,7 +1201,7 @@ Test(numa_real, remote_fallback_lands_on_the_remote_node, .timeout = 300)
 
 /* Suite numa_real must have run in the guest: this many tests, none skipped. */
 /* (one of them, numa_real/a_client_guest_lands_on_its_zone_node, is in test_hostpool.c) */
-#define NUMAT_REAL_TESTS 6
+#define NUMAT_REAL_TESTS 7
 
 Test(numa_qemu, numa_real_in_two_node_guest, .timeout = 3200)
 {
