@@ -22,6 +22,7 @@
 #include <gfa/vmm.h>
 #include "vmm/backing_internal.h"
 #include "vmm/hostpool_proto.h"
+#include "vmm/hostpool_shrink.h"
 #include "allocator/layers.h"
 #include "common/bug.h"
 
@@ -43,6 +44,7 @@ struct gfa_hostpool {
 	bool trim_deferred; /* a trim asked while there were takers: the last done runs it */
 	uint64_t slack_frames;
 	uint64_t round_trips;
+	struct hp_shrinker shrinker; /* vmm/hostpool_shrink.c */
 };
 
 /* Receive one packet (and its fds): its length, or -errno. */
@@ -254,6 +256,8 @@ static int rejoin_once(struct gfa_hostpool *hp)
 	close_fds(fds, nr_fds);
 	if (!err && rep.arg[1] & HP_HELLO_LEASES)
 		err = rejoin_unseen(hp);
+	/* the old service's eventfd is nobody's now: the next lease asks for the new one */
+	hp->shrinker.stale = hp->shrinker.fd >= 0;
 	if (err)
 		hp->dead = true;
 	return err;
@@ -384,26 +388,59 @@ static int lease_in(struct gfa_hostpool *hp, const struct hp_msg *r)
 	return err;
 }
 
+/*
+ * The service was short and asked other clients to shrink: wait a while for what they
+ * give back (10 ms, doubling), within GFA_HOSTPOOL_SHRINK_MS of the first short reply.
+ */
+static bool shrink_wait(struct timespec *t0, unsigned int *tries)
+{
+	struct timespec t;
+	int64_t ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	if (!*tries)
+		*t0 = t;
+	ms = (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+	if (ms >= GFA_HOSTPOOL_SHRINK_MS)
+		return false;
+	usleep((useconds_t)((10000u << (*tries < 6 ? *tries : 6))));
+	++*tries;
+	return true;
+}
+
 /* Lease blocks until the zone has `frames` free (hp->lock held): 0 or -errno. */
 static int lease_more(struct gfa_hostpool *hp, unsigned int zone, uint64_t frames)
 {
+	struct timespec t0 = { 0 };
+	unsigned int tries = 0;
 	int err = 0;
 
 	for (uint64_t have = zone_free(hp->pool, zone); !err && have < frames;) {
 		uint64_t want = (frames - have + HP_LEASE_FRAMES - 1) / HP_LEASE_FRAMES;
 		struct hp_msg req = { .type = HP_LEASE, .zone = zone }, rep = { 0 };
+		unsigned int nr_fds = 0;
+		int fds[GFA_MAX_ZONES];
 
 		req.arg[0] = want < HP_MAX_PFNS ? want : HP_MAX_PFNS;
-		err = hp_call(hp, &req, &rep, NULL, NULL);
-		if (!err)
+		/* our shrinker's eventfd comes with the first lease (no round trip of its own) */
+		req.arg[1] = hp_shrinker_wanted(&hp->shrinker) ? HP_LEASE_SHRINKER : 0;
+		err = hp_call(hp, &req, &rep, fds, &nr_fds);
+		/* without it we only do not give back on others' behalf: the lease stands */
+		if (!err && nr_fds == 1)
+			(void)hp_shrinker_take(&hp->shrinker, fds[0]);
+		else if (!err && nr_fds)
+			close_fds(fds, nr_fds);
+		/* none at all is GFA_ENOMEM, as short is: what came stays ours either way */
+		if (!err && rep.result && rep.result != GFA_ENOMEM)
 			err = rep.result;
 		if (!err && rep.count > req.arg[0])
 			err = GFA_EPROTO; /* more than asked: not a reply to this */
 		if (!err)
 			err = lease_in(hp, &rep);
-		if (!err && rep.count < req.arg[0])
-			err = GFA_ENOMEM; /* the service is short: what came stays ours */
 		have += (uint64_t)rep.count * HP_LEASE_FRAMES;
+		/* the service is short: other clients were asked to give back what they can */
+		if (!err && rep.count < req.arg[0] && !(rep.arg[1] && shrink_wait(&t0, &tries)))
+			err = GFA_ENOMEM;
 	}
 	return err;
 }
@@ -582,6 +619,7 @@ static int hp_hello(struct gfa_hostpool *hp)
 		return err;
 	}
 	/* the service's zeroing: a stopped guest's frames go back dirty, not zeroed here */
+	hp->shrinker.pool = hp->pool;
 	hp->b = backing_adopt(hp->pool, &bcfg, fds);
 	if (!hp->b)
 		return -errno;
@@ -611,6 +649,7 @@ struct gfa_hostpool *gfa_hostpool_attach(const char *path, const struct gfa_host
 	if (!hp)
 		return NULL;
 	pthread_mutex_init(&hp->lock, NULL);
+	hp_shrinker_init(&hp->shrinker, NULL, lease_trim, hp);
 	hp->slack_frames = cfg->slack_bytes >> GFA_FRAME_SHIFT;
 	hp->path = strdup(path);
 	hp->fd = hp->path ? hp_connect(path) : GFA_ENOMEM;
@@ -627,6 +666,7 @@ void gfa_hostpool_detach(struct gfa_hostpool *hp)
 {
 	if (!hp)
 		return;
+	hp_shrinker_stop(&hp->shrinker); /* before the pool it compacts goes */
 	if (hp->fd >= 0)
 		close(hp->fd); /* the service frees our leases */
 	gfa_backing_destroy(hp->b);

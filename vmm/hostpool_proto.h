@@ -10,19 +10,25 @@
 #define GFA_VMM_HOSTPOOL_PROTO_H
 #include <stdint.h>
 
-#define HP_MAGIC        0x68616667u /* "gfah" little endian */
-#define HP_VERSION      2u          /* 2: claims */
-#define HP_MAX_PFNS     256u        /* leases per message: 512 MiB */
-#define HP_LEASE_ORDER  9u
-#define HP_LEASE_FRAMES (1ull << HP_LEASE_ORDER)
-#define HP_PFN_DIRTY    1ull /* lease reply: the block may hold data */
-#define HP_HELLO_REJOIN 1ull /* HELLO reply arg[1]: after a restart, HP_REJOIN takes us back */
-#define HP_HELLO_LEASES 2ull /* HELLO reply arg[1]: the service answers HP_LEASES */
+#define HP_MAGIC          0x68616667u /* "gfah" little endian */
+#define HP_VERSION        2u          /* 2: claims */
+#define HP_MAX_PFNS       256u        /* leases per message: 512 MiB */
+#define HP_LEASE_ORDER    9u
+#define HP_LEASE_FRAMES   (1ull << HP_LEASE_ORDER)
+#define HP_PFN_DIRTY      1ull /* lease reply: the block may hold data */
+#define HP_HELLO_REJOIN   1ull /* HELLO reply arg[1]: after a restart, HP_REJOIN takes us back */
+#define HP_HELLO_LEASES   2ull /* HELLO reply arg[1]: the service answers HP_LEASES */
+#define HP_LEASE_SHRINKER 1ull /* lease arg[1]: send our shrinker's eventfd with the reply */
 
 enum hp_type {
 	HP_HELLO = 1, /* -> zones (pfn[3z] start, [3z + 1] frames, [3z + 2] node), arg[0] id; the
 			 * zone memfds ride along (SCM_RIGHTS) */
-	HP_LEASE,     /* zone, count -> count pfns (| HP_PFN_DIRTY); fewer when short */
+	HP_LEASE,     /* zone, count, arg[1] HP_LEASE_SHRINKER or 0 -> count pfns
+		       * (| HP_PFN_DIRTY); fewer when short, and then arg[1] the other clients
+		       * asked to shrink.  With HP_LEASE_SHRINKER the client's shrinker rides
+		       * along: an eventfd the service adds to when another client's lease
+		       * falls short, asking this one to compact its zones and give back the
+		       * blocks that frees (a gfad that predates it ignores the bit) */
 	HP_RETURN,    /* count pfns -> result; all or none, each must be the client's */
 	HP_STAT,      /* -> the service's counters (arg[], pfn[]) and result: its check;
 			 * a memfd with the text (buddyinfo, pagetypeinfo, vmstat) rides along */

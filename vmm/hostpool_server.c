@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -41,8 +42,9 @@ struct hps_client {
 	uint64_t serial;
 	pid_t pid;
 	uid_t uid;
-	int fd;    /* hps_serve's connection, -1 for a handler-only client */
-	int pidfd; /* restored, its connection not back yet: its process, to see it end */
+	int fd;        /* hps_serve's connection, -1 for a handler-only client */
+	int pidfd;     /* restored, its connection not back yet: its process, to see it end */
+	int shrink_fd; /* its shrinker (HP_LEASE_SHRINKER), or -1 */
 	struct hps_state_client *rec; /* its record in the state table, or NULL */
 	bool hello;
 	uint64_t leased;  /* frames */
@@ -65,6 +67,7 @@ struct hps {
 	uint64_t zq_head, zq_len, nr_blocks;
 	uint64_t lease_zeroed; /* dirty frames zeroed at lease (the text's lease_zeroed) */
 	uint64_t awaited;      /* restored clients not back yet, their processes running */
+	uint64_t shrink_asks;  /* shrinkers asked, lease messages that fell short */
 };
 
 static uint64_t client_owner(const struct hps_client *c)
@@ -162,7 +165,7 @@ static struct hps_client *client_at(struct hps *s, unsigned int i, uint64_t seri
 	c->serial = serial;
 	c->pid = pid;
 	c->uid = uid;
-	c->fd = c->pidfd = -1;
+	c->fd = c->pidfd = c->shrink_fd = -1;
 	c->rec = s->cfg.state ? &s->cfg.state->client[i] : NULL;
 	s->slot[i] = c;
 	s->st.v[HP_ST_CLIENTS]++;
@@ -179,6 +182,8 @@ static void client_free(struct hps *s, struct hps_client *c)
 		s->awaited--;
 		close(c->pidfd);
 	}
+	if (c->shrink_fd >= 0)
+		close(c->shrink_fd);
 	s->slot[c->slot] = NULL;
 	s->st.v[HP_ST_CLIENTS]--;
 	free(c);
@@ -531,11 +536,47 @@ static int handle_leases(struct hps *s, struct hps_client *c, const struct hp_ms
 	return 0;
 }
 
-static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg *m,
-			struct hp_msg *r)
+/*
+ * c is short: every other client that holds leases and has a shrinker is asked to
+ * compact and give back what that frees (its libgfa does it on a thread of its own; the
+ * service never moves a client's memory).  The number asked.
+ */
+static uint64_t shrink_others(struct hps *s, const struct hps_client *c)
 {
-	if (m->zone >= s->nr_zones || !m->arg[0] || m->arg[0] > HP_MAX_PFNS || m->count)
+	uint64_t n = 0;
+
+	for (unsigned int i = 0; i < HPS_MAX_CLIENTS; i++) {
+		struct hps_client *o = s->slot[i];
+
+		if (o && o != c && o->shrink_fd >= 0 && o->leased &&
+		    !eventfd_write(o->shrink_fd, 1))
+			n++;
+	}
+	s->shrink_asks += n;
+	return n;
+}
+
+/* c's shrinker with a lease reply: an eventfd the service keeps and signals. */
+static int lease_shrinker(struct hps *s, struct hps_client *c, struct hp_msg *r, int *fds,
+			  unsigned int *nr_fds)
+{
+	if (c->shrink_fd < 0)
+		c->shrink_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->shrink_fd < 0)
+		return refuse(s, r, -errno);
+	fds[0] = c->shrink_fd;
+	*nr_fds = 1;
+	return 0;
+}
+
+static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg *m,
+			struct hp_msg *r, int *fds, unsigned int *nr_fds)
+{
+	if (m->zone >= s->nr_zones || !m->arg[0] || m->arg[0] > HP_MAX_PFNS || m->count ||
+	    m->arg[1] & ~HP_LEASE_SHRINKER)
 		return refuse(s, r, GFA_EINVAL);
+	if (m->arg[1] & HP_LEASE_SHRINKER && lease_shrinker(s, c, r, fds, nr_fds))
+		return 0;
 	s->st.v[HP_ST_LEASE_MSGS]++;
 	while (r->count < m->arg[0]) {
 		int64_t pfn = gfa_alloc(s->cfg.pool, m->zone, HP_LEASE_ORDER, GFA_MT_MOVABLE,
@@ -565,6 +606,8 @@ static int handle_lease(struct hps *s, struct hps_client *c, const struct hp_msg
 		}
 		r->pfn[r->count++] = (uint64_t)pfn;
 	}
+	if (r->count < m->arg[0])
+		r->arg[1] = shrink_others(s, c);
 	r->result = r->count ? 0 : GFA_ENOMEM;
 	return 0;
 }
@@ -660,14 +703,15 @@ static int stat_text(struct hps *s, int check, const char *why)
 	n = snprintf(s->text + len, TEXT_MAX - len,
 		     "\n# hostpool\nclients %lu leased_frames %lu free_frames %lu "
 		     "claimed_frames %lu malformed %lu refused %lu denied %lu lease_zeroed %lu "
-		     "restored %lu rejoined %lu awaited %lu\n"
+		     "restored %lu rejoined %lu awaited %lu shrink_asks %lu\n"
 		     "check %s\n",
 		     (unsigned long)s->st.v[HP_ST_CLIENTS], (unsigned long)s->st.v[HP_ST_LEASED],
 		     (unsigned long)s->st.v[HP_ST_FREE], (unsigned long)s->st.v[HP_ST_CLAIMED],
 		     (unsigned long)s->st.v[HP_ST_MALFORMED], (unsigned long)s->st.v[HP_ST_REFUSED],
 		     (unsigned long)s->st.v[HP_ST_DENIED], (unsigned long)s->lease_zeroed,
 		     (unsigned long)s->st.v[HP_ST_RESTORED], (unsigned long)s->st.v[HP_ST_REJOINED],
-		     (unsigned long)s->awaited, check ? why : "clean");
+		     (unsigned long)s->awaited, (unsigned long)s->shrink_asks,
+		     check ? why : "clean");
 	len += n > 0 ? (size_t)n : 0;
 	if (len > TEXT_MAX)
 		len = TEXT_MAX;
@@ -749,7 +793,7 @@ int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
 		err = handle_hello(s, c, m, reply, fds, nr_fds);
 		break;
 	case HP_LEASE:
-		err = handle_lease(s, c, m, reply);
+		err = handle_lease(s, c, m, reply, fds, nr_fds);
 		break;
 	case HP_RETURN:
 		err = handle_return(s, c, m, reply);
@@ -766,6 +810,7 @@ int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
 	case HP_LEASES:
 		err = handle_leases(s, c, m, reply);
 		break;
+
 	default:
 		err = handle_stat(s, c, m, reply, fds, nr_fds, close_fd);
 		break;

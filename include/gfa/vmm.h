@@ -1257,6 +1257,7 @@ int gfa_guest_report_stat(struct gfa_free_report *rep, struct gfa_guest_report_s
 struct gfa_hostpool;
 
 #define GFA_HOSTPOOL_REJOIN_MS 10000 /* how long a client waits for a restarted gfad */
+#define GFA_HOSTPOOL_SHRINK_MS 2000  /* how long a short lease waits for others to shrink */
 
 struct gfa_hostpool_config {
 	uint64_t slack_bytes; /* free leased memory the client keeps for its next start

@@ -39,6 +39,7 @@ static struct {
 	uint64_t leased;
 	bool has_claim[MAX_CLIENTS][NR_ZONES];
 	bool hello[MAX_CLIENTS];               /* its HELLO was handled: the service knows it */
+	bool shrinker[MAX_CLIENTS];            /* a lease asked for its shrinker */
 	uint64_t claim[MAX_CLIENTS][NR_ZONES]; /* frames the claim still reserves */
 	const uint8_t *in;
 	size_t left;
@@ -143,6 +144,7 @@ static void client_gone(unsigned int i)
 	hps_client_gone(srv, M.c[i]);
 	M.c[i] = NULL;
 	M.hello[i] = false;
+	M.shrinker[i] = false;
 	memset(M.has_claim[i], 0, sizeof(M.has_claim[i]));
 	memset(M.claim[i], 0, sizeof(M.claim[i]));
 	for (unsigned int k = 0; k < NR_BLOCKS; k++)
@@ -215,10 +217,13 @@ static uint32_t model_lease(unsigned int i, unsigned int z, uint64_t n)
 	return got;
 }
 
-static void after_lease(unsigned int i, const struct hp_msg *m, const struct hp_msg *r)
+static void after_lease(unsigned int i, const struct hp_msg *m, const struct hp_msg *r,
+			unsigned int nr_fds)
 {
-	bool bad = m->zone >= NR_ZONES || !m->arg[0] || m->arg[0] > HP_MAX_PFNS || m->count;
+	bool bad = m->zone >= NR_ZONES || !m->arg[0] || m->arg[0] > HP_MAX_PFNS || m->count ||
+		   m->arg[1] > HP_LEASE_SHRINKER;
 	uint32_t want = bad ? 0 : model_lease(i, m->zone, m->arg[0]);
+	uint64_t asked = 0;
 
 	CHECK(!bad || (r->result == GFA_EINVAL && !r->count), "a bad lease was served");
 	CHECK(r->count == want, "%u leases, the claims allow %u", r->count, want);
@@ -232,6 +237,17 @@ static void after_lease(unsigned int i, const struct hp_msg *m, const struct hp_
 		M.holder[p / BLOCK] = (int)i + 1;
 		M.leased += BLOCK;
 	}
+	M.shrinker[i] |= !bad && m->arg[1];
+	/* short: the others with a shrinker and a lease were asked to give back */
+	for (unsigned int j = 0; !bad && want < m->arg[0] && j < MAX_CLIENTS; j++)
+		for (unsigned int k = 0; j != i && M.shrinker[j] && k < NR_BLOCKS; k++)
+			if (M.holder[k] == (int)j + 1) {
+				asked++;
+				break;
+			}
+	CHECK(r->arg[1] == asked, "a short lease asked %lu shrinkers, the model %lu",
+	      (unsigned long)r->arg[1], (unsigned long)asked);
+	CHECK(nr_fds == (!bad && m->arg[1] ? 1u : 0u), "a lease came with %u fds", nr_fds);
 }
 
 /* What the model says a claim (or unclaim) of m gives; for an unclaim *left too. */
@@ -308,6 +324,7 @@ static void send_packet(unsigned int i)
 	if (m.type == HP_LEASE) {
 		m.zone = in8() % (NR_ZONES + 1);
 		m.arg[0] = in8() % 12;
+		m.arg[1] = in8() < 64 ? in8() % 3 : 0; /* HP_LEASE_SHRINKER, or a bad bit */
 	} else if (m.type == HP_RETURN) {
 		m.count = 1 + in8() % 5;
 		for (uint32_t j = 0; j < m.count; j++)
@@ -363,7 +380,7 @@ static void send_packet(unsigned int i)
 	else if (m.type == HP_LEASES)
 		after_leases(i, &m, &r);
 	else if (m.type == HP_LEASE)
-		after_lease(i, &m, &r);
+		after_lease(i, &m, &r, nr_fds);
 	else if (m.type == HP_CLAIM || m.type == HP_UNCLAIM)
 		after_claim(i, &m, &r);
 	else if (m.type == HP_RETURN) {

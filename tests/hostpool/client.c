@@ -6,6 +6,8 @@
  *   create MIB     a guest of MIB (every page must read zero), each page then written
  *   verify         every page not ballooned still holds what was written
  *   inflate MIB    balloon out the guest's first MIB; deflate MIB gives it back
+ *   sparse MIB     balloon out 3 of every 4 pages of the guest's first MIB: free room
+ *                  inside every 2 MiB block, which only compaction gathers
  *   destroy        destroy the guest
  *   loop N MIB     N times: create, inflate half, deflate, verify, destroy
  *   churn SECS MIB for SECS seconds, rounds of: create (every other one small-only),
@@ -35,7 +37,7 @@
 
 static struct gfa_hostpool *hp;
 static struct gfa_guest *g;
-static uint64_t g_bytes, ballooned;
+static uint64_t g_bytes, ballooned, sparse; /* sparse: bytes of 1-in-4 pages kept */
 static unsigned char stamp;
 
 static int fail(const char *what, int err)
@@ -53,7 +55,7 @@ static int create_guest(uint64_t mib, bool small_only)
 	if (!g)
 		return fail("create", -errno);
 	g_bytes = mib * MiB;
-	ballooned = 0;
+	ballooned = sparse = 0;
 	stamp = (unsigned char)(getpid() | 1);
 	p = gfa_guest_hva(g);
 	for (uint64_t off = 0; off < g_bytes; off += PAGE) {
@@ -84,7 +86,31 @@ static int verify_range(uint64_t from, uint64_t to)
 
 static int op_verify(void)
 {
-	return verify_range(ballooned, g_bytes);
+	int err = 0;
+
+	for (uint64_t off = 0; !err && off < sparse; off += 4 * PAGE)
+		err = verify_range(off, off + PAGE);
+	return err ? err : verify_range(ballooned > sparse ? ballooned : sparse, g_bytes);
+}
+
+/* Balloon out pages 1-3 of every 4 in the guest's first MIB, 64 ranges a call. */
+static int op_sparse(uint64_t mib)
+{
+	struct gfa_gpa_range r[64];
+	unsigned int n = 0;
+
+	for (uint64_t off = 0; off < mib * MiB; off += 4 * PAGE) {
+		r[n++] = (struct gfa_gpa_range){ off + PAGE, 3 * PAGE };
+		if (n == 64 || off + 4 * PAGE >= mib * MiB) {
+			int64_t got = gfa_balloon_inflate(g, r, n);
+
+			if (got < 0)
+				return fail("sparse: inflate", (int)got);
+			n = 0;
+		}
+	}
+	sparse = mib * MiB;
+	return 0;
 }
 
 static int op_balloon(uint64_t mib, bool inflate)
@@ -241,6 +267,8 @@ int main(int argc, char **argv)
 			err = op_create(a), i++;
 		else if (!strcmp(op, "verify") && g)
 			err = op_verify();
+		else if (!strcmp(op, "sparse") && g)
+			err = op_sparse(a), i++;
 		else if (!strcmp(op, "inflate") && g)
 			err = op_balloon(a, true), i++;
 		else if (!strcmp(op, "deflate") && g)
