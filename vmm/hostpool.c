@@ -390,7 +390,9 @@ static int lease_in(struct gfa_hostpool *hp, const struct hp_msg *r)
 
 /*
  * The service was short and asked other clients to shrink: wait a while for what they
- * give back (10 ms, doubling), within GFA_HOSTPOOL_SHRINK_MS of the first short reply.
+ * give back (5 ms, doubling to 40), within GFA_HOSTPOOL_SHRINK_MS of the first short
+ * reply.  Each ask again signals them again; a shrinker that is busy takes the asks
+ * made meanwhile as one more pass.
  */
 static bool shrink_wait(struct timespec *t0, unsigned int *tries)
 {
@@ -403,7 +405,7 @@ static bool shrink_wait(struct timespec *t0, unsigned int *tries)
 	ms = (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 	if (ms >= GFA_HOSTPOOL_SHRINK_MS)
 		return false;
-	usleep((useconds_t)((10000u << (*tries < 6 ? *tries : 6))));
+	usleep((useconds_t)((5000u << (*tries < 3 ? *tries : 3))));
 	++*tries;
 	return true;
 }
