@@ -1274,6 +1274,14 @@ struct gfa_hostpool_config {
  * no frame until the service leases it some, and a backing over the memfds.  Each
  * 2 MiB block a guest takes is leased whole, 256 at most a round trip.
  *
+ * With its first lease the client gets a shrinker from the service and starts one
+ * thread of its own for it: when another client's lease falls short, the service
+ * signals it, and the thread drains this pool's vCPU caches, compacts its zones (moving
+ * its guests' pages as gfa_compact_zone() does, under write protection) and gives back
+ * the whole free blocks that frees.  A lease that falls short itself waits up to
+ * GFA_HOSTPOOL_SHRINK_MS for what the other clients' shrinkers give back, then fails
+ * GFA_ENOMEM.  gfa_hostpool_detach() stops the thread.
+ *
  * A service started with a state directory (gfad --state) keeps its leases across a
  * restart.  When the connection to it ends, the call that finds it ended reconnects to
  * @path and rejoins, retrying for up to GFA_HOSTPOOL_REJOIN_MS, then sends its request
