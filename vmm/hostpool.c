@@ -542,6 +542,8 @@ static void lease_trim(void *ctx)
 	struct gfa_hostpool *hp = ctx;
 
 	pthread_mutex_lock(&hp->lock);
+	/* frees make the room a shrinker gathers: its thread starts with the first */
+	(void)hp_shrinker_arm(&hp->shrinker);
 	/* another thread's want leased frames it has not taken yet: they are free now */
 	if (hp->takers)
 		hp->trim_deferred = true;

@@ -59,15 +59,21 @@ static void *shrinker_main(void *arg)
 	return NULL;
 }
 
-static int shrinker_start(struct hp_shrinker *sh)
+int hp_shrinker_arm(struct hp_shrinker *sh)
 {
+	pthread_attr_t a;
 	int err;
 
-	GFA_BUG_ON(sh->fd < 0 || sh->on);
+	if (sh->fd < 0 || sh->on)
+		return 0;
 	sh->stop = eventfd(0, EFD_CLOEXEC);
 	if (sh->stop < 0)
 		return -errno;
-	err = -pthread_create(&sh->thread, NULL, shrinker_main, sh);
+	/* compaction's depth is modest: a small stack is fewer faults to start it */
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 256u << 10);
+	err = -pthread_create(&sh->thread, &a, shrinker_main, sh);
+	pthread_attr_destroy(&a);
 	if (err) {
 		close(sh->stop);
 		sh->stop = -1;
@@ -83,12 +89,7 @@ int hp_shrinker_take(struct hp_shrinker *sh, int fd)
 
 	if (sh->fd < 0) {
 		sh->fd = fd;
-		err = shrinker_start(sh);
-		if (err) { /* the next lease asks again */
-			close(sh->fd);
-			sh->fd = -1;
-		}
-		return err;
+		return 0;
 	}
 	/* the thread polls this number: the new service's eventfd in its place */
 	if (dup3(fd, sh->fd, O_CLOEXEC) < 0)

@@ -24,12 +24,19 @@ struct hp_shrinker {
 void hp_shrinker_init(struct hp_shrinker *sh, struct gfa_pool *pool, void (*trim)(void *ctx),
 		      void *ctx);
 /*
- * The service's eventfd for us (from a lease reply; ours after): the first starts the
- * thread, one after a rejoin takes the last one's fd number, which the thread polls.
- * 0 or -errno; on error sh asks again (hp_shrinker_wanted()).
+ * The service's eventfd for us (from a lease reply; ours after).  One after a rejoin
+ * takes the last one's fd number, which the thread polls.  0 or -errno; on error sh
+ * asks again (hp_shrinker_wanted()).
  * Context: the client's lease lock held.
  */
 int hp_shrinker_take(struct hp_shrinker *sh, int fd);
+/*
+ * The thread started, if there is an eventfd and it is not running: at the first trim,
+ * since only frees leave room inside leases, and so not on a create's path.  What the
+ * service signalled before waits in the eventfd.  0 or -errno (tried again next time).
+ * Context: the client's lease lock held.
+ */
+int hp_shrinker_arm(struct hp_shrinker *sh);
 /* Should the next lease ask for the service's eventfd? */
 static inline bool hp_shrinker_wanted(const struct hp_shrinker *sh)
 {

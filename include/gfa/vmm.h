@@ -1274,8 +1274,9 @@ struct gfa_hostpool_config {
  * no frame until the service leases it some, and a backing over the memfds.  Each
  * 2 MiB block a guest takes is leased whole, 256 at most a round trip.
  *
- * With its first lease the client gets a shrinker from the service and starts one
- * thread of its own for it: when another client's lease falls short, the service
+ * With its first lease the client gets a shrinker from the service, and with the first
+ * free its guests make it starts one thread of its own for it (a small stack; not on a
+ * create's path): when another client's lease falls short, the service
  * signals it, and the thread drains this pool's vCPU caches, compacts its zones (moving
  * its guests' pages as gfa_compact_zone() does, under write protection) and gives back
  * the whole free blocks that frees.  A lease that falls short itself waits up to
