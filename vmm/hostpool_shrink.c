@@ -20,6 +20,8 @@
 #include "vmm/hostpool_shrink.h"
 #include "common/bug.h"
 
+#define SHRINK_GAP_MS 50 /* at most a pass per this, however often the service asks */
+
 void hp_shrinker_init(struct hp_shrinker *sh, struct gfa_pool *pool, void (*trim)(void *ctx),
 		      void *ctx)
 {
@@ -32,6 +34,11 @@ static void shrink_pass(struct hp_shrinker *sh)
 	unsigned int nz = gfa_pool_nr_zones(sh->pool);
 
 	for (unsigned int z = 0; z < nz; z++) {
+		struct gfa_zone_stat zs;
+
+		/* less than a block free: nothing to gather, and the vCPUs keep their caches */
+		if (gfa_zone_stat(sh->pool, z, &zs) || zs.nr_free < GFA_PAGEBLOCK_FRAMES)
+			continue;
 		(void)gfa_pool_drain_all(sh->pool, (int)z);
 		(void)gfa_compact_zone(sh->pool, z, -1, GFA_COMPACT_SYNC);
 	}
@@ -53,8 +60,12 @@ static void *shrinker_main(void *arg)
 			break;
 		if (p[1].revents)
 			break;
-		if ((p[0].revents & POLLIN) && !eventfd_read(sh->fd, &v))
-			shrink_pass(sh);
+		if (!(p[0].revents & POLLIN) || eventfd_read(sh->fd, &v))
+			continue;
+		shrink_pass(sh);
+		/* a short client asks every few ms: what it asks meanwhile is one pass more */
+		if (poll(&p[1], 1, SHRINK_GAP_MS) > 0)
+			break;
 	}
 	return NULL;
 }
