@@ -323,14 +323,14 @@ $(FUZZ_COV_BIN): tests/fuzz/fuzz_api.c $(FUZZ_NULL_H) $(LIB_SRC) $(LIB_HDRS)
 # The host pool service's message handler, with a model of every lease
 # (tests/fuzz/fuzz_hostpool.c); `make fuzz` runs it after fuzz_api, as long
 FUZZ_HP_BIN  := $(FUZZ_DIR)/fuzz_hostpool
-$(FUZZ_HP_BIN): tests/fuzz/fuzz_hostpool.c $(LIB_SRC) $(LIB_HDRS)
+$(FUZZ_HP_BIN): tests/fuzz/fuzz_hostpool.c $(LIB_SRC) tests/fuzz/fuzz_input.h $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o $@ tests/fuzz/fuzz_hostpool.c $(LIB_SRC) $(LIB_LIBS) -lm
 # Its restart (gfad --state) from a damaged table, with a model of what is taken back
 # (tests/fuzz/fuzz_hostpool_restore.c); its state directory is in /dev/shm
 FUZZ_HPR_BIN := $(FUZZ_DIR)/fuzz_hostpool_restore
-$(FUZZ_HPR_BIN): tests/fuzz/fuzz_hostpool_restore.c $(LIB_SRC) $(LIB_HDRS)
+$(FUZZ_HPR_BIN): tests/fuzz/fuzz_hostpool_restore.c $(LIB_SRC) tests/fuzz/fuzz_input.h $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o $@ tests/fuzz/fuzz_hostpool_restore.c $(LIB_SRC) $(LIB_LIBS) -lm

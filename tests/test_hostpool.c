@@ -979,11 +979,17 @@ Test(numa_real, a_client_guest_lands_on_its_zone_node, .init = setup_numa, .fini
 
 /* ---- a restart with a state directory (gfad --state) ---- */
 
-static void setup_state(void)
+/* This test process's socket and state directory. */
+static void state_paths(void)
 {
 	snprintf(sock, sizeof(sock), "/tmp/gfa-hostpool-test-%d.sock", (int)getpid());
 	snprintf(state_dir, sizeof(state_dir), "/dev/shm/gfa-hostpool-test-%d.state",
 		 (int)getpid());
+}
+
+static void setup_state(void)
+{
+	state_paths();
 	gfad_start_state();
 }
 
@@ -1166,9 +1172,7 @@ Test(hostpool, a_rejoin_gives_back_the_leases_the_client_never_saw, .init = setu
 
 static void setup_numa_state(void)
 {
-	snprintf(sock, sizeof(sock), "/tmp/gfa-hostpool-test-%d.sock", (int)getpid());
-	snprintf(state_dir, sizeof(state_dir), "/dev/shm/gfa-hostpool-test-%d.state",
-		 (int)getpid());
+	state_paths();
 	gfad_numa_state();
 }
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "vmm/hostpool_server.h"
+#include "tests/fuzz/fuzz_input.h"
 
 #define NR_ZONES    2u
 #define ZONE_BLOCKS 8u                           /* order-9 blocks a zone */
@@ -41,25 +42,14 @@ static struct {
 	bool hello[MAX_CLIENTS];               /* its HELLO was handled: the service knows it */
 	bool shrinker[MAX_CLIENTS];            /* a lease asked for its shrinker */
 	uint64_t claim[MAX_CLIENTS][NR_ZONES]; /* frames the claim still reserves */
-	const uint8_t *in;
-	size_t left;
+	struct fuzz_input f;
 } M;
 
-#define CHECK(cond, ...)                                                \
-	do {                                                            \
-		if (!(cond)) {                                          \
-			fprintf(stderr, "fuzz_hostpool: " __VA_ARGS__); \
-			fprintf(stderr, "\n");                          \
-			abort();                                        \
-		}                                                       \
-	} while (0)
+#define CHECK(cond, ...) FUZZ_CHECK("fuzz_hostpool", cond, __VA_ARGS__)
 
 static uint8_t in8(void)
 {
-	if (!M.left)
-		return 0;
-	M.left--;
-	return *M.in++;
+	return fuzz_in8(&M.f);
 }
 
 static void setup(void)
@@ -396,9 +386,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!srv)
 		setup();
-	M.in = data;
-	M.left = size;
-	while (M.left) {
+	M.f = (struct fuzz_input){ data, size };
+	while (M.f.left) {
 		uint8_t op = in8();
 		unsigned int i = (op >> 4) % MAX_CLIENTS;
 

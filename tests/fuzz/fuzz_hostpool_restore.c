@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <gfa/vmm.h>
 #include "vmm/hostpool_server.h"
+#include "tests/fuzz/fuzz_input.h"
 
 #define NR_ZONES    2u
 #define ZONE_BLOCKS 8u /* order-9 blocks a zone */
@@ -28,29 +29,18 @@ static char dir[64];
 static uint64_t zone_start[NR_ZONES], nr_pfns, my_start;
 
 static struct {
-	const uint8_t *in;
-	size_t left;
+	struct fuzz_input f;
 	unsigned int slot[NR_RECS];
 	bool live[NR_RECS]; /* restored: this process, its start time, an id given out */
 	uint64_t blocks[NR_RECS], claim[NR_RECS][NR_ZONES];
 	uint8_t nr_rejoins, rejoin[2]; /* read first: short inputs reach them */
 } M;
 
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		if (!(cond)) {                                                  \
-			fprintf(stderr, "fuzz_hostpool_restore: " __VA_ARGS__); \
-			fprintf(stderr, "\n");                                  \
-			abort();                                                \
-		}                                                               \
-	} while (0)
+#define CHECK(cond, ...) FUZZ_CHECK("fuzz_hostpool_restore", cond, __VA_ARGS__)
 
 static uint8_t in8(void)
 {
-	if (!M.left)
-		return 0;
-	M.left--;
-	return *M.in++;
+	return fuzz_in8(&M.f);
 }
 
 static void pool_config(struct gfa_pool_config *pc)
@@ -284,8 +274,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (unsigned int r = 0; r < NR_RECS; r++)
 			M.slot[r] = r < NR_RECS - 1 ? r : HPS_STATE_CLIENTS - 1;
 	}
-	M.in = data;
-	M.left = size;
+	M.f = (struct fuzz_input){ data, size };
 	M.nr_rejoins = in8() % 3;
 	for (unsigned int k = 0; k < 2; k++)
 		M.rejoin[k] = in8();
