@@ -144,8 +144,12 @@ int frame_begin_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, un
 	bool locked = new_state != GFA_FRAME_PCP; /* only a cache's free runs unlocked */
 	unsigned int state = fstate(f);
 
-	if (state != GFA_FRAME_ALLOCATED)
+	if (state != GFA_FRAME_ALLOCATED) {
+		/* a deferred section's frames are held: written, they answer as before */
+		if (!state && zone_deferred_init_frame(z, pfn, locked))
+			return frame_begin_free(pool, z, pfn, order, owner, new_state);
 		return classify_bad_free(pool, z, pfn, state, locked);
+	}
 	if (f->order != order)
 		return GFA_EWRONGORDER;
 	if (frame_owner(f) != owner)

@@ -247,7 +247,7 @@ static uint64_t set_pageblocks_mt(struct gfa_zone *z, uint64_t pfn, unsigned int
 		struct gfa_pageblock *pb = pfn_pageblock(z, pfn + (i << GFA_PAGEBLOCK_ORDER));
 
 		changed += pb->mt != mt;
-		pageblock_set_mt(pb, mt);
+		zone_pageblock_set_mt(z, pb, mt);
 	}
 	return changed;
 }

@@ -66,13 +66,18 @@ static int check_released(struct gfa_zone *z, uint64_t pfn, unsigned int st, uns
 
 static int check_pageblock_counts(struct gfa_zone *z, char *msg, size_t len)
 {
-	uint64_t marked = 0;
+	uint64_t marked = 0, deferred = 0;
 
-	for (uint64_t pb = 0; pb < z->nr_pageblocks; pb++)
+	for (uint64_t pb = 0; pb < z->nr_pageblocks; pb++) {
 		marked += !!(z->pageblocks[pb].flags & PB_TAILS);
+		deferred += pfn_deferred(z, z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER));
+	}
 	if (marked != z->nr_tail_pageblocks)
 		FAIL("zone %u: %lu pageblocks marked split but the zone counts %lu", z->id,
 		     (unsigned long)marked, (unsigned long)z->nr_tail_pageblocks);
+	if (deferred != z->nr_deferred_pageblocks)
+		FAIL("zone %u: %lu pageblocks in deferred sections but the zone counts %lu", z->id,
+		     (unsigned long)deferred, (unsigned long)z->nr_deferred_pageblocks);
 	for (uint64_t pb = 0; pb < z->nr_pageblocks; pb++) {
 		uint64_t start = z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER), nfree = 0, nrel = 0;
 		uint64_t pfn = frame_find_head(z->pool, z, start);
@@ -80,7 +85,9 @@ static int check_pageblock_counts(struct gfa_zone *z, char *msg, size_t len)
 		for (uint64_t p = start;
 		     p < start + GFA_PAGEBLOCK_FRAMES && p < z->start_pfn + z->nr_frames; p++)
 			nrel += release_test(z, p);
-		while (pfn < start + GFA_PAGEBLOCK_FRAMES && pfn < z->start_pfn + z->nr_frames) {
+		/* a deferred section's pageblocks: check_deferred() read them zero */
+		while (!pfn_deferred(z, start) && pfn < start + GFA_PAGEBLOCK_FRAMES &&
+		       pfn < z->start_pfn + z->nr_frames) {
 			struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
 			uint64_t lo = pfn > start ? pfn : start, hi = pfn + (1UL << f->order);
 
@@ -115,6 +122,30 @@ static bool should_have_merged(struct gfa_zone *z, uint64_t pfn, unsigned int or
 						  pfn_pageblock(z, buddy)->mt == GFA_MT_ISOLATE));
 }
 
+/*
+ * A deferred section at pfn (its first frame in z): nothing written yet, its pageblocks
+ * and heads zero, no free-head bit; *next is where the section ends.
+ */
+static int check_deferred(struct gfa_zone *z, uint64_t pfn, uint64_t *next, char *msg, size_t len)
+{
+	uint64_t end = z->start_pfn + z->nr_frames;
+
+	*next = ((pfn >> DEFERRED_SECTION_ORDER) + 1) << DEFERRED_SECTION_ORDER;
+	if (*next > end)
+		*next = end;
+	for (uint64_t p = pfn; p < *next; p += GFA_PAGEBLOCK_FRAMES) {
+		const struct gfa_pageblock *pb = pfn_pageblock(z, p);
+		const struct gfa_frame *f = pfn_to_frame(z->pool, p);
+
+		if (pb->mt || pb->flags || pb->nr_free || pb->nr_released || fstate(f) ||
+		    f->order || free_head_test(z, p))
+			FAIL("zone %u: pageblock at pfn %lu of a deferred section was written "
+			     "(type %u flags %#x state %u order %u)",
+			     z->id, (unsigned long)p, pb->mt, pb->flags, fstate(f), f->order);
+	}
+	return 0;
+}
+
 /* Walk the zone block by block: every frame lies in exactly one block. */
 static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, size_t len)
 {
@@ -123,6 +154,13 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 	while (pfn < end) {
 		struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
 		unsigned int st = fstate(f), order = f->order;
+
+		/* held blocks whose metadata is not written yet (deferred.c) */
+		if (pfn_deferred(z, pfn)) {
+			if (check_deferred(z, pfn, &pfn, msg, len))
+				return -EUCLEAN;
+			continue;
+		}
 
 		if (st < GFA_FRAME_FREE || st > GFA_FRAME_INFLIGHT)
 			FAIL("zone %u: pfn %lu is in no block (state %u)", z->id,
@@ -250,6 +288,26 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 	return 0;
 }
 
+/* The zone's counts of pageblocks by type and with released frames: the pageblocks'. */
+static int check_pageblock_types(struct gfa_zone *z, char *msg, size_t len)
+{
+	uint64_t n[GFA_MT_TYPES] = { 0 }, sidelined = 0;
+
+	for (uint64_t i = 0; i < z->nr_pageblocks; i++) {
+		n[z->pageblocks[i].mt]++;
+		sidelined += z->pageblocks[i].nr_released != 0;
+	}
+	for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
+		if (n[t] != z->nr_pb_mt[t])
+			FAIL("zone %u: %lu %s pageblocks but the zone counts %lu", z->id,
+			     (unsigned long)n[t], gfa_migratetype_name(t),
+			     (unsigned long)z->nr_pb_mt[t]);
+	if (sidelined != z->nr_pb_sidelined)
+		FAIL("zone %u: %lu pageblocks with released frames but the zone counts %lu", z->id,
+		     (unsigned long)sidelined, (unsigned long)z->nr_pb_sidelined);
+	return 0;
+}
+
 /* Claims, pageblock flags, cached compaction positions, the released bitmap's tail. */
 static int check_zone_extras(struct gfa_zone *z, char *msg, size_t len)
 {
@@ -282,6 +340,8 @@ static int check_zone_extras(struct gfa_zone *z, char *msg, size_t len)
 			     "of the zone",
 			     z->id, (unsigned long)pos);
 	}
+	if (check_pageblock_types(z, msg, len))
+		return -EUCLEAN;
 	if (tailbits && (z->released[z->nr_frames / 64] >> tailbits))
 		FAIL("zone %u: released bits set beyond the zone's last frame", z->id);
 	for (uint64_t p = end; p < z->start_pfn + (z->nr_pageblocks << GFA_PAGEBLOCK_ORDER); p++)

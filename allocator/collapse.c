@@ -117,6 +117,7 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 			err = bz != z ? GFA_ERANGE : GFA_EALIGN;
 			break;
 		}
+		zone_deferred_init_locked(z, pfns[i], 1);
 		f = pfn_to_frame(pool, pfns[i]);
 		st = fstate(f);
 		if (st == GFA_FRAME_ISOLATED && collapse_listed(pfns, i))

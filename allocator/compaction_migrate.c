@@ -229,6 +229,11 @@ void isolate_migratepages(struct compact_control *cc)
 	     block += GFA_PAGEBLOCK_FRAMES, low = block) {
 		bool at_start = low == block;
 
+		/* held blocks only, and their pageblocks are not to be written (no token) */
+		if (pfn_deferred(z, block)) {
+			block = deferred_section_last_pb(block);
+			continue;
+		}
 		if (!cc->fast_found && !cc->ignore_skip) {
 			/*
 			 * Skip hints: full mode reads the bit at the block start only, as

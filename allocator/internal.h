@@ -30,6 +30,7 @@
 #include <gfa/allocator.h>
 #include "allocator/layers.h"
 #include "common/bug.h"
+#include "common/compiler.h"
 
 #define GFA_NIL              UINT32_MAX
 /*
@@ -171,6 +172,18 @@ struct gfa_zone {
 	 * alignment hole before the zone included), pageblocks, bitmaps (gfa_zone_stat) */
 	uint64_t metadata_bytes;
 	uint64_t nr_tail_pageblocks; /* pageblocks marked PB_TAILS: 8 KiB of descriptors each */
+	/*
+	 * A held pool's sections whose metadata is not written yet (deferred.c): a bit per
+	 * DEFERRED_SECTION_FRAMES, cleared once (zone lock, release order); NULL in a pool
+	 * that is not held.  Their frames are held by held_owner.
+	 */
+	uint64_t *deferred;
+	uint64_t nr_deferred_pageblocks;
+	uint64_t held_owner;
+	/* pageblocks of each type, and with released frames (zone lock): gfa_zone_stat
+	 * reads them instead of walking the pageblocks (3 MiB of them at 1 TiB) */
+	uint64_t nr_pb_mt[GFA_MT_TYPES];
+	uint64_t nr_pb_sidelined;
 	struct gfa_zone_counters c;
 	/* pcp sizing computed at creation */
 	int pcp_batch, pcp_high_min, pcp_high_max;
@@ -408,7 +421,66 @@ static inline void pageblock_set_mt(struct gfa_pageblock *pb, unsigned int mt)
 {
 	__atomic_store_n(&pb->mt, (uint8_t)mt, __ATOMIC_RELAXED);
 }
+/* pageblock_set_mt(), counted in z->nr_pb_mt (zone lock, or z not yet shared). */
+static inline void zone_pageblock_set_mt(struct gfa_zone *z, struct gfa_pageblock *pb,
+					 unsigned int mt)
+{
+	GFA_BUG_ON(mt >= GFA_MT_TYPES || !z->nr_pb_mt[pb->mt]);
+	z->nr_pb_mt[pb->mt]--;
+	z->nr_pb_mt[mt]++;
+	pageblock_set_mt(pb, mt);
+}
 struct gfa_zone *pool_pfn_zone(struct gfa_pool *pool, uint64_t pfn);
+
+/*
+ * Deferred init of a held pool's metadata (deferred.c).  A section is the pageblocks
+ * whose heads share one page of the heads array, aligned in pool pfns, so blocks (at
+ * most MAX_ORDER) never cross one.
+ */
+#define DEFERRED_SECTION_ORDER  (GFA_PAGEBLOCK_ORDER + 8)
+#define DEFERRED_SECTION_FRAMES (1UL << DEFERRED_SECTION_ORDER)
+_Static_assert((DEFERRED_SECTION_FRAMES >> GFA_PAGEBLOCK_ORDER) * sizeof(struct gfa_frame) == 4096,
+	       "a section's heads fill one page");
+static inline uint64_t deferred_section(const struct gfa_zone *z, uint64_t pfn)
+{
+	return (pfn >> DEFERRED_SECTION_ORDER) - (z->start_pfn >> DEFERRED_SECTION_ORDER);
+}
+/* Is pfn (of z) in a section whose metadata is not written yet?  Any lock or none. */
+static inline bool pfn_deferred(const struct gfa_zone *z, uint64_t pfn)
+{
+	uint64_t s;
+
+	if (likely(!z->deferred))
+		return false;
+	s = deferred_section(z, pfn);
+	return (__atomic_load_n(&z->deferred[s / 64], __ATOMIC_ACQUIRE) >> (s % 64)) & 1;
+}
+/* The first frame of the last pageblock of pfn's section: a walk steps over it. */
+static inline uint64_t deferred_section_last_pb(uint64_t pfn)
+{
+	return (pfn | (DEFERRED_SECTION_FRAMES - 1)) & ~(uint64_t)(GFA_PAGEBLOCK_FRAMES - 1);
+}
+/* Hold every frame of z for owner, each section's metadata written at its first use. */
+int zone_deferred_setup(struct gfa_zone *z, uint64_t owner);
+/* Write the metadata of the sections [pfn, pfn + nr) of z touches (clipped to z) that
+ * are deferred: zone lock held, or (zone_deferred_init) taken if there are any. */
+void zone_deferred_init_locked(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
+void zone_deferred_init(struct gfa_zone *z, uint64_t pfn, uint64_t nr);
+/* zone_deferred_init() of pfn's section, the lock held (locked) or not: did it write? */
+bool zone_deferred_init_frame(struct gfa_zone *z, uint64_t pfn, bool locked);
+/* What the deferred sections' init will write (metadata_bytes counts it already). */
+uint64_t zone_deferred_meta_bytes(const struct gfa_zone *z);
+/* Hold [from, to) of z for owner in the largest aligned blocks that fit (zone lock). */
+void zone_hold_range(struct gfa_zone *z, uint64_t from, uint64_t to, uint64_t owner);
+/* The order of the largest aligned block at pfn that ends by end. */
+static inline unsigned int fit_order(uint64_t pfn, uint64_t end)
+{
+	unsigned int order = GFA_MAX_ORDER;
+
+	while (order > 0 && ((pfn & ((1UL << order) - 1)) || pfn + (1UL << order) > end))
+		order--;
+	return order;
+}
 /* Find the head of the block containing pfn (zone lock held); GFA_NIL if none. */
 uint64_t frame_find_head(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn);
 void pool_count_err(struct gfa_pool *pool, int err);

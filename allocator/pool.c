@@ -120,26 +120,27 @@ static int config_valid(const struct gfa_pool_config *cfg)
 	return 1;
 }
 
-/*
- * Give a zone's frames to the buddy lists in the largest aligned blocks that fit, or
- * (held) allocate each such block to owner: pool_create_held().
- */
-static void zone_free_all(struct gfa_zone *z, bool held, uint64_t owner)
+/* Give a zone's frames to the buddy lists in the largest aligned blocks that fit. */
+static void zone_free_all(struct gfa_zone *z)
 {
 	uint64_t pfn = z->start_pfn, end = z->start_pfn + z->nr_frames;
 
 	while (pfn < end) {
-		unsigned int order = GFA_MAX_ORDER;
+		unsigned int order = fit_order(pfn, end);
 
-		while (order > 0 && ((pfn & ((1UL << order) - 1)) || pfn + (1UL << order) > end))
-			order--;
-		if (held) {
-			pb_mark_tails(z, pfn); /* a partial last pageblock's pieces */
-			pfn_to_frame(z->pool, pfn)->order = (uint8_t)order;
-			frame_mark_allocated(pfn_to_frame(z->pool, pfn), GFA_MT_MOVABLE, owner);
-		} else {
-			buddy_list_add(z->pool, z, pfn, order, GFA_MT_MOVABLE, true);
-		}
+		buddy_list_add(z->pool, z, pfn, order, GFA_MT_MOVABLE, true);
+		pfn += 1UL << order;
+	}
+}
+
+void zone_hold_range(struct gfa_zone *z, uint64_t from, uint64_t to, uint64_t owner)
+{
+	for (uint64_t pfn = from; pfn < to;) {
+		unsigned int order = fit_order(pfn, to);
+
+		pb_mark_tails(z, pfn); /* a partial last pageblock's pieces */
+		pfn_to_frame(z->pool, pfn)->order = (uint8_t)order;
+		frame_mark_allocated(pfn_to_frame(z->pool, pfn), GFA_MT_MOVABLE, owner);
 		pfn += 1UL << order;
 	}
 }
@@ -185,14 +186,19 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	z->metadata_bytes += z->nr_pageblocks * (sizeof(*z->pageblocks) +
 						 (sizeof(uint64_t) << (GFA_PAGEBLOCK_ORDER - 6))) +
 			     (z->nr_pageblocks + 63) / 64 * sizeof(uint64_t);
-	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
-		pageblock_set_mt(&z->pageblocks[i], GFA_MT_MOVABLE);
+	/* a held zone writes its pageblocks and heads section by section (deferred.c) */
+	z->nr_pb_mt[0] = z->nr_pageblocks; /* calloc's zeros */
+	for (uint64_t i = 0; !held && i < z->nr_pageblocks; i++)
+		zone_pageblock_set_mt(z, &z->pageblocks[i], GFA_MT_MOVABLE);
 	if (release_zone_init(z))
 		return -ENOMEM;
 	zone_lock_init(&z->lock);
 	pthread_cond_init(&z->scrub_done, NULL);
 	pthread_mutex_init(&z->isolate_lock, NULL);
-	zone_free_all(z, held, owner);
+	if (held && zone_deferred_setup(z, owner))
+		return -ENOMEM;
+	if (!held)
+		zone_free_all(z);
 	pcp_zone_init(pool, z);
 	compaction_zone_init(z);
 	return 0;
@@ -282,6 +288,7 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 		frame_bitmap_free(pool->zones[i].free_heads,
 				  pool->zones[i].nr_pageblocks << GFA_PAGEBLOCK_ORDER);
 		frame_bitmap_free(pool->zones[i].free_pb_heads, pool->zones[i].nr_pageblocks);
+		free(pool->zones[i].deferred);
 	}
 	frame_map_destroy(pool->frame_map, pool->nr_pfns);
 	free(pool);
@@ -416,6 +423,7 @@ int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info 
 	}
 	memset(info, 0, sizeof(*info));
 	pthread_mutex_lock(&z->lock);
+	zone_deferred_init_locked(z, pfn, 1);
 	head = frame_find_head(pool, z, pfn);
 	GFA_BUG_ON(head == GFA_NIL); /* every frame is in some block */
 	if (head == GFA_NIL) {
@@ -453,11 +461,19 @@ int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *ar
 		pthread_mutex_lock(&z->lock);
 		while (pfn < end && !ret) {
 			struct gfa_frame *f = pfn_to_frame(pool, pfn);
+			unsigned int order;
 
-			if (fstate(f) == GFA_FRAME_ALLOCATED)
-				ret = fn(arg, pfn, f->order, (enum gfa_migratetype)f->mt,
-					 frame_owner(f));
-			pfn += 1UL << f->order;
+			/* a deferred section's frames: the held blocks its init would write */
+			if (pfn_deferred(z, pfn)) {
+				order = fit_order(pfn, end);
+				ret = fn(arg, pfn, order, GFA_MT_MOVABLE, z->held_owner);
+			} else {
+				order = f->order;
+				if (fstate(f) == GFA_FRAME_ALLOCATED)
+					ret = fn(arg, pfn, order, (enum gfa_migratetype)f->mt,
+						 frame_owner(f));
+			}
+			pfn += 1UL << order;
 		}
 		pthread_mutex_unlock(&z->lock);
 		if (ret)
@@ -507,16 +523,18 @@ int gfa_pfn_to_fd(const struct gfa_pool *pool, uint64_t pfn, int *fd, uint64_t *
 
 int gfa_block_set_index(struct gfa_pool *pool, uint64_t pfn, uint64_t owner, uint32_t index)
 {
+	struct gfa_zone *z;
 	struct gfa_frame *f;
 	unsigned int st;
 	int err = 0;
 
 	if (!pool)
 		err = GFA_EFAULT;
-	else if (!pool_pfn_zone(pool, pfn))
+	else if (!(z = pool_pfn_zone(pool, pfn)))
 		err = GFA_ERANGE;
 	if (err)
 		goto out;
+	zone_deferred_init(z, pfn, 1);
 	f = pfn_to_frame(pool, pfn);
 	st = fstate(f);
 	if (st != GFA_FRAME_ALLOCATED && st != GFA_FRAME_ISOLATED)
@@ -543,6 +561,7 @@ int pool_block_reown(struct gfa_pool *pool, uint64_t pfn, unsigned int order, ui
 	if (!z || order > GFA_MAX_ORDER)
 		return pool_err(pool, GFA_ERANGE);
 	pthread_mutex_lock(&z->lock);
+	zone_deferred_init_locked(z, pfn, 1);
 	f = pfn_to_frame(pool, pfn);
 	if (fstate(f) != GFA_FRAME_ALLOCATED || f->order != order)
 		err = GFA_ENOTHEAD;

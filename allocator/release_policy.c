@@ -46,7 +46,9 @@ static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool
 		z->released[i / 64] ^= bit;
 		/* the pageblock's count is its number of set bits: never below 0 */
 		GFA_BUG_ON(!set && !pfn_pageblock(z, p)->nr_released);
+		z->nr_pb_sidelined += set && !pfn_pageblock(z, p)->nr_released;
 		pfn_pageblock(z, p)->nr_released += set ? 1 : (uint16_t)-1;
+		z->nr_pb_sidelined -= !set && !pfn_pageblock(z, p)->nr_released;
 		changed++;
 	}
 	if (set && changed) {
@@ -100,6 +102,7 @@ int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_ru
 		return pool_err(pool, GFA_ERANGE);
 	end = pfn + nr;
 	pthread_mutex_lock(&z->lock);
+	zone_deferred_init_locked(z, pfn, nr);
 	p = frame_find_head(pool, z, pfn);
 	for (p = p == GFA_NIL ? pfn : p; p < end;) {
 		struct gfa_frame *f = pfn_to_frame(pool, p);

@@ -46,17 +46,20 @@ int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
 			st->nr_free_blocks[o][t] = z->area[o].list[t].nr;
-	for (uint64_t i = 0; i < z->nr_pageblocks; i++) {
-		st->nr_pageblocks[z->pageblocks[i].mt]++;
-		st->nr_sidelined += z->pageblocks[i].nr_released != 0;
-	}
+	for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
+		st->nr_pageblocks[t] = z->nr_pb_mt[t];
+	st->nr_sidelined = z->nr_pb_sidelined;
+	/* deferred pageblocks read zero (UNMOVABLE): their init makes them MOVABLE */
+	st->nr_pageblocks[GFA_MT_UNMOVABLE] -= z->nr_deferred_pageblocks;
+	st->nr_pageblocks[GFA_MT_MOVABLE] += z->nr_deferred_pageblocks;
 	st->nr_released = z->nr_released;
 	/* frames a scrub holds are free ones being zeroed, not host work in flight */
 	st->nr_scrubbing = z->nr_scrub;
 	st->nr_inflight = z->nr_inflight - z->nr_scrub;
 	pcp_stat_blocks_locked(pool, zone, st->nr_pcp_blocks);
-	st->metadata_bytes = z->metadata_bytes + z->nr_tail_pageblocks * GFA_PAGEBLOCK_FRAMES *
-							 sizeof(struct gfa_frame);
+	st->metadata_bytes =
+		z->metadata_bytes - zone_deferred_meta_bytes(z) +
+		z->nr_tail_pageblocks * GFA_PAGEBLOCK_FRAMES * sizeof(struct gfa_frame);
 	pthread_mutex_unlock(&z->lock);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)

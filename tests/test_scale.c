@@ -186,10 +186,12 @@ Test(scale, a_held_pool_marks_its_partial_pageblock)
 	p = pool_create_held(&cfg, 9);
 	cr_assert_not_null(p);
 	ASSERT_POOL_OK(p);
+	/* nothing written before a frame is named (deferred.c) */
+	cr_assert_eq(p->zones[0].nr_tail_pageblocks, 0);
+	cr_assert_eq(gfa_free(p, MAX_ORDER_FRAMES + 256, 7, 9), 0);
 	/* 1024 frames in one block, then 256 + 128 in one pageblock: its tails are backed */
 	cr_assert_eq(p->zones[0].nr_tail_pageblocks, 1);
 	cr_assert_geq(pool_metadata_bytes(p, &frames), GFA_PAGEBLOCK_FRAMES * 16);
-	cr_assert_eq(gfa_free(p, MAX_ORDER_FRAMES + 256, 7, 9), 0);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -214,4 +216,138 @@ Test(scale, a_block_whose_tails_are_going_is_no_other_dones)
 	ASSERT_POOL_OK(p);
 	cr_assert_eq(tu_free_frames(p), MAX_ORDER_FRAMES);
 	gfa_pool_destroy(p);
+}
+
+static int count_frames(void *arg, uint64_t pfn, unsigned int order, enum gfa_migratetype mt,
+			uint64_t owner)
+{
+	(void)pfn, (void)mt, (void)owner;
+	*(uint64_t *)arg += 1ULL << order;
+	return 0;
+}
+
+/*
+ * A held pool (a host pool client's) writes a section's metadata when a call first
+ * names one of its frames, so what it costs follows what it uses, not the pool's size:
+ * a 64 GiB held pool costs a few KiB until a frame is named, and one section's worth
+ * (a page of heads, its pageblocks and bitmaps) for each section used after.
+ */
+Test(scale, a_held_pool_writes_a_section_when_a_frame_of_it_is_named)
+{
+	const uint64_t nr = 64ULL << (30 - GFA_FRAME_SHIFT), sec = DEFERRED_SECTION_FRAMES;
+	struct gfa_pool_config cfg;
+	struct gfa_zone_stat st;
+	struct gfa_frame_info fi;
+	struct gfa_pool *p;
+	struct gfa_zone *z;
+	uint64_t held = 0, before;
+
+	gfa_pool_config_init(&cfg, nr);
+	p = pool_create_held(&cfg, 9);
+	cr_assert_not_null(p);
+	z = &p->zones[0];
+	cr_assert_eq(z->nr_deferred_pageblocks, z->nr_pageblocks);
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_lt(st.metadata_bytes, 8192, "a 64 GiB held pool: %lu bytes before use",
+		     (unsigned long)st.metadata_bytes);
+	cr_assert_eq(st.nr_pageblocks[GFA_MT_MOVABLE], z->nr_pageblocks);
+	cr_assert_eq(st.nr_pageblocks[GFA_MT_UNMOVABLE], 0);
+	ASSERT_POOL_OK(p);
+	before = st.metadata_bytes;
+	/* a lookup answers as creation used to write it, and writes that section only */
+	cr_assert_eq(gfa_frame_lookup(p, 3 * sec + 1500, &fi), 0);
+	cr_assert_eq(fi.state, GFA_FRAME_ALLOCATED);
+	cr_assert_eq(fi.head_pfn, 3 * sec + 1024);
+	cr_assert_eq(fi.order, GFA_MAX_ORDER);
+	cr_assert_eq(fi.owner, 9);
+	cr_assert_eq(fi.block_mt, GFA_MT_MOVABLE);
+	cr_assert_eq(z->nr_deferred_pageblocks, z->nr_pageblocks - 256);
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_gt(st.metadata_bytes, before);
+	cr_assert_lt(st.metadata_bytes - before, 48 * 1024, "one section: %lu bytes",
+		     (unsigned long)(st.metadata_bytes - before));
+	/* a lease's way in: split the held block, free a half (section 5) */
+	cr_assert_eq(gfa_block_split(p, 5 * sec, GFA_MAX_ORDER, 9, GFA_PAGEBLOCK_ORDER), 0);
+	cr_assert_eq(gfa_free(p, 5 * sec + 512, GFA_PAGEBLOCK_ORDER, 9), 0);
+	cr_assert_eq(z->nr_deferred_pageblocks, z->nr_pageblocks - 512);
+	ASSERT_POOL_OK(p);
+	/* half of 8 more held blocks free: compaction has work, and walks the zone in
+	 * every mode (skip hints and ownership tokens too) without writing a section */
+	for (uint64_t b = 1; b <= 8; b++) {
+		cr_assert_eq(gfa_block_split(p, 5 * sec + b * 1024, GFA_MAX_ORDER, 9,
+					     GFA_PAGEBLOCK_ORDER),
+			     0);
+		cr_assert_eq(gfa_free(p, 5 * sec + b * 1024, GFA_PAGEBLOCK_ORDER, 9), 0);
+	}
+	for (int mode = GFA_COMPACT_ASYNC; mode <= GFA_COMPACT_SYNC; mode++)
+		gfa_compact_zone(p, 0, GFA_MAX_ORDER, (enum gfa_compact_mode)mode);
+	gfa_compact_zone(p, 0, -1, GFA_COMPACT_SYNC);
+	cr_assert_eq(z->nr_deferred_pageblocks, z->nr_pageblocks - 512);
+	ASSERT_POOL_OK(p);
+	/* the walk over allocated blocks sees every held frame, written or not */
+	cr_assert_eq(gfa_pool_for_each_allocated(p, count_frames, &held), 0);
+	cr_assert_eq(held, nr - 9 * 512);
+	cr_assert_eq(z->nr_deferred_pageblocks, z->nr_pageblocks - 512);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
+}
+
+/*
+ * Deferred and written sections answer alike: the same calls, bad arguments among
+ * them, on a held pool and on a copy with every section written first, return the same
+ * and leave both pools checked clean with the same frames free.  Fresh pools every 100
+ * calls, so many calls are the first to name their section.
+ */
+Test(scale, a_deferred_section_answers_as_a_written_one)
+{
+	const uint64_t nr = 8 * DEFERRED_SECTION_FRAMES + 3 * GFA_PAGEBLOCK_FRAMES + 40;
+	struct gfa_pool_config cfg;
+	uint64_t seed = 0x5eed, firsts = 0;
+
+	gfa_pool_config_init(&cfg, nr);
+	for (int round = 0; round < 30; round++) {
+		struct gfa_pool *p[2];
+
+		for (int k = 0; k < 2; k++) {
+			p[k] = pool_create_held(&cfg, 9);
+			cr_assert_not_null(p[k]);
+		}
+		zone_deferred_init(&p[1]->zones[0], 0, nr);
+		cr_assert_eq(p[1]->zones[0].nr_deferred_pageblocks, 0);
+		for (int i = 0; i < 100; i++) {
+			uint64_t r = tu_rand(&seed), pfn = r % nr;
+			unsigned int order = (unsigned int)((r >> 40) % (GFA_MAX_ORDER + 1));
+			uint64_t owner = (r >> 50) & 1 ? 9 : 7, kind = (r >> 54) % 4;
+			int ret[2];
+
+			if ((r >> 52) & 3) /* aligned more often than by chance */
+				pfn &= ~((1ULL << order) - 1);
+			firsts += pfn_deferred(&p[0]->zones[0], pfn);
+			for (int k = 0; k < 2; k++) {
+				struct gfa_frame_info fi;
+
+				if (kind == 0)
+					ret[k] = gfa_free(p[k], pfn, order, owner);
+				else if (kind == 1)
+					ret[k] = gfa_block_split(p[k], pfn, order, owner,
+								 order ? order - 1 : 0);
+				else if (kind == 2)
+					ret[k] = gfa_frame_lookup(p[k], pfn, &fi) ?:
+							 (int)(fi.head_pfn ^ fi.order ^ fi.owner);
+				else
+					ret[k] = gfa_block_set_index(p[k], pfn, owner, (uint32_t)i);
+			}
+			cr_assert_eq(ret[0], ret[1],
+				     "call %d (kind %lu pfn %lu order %u owner %lu): %d, %d", i,
+				     (unsigned long)kind, (unsigned long)pfn, order,
+				     (unsigned long)owner, ret[0], ret[1]);
+		}
+		cr_assert_eq(tu_free_frames(p[0]), tu_free_frames(p[1]));
+		for (int k = 0; k < 2; k++) {
+			ASSERT_POOL_OK(p[k]);
+			gfa_pool_destroy(p[k]);
+		}
+	}
+	cr_assert_gt(firsts, 100, "calls that named a deferred section first: %lu",
+		     (unsigned long)firsts);
 }
