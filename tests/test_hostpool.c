@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,6 +70,9 @@ static pid_t spawn(char *const argv[], int *in, int *out)
 	if (!pid) {
 		int null = open("/dev/null", O_WRONLY);
 
+		/* a test that crashes takes its gfad and clients along: left running, they
+		 * would hold the suite's output pipe open and its runner would wait forever */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(pi[0], 0);
 		dup2(out ? po[1] : null, 1); /* gfad's "serving" line is not the test's */
 		execv(argv[0], argv);
