@@ -45,7 +45,10 @@ int zone_deferred_setup(struct gfa_zone *z, uint64_t owner)
 
 uint64_t zone_deferred_meta_bytes(const struct gfa_zone *z)
 {
-	return z->nr_deferred_pageblocks * PAGEBLOCK_META;
+	uint64_t n = z->nr_deferred_pageblocks * PAGEBLOCK_META;
+
+	/* a partial last pageblock's released bits are fewer than a whole one's */
+	return n < z->metadata_bytes ? n : z->metadata_bytes;
 }
 
 /* Write section s of z: its pageblocks MOVABLE, its frames held in blocks. */

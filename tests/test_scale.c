@@ -290,6 +290,14 @@ Test(scale, a_held_pool_writes_a_section_when_a_frame_of_it_is_named)
 	cr_assert_eq(z->nr_deferred_pageblocks, z->nr_pageblocks - 512);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
+	/* a zone of one pageblock and a piece: what it counts stays what it holds */
+	gfa_pool_config_init(&cfg, GFA_PAGEBLOCK_FRAMES + 88);
+	p = pool_create_held(&cfg, 9);
+	cr_assert_not_null(p);
+	cr_assert_eq(gfa_zone_stat(p, 0, &st), 0);
+	cr_assert_lt(st.metadata_bytes, 4096, "%lu bytes", (unsigned long)st.metadata_bytes);
+	ASSERT_POOL_OK(p);
+	gfa_pool_destroy(p);
 }
 
 /*
