@@ -205,6 +205,41 @@ static long max_map_count(void)
 	return n;
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Give the ranges backed by one block each their blocks in pfn order (g->lock held,
+ * nothing mapped yet, every frame zero): the lists hand blocks out in the order frees
+ * and the zeroer left them (its returns put the last one first), and the window maps one
+ * run per stretch contiguous in the memfd.  After a 2 GiB guest's stop and zeroing the
+ * next 2 GiB guest made 512 mappings in 2.8-4.4 ms, where on a fresh pool it made one in
+ * 0.9 ms.  Contents filled from a snapshot are the gfns' own: such a guest keeps its
+ * order.  No memory to sort in: the order stays as it is.
+ */
+static void guest_sort_blocks(struct gfa_guest *g)
+{
+	uint64_t *pfn = g->unfilled ? NULL : malloc(g->nr_ranges * sizeof(*pfn));
+	uint64_t n = 0, k = 0;
+
+	for (uint64_t r = 0; pfn && r < g->nr_ranges; r++)
+		if (guest_range_huge(g, r * RANGE_FRAMES))
+			pfn[n++] = g->range[r].pfn;
+	if (n > 1)
+		qsort(pfn, n, sizeof(*pfn), u64_cmp);
+	for (uint64_t r = 0; n > 1 && r < g->nr_ranges; r++) {
+		if (!guest_range_huge(g, r * RANGE_FRAMES))
+			continue;
+		g->range[r].pfn = pfn[k];
+		gfa_block_set_index(g->pool, pfn[k++], g->id, (uint32_t)(r * RANGE_FRAMES));
+	}
+	free(pfn);
+}
+
 /*
  * Map the whole window, one mmap (and one madvise) per run of blocks contiguous both in
  * the window and in the memfd: a guest's blocks are all of its zone's memfd, where
@@ -521,8 +556,10 @@ struct gfa_guest *gfa_guest_create(struct gfa_pool *pool, struct gfa_backing *b,
 	for (uint64_t gfn = 0; !err && !g->lazy && gfn < g->nr_frames; gfn += RANGE_FRAMES)
 		if (!guest_range_absent(g, gfn))
 			err = guest_fill_range(g, cfg->pcp, gfn, cfg->small_only);
-	if (!err && !g->lazy)
+	if (!err && !g->lazy) {
+		guest_sort_blocks(g);
 		err = guest_map_runs(g);
+	}
 	g->st.window_mappings = g->nr_mappings;
 	zero_worker_defer(b); /* (and its vCPUs' first touch) */
 	pthread_mutex_unlock(&g->lock);
