@@ -232,10 +232,10 @@ static void guest_sort_blocks(struct gfa_guest *g)
 	if (n > 1)
 		qsort(pfn, n, sizeof(*pfn), u64_cmp);
 	for (uint64_t r = 0; n > 1 && r < g->nr_ranges; r++) {
-		if (!guest_range_huge(g, r * RANGE_FRAMES))
+		if (!guest_range_huge(g, r * RANGE_FRAMES) || g->range[r].pfn == pfn[k++])
 			continue;
-		g->range[r].pfn = pfn[k];
-		gfa_block_set_index(g->pool, pfn[k++], g->id, (uint32_t)(r * RANGE_FRAMES));
+		g->range[r].pfn = pfn[k - 1];
+		gfa_block_set_index(g->pool, pfn[k - 1], g->id, (uint32_t)(r * RANGE_FRAMES));
 	}
 	free(pfn);
 }

@@ -356,9 +356,8 @@ static uint64_t zone_free(struct gfa_pool *pool, unsigned int zone)
 /*
  * Free a leased block into our pool.  The placeholder holds MAX_ORDER blocks (a
  * section's init writes one descriptor for each): one that a lease falls in is split
- * into leases first.  At the tail of the lists, in the order lease_in() frees them, so
- * a create's blocks come in pfn order and map in few runs.  0, or an error of a block
- * the placeholder does not hold (ours already).
+ * into leases first.  0, or an error of a block the placeholder does not hold (ours
+ * already).
  */
 static int lease_free(struct gfa_pool *pool, uint64_t pfn)
 {
@@ -368,28 +367,14 @@ static int lease_free(struct gfa_pool *pool, uint64_t pfn)
 	if (!err && fi.state == GFA_FRAME_ALLOCATED && fi.owner == HOLD_OWNER &&
 	    fi.order > HP_LEASE_ORDER)
 		err = gfa_block_split(pool, fi.head_pfn, fi.order, HOLD_OWNER, HP_LEASE_ORDER);
-	return err ? err : pool_free_cold(pool, pfn, HP_LEASE_ORDER, HOLD_OWNER);
+	return err ? err : gfa_free(pool, pfn, HP_LEASE_ORDER, HOLD_OWNER);
 }
 
-static int pfn_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a & ~HP_PFN_DIRTY, y = *(const uint64_t *)b & ~HP_PFN_DIRTY;
-
-	return (x > y) - (x < y);
-}
-
-/*
- * The leases of a reply into our pool, lowest pfn first: a guest takes its blocks from
- * the head of the lists in its gfn order, and blocks in the memfd's order map as one
- * run (in the order the service allocated them a 2 GiB create made 512 mappings and
- * 512 write-protect registrations, a syscall pair each 4 MiB).  0, or GFA_EPROTO (a
- * block we hold already).
- */
-static int lease_in(struct gfa_hostpool *hp, struct hp_msg *r)
+/* The leases of a reply into our pool: 0, or GFA_EPROTO (a block we hold already). */
+static int lease_in(struct gfa_hostpool *hp, const struct hp_msg *r)
 {
 	int err = 0;
 
-	qsort(r->pfn, r->count, sizeof(r->pfn[0]), pfn_cmp);
 	for (uint32_t i = 0; i < r->count; i++) {
 		uint64_t pfn = r->pfn[i] & ~HP_PFN_DIRTY;
 
