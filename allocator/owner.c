@@ -15,7 +15,7 @@ static const struct gfa_owner_ops owner_tombstone;
 
 int owner_registry_init(struct gfa_pool *pool)
 {
-	pool->owners = calloc(GFA_OWNER_SLOTS, sizeof(*pool->owners));
+	pool->owners = meta_zalloc(GFA_OWNER_SLOTS * sizeof(*pool->owners));
 	if (!pool->owners)
 		return -ENOMEM;
 	pthread_rwlock_init(&pool->owner_lock, NULL);
@@ -31,7 +31,7 @@ void owner_registry_destroy(struct gfa_pool *pool)
 	pthread_rwlock_destroy(&pool->owner_lock);
 	pthread_mutex_destroy(&pool->owner_wait_lock);
 	pthread_cond_destroy(&pool->owner_wait);
-	free(pool->owners);
+	meta_free(pool->owners, GFA_OWNER_SLOTS * sizeof(*pool->owners));
 }
 
 static unsigned int owner_hash(uint64_t owner)

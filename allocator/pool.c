@@ -67,30 +67,45 @@ int frame_map_drop_tails(struct gfa_pool *pool, uint64_t pfn, uint64_t nr)
 	return 0;
 }
 
-/*
- * Per-frame bitmaps (layers.h), anonymous like the frame map.  A host pool client's
- * attach at 2 GiB took 63 page faults with calloc'd bitmaps, 30 of them clearing the
- * free heads and released bits, which a pool with every frame held never sets.
- */
-static size_t frame_bitmap_bytes(uint64_t nr_frames)
+static size_t meta_bytes(size_t bytes)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
-	return ((nr_frames + 63) / 64 * sizeof(uint64_t) + page - 1) & ~(page - 1);
+	return (bytes + page - 1) & ~(page - 1);
 }
 
-uint64_t *frame_bitmap_alloc(uint64_t nr_frames)
+void *meta_zalloc(size_t bytes)
 {
-	void *m = mmap(NULL, frame_bitmap_bytes(nr_frames), PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *m = mmap(NULL, meta_bytes(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
 
 	return m == MAP_FAILED ? NULL : m;
 }
 
+void meta_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, meta_bytes(bytes));
+}
+
+/*
+ * Per-frame bitmaps (layers.h).  A host pool client's attach at 2 GiB took 63 page
+ * faults with calloc'd bitmaps, 30 of them clearing the free heads and released bits,
+ * which a pool with every frame held never sets.
+ */
+static size_t frame_bitmap_bytes(uint64_t nr_frames)
+{
+	return (nr_frames + 63) / 64 * sizeof(uint64_t);
+}
+
+uint64_t *frame_bitmap_alloc(uint64_t nr_frames)
+{
+	return meta_zalloc(frame_bitmap_bytes(nr_frames));
+}
+
 void frame_bitmap_free(uint64_t *map, uint64_t nr_frames)
 {
-	if (map)
-		munmap(map, frame_bitmap_bytes(nr_frames));
+	meta_free(map, frame_bitmap_bytes(nr_frames));
 }
 
 void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames)
@@ -175,7 +190,7 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
 			z->area[o].list[t].head = z->area[o].list[t].tail = GFA_NIL;
-	z->pageblocks = calloc(z->nr_pageblocks, sizeof(*z->pageblocks));
+	z->pageblocks = meta_zalloc(z->nr_pageblocks * sizeof(*z->pageblocks));
 	if (!z->pageblocks)
 		return -ENOMEM;
 	z->free_heads = frame_bitmap_alloc(z->nr_pageblocks << GFA_PAGEBLOCK_ORDER);
@@ -187,7 +202,7 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 						 (sizeof(uint64_t) << (GFA_PAGEBLOCK_ORDER - 6))) +
 			     (z->nr_pageblocks + 63) / 64 * sizeof(uint64_t);
 	/* a held zone writes its pageblocks and heads section by section (deferred.c) */
-	z->nr_pb_mt[0] = z->nr_pageblocks; /* calloc's zeros */
+	z->nr_pb_mt[0] = z->nr_pageblocks; /* meta_zalloc's zeros */
 	for (uint64_t i = 0; !held && i < z->nr_pageblocks; i++)
 		zone_pageblock_set_mt(z, &z->pageblocks[i], GFA_MT_MOVABLE);
 	if (release_zone_init(z))
@@ -217,7 +232,7 @@ static struct gfa_pool *pool_create(const struct gfa_pool_config *cfg, bool held
 		errno = EINVAL;
 		return NULL;
 	}
-	pool = calloc(1, sizeof(*pool));
+	pool = meta_zalloc(sizeof(*pool)); /* (a quarter MiB: its zones) */
 	if (!pool)
 		goto nomem;
 	pool->cfg = *cfg;
@@ -283,7 +298,8 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 			pthread_cond_destroy(&pool->zones[i].scrub_done);
 			pthread_mutex_destroy(&pool->zones[i].isolate_lock);
 		}
-		free(pool->zones[i].pageblocks);
+		meta_free(pool->zones[i].pageblocks,
+			  pool->zones[i].nr_pageblocks * sizeof(*pool->zones[i].pageblocks));
 		frame_bitmap_free(pool->zones[i].released, pool->zones[i].nr_frames);
 		frame_bitmap_free(pool->zones[i].free_heads,
 				  pool->zones[i].nr_pageblocks << GFA_PAGEBLOCK_ORDER);
@@ -291,7 +307,7 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 		free(pool->zones[i].deferred);
 	}
 	frame_map_destroy(pool->frame_map, pool->nr_pfns);
-	free(pool);
+	meta_free(pool, sizeof(*pool));
 }
 
 unsigned int gfa_pool_nr_zones(const struct gfa_pool *pool)

@@ -841,7 +841,7 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone,
 	return 0;
 }
 
-int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen)
+int backing_check(struct gfa_backing *b, char *msg, size_t msglen)
 {
 	uint64_t bits = 0;
 	char dummy[1];

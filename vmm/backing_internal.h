@@ -60,6 +60,8 @@ void *backing_worker(struct gfa_backing *b, backing_worker_start_fn start,
 		     backing_worker_stop_fn stop);
 /* b's worker, or NULL: none started yet.  Any thread. */
 void *backing_worker_peek(const struct gfa_backing *b);
+/* gfa_backing_check() itself, the zeroer not held (vmm/zero_worker.c holds it). */
+int backing_check(struct gfa_backing *b, char *msg, size_t msglen);
 
 /*
  * A layer whose work a move could overtake (free page reporting's punches,

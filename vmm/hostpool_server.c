@@ -31,6 +31,7 @@
 #include "common/bug.h"
 #include "allocator/layers.h"
 #include "vmm/hostpool_server.h"
+#include "vmm/zero_worker.h"
 
 #define OWNER_BASE (3ull << 56) /* owner cookies of leases: base + client serial */
 #define TEXT_MAX   (256u << 10)
@@ -61,10 +62,7 @@ struct hps {
 	uint64_t next_serial;
 	struct hps_stat st;
 	char *text; /* HP_STAT's text, TEXT_MAX */
-	/* blocks given back dirty, to zero while the service is idle (a ring of block
-	 * numbers; a block given back, leased and given back again is in it twice) */
-	uint32_t *zq;
-	uint64_t zq_head, zq_len, nr_blocks;
+	uint64_t nr_blocks;
 	uint64_t lease_zeroed; /* dirty frames zeroed at lease (the text's lease_zeroed) */
 	uint64_t awaited;      /* restored clients not back yet, their processes running */
 	uint64_t shrink_asks;  /* shrinkers asked, lease messages that fell short */
@@ -98,10 +96,8 @@ struct hps *hps_create(const struct hps_config *cfg)
 	s->next_serial = 1;
 	s->nr_blocks = s->nr_pfns / HP_LEASE_FRAMES + 1;
 	s->lease = cfg->state ? cfg->state->lease : calloc(s->nr_blocks, sizeof(*s->lease));
-	/* a host return zeroes in its scrub what is given back: one zeroing, not two */
-	s->zq = cfg->hr ? NULL : calloc(s->nr_blocks, sizeof(*s->zq));
 	s->text = malloc(TEXT_MAX);
-	if (!s->lease || (!s->zq && !cfg->hr) || !s->text) {
+	if (!s->lease || !s->text) {
 		hps_destroy(s);
 		errno = ENOMEM;
 		return NULL;
@@ -135,7 +131,6 @@ void hps_destroy(struct hps *s)
 	}
 	if (!s->cfg.state)
 		free(s->lease);
-	free(s->zq);
 	free(s->text);
 	free(s);
 }
@@ -226,7 +221,24 @@ static void client_save_claims(struct hps *s, struct hps_client *c)
 		client_save_claim(s, c, z);
 }
 
-/* Free one lease of c's (checked: it is c's). */
+/*
+ * Blocks given back dirty are freed to the tail of the free lists (pool_free_cold), so
+ * leases take the clean ones first, and the backing's zeroer (vmm/zero_worker.c) zeroes
+ * them in its own thread, a batch at a time off the lists, at once.  So the
+ * message thread zeroes only a dirty block it leases: zeroing in its poll loop (up to
+ * 16 MiB a pass) kept a client's HELLO or lease waiting for it.  With a host return its
+ * idle scrub zeroes them instead: one zeroer, not two.
+ */
+static void zero_later(struct hps *s)
+{
+	struct zero_worker *zw = s->cfg.hr ? NULL : zero_worker_get(s->cfg.b);
+
+	/* (no thread to be had: each is zeroed at its next lease, as any dirty block) */
+	if (zw)
+		zero_worker_kick_now(zw);
+}
+
+/* Free one lease of c's (checked: it is c's); zero_later() after. */
 static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 {
 	int err;
@@ -236,16 +248,11 @@ static void lease_free(struct hps *s, struct hps_client *c, uint64_t pfn)
 	GFA_BUG_ON(c->leased < HP_LEASE_FRAMES || s->st.v[HP_ST_LEASED] < c->leased);
 	/* the client may have written anything there: the next holder zeroes it */
 	gfa_backing_mark_dirty(s->cfg.b, pfn, HP_LEASE_ORDER);
-	err = gfa_free(s->cfg.pool, pfn, HP_LEASE_ORDER, client_owner(c));
+	err = pool_free_cold(s->cfg.pool, pfn, HP_LEASE_ORDER, client_owner(c));
 
 	GFA_BUG_ON(err); /* the lease table said it is c's */
 	(void)err;
 	s->lease[pfn / HP_LEASE_FRAMES] = 0;
-	/* a block leased again before the idle zeroing reached it is queued twice: a full
-	 * ring drops the newest (zeroed at its next lease, as any dirty block) */
-	if (s->zq && s->zq_len < s->nr_blocks)
-		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] =
-			(uint32_t)(pfn / HP_LEASE_FRAMES);
 	c->leased -= HP_LEASE_FRAMES;
 	s->st.v[HP_ST_LEASED] -= HP_LEASE_FRAMES;
 }
@@ -265,8 +272,10 @@ void hps_client_gone(struct hps *s, struct hps_client *c)
 			lease_free(s, c, i * HP_LEASE_FRAMES);
 	GFA_BUG_ON(s->lease && c->leased); /* the table names every lease it holds */
 	s->st.v[HP_ST_GONE_FRAMES] += before;
-	if (before)
+	if (before) {
 		gfa_host_return_kick(s->cfg.hr); /* what is beyond the reserve goes now */
+		zero_later(s);
+	}
 	/* its leases first: a record without leases is harmless, the reverse is not */
 	if (c->rec)
 		__atomic_store_n(&c->rec->serial, 0, __ATOMIC_RELEASE);
@@ -351,11 +360,10 @@ static int restore_block(struct hps *s, uint64_t pfn)
 	s->lease[pfn / HP_LEASE_FRAMES] = 0;
 	if (!err && s->cfg.state_found)
 		gfa_backing_mark_dirty(s->cfg.b, pfn, HP_LEASE_ORDER);
-	if (!err)
+	if (!err && s->cfg.state_found)
+		err = pool_free_cold(s->cfg.pool, pfn, HP_LEASE_ORDER, HPS_RESTORE_OWNER);
+	else if (!err)
 		err = gfa_free(s->cfg.pool, pfn, HP_LEASE_ORDER, HPS_RESTORE_OWNER);
-	if (!err && s->cfg.state_found && s->zq)
-		s->zq[(s->zq_head + s->zq_len++) % s->nr_blocks] =
-			(uint32_t)(pfn / HP_LEASE_FRAMES);
 	return err;
 }
 
@@ -387,22 +395,9 @@ static int state_restore(struct hps *s)
 		if (c)
 			client_save_claims(s, c);
 	}
+	if (!err && s->cfg.state_found)
+		zero_later(s); /* the old service's free blocks, dirty */
 	return err;
-}
-
-bool hps_idle(struct hps *s, unsigned int blocks)
-{
-	for (unsigned int i = 0; i < blocks && s->zq_len; i++) {
-		uint64_t blk = s->zq[s->zq_head];
-
-		GFA_BUG_ON(blk >= s->nr_blocks);
-		s->zq_head = (s->zq_head + 1) % s->nr_blocks;
-		s->zq_len--;
-		/* leased again meanwhile: handle_lease() zeroed it */
-		if (!s->lease[blk])
-			(void)gfa_backing_prepare(s->cfg.b, blk * HP_LEASE_FRAMES, HP_LEASE_ORDER);
-	}
-	return s->zq_len;
 }
 
 uint64_t hps_client_leased(const struct hps_client *c)
@@ -674,6 +669,7 @@ static int handle_return(struct hps *s, struct hps_client *c, const struct hp_ms
 	s->st.v[HP_ST_RETURN_MSGS]++;
 	for (uint32_t i = 0; i < m->count; i++)
 		lease_free(s, c, m->pfn[i]);
+	zero_later(s);
 	return 0;
 }
 
@@ -951,17 +947,13 @@ int hps_serve(struct hps *s, int lfd, volatile sig_atomic_t *stop)
 			wslot[n] = i;
 			pfd[n++] = (struct pollfd){ .fd = fd, .events = POLLIN };
 		}
-		/* with blocks to zero, only look: zero some when nothing is asked */
-		int ready = poll(pfd, n, s->zq_len ? 0 : 500);
+		int ready = poll(pfd, n, 500);
 
 		if (ready < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		/* a few blocks each pass too: a client that keeps asking must not starve it */
-		if (s->zq_len)
-			hps_idle(s, ready ? 1 : 8);
 		if (!ready)
 			continue;
 		for (nfds_t i = 1; i < n; i++) {

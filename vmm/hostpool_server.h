@@ -66,9 +66,6 @@ void hps_client_gone(struct hps *s, struct hps_client *c);
 int hps_handle(struct hps *s, struct hps_client *c, const void *msg, size_t len,
 	       struct hp_msg *reply, int *fds, unsigned int *nr_fds, int *close_fd);
 void hps_stat(struct hps *s, struct hps_stat *st);
-/* Zero up to that many of the blocks given back dirty (the loop: 8 when idle, 1 a
- * pass when busy): whether some are left. */
-bool hps_idle(struct hps *s, unsigned int blocks);
 /* Frames leased to c now. */
 uint64_t hps_client_leased(const struct hps_client *c);
 /*

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <gfa/vmm.h>
+#include "common/bug.h"
 #include "common/ktime.h"
 #include "allocator/layers.h"
 #include "vmm/backing_internal.h"
@@ -44,6 +45,7 @@ struct zero_worker {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool kicked, stop, busy;
+	unsigned int held;       /* checks under way: no batch meanwhile (zw_hold) */
 	uint64_t quiet_at;       /* (CLOCK_MONOTONIC ns) no batch before it */
 	_Atomic uint64_t frames; /* zeroed in the background, for tests and stats */
 };
@@ -107,7 +109,7 @@ static void *zero_main(void *arg)
 	while (!zw->stop) {
 		int taken;
 
-		if (!zw->kicked) {
+		if (!zw->kicked || zw->held) {
 			pthread_cond_wait(&zw->cond, &zw->lock);
 			continue;
 		}
@@ -191,6 +193,14 @@ void zero_worker_kick(struct zero_worker *zw)
 	zw_poke(zw, true);
 }
 
+void zero_worker_kick_now(struct zero_worker *zw)
+{
+	pthread_mutex_lock(&zw->lock);
+	zw->kicked = true;
+	pthread_cond_signal(&zw->cond);
+	pthread_mutex_unlock(&zw->lock);
+}
+
 void zero_worker_defer(struct gfa_backing *b)
 {
 	struct zero_worker *zw = backing_worker_peek(b);
@@ -215,6 +225,49 @@ int gfa_backing_zero_quiesce(struct gfa_backing *b, unsigned int timeout_ms)
 		err = zw_wait_until(zw, deadline);
 	pthread_mutex_unlock(&zw->lock);
 	return err ? -ETIMEDOUT : 0;
+}
+
+/*
+ * Hold b's zeroer between two batches (the one in work finishes first), so a check sees
+ * no frame of its in flight and no dirty mark changing.  A zeroer that starts meanwhile
+ * is not held: the check's caller stops no guest while it checks (its Context).
+ */
+static struct zero_worker *zw_hold(struct gfa_backing *b)
+{
+	struct zero_worker *zw = backing_worker_peek(b);
+
+	if (!zw)
+		return NULL;
+	pthread_mutex_lock(&zw->lock);
+	zw->held++;
+	while (zw->busy)
+		pthread_cond_wait(&zw->cond, &zw->lock);
+	pthread_mutex_unlock(&zw->lock);
+	return zw;
+}
+
+static void zw_unhold(struct zero_worker *zw)
+{
+	if (!zw)
+		return;
+	pthread_mutex_lock(&zw->lock);
+	GFA_BUG_ON(!zw->held);
+	zw->held--;
+	pthread_cond_broadcast(&zw->cond);
+	pthread_mutex_unlock(&zw->lock);
+}
+
+int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen)
+{
+	struct zero_worker *zw;
+	int err;
+
+	if (!b)
+		return GFA_EFAULT;
+	zw = zw_hold(b);
+	err = backing_check(b, msg, msglen);
+	zw_unhold(zw);
+	return err;
 }
 
 uint64_t gfa_backing_zeroed_in_background(const struct gfa_backing *b)

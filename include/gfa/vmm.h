@@ -270,7 +270,8 @@ int gfa_backing_zone_stat(struct gfa_backing *b, unsigned int zone,
  * Return: 0, GFA_EFAULT, gfa_pool_check()'s errors, or GFA_ECORRUPT (a violation, described
  * in @msg).
  * Context: at a quiet point (no other thread allocating, freeing, releasing or moving
- * frames): the totals compare two snapshots.
+ * frames): the totals compare two snapshots.  The backing's background zeroer counts
+ * as quiet: the check holds it between two batches while it runs.
  */
 int gfa_backing_check(struct gfa_backing *b, char *msg, size_t msglen);
 
