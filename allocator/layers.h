@@ -36,7 +36,8 @@ static inline bool reserved_zero(const uint64_t *r, size_t n)
  * size.  Never the heap's: glibc raises its mmap threshold when a large block it
  * mapped is freed, so after one pool's destroy the next pool's calloc of its 2 MiB
  * owner table came from the heap and was cleared whole (a client's second attach in
- * one process took 0.7 ms, its third 5 ms, against 0.2 for the first).  NULL on failure.
+ * one process took 1.1-1.3 ms, its third 5.8-6.2, now 0.11-0.28; decisions 37).  NULL
+ * on failure.
  */
 void *meta_zalloc(size_t bytes);
 void meta_free(void *p, size_t bytes);

@@ -360,10 +360,10 @@ static int restore_block(struct hps *s, uint64_t pfn)
 	s->lease[pfn / HP_LEASE_FRAMES] = 0;
 	if (!err && s->cfg.state_found)
 		gfa_backing_mark_dirty(s->cfg.b, pfn, HP_LEASE_ORDER);
-	if (!err && s->cfg.state_found)
-		err = pool_free_cold(s->cfg.pool, pfn, HP_LEASE_ORDER, HPS_RESTORE_OWNER);
-	else if (!err)
-		err = gfa_free(s->cfg.pool, pfn, HP_LEASE_ORDER, HPS_RESTORE_OWNER);
+	/* dirty to the tail, as a give-back (zero_later) */
+	if (!err)
+		err = (s->cfg.state_found ? pool_free_cold : gfa_free)(
+			s->cfg.pool, pfn, HP_LEASE_ORDER, HPS_RESTORE_OWNER);
 	return err;
 }
 

@@ -178,27 +178,25 @@ struct zero_worker *zero_worker_get(struct gfa_backing *b)
 	return backing_worker(b, zero_worker_start, zero_worker_stop);
 }
 
-/* Work, but only after a settle (kick); or put what there is off a settle (!kick). */
-static void zw_poke(struct zero_worker *zw, bool kick)
+/* Work (kick), after a settle (settle); or put what there is off a settle (!kick). */
+static void zw_poke(struct zero_worker *zw, bool kick, bool settle)
 {
 	pthread_mutex_lock(&zw->lock);
 	zw->kicked |= kick;
-	zw->quiet_at = ktime_get_ns() + ZERO_SETTLE_NS;
+	if (settle)
+		zw->quiet_at = ktime_get_ns() + ZERO_SETTLE_NS;
 	pthread_cond_signal(&zw->cond);
 	pthread_mutex_unlock(&zw->lock);
 }
 
 void zero_worker_kick(struct zero_worker *zw)
 {
-	zw_poke(zw, true);
+	zw_poke(zw, true, true);
 }
 
 void zero_worker_kick_now(struct zero_worker *zw)
 {
-	pthread_mutex_lock(&zw->lock);
-	zw->kicked = true;
-	pthread_cond_signal(&zw->cond);
-	pthread_mutex_unlock(&zw->lock);
+	zw_poke(zw, true, false);
 }
 
 void zero_worker_defer(struct gfa_backing *b)
@@ -206,7 +204,7 @@ void zero_worker_defer(struct gfa_backing *b)
 	struct zero_worker *zw = backing_worker_peek(b);
 
 	if (zw)
-		zw_poke(zw, false);
+		zw_poke(zw, false, true);
 }
 
 int gfa_backing_zero_quiesce(struct gfa_backing *b, unsigned int timeout_ms)
