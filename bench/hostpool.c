@@ -19,9 +19,12 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <gfa/vmm.h>
 #include "bench/bench_util.h"
+#include "vmm/hostpool_proto.h"
 
 #define MiB   (1ULL << 20)
 #define BENCH "hostpool"
@@ -63,6 +66,44 @@ static double child_attach(const char *path, uint64_t mib, double *create_ns)
 		bench_die("child: attach and create: %s\n", gfa_strerror(-errno));
 	gfa_guest_destroy(g);
 	gfa_hostpool_detach(hp);
+	return ns;
+}
+
+/*
+ * The least any attach costs: this fresh process's socket, connect and HELLO round trip,
+ * the zone memfds received and closed, nothing else (no pool, no mapping).  A client
+ * cannot do less: the memfds come only over the socket.
+ */
+static double child_handshake(const char *path)
+{
+	static struct hp_msg m = { .magic = HP_MAGIC,
+				   .version = HP_VERSION,
+				   .type = HP_HELLO,
+				   .seq = 1 };
+	static struct hp_msg r;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char cbuf[CMSG_SPACE(sizeof(int) * GFA_MAX_ZONES)];
+	struct iovec iov = { &r, sizeof(r) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	uint64_t t0 = bench_now_ns();
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	double ns;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    send(fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m) ||
+	    recvmsg(fd, &mh, MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(r) || r.result)
+		bench_die("child: handshake: %s (result %d)\n", strerror(errno), r.result);
+	ns = (double)(bench_now_ns() - t0);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		for (size_t i = 0;
+		     c->cmsg_type == SCM_RIGHTS && i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		     i++)
+			close(((int *)(void *)CMSG_DATA(c))[i]);
+	close(fd);
 	return ns;
 }
 
@@ -142,6 +183,8 @@ static int child_main(char **argv)
 		v = child_attach(path, mib, &part);
 	else if (!strcmp(mode, "private"))
 		v = child_private(mib);
+	else if (!strcmp(mode, "handshake"))
+		v = child_handshake(path);
 	else if (!strcmp(mode, "cache"))
 		v = child_cache(path, (double)mib / 1000);
 	else if (!strcmp(mode, "churn"))
@@ -362,7 +405,8 @@ struct hp_bench {
 	struct bench_opts o;
 	double att[2][64], cre[2][64], inp[2][64], prv[2][64], cc[64], ci[64], worst;
 	double alone[2][64]; /* the attach alone, 128 MiB: [0] the 2.3 GiB service, [1] 1 TiB */
-	struct bench_stat sa[2], sr[2], si[2], sp[2], sc, sci, sal[2];
+	double hs[64];       /* a fresh process's bare handshake (child_handshake) */
+	struct bench_stat sa[2], sr[2], si[2], sp[2], sc, sci, sal[2], shs;
 	uint64_t leaked;
 	unsigned int nk, nk_churn;
 	struct gfa_hostpool *obs;
@@ -411,6 +455,7 @@ static void hp_measure(struct hp_bench *h)
 
 				h->alone[0][r] = h->att[0][r] - h->cre[0][r];
 				h->alone[1][r] = t - c / 1e6;
+				h->hs[r] = run_child("handshake", 0) / 1e6;
 			}
 			settle(h->obs);
 			h->inp[s][r] = inproc_create(h->pool, h->b, hp_sizes[s]) / 1e6;
@@ -444,6 +489,11 @@ static void hp_print(struct hp_bench *h)
 	printf("attach alone (128 MiB start): 2.3 GiB service min %.2f median %.2f ms | 1 TiB "
 	       "service min %.2f median %.2f ms\n",
 	       h->sal[0].min, h->sal[0].median, h->sal[1].min, h->sal[1].median);
+	h->shs = bench_stat_of(h->hs, h->o.reps);
+	printf("handshake alone (a fresh process's socket, connect and HELLO round trip, no pool, "
+	       "no mapping): min %.2f median %.2f ms; with the in-process create of 128 MiB "
+	       "after it, %.2fx that create: the least an attach + create can be\n",
+	       h->shs.min, h->shs.median, (h->shs.median + h->si[0].median) / h->si[0].median);
 	h->sc = bench_stat_of(h->cc, h->o.reps);
 	h->sci = bench_stat_of(h->ci, h->o.reps);
 	printf("cache order-0 alloc+free: client pool median %.2f M/s | in-process median "
@@ -490,6 +540,9 @@ static void hp_report(const struct hp_bench *h)
 	bench_result_add(&res, "vs_private_pool_2g", "%.3f", sa[1].median / sp[1].median);
 	bench_result_add(&res, "cache_vs_inproc", "%.3f", h->sci.median / h->sc.median);
 	bench_result_add(&res, "attach_tib_vs_2g", "%.3f", h->sal[1].median / h->sal[0].median);
+	bench_result_add(&res, "handshake_ms", "%.3f", h->shs.median);
+	bench_result_add(&res, "floor_vs_inproc_128m", "%.3f",
+			 (h->shs.median + si[0].median) / si[0].median);
 	bench_result_add(&res, "leaked_frames", "%lu", (unsigned long)h->leaked);
 	bench_result_add(&res, "kill_points", "%u", h->nk);
 	bench_result_add(&res, "kill_points_churn", "%u", h->nk_churn);
