@@ -162,8 +162,13 @@ $(BUILD)/bench/peer.o: CFLAGS += -DPEER_LLFREE=1 -DPEER_DIR='"$(PEERS)"'
 $(BUILD)/bench/peer.o: $(LLFREE_LIB)
 $(BUILD)/bench/peer: $(BUILD)/bench/peer.o $(BUILD)/bench/peer_llfree.o $(LLFREE_LIB) $(REF_A) $(A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(REF_LDLIBS)
+# bench/scale runs LLFree's rand_9 beside gfa's at both sizes
+$(BUILD)/bench/scale.o: CFLAGS += -DPEER_LLFREE=1 -DPEER_DIR='"$(PEERS)"'
+$(BUILD)/bench/scale.o: $(LLFREE_LIB)
+$(BUILD)/bench/scale: $(BUILD)/bench/peer_llfree.o $(LLFREE_LIB)
 else
 $(BUILD)/bench/peer.o: CFLAGS += -DPEER_LLFREE=0 -DPEER_DIR='"$(PEERS)"'
+$(BUILD)/bench/scale.o: CFLAGS += -DPEER_LLFREE=0 -DPEER_DIR='"$(PEERS)"'
 endif
 
 $(BUILD)/tests/%.o: tests/%.c $(LIB_HDRS) $(wildcard tests/*.h tests/shim/criterion/*.h)

@@ -19,11 +19,20 @@
  * block moved) and gfa_pool_check's time.  tib_vs_16g is the largest of the
  * workloads' median ratios, 1 TiB over 16 GiB (the compaction pass per block moved
  * included: it is one sample, not a median): the goal is 1.2.  rand_9_zone's working
- * set is every held order-9 block, so it grows with the pool, as a host's churn does.  bytes_per_frame_split is metadata_bytes per frame of a
- * pool whose every pageblock is split into order-0 blocks.
+ * set is every held order-9 block, so it grows with the pool, as a host's churn does.
+ * bytes_per_frame_split is metadata_bytes per frame of a pool whose every pageblock is
+ * split into order-0 blocks.
+ *
+ * Beside rand_9_zone, LLFree (when the peers folder is there) over the same number of
+ * frames, holding the same blocks and churned the same way, interleaved with gfa's
+ * repetitions: its own 1 TiB / 16 GiB ratio says what the growing working set costs an
+ * allocator that is not gfa, and gfa / LLFree at each size is the baseline's ratio.
  */
 #include <gfa/allocator.h>
 #include "bench/bench_util.h"
+#if PEER_LLFREE
+#include "bench/peer_llfree.h"
+#endif
 
 #define NR_POOLS             2
 #define MAX_REPS             1000
@@ -48,7 +57,17 @@ enum scale_wl {
 static const char *const wl_name[NR_WL] = { "repeat_0", "repeat_9",    "bulk_0",
 					    "rand_0",   "rand_0_zone", "rand_9_zone" };
 
+/* LLFree over the same frames: the same order-0 and order-9 blocks held, rand_9 churn */
+struct scale_peer {
+#if PEER_LLFREE
+	struct peer_llfree *ll;
+#endif
+	uint64_t *huge, nr_huge, rng, meta_bytes;
+	double ns[MAX_REPS];
+};
+
 struct scale_pool {
+	struct scale_peer peer;
 	uint64_t frames, meta_bytes;
 	double create_ms;
 	struct gfa_pool *pool;
@@ -153,6 +172,58 @@ static void scale_open(struct scale_pool *sp, uint64_t frames)
 	for (sp->nr_small = 0; sp->nr_small < SCALE_WORKING_FRAMES; sp->nr_small++)
 		sp->small[sp->nr_small] = (uint64_t)get(sp, false, 0);
 }
+
+#if PEER_LLFREE
+/* LLFree holds what scale_open() makes gfa hold: the order-9 blocks, then the frames. */
+static void peer_open(struct scale_pool *sp)
+{
+	struct scale_peer *pe = &sp->peer;
+
+	pe->ll = peer_llfree_create(sp->frames, 1, &pe->meta_bytes);
+	if (!pe->ll)
+		bench_die("LLFree over %lu frames: creation failed", (unsigned long)sp->frames);
+	pe->rng = sp->rng;
+	pe->nr_huge = sp->nr_huge;
+	pe->huge = xalloc(pe->nr_huge * sizeof(uint64_t));
+	for (uint64_t i = 0; i < pe->nr_huge; i++) {
+		int64_t pfn = peer_llfree_get(pe->ll, 0, GFA_PAGEBLOCK_ORDER);
+
+		if (pfn < 0)
+			bench_die("LLFree: order-9 block %lu of %lu", (unsigned long)i,
+				  (unsigned long)pe->nr_huge);
+		pe->huge[i] = (uint64_t)pfn;
+	}
+	for (uint64_t i = 0; i < SCALE_WORKING_FRAMES; i++)
+		if (peer_llfree_get(pe->ll, 0, 0) < 0)
+			bench_die("LLFree: frame %lu of the working set", (unsigned long)i);
+}
+
+static void peer_close(struct scale_pool *sp)
+{
+	peer_llfree_destroy(sp->peer.ll);
+	free(sp->peer.huge);
+}
+
+/* rand_9 on LLFree, as scale_run() runs rand_9_zone: ns per operation. */
+static double peer_run(const struct scale_bench *b, struct scale_peer *pe)
+{
+	uint64_t ops = 0, t0 = bench_now_ns();
+
+	for (uint64_t i = 0; i < b->rand_steps >> 3; i++) {
+		uint64_t j = bench_rand(&pe->rng) % pe->nr_huge;
+		int64_t pfn;
+
+		if (peer_llfree_put(pe->ll, 0, pe->huge[j], GFA_PAGEBLOCK_ORDER))
+			bench_die("LLFree refused the free of %lu", (unsigned long)pe->huge[j]);
+		pfn = peer_llfree_get(pe->ll, 0, GFA_PAGEBLOCK_ORDER);
+		if (pfn < 0)
+			bench_die("LLFree: no order-9 block after a free");
+		pe->huge[j] = (uint64_t)pfn;
+		ops += 2;
+	}
+	return (double)(bench_now_ns() - t0) / (double)ops;
+}
+#endif
 
 /* One repetition of a workload: ns per operation (repeat: per pair). */
 static double scale_run(struct scale_bench *b, struct scale_pool *sp, enum scale_wl wl)
@@ -277,9 +348,16 @@ static int run_all(const struct bench_opts *o, void *ctx)
 		       (double)b->p[i].meta_bytes / 1048576.0,
 		       (double)b->p[i].meta_bytes / (double)b->p[i].frames,
 		       (unsigned long)b->p[i].nr_huge, (unsigned long)b->p[i].nr_small);
+#if PEER_LLFREE
+		peer_open(&b->p[i]);
+		printf("## LLFree over the same frames: metadata %.1f MiB (%.3f bytes per frame), "
+		       "the same blocks held\n",
+		       (double)b->p[i].peer.meta_bytes / 1048576.0,
+		       (double)b->p[i].peer.meta_bytes / (double)b->p[i].frames);
+#endif
 		fflush(stdout);
 	}
-	for (int rep = -1; rep < o->reps; rep++)
+	for (int rep = -1; rep < o->reps; rep++) {
 		for (int wl = 0; wl < NR_WL; wl++)
 			for (int i = 0; i < NR_POOLS; i++) {
 				int k = (i + rep + 1) % NR_POOLS; /* which pool goes first */
@@ -288,13 +366,65 @@ static int run_all(const struct bench_opts *o, void *ctx)
 				if (rep >= 0)
 					b->p[k].ns[wl][rep] = ns;
 			}
+#if PEER_LLFREE
+		for (int i = 0; i < NR_POOLS; i++) {
+			int k = (i + rep + 1) % NR_POOLS;
+			double ns = peer_run(b, &b->p[k].peer);
+
+			if (rep >= 0)
+				b->p[k].peer.ns[rep] = ns;
+		}
+#endif
+	}
 	for (int i = 0; i < NR_POOLS; i++) {
+#if PEER_LLFREE
+		peer_close(&b->p[i]);
+#endif
 		scale_compact(&b->p[i]);
 		scale_close(&b->p[i]); /* 4 GiB of descriptors for 1 TiB: give them back now */
 	}
 	bench_print_load(&load, "the run");
 	bench_print_loadavg("end");
 	return 0;
+}
+
+/* LLFree's rand_9 at both sizes beside gfa's rand_9_zone (medians). */
+static void report_peer(const struct scale_bench *b)
+{
+#if PEER_LLFREE
+	struct bench_stat g[NR_POOLS], l[NR_POOLS];
+	struct bench_result res;
+	double v[MAX_REPS];
+
+	for (int i = 0; i < NR_POOLS; i++) {
+		memcpy(v, b->p[i].ns[WL_RAND_9_ZONE], sizeof(double) * (size_t)b->reps);
+		g[i] = bench_stat_of(v, b->reps);
+		memcpy(v, b->p[i].peer.ns, sizeof(double) * (size_t)b->reps);
+		l[i] = bench_stat_of(v, b->reps);
+	}
+	printf("rand_9 on LLFree (the same frames held and churned; its only path):\n");
+	printf("%-12s %10s %10s %10s %10s %8s\n", "pool", "gfa_ns", "gfa_min", "llfree_ns",
+	       "ll_min", "gfa/ll");
+	for (int i = 0; i < NR_POOLS; i++)
+		printf("%-12s %10.1f %10.1f %10.1f %10.1f %8.3f\n", pool_name[i], g[i].median,
+		       g[i].min, l[i].median, l[i].min, g[i].median / l[i].median);
+	printf("1 TiB / 16 GiB: gfa %.3f, LLFree %.3f\n", g[1].median / g[0].median,
+	       l[1].median / l[0].median);
+	bench_result_init(&res, "scale");
+	sb_printf(&res.sb, " rand_9_llfree");
+	bench_result_add(&res, "ns_16g", "%.1f", l[0].median);
+	bench_result_add(&res, "ns_1t", "%.1f", l[1].median);
+	bench_result_add(&res, "min_ns_16g", "%.1f", l[0].min);
+	bench_result_add(&res, "min_ns_1t", "%.1f", l[1].min);
+	bench_result_add(&res, "ratio", "%.3f", l[1].median / l[0].median);
+	bench_result_add(&res, "gfa_vs_llfree_16g", "%.3f", g[0].median / l[0].median);
+	bench_result_add(&res, "gfa_vs_llfree_1t", "%.3f", g[1].median / l[1].median);
+	bench_result_print(&res);
+#else
+	(void)b;
+	printf("# LLFree: not built (no peers folder at " PEER_DIR "): no baseline for "
+	       "rand_9\n");
+#endif
 }
 
 static void report(void *ctx)
@@ -328,6 +458,7 @@ static void report(void *ctx)
 		bench_result_add(&res, "ratio", "%.3f", r);
 		bench_result_print(&res);
 	}
+	report_peer(b);
 	printf("compaction pass: 16 GiB %.1f ms (%.1f ns per pageblock, %lu moved, %.1f ns "
 	       "each), 1 TiB %.1f ms (%.1f ns per pageblock, %lu moved, %.1f ns each)\n",
 	       s->compact_ms, s->compact_pb_ns, (unsigned long)s->moved, s->compact_move_ns,
