@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The zone path of allocation and free: argument checks, the zone lock, counters.
+ * The zone path of allocation and free: argument checks, the arena or zone lock,
+ * counters.  An allocation or free of a zone without claims and deferred sections
+ * takes only its arena's lock (decisions 38); everything else takes the zone lock.
  */
 #include "allocator/internal.h"
 
@@ -29,6 +31,20 @@ static int alloc_args(struct gfa_pool *pool, unsigned int zone, unsigned int ord
 	return 0;
 }
 
+static inline void vm_count_alloc(struct gfa_vmstat *vm, unsigned int order)
+{
+	vm->pgalloc_blocks++;
+	vm->pgalloc += 1UL << order;
+	vm->alloc_order[order]++;
+}
+
+static inline void vm_count_free(struct gfa_vmstat *vm, unsigned int order)
+{
+	vm->pgfree_blocks++;
+	vm->pgfree += 1UL << order;
+	vm->free_order[order]++;
+}
+
 /* Take one block under the zone lock and account for it. */
 int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int mt, uint64_t owner,
 			  unsigned int flags)
@@ -38,17 +54,56 @@ int64_t zone_alloc_locked(struct gfa_zone *z, unsigned int order, unsigned int m
 	GFA_BUG_ON(!zone_lock_held(z));
 	if (!claim_allows(z, owner, order))
 		return GFA_ENOMEM;
-	pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
+	pfn = zone_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
 	if (pfn < 0)
 		return GFA_ENOMEM; /* counted as pgalloc_fail once the slow path gives up */
 	/* an aligned block of the zone, off every list */
 	GFA_BUG_ON(((uint64_t)pfn & ((1UL << order) - 1)) || free_head_test(z, (uint64_t)pfn));
 	claim_consume(z, owner, order);
 	frame_mark_allocated(pfn_to_frame(z->pool, pfn), mt, owner);
-	z->c.vm.pgalloc_blocks++;
-	z->c.vm.pgalloc += 1UL << order;
-	z->c.vm.alloc_order[order]++;
+	vm_count_alloc(&z->c.vm, order);
 	return pfn;
+}
+
+/*
+ * May the zone path skip the zone lock?  A claim needs the zone's free count and a held
+ * pool's deferred sections its bitmap, both the zone lock's.  Claims change under every
+ * arena lock, so one arena's holder sees nr_claims stable.
+ */
+static inline bool arena_path(const struct gfa_zone *z)
+{
+	return !z->deferred && !__atomic_load_n(&z->nr_claims, __ATOMIC_RELAXED);
+}
+
+/*
+ * A block under one arena's lock at a time: the arenas' own types first, from this
+ * CPU's arena on, and only then their fallbacks (as zone_rmqueue()).  GFA_ENOMEM when
+ * none has one, or a claim came: then the zone lock decides.
+ */
+static int64_t arena_alloc(struct gfa_zone *z, unsigned int order, unsigned int mt, uint64_t owner,
+			   unsigned int flags)
+{
+	unsigned int first = arena_here(z);
+	int passes = flags & GFA_ALLOC_NOFALLBACK ? 1 : 2;
+
+	for (int pass = 0; pass < passes; pass++)
+		for (unsigned int i = 0; i < z->nr_arenas; i++) {
+			struct gfa_arena *a = &z->arenas[(first + i) % z->nr_arenas];
+			int64_t pfn = -1;
+
+			pthread_mutex_lock(&a->lock);
+			if (!__atomic_load_n(&z->nr_claims, __ATOMIC_RELAXED))
+				pfn = buddy_rmqueue(z, a, order, mt, pass == 0);
+			if (pfn >= 0) {
+				GFA_BUG_ON(free_head_test(z, (uint64_t)pfn));
+				frame_mark_allocated(pfn_to_frame(z->pool, pfn), mt, owner);
+				vm_count_alloc(&a->vm, order);
+			}
+			pthread_mutex_unlock(&a->lock);
+			if (pfn >= 0)
+				return pfn;
+		}
+	return GFA_ENOMEM;
 }
 
 /*
@@ -62,15 +117,15 @@ int64_t zone_alloc_after_scrub(struct gfa_zone *z, unsigned int order, unsigned 
 {
 	int64_t pfn = GFA_ENOMEM;
 
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	if (z->nr_scrub) {
 		z->scrub_waiters++;
 		while (z->nr_scrub)
-			pthread_cond_wait(&z->scrub_done, &z->lock);
+			zone_cond_wait(z, &z->scrub_done);
 		z->scrub_waiters--;
 		pfn = zone_alloc_locked(z, order, mt, owner, flags);
 	}
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return pfn;
 }
 
@@ -86,9 +141,12 @@ int64_t gfa_alloc(struct gfa_pool *pool, unsigned int zone, unsigned int order,
 		return err;
 	}
 	z = &pool->zones[zone];
-	pthread_mutex_lock(&z->lock);
-	pfn = zone_alloc_locked(z, order, mt, owner, flags);
-	pthread_mutex_unlock(&z->lock);
+	pfn = arena_path(z) ? arena_alloc(z, order, mt, owner, flags) : GFA_ENOMEM;
+	if (pfn == GFA_ENOMEM) {
+		zone_lock(z);
+		pfn = zone_alloc_locked(z, order, mt, owner, flags);
+		zone_unlock(z);
+	}
 	if (pfn == GFA_ENOMEM)
 		pfn = zone_alloc_slow(z, order, mt, owner, flags);
 	return pfn;
@@ -109,7 +167,8 @@ int free_args(struct gfa_pool *pool, uint64_t pfn, unsigned int order, struct gf
 	return 0;
 }
 
-/* Why a free of a block that is not ALLOCATED fails; z's lock held for tails. */
+/* Why a free of a block that is not ALLOCATED fails; the lock of pfn's arena held
+ * (locked), or the zone lock taken, for tails. */
 static int classify_bad_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn,
 			     unsigned int state, bool locked)
 {
@@ -126,12 +185,12 @@ static int classify_bad_free(struct gfa_pool *pool, struct gfa_zone *z, uint64_t
 		break;
 	}
 	if (!locked)
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 	/* A tail: inside some block.  Inside a free block it is a double free too. */
 	head = frame_find_head(pool, z, pfn);
 	state = head == GFA_NIL ? 0 : fstate(pfn_to_frame(pool, head));
 	if (!locked)
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 	if (state == GFA_FRAME_FREE || state == GFA_FRAME_PCP)
 		return GFA_EDOUBLEFREE;
 	return GFA_ENOTHEAD;
@@ -164,7 +223,7 @@ static void zone_return(struct gfa_zone *z, uint64_t pfn, unsigned int order, bo
 {
 	struct gfa_frame *f = pfn_to_frame(z->pool, pfn);
 
-	GFA_BUG_ON(!zone_lock_held(z));
+	GFA_BUG_ON(!arena_lock_held(arena_of(z, pfn)));
 	/* a block reaches the buddy lists from a cache, an isolation, a release in flight
 	 * or a begun free (state 0), never while free or still allocated */
 	GFA_BUG_ON(fstate(f) == GFA_FRAME_FREE || fstate(f) == GFA_FRAME_ALLOCATED);
@@ -185,9 +244,7 @@ void zone_return_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
 void zone_count_free(struct gfa_zone *z, unsigned int order)
 {
 	GFA_BUG_ON(!zone_lock_held(z) || order > GFA_MAX_ORDER);
-	z->c.vm.pgfree_blocks++;
-	z->c.vm.pgfree += 1UL << order;
-	z->c.vm.free_order[order]++;
+	vm_count_free(&z->c.vm, order);
 }
 
 void zone_free_locked(struct gfa_zone *z, uint64_t pfn, unsigned int order)
@@ -210,15 +267,28 @@ static int zone_free(struct gfa_pool *pool, uint64_t pfn, unsigned int order, ui
 		pool_count_err(pool, err);
 		return err;
 	}
-	pthread_mutex_lock(&z->lock);
-	err = frame_begin_free(pool, z, pfn, order, owner, 0);
-	if (!err) {
-		if (how == FREE_RELEASED)
-			zone_mark_released(z, pfn, 1UL << order);
-		zone_return(z, pfn, order, how != FREE_HOT);
-		zone_count_free(z, order);
+	if (how == FREE_HOT && arena_path(z)) {
+		/* a claim made meanwhile changes nothing here: frees do not touch claims */
+		struct gfa_arena *a = arena_of(z, pfn);
+
+		pthread_mutex_lock(&a->lock);
+		err = frame_begin_free(pool, z, pfn, order, owner, 0);
+		if (!err) {
+			zone_return(z, pfn, order, false);
+			vm_count_free(&a->vm, order);
+		}
+		pthread_mutex_unlock(&a->lock);
+	} else {
+		zone_lock(z);
+		err = frame_begin_free(pool, z, pfn, order, owner, 0);
+		if (!err) {
+			if (how == FREE_RELEASED)
+				zone_mark_released(z, pfn, 1UL << order);
+			zone_return(z, pfn, order, how != FREE_HOT);
+			zone_count_free(z, order);
+		}
+		zone_unlock(z);
 	}
-	pthread_mutex_unlock(&z->lock);
 	if (err)
 		pool_count_err(pool, err);
 	return err;
@@ -250,7 +320,7 @@ int zone_held_drop_tails(struct gfa_pool *pool, uint64_t pfn, unsigned int order
 		err = GFA_EORDER;
 	if (err)
 		goto out;
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	/* ISOLATED while its tails go: a zone-path free or a split of it is refused */
 	err = frame_begin_free(pool, z, pfn, order, owner, GFA_FRAME_ISOLATED);
 	if (!err) {
@@ -260,7 +330,7 @@ int zone_held_drop_tails(struct gfa_pool *pool, uint64_t pfn, unsigned int order
 		GFA_BUG_ON(fstate(pfn_to_frame(pool, pfn)) != GFA_FRAME_ISOLATED);
 		fstate_set(pfn_to_frame(pool, pfn), GFA_FRAME_ALLOCATED);
 	}
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 out:
 	if (err)
 		pool_count_err(pool, err);
@@ -280,7 +350,7 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
 		err = GFA_EORDER;
 	if (err)
 		goto out;
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	/* hold the block as ISOLATED while the pieces are written, like a free would */
 	err = frame_begin_free(pool, z, pfn, order, owner, GFA_FRAME_ISOLATED);
 	if (err == GFA_EDOUBLEFREE)
@@ -309,7 +379,7 @@ int gfa_block_split(struct gfa_pool *pool, uint64_t pfn, unsigned int order, uin
 		z->c.vm.pgalloc_blocks += (1UL << order) >> new_order;
 		z->c.vm.alloc_order[new_order] += (1UL << order) >> new_order;
 	}
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 out:
 	if (err)
 		pool_count_err(pool, err);

@@ -2,7 +2,8 @@
 /*
  * The buddy allocator of one zone: free lists per order and migratetype, split
  * (expand), merge, and migratetype fallback with pageblock stealing as in the kernel's
- * __rmqueue_fallback.  Everything here runs with zone->lock held.
+ * __rmqueue_fallback.  The lists are an arena's (decisions 38): everything here runs
+ * with the lock of the arena that holds the block, or the zone lock.
  */
 #include "allocator/internal.h"
 
@@ -98,7 +99,8 @@ static inline __attribute__((always_inline)) void buddy_list_link(struct gfa_poo
 								  unsigned int order,
 								  unsigned int mt, bool tail)
 {
-	struct gfa_free_list *l = &z->area[order].list[mt];
+	struct gfa_arena *a = arena_of(z, pfn);
+	struct gfa_free_list *l = &a->area[order].list[mt];
 	struct gfa_frame *f = pfn_to_frame(pool, pfn);
 
 	GFA_BUG_ON(order > GFA_MAX_ORDER || mt >= GFA_MT_TYPES);
@@ -128,7 +130,7 @@ static inline __attribute__((always_inline)) void buddy_list_link(struct gfa_poo
 		l->head = (uint32_t)pfn;
 	}
 	l->nr++;
-	z->area[order].nr_free++;
+	a->area[order].nr_free++;
 	free_head_mark(z, pfn, true);
 }
 
@@ -138,11 +140,12 @@ buddy_list_unlink(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 {
 	struct gfa_frame *f = pfn_to_frame(pool, pfn);
 	unsigned int order = f->order;
-	struct gfa_free_list *l = &z->area[order].list[f->mt];
+	struct gfa_arena *a = arena_of(z, pfn);
+	struct gfa_free_list *l = &a->area[order].list[f->mt];
 
 	/* only a listed free block leaves a list, and the counters never go below 0 */
 	GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE || !free_head_test(z, pfn));
-	GFA_BUG_ON(!l->nr || !z->area[f->order].nr_free || z->nr_free < (1UL << f->order));
+	GFA_BUG_ON(!l->nr || !a->area[f->order].nr_free || a->nr_free < (1UL << f->order));
 	/* on this list: its neighbours (or the list's ends) point at it */
 	GFA_BUG_ON(f->prev == GFA_NIL ? l->head != pfn : pfn_to_frame(pool, f->prev)->next != pfn);
 	GFA_BUG_ON(f->next == GFA_NIL ? l->tail != pfn : pfn_to_frame(pool, f->next)->prev != pfn);
@@ -156,7 +159,7 @@ buddy_list_unlink(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 		pfn_to_frame(pool, f->next)->prev = f->prev;
 	f->next = f->prev = GFA_NIL;
 	l->nr--;
-	z->area[order].nr_free--;
+	a->area[order].nr_free--;
 	free_head_mark(z, pfn, false);
 	return order;
 }
@@ -165,8 +168,10 @@ buddy_list_unlink(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn)
 static inline __attribute__((always_inline)) void free_account(struct gfa_zone *z, uint64_t pfn,
 							       unsigned int order, int sign)
 {
-	z->nr_free += (uint64_t)(int64_t)sign << order;
-	GFA_BUG_ON(z->nr_free > z->nr_frames); /* (below 0 wraps above it too) */
+	struct gfa_arena *a = arena_of(z, pfn);
+
+	a->nr_free += (uint64_t)(int64_t)sign << order;
+	GFA_BUG_ON(a->nr_free > z->nr_frames); /* (below 0 wraps above it too) */
 	pb_account_free(z, pfn, order, sign);
 }
 
@@ -226,14 +231,14 @@ static bool block_released_slow(struct gfa_zone *z, uint64_t pfn, unsigned int o
 	}
 	if (!pfn_pageblock(z, pfn)->nr_released)
 		return false;
-	z->release_scans++;
+	arena_of(z, pfn)->release_scans++;
 	return release_bits_any(z, pfn, 1UL << order);
 }
 
 static inline __attribute__((always_inline)) bool block_released(struct gfa_zone *z, uint64_t pfn,
 								 unsigned int order)
 {
-	return z->nr_released && block_released_slow(z, pfn, order);
+	return arena_of(z, pfn)->nr_released && block_released_slow(z, pfn, order);
 }
 
 /* Give the pageblocks of a block type mt; returns how many changed type. */
@@ -266,7 +271,7 @@ static inline __attribute__((always_inline)) bool free_one(struct gfa_zone *z, u
 	uint64_t freed_pfn = pfn;
 	unsigned int freed_order = order;
 
-	GFA_BUG_ON(!zone_lock_held(z));
+	GFA_BUG_ON(!arena_lock_held(arena_of(z, pfn)));
 	GFA_BUG_ON(order > GFA_MAX_ORDER || (pfn & ((1UL << order) - 1)));
 	GFA_BUG_ON(free_head_test(z, pfn)); /* the block must not be on any list */
 
@@ -347,9 +352,10 @@ static void expand(struct gfa_zone *z, uint64_t pfn, unsigned int low, unsigned 
  * populated tail is a cold block (buddy_free_block_cold), and zeroing it costs less
  * than faulting the released one in (docs/decisions.md, entry 9).
  */
-static inline uint32_t list_pick(struct gfa_zone *z, unsigned int o, unsigned int mt)
+static inline uint32_t list_pick(struct gfa_zone *z, const struct gfa_arena *a, unsigned int o,
+				 unsigned int mt)
 {
-	const struct gfa_free_list *l = &z->area[o].list[mt];
+	const struct gfa_free_list *l = &a->area[o].list[mt];
 
 	if (l->head != l->tail && block_released(z, l->head, o) && !block_released(z, l->tail, o))
 		return l->tail;
@@ -357,10 +363,11 @@ static inline uint32_t list_pick(struct gfa_zone *z, unsigned int o, unsigned in
 }
 
 /* The halves stay counted as free frames; only the 2^order frames taken leave. */
-static int64_t rmqueue_smallest(struct gfa_zone *z, unsigned int order, unsigned int mt)
+static int64_t rmqueue_smallest(struct gfa_zone *z, const struct gfa_arena *a, unsigned int order,
+				unsigned int mt)
 {
 	for (unsigned int o = order; o <= GFA_MAX_ORDER; o++) {
-		uint32_t pfn = list_pick(z, o, mt);
+		uint32_t pfn = list_pick(z, a, o, mt);
 
 		if (pfn == GFA_NIL)
 			continue;
@@ -392,13 +399,13 @@ static bool can_steal_fallback(unsigned int order, unsigned int start_mt)
 	       start_mt == GFA_MT_UNMOVABLE;
 }
 
-static int find_suitable_fallback(struct gfa_zone *z, unsigned int order, unsigned int start_mt,
-				  bool *can_steal)
+static int find_suitable_fallback(const struct gfa_arena *a, unsigned int order,
+				  unsigned int start_mt, bool *can_steal)
 {
 	for (int i = 0; i < 2; i++) {
 		unsigned int fmt = fallbacks[start_mt][i];
 
-		if (z->area[order].list[fmt].nr == 0)
+		if (a->area[order].list[fmt].nr == 0)
 			continue;
 		*can_steal = can_steal_fallback(order, start_mt);
 		return (int)fmt;
@@ -420,7 +427,7 @@ uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned in
 	uint64_t end = pb_end_in_zone(z, start), moved = 0;
 	uint64_t pfn = frame_find_head(z->pool, z, start);
 
-	GFA_BUG_ON(!zone_lock_held(z));
+	GFA_BUG_ON(!arena_lock_held(arena_of(z, start)));
 	if (pfn == GFA_NIL)
 		return 0;
 	if (pfn < start) /* inside a larger block that starts in the previous pageblock */
@@ -475,7 +482,7 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 
 	GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE); /* a list head of another type */
 	if (order >= GFA_PAGEBLOCK_ORDER) {
-		z->c.vm.pageblock_steal += set_pageblocks_mt(z, pfn, order, start_mt);
+		arena_of(z, pfn)->vm.pageblock_steal += set_pageblocks_mt(z, pfn, order, start_mt);
 		buddy_list_del(z->pool, z, pfn);
 		buddy_list_add(z->pool, z, pfn, order, start_mt, block_released(z, pfn, order));
 		return;
@@ -495,10 +502,11 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 	else
 		alike = 0;
 	if (free_frames + alike >= GFA_PAGEBLOCK_FRAMES / 2)
-		z->c.vm.pageblock_steal += set_pageblocks_mt(z, pb_start, 0, start_mt);
+		arena_of(z, pb_start)->vm.pageblock_steal += set_pageblocks_mt(z, pb_start, 0, start_mt);
 }
 
-static bool rmqueue_fallback(struct gfa_zone *z, unsigned int order, unsigned int start_mt)
+static bool rmqueue_fallback(struct gfa_zone *z, const struct gfa_arena *a, unsigned int order,
+			     unsigned int start_mt)
 {
 	bool can_steal = false;
 	int fmt = -1;
@@ -506,13 +514,13 @@ static bool rmqueue_fallback(struct gfa_zone *z, unsigned int order, unsigned in
 
 	/* Steal the largest block first so fewer pageblocks get mixed. */
 	for (o = GFA_MAX_ORDER; o >= (int)order; o--) {
-		fmt = find_suitable_fallback(z, (unsigned int)o, start_mt, &can_steal);
+		fmt = find_suitable_fallback(a, (unsigned int)o, start_mt, &can_steal);
 		if (fmt < 0)
 			continue;
 		/* A movable request that cannot steal the block splits the smallest one. */
 		if (!can_steal && start_mt == GFA_MT_MOVABLE && o > (int)order) {
 			for (o = (int)order; o <= GFA_MAX_ORDER; o++) {
-				fmt = find_suitable_fallback(z, (unsigned int)o, start_mt,
+				fmt = find_suitable_fallback(a, (unsigned int)o, start_mt,
 							     &can_steal);
 				if (fmt >= 0)
 					break;
@@ -522,24 +530,46 @@ static bool rmqueue_fallback(struct gfa_zone *z, unsigned int order, unsigned in
 	}
 	if (fmt < 0 || o > GFA_MAX_ORDER)
 		return false;
-	steal_suitable_fallback(z, z->area[o].list[fmt].head, start_mt, can_steal);
+	steal_suitable_fallback(z, a->area[o].list[fmt].head, start_mt, can_steal);
 	return true;
 }
 
-int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt, bool nofallback)
+int64_t buddy_rmqueue(struct gfa_zone *z, struct gfa_arena *a, unsigned int order, unsigned int mt,
+		      bool nofallback)
 {
 	int64_t pfn;
 
-	GFA_BUG_ON(!zone_lock_held(z));
+	GFA_BUG_ON(!arena_lock_held(a));
 	GFA_BUG_ON(order > GFA_MAX_ORDER || mt >= GFA_MT_PCPTYPES);
 	for (;;) {
-		pfn = rmqueue_smallest(z, order, mt);
+		pfn = rmqueue_smallest(z, a, order, mt);
 		if (pfn >= 0) {
 			release_clear(z, (uint64_t)pfn, 1UL << order);
 			return pfn;
 		}
-		if (nofallback || !rmqueue_fallback(z, order, mt))
+		if (nofallback || !rmqueue_fallback(z, a, order, mt))
 			return -1;
-		z->c.vm.pgalloc_fallback++;
+		a->vm.pgalloc_fallback++;
 	}
+}
+
+/*
+ * The whole zone's rmqueue (zone lock): every arena's lists of type mt first, from the
+ * caller's CPU's arena on, and only then a fallback, so no arena steals a pageblock of
+ * another type while another arena still has a block of this one.
+ */
+int64_t zone_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt, bool nofallback)
+{
+	unsigned int first = arena_here(z);
+
+	GFA_BUG_ON(!zone_lock_held(z));
+	for (int pass = 0; pass < (nofallback ? 1 : 2); pass++)
+		for (unsigned int i = 0; i < z->nr_arenas; i++) {
+			struct gfa_arena *a = &z->arenas[(first + i) % z->nr_arenas];
+			int64_t pfn = buddy_rmqueue(z, a, order, mt, pass == 0);
+
+			if (pfn >= 0)
+				return pfn;
+		}
+	return -1;
 }

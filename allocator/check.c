@@ -72,9 +72,9 @@ static int check_pageblock_counts(struct gfa_zone *z, char *msg, size_t len)
 		marked += !!(z->pageblocks[pb].flags & PB_TAILS);
 		deferred += pfn_deferred(z, z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER));
 	}
-	if (marked != z->nr_tail_pageblocks)
+	if (marked != zone_nr_tail_pageblocks(z))
 		FAIL("zone %u: %lu pageblocks marked split but the zone counts %lu", z->id,
-		     (unsigned long)marked, (unsigned long)z->nr_tail_pageblocks);
+		     (unsigned long)marked, (unsigned long)zone_nr_tail_pageblocks(z));
 	if (deferred != z->nr_deferred_pageblocks)
 		FAIL("zone %u: %lu pageblocks in deferred sections but the zone counts %lu", z->id,
 		     (unsigned long)deferred, (unsigned long)z->nr_deferred_pageblocks);
@@ -229,16 +229,22 @@ static int check_blocks(struct gfa_zone *z, struct zone_tally *t, char *msg, siz
 	return 0;
 }
 
-/* Walk the free lists: links consistent, members free, counters equal contents. */
-static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg, size_t len)
+/*
+ * Walk an arena's free lists: links consistent, members free and in the arena,
+ * counters equal contents; adds what they hold to listed[][].
+ */
+static int check_arena_lists(struct gfa_zone *z, struct gfa_arena *a,
+			     uint64_t listed[GFA_NR_ORDERS][GFA_MT_TYPES], char *msg, size_t len)
 {
 	struct gfa_pool *pool = z->pool;
+	uint64_t frames = 0;
+	unsigned int ai = (unsigned int)(a - z->arenas);
 
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++) {
 		uint64_t area_total = 0;
 
 		for (unsigned int mt = 0; mt < GFA_MT_TYPES; mt++) {
-			const struct gfa_free_list *l = &z->area[o].list[mt];
+			const struct gfa_free_list *l = &a->area[o].list[mt];
 			uint32_t prev = GFA_NIL;
 			uint64_t n = 0;
 
@@ -257,28 +263,54 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 					     "(state %u order %u mt %u)",
 					     z->id, o, gfa_migratetype_name(mt), p, fstate(f),
 					     f->order, f->mt);
+				if (arena_of(z, p) != a)
+					FAIL("zone %u: arena %u's free list order %u %s holds "
+					     "pfn %u of arena %u",
+					     z->id, ai, o, gfa_migratetype_name(mt), p,
+					     (unsigned int)(arena_of(z, p) - z->arenas));
 				prev = p;
 				n++;
 			}
-			if (n != l->nr || n != t->free_blocks[o][mt] || l->tail != prev)
-				FAIL("zone %u: order %u %s: list holds %lu, counter %lu, "
-				     "blocks %lu",
-				     z->id, o, gfa_migratetype_name(mt), (unsigned long)n,
-				     (unsigned long)l->nr, (unsigned long)t->free_blocks[o][mt]);
+			if (n != l->nr || l->tail != prev)
+				FAIL("zone %u: arena %u order %u %s: list holds %lu, counter %lu",
+				     z->id, ai, o, gfa_migratetype_name(mt), (unsigned long)n,
+				     (unsigned long)l->nr);
+			listed[o][mt] += n;
 			area_total += n;
 		}
-		if (area_total != z->area[o].nr_free)
-			FAIL("zone %u: order %u nr_free %lu but lists hold %lu", z->id, o,
-			     (unsigned long)z->area[o].nr_free, (unsigned long)area_total);
+		if (area_total != a->area[o].nr_free)
+			FAIL("zone %u: arena %u order %u nr_free %lu but lists hold %lu", z->id, ai, o,
+			     (unsigned long)a->area[o].nr_free, (unsigned long)area_total);
+		frames += area_total << o;
 	}
-	if (t->free_frames != z->nr_free)
+	if (frames != a->nr_free)
+		FAIL("zone %u: arena %u nr_free %lu but its lists hold %lu frames", z->id, ai,
+		     (unsigned long)a->nr_free, (unsigned long)frames);
+	return 0;
+}
+
+/* Walk the free lists of every arena; the zone's counters equal what the frames say. */
+static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg, size_t len)
+{
+	uint64_t listed[GFA_NR_ORDERS][GFA_MT_TYPES] = { { 0 } };
+
+	for (unsigned int i = 0; i < z->nr_arenas; i++)
+		if (check_arena_lists(z, &z->arenas[i], listed, msg, len))
+			return -1;
+	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+		for (unsigned int mt = 0; mt < GFA_MT_TYPES; mt++)
+			if (listed[o][mt] != t->free_blocks[o][mt])
+				FAIL("zone %u: order %u %s: lists hold %lu, blocks %lu", z->id, o,
+				     gfa_migratetype_name(mt), (unsigned long)listed[o][mt],
+				     (unsigned long)t->free_blocks[o][mt]);
+	if (t->free_frames != zone_nr_free(z))
 		FAIL("zone %u: nr_free %lu but free blocks hold %lu frames", z->id,
-		     (unsigned long)z->nr_free, (unsigned long)t->free_frames);
-	if (t->released != z->nr_released || t->inflight != z->nr_inflight ||
+		     (unsigned long)zone_nr_free(z), (unsigned long)t->free_frames);
+	if (t->released != zone_nr_released(z) || t->inflight != z->nr_inflight ||
 	    t->scrub != z->nr_scrub)
 		FAIL("zone %u: counters say %lu released, %lu in flight (%lu scrubbed); frames "
 		     "say %lu, %lu and %lu",
-		     z->id, (unsigned long)z->nr_released, (unsigned long)z->nr_inflight,
+		     z->id, (unsigned long)zone_nr_released(z), (unsigned long)z->nr_inflight,
 		     (unsigned long)z->nr_scrub, (unsigned long)t->released,
 		     (unsigned long)t->inflight, (unsigned long)t->scrub);
 	for (uint64_t i = 0; i < z->nr_pageblocks; i++)
@@ -288,23 +320,45 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 	return 0;
 }
 
-/* The zone's counts of pageblocks by type and with released frames: the pageblocks'. */
-static int check_pageblock_types(struct gfa_zone *z, char *msg, size_t len)
+/*
+ * Each arena's counts of pageblocks by type, with released frames and marked split,
+ * and of released frames: its pageblocks'.
+ */
+static int check_arena_counts(struct gfa_zone *z, struct gfa_arena *a, char *msg, size_t len)
 {
-	uint64_t n[GFA_MT_TYPES] = { 0 }, sidelined = 0;
+	uint64_t n[GFA_MT_TYPES] = { 0 }, sidelined = 0, tails = 0, released = 0;
+	unsigned int ai = (unsigned int)(a - z->arenas);
+	uint64_t first = (uint64_t)ai << (z->arena_order - GFA_PAGEBLOCK_ORDER);
+	uint64_t end = first + (1ULL << (z->arena_order - GFA_PAGEBLOCK_ORDER));
 
-	for (uint64_t i = 0; i < z->nr_pageblocks; i++) {
+	for (uint64_t i = first; i < end && i < z->nr_pageblocks; i++) {
 		n[z->pageblocks[i].mt]++;
 		sidelined += z->pageblocks[i].nr_released != 0;
+		tails += !!(z->pageblocks[i].flags & PB_TAILS);
+		released += z->pageblocks[i].nr_released;
 	}
 	for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
-		if (n[t] != z->nr_pb_mt[t])
-			FAIL("zone %u: %lu %s pageblocks but the zone counts %lu", z->id,
-			     (unsigned long)n[t], gfa_migratetype_name(t),
-			     (unsigned long)z->nr_pb_mt[t]);
-	if (sidelined != z->nr_pb_sidelined)
-		FAIL("zone %u: %lu pageblocks with released frames but the zone counts %lu", z->id,
-		     (unsigned long)sidelined, (unsigned long)z->nr_pb_sidelined);
+		if (n[t] != a->nr_pb_mt[t])
+			FAIL("zone %u arena %u: %lu %s pageblocks but the arena counts %lu", z->id,
+			     ai, (unsigned long)n[t], gfa_migratetype_name(t),
+			     (unsigned long)a->nr_pb_mt[t]);
+	if (sidelined != a->nr_pb_sidelined || tails != a->nr_tail_pageblocks)
+		FAIL("zone %u arena %u: %lu pageblocks with released frames and %lu marked split, "
+		     "but the arena counts %lu and %lu",
+		     z->id, ai, (unsigned long)sidelined, (unsigned long)tails,
+		     (unsigned long)a->nr_pb_sidelined, (unsigned long)a->nr_tail_pageblocks);
+	if (released != a->nr_released)
+		FAIL("zone %u arena %u: its pageblocks hold %lu released frames, the arena counts "
+		     "%lu",
+		     z->id, ai, (unsigned long)released, (unsigned long)a->nr_released);
+	return 0;
+}
+
+static int check_pageblock_types(struct gfa_zone *z, char *msg, size_t len)
+{
+	for (unsigned int i = 0; i < z->nr_arenas; i++)
+		if (check_arena_counts(z, &z->arenas[i], msg, len))
+			return -1;
 	return 0;
 }
 
@@ -356,7 +410,7 @@ static int check_zone(struct gfa_zone *z, char *msg, size_t len)
 	int err;
 
 	memset(&t, 0, sizeof(t));
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	err = check_blocks(z, &t, msg, len);
 	if (!err)
 		err = check_lists(z, &t, msg, len);
@@ -364,7 +418,7 @@ static int check_zone(struct gfa_zone *z, char *msg, size_t len)
 		err = check_pageblock_counts(z, msg, len);
 	if (!err)
 		err = check_zone_extras(z, msg, len);
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	/* a block on two lists, or PCP on none, shows here (caches are held) */
 	if (!err && t.pcp_frames != pcp_zone_frames(z->pool, z))
 		FAIL("zone %u: %lu frames in PCP blocks but the caches' lists hold %lu", z->id,

@@ -30,7 +30,7 @@ static __attribute__((unused)) uint64_t claims_sum(const struct gfa_zone *z)
 /* (frames a scrub holds are free: an allocation short of frames waits for them) */
 uint64_t claim_unclaimed_free(struct gfa_zone *z)
 {
-	uint64_t free = z->nr_free + z->nr_scrub;
+	uint64_t free = zone_nr_free(z) + z->nr_scrub;
 
 	GFA_BUG_ON(!zone_lock_held(z));
 
@@ -40,7 +40,9 @@ uint64_t claim_unclaimed_free(struct gfa_zone *z)
 uint64_t claim_unclaimed_listed(struct gfa_zone *z)
 {
 	GFA_BUG_ON(!zone_lock_held(z));
-	return z->nr_free > z->claimed ? z->nr_free - z->claimed : 0;
+	uint64_t free = zone_nr_free(z);
+
+	return free > z->claimed ? free - z->claimed : 0;
 }
 
 bool claim_allows(struct gfa_zone *z, uint64_t owner, unsigned int order)
@@ -154,7 +156,7 @@ static int claim_try(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner, 
 
 	*drain_helps = false;
 	pthread_mutex_lock(&pool->pcp_lock);
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	if (claim_find(z, owner) >= 0) {
 		err = -EEXIST;
 	} else if (z->nr_claims == GFA_MAX_CLAIMS) {
@@ -171,7 +173,7 @@ static int claim_try(struct gfa_pool *pool, struct gfa_zone *z, uint64_t owner, 
 		z->claimed += nr_frames;
 	}
 	GFA_BUG_ON(claims_sum(z) != z->claimed);
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	pcp_claims_changed(z);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	return err;
@@ -202,7 +204,7 @@ int64_t gfa_zone_unclaim(struct gfa_pool *pool, unsigned int zone, uint64_t owne
 	if (err)
 		return err;
 	pthread_mutex_lock(&pool->pcp_lock);
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	i = claim_find(z, owner);
 	if (i >= 0) {
 		left = (int64_t)z->claims[i].frames;
@@ -212,7 +214,7 @@ int64_t gfa_zone_unclaim(struct gfa_pool *pool, unsigned int zone, uint64_t owne
 		__atomic_store_n(&z->nr_claims, z->nr_claims - 1, __ATOMIC_RELAXED);
 	}
 	GFA_BUG_ON(claims_sum(z) != z->claimed);
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	pcp_claims_changed(z);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	return left;
@@ -239,10 +241,10 @@ uint64_t zone_claim_left(struct gfa_pool *pool, unsigned int zone, uint64_t owne
 	if (!pool || zone >= pool->nr_zones)
 		return 0;
 	z = &pool->zones[zone];
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	i = claim_find(z, owner);
 	if (i >= 0)
 		left = z->claims[i].frames;
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return left;
 }

@@ -108,7 +108,7 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 	unsigned int i, st;
 	int err = 0;
 
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	for (i = 0; i < n && !err; i++) {
 		struct gfa_zone *bz = pool_pfn_zone(pool, pfns[i]);
 		struct gfa_frame *f;
@@ -137,7 +137,7 @@ static int collapse_isolate(struct gfa_pool *pool, struct gfa_zone *z, uint64_t 
 	}
 	if (err)
 		collapse_putback(pool, pfns, i);
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return err;
 }
 
@@ -198,10 +198,10 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z, const st
 	gen = claim_watched_gen();
 	taken = claim_unwatch(watched, taken);
 	if (dst < 0) {
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 		collapse_putback(pool, pfns, n);
 		z->c.vm.thp_collapse_alloc_failed++;
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 		return dst;
 	}
 	/*
@@ -229,7 +229,7 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z, const st
 						      pfns[i], orders[i], &gone) != 0;
 			any |= stuck[i];
 		}
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 		/* the huge allocation itself succeeded (thp_collapse_alloc counts those, as
 		 * khugepaged does); the frames of the piece the owner refused failed */
 		z->c.vm.thp_collapse_alloc++;
@@ -247,17 +247,17 @@ static int64_t collapse_move(struct gfa_pool *pool, struct gfa_zone *z, const st
 				claim_refund(z, owner, taken, gen);
 			}
 		}
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 		/* an owner that left in its refusing call is told as one that left before */
 		return gone || !owner_ref_live(pool, ref) ? -ENOENT : err;
 	}
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	for (i = 0; i < n; i++) {
 		zone_free_locked(z, pfns[i], orders[i]);
 		z->c.vm.pgmigrate_success += 1UL << orders[i]; /* pages, as the kernel */
 	}
 	z->c.vm.thp_collapse_alloc++;
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	/* (an owner that unregistered in its last move is not told) */
 	if (owner_ref_live(pool, ref) && ref->ops->collapsed)
 		ref->ops->collapsed(ref->ctx, owner, (uint64_t)dst);

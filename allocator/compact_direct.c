@@ -48,14 +48,14 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 	}
 	/* frames parked on caches may complete a block once merged */
 	gfa_pool_drain_all(z->pool, (int)z->id);
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	pfn = zone_alloc_locked(z, order, mt, owner, flags);
 	/* the free frames are promised to claims: moving frames cannot change that (the
 	 * kernel skips compaction below the order-0 watermark, counting no stall) - unless
 	 * another compaction holds free frames as targets, which it gives back */
 	promised = pfn < 0 && !claim_allows(z, owner, order) &&
 		   !__atomic_load_n(&z->isolate_users, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	if (pfn >= 0 || !order || promised)
 		goto out;
 	/* one isolation gate for all three runs below: one grace period, not three */
@@ -64,15 +64,17 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 		int64_t cap;
 		bool allowed;
 
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 		z->c.vm.compact_stall++;
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 		cap = try_to_compact(z, order, mt, modes[i], flags);
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 		/* the captured block is off the lists: count it as the free frames it is */
-		z->nr_free += cap >= 0 ? 1UL << order : 0;
+		if (cap >= 0)
+			arena_of(z, (uint64_t)cap)->nr_free += 1UL << order;
 		allowed = claim_allows(z, owner, order);
-		z->nr_free -= cap >= 0 ? 1UL << order : 0;
+		if (cap >= 0)
+			arena_of(z, (uint64_t)cap)->nr_free -= 1UL << order;
 		if (cap >= 0 && !allowed) {
 			/* captured, but the frames are promised to a VM being built: back
 			 * unwritten, with the released frames it had */
@@ -100,7 +102,7 @@ int64_t zone_alloc_slow(struct gfa_zone *z, unsigned int order, unsigned int mt,
 			else
 				z->c.vm.compact_fail++;
 		}
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 		if (pfn >= 0)
 			goto gate;
 	}
@@ -113,9 +115,9 @@ out:
 	if (pfn < 0)
 		pfn = zone_alloc_after_scrub(z, order, mt, owner, flags);
 	if (pfn < 0) {
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 		z->c.vm.pgalloc_fail++;
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 	}
 	return pfn;
 }

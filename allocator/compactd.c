@@ -29,13 +29,13 @@ static bool compactd_sleep(struct gfa_zone *z)
 	ts.tv_nsec += FRAG_CHECK_INTERVAL_MS * 1000000L;
 	ts.tv_sec += ts.tv_nsec / 1000000000L;
 	ts.tv_nsec %= 1000000000L;
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	while (!z->compactd_wake && !compactd_should_stop(z->pool))
-		if (pthread_cond_timedwait(&z->compactd_wait, &z->lock, &ts))
+		if (zone_cond_timedwait(z, &z->compactd_wait, &ts))
 			break;
 	woken = z->compactd_wake;
 	z->compactd_wake = false;
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return woken;
 }
 
@@ -61,9 +61,9 @@ static void *compactd_main(void *arg)
 		} else if (!pro || (score = gfa_zone_fragmentation_score(pool, z->id)) <= high) {
 			continue;
 		}
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 		z->c.vm.compact_daemon_wake++;
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 		compact_zone_background(z, order);
 		if (order < 0 && gfa_zone_fragmentation_score(pool, z->id) >= score)
 			defer = PROACTIVE_DEFER; /* it did not help: back off */
@@ -79,9 +79,9 @@ static void compactd_stop_locked(struct gfa_pool *pool)
 
 		if (!z->compactd_running)
 			continue;
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 		pthread_cond_broadcast(&z->compactd_wait);
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 		pthread_join(z->compactd, NULL);
 		z->compactd_running = false;
 	}
@@ -129,8 +129,8 @@ void gfa_compactd_wake(struct gfa_pool *pool, unsigned int zone)
 	if (!pool || zone >= pool->nr_zones)
 		return;
 	z = &pool->zones[zone];
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	z->compactd_wake = true;
 	pthread_cond_signal(&z->compactd_wait);
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 }

@@ -51,10 +51,10 @@ void compaction_zone_init(struct gfa_zone *z)
 static bool zone_has_free_order(struct gfa_zone *z, int order, unsigned int mt, bool nofallback)
 {
 	for (int o = order; o <= GFA_MAX_ORDER; o++) {
-		if (z->area[o].list[mt].nr)
+		if (zone_list_nr(z, (unsigned int)o, mt))
 			return true;
 		/* fallback can steal blocks of pageblock_order/2 and up */
-		if (!nofallback && o >= GFA_PAGEBLOCK_ORDER / 2 && z->area[o].nr_free)
+		if (!nofallback && o >= GFA_PAGEBLOCK_ORDER / 2 && zone_area_nr_free(z, (unsigned int)o))
 			return true;
 	}
 	return false;
@@ -62,13 +62,13 @@ static bool zone_has_free_order(struct gfa_zone *z, int order, unsigned int mt, 
 
 static int fragmentation_score_locked(struct gfa_zone *z)
 {
-	uint64_t huge = 0;
+	uint64_t huge = 0, free = zone_nr_free(z);
 
-	if (!z->nr_free)
+	if (!free)
 		return 0;
 	for (int o = GFA_PAGEBLOCK_ORDER; o <= GFA_MAX_ORDER; o++)
-		huge += z->area[o].nr_free << o;
-	return (int)(100 * (z->nr_free - huge) / z->nr_free);
+		huge += zone_area_nr_free(z, (unsigned int)o) << o;
+	return (int)(100 * (free - huge) / free);
 }
 
 /* __compact_finished() */
@@ -79,7 +79,7 @@ static int compact_finished(struct compact_control *cc)
 
 	if (cc->capc && cc->capc->pfn >= 0)
 		return GFA_COMPACT_SUCCESS;
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	if ((cc->free_pfn >> GFA_PAGEBLOCK_ORDER) <= (cc->migrate_pfn >> GFA_PAGEBLOCK_ORDER)) {
 		/* scanners met: restart from the ends, clearing skip hints next time */
 		z->compact_cached_migrate_pfn[0] = z->compact_cached_migrate_pfn[1] =
@@ -101,7 +101,7 @@ static int compact_finished(struct compact_control *cc)
 	} else if (zone_has_free_order(z, cc->order, cc->mt, cc->nofallback)) {
 		ret = GFA_COMPACT_SUCCESS;
 	}
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return ret;
 }
 
@@ -149,7 +149,7 @@ static void compact_zone_setup(struct compact_control *cc)
 	cc->linear = __atomic_load_n(&z->pool->compact.linear_only, __ATOMIC_RELAXED);
 	cc->search_order = cc->order > 0 ? cc->order - 1 : 0;
 	cc->last_block = GFA_NIL;
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	if (z->compact_blockskip_flush)
 		reset_isolation_suitable(cc);
 	if (cc->whole_zone) {
@@ -163,14 +163,14 @@ static void compact_zone_setup(struct compact_control *cc)
 		if (cc->migrate_pfn < cc->zone_start || cc->migrate_pfn >= cc->zone_end)
 			cc->migrate_pfn = cc->zone_start;
 	}
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 }
 
 static void compact_account(struct compact_control *cc)
 {
 	struct gfa_zone *z = cc->zone;
 
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	z->c.vm.compact_migrate_scanned += cc->migrate_scanned;
 	z->c.vm.compact_migrate_blocks += cc->migrate_blocks;
 	z->c.vm.compact_free_scanned += cc->free_scanned;
@@ -178,7 +178,7 @@ static void compact_account(struct compact_control *cc)
 		z->c.vm.compact_daemon_migrate_scanned += cc->migrate_scanned;
 		z->c.vm.compact_daemon_free_scanned += cc->free_scanned;
 	}
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 }
 
 /* compact_zone() */
@@ -192,9 +192,9 @@ static int compact_zone(struct compact_control *cc)
 		return GFA_COMPACT_SKIPPED;
 	compact_zone_setup(cc);
 	if (cc->order > 0 && !cc->proactive) {
-		pthread_mutex_lock(&cc->zone->lock);
+		zone_lock(cc->zone);
 		ret = zone_has_free_order(cc->zone, cc->order, cc->mt, cc->nofallback);
-		pthread_mutex_unlock(&cc->zone->lock);
+		zone_unlock(cc->zone);
 		if (ret && !cc->capc)
 			return GFA_COMPACT_SKIPPED;
 	}

@@ -237,29 +237,35 @@ static void fast_isolate_freepages(struct compact_control *cc)
 			order += cc->order;
 		if (order < 0 || order > GFA_MAX_ORDER)
 			continue; /* search_order out of step with cc->order: never, but be safe */
-		l = &z->area[order].list[GFA_MT_MOVABLE];
-		for (p = l->tail; p != GFA_NIL && order_scanned < limit;
-		     p = pfn_to_frame(pool, p)->prev) {
-			last = p;
-			nr_scanned++;
-			order_scanned++;
-			if (pb_start(p) > highest_pb && pb_start(p) < cc->free_pfn)
-				highest_pb = pb_start(p);
-			if (pb_skip(z, p) || p < min_pfn ||
-			    p + (1UL << order) > cc->free_pfn + GFA_PAGEBLOCK_FRAMES)
-				continue;
-			if (p >= low_pfn) {
-				found = p;
-				break;
+		/* the arenas [min_pfn, free_pfn] meets, highest first: a block of a higher
+		 * arena beats every block of a lower one (zone lock) */
+		for (unsigned int ai = arena_index(z, cc->free_pfn) + 1;
+		     ai-- > arena_index(z, min_pfn) && found == GFA_NIL && order_scanned < limit;) {
+			l = &z->arenas[ai].area[order].list[GFA_MT_MOVABLE];
+			last = GFA_NIL;
+			for (p = l->tail; p != GFA_NIL && order_scanned < limit;
+			     p = pfn_to_frame(pool, p)->prev) {
+				last = p;
+				nr_scanned++;
+				order_scanned++;
+				if (pb_start(p) > highest_pb && pb_start(p) < cc->free_pfn)
+					highest_pb = pb_start(p);
+				if (pb_skip(z, p) || p < min_pfn ||
+				    p + (1UL << order) > cc->free_pfn + GFA_PAGEBLOCK_FRAMES)
+					continue;
+				if (p >= low_pfn) {
+					found = p;
+					break;
+				}
+				if (found == GFA_NIL || p > found) {
+					found = p;
+					limit >>= 1; /* a candidate is known: shorten the scan */
+				}
 			}
-			if (found == GFA_NIL || p > found) {
-				found = p;
-				limit >>= 1; /* a candidate is known: shorten the scan */
-			}
+			if (found == GFA_NIL && last != GFA_NIL)
+				freelist_move_head(pool, l, last);
 		}
-		if (found == GFA_NIL && last != GFA_NIL)
-			freelist_move_head(pool, l, last);
-		else if (found != GFA_NIL)
+		if (found != GFA_NIL)
 			cc->search_order = order; /* start there next time */
 		/* an order that used its whole budget halves the next one's, as the kernel
 		 * does, so a failing search costs about twice the budget, not once per order */
@@ -325,7 +331,7 @@ void isolate_freepages(struct compact_control *cc)
 	uint64_t low = pb_start(cc->migrate_pfn) + GFA_PAGEBLOCK_FRAMES;
 	uint64_t block, start, stop;
 
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	fast_isolate_freepages(cc);
 	block = pb_start(cc->free_pfn);
 	start = cc->linear ? cc->free_pfn : block;
@@ -352,7 +358,7 @@ void isolate_freepages(struct compact_control *cc)
 	}
 	if (block < low)
 		cc->free_pfn = block + GFA_PAGEBLOCK_FRAMES > low ? low : block;
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 }
 
 /* compaction_alloc(): a target block of exactly `order`, splitting a larger one. */
@@ -377,14 +383,14 @@ int64_t compaction_alloc(struct compact_control *cc, unsigned int order)
 			 * split: keep the upper halves isolated for later targets.  Under the
 			 * zone lock: walkers (release, scanners) step over blocks by order.
 			 */
-			pthread_mutex_lock(&cc->zone->lock);
+			zone_lock(cc->zone);
 			while (b.order > order) {
 				b.order--;
 				cc_add_free(cc, b.pfn + (1UL << b.order), b.order);
 			}
 			FR(cc, b.pfn)->order = (uint8_t)order;
 			release_forget(cc->zone, b.pfn, 1UL << order); /* to be written */
-			pthread_mutex_unlock(&cc->zone->lock);
+			zone_unlock(cc->zone);
 			return (int64_t)b.pfn;
 		}
 		if (pass == 0)
@@ -399,7 +405,7 @@ void release_freepages(struct compact_control *cc)
 
 	uint64_t highest = 0;
 
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	for (unsigned int i = 0; i < cc->nr_free; i++) {
 		uint64_t pfn = cc->freepages[i].pfn;
 
@@ -422,7 +428,7 @@ void release_freepages(struct compact_control *cc)
 		z->compact_cached_free_pfn = pb_start(highest);
 	cc->nr_free = 0;
 	cc->nr_free_frames = 0;
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 }
 
 /* Is a block of the order free now (zone lock held)? */

@@ -145,35 +145,39 @@ static uint64_t fast_find_migrateblock(struct compact_control *cc)
 	if (pfn != cc->zone_start)
 		distance >>= 2;
 	high_pfn = pb_start(pfn + distance);
-	for (int order = cc->order - 1; order >= COSTLY_ORDER && nr_scanned < limit; order--) {
-		struct gfa_free_list *l = &z->area[order].list[GFA_MT_MOVABLE];
-		uint32_t p = l->head;
+	/* the lists of the arenas [pfn, high_pfn) meets, lowest first (zone lock) */
+	for (int order = cc->order - 1; order >= COSTLY_ORDER && nr_scanned < limit; order--)
+		for (unsigned int ai = arena_index(z, pfn);
+		     high_pfn > pfn && ai <= arena_index(z, high_pfn - 1) && nr_scanned < limit;
+		     ai++) {
+			struct gfa_free_list *l = &z->arenas[ai].area[order].list[GFA_MT_MOVABLE];
+			uint32_t p = l->head;
 
-		while (p != GFA_NIL && nr_scanned < limit) {
-			uint32_t next = pfn_to_frame(pool, p)->next;
+			while (p != GFA_NIL && nr_scanned < limit) {
+				uint32_t next = pfn_to_frame(pool, p)->next;
 
-			nr_scanned++;
-			if (p < pfn) {
-				/* behind the scanner: worth less, search less */
-				limit >>= 1;
-			} else if (p < high_pfn) {
-				if (pb_test_and_set_skip(z, p)) {
-					/* owned by another instance: rotate to the tail */
-					buddy_list_del(z->pool, z, p);
-					buddy_list_add(z->pool, z, p, (unsigned int)order,
-						       GFA_MT_MOVABLE, true);
-				} else {
-					/* the scanned prefix to the tail: a fresh next search */
-					cc->migrate_scanned += nr_scanned;
-					cc->migrate_blocks += nr_scanned;
-					cc->fast_search_fail = 0;
-					freelist_move_tail(pool, l, p);
-					return pb_start(p);
+				nr_scanned++;
+				if (p < pfn) {
+					/* behind the scanner: worth less, search less */
+					limit >>= 1;
+				} else if (p < high_pfn) {
+					if (pb_test_and_set_skip(z, p)) {
+						/* owned by another instance: rotate to the tail */
+						buddy_list_del(z->pool, z, p);
+						buddy_list_add(z->pool, z, p, (unsigned int)order,
+							       GFA_MT_MOVABLE, true);
+					} else {
+						/* the scanned prefix to the tail: a fresh search */
+						cc->migrate_scanned += nr_scanned;
+						cc->migrate_blocks += nr_scanned;
+						cc->fast_search_fail = 0;
+						freelist_move_tail(pool, l, p);
+						return pb_start(p);
+					}
 				}
+				p = next;
 			}
-			p = next;
 		}
-	}
 	cc->migrate_scanned += nr_scanned;
 	cc->migrate_blocks += nr_scanned;
 	cc->fast_search_fail++;
@@ -220,7 +224,7 @@ void isolate_migratepages(struct compact_control *cc)
 	struct gfa_zone *z = cc->zone;
 	uint64_t low = cc->migrate_pfn, block, found;
 
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	found = fast_find_migrateblock(cc);
 	cc->fast_found = found != GFA_NIL;
 	if (cc->fast_found)
@@ -277,7 +281,7 @@ void isolate_migratepages(struct compact_control *cc)
 			/* "keep cached migration PFNs synced for unusable pageblocks" */
 			z->compact_cached_migrate_pfn[1] = cc->migrate_pfn;
 	}
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 }
 
 /* Put a block that did not move back in the hands of its owner. */
@@ -378,7 +382,7 @@ void migrate_pages(struct compact_control *cc)
 		err = owner_migrate(z->pool, ref->ops, ref->ctx, b->owner, b->pfn, (uint64_t)dst,
 				    b->order);
 		batch_keep_or_put(z->pool, &mb, b->owner, begun);
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 		if (err) {
 			cc_add_free(cc, (uint64_t)dst, b->order);
 			putback_block(cc, b);
@@ -392,7 +396,7 @@ void migrate_pages(struct compact_control *cc)
 			zone_return_locked(z, b->pfn, b->order); /* no caller's free */
 			z->c.vm.pgmigrate_success += 1UL << b->order;
 		}
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 	}
 	batch_end_all(z->pool, &mb);
 	for (; i < cc->nr_migrate; i++)

@@ -113,9 +113,9 @@ void zone_deferred_init(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 	if (likely(!z->deferred) || !sections_of(z, pfn, nr, &first, &last) ||
 	    !range_deferred(z, first, last))
 		return;
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	zone_deferred_init_locked(z, pfn, nr);
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 }
 
 bool zone_deferred_init_frame(struct gfa_zone *z, uint64_t pfn, bool locked)
@@ -123,9 +123,9 @@ bool zone_deferred_init_frame(struct gfa_zone *z, uint64_t pfn, bool locked)
 	if (!pfn_deferred(z, pfn))
 		return false;
 	if (!locked)
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 	zone_deferred_init_locked(z, pfn, 1);
 	if (!locked)
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 	return true;
 }

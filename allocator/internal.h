@@ -157,6 +157,35 @@ struct gfa_zone_counters {
 	struct gfa_vmstat vm;
 };
 
+/*
+ * An arena: an aligned run of the zone's pfns (a power of two of them, at least
+ * ARENA_MIN_ORDER, so no buddy merge and no word of the free-head and release bitmaps
+ * crosses two) with a lock, free lists and counts of its own (decisions 38).  A thread
+ * on the zone path takes and frees blocks under its CPU's arena lock alone, and a cache
+ * refills and drains there, so two CPUs share no line the way they shared the one
+ * zone lock and its lists.  Everything else takes the zone lock: z->lock and then every
+ * arena's (zone_lock()), and sees the whole zone as before.  Every field here is
+ * written under this arena's lock (which the zone lock includes) and read under it or
+ * the zone lock; the zone's sums (zone_nr_free() ...) want the zone lock.
+ */
+#define ARENA_MIN_ORDER 16 /* 256 MiB: a word of free_pb_heads covers 128 MiB */
+#define ARENAS_MAX      16
+struct gfa_arena {
+	pthread_mutex_t lock;
+	uint64_t nr_free; /* frames on the buddy lists */
+	struct gfa_free_area area[GFA_NR_ORDERS];
+	uint64_t nr_released;        /* free frames released to the host */
+	uint64_t nr_tail_pageblocks; /* pageblocks marked PB_TAILS: 8 KiB of descriptors each */
+	/* pageblocks of each type, and with released frames: gfa_zone_stat sums them
+	 * instead of walking the pageblocks (3 MiB of them at 1 TiB) */
+	uint64_t nr_pb_mt[GFA_MT_TYPES];
+	uint64_t nr_pb_sidelined;
+	uint64_t release_scans; /* block_released() scans of release bits */
+	/* events counted under this lock alone (the zone path's allocations and frees,
+	 * fallbacks, steals, splits of metadata); gfa_zone_vmstat adds them to the zone's */
+	struct gfa_vmstat vm;
+} __attribute__((aligned(64)));
+
 struct gfa_zone {
 	pthread_mutex_t lock;
 	struct gfa_pool *pool;
@@ -165,13 +194,13 @@ struct gfa_zone {
 	uint64_t start_pfn; /* pool pfn of the first frame */
 	uint64_t nr_frames;
 	uint64_t nr_pageblocks;
-	uint64_t nr_free; /* frames on the buddy lists */
-	struct gfa_free_area area[GFA_NR_ORDERS];
+	/* the arenas: arena i holds pfns [start_pfn + (i << arena_order), ...) */
+	struct gfa_arena *arenas;
+	unsigned int nr_arenas, arena_order;
 	struct gfa_pageblock *pageblocks;
 	/* what creation allocated for the zone's frames and pageblocks: descriptors (the
 	 * alignment hole before the zone included), pageblocks, bitmaps (gfa_zone_stat) */
 	uint64_t metadata_bytes;
-	uint64_t nr_tail_pageblocks; /* pageblocks marked PB_TAILS: 8 KiB of descriptors each */
 	/*
 	 * A held pool's sections whose metadata is not written yet (deferred.c): a bit per
 	 * DEFERRED_SECTION_FRAMES, cleared once (zone lock, release order); NULL in a pool
@@ -180,11 +209,7 @@ struct gfa_zone {
 	uint64_t *deferred;
 	uint64_t nr_deferred_pageblocks;
 	uint64_t held_owner;
-	/* pageblocks of each type, and with released frames (zone lock): gfa_zone_stat
-	 * reads them instead of walking the pageblocks (3 MiB of them at 1 TiB) */
-	uint64_t nr_pb_mt[GFA_MT_TYPES];
-	uint64_t nr_pb_sidelined;
-	struct gfa_zone_counters c;
+	struct gfa_zone_counters c; /* zone lock; the arenas count their own */
 	/* pcp sizing computed at creation */
 	int pcp_batch, pcp_high_min, pcp_high_max;
 	/* host backing */
@@ -208,7 +233,7 @@ struct gfa_zone {
 	 */
 	uint64_t *free_heads;
 	uint64_t *free_pb_heads;
-	uint64_t nr_released, nr_inflight;
+	uint64_t nr_inflight;
 	/*
 	 * Of nr_inflight, the frames scrubs hold: free frames being zeroed, counted free
 	 * and claimable.  An allocation that finds no frame waits for them (scrub_done),
@@ -217,7 +242,6 @@ struct gfa_zone {
 	uint64_t nr_scrub;
 	unsigned int scrub_waiters;
 	pthread_cond_t scrub_done;
-	uint64_t release_scans; /* block_released() scans of release bits */
 	struct gfa_release_policy rp;
 	/* claims (zone lock; nr_claims also read without it to pick the pcp path) */
 	struct {
@@ -340,6 +364,46 @@ static inline bool zone_lock_held(struct gfa_zone *z)
 	return false;
 }
 
+/* The arena that holds pfn (of z). */
+static inline __attribute__((always_inline)) struct gfa_arena *arena_of(const struct gfa_zone *z,
+									uint64_t pfn)
+{
+	return &z->arenas[(pfn - z->start_pfn) >> z->arena_order];
+}
+/* The index of the arena that holds pfn, pfns outside z clamped to its first or last. */
+static inline unsigned int arena_index(const struct gfa_zone *z, uint64_t pfn)
+{
+	if (pfn < z->start_pfn)
+		return 0;
+	if (pfn >= z->start_pfn + z->nr_frames)
+		return z->nr_arenas - 1;
+	return (unsigned int)((pfn - z->start_pfn) >> z->arena_order);
+}
+/* Is a's lock held (by its own or by the zone lock)?  For GFA_BUG_ON, as above. */
+static inline bool arena_lock_held(struct gfa_arena *a)
+{
+	if (pthread_mutex_trylock(&a->lock))
+		return true;
+	pthread_mutex_unlock(&a->lock);
+	return false;
+}
+/* The arena of the CPU this thread runs on: where its zone path and its caches go first. */
+unsigned int arena_here(const struct gfa_zone *z);
+/* The zone lock: z->lock, then every arena's in order.  Excludes every zone path. */
+void zone_lock(struct gfa_zone *z);
+void zone_unlock(struct gfa_zone *z);
+/* pthread_cond_wait on the zone lock: the arenas go while it sleeps. */
+void zone_cond_wait(struct gfa_zone *z, pthread_cond_t *cond);
+int zone_cond_timedwait(struct gfa_zone *z, pthread_cond_t *cond, const struct timespec *ts);
+/* The zone's sums over its arenas (zone lock). */
+uint64_t zone_nr_free(const struct gfa_zone *z);
+uint64_t zone_nr_released(const struct gfa_zone *z);
+uint64_t zone_nr_tail_pageblocks(const struct gfa_zone *z);
+uint64_t zone_nr_pb_mt(const struct gfa_zone *z, unsigned int mt);
+uint64_t zone_nr_pb_sidelined(const struct gfa_zone *z);
+uint64_t zone_area_nr_free(const struct gfa_zone *z, unsigned int order);
+uint64_t zone_list_nr(const struct gfa_zone *z, unsigned int order, unsigned int mt);
+
 /* ---- buddy.c: everything here runs with zone->lock held ---- */
 void buddy_list_add(struct gfa_pool *pool, struct gfa_zone *z, uint64_t pfn, unsigned int order,
 		    unsigned int mt, bool tail);
@@ -363,7 +427,10 @@ struct capture_control {
 };
 extern __thread struct capture_control *compact_capc;
 /* Take a block of exactly `order` and type mt (with fallback unless nofallback). */
-int64_t buddy_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt, bool nofallback);
+int64_t buddy_rmqueue(struct gfa_zone *z, struct gfa_arena *a, unsigned int order, unsigned int mt,
+		      bool nofallback);
+/* The same from the whole zone (zone lock): every arena's type mt, then fallbacks. */
+int64_t zone_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt, bool nofallback);
 /* Move every free block of pageblock pb to free list mt; returns free frames moved. */
 uint64_t buddy_move_freepages_block(struct gfa_zone *z, uint64_t pb, unsigned int mt);
 /* The word of the free-head bitmaps that holds pfn's bit, and the bit. */
@@ -408,9 +475,11 @@ static inline __attribute__((always_inline)) void pb_mark_tails(struct gfa_zone 
 		return;
 	pb = pfn_pageblock(z, pfn);
 	if (!(pb->flags & PB_TAILS)) {
+		struct gfa_arena *a = arena_of(z, pfn);
+
 		pb->flags |= PB_TAILS;
-		z->nr_tail_pageblocks++;
-		z->c.vm.metadata_split++;
+		a->nr_tail_pageblocks++;
+		a->vm.metadata_split++;
 	}
 }
 /*
@@ -421,13 +490,20 @@ static inline void pageblock_set_mt(struct gfa_pageblock *pb, unsigned int mt)
 {
 	__atomic_store_n(&pb->mt, (uint8_t)mt, __ATOMIC_RELAXED);
 }
-/* pageblock_set_mt(), counted in z->nr_pb_mt (zone lock, or z not yet shared). */
+/* The arena that holds pageblock pb of z. */
+static inline struct gfa_arena *pb_arena(const struct gfa_zone *z, const struct gfa_pageblock *pb)
+{
+	return &z->arenas[(uint64_t)(pb - z->pageblocks) >> (z->arena_order - GFA_PAGEBLOCK_ORDER)];
+}
+/* pageblock_set_mt(), counted in its arena's nr_pb_mt (arena lock, or z not yet shared). */
 static inline void zone_pageblock_set_mt(struct gfa_zone *z, struct gfa_pageblock *pb,
 					 unsigned int mt)
 {
-	GFA_BUG_ON(mt >= GFA_MT_TYPES || !z->nr_pb_mt[pb->mt]);
-	z->nr_pb_mt[pb->mt]--;
-	z->nr_pb_mt[mt]++;
+	struct gfa_arena *a = pb_arena(z, pb);
+
+	GFA_BUG_ON(mt >= GFA_MT_TYPES || !a->nr_pb_mt[pb->mt]);
+	a->nr_pb_mt[pb->mt]--;
+	a->nr_pb_mt[mt]++;
 	pageblock_set_mt(pb, mt);
 }
 struct gfa_zone *pool_pfn_zone(struct gfa_pool *pool, uint64_t pfn);

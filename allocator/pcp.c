@@ -132,7 +132,55 @@ static uint32_t plist_nr_racy(const struct pcp_list *l)
 }
 
 /*
- * free_pcppages_bulk(): free `count` frames to the zone in one lock section.  The list
+ * A cache's batches with the zone take the lock of the arena they work in (decisions
+ * 38), or the zone lock in a held pool, whose deferred sections are the zone lock's.
+ * arena_switch() moves a batch from the arena it holds (NULL: none) to a.
+ */
+static struct gfa_arena *arena_switch(struct gfa_arena *held,
+				      struct gfa_arena *a)
+{
+	if (held == a)
+		return a;
+	if (held)
+		pthread_mutex_unlock(&held->lock);
+	if (a)
+		pthread_mutex_lock(&a->lock);
+	return a;
+}
+
+static struct gfa_arena *batch_begin(struct gfa_zone *z)
+{
+	if (z->deferred)
+		zone_lock(z);
+	return NULL;
+}
+
+static void batch_end(struct gfa_zone *z, struct gfa_arena *held)
+{
+	if (z->deferred)
+		zone_unlock(z);
+	else
+		arena_switch(held, NULL);
+}
+
+/* The arena lock a batch needs for pfn: none more in a held pool (it has the zone's). */
+static struct gfa_arena *batch_at(struct gfa_zone *z, struct gfa_arena *held, uint64_t pfn)
+{
+	return z->deferred ? held : arena_switch(held, arena_of(z, pfn));
+}
+
+/* One block back to the lists of its arena. */
+static void pcp_return_one(struct gfa_zone *z, uint64_t pfn, unsigned int order)
+{
+	struct gfa_arena *held = batch_at(z, batch_begin(z), pfn);
+
+	zone_return_locked(z, pfn, order);
+	batch_end(z, held);
+}
+
+/*
+ * free_pcppages_bulk(): free `count` frames to the zone in one lock section (one per
+ * arena the frames go to).  The list
  * that overflowed (pindex) goes first and alone if it holds enough; then the others
  * upward with wrap-around, the [min, max] window shrinking past empty edge lists.
  * count is clamped to pcp->count, else the search below could never end.
@@ -141,13 +189,14 @@ int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 {
 	struct gfa_zone *z = pcp->zone;
 	int min_pindex = 0, max_pindex = NR_PCP_LISTS - 1, freed = 0;
+	struct gfa_arena *held;
 
 	if (count > pcp->count)
 		count = pcp->count;
 	if (count <= 0)
 		return 0;
 	pindex = pindex - 1;
-	pthread_mutex_lock(&z->lock);
+	held = batch_begin(z);
 	while (count > 0) {
 		struct pcp_list *l;
 		unsigned int order;
@@ -173,47 +222,59 @@ int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 			freed += 1 << order;
 			GFA_BUG_ON(pcp->count < 0); /* count is the sum of the lists */
 			GFA_BUG_ON(fstate(pcp_frame(pcp, pfn)) != GFA_FRAME_PCP);
+			held = batch_at(z, held, pfn);
 			zone_return_locked(z, pfn, order);
 		} while (count > 0 && plist_nr(l));
 	}
-	pthread_mutex_unlock(&z->lock);
+	batch_end(z, held);
 	pcp->vs.pcp_bulkfree++;
 	return freed;
 }
 
 /*
- * rmqueue_bulk(): take up to n blocks of one order and type in one zone-lock section,
- * appended at the tail so the list keeps its oldest-last order.
+ * rmqueue_bulk(): take up to n blocks of one order and type in one lock section,
+ * appended at the tail so the list keeps its oldest-last order.  The arenas' own type
+ * first, from this CPU's arena on, then their fallbacks (as zone_rmqueue()); a held
+ * pool's under the zone lock.
  */
 static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsigned int mt, int n,
 		      unsigned int flags)
 {
 	struct gfa_zone *z = pcp->zone;
 	struct pcp_list *l = &pcp->lists[pindex];
-	int got = 0;
+	unsigned int first = arena_here(z);
+	int got = 0, passes = flags & GFA_ALLOC_NOFALLBACK ? 1 : 2;
+	struct gfa_arena *held;
 
 	GFA_BUG_ON(pindex_to_order(pindex) != order || mt >= GFA_MT_PCPTYPES);
 	/* the ring grows outside the zone lock; without memory, refill what fits */
 	while (n > 0 && plist_reserve(l, (uint32_t)n))
 		n >>= 1;
-	pthread_mutex_lock(&z->lock);
-	/* a claim made since the caller looked: free frames are the zone path's to give */
-	if (z->nr_claims)
-		n = 0;
-	for (; got < n; got++) {
-		int64_t pfn = buddy_rmqueue(z, order, mt, flags & GFA_ALLOC_NOFALLBACK);
-		struct gfa_frame *f;
+	held = batch_begin(z);
+	for (int pass = 0; pass < passes && got < n; pass++)
+		for (unsigned int i = 0; i < z->nr_arenas && got < n; i++) {
+			struct gfa_arena *a = &z->arenas[(first + i) % z->nr_arenas];
 
-		if (pfn < 0)
-			break;
-		f = pfn_to_frame(pcp->pool, pfn);
-		GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE); /* just off a free list */
-		f->mt = (uint8_t)mt;
-		fstate_set(f, GFA_FRAME_PCP);
-		plist_push_bottom(l, (uint32_t)pfn);
-		pcp->count += 1 << order;
-	}
-	pthread_mutex_unlock(&z->lock);
+			held = z->deferred ? held : arena_switch(held, a);
+			/* a claim made since the caller looked: free frames are the zone
+			 * path's to give (claims change under every arena lock) */
+			if (__atomic_load_n(&z->nr_claims, __ATOMIC_RELAXED))
+				n = 0;
+			for (; got < n; got++) {
+				int64_t pfn = buddy_rmqueue(z, a, order, mt, pass == 0);
+				struct gfa_frame *f;
+
+				if (pfn < 0)
+					break;
+				f = pfn_to_frame(pcp->pool, pfn);
+				GFA_BUG_ON(fstate(f) != GFA_FRAME_FREE); /* just off a list */
+				f->mt = (uint8_t)mt;
+				fstate_set(f, GFA_FRAME_PCP);
+				plist_push_bottom(l, (uint32_t)pfn);
+				pcp->count += 1 << order;
+			}
+		}
+	batch_end(z, held);
 	pcp->vs.pcp_refill += got != 0; /* batches taken, not attempts */
 	return got;
 }
@@ -339,9 +400,9 @@ static void pcp_fold_counters(struct gfa_pcp *pcp)
 {
 	struct gfa_zone *z = pcp->zone;
 
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	pcp_add_counters(pcp, &z->c.vm);
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	memset(&pcp->vs, 0, sizeof(pcp->vs));
 }
 
@@ -481,9 +542,7 @@ static bool pcp_free_high_direct(struct gfa_pcp *pcp, struct gfa_zone *z, uint64
 	if (pcp->count || !pcp_free_high_fires(pcp, order, 1 << order))
 		return false;
 	pcp_free_high_update(pcp, order, 1 << order);
-	pthread_mutex_lock(&z->lock);
-	zone_return_locked(z, pfn, order);
-	pthread_mutex_unlock(&z->lock);
+	pcp_return_one(z, pfn, order);
 	pcp->vs.free_order[order]++;
 	pcp->vs.pcp_free_high++;
 	pcp->vs.pcp_bulkfree++;
@@ -529,9 +588,7 @@ static __attribute__((noinline)) void pcp_free_begun(struct gfa_pcp *pcp, uint64
 	l = &pcp->lists[pindex];
 	if (unlikely(plist_full(l)) && plist_grow(l)) {
 		/* no memory for a longer list: this block goes to the zone, begun already */
-		pthread_mutex_lock(&z->lock);
-		zone_return_locked(z, pfn, order);
-		pthread_mutex_unlock(&z->lock);
+		pcp_return_one(z, pfn, order);
 		pcp->vs.free_order[order]++;
 		return;
 	}

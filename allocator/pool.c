@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Pools and zones: creation, the pfn layout, frame lookup and host backing.
+ * Pools and zones: creation, the pfn layout, frame lookup, the arenas and their locks,
+ * and host backing.
  */
+#define _GNU_SOURCE /* sched_getcpu */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,7 +123,8 @@ void gfa_pool_config_init(struct gfa_pool_config *cfg, uint64_t nr_frames)
 
 static int config_valid(const struct gfa_pool_config *cfg)
 {
-	if (cfg->nr_zones == 0 || cfg->nr_zones > GFA_MAX_ZONES || !GFA_RESERVED_ZERO(cfg))
+	if (cfg->nr_zones == 0 || cfg->nr_zones > GFA_MAX_ZONES || !GFA_RESERVED_ZERO(cfg) ||
+	    cfg->reserved32)
 		return 0;
 	/* the cache's int arithmetic (batch << 5, high x 8, high + batch) must not wrap */
 	if (cfg->pcp_batch > GFA_PCP_BATCH_MAX || cfg->pcp_high > GFA_PCP_HIGH_MAX ||
@@ -175,6 +179,125 @@ static void zone_lock_init(pthread_mutex_t *lock)
 	pthread_mutexattr_destroy(&attr);
 }
 
+/*
+ * Arenas: `want` of them (0: one per CPU), each a power of two of frames no smaller
+ * than 2^ARENA_MIN_ORDER, so the zone gets at most ARENAS_MAX and the last may be short.
+ */
+static int zone_arenas_init(struct gfa_zone *z, unsigned int want)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+	uint64_t per;
+
+	if (!want)
+		want = cpus > 0 ? (unsigned int)cpus : 1;
+	if (want > ARENAS_MAX)
+		want = ARENAS_MAX;
+	per = (z->nr_frames + want - 1) / want;
+	z->arena_order = ARENA_MIN_ORDER;
+	while ((1ULL << z->arena_order) < per)
+		z->arena_order++;
+	z->nr_arenas = (unsigned int)((z->nr_frames + (1ULL << z->arena_order) - 1) >> z->arena_order);
+	z->arenas = meta_zalloc(z->nr_arenas * sizeof(*z->arenas));
+	if (!z->arenas)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < z->nr_arenas; i++) {
+		struct gfa_arena *a = &z->arenas[i];
+
+		zone_lock_init(&a->lock);
+		for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
+			for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
+				a->area[o].list[t].head = a->area[o].list[t].tail = GFA_NIL;
+		/* meta_zalloc's zero pageblocks are type 0 */
+		a->nr_pb_mt[0] = ((i + 1 < z->nr_arenas ? 1ULL << z->arena_order :
+							   z->nr_frames - ((uint64_t)i << z->arena_order)) +
+				  GFA_PAGEBLOCK_FRAMES - 1) >>
+				 GFA_PAGEBLOCK_ORDER;
+	}
+	return 0;
+}
+
+static void zone_arenas_destroy(struct gfa_zone *z)
+{
+	for (unsigned int i = 0; z->arenas && i < z->nr_arenas; i++)
+		pthread_mutex_destroy(&z->arenas[i].lock);
+	meta_free(z->arenas, z->nr_arenas * sizeof(*z->arenas));
+}
+
+void zone_lock(struct gfa_zone *z)
+{
+	pthread_mutex_lock(&z->lock);
+	for (unsigned int i = 0; i < z->nr_arenas; i++)
+		pthread_mutex_lock(&z->arenas[i].lock);
+}
+
+void zone_unlock(struct gfa_zone *z)
+{
+	for (unsigned int i = z->nr_arenas; i-- > 0;)
+		pthread_mutex_unlock(&z->arenas[i].lock);
+	pthread_mutex_unlock(&z->lock);
+}
+
+static void zone_arenas_unlock(struct gfa_zone *z)
+{
+	for (unsigned int i = z->nr_arenas; i-- > 0;)
+		pthread_mutex_unlock(&z->arenas[i].lock);
+}
+
+static void zone_arenas_lock(struct gfa_zone *z)
+{
+	for (unsigned int i = 0; i < z->nr_arenas; i++)
+		pthread_mutex_lock(&z->arenas[i].lock);
+}
+
+void zone_cond_wait(struct gfa_zone *z, pthread_cond_t *cond)
+{
+	zone_arenas_unlock(z);
+	pthread_cond_wait(cond, &z->lock);
+	zone_arenas_lock(z);
+}
+
+int zone_cond_timedwait(struct gfa_zone *z, pthread_cond_t *cond, const struct timespec *ts)
+{
+	int ret;
+
+	zone_arenas_unlock(z);
+	ret = pthread_cond_timedwait(cond, &z->lock, ts);
+	zone_arenas_lock(z);
+	return ret;
+}
+
+unsigned int arena_here(const struct gfa_zone *z)
+{
+	int cpu;
+
+	if (z->nr_arenas == 1)
+		return 0;
+	cpu = sched_getcpu();
+	return cpu < 0 ? 0 : (unsigned int)cpu % z->nr_arenas;
+}
+
+#define ZONE_SUM(name, expr)                                          \
+	uint64_t name                                                  \
+	{                                                              \
+		uint64_t sum = 0;                                      \
+                                                                       \
+		for (unsigned int i = 0; i < z->nr_arenas; i++) {      \
+			const struct gfa_arena *a = &z->arenas[i];     \
+                                                                       \
+			sum += (expr);                                 \
+		}                                                      \
+		return sum;                                            \
+	}
+ZONE_SUM(zone_nr_free(const struct gfa_zone *z), a->nr_free)
+ZONE_SUM(zone_nr_released(const struct gfa_zone *z), a->nr_released)
+ZONE_SUM(zone_nr_tail_pageblocks(const struct gfa_zone *z), a->nr_tail_pageblocks)
+ZONE_SUM(zone_nr_pb_mt(const struct gfa_zone *z, unsigned int mt), a->nr_pb_mt[mt])
+ZONE_SUM(zone_nr_pb_sidelined(const struct gfa_zone *z), a->nr_pb_sidelined)
+ZONE_SUM(zone_area_nr_free(const struct gfa_zone *z, unsigned int order), a->area[order].nr_free)
+ZONE_SUM(zone_list_nr(const struct gfa_zone *z, unsigned int order, unsigned int mt),
+	 a->area[order].list[mt].nr)
+#undef ZONE_SUM
+
 static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 		     const struct gfa_zone_config *zc, bool held, uint64_t owner)
 {
@@ -187,9 +310,8 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 	z->nr_frames = zc->nr_frames;
 	z->nr_pageblocks = (zc->nr_frames + GFA_PAGEBLOCK_FRAMES - 1) >> GFA_PAGEBLOCK_ORDER;
 	z->memfd = -1;
-	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
-		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
-			z->area[o].list[t].head = z->area[o].list[t].tail = GFA_NIL;
+	if (zone_arenas_init(z, pool->cfg.arenas))
+		return -ENOMEM;
 	z->pageblocks = meta_zalloc(z->nr_pageblocks * sizeof(*z->pageblocks));
 	if (!z->pageblocks)
 		return -ENOMEM;
@@ -202,7 +324,6 @@ static int zone_init(struct gfa_pool *pool, unsigned int id, uint64_t start,
 						 (sizeof(uint64_t) << (GFA_PAGEBLOCK_ORDER - 6))) +
 			     (z->nr_pageblocks + 63) / 64 * sizeof(uint64_t);
 	/* a held zone writes its pageblocks and heads section by section (deferred.c) */
-	z->nr_pb_mt[0] = z->nr_pageblocks; /* meta_zalloc's zeros */
 	for (uint64_t i = 0; !held && i < z->nr_pageblocks; i++)
 		zone_pageblock_set_mt(z, &z->pageblocks[i], GFA_MT_MOVABLE);
 	if (release_zone_init(z))
@@ -298,6 +419,7 @@ void gfa_pool_destroy(struct gfa_pool *pool)
 			pthread_cond_destroy(&pool->zones[i].scrub_done);
 			pthread_mutex_destroy(&pool->zones[i].isolate_lock);
 		}
+		zone_arenas_destroy(&pool->zones[i]);
 		meta_free(pool->zones[i].pageblocks,
 			  pool->zones[i].nr_pageblocks * sizeof(*pool->zones[i].pageblocks));
 		frame_bitmap_free(pool->zones[i].released, pool->zones[i].nr_frames);
@@ -438,7 +560,7 @@ int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info 
 		return GFA_ERANGE;
 	}
 	memset(info, 0, sizeof(*info));
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	zone_deferred_init_locked(z, pfn, 1);
 	head = frame_find_head(pool, z, pfn);
 	GFA_BUG_ON(head == GFA_NIL); /* every frame is in some block */
@@ -459,7 +581,7 @@ int gfa_frame_lookup(struct gfa_pool *pool, uint64_t pfn, struct gfa_frame_info 
 				      0;
 		info->index = __atomic_load_n(&f->index, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return ret;
 }
 
@@ -474,7 +596,7 @@ int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *ar
 		uint64_t pfn = z->start_pfn, end = z->start_pfn + z->nr_frames;
 		int ret = 0;
 
-		pthread_mutex_lock(&z->lock);
+		zone_lock(z);
 		while (pfn < end && !ret) {
 			struct gfa_frame *f = pfn_to_frame(pool, pfn);
 			unsigned int order;
@@ -491,7 +613,7 @@ int gfa_pool_for_each_allocated(struct gfa_pool *pool, gfa_block_fn fn, void *ar
 			}
 			pfn += 1UL << order;
 		}
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 		if (ret)
 			return ret;
 	}
@@ -576,7 +698,7 @@ int pool_block_reown(struct gfa_pool *pool, uint64_t pfn, unsigned int order, ui
 		return GFA_EFAULT;
 	if (!z || order > GFA_MAX_ORDER)
 		return pool_err(pool, GFA_ERANGE);
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	zone_deferred_init_locked(z, pfn, 1);
 	f = pfn_to_frame(pool, pfn);
 	if (fstate(f) != GFA_FRAME_ALLOCATED || f->order != order)
@@ -585,6 +707,6 @@ int pool_block_reown(struct gfa_pool *pool, uint64_t pfn, unsigned int order, ui
 		err = GFA_EOWNER;
 	else
 		frame_set_owner(f, to);
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return err ? pool_err(pool, err) : 0;
 }

@@ -31,24 +31,30 @@ int release_zone_init(struct gfa_zone *z)
 	return 0;
 }
 
-/* Set or clear the released bits of [pfn, pfn + nr); returns how many changed. */
+/*
+ * Set or clear the released bits of [pfn, pfn + nr), and the counts of the arenas that
+ * hold them (the lock of each held, or the zone lock); returns how many changed.
+ */
 static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool set)
 {
 	uint64_t changed = 0;
 
-	GFA_BUG_ON(!zone_lock_held(z));
 	GFA_BUG_ON(pfn < z->start_pfn || nr > z->start_pfn + z->nr_frames - pfn);
+	GFA_BUG_ON(!arena_lock_held(arena_of(z, pfn)));
 	for (uint64_t p = pfn; p < pfn + nr; p++) {
 		uint64_t i = p - z->start_pfn, bit = 1ULL << (i % 64);
+		struct gfa_arena *a = arena_of(z, p);
 
 		if (!!(z->released[i / 64] & bit) == set)
 			continue;
 		z->released[i / 64] ^= bit;
-		/* the pageblock's count is its number of set bits: never below 0 */
-		GFA_BUG_ON(!set && !pfn_pageblock(z, p)->nr_released);
-		z->nr_pb_sidelined += set && !pfn_pageblock(z, p)->nr_released;
+		/* the pageblock's count is its number of set bits: never below 0, and the
+		 * arena's is the sum of its pageblocks' */
+		GFA_BUG_ON(!set && (!pfn_pageblock(z, p)->nr_released || !a->nr_released));
+		a->nr_pb_sidelined += set && !pfn_pageblock(z, p)->nr_released;
 		pfn_pageblock(z, p)->nr_released += set ? 1 : (uint16_t)-1;
-		z->nr_pb_sidelined -= !set && !pfn_pageblock(z, p)->nr_released;
+		a->nr_pb_sidelined -= !set && !pfn_pageblock(z, p)->nr_released;
+		a->nr_released += set ? 1 : (uint64_t)-1;
 		changed++;
 	}
 	if (set && changed) {
@@ -63,7 +69,8 @@ static uint64_t release_bits(struct gfa_zone *z, uint64_t pfn, uint64_t nr, bool
 
 void zone_mark_released(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
-	z->nr_released += release_bits(z, pfn, nr, true);
+	GFA_BUG_ON(!zone_lock_held(z));
+	release_bits(z, pfn, nr, true);
 	z->c.vm.release_done += nr;
 }
 
@@ -72,8 +79,8 @@ void zone_mark_released(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 static void free_block_runs(struct gfa_zone *z, uint64_t from, uint64_t to, bool cached,
 			    gfa_free_run_fn fn, void *ctx)
 {
-	/* no released frame in the zone, or in the pageblock: one populated run */
-	if (!z->nr_released ||
+	/* no released frame in the arena, or in the pageblock: one populated run */
+	if (!arena_of(z, from)->nr_released ||
 	    ((from ^ (to - 1)) < GFA_PAGEBLOCK_FRAMES && !pfn_pageblock(z, from)->nr_released))
 		cached = true;
 	while (from < to) {
@@ -101,7 +108,7 @@ int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_ru
 	if (!z || !nr || nr > z->start_pfn + z->nr_frames - pfn)
 		return pool_err(pool, GFA_ERANGE);
 	end = pfn + nr;
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	zone_deferred_init_locked(z, pfn, nr);
 	p = frame_find_head(pool, z, pfn);
 	for (p = p == GFA_NIL ? pfn : p; p < end;) {
@@ -117,7 +124,7 @@ int zone_free_runs(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, gfa_free_ru
 					st != GFA_FRAME_FREE, fn, ctx);
 		p = st ? next : p + 1;
 	}
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return 0;
 }
 
@@ -140,8 +147,9 @@ bool release_bits_any(const struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 
 void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
-	GFA_BUG_ON(!zone_lock_held(z));
-	if (!z->nr_released)
+	GFA_BUG_ON(!arena_lock_held(arena_of(z, pfn)));
+	/* (a block: in one arena) */
+	if (!arena_of(z, pfn)->nr_released)
 		return;
 	for (uint64_t p = pfn; p < pfn + nr; p += GFA_PAGEBLOCK_FRAMES) {
 		/* skip whole pageblocks without released frames */
@@ -149,20 +157,16 @@ void release_clear(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 
 		if (end > pfn + nr)
 			end = pfn + nr;
-		if (pfn_pageblock(z, p)->nr_released) {
-			uint64_t had = release_bits(z, p, end - p, false);
-
-			GFA_BUG_ON(z->nr_released < had); /* the zone's sum of bits */
-			z->nr_released -= had;
-		}
+		if (pfn_pageblock(z, p)->nr_released)
+			release_bits(z, p, end - p, false);
 		p = end - GFA_PAGEBLOCK_FRAMES;
 	}
 }
 
 void release_take(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 {
-	GFA_BUG_ON(!zone_lock_held(z));
-	if (!z->nr_released)
+	GFA_BUG_ON(!arena_lock_held(arena_of(z, pfn)));
+	if (!arena_of(z, pfn)->nr_released)
 		return;
 	for (uint64_t p = pfn; p < pfn + nr; p++)
 		if (release_test(z, p)) {
@@ -182,7 +186,7 @@ void release_restore(struct gfa_zone *z, uint64_t pfn, uint64_t nr)
 			/* release_take() moved its bit to the mark: it has none now */
 			GFA_BUG_ON(release_test(z, p));
 			f->flags &= (uint8_t)~FRAME_F_WAS_RELEASED;
-			z->nr_released += release_bits(z, p, 1, true);
+			release_bits(z, p, 1, true);
 		}
 	}
 }
@@ -262,8 +266,6 @@ static uint64_t isolate_for_host(struct gfa_zone *z, uint64_t pfn)
 	GFA_BUG_ON(f->flags & FRAME_F_SCRUB); /* a scrub's block is back before it is free */
 	buddy_list_del(z->pool, z, pfn);
 	had = release_bits(z, pfn, nr, false);
-	GFA_BUG_ON(z->nr_released < had);
-	z->nr_released -= had;
 	fstate_set(f, GFA_FRAME_INFLIGHT); /* FREE -> INFLIGHT, off the lists */
 	z->nr_inflight += nr;
 	GFA_BUG_ON(z->nr_inflight > z->nr_frames);
@@ -386,8 +388,8 @@ int zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame
 
 	if (err)
 		return err;
-	GFA_BUG_ON(z->nr_released > z->nr_free);
-	populated = z->nr_free - z->nr_released;
+	GFA_BUG_ON(zone_nr_released(z) > zone_nr_free(z));
+	populated = zone_nr_free(z) - zone_nr_released(z);
 	budget = populated > z->rp.high ? populated - z->rp.high : 0;
 	if (budget > max_frames)
 		budget = max_frames;
@@ -407,7 +409,7 @@ int zone_release_take(struct gfa_pool *pool, unsigned int zone, struct gfa_frame
 		}
 	}
 	z->c.vm.release_isolated += got;
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return (int)ro.n;
 }
 
@@ -447,8 +449,8 @@ int zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_fram
 
 	if (err)
 		return err;
-	GFA_BUG_ON(z->nr_released > z->nr_free || z->rp.low > z->rp.high);
-	populated = z->nr_free - z->nr_released;
+	GFA_BUG_ON(zone_nr_released(z) > zone_nr_free(z) || z->rp.low > z->rp.high);
+	populated = zone_nr_free(z) - zone_nr_released(z);
 	budget = populated < z->rp.low ? z->rp.high - populated : 0;
 	if (budget > max_frames)
 		budget = max_frames;
@@ -471,7 +473,7 @@ int zone_populate_take(struct gfa_pool *pool, unsigned int zone, struct gfa_fram
 		}
 	}
 	z->c.vm.release_populated += got;
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return (int)ro.n;
 }
 
@@ -486,7 +488,7 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 	if (err)
 		return err;
 	if (!want) {
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 		return pool_err(pool, GFA_EFAULT);
 	}
 	/* take nothing while an allocation waits for the frames in work: they come back
@@ -494,7 +496,7 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 	 * error): the waiter leaves as soon as it runs, and a scrubber that took 0 for
 	 * done stopped with its dirty blocks still on the lists */
 	if (z->scrub_waiters) {
-		pthread_mutex_unlock(&z->lock);
+		zone_unlock(z);
 		return -EAGAIN;
 	}
 	/* keep the low reserve and the claimed frames on the lists, as page reporting
@@ -524,7 +526,7 @@ int zone_scrub_take(struct gfa_pool *pool, unsigned int zone, gfa_block_want_fn 
 		}
 	}
 	GFA_BUG_ON(z->nr_scrub > z->nr_inflight); /* a scrub's frames are in flight */
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	return (int)ro.n;
 }
 
@@ -615,8 +617,8 @@ unsigned int zone_take_tail_marks(struct gfa_zone *z, uint64_t pfn, uint64_t end
 			else
 				continue; /* no room: stays marked, dropped another time */
 			pb->flags = (uint8_t)((pb->flags & ~PB_TAILS) | PB_TAILS_GOING);
-			GFA_BUG_ON(!z->nr_tail_pageblocks);
-			z->nr_tail_pageblocks--;
+			GFA_BUG_ON(!arena_of(z, q)->nr_tail_pageblocks);
+			arena_of(z, q)->nr_tail_pageblocks--;
 		}
 		pfn = next;
 	}
@@ -629,10 +631,10 @@ void zone_drop_tails(struct gfa_zone *z, const struct gfa_frame_range *runs, uns
 
 	GFA_BUG_ON(!zone_lock_held(z) || n > TAIL_DROP_RUNS);
 	/* the blocks stay the caller's, and PB_TAILS_GOING keeps other dones out */
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	for (unsigned int i = 0; i < n; i++)
 		err[i] = frame_map_drop_tails(z->pool, runs[i].pfn, runs[i].nr);
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	for (unsigned int i = 0; i < n; i++) {
 		for (uint64_t q = runs[i].pfn; q < runs[i].pfn + runs[i].nr;
 		     q += GFA_PAGEBLOCK_FRAMES) {
@@ -644,7 +646,7 @@ void zone_drop_tails(struct gfa_zone *z, const struct gfa_frame_range *runs, uns
 				z->c.vm.metadata_dropped++;
 			} else if (!(pb->flags & PB_TAILS)) {
 				pb->flags |= PB_TAILS; /* still backed: marked again */
-				z->nr_tail_pageblocks++;
+				arena_of(z, q)->nr_tail_pageblocks++;
 			}
 		}
 	}
@@ -664,7 +666,7 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 	/* nr against what is left of the zone: pfn + nr may wrap */
 	if (!z || !nr || nr > z->start_pfn + z->nr_frames - pfn)
 		return pool_err(pool, GFA_ERANGE);
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	if (!range_inflight(z, pfn, end)) {
 		err = GFA_EBUSY;
 		goto out;
@@ -682,7 +684,7 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 		if (f->flags & FRAME_F_SCRUB)
 			scrubbed += scrub_end(z, f);
 		if (how == HOST_RELEASED || how == HOST_POPULATE_FAILED)
-			z->nr_released += release_bits(z, pfn, 1UL << order, true);
+			release_bits(z, pfn, 1UL << order, true);
 		if (how == HOST_RELEASED)
 			z->c.vm.release_done += 1UL << order;
 		else if (how == HOST_RELEASE_FAILED)
@@ -698,7 +700,7 @@ static int host_done(struct gfa_pool *pool, uint64_t pfn, uint64_t nr, enum host
 	if (scrubbed && z->scrub_waiters)
 		pthread_cond_broadcast(&z->scrub_done);
 out:
-	pthread_mutex_unlock(&z->lock);
+	zone_unlock(z);
 	if (err)
 		pool_count_err(pool, err);
 	return err;

@@ -40,32 +40,45 @@ int gfa_zone_stat(struct gfa_pool *pool, unsigned int zone, struct gfa_zone_stat
 	 * as they stand: no remote hold, so no membarrier for the vCPUs.
 	 */
 	pthread_mutex_lock(&pool->pcp_lock);
-	pthread_mutex_lock(&z->lock);
+	zone_lock(z);
 	st->nr_frames = z->nr_frames;
-	st->nr_free_buddy = z->nr_free;
+	st->nr_free_buddy = zone_nr_free(z);
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 		for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
-			st->nr_free_blocks[o][t] = z->area[o].list[t].nr;
+			st->nr_free_blocks[o][t] = zone_list_nr(z, o, t);
 	for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
-		st->nr_pageblocks[t] = z->nr_pb_mt[t];
-	st->nr_sidelined = z->nr_pb_sidelined;
+		st->nr_pageblocks[t] = zone_nr_pb_mt(z, t);
+	st->nr_sidelined = zone_nr_pb_sidelined(z);
 	/* deferred pageblocks read zero (UNMOVABLE): their init makes them MOVABLE */
 	st->nr_pageblocks[GFA_MT_UNMOVABLE] -= z->nr_deferred_pageblocks;
 	st->nr_pageblocks[GFA_MT_MOVABLE] += z->nr_deferred_pageblocks;
-	st->nr_released = z->nr_released;
+	st->nr_released = zone_nr_released(z);
 	/* frames a scrub holds are free ones being zeroed, not host work in flight */
 	st->nr_scrubbing = z->nr_scrub;
 	st->nr_inflight = z->nr_inflight - z->nr_scrub;
 	pcp_stat_blocks_locked(pool, zone, st->nr_pcp_blocks);
 	st->metadata_bytes =
 		z->metadata_bytes - zone_deferred_meta_bytes(z) +
-		z->nr_tail_pageblocks * GFA_PAGEBLOCK_FRAMES * sizeof(struct gfa_frame);
-	pthread_mutex_unlock(&z->lock);
+		zone_nr_tail_pageblocks(z) * GFA_PAGEBLOCK_FRAMES * sizeof(struct gfa_frame);
+	zone_unlock(z);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 		st->nr_pcp += st->nr_pcp_blocks[o] << o;
 	st->nr_free = st->nr_free_buddy + st->nr_pcp + st->nr_scrubbing;
 	return 0;
+}
+
+/* Add z's counters, its own and its arenas', to vs (zone lock). */
+static void zone_vmstat_add(const struct gfa_zone *z, struct gfa_vmstat *vs)
+{
+	uint64_t *dst = (uint64_t *)vs;
+
+	for (int i = -1; i < (int)z->nr_arenas; i++) {
+		const uint64_t *src = (const uint64_t *)(i < 0 ? &z->c.vm : &z->arenas[i].vm);
+
+		for (size_t k = 0; k < sizeof(*vs) / sizeof(uint64_t); k++)
+			dst[k] += src[k];
+	}
 }
 
 int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat *vs)
@@ -78,9 +91,10 @@ int gfa_zone_vmstat(struct gfa_pool *pool, unsigned int zone, struct gfa_vmstat 
 		return pool_err(pool, GFA_ERANGE);
 	z = &pool->zones[zone];
 	pthread_mutex_lock(&pool->pcp_lock); /* no cache folds into z meanwhile */
-	pthread_mutex_lock(&z->lock);
-	*vs = z->c.vm;
-	pthread_mutex_unlock(&z->lock);
+	memset(vs, 0, sizeof(*vs));
+	zone_lock(z);
+	zone_vmstat_add(z, vs);
+	zone_unlock(z);
 	pcp_add_vmstat_zone(pool, (int)zone, vs);
 	pthread_mutex_unlock(&pool->pcp_lock);
 	return 0;
@@ -95,7 +109,6 @@ int gfa_zone_node(const struct gfa_pool *pool, unsigned int zone)
 
 int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 {
-	uint64_t *dst = (uint64_t *)vs;
 	uint64_t *errs;
 
 	if (!pool || !vs) {
@@ -106,12 +119,9 @@ int gfa_pool_vmstat(struct gfa_pool *pool, struct gfa_vmstat *vs)
 	pthread_mutex_lock(&pool->pcp_lock); /* no cache folds into a zone meanwhile */
 	for (unsigned int i = 0; i < pool->nr_zones; i++) {
 		struct gfa_zone *z = &pool->zones[i];
-		const uint64_t *src = (const uint64_t *)&z->c.vm;
-
-		pthread_mutex_lock(&z->lock);
-		for (size_t k = 0; k < sizeof(*vs) / sizeof(uint64_t); k++)
-			dst[k] += src[k];
-		pthread_mutex_unlock(&z->lock);
+		zone_lock(z);
+		zone_vmstat_add(z, vs);
+		zone_unlock(z);
 	}
 	pcp_add_vmstat_zone(pool, -1, vs);
 	pthread_mutex_unlock(&pool->pcp_lock);

@@ -139,7 +139,12 @@ Test(api, configs_with_nonzero_reserved_fields_are_einval)
 	uint64_t i0 = VMS(p, err_inval);
 
 	gfa_pool_config_init(&pc, 4096);
-	pc.reserved[7] = 1;
+	pc.reserved[6] = 1;
+	errno = 0;
+	cr_assert_null(gfa_pool_create(&pc));
+	cr_assert_eq(errno, EINVAL);
+	gfa_pool_config_init(&pc, 4096);
+	pc.reserved32 = 1;
 	errno = 0;
 	cr_assert_null(gfa_pool_create(&pc));
 	cr_assert_eq(errno, EINVAL);
@@ -249,7 +254,7 @@ Test(api, vmstat_counters_never_move_the_per_order_arrays)
 Test(api, a_broken_invariant_aborts_in_the_test_build, .signal = SIGABRT)
 {
 	struct gfa_pool *p = tu_pool(4096);
-	uint32_t head = p->zones[0].area[GFA_MAX_ORDER].list[GFA_MT_MOVABLE].head;
+	uint32_t head = p->zones[0].arenas[0].area[GFA_MAX_ORDER].list[GFA_MT_MOVABLE].head;
 
 	cr_assert_neq(head, GFA_NIL);
 	pfn_to_frame(p, head)->mt = GFA_MT_UNMOVABLE;

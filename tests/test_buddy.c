@@ -610,8 +610,8 @@ Test(buddy, max_order_merge_and_split_scan_no_release_bits)
 	struct gfa_pool *p = tu_pool(8192);
 
 	churn_below(p, 8192);
-	cr_assert_eq(p->zones[0].release_scans, 0, "%lu scans with nothing released",
-		     (unsigned long)p->zones[0].release_scans);
+	cr_assert_eq(p->zones[0].arenas[0].release_scans, 0, "%lu scans with nothing released",
+		     (unsigned long)p->zones[0].arenas[0].release_scans);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }
@@ -633,8 +633,8 @@ Test(buddy, released_frames_elsewhere_cost_no_scan)
 	cr_assert_gt(st.nr_released, 0);
 	/* blocks with released frames are queued last: the churn stays below them */
 	churn_below(p, 8192 - MAX_ORDER_FRAMES);
-	cr_assert_eq(p->zones[0].release_scans, 0, "%lu scans of blocks without released frames",
-		     (unsigned long)p->zones[0].release_scans);
+	cr_assert_eq(p->zones[0].arenas[0].release_scans, 0, "%lu scans of blocks without released frames",
+		     (unsigned long)p->zones[0].arenas[0].release_scans);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
 }

@@ -69,7 +69,7 @@ Test(check, claims_that_do_not_add_up)
 Test(check, a_free_list_link_outside_the_zone)
 {
 	struct gfa_pool *p = tu_pool(4096);
-	struct gfa_free_list *l = &p->zones[0].area[GFA_MAX_ORDER].list[GFA_MT_MOVABLE];
+	struct gfa_free_list *l = &p->zones[0].arenas[0].area[GFA_MAX_ORDER].list[GFA_MT_MOVABLE];
 
 	ASSERT_POOL_OK(p);
 	cr_assert_neq(l->head, GFA_NIL);

@@ -5,7 +5,7 @@
  */
 #include "tests/test_util.h"
 #include "common/ktime.h"
-#include "allocator/internal.h" /* nr_tail_pageblocks */
+#include "allocator/internal.h" /* zone_nr_tail_pageblocks */
 #include "allocator/layers.h"
 
 #define TIB_FRAMES (1ULL << 28)
@@ -187,10 +187,10 @@ Test(scale, a_held_pool_marks_its_partial_pageblock)
 	cr_assert_not_null(p);
 	ASSERT_POOL_OK(p);
 	/* nothing written before a frame is named (deferred.c) */
-	cr_assert_eq(p->zones[0].nr_tail_pageblocks, 0);
+	cr_assert_eq(zone_nr_tail_pageblocks(&p->zones[0]), 0);
 	cr_assert_eq(gfa_free(p, MAX_ORDER_FRAMES + 256, 7, 9), 0);
 	/* 1024 frames in one block, then 256 + 128 in one pageblock: its tails are backed */
-	cr_assert_eq(p->zones[0].nr_tail_pageblocks, 1);
+	cr_assert_eq(zone_nr_tail_pageblocks(&p->zones[0]), 1);
 	cr_assert_geq(pool_metadata_bytes(p, &frames), GFA_PAGEBLOCK_FRAMES * 16);
 	ASSERT_POOL_OK(p);
 	gfa_pool_destroy(p);
