@@ -502,7 +502,8 @@ static void steal_suitable_fallback(struct gfa_zone *z, uint64_t pfn, unsigned i
 	else
 		alike = 0;
 	if (free_frames + alike >= GFA_PAGEBLOCK_FRAMES / 2)
-		arena_of(z, pb_start)->vm.pageblock_steal += set_pageblocks_mt(z, pb_start, 0, start_mt);
+		arena_of(z, pb_start)->vm.pageblock_steal +=
+			set_pageblocks_mt(z, pb_start, 0, start_mt);
 }
 
 static bool rmqueue_fallback(struct gfa_zone *z, const struct gfa_arena *a, unsigned int order,

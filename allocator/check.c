@@ -279,8 +279,8 @@ static int check_arena_lists(struct gfa_zone *z, struct gfa_arena *a,
 			area_total += n;
 		}
 		if (area_total != a->area[o].nr_free)
-			FAIL("zone %u: arena %u order %u nr_free %lu but lists hold %lu", z->id, ai, o,
-			     (unsigned long)a->area[o].nr_free, (unsigned long)area_total);
+			FAIL("zone %u: arena %u order %u nr_free %lu but lists hold %lu", z->id, ai,
+			     o, (unsigned long)a->area[o].nr_free, (unsigned long)area_total);
 		frames += area_total << o;
 	}
 	if (frames != a->nr_free)
@@ -294,9 +294,12 @@ static int check_lists(struct gfa_zone *z, const struct zone_tally *t, char *msg
 {
 	uint64_t listed[GFA_NR_ORDERS][GFA_MT_TYPES] = { { 0 } };
 
-	for (unsigned int i = 0; i < z->nr_arenas; i++)
-		if (check_arena_lists(z, &z->arenas[i], listed, msg, len))
-			return -1;
+	for (unsigned int i = 0; i < z->nr_arenas; i++) {
+		int err = check_arena_lists(z, &z->arenas[i], listed, msg, len);
+
+		if (err)
+			return err;
+	}
 	for (unsigned int o = 0; o < GFA_NR_ORDERS; o++)
 		for (unsigned int mt = 0; mt < GFA_MT_TYPES; mt++)
 			if (listed[o][mt] != t->free_blocks[o][mt])
@@ -356,9 +359,12 @@ static int check_arena_counts(struct gfa_zone *z, struct gfa_arena *a, char *msg
 
 static int check_pageblock_types(struct gfa_zone *z, char *msg, size_t len)
 {
-	for (unsigned int i = 0; i < z->nr_arenas; i++)
-		if (check_arena_counts(z, &z->arenas[i], msg, len))
-			return -1;
+	for (unsigned int i = 0; i < z->nr_arenas; i++) {
+		int err = check_arena_counts(z, &z->arenas[i], msg, len);
+
+		if (err)
+			return err;
+	}
 	return 0;
 }
 

@@ -226,9 +226,9 @@ uint64_t gfa_zone_claimed(struct gfa_pool *pool, unsigned int zone)
 
 	if (!pool || zone >= pool->nr_zones)
 		return 0;
-	pthread_mutex_lock(&pool->zones[zone].lock);
+	zone_lock(&pool->zones[zone]);
 	n = pool->zones[zone].claimed;
-	pthread_mutex_unlock(&pool->zones[zone].lock);
+	zone_unlock(&pool->zones[zone]);
 	return n;
 }
 

@@ -54,7 +54,8 @@ static bool zone_has_free_order(struct gfa_zone *z, int order, unsigned int mt, 
 		if (zone_list_nr(z, (unsigned int)o, mt))
 			return true;
 		/* fallback can steal blocks of pageblock_order/2 and up */
-		if (!nofallback && o >= GFA_PAGEBLOCK_ORDER / 2 && zone_area_nr_free(z, (unsigned int)o))
+		if (!nofallback && o >= GFA_PAGEBLOCK_ORDER / 2 &&
+		    zone_area_nr_free(z, (unsigned int)o))
 			return true;
 	}
 	return false;

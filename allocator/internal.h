@@ -168,7 +168,7 @@ struct gfa_zone_counters {
  * written under this arena's lock (which the zone lock includes) and read under it or
  * the zone lock; the zone's sums (zone_nr_free() ...) want the zone lock.
  */
-#define ARENA_MIN_ORDER 16 /* 256 MiB: a word of free_pb_heads covers 128 MiB */
+#define ARENA_MIN_ORDER 15 /* 128 MiB: what a word of free_pb_heads covers */
 #define ARENAS_MAX      16
 struct gfa_arena {
 	pthread_mutex_t lock;

@@ -136,8 +136,7 @@ static uint32_t plist_nr_racy(const struct pcp_list *l)
  * 38), or the zone lock in a held pool, whose deferred sections are the zone lock's.
  * arena_switch() moves a batch from the arena it holds (NULL: none) to a.
  */
-static struct gfa_arena *arena_switch(struct gfa_arena *held,
-				      struct gfa_arena *a)
+static struct gfa_arena *arena_switch(struct gfa_arena *held, struct gfa_arena *a)
 {
 	if (held == a)
 		return a;

@@ -96,7 +96,7 @@ static void pcp_fork_prepare(void)
 			pthread_mutex_lock(&p->zones[i].isolate_lock);
 		pcp_lock_all(p);
 		for (unsigned int i = 0; i < p->nr_zones; i++)
-			pthread_mutex_lock(&p->zones[i].lock);
+			zone_lock(&p->zones[i]);
 	}
 	pthread_mutex_lock(&pcp_threads_lock);
 }
@@ -106,7 +106,7 @@ static void pcp_fork_release(bool child)
 	pthread_mutex_unlock(&pcp_threads_lock);
 	for (struct gfa_pool *p = pcp_pools; p; p = p->fork_next) {
 		for (unsigned int i = 0; i < p->nr_zones; i++)
-			pthread_mutex_unlock(&p->zones[i].lock);
+			zone_unlock(&p->zones[i]);
 		if (child) /* the parent's waiting holders do not exist here */
 			for (struct gfa_pcp *c = p->pcps; c; c = c->next)
 				atomic_store_explicit(&c->holder_waiting, 0, memory_order_relaxed);

@@ -196,7 +196,8 @@ static int zone_arenas_init(struct gfa_zone *z, unsigned int want)
 	z->arena_order = ARENA_MIN_ORDER;
 	while ((1ULL << z->arena_order) < per)
 		z->arena_order++;
-	z->nr_arenas = (unsigned int)((z->nr_frames + (1ULL << z->arena_order) - 1) >> z->arena_order);
+	z->nr_arenas =
+		(unsigned int)((z->nr_frames + (1ULL << z->arena_order) - 1) >> z->arena_order);
 	z->arenas = meta_zalloc(z->nr_arenas * sizeof(*z->arenas));
 	if (!z->arenas)
 		return -ENOMEM;
@@ -208,10 +209,11 @@ static int zone_arenas_init(struct gfa_zone *z, unsigned int want)
 			for (unsigned int t = 0; t < GFA_MT_TYPES; t++)
 				a->area[o].list[t].head = a->area[o].list[t].tail = GFA_NIL;
 		/* meta_zalloc's zero pageblocks are type 0 */
-		a->nr_pb_mt[0] = ((i + 1 < z->nr_arenas ? 1ULL << z->arena_order :
-							   z->nr_frames - ((uint64_t)i << z->arena_order)) +
-				  GFA_PAGEBLOCK_FRAMES - 1) >>
-				 GFA_PAGEBLOCK_ORDER;
+		a->nr_pb_mt[0] =
+			((i + 1 < z->nr_arenas ? 1ULL << z->arena_order :
+						 z->nr_frames - ((uint64_t)i << z->arena_order)) +
+			 GFA_PAGEBLOCK_FRAMES - 1) >>
+			GFA_PAGEBLOCK_ORDER;
 	}
 	return 0;
 }
@@ -276,17 +278,17 @@ unsigned int arena_here(const struct gfa_zone *z)
 	return cpu < 0 ? 0 : (unsigned int)cpu % z->nr_arenas;
 }
 
-#define ZONE_SUM(name, expr)                                          \
-	uint64_t name                                                  \
-	{                                                              \
-		uint64_t sum = 0;                                      \
-                                                                       \
-		for (unsigned int i = 0; i < z->nr_arenas; i++) {      \
-			const struct gfa_arena *a = &z->arenas[i];     \
-                                                                       \
-			sum += (expr);                                 \
-		}                                                      \
-		return sum;                                            \
+#define ZONE_SUM(name, expr)                                       \
+	uint64_t name                                              \
+	{                                                          \
+		uint64_t sum = 0;                                  \
+                                                                   \
+		for (unsigned int i = 0; i < z->nr_arenas; i++) {  \
+			const struct gfa_arena *a = &z->arenas[i]; \
+                                                                   \
+			sum += (expr);                             \
+		}                                                  \
+		return sum;                                        \
 	}
 ZONE_SUM(zone_nr_free(const struct gfa_zone *z), a->nr_free)
 ZONE_SUM(zone_nr_released(const struct gfa_zone *z), a->nr_released)

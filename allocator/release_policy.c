@@ -212,9 +212,9 @@ int gfa_zone_set_release_policy(struct gfa_pool *pool, unsigned int zone,
 		return pool_err(pool, GFA_ERANGE);
 	if (p->low > p->high || !p->min_empty_frac || !GFA_RESERVED_ZERO(p))
 		return pool_err(pool, GFA_EINVAL);
-	pthread_mutex_lock(&pool->zones[zone].lock);
+	zone_lock(&pool->zones[zone]);
 	pool->zones[zone].rp = *p;
-	pthread_mutex_unlock(&pool->zones[zone].lock);
+	zone_unlock(&pool->zones[zone]);
 	return 0;
 }
 
@@ -225,9 +225,9 @@ int gfa_zone_get_release_policy(struct gfa_pool *pool, unsigned int zone,
 		return pool_err(pool, GFA_EFAULT);
 	if (zone >= pool->nr_zones)
 		return pool_err(pool, GFA_ERANGE);
-	pthread_mutex_lock(&pool->zones[zone].lock);
+	zone_lock(&pool->zones[zone]);
 	*p = pool->zones[zone].rp;
-	pthread_mutex_unlock(&pool->zones[zone].lock);
+	zone_unlock(&pool->zones[zone]);
 	return 0;
 }
 
@@ -374,7 +374,7 @@ static int host_step_begin(struct gfa_pool *pool, unsigned int zone,
 	if (zone >= pool->nr_zones)
 		return pool_err(pool, GFA_ERANGE);
 	*zp = &pool->zones[zone];
-	pthread_mutex_lock(&(*zp)->lock);
+	zone_lock(*zp);
 	return 0;
 }
 

@@ -260,8 +260,8 @@ struct gfa_pool_config {
 	 * Arenas per zone (decisions 38): runs of a zone's frames with a lock and free lists
 	 * of their own, so threads on different CPUs allocate and free, on the zone path and
 	 * in their caches' refills and drains, without sharing one lock.  0 = one per CPU
-	 * (at most 16, none smaller than 256 MiB); 1 = one lock for the whole zone.  The
-	 * zone may get fewer than asked: each is a power of two of frames, at least 2^16.
+	 * (at most 16); 1 = one lock for the whole zone.  The zone may get fewer than
+	 * asked: each is a power of two of frames, at least 2^15 (128 MiB).
 	 */
 	unsigned int arenas;
 	unsigned int reserved32; /* zero */
