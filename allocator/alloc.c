@@ -76,19 +76,17 @@ static inline bool arena_path(const struct gfa_zone *z)
 }
 
 /*
- * A block under one arena's lock at a time: the arenas' own types first, from this
- * CPU's arena on, and only then their fallbacks (as zone_rmqueue()).  GFA_ENOMEM when
- * none has one, or a claim came: then the zone lock decides.
+ * A block under one arena's lock at a time, walking the arenas as arena_passes() says.
+ * GFA_ENOMEM when none has one, or a claim came: then the zone lock decides.
  */
 static int64_t arena_alloc(struct gfa_zone *z, unsigned int order, unsigned int mt, uint64_t owner,
 			   unsigned int flags)
 {
 	unsigned int first = arena_here(z);
-	int passes = flags & GFA_ALLOC_NOFALLBACK ? 1 : 2;
 
-	for (int pass = 0; pass < passes; pass++)
+	for (int pass = 0; pass < arena_passes(flags & GFA_ALLOC_NOFALLBACK); pass++)
 		for (unsigned int i = 0; i < z->nr_arenas; i++) {
-			struct gfa_arena *a = &z->arenas[(first + i) % z->nr_arenas];
+			struct gfa_arena *a = arena_walk(z, first, i);
 			int64_t pfn = -1;
 
 			pthread_mutex_lock(&a->lock);

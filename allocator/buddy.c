@@ -554,20 +554,16 @@ int64_t buddy_rmqueue(struct gfa_zone *z, struct gfa_arena *a, unsigned int orde
 	}
 }
 
-/*
- * The whole zone's rmqueue (zone lock): every arena's lists of type mt first, from the
- * caller's CPU's arena on, and only then a fallback, so no arena steals a pageblock of
- * another type while another arena still has a block of this one.
- */
+/* The whole zone's rmqueue (zone lock), walking the arenas as arena_passes() says. */
 int64_t zone_rmqueue(struct gfa_zone *z, unsigned int order, unsigned int mt, bool nofallback)
 {
 	unsigned int first = arena_here(z);
 
 	GFA_BUG_ON(!zone_lock_held(z));
-	for (int pass = 0; pass < (nofallback ? 1 : 2); pass++)
+	for (int pass = 0; pass < arena_passes(nofallback); pass++)
 		for (unsigned int i = 0; i < z->nr_arenas; i++) {
-			struct gfa_arena *a = &z->arenas[(first + i) % z->nr_arenas];
-			int64_t pfn = buddy_rmqueue(z, a, order, mt, pass == 0);
+			int64_t pfn =
+				buddy_rmqueue(z, arena_walk(z, first, i), order, mt, pass == 0);
 
 			if (pfn >= 0)
 				return pfn;

@@ -66,15 +66,11 @@ static int check_released(struct gfa_zone *z, uint64_t pfn, unsigned int st, uns
 
 static int check_pageblock_counts(struct gfa_zone *z, char *msg, size_t len)
 {
-	uint64_t marked = 0, deferred = 0;
+	uint64_t deferred = 0;
 
-	for (uint64_t pb = 0; pb < z->nr_pageblocks; pb++) {
-		marked += !!(z->pageblocks[pb].flags & PB_TAILS);
+	/* (the marks split are counted per arena: check_arena_counts) */
+	for (uint64_t pb = 0; pb < z->nr_pageblocks; pb++)
 		deferred += pfn_deferred(z, z->start_pfn + (pb << GFA_PAGEBLOCK_ORDER));
-	}
-	if (marked != zone_nr_tail_pageblocks(z))
-		FAIL("zone %u: %lu pageblocks marked split but the zone counts %lu", z->id,
-		     (unsigned long)marked, (unsigned long)zone_nr_tail_pageblocks(z));
 	if (deferred != z->nr_deferred_pageblocks)
 		FAIL("zone %u: %lu pageblocks in deferred sections but the zone counts %lu", z->id,
 		     (unsigned long)deferred, (unsigned long)z->nr_deferred_pageblocks);

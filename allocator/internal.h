@@ -389,6 +389,21 @@ static inline bool arena_lock_held(struct gfa_arena *a)
 }
 /* The arena of the CPU this thread runs on: where its zone path and its caches go first. */
 unsigned int arena_here(const struct gfa_zone *z);
+/*
+ * How a zone path walks the arenas for a block (zone_rmqueue(), the zone path's
+ * allocation, a cache's refill): pass 0 takes each arena's blocks of the asked type,
+ * from arena_here() (first) on; pass 1, unless nofallback, their fallbacks.  So no arena
+ * steals a pageblock of another type while another still has a block of this one.
+ */
+static inline int arena_passes(bool nofallback)
+{
+	return nofallback ? 1 : 2;
+}
+static inline struct gfa_arena *arena_walk(const struct gfa_zone *z, unsigned int first,
+					   unsigned int i)
+{
+	return &z->arenas[(first + i) % z->nr_arenas];
+}
 /* The zone lock: z->lock, then every arena's in order.  Excludes every zone path. */
 void zone_lock(struct gfa_zone *z);
 void zone_unlock(struct gfa_zone *z);

@@ -162,10 +162,15 @@ static void batch_end(struct gfa_zone *z, struct gfa_arena *held)
 		arena_switch(held, NULL);
 }
 
-/* The arena lock a batch needs for pfn: none more in a held pool (it has the zone's). */
+/* The lock a batch needs for arena a: none more in a held pool (it has the zone's). */
+static struct gfa_arena *batch_in(struct gfa_zone *z, struct gfa_arena *held, struct gfa_arena *a)
+{
+	return z->deferred ? held : arena_switch(held, a);
+}
+
 static struct gfa_arena *batch_at(struct gfa_zone *z, struct gfa_arena *held, uint64_t pfn)
 {
-	return z->deferred ? held : arena_switch(held, arena_of(z, pfn));
+	return batch_in(z, held, arena_of(z, pfn));
 }
 
 /* One block back to the lists of its arena. */
@@ -231,10 +236,9 @@ int pcp_free_bulk(struct gfa_pcp *pcp, int count, int pindex)
 }
 
 /*
- * rmqueue_bulk(): take up to n blocks of one order and type in one lock section,
- * appended at the tail so the list keeps its oldest-last order.  The arenas' own type
- * first, from this CPU's arena on, then their fallbacks (as zone_rmqueue()); a held
- * pool's under the zone lock.
+ * rmqueue_bulk(): take up to n blocks of one order and type in one lock section per
+ * arena, appended at the tail so the list keeps its oldest-last order; the arenas
+ * walked as arena_passes() says, a held pool's under the zone lock.
  */
 static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsigned int mt, int n,
 		      unsigned int flags)
@@ -242,7 +246,7 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 	struct gfa_zone *z = pcp->zone;
 	struct pcp_list *l = &pcp->lists[pindex];
 	unsigned int first = arena_here(z);
-	int got = 0, passes = flags & GFA_ALLOC_NOFALLBACK ? 1 : 2;
+	int got = 0;
 	struct gfa_arena *held;
 
 	GFA_BUG_ON(pindex_to_order(pindex) != order || mt >= GFA_MT_PCPTYPES);
@@ -250,11 +254,11 @@ static int pcp_refill(struct gfa_pcp *pcp, int pindex, unsigned int order, unsig
 	while (n > 0 && plist_reserve(l, (uint32_t)n))
 		n >>= 1;
 	held = batch_begin(z);
-	for (int pass = 0; pass < passes && got < n; pass++)
+	for (int pass = 0; pass < arena_passes(flags & GFA_ALLOC_NOFALLBACK) && got < n; pass++)
 		for (unsigned int i = 0; i < z->nr_arenas && got < n; i++) {
-			struct gfa_arena *a = &z->arenas[(first + i) % z->nr_arenas];
+			struct gfa_arena *a = arena_walk(z, first, i);
 
-			held = z->deferred ? held : arena_switch(held, a);
+			held = batch_in(z, held, a);
 			/* a claim made since the caller looked: free frames are the zone
 			 * path's to give (claims change under every arena lock) */
 			if (__atomic_load_n(&z->nr_claims, __ATOMIC_RELAXED))
